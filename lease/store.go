@@ -1,0 +1,74 @@
+package lease
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Grant is a store's record of one term of a lease: who holds it, the
+// fencing token of the term, and the duration the store granted.
+type Grant struct {
+	// Name is the lease's name, e.g. "singular-controller".
+	Name string
+	// Holder is the name of the party that holds the lease.
+	Holder string
+	// Token is a fencing token: it strictly increases every time the lease
+	// changes hands (including a re-claim by the same holder name), and it
+	// stays the same while one term is extended. Pass it to the resources
+	// you guard so they can refuse a deposed holder.
+	Token uint64
+	// Duration is the term the store actually granted, which may be longer
+	// than the one requested (etcd grants whole seconds).
+	Duration time.Duration
+}
+
+// Store is the back end a Tracker claims and extends leases in.
+//
+// Its contract is three-valued. ErrHeld (or a *HeldError) and ErrNotHeld
+// are definitive answers: the store did not apply the call. Any other error
+// is ambiguous: the store may or may not have applied it, and the caller
+// must not treat it as a loss. Success means the lease is held until at
+// least the start of the call plus the granted Duration.
+//
+// Implementations must be safe for concurrent use.
+type Store interface {
+	// Claim takes the named lease for holder for at least d, if nobody
+	// holds it. It returns a *HeldError naming the current holder (or the
+	// bare ErrHeld if the holder is unknown) when someone else holds it.
+	Claim(ctx context.Context, name, holder string, d time.Duration) (Grant, error)
+	// Extend renews the term g for at least d. It asserts the same term
+	// (g.Token), not only the same holder name, and returns ErrNotHeld when
+	// that term is over.
+	Extend(ctx context.Context, g Grant, d time.Duration) (Grant, error)
+	// Revoke ends the term g early. It returns ErrNotHeld when that term is
+	// already over.
+	Revoke(ctx context.Context, g Grant) error
+}
+
+// Store errors. Only these two are definitive; a Store reports anything it
+// cannot confirm (a timeout, a lost connection) as some other error.
+var (
+	// ErrHeld means a claim was denied because another holder has the
+	// lease. Do not retry at once: wait for the term to end.
+	ErrHeld = errors.New("lease held by another holder")
+	// ErrNotHeld means the grant is no longer held: it expired, was
+	// revoked, or the lease changed hands. Do not retry the extend; claim
+	// afresh if you still want the lease.
+	ErrNotHeld = errors.New("lease not held")
+)
+
+// HeldError is a definitive claim denial that names the current holder.
+// It matches ErrHeld with errors.Is.
+type HeldError struct {
+	Name   string // the lease
+	Holder string // who holds it now
+}
+
+func (e *HeldError) Error() string {
+	return fmt.Sprintf("lease %q held by %q", e.Name, e.Holder)
+}
+
+// Is reports whether target is ErrHeld.
+func (e *HeldError) Is(target error) bool { return target == ErrHeld }
