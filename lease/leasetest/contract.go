@@ -1,0 +1,351 @@
+package leasetest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/coldstart-go/coldstart/lease"
+)
+
+// Harness is what a Store's test gives the contract test.
+type Harness struct {
+	// Store is the store under test. Each subtest uses lease names of its
+	// own, so one store (or one back end) may serve every subtest.
+	Store lease.Store
+	// Advance makes at least d pass as the store sees it (testclock
+	// Advance for MemStore, a real wait for etcd).
+	Advance func(d time.Duration)
+	// Term is the duration the contract test claims for; choose it so
+	// Advance(2*Term) is cheap (etcd: 1s).
+	Term time.Duration
+}
+
+// RunStoreContract runs the lease.Store contract against the store that
+// setup returns, one subtest per rule. setup is called once per subtest.
+//
+// The contract, which every Store must keep:
+//   - Claim of a free lease succeeds with Token > 0, the Name and Holder
+//     asked for, and Duration ≥ the duration requested.
+//   - Claim while a term is live returns a *lease.HeldError naming the
+//     holder (matching lease.ErrHeld), also when the claimant uses the same
+//     holder name: a restarted process must wait for the term to end, or
+//     revoke it, and then gets a new token.
+//   - Extend of the live term succeeds with the same token and Duration ≥
+//     the duration requested.
+//   - Extend with a stale or foreign token returns lease.ErrNotHeld, even
+//     for the same holder name.
+//   - Revoke then Extend returns ErrNotHeld; a second Revoke returns
+//     ErrNotHeld.
+//   - After Revoke, or after a term nobody extends has run its Duration,
+//     another holder's Claim succeeds with a strictly larger token.
+//   - Concurrent claims of a free lease have exactly one winner; the others
+//     get a *HeldError naming it.
+//   - A call with a cancelled ctx either succeeds (the store applied it)
+//     or returns an error that is neither ErrHeld nor ErrNotHeld: a
+//     cancelled call is ambiguous, never a definitive denial.
+func RunStoreContract(t *testing.T, setup func(t *testing.T) Harness) {
+	t.Helper()
+	for _, c := range contractCases {
+		t.Run(c.name, func(t *testing.T) {
+			h := setup(t)
+			if h.Store == nil || h.Advance == nil || h.Term <= 0 {
+				t.Fatalf("leasetest: Harness needs a Store, an Advance func and a positive Term, got %+v", h)
+			}
+			c.run(t, h, "contract-"+strings.ToLower(c.name))
+		})
+	}
+}
+
+var contractCases = []struct {
+	name string
+	run  func(t *testing.T, h Harness, name string)
+}{
+	{"ClaimFreeLease", testClaimFreeLease},
+	{"ClaimWhileHeldNamesHolder", testClaimWhileHeldNamesHolder},
+	{"ClaimWhileHeldBySameHolderName", testClaimWhileHeldBySameHolderName},
+	{"NamesAreIndependent", testNamesAreIndependent},
+	{"ExtendLiveTermKeepsToken", testExtendLiveTermKeepsToken},
+	{"ExtendForeignTokenIsNotHeld", testExtendForeignTokenIsNotHeld},
+	{"ExtendOldTermOfSameHolderIsNotHeld", testExtendOldTermOfSameHolderIsNotHeld},
+	{"RevokeThenExtendIsNotHeld", testRevokeThenExtendIsNotHeld},
+	{"RevokeTwiceIsNotHeld", testRevokeTwiceIsNotHeld},
+	{"ClaimAfterRevokeGetsLargerToken", testClaimAfterRevokeGetsLargerToken},
+	{"UnextendedTermExpires", testUnextendedTermExpires},
+	{"ConcurrentClaimsHaveOneWinner", testConcurrentClaimsHaveOneWinner},
+	{"CancelledContextIsNeverDefinitive", testCancelledContextIsNeverDefinitive},
+}
+
+func mustClaim(t *testing.T, h Harness, name, holder string) lease.Grant {
+	t.Helper()
+	g, err := h.Store.Claim(context.Background(), name, holder, h.Term)
+	if err != nil {
+		t.Fatalf("Claim(%q, %q, %v): %v", name, holder, h.Term, err)
+	}
+	checkGrant(t, "Claim", g, name, holder, h.Term)
+	return g
+}
+
+func checkGrant(t *testing.T, op string, g lease.Grant, name, holder string, d time.Duration) {
+	t.Helper()
+	if g.Name != name || g.Holder != holder {
+		t.Errorf("%s returned grant for (%q, %q), want (%q, %q)", op, g.Name, g.Holder, name, holder)
+	}
+	if g.Token == 0 {
+		t.Errorf("%s returned token 0, want > 0", op)
+	}
+	if g.Duration < d {
+		t.Errorf("%s granted %v, want at least the %v requested", op, g.Duration, d)
+	}
+}
+
+func wantHeldBy(t *testing.T, op string, err error, holder string) {
+	t.Helper()
+	var he *lease.HeldError
+	if !errors.As(err, &he) {
+		t.Fatalf("%s: got error %v, want a *lease.HeldError naming %q", op, err, holder)
+	}
+	if !errors.Is(err, lease.ErrHeld) {
+		t.Errorf("%s: error %v does not match lease.ErrHeld", op, err)
+	}
+	if he.Holder != holder {
+		t.Errorf("%s: HeldError names holder %q, want %q", op, he.Holder, holder)
+	}
+}
+
+func wantNotHeld(t *testing.T, op string, err error) {
+	t.Helper()
+	if !errors.Is(err, lease.ErrNotHeld) {
+		t.Fatalf("%s: got error %v, want lease.ErrNotHeld", op, err)
+	}
+}
+
+func wantAmbiguousOrNil(t *testing.T, op string, err error) {
+	t.Helper()
+	if errors.Is(err, lease.ErrHeld) || errors.Is(err, lease.ErrNotHeld) {
+		t.Errorf("%s with a cancelled ctx returned the definitive %v; want success or an ambiguous error", op, err)
+	}
+}
+
+func testClaimFreeLease(t *testing.T, h Harness, name string) {
+	mustClaim(t, h, name, "a")
+}
+
+func testClaimWhileHeldNamesHolder(t *testing.T, h Harness, name string) {
+	mustClaim(t, h, name, "a")
+	_, err := h.Store.Claim(context.Background(), name, "b", h.Term)
+	wantHeldBy(t, "second Claim by another holder", err, "a")
+}
+
+func testClaimWhileHeldBySameHolderName(t *testing.T, h Harness, name string) {
+	g := mustClaim(t, h, name, "a")
+	_, err := h.Store.Claim(context.Background(), name, "a", h.Term)
+	wantHeldBy(t, "second Claim under the same holder name", err, "a")
+	// The original term is untouched by the denied claim.
+	g2, err := h.Store.Extend(context.Background(), g, h.Term)
+	if err != nil {
+		t.Fatalf("Extend after a denied claim: %v", err)
+	}
+	if g2.Token != g.Token {
+		t.Errorf("Extend after a denied claim changed the token from %d to %d", g.Token, g2.Token)
+	}
+}
+
+func testNamesAreIndependent(t *testing.T, h Harness, name string) {
+	mustClaim(t, h, name+"-1", "a")
+	mustClaim(t, h, name+"-2", "b")
+	mustClaim(t, h, name+"-3", "a")
+}
+
+func testExtendLiveTermKeepsToken(t *testing.T, h Harness, name string) {
+	g := mustClaim(t, h, name, "a")
+	for i := range 3 {
+		g2, err := h.Store.Extend(context.Background(), g, h.Term)
+		if err != nil {
+			t.Fatalf("Extend #%d of the live term: %v", i+1, err)
+		}
+		checkGrant(t, "Extend", g2, name, "a", h.Term)
+		if g2.Token != g.Token {
+			t.Fatalf("Extend #%d changed the token from %d to %d", i+1, g.Token, g2.Token)
+		}
+		g = g2
+	}
+}
+
+func testExtendForeignTokenIsNotHeld(t *testing.T, h Harness, name string) {
+	g := mustClaim(t, h, name, "a")
+	forged := g
+	forged.Token = g.Token + 1_000_003
+	_, err := h.Store.Extend(context.Background(), forged, h.Term)
+	wantNotHeld(t, "Extend with a token the store never issued for this term", err)
+	other := mustClaim(t, h, name+"-other", "a")
+	crossed := g
+	crossed.Token = other.Token
+	if crossed.Token != g.Token {
+		_, err = h.Store.Extend(context.Background(), crossed, h.Term)
+		wantNotHeld(t, "Extend with the token of another lease", err)
+	}
+	// The real term is unaffected.
+	if _, err := h.Store.Extend(context.Background(), g, h.Term); err != nil {
+		t.Fatalf("Extend of the real term after forged extends: %v", err)
+	}
+}
+
+func testExtendOldTermOfSameHolderIsNotHeld(t *testing.T, h Harness, name string) {
+	old := mustClaim(t, h, name, "a")
+	if err := h.Store.Revoke(context.Background(), old); err != nil {
+		t.Fatalf("Revoke: %v", err)
+	}
+	// A restarted process re-claims under the same holder name.
+	fresh := mustClaim(t, h, name, "a")
+	if fresh.Token <= old.Token {
+		t.Fatalf("re-claim by the same holder name got token %d, want > %d", fresh.Token, old.Token)
+	}
+	_, err := h.Store.Extend(context.Background(), old, h.Term)
+	wantNotHeld(t, "Extend of the old term after a same-name re-claim", err)
+	if _, err := h.Store.Extend(context.Background(), fresh, h.Term); err != nil {
+		t.Fatalf("Extend of the new term: %v", err)
+	}
+}
+
+func testRevokeThenExtendIsNotHeld(t *testing.T, h Harness, name string) {
+	g := mustClaim(t, h, name, "a")
+	if err := h.Store.Revoke(context.Background(), g); err != nil {
+		t.Fatalf("Revoke of the live term: %v", err)
+	}
+	_, err := h.Store.Extend(context.Background(), g, h.Term)
+	wantNotHeld(t, "Extend after Revoke", err)
+}
+
+func testRevokeTwiceIsNotHeld(t *testing.T, h Harness, name string) {
+	g := mustClaim(t, h, name, "a")
+	if err := h.Store.Revoke(context.Background(), g); err != nil {
+		t.Fatalf("first Revoke: %v", err)
+	}
+	wantNotHeld(t, "second Revoke", h.Store.Revoke(context.Background(), g))
+}
+
+func testClaimAfterRevokeGetsLargerToken(t *testing.T, h Harness, name string) {
+	a := mustClaim(t, h, name, "a")
+	if err := h.Store.Revoke(context.Background(), a); err != nil {
+		t.Fatalf("Revoke: %v", err)
+	}
+	b := mustClaim(t, h, name, "b")
+	if b.Token <= a.Token {
+		t.Fatalf("claim after revoke got token %d, want > %d", b.Token, a.Token)
+	}
+	wantNotHeld(t, "Revoke of the old term after a new claim", h.Store.Revoke(context.Background(), a))
+	if _, err := h.Store.Extend(context.Background(), b, h.Term); err != nil {
+		t.Fatalf("the new holder's term was disturbed by the old term's revoke: %v", err)
+	}
+}
+
+// maxExpiryRounds bounds how long the expiry test waits beyond the granted
+// Duration for a store whose expiry is coarse (etcd checks every 500ms).
+const maxExpiryRounds = 10
+
+func testUnextendedTermExpires(t *testing.T, h Harness, name string) {
+	a := mustClaim(t, h, name, "a")
+	h.Advance(a.Duration)
+	var b lease.Grant
+	for round := 0; ; round++ {
+		var err error
+		b, err = h.Store.Claim(context.Background(), name, "b", h.Term)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, lease.ErrHeld) || round == maxExpiryRounds {
+			t.Fatalf("Claim %v after an unextended %v term began: %v",
+				a.Duration+time.Duration(round)*h.Term, a.Duration, err)
+		}
+		h.Advance(h.Term)
+	}
+	checkGrant(t, "Claim after expiry", b, name, "b", h.Term)
+	if b.Token <= a.Token {
+		t.Fatalf("claim after expiry got token %d, want > %d", b.Token, a.Token)
+	}
+	_, err := h.Store.Extend(context.Background(), a, h.Term)
+	wantNotHeld(t, "Extend of the expired term", err)
+}
+
+func testConcurrentClaimsHaveOneWinner(t *testing.T, h Harness, name string) {
+	const n = 8
+	type result struct {
+		g   lease.Grant
+		err error
+	}
+	results := make([]result, n)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			g, err := h.Store.Claim(context.Background(), name, fmt.Sprintf("h%d", i), h.Term)
+			results[i] = result{g, err}
+		}()
+	}
+	close(start)
+	wg.Wait()
+	winner := ""
+	for i, r := range results {
+		if r.err == nil {
+			if winner != "" {
+				t.Fatalf("two concurrent claims won: %q and %q", winner, r.g.Holder)
+			}
+			winner = r.g.Holder
+			checkGrant(t, fmt.Sprintf("claim h%d", i), r.g, name, fmt.Sprintf("h%d", i), h.Term)
+		}
+	}
+	if winner == "" {
+		t.Fatalf("no concurrent claim won: %+v", results)
+	}
+	for i, r := range results {
+		if r.err != nil {
+			wantHeldBy(t, fmt.Sprintf("losing claim h%d", i), r.err, winner)
+		}
+	}
+}
+
+func testCancelledContextIsNeverDefinitive(t *testing.T, h Harness, name string) {
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
+
+	// Claim of a free lease.
+	g, err := h.Store.Claim(cancelled, name, "a", h.Term)
+	wantAmbiguousOrNil(t, "Claim", err)
+	if err == nil {
+		checkGrant(t, "Claim with a cancelled ctx", g, name, "a", h.Term)
+	} else {
+		// The claim may have been applied; use a lease of its own.
+		name += "-2"
+		g = mustClaim(t, h, name, "a")
+	}
+
+	// Extend of the live term.
+	g2, err := h.Store.Extend(cancelled, g, h.Term)
+	wantAmbiguousOrNil(t, "Extend", err)
+	if err == nil && g2.Token != g.Token {
+		t.Errorf("Extend with a cancelled ctx changed the token from %d to %d", g.Token, g2.Token)
+	}
+	// Whatever happened, the term is still live and extendable.
+	if _, err := h.Store.Extend(context.Background(), g, h.Term); err != nil {
+		t.Fatalf("Extend after a cancelled Extend: %v", err)
+	}
+
+	// Revoke of the live term.
+	err = h.Store.Revoke(cancelled, g)
+	wantAmbiguousOrNil(t, "Revoke", err)
+	err2 := h.Store.Revoke(context.Background(), g)
+	switch {
+	case err == nil:
+		wantNotHeld(t, "Revoke after a successful cancelled-ctx Revoke", err2)
+	case err2 != nil && !errors.Is(err2, lease.ErrNotHeld):
+		t.Fatalf("Revoke after an ambiguous Revoke: %v", err2)
+	}
+}
