@@ -47,6 +47,14 @@ type Store interface {
 	Revoke(ctx context.Context, g Grant) error
 }
 
+// Reader is an optional Store extension that reads a lease's current term.
+// MemStore implements it; tests use it to check promises against the store.
+type Reader interface {
+	// Holder returns the live term of the named lease, with the time it
+	// has left as Duration, or ErrNotHeld when nobody holds it.
+	Holder(ctx context.Context, name string) (Grant, error)
+}
+
 // Store errors. Only these two are definitive; a Store reports anything it
 // cannot confirm (a timeout, a lost connection) as some other error.
 var (
