@@ -1,0 +1,220 @@
+package gate
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/juju/clock"
+)
+
+// State is where a gate stands in a Board's report.
+type State int
+
+const (
+	Locked State = iota
+	Unlocked
+	Failed
+)
+
+func (s State) String() string {
+	switch s {
+	case Locked:
+		return "locked"
+	case Unlocked:
+		return "unlocked"
+	case Failed:
+		return "failed"
+	}
+	return fmt.Sprintf("State(%d)", int(s))
+}
+
+// A Board answers "what is startup still waiting on?". Register the gates a
+// process starts with; Report lists each one's state, how long it has been
+// locked (or took to open), the order in which they opened, and why any
+// failed. It is cheap enough to call from a status endpoint or a log line.
+//
+// A Board is safe for concurrent use; the zero Board is not usable, make one
+// with NewBoard.
+type Board struct {
+	clk clock.Clock
+
+	mu      sync.Mutex
+	entries []*entry
+	seq     int // resolutions so far
+}
+
+type entry struct {
+	name     string
+	w        Waiter
+	since    time.Time
+	resolved time.Time // zero until seen resolved
+	order    int       // 1 for the first gate to resolve; 0 while locked
+	err      error
+}
+
+// NewBoard returns an empty board timed on clk (nil means clock.WallClock).
+func NewBoard(clk clock.Clock) *Board {
+	if clk == nil {
+		clk = clock.WallClock
+	}
+	return &Board{clk: clk}
+}
+
+// New makes a gate with gate.New and adds it to the board.
+func (b *Board) New(name string) *Lock {
+	l := New(name)
+	b.Add(l)
+	return l
+}
+
+// Add puts l on the board under its own name. A *Lock's opening or failure
+// is recorded the moment it happens, so the order is exact.
+func (b *Board) Add(l *Lock) { b.Track(l.Name(), l) }
+
+// Track puts any Waiter on the board under name. For a *Lock the opening is
+// recorded as it happens; any other Waiter is looked at when a report is
+// made, so its opening time and order are those of the first report that
+// saw it open. Track never starts a goroutine.
+func (b *Board) Track(name string, w Waiter) {
+	if w == nil {
+		panic(fmt.Sprintf("gate.Board.Track(%q): nil Waiter", name))
+	}
+	e := &entry{name: name, w: w}
+	b.mu.Lock()
+	e.since = b.clk.Now()
+	b.entries = append(b.entries, e)
+	b.mu.Unlock()
+	if l, ok := w.(*Lock); ok {
+		l.onResolve(func() { b.resolved(e, l.Err()) })
+	}
+}
+
+func (b *Board) resolved(e *entry, err error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.markLocked(e, err)
+}
+
+// markLocked records e's resolution once; b.mu must be held.
+func (b *Board) markLocked(e *entry, err error) {
+	if e.order != 0 {
+		return
+	}
+	b.seq++
+	e.order = b.seq
+	e.resolved = b.clk.Now()
+	e.err = err
+}
+
+// GateStatus is one gate's line in a Report.
+type GateStatus struct {
+	Name  string
+	State State
+	// Since is when the gate was put on the board.
+	Since time.Time
+	// For is how long the gate has been locked, or how long it took to
+	// open or fail.
+	For time.Duration
+	// Order is 1 for the first gate on the board to open or fail, 2 for
+	// the next, and so on; 0 while the gate is locked.
+	Order int
+	// Err is the failure of a gate that failed.
+	Err error
+}
+
+// Report is a board's snapshot: every gate, in the order they were added.
+type Report []GateStatus
+
+// Report returns the state of every gate on the board.
+func (b *Board) Report() Report {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	now := b.clk.Now()
+	r := make(Report, len(b.entries))
+	for i, e := range b.entries {
+		if e.order == 0 {
+			if f, ok := e.w.(failer); ok && !e.w.IsUnlocked() {
+				if err := f.Err(); err != nil {
+					b.markLocked(e, err)
+				}
+			} else if e.w.IsUnlocked() {
+				b.markLocked(e, nil)
+			}
+		}
+		s := GateStatus{Name: e.name, Since: e.since, Order: e.order, Err: e.err}
+		switch {
+		case e.order == 0:
+			s.State, s.For = Locked, now.Sub(e.since)
+		case e.err != nil:
+			s.State, s.For = Failed, e.resolved.Sub(e.since)
+		default:
+			s.State, s.For = Unlocked, e.resolved.Sub(e.since)
+		}
+		r[i] = s
+	}
+	return r
+}
+
+// Pending returns the gates still locked, the longest-waiting first: what
+// startup is waiting on.
+func (b *Board) Pending() Report {
+	var p Report
+	for _, s := range b.Report() {
+		if s.State == Locked {
+			p = append(p, s)
+		}
+	}
+	sort.SliceStable(p, func(i, j int) bool { return p[i].For > p[j].For })
+	return p
+}
+
+// Opened returns the names of the gates that have unlocked, in the order
+// they unlocked.
+func (r Report) Opened() []string {
+	var open []GateStatus
+	for _, s := range r {
+		if s.State == Unlocked {
+			open = append(open, s)
+		}
+	}
+	sort.Slice(open, func(i, j int) bool { return open[i].Order < open[j].Order })
+	names := make([]string, len(open))
+	for i, s := range open {
+		names[i] = s.Name
+	}
+	return names
+}
+
+// String summarises the report on one line, for logs:
+//
+//	waiting on api-caller (12s), upgrade-steps (3s); failed: mongo (5s: no quorum); 4 open
+func (r Report) String() string {
+	var waiting, failed []string
+	open := 0
+	for _, s := range r {
+		switch s.State {
+		case Locked:
+			waiting = append(waiting, fmt.Sprintf("%s (%s)", s.Name, s.For.Round(time.Millisecond)))
+		case Failed:
+			cause := s.Err
+			if fe, ok := cause.(*FailedError); ok {
+				cause = fe.Err
+			}
+			failed = append(failed, fmt.Sprintf("%s (%s: %v)", s.Name, s.For.Round(time.Millisecond), cause))
+		default:
+			open++
+		}
+	}
+	var parts []string
+	if len(waiting) > 0 {
+		parts = append(parts, "waiting on "+strings.Join(waiting, ", "))
+	}
+	if len(failed) > 0 {
+		parts = append(parts, "failed: "+strings.Join(failed, ", "))
+	}
+	parts = append(parts, fmt.Sprintf("%d open", open))
+	return strings.Join(parts, "; ")
+}

@@ -1,0 +1,107 @@
+package gate_test
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/juju/clock/testclock"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/coldstart-go/coldstart/gate"
+)
+
+var t0 = time.Date(2026, 11, 30, 1, 0, 0, 0, time.UTC)
+
+func TestBoardReportsWhatStartupWaitsOn(t *testing.T) {
+	clk := testclock.NewClock(t0)
+	b := gate.NewBoard(clk)
+	ctrl := b.New("controller-port")
+	steps := b.New("upgrade-steps")
+	clk.Advance(2 * time.Second)
+	api := b.New("api-port")
+	mongo := b.New("mongo")
+	clk.Advance(time.Second)
+	ctrl.Unlock()
+	clk.Advance(4 * time.Second)
+	mongo.Fail(errors.New("no quorum"))
+	clk.Advance(time.Second)
+
+	r := b.Report()
+	require.Len(t, r, 4)
+	assert.Equal(t, gate.GateStatus{Name: "controller-port", State: gate.Unlocked, Since: t0, For: 3 * time.Second, Order: 1}, r[0])
+	assert.Equal(t, gate.GateStatus{Name: "upgrade-steps", State: gate.Locked, Since: t0, For: 8 * time.Second}, r[1])
+	assert.Equal(t, gate.Locked, r[2].State)
+	assert.Equal(t, 6*time.Second, r[2].For)
+	assert.Equal(t, gate.Failed, r[3].State)
+	assert.Equal(t, 2, r[3].Order)
+	assert.Equal(t, 5*time.Second, r[3].For)
+	assert.ErrorContains(t, r[3].Err, "no quorum")
+
+	assert.Equal(t, "waiting on upgrade-steps (8s), api-port (6s); failed: mongo (5s: no quorum); 1 open", r.String())
+
+	pending := b.Pending()
+	require.Len(t, pending, 2)
+	assert.Equal(t, "upgrade-steps", pending[0].Name, "longest wait first")
+	assert.Equal(t, "api-port", pending[1].Name)
+
+	steps.Unlock()
+	api.Unlock()
+	assert.Equal(t, []string{"controller-port", "upgrade-steps", "api-port"}, b.Report().Opened())
+	assert.Empty(t, b.Pending())
+}
+
+func TestBoardOrderIsUnlockOrderEvenAtTheSameInstant(t *testing.T) {
+	b := gate.NewBoard(testclock.NewClock(t0)) // the clock never moves
+	names := []string{"e", "d", "c", "b", "a"}
+	locks := map[string]*gate.Lock{}
+	for _, n := range names {
+		locks[n] = b.New(n)
+	}
+	for _, n := range []string{"c", "a", "e", "b", "d"} {
+		locks[n].Unlock()
+	}
+	assert.Equal(t, []string{"c", "a", "e", "b", "d"}, b.Report().Opened())
+}
+
+func TestBoardTracksForeignWaitersWhenReported(t *testing.T) {
+	clk := testclock.NewClock(t0)
+	b := gate.NewBoard(clk)
+	c := make(chanWaiter)
+	b.Track("local-ready", c)
+	b.Track("always", gate.AlreadyUnlocked)
+	clk.Advance(time.Second)
+	r := b.Report()
+	assert.Equal(t, gate.Locked, r[0].State)
+	assert.Equal(t, gate.Unlocked, r[1].State)
+	close(c)
+	clk.Advance(time.Second)
+	r = b.Report()
+	assert.Equal(t, gate.Unlocked, r[0].State)
+	assert.Equal(t, 2*time.Second, r[0].For, "seen open at the report after it opened")
+	clk.Advance(time.Second)
+	assert.Equal(t, 2*time.Second, b.Report()[0].For, "fixed once seen")
+}
+
+func TestBoardAddsAlreadyResolvedGates(t *testing.T) {
+	b := gate.NewBoard(nil)
+	l := gate.New("early")
+	l.Unlock()
+	b.Add(l)
+	r := b.Report()
+	assert.Equal(t, gate.Unlocked, r[0].State)
+	assert.Equal(t, 1, r[0].Order)
+	assert.Equal(t, "1 open", r.String())
+}
+
+func TestBoardTrackNilPanics(t *testing.T) {
+	assert.PanicsWithValue(t, `gate.Board.Track("x"): nil Waiter`, func() { gate.NewBoard(nil).Track("x", nil) })
+}
+
+func TestStateString(t *testing.T) {
+	assert.Equal(t, "locked", gate.Locked.String())
+	assert.Equal(t, "unlocked", gate.Unlocked.String())
+	assert.Equal(t, "failed", gate.Failed.String())
+	assert.Equal(t, "State(9)", gate.State(9).String())
+}

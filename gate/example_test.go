@@ -1,0 +1,101 @@
+package gate_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/juju/clock/testclock"
+
+	"github.com/coldstart-go/coldstart/gate"
+)
+
+func ExampleNew() {
+	serverUp := gate.New("api-server")
+	go func() {
+		// ... bind the port, start serving ...
+		serverUp.Unlock()
+	}()
+
+	// The API client waits for its own server instead of dialling a peer.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := gate.Wait(ctx, serverUp); err != nil {
+		fmt.Println("server never came up:", err)
+		return
+	}
+	fmt.Println(serverUp)
+	// Output: api-server (unlocked)
+}
+
+func ExampleAllOf() {
+	ctrlPort := gate.New("controller-port")
+	steps := gate.New("upgrade-steps")
+	stable := gate.AllOf("stable", ctrlPort, steps)
+
+	ctrlPort.Unlock()
+	fmt.Println(stable.IsUnlocked())
+	steps.Fail(errors.New("step 3: schema migration failed"))
+	fmt.Println(gate.Wait(context.Background(), stable))
+	// Output:
+	// false
+	// gate "stable" failed: gate "upgrade-steps" failed: step 3: schema migration failed
+}
+
+func ExampleBoard() {
+	clk := testclock.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	board := gate.NewBoard(clk)
+	ctrlPort := board.New("controller-port")
+	board.New("upgrade-steps")
+	board.New("lease")
+
+	clk.Advance(1500 * time.Millisecond)
+	ctrlPort.Unlock()
+	clk.Advance(10 * time.Second)
+
+	// A stalled startup says what it waits on, e.g. in a log line.
+	fmt.Println(board.Report())
+	// Output: waiting on upgrade-steps (11.5s), lease (11.5s); 1 open
+}
+
+func ExampleFlag() {
+	upgraded := gate.New("upgrade-steps-done")
+
+	// An engine starts the flag; dependents run only while Check is true.
+	flag := gate.NewFlag(upgraded)
+	fmt.Println("check:", flag.Check())
+
+	upgraded.Unlock()
+	// The flag ends, so the engine restarts it (and its dependents)...
+	fmt.Println("flag ended:", flag.Wait())
+	// ...and the new flag reports the new value.
+	fmt.Println("check:", gate.NewFlag(upgraded).Check())
+	// Output:
+	// check: false
+	// flag ended: gate unlocked: restart to see the new value
+	// check: true
+}
+
+func ExampleOutput() {
+	lock := gate.New("api-port-open")
+
+	// In a manifold's Output func: hand the lock out as whichever
+	// interface the dependent asked for.
+	var w gate.Waiter
+	var u gate.Unlocker
+	if err := gate.Output(lock, &w); err != nil {
+		fmt.Println(err)
+	}
+	if err := gate.Output(lock, &u); err != nil {
+		fmt.Println(err)
+	}
+	u.Unlock()
+	fmt.Println(w.IsUnlocked())
+
+	var wrong string
+	fmt.Println(gate.Output(lock, &wrong) != nil)
+	// Output:
+	// true
+	// true
+}

@@ -1,0 +1,194 @@
+package gate
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+)
+
+// Waiter is what a worker waits on. It has the method set of juju's
+// worker/gate.Waiter, so juju code accepts these gates unchanged.
+type Waiter interface {
+	// Unlocked returns a channel that is closed once the gate unlocks.
+	// It is never closed for a gate that fails.
+	Unlocked() <-chan struct{}
+	// IsUnlocked reports whether the gate has unlocked.
+	IsUnlocked() bool
+}
+
+// Unlocker is what the worker that finishes a task holds. It has the method
+// set of juju's worker/gate.Unlocker.
+type Unlocker interface {
+	Unlock()
+}
+
+// failer is implemented by waiters that can fail (a *Lock). Wait uses it to
+// release its caller with the failure instead of waiting forever.
+type failer interface {
+	Done() <-chan struct{}
+	Err() error
+}
+
+const (
+	stateLocked uint32 = iota
+	stateUnlocked
+	stateFailed
+)
+
+// Lock is a one-shot named gate. It starts locked; Unlock opens it for good
+// and Fail marks it as never going to open. Whichever of the two is called
+// first wins; later calls of either are no-ops.
+//
+// The zero Lock is not usable: make one with New. A Lock is safe for
+// concurrent use.
+type Lock struct {
+	name     string
+	state    atomic.Uint32 // stateLocked until resolved; written once, under mu
+	unlocked chan struct{} // closed on Unlock
+	done     chan struct{} // closed on Unlock or Fail
+
+	mu    sync.Mutex
+	err   *FailedError // set before done is closed, never changed after
+	hooks []func()     // run once on resolution; nil after
+}
+
+// New returns a locked gate. The name says what the gate waits for
+// ("api-port-open", "upgrade-steps-done"); it appears in errors and reports.
+func New(name string) *Lock {
+	return &Lock{
+		name:     name,
+		unlocked: make(chan struct{}),
+		done:     make(chan struct{}),
+	}
+}
+
+// Name returns the name the gate was made with.
+func (l *Lock) Name() string { return l.name }
+
+// Unlock opens the gate and releases every waiter. It is idempotent, and a
+// no-op on a gate that has failed.
+func (l *Lock) Unlock() { l.resolve(nil) }
+
+// Fail marks the gate as one that will never unlock and releases every
+// waiter with an error matching err. It is a no-op on a gate that has
+// already unlocked or failed. Fail(nil) fails the gate with ErrFailed, so a
+// failed gate always has a non-nil Err.
+func (l *Lock) Fail(err error) {
+	if err == nil {
+		err = ErrFailed
+	}
+	l.resolve(&FailedError{Gate: l.name, Err: err})
+}
+
+func (l *Lock) resolve(failure *FailedError) {
+	l.mu.Lock()
+	if l.state.Load() != stateLocked {
+		l.mu.Unlock()
+		return
+	}
+	if failure != nil {
+		l.err = failure
+		l.state.Store(stateFailed)
+	} else {
+		l.state.Store(stateUnlocked)
+		close(l.unlocked)
+	}
+	close(l.done)
+	hooks := l.hooks
+	l.hooks = nil
+	l.mu.Unlock()
+	// Hooks run on the resolving goroutine, after the state is visible, so
+	// anything ordered after Unlock returns sees their effects.
+	for _, h := range hooks {
+		h()
+	}
+}
+
+// onResolve arranges for f to run once the gate unlocks or fails: at once if
+// it already has, else on the goroutine that resolves it.
+func (l *Lock) onResolve(f func()) {
+	l.mu.Lock()
+	if l.state.Load() == stateLocked {
+		l.hooks = append(l.hooks, f)
+		l.mu.Unlock()
+		return
+	}
+	l.mu.Unlock()
+	f()
+}
+
+// Unlocked returns a channel that is closed once the gate unlocks. It is
+// never closed if the gate fails; use Done or Wait to learn of failure.
+func (l *Lock) Unlocked() <-chan struct{} { return l.unlocked }
+
+// Done returns a channel that is closed once the gate unlocks or fails.
+func (l *Lock) Done() <-chan struct{} { return l.done }
+
+// IsUnlocked reports whether the gate has unlocked.
+func (l *Lock) IsUnlocked() bool { return l.state.Load() == stateUnlocked }
+
+// Err returns nil unless the gate failed, and then a *FailedError that
+// matches both ErrFailed and the cause given to Fail.
+func (l *Lock) Err() error {
+	if l.state.Load() != stateFailed {
+		return nil
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.err
+}
+
+// String returns the gate's name and state, for logs.
+func (l *Lock) String() string {
+	switch l.state.Load() {
+	case stateUnlocked:
+		return l.name + " (unlocked)"
+	case stateFailed:
+		return fmt.Sprintf("%s (failed: %v)", l.name, l.Err().(*FailedError).Err)
+	}
+	return l.name + " (locked)"
+}
+
+// Wait blocks until w unlocks, returning nil; until ctx ends, returning
+// ctx.Err(); or, if w can fail (a *Lock, or anything with the same Done and
+// Err methods), until it fails, returning an error that matches the cause
+// with errors.Is. A gate that is already unlocked wins over an ended ctx.
+func Wait(ctx context.Context, w Waiter) error {
+	if w.IsUnlocked() {
+		return nil
+	}
+	if f, ok := w.(failer); ok {
+		select {
+		case <-f.Done():
+			if w.IsUnlocked() {
+				return nil
+			}
+			return f.Err()
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	select {
+	case <-w.Unlocked():
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// alreadyUnlocked is the one closed channel every AlreadyUnlocked shares.
+var alreadyUnlocked = func() chan struct{} {
+	c := make(chan struct{})
+	close(c)
+	return c
+}()
+
+type openWaiter struct{}
+
+func (openWaiter) Unlocked() <-chan struct{} { return alreadyUnlocked }
+func (openWaiter) IsUnlocked() bool          { return true }
+
+// AlreadyUnlocked is a Waiter that is always open. Every use shares one
+// closed channel, so it costs nothing.
+var AlreadyUnlocked Waiter = openWaiter{}
