@@ -1,0 +1,20 @@
+package listener
+
+import "net"
+
+// NewWithListen is New with the socket factory replaced, so tests can
+// inject a fake inner listener (EMFILE storms, blocked binds).
+func NewWithListen(cfg Config, listen func(network, addr string) (net.Listener, error)) (*Listener, error) {
+	if listen == nil {
+		panic("NewWithListen: nil listen")
+	}
+	return newListener(cfg, listen)
+}
+
+// CapInUse is the number of APIMaxConns slots held.
+func CapInUse(l *Listener) int {
+	return len(l.sem)
+}
+
+// MinBurst exposes the default-burst rule.
+var MinBurst = minBurst

@@ -1,0 +1,515 @@
+package listener
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/juju/clock"
+	"golang.org/x/time/rate"
+)
+
+// Accept-error backoff, as in net/http.Server.Serve: 5ms doubling to 1s,
+// reset by the next successful accept.
+const (
+	minBackoff = 5 * time.Millisecond
+	maxBackoff = time.Second
+)
+
+// Listener is a net.Listener over two TCP ports: the controller port,
+// accepting from New, and the API port, accepting between OpenAPI and
+// CloseAPI. Accept returns connections from both, preferring the
+// controller port. Each port has its own accept goroutine; the API rate
+// limit and connection cap are applied there, so a controller connection
+// never waits behind throttled agents.
+//
+// A Listener is safe for concurrent use.
+type Listener struct {
+	cfg      Config
+	clk      clock.Clock
+	listen   func(network, addr string) (net.Listener, error)
+	limiter  *rate.Limiter // nil: API port unlimited; used only by the API goroutine
+	sem      chan struct{} // nil: no API cap; a slot per open API conn
+	ctrlAddr net.Addr
+
+	ctrl, api portState
+
+	// Unbuffered hand-offs: a conn is either received by Accept or closed
+	// by the goroutine that accepted it, never left in a buffer.
+	ctrlCh, apiCh chan *conn
+
+	done      chan struct{} // closed by Close
+	closeOnce sync.Once
+	closeErr  error
+	wg        sync.WaitGroup // the accept goroutines
+
+	failed   chan struct{} // closed on the first permanent accept error
+	failOnce sync.Once
+	failErr  error
+
+	openMu sync.Mutex // serialises OpenAPI and CloseAPI; never held by Close
+
+	mu          sync.Mutex // guards the fields below
+	closed      bool
+	ctrlLn      net.Listener
+	apiLn       net.Listener // bound API socket, nil while unbound
+	apiSess     *session     // running API accept loop, nil while not open
+	apiBindAddr string       // cfg.APIAddr, then the first real bound address
+}
+
+// session is one open period of the API port.
+type session struct {
+	stop   chan struct{} // closed by CloseAPI
+	exited chan struct{} // closed when the accept goroutine has returned
+}
+
+// portState holds one port's counters for Report.
+type portState struct {
+	port      Port
+	accepted  atomic.Uint64
+	throttled atomic.Int64 // nanoseconds
+	conns     atomic.Int64
+	tempErrs  atomic.Uint64
+
+	errMu       sync.Mutex
+	lastTempErr error
+	lastTempAt  time.Time
+}
+
+// New validates cfg, binds the controller port (and the API port too if
+// cfg.BindAPIEarly), reports them through cfg.OnBound and starts accepting
+// on the controller port. A bind failure is returned as a *PortError
+// matching ErrBind, and nothing is left bound.
+func New(cfg Config) (*Listener, error) {
+	return newListener(cfg, nil)
+}
+
+func newListener(cfg Config, listen func(network, addr string) (net.Listener, error)) (*Listener, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if listen == nil {
+		listen = net.Listen
+	}
+	l := &Listener{
+		cfg:         cfg,
+		clk:         cfg.Clock,
+		listen:      listen,
+		ctrl:        portState{port: Controller},
+		api:         portState{port: API},
+		ctrlCh:      make(chan *conn),
+		apiCh:       make(chan *conn),
+		done:        make(chan struct{}),
+		failed:      make(chan struct{}),
+		apiBindAddr: cfg.APIAddr,
+	}
+	if l.clk == nil {
+		l.clk = clock.WallClock
+	}
+	if cfg.limited() {
+		l.limiter = rate.NewLimiter(cfg.APIRate, cfg.burst())
+	}
+	if cfg.APIMaxConns > 0 {
+		l.sem = make(chan struct{}, cfg.APIMaxConns)
+	}
+	ctrlLn, err := listen("tcp", cfg.ControllerAddr)
+	if err != nil {
+		return nil, &PortError{Port: Controller, Op: opBind, Addr: cfg.ControllerAddr, Err: err}
+	}
+	l.ctrlLn, l.ctrlAddr = ctrlLn, ctrlLn.Addr()
+	l.notify(Controller, l.ctrlAddr)
+	if cfg.BindAPIEarly {
+		apiLn, err := listen("tcp", cfg.APIAddr)
+		if err != nil {
+			_ = ctrlLn.Close()
+			return nil, &PortError{Port: API, Op: opBind, Addr: cfg.APIAddr, Err: err}
+		}
+		l.apiLn, l.apiBindAddr = apiLn, apiLn.Addr().String()
+		l.notify(API, apiLn.Addr())
+	}
+	l.wg.Add(1)
+	go l.serve(&l.ctrl, ctrlLn, nil, l.ctrlCh, nil)
+	return l, nil
+}
+
+func (l *Listener) notify(p Port, addr net.Addr) {
+	if l.cfg.OnBound != nil {
+		l.cfg.OnBound(p, addr)
+	}
+}
+
+// Accept waits for and returns the next connection from either port,
+// taking a waiting controller connection first. While the API port is
+// closed or throttled it blocks rather than failing, so http.Server.Serve
+// keeps serving. After Close it returns an error matching net.ErrClosed;
+// after a permanent accept error, a *PortError matching ErrAcceptFailed.
+func (l *Listener) Accept() (net.Conn, error) {
+	var c *conn
+	select {
+	case c = <-l.ctrlCh:
+	default:
+		select {
+		case c = <-l.ctrlCh:
+		case c = <-l.apiCh:
+		case <-l.done:
+			return nil, l.closedErr()
+		case <-l.failed:
+			select {
+			case <-l.done:
+				return nil, l.closedErr()
+			default:
+			}
+			return nil, l.failErr
+		}
+	}
+	// A conn that raced with Close is closed here, not handed out: once
+	// Close has begun, Accept returns no more connections.
+	select {
+	case <-l.done:
+		_ = c.Close()
+		return nil, l.closedErr()
+	default:
+	}
+	return c, nil
+}
+
+func (l *Listener) closedErr() error {
+	return &net.OpError{Op: "accept", Net: "tcp", Addr: l.ctrlAddr, Err: net.ErrClosed}
+}
+
+// Close stops both ports and unblocks every pending Accept. It closes the
+// API socket even if the API port was never opened, closes connections
+// accepted but not yet handed out, and returns once the accept goroutines
+// have exited. Connections already returned by Accept stay open: they
+// belong to the caller. Close is idempotent and safe to call concurrently;
+// calls after the first return nil.
+func (l *Listener) Close() error {
+	err := error(nil)
+	l.closeOnce.Do(func() {
+		l.mu.Lock()
+		l.closed = true
+		close(l.done)
+		ctrlLn, apiLn := l.ctrlLn, l.apiLn
+		l.apiLn, l.apiSess = nil, nil
+		l.mu.Unlock()
+		// done is closed before the sockets, so the accept goroutines
+		// read the resulting errors as "stop", not as failures.
+		l.closeErr = closeSocket(ctrlLn)
+		if apiLn != nil {
+			if err := closeSocket(apiLn); l.closeErr == nil {
+				l.closeErr = err
+			}
+		}
+		l.wg.Wait()
+		err = l.closeErr
+	})
+	return err
+}
+
+// closeSocket closes ln, ignoring "already closed" (after a failure).
+func closeSocket(ln net.Listener) error {
+	if err := ln.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
+		return err
+	}
+	return nil
+}
+
+// Addr returns the controller port's bound address.
+func (l *Listener) Addr() net.Addr { return l.ctrlAddr }
+
+// APIAddr returns the API port's bound address, or nil while it is not
+// bound (before OpenAPI unless BindAPIEarly, after CloseAPI, after Close).
+func (l *Listener) APIAddr() net.Addr {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.apiLn == nil {
+		return nil
+	}
+	return l.apiLn.Addr()
+}
+
+// OpenAPI binds the API port (unless it is already bound) and starts
+// accepting on it. It is idempotent: on an open port it does nothing and
+// returns nil. The first bind uses Config.APIAddr; a bind after CloseAPI
+// reuses the address first bound, so a port-0 API port keeps its number.
+// A bind failure is returned as a *PortError matching ErrBind: the
+// listener stays controller-only and the caller may retry. After Close it
+// binds nothing and returns an error matching net.ErrClosed; after a
+// permanent accept failure it returns that failure.
+func (l *Listener) OpenAPI() error {
+	l.openMu.Lock()
+	defer l.openMu.Unlock()
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return errOpenClosed
+	}
+	if l.apiSess != nil {
+		l.mu.Unlock()
+		return nil
+	}
+	select {
+	case <-l.failed:
+		l.mu.Unlock()
+		return l.failErr
+	default:
+	}
+	ln, addr := l.apiLn, l.apiBindAddr
+	l.mu.Unlock()
+
+	if ln == nil {
+		var err error
+		if ln, err = l.listen("tcp", addr); err != nil {
+			return &PortError{Port: API, Op: opBind, Addr: addr, Err: err}
+		}
+		l.notify(API, ln.Addr())
+	}
+
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		// Close ran while we were binding: it did not see this socket.
+		_ = ln.Close()
+		return errOpenClosed
+	}
+	l.apiLn, l.apiBindAddr = ln, ln.Addr().String()
+	sess := &session{stop: make(chan struct{}), exited: make(chan struct{})}
+	l.apiSess = sess
+	l.wg.Add(1) // under mu with closed false: Close's Wait comes after
+	go l.serve(&l.api, ln, sess.stop, l.apiCh, sess.exited)
+	return nil
+}
+
+var errOpenClosed = fmt.Errorf("listener: open API port: %w", net.ErrClosed)
+
+// CloseAPI takes the listener back to controller-only: it stops accepting
+// on the API port and releases its socket, so new agents are refused at
+// once rather than parked in the kernel's accept queue. Connections already
+// accepted live on (and keep their APIMaxConns slots). Use it when a
+// controller becomes unstable or re-enters upgrade mode; OpenAPI opens the
+// port again at the same address.
+//
+// The socket is released even with BindAPIEarly: that option only governs
+// the first bind, in New. A bound port that accepts nothing would hold
+// agents in the kernel's queue, which is what closing the API port is for.
+// CloseAPI on a port that is not bound, or after Close, does nothing.
+func (l *Listener) CloseAPI() error {
+	l.openMu.Lock()
+	defer l.openMu.Unlock()
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return nil
+	}
+	ln, sess := l.apiLn, l.apiSess
+	l.apiLn, l.apiSess = nil, nil
+	l.mu.Unlock()
+	if sess != nil {
+		close(sess.stop) // before the socket: its Accept error means "stop"
+	}
+	var err error
+	if ln != nil {
+		err = closeSocket(ln)
+	}
+	if sess != nil {
+		<-sess.exited
+	}
+	return err
+}
+
+// serve is one port's accept loop. stop (nil for the controller port)
+// ends an API session; out is the port's hand-off channel.
+func (l *Listener) serve(p *portState, ln net.Listener, stop <-chan struct{}, out chan<- *conn, exited chan struct{}) {
+	defer l.wg.Done()
+	if exited != nil {
+		defer close(exited)
+	}
+	var sem chan struct{}
+	var limiter *rate.Limiter
+	if p.port == API {
+		sem, limiter = l.sem, l.limiter
+	}
+	var backoff time.Duration
+	for {
+		if sem != nil && !l.acquire(p, sem, stop) {
+			return
+		}
+		c, err := ln.Accept()
+		if err != nil {
+			if sem != nil {
+				<-sem
+			}
+			if l.stopping(stop) {
+				return
+			}
+			if !temporary(err) {
+				l.fail(&PortError{Port: p.port, Op: opAccept, Addr: ln.Addr().String(), Err: err})
+				return
+			}
+			backoff = min(max(2*backoff, minBackoff), maxBackoff)
+			p.noteTempErr(err, l.clk.Now())
+			if !l.sleep(backoff, stop) {
+				return
+			}
+			continue
+		}
+		backoff = 0
+		if limiter != nil && !l.throttle(p, limiter, stop) {
+			_ = c.Close()
+			if sem != nil {
+				<-sem
+			}
+			return
+		}
+		wc := &conn{Conn: c, state: p, sem: sem}
+		p.accepted.Add(1)
+		p.conns.Add(1)
+		select {
+		case out <- wc:
+		case <-stop:
+			_ = wc.Close()
+			return
+		case <-l.done:
+			_ = wc.Close()
+			return
+		case <-l.failed:
+			_ = wc.Close()
+			return
+		}
+	}
+}
+
+// stopping reports whether the loop should end: its session is closed,
+// the listener is closed, or it has failed.
+func (l *Listener) stopping(stop <-chan struct{}) bool {
+	select {
+	case <-stop:
+		return true
+	case <-l.done:
+		return true
+	case <-l.failed:
+		return true
+	default:
+		return false
+	}
+}
+
+// sleep waits d on the injected clock; false if the loop must stop.
+func (l *Listener) sleep(d time.Duration, stop <-chan struct{}) bool {
+	t := l.clk.NewTimer(d)
+	select {
+	case <-t.Chan():
+		return true
+	case <-stop:
+	case <-l.done:
+	case <-l.failed:
+	}
+	t.Stop()
+	return false
+}
+
+// throttle takes a token for the connection just accepted, waiting on the
+// injected clock if the bucket is empty. Only the API goroutine calls it.
+func (l *Listener) throttle(p *portState, limiter *rate.Limiter, stop <-chan struct{}) bool {
+	now := l.clk.Now()
+	r := limiter.ReserveN(now, 1) // n=1 never exceeds the burst, so r.OK()
+	d := r.DelayFrom(now)
+	if d <= 0 {
+		return true
+	}
+	ok := l.sleep(d, stop)
+	end := l.clk.Now()
+	p.throttled.Add(int64(end.Sub(now)))
+	if !ok {
+		r.CancelAt(end) // the conn is dropped: give its token back
+	}
+	return ok
+}
+
+// acquire takes an APIMaxConns slot before accepting, so agents beyond
+// the cap wait in the kernel's queue rather than in ours.
+func (l *Listener) acquire(p *portState, sem chan struct{}, stop <-chan struct{}) bool {
+	select {
+	case sem <- struct{}{}:
+		return true
+	default:
+	}
+	start := l.clk.Now()
+	select {
+	case sem <- struct{}{}:
+		p.throttled.Add(int64(l.clk.Now().Sub(start)))
+		return true
+	case <-stop:
+	case <-l.done:
+	case <-l.failed:
+	}
+	return false
+}
+
+func (l *Listener) fail(err error) {
+	l.failOnce.Do(func() {
+		l.failErr = err
+		close(l.failed)
+	})
+}
+
+// temporary reports whether an accept error is worth retrying: the process
+// or system is out of descriptors or buffers, a handshake was aborted by
+// the peer, or a deadline passed. Anything else is permanent.
+func temporary(err error) bool {
+	for _, errno := range []syscall.Errno{
+		syscall.EMFILE, syscall.ENFILE, syscall.ECONNABORTED, syscall.ECONNRESET,
+		syscall.ENOBUFS, syscall.ENOMEM,
+	} {
+		if errors.Is(err, errno) {
+			return true
+		}
+	}
+	var t interface{ Timeout() bool }
+	return errors.As(err, &t) && t.Timeout()
+}
+
+func (p *portState) noteTempErr(err error, at time.Time) {
+	p.tempErrs.Add(1)
+	p.errMu.Lock()
+	p.lastTempErr, p.lastTempAt = err, at
+	p.errMu.Unlock()
+}
+
+// conn is a connection accepted by a Listener. It remembers its port and
+// releases its APIMaxConns slot exactly once, however often it is closed.
+type conn struct {
+	net.Conn
+	state  *portState
+	sem    chan struct{}
+	closed atomic.Bool
+}
+
+// Close closes the connection and, the first time, releases its slot.
+func (c *conn) Close() error {
+	err := c.Conn.Close()
+	if c.closed.CompareAndSwap(false, true) {
+		c.state.conns.Add(-1)
+		if c.sem != nil {
+			<-c.sem
+		}
+	}
+	return err
+}
+
+// ReadFrom lets io.Copy (and http.ServeContent) use the inner connection's
+// sendfile/splice path through the wrapper.
+func (c *conn) ReadFrom(r io.Reader) (int64, error) {
+	if rf, ok := c.Conn.(io.ReaderFrom); ok {
+		return rf.ReadFrom(r)
+	}
+	return io.Copy(writerOnly{c.Conn}, r)
+}
+
+// writerOnly hides ReadFrom so io.Copy does not recurse.
+type writerOnly struct{ io.Writer }

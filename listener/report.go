@@ -1,0 +1,80 @@
+package listener
+
+import (
+	"net"
+	"time"
+)
+
+// Report is a snapshot of a Listener for status pages and dependency
+// engines.
+type Report struct {
+	// Controller and API describe the two ports.
+	Controller, API PortReport
+	// Closed is true once Close has been called.
+	Closed bool
+	// Err is the permanent accept failure that killed the listener (a
+	// *PortError matching ErrAcceptFailed), or nil.
+	Err error
+}
+
+// PortReport describes one port. Counters are cumulative over the
+// Listener's life, across CloseAPI and OpenAPI.
+type PortReport struct {
+	// Addr is the bound address, nil while the port is not bound.
+	Addr net.Addr
+	// Open is true while the port's accept loop runs.
+	Open bool
+	// Accepted counts connections accepted on the port.
+	Accepted uint64
+	// Throttled is the total time the port's accept loop waited for the
+	// rate limit or the connection cap (on the injected clock).
+	Throttled time.Duration
+	// Conns is the number of accepted connections not yet closed.
+	Conns int
+	// TemporaryErrors counts accept errors that were retried.
+	TemporaryErrors uint64
+	// LastTemporaryError is the latest of them, at LastTemporaryErrorAt
+	// (injected clock); nil if none.
+	LastTemporaryError   error
+	LastTemporaryErrorAt time.Time
+}
+
+// Report returns a snapshot of the listener's state.
+func (l *Listener) Report() Report {
+	l.mu.Lock()
+	closed := l.closed
+	ctrl := l.ctrl.report(nil, !closed)
+	if !closed {
+		ctrl.Addr = l.ctrlAddr
+	}
+	var apiAddr net.Addr
+	if l.apiLn != nil {
+		apiAddr = l.apiLn.Addr()
+	}
+	api := l.api.report(apiAddr, l.apiSess != nil)
+	l.mu.Unlock()
+
+	r := Report{Controller: ctrl, API: api, Closed: closed}
+	select {
+	case <-l.failed:
+		r.Err = l.failErr
+		r.Controller.Open, r.API.Open = false, false
+	default:
+	}
+	return r
+}
+
+func (p *portState) report(addr net.Addr, open bool) PortReport {
+	r := PortReport{
+		Addr:            addr,
+		Open:            open,
+		Accepted:        p.accepted.Load(),
+		Throttled:       time.Duration(p.throttled.Load()),
+		Conns:           int(p.conns.Load()),
+		TemporaryErrors: p.tempErrs.Load(),
+	}
+	p.errMu.Lock()
+	r.LastTemporaryError, r.LastTemporaryErrorAt = p.lastTempErr, p.lastTempAt
+	p.errMu.Unlock()
+	return r
+}
