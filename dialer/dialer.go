@@ -1,0 +1,505 @@
+package dialer
+
+import (
+	"context"
+	"errors"
+	"io"
+	"math/rand/v2"
+	"net"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/juju/clock"
+	jujuerrors "github.com/juju/errors"
+)
+
+// Policy decides which addresses a Dial may use.
+type Policy int
+
+const (
+	// RequireLocalWhenReady, the zero value and the default, dials only
+	// this machine's controller once Config.LocalReady has closed, retrying
+	// it until ctx ends and never falling back to a peer (the load-shedding
+	// guarantee). Before that, each Dial waits up to LocalReadyGrace for
+	// LocalReady and then dials the peers, so that a new controller can
+	// report itself to a peer and become ready: "local only" follows the
+	// observed readiness, never the role, which is what ends the enable-ha
+	// deadlock.
+	RequireLocalWhenReady Policy = iota
+
+	// PreferLocal dials the local addresses first and the peers after them,
+	// staggered by HeadStart, whatever LocalReady says. With LocalPort 0 it
+	// dials the peers only. This is the policy of a machine that runs no
+	// controller.
+	PreferLocal
+
+	// RequireLocal dials only this machine's controller, whatever
+	// LocalReady says. It is the naive "I am a controller, so localhost"
+	// rule: a new controller that must report to a peer before it can
+	// serve deadlocks under it. Use it only where the local server cannot
+	// depend on a peer.
+	RequireLocal
+)
+
+// String returns "require-local-when-ready", "prefer-local" or
+// "require-local".
+func (p Policy) String() string {
+	switch p {
+	case RequireLocalWhenReady:
+		return "require-local-when-ready"
+	case PreferLocal:
+		return "prefer-local"
+	case RequireLocal:
+		return "require-local"
+	}
+	return "Policy(" + strconv.Itoa(int(p)) + ")"
+}
+
+// Route says where a connection went.
+type Route struct {
+	// Addr is the address dialled: "127.0.0.1:port" or "[::1]:port" for
+	// the local controller, otherwise a peer address as Remote gave it.
+	Addr string
+	// Local is true when Addr is this machine's own controller.
+	Local bool
+	// LocalReady is Config.LocalReady (nil when LocalPort is 0). A caller
+	// holding a peer connection selects on it to learn that its own
+	// controller is now serving, then closes the peer connection and dials
+	// again, which goes local. A nil channel never fires.
+	LocalReady <-chan struct{}
+}
+
+// Dialer dials this machine's controller or its peers according to a
+// Policy. Its methods are safe for concurrent use; concurrent Dials share
+// the servers' "try again later" hints.
+type Dialer struct {
+	cfg   Config
+	local []string // literal loopback addresses, IPv4 first; empty with LocalPort 0
+
+	// mu guards holdoff: addresses whose server asked for a pause, shared by
+	// every Dial so that a caller looping on Dial does not hammer them.
+	mu      sync.Mutex
+	holdoff map[string]holdoff
+}
+
+type holdoff struct {
+	until time.Time
+	err   error // the failure that carried the hint
+}
+
+// New validates cfg, applies its defaults and returns a Dialer.
+func New(cfg Config) (*Dialer, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	d := &Dialer{cfg: cfg, holdoff: make(map[string]holdoff)}
+	if cfg.LocalPort != 0 {
+		port := strconv.Itoa(cfg.LocalPort)
+		// Literal IPs, never "localhost": a resolver may map localhost to
+		// anything (or to nothing), and the incident log shows how little
+		// "looked up localhost" guarantees about where the agent ends up.
+		d.local = []string{net.JoinHostPort("127.0.0.1", port), net.JoinHostPort("::1", port)}
+	}
+	return d, nil
+}
+
+// Dial connects to the controller chosen by the policy. It keeps trying,
+// with jittered capped exponential backoff between rounds, until it
+// connects or ctx ends; it then returns a *DialError that wraps ctx.Err()
+// and names every address tried with its last failure. See Connect for the
+// rounds, the head starts and the servers' RetryAfter hints.
+func (d *Dialer) Dial(ctx context.Context) (net.Conn, Route, error) {
+	return Connect(ctx, d, d.dialTCP)
+}
+
+func (d *Dialer) dialTCP(ctx context.Context, addr string) (net.Conn, error) {
+	return d.cfg.DialContext(ctx, "tcp", addr)
+}
+
+// Connect is Dial for clients that are not a bare net.Conn (TLS,
+// websocket, RPC): open makes one connection to addr and must return
+// promptly once its ctx ends. Every value open returns that does not win
+// its round is closed through io.Closer before Connect returns, so nothing
+// leaks: when several attempts of a round succeed, the first wins.
+//
+// Each round tries its candidates in parallel, staggered: the next starts
+// when the previous attempt fails or HeadStart after it started. Local
+// candidates are 127.0.0.1 then [::1] (a host without IPv6 connects on the
+// first); peers are shuffled afresh for every round so that agents spread
+// their load. An error from open that has a method RetryAfter()
+// time.Duration (a server's "try again later") keeps its address out of
+// later rounds, and later Dials, for at least that long (plus up to 20 %
+// jitter), instead of hammering it.
+func Connect[T io.Closer](ctx context.Context, d *Dialer, open func(ctx context.Context, addr string) (T, error)) (T, Route, error) {
+	var zero T
+	if d == nil {
+		return zero, Route{}, jujuerrors.NotValidf("nil Dialer")
+	}
+	if open == nil {
+		return zero, Route{}, jujuerrors.NotValidf("nil open func")
+	}
+	c := &connector[T]{d: d, open: open, index: make(map[string]int)}
+	return c.connect(ctx)
+}
+
+// connector is the state of one Dial or Connect call; it is used by one
+// goroutine only (the attempts report back over a channel).
+type connector[T io.Closer] struct {
+	d        *Dialer
+	open     func(context.Context, string) (T, error)
+	attempts []Attempt
+	index    map[string]int // addr → position in attempts
+}
+
+type outcome int
+
+const (
+	won        outcome = iota
+	allFailed          // every attempt of the round failed
+	readyFired         // LocalReady closed: switch to local only
+	ctxDone
+)
+
+func (c *connector[T]) connect(ctx context.Context) (T, Route, error) {
+	var zero T
+	d, cfg := c.d, &c.d.cfg
+	ready := isClosed(cfg.LocalReady)
+	graceOver := false
+	round := 0 // failed rounds since the last change of candidates; drives the backoff
+	for {
+		if err := ctx.Err(); err != nil {
+			return zero, Route{}, c.fail(err)
+		}
+		var cands []string
+		// wake ends a backoff pause when LocalReady closes; abort also
+		// cancels a round in flight. Both are nil once local is ready.
+		var wake, abort <-chan struct{}
+		switch cfg.Policy {
+		case RequireLocal:
+			cands = d.local
+		case RequireLocalWhenReady:
+			if !ready && !graceOver {
+				switch c.waitGrace(ctx) {
+				case readyFired:
+					ready = true
+				case ctxDone:
+					return zero, Route{}, c.fail(ctx.Err())
+				default:
+					graceOver = true
+				}
+			}
+			if ready {
+				cands = d.local
+			} else {
+				cands = d.peers()
+				wake, abort = cfg.LocalReady, cfg.LocalReady
+			}
+		case PreferLocal:
+			cands = append(slices.Clip(d.local), d.peers()...)
+			if !ready {
+				wake = cfg.LocalReady
+			}
+		}
+
+		eligible, heldFor := c.eligible(cands)
+		if len(eligible) > 0 {
+			v, addr, out := c.race(ctx, eligible, abort)
+			switch out {
+			case won:
+				return v, d.route(addr), nil
+			case readyFired:
+				ready, round = true, 0
+				continue
+			case ctxDone:
+				return zero, Route{}, c.fail(ctx.Err())
+			}
+		}
+		pause := heldFor // every candidate is held off by a RetryAfter hint
+		if len(eligible) > 0 || pause <= 0 {
+			pause = d.backoff(round)
+			round++
+		}
+		switch c.pause(ctx, pause, wake) {
+		case readyFired:
+			ready, round = true, 0
+		case ctxDone:
+			return zero, Route{}, c.fail(ctx.Err())
+		}
+	}
+}
+
+// race runs one round over addrs and returns the winner, if any. It
+// returns only after every attempt it started has finished, having closed
+// every connection but the winner's.
+func (c *connector[T]) race(ctx context.Context, addrs []string, abort <-chan struct{}) (T, string, outcome) {
+	var zero T
+	type result struct {
+		addr string
+		v    T
+		err  error
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	results := make(chan result, len(addrs)) // buffered: an attempt never blocks reporting
+	clk, headStart := c.d.cfg.Clock, c.d.cfg.HeadStart
+
+	var stagger clock.Timer
+	var staggerC <-chan time.Time
+	defer func() {
+		if stagger != nil {
+			stagger.Stop()
+		}
+	}()
+	next, inflight := 0, 0
+	launch := func() {
+		addr := addrs[next]
+		next++
+		inflight++
+		c.tried(addr)
+		// Arm (or stop) the head-start timer before the attempt starts, so
+		// anyone who observes the attempt also observes the timer it implies.
+		if next < len(addrs) {
+			if stagger == nil {
+				stagger = clk.NewTimer(headStart)
+			} else {
+				resetTimer(stagger, headStart)
+			}
+			staggerC = stagger.Chan()
+		} else if stagger != nil {
+			stopTimer(stagger)
+			staggerC = nil
+		}
+		go func() {
+			v, err := c.open(rctx, addr)
+			results <- result{addr, v, err}
+		}()
+	}
+	// drain cancels the attempts still running, waits for each, and closes
+	// any that connected anyway: the losers never outlive the round.
+	drain := func() {
+		cancel()
+		for ; inflight > 0; inflight-- {
+			r := <-results
+			if r.err == nil {
+				closeQuietly(r.v)
+			} else {
+				c.failed(r.addr, r.err, true)
+			}
+		}
+	}
+
+	launch()
+	for {
+		select {
+		case r := <-results:
+			inflight--
+			if r.err == nil {
+				drain()
+				return r.v, r.addr, won
+			}
+			c.failed(r.addr, r.err, false)
+			switch {
+			case next < len(addrs):
+				launch() // a failure hands over at once, not after the head start
+			case inflight == 0:
+				return zero, "", allFailed
+			}
+		case <-staggerC:
+			launch()
+		case <-abort:
+			drain()
+			return zero, "", readyFired
+		case <-ctx.Done():
+			drain()
+			return zero, "", ctxDone
+		}
+	}
+}
+
+// waitGrace waits for LocalReady, at most LocalReadyGrace. Driven by the
+// channel, not by polling: a close during the grace period is seen at once.
+func (c *connector[T]) waitGrace(ctx context.Context) outcome {
+	t := c.d.cfg.Clock.NewTimer(c.d.cfg.LocalReadyGrace)
+	defer t.Stop()
+	select {
+	case <-c.d.cfg.LocalReady:
+		return readyFired
+	case <-t.Chan():
+		return allFailed
+	case <-ctx.Done():
+		return ctxDone
+	}
+}
+
+// pause waits for d, for wake to close, or for ctx to end.
+func (c *connector[T]) pause(ctx context.Context, d time.Duration, wake <-chan struct{}) outcome {
+	t := c.d.cfg.Clock.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.Chan():
+		return allFailed
+	case <-wake:
+		return readyFired
+	case <-ctx.Done():
+		return ctxDone
+	}
+}
+
+// eligible returns the candidates no server has asked to leave alone and,
+// when there is none, how long until the first of them may be dialled.
+func (c *connector[T]) eligible(cands []string) ([]string, time.Duration) {
+	d := c.d
+	now := d.cfg.Clock.Now()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := make([]string, 0, len(cands))
+	var first time.Duration
+	for _, addr := range cands {
+		h, ok := d.holdoff[addr]
+		if ok && now.Before(h.until) {
+			c.skipped(addr, h.err)
+			if wait := h.until.Sub(now); first == 0 || wait < first {
+				first = wait
+			}
+			continue
+		}
+		if ok {
+			delete(d.holdoff, addr)
+		}
+		out = append(out, addr)
+	}
+	return out, first
+}
+
+type retryAfterer interface{ RetryAfter() time.Duration }
+
+func (c *connector[T]) attempt(addr string) *Attempt {
+	i, ok := c.index[addr]
+	if !ok {
+		i = len(c.attempts)
+		c.index[addr] = i
+		c.attempts = append(c.attempts, Attempt{Addr: addr, Local: c.d.isLocal(addr)})
+	}
+	return &c.attempts[i]
+}
+
+func (c *connector[T]) tried(addr string) { c.attempt(addr).Tries++ }
+
+func (c *connector[T]) skipped(addr string, err error) {
+	if a := c.attempt(addr); a.Err == nil {
+		a.Err = err
+	}
+}
+
+// failed records addr's failure and any RetryAfter hint it carries.
+// cancelled marks an attempt this call cancelled itself: its error says
+// nothing about the address, so an earlier real failure is kept.
+func (c *connector[T]) failed(addr string, err error, cancelled bool) {
+	a := c.attempt(addr)
+	if !cancelled || a.Err == nil {
+		a.Err = err
+	}
+	var ra retryAfterer
+	if !errors.As(err, &ra) {
+		return
+	}
+	hint := ra.RetryAfter()
+	if hint <= 0 {
+		return
+	}
+	// Up to 20 % jitter so that a herd told "1 s" does not return in step.
+	until := c.d.cfg.Clock.Now().Add(hint + rand.N(hint/5+1))
+	c.d.mu.Lock()
+	if h, ok := c.d.holdoff[addr]; !ok || until.After(h.until) {
+		c.d.holdoff[addr] = holdoff{until: until, err: err}
+	}
+	c.d.mu.Unlock()
+}
+
+func (c *connector[T]) fail(err error) error {
+	cfg := &c.d.cfg
+	return &DialError{
+		Policy:        cfg.Policy,
+		Attempts:      slices.Clone(c.attempts),
+		LocalNotReady: cfg.Policy == RequireLocalWhenReady && !isClosed(cfg.LocalReady),
+		Err:           err,
+	}
+}
+
+// peers returns Remote's addresses, without duplicates, blanks or this
+// machine's loopback addresses, in a fresh random order.
+func (d *Dialer) peers() []string {
+	if d.cfg.Remote == nil {
+		return nil
+	}
+	raw := d.cfg.Remote()
+	out := make([]string, 0, len(raw))
+	for _, addr := range raw {
+		if addr == "" || d.isLocal(addr) || slices.Contains(out, addr) {
+			continue
+		}
+		out = append(out, addr)
+	}
+	rand.Shuffle(len(out), func(i, j int) { out[i], out[j] = out[j], out[i] })
+	return out
+}
+
+func (d *Dialer) isLocal(addr string) bool { return slices.Contains(d.local, addr) }
+
+func (d *Dialer) route(addr string) Route {
+	r := Route{Addr: addr, Local: d.isLocal(addr)}
+	if d.cfg.LocalPort != 0 {
+		r.LocalReady = d.cfg.LocalReady
+	}
+	return r
+}
+
+// backoff returns the pause after the given number of failed rounds:
+// MinBackoff doubled per round, capped at MaxBackoff, drawn from [b/2, b].
+func (d *Dialer) backoff(round int) time.Duration {
+	b := d.cfg.MinBackoff
+	for i := 0; i < round && b < d.cfg.MaxBackoff; i++ {
+		if b > d.cfg.MaxBackoff/2 {
+			b = d.cfg.MaxBackoff
+			break
+		}
+		b *= 2
+	}
+	b = min(b, d.cfg.MaxBackoff)
+	half := b / 2
+	return half + rand.N(b-half+1)
+}
+
+func isClosed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false // also for a nil channel: never ready
+	}
+}
+
+func closeQuietly[T io.Closer](v T) {
+	if any(v) != nil {
+		_ = v.Close()
+	}
+}
+
+// resetTimer and stopTimer drop a fired but unread value, so that a later
+// Reset cannot deliver a stale tick (and a testclock timer cannot block).
+func resetTimer(t clock.Timer, d time.Duration) {
+	stopTimer(t)
+	t.Reset(d)
+}
+
+func stopTimer(t clock.Timer) {
+	if !t.Stop() {
+		select {
+		case <-t.Chan():
+		default:
+		}
+	}
+}

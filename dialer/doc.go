@@ -1,0 +1,34 @@
+// Package dialer chooses and dials the controller address for an agent's API
+// client: its own controller (literal loopback) once that server is ready,
+// peer controllers before that.
+//
+// It answers an HA incident (context/1 in the design notes): a controller's
+// API client started before its own API server and so connected to a peer,
+// piling load on the other controllers. Requiring localhost as soon as the
+// agent knows it is a controller deadlocks enable-ha instead: a new controller
+// cannot serve until a peer has admitted it, and it cannot report itself to
+// that peer if it may dial only itself. The default policy,
+// RequireLocalWhenReady, ties "local only" to an observed readiness signal
+// (Config.LocalReady), never to the role: before the local server is ready a
+// Dial waits LocalReadyGrace for it and then falls back to the peers; once it
+// is ready, every Dial goes to loopback only, retrying with backoff until ctx
+// ends. A caller holding a peer connection learns from Route.LocalReady when
+// to move.
+//
+// Usage sketch:
+//
+//	d, err := dialer.New(dialer.Config{
+//		LocalPort:  17070,
+//		Remote:     func() []string { return apiHostPorts() },
+//		LocalReady: apiServerServing, // <-chan struct{}, closed once serving
+//	})
+//	...
+//	for {
+//		conn, route, err := d.Dial(ctx)
+//		if err != nil {
+//			return err // names every address tried and wraps ctx.Err()
+//		}
+//		serve(conn) // until the conn drops, or until <-route.LocalReady
+//		            // when !route.Local: then close it and dial again
+//	}
+package dialer
