@@ -1,0 +1,411 @@
+package etcdlease
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	jujuerrors "github.com/juju/errors"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/coldstart-go/coldstart/lease"
+)
+
+// ErrUnconfirmed marks every error of this package that is not a definitive
+// answer: etcd may or may not have applied the call (a timeout, "no leader",
+// an unavailable member, a cancelled context, a broken connection). Do not
+// treat it as a loss of the lease: keep the old deadline and retry. Errors
+// matching it are *OpError values and unwrap to etcd's own error.
+var ErrUnconfirmed = errors.New("etcd did not confirm the lease operation")
+
+// OpError is an ambiguous failure of one Store call. It names the call and
+// the lease, and unwraps to the cause, so errors.Is(err,
+// context.DeadlineExceeded) or errors.Is(err, rpctypes.ErrNoLeader) work.
+// It matches ErrUnconfirmed and never lease.ErrHeld or lease.ErrNotHeld.
+type OpError struct {
+	Op     string // "claim", "extend" or "revoke"
+	Name   string // the lease
+	Holder string
+	Token  uint64 // 0 for a claim
+	Err    error  // what etcd or the client said
+}
+
+func (e *OpError) Error() string {
+	if e.Token == 0 {
+		return fmt.Sprintf("etcdlease: %s lease %q for %q unconfirmed: %v", e.Op, e.Name, e.Holder, e.Err)
+	}
+	return fmt.Sprintf("etcdlease: %s lease %q for %q (token %d) unconfirmed: %v", e.Op, e.Name, e.Holder, e.Token, e.Err)
+}
+
+// Unwrap returns the cause.
+func (e *OpError) Unwrap() error { return e.Err }
+
+// Is reports whether target is ErrUnconfirmed.
+func (e *OpError) Is(target error) bool { return target == ErrUnconfirmed }
+
+// Store is a lease.Store on etcd. Each lease is one key, prefix+name, whose
+// value is the holder and which is attached to an etcd lease with the
+// granted TTL; the term's fencing token is the key's create revision.
+//
+// etcd alone decides expiry (on its leader's clock): a key whose etcd lease
+// is not kept alive is deleted by etcd after its TTL, whether or not this
+// process is still running.
+//
+// The Store keeps only a cache of which etcd lease each live term uses; the
+// key itself records it, so a Store restarted with an empty cache still
+// extends and revokes the grants of its predecessor. It is safe for
+// concurrent use.
+type Store struct {
+	cli    *clientv3.Client
+	prefix string
+
+	mu sync.Mutex
+	// leases caches token -> etcd lease of terms this Store granted or
+	// extended. A miss is answered by reading the key, so entries may be
+	// dropped at any time; they are pruned when a term is seen to end.
+	leases map[uint64]clientv3.LeaseID
+	// orphans are etcd leases of claims whose outcome was unconfirmed: the
+	// put may have been applied. The next Claim revokes them first, so a
+	// half-applied claim does not keep the lease from everyone (including
+	// its own retry) for a whole TTL.
+	orphans []clientv3.LeaseID
+}
+
+const (
+	maxOrphans = 64
+	// maxCached bounds the cache for callers that abandon grants without
+	// revoking them; when full it is emptied, which costs each live term
+	// one extra read on its next Extend.
+	maxCached = 1024
+)
+
+// NewStore returns a Store keeping leases under prefix (for example
+// "/coldstart/lease/") through cli. The caller owns cli and closes it after
+// the last call; the Store itself has nothing to close. Configure cli with
+// every member's endpoint so that a call can fail over to a surviving
+// quorum. NewStore panics if cli is nil.
+func NewStore(cli *clientv3.Client, prefix string) *Store {
+	if cli == nil {
+		panic("etcdlease.NewStore: nil *clientv3.Client")
+	}
+	return &Store{cli: cli, prefix: prefix, leases: make(map[uint64]clientv3.LeaseID)}
+}
+
+var _ lease.Store = (*Store)(nil)
+
+// Key returns the etcd key that holds the named lease.
+func (s *Store) Key(name string) string { return s.prefix + name }
+
+// ttlFor rounds d up to whole seconds, at least one: etcd grants seconds.
+func ttlFor(d time.Duration) int64 {
+	ttl := int64((d + time.Second - 1) / time.Second)
+	if ttl < 1 {
+		ttl = 1
+	}
+	return ttl
+}
+
+func checkArgs(name, holder string, d time.Duration) error {
+	switch {
+	case name == "":
+		return jujuerrors.NotValidf("empty lease name")
+	case holder == "":
+		return jujuerrors.NotValidf("empty holder")
+	case d <= 0:
+		return jujuerrors.NotValidf("lease duration %v", d)
+	}
+	return nil
+}
+
+// Claim takes the named lease for holder for at least d, rounded up to whole
+// seconds (etcd may raise it further to its minimum TTL); the returned
+// Grant's Duration is the TTL etcd granted. When another term holds the key
+// it returns a *lease.HeldError naming that holder. Any other error matches
+// ErrUnconfirmed.
+func (s *Store) Claim(ctx context.Context, name, holder string, d time.Duration) (lease.Grant, error) {
+	if err := checkArgs(name, holder, d); err != nil {
+		return lease.Grant{}, err
+	}
+	s.revokeOrphans(ctx)
+	fail := func(err error) (lease.Grant, error) {
+		return lease.Grant{}, &OpError{Op: "claim", Name: name, Holder: holder, Err: err}
+	}
+
+	gr, err := s.cli.Grant(ctx, ttlFor(d))
+	if err != nil {
+		// A lease granted without our hearing it has no keys and expires
+		// by itself.
+		return fail(err)
+	}
+	key := s.Key(name)
+	resp, err := s.cli.Txn(ctx).
+		If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
+		Then(clientv3.OpPut(key, holder, clientv3.WithLease(gr.ID))).
+		Else(clientv3.OpGet(key)).
+		Commit()
+	if err != nil {
+		s.addOrphan(gr.ID)
+		return fail(err)
+	}
+	if !resp.Succeeded {
+		// Our etcd lease carries nothing; revoking it is only tidiness,
+		// and it expires by itself if this fails.
+		s.revokeQuietly(ctx, gr.ID)
+		held := &lease.HeldError{Name: name}
+		if rr := resp.Responses[0].GetResponseRange(); rr != nil && len(rr.Kvs) > 0 {
+			held.Holder = string(rr.Kvs[0].Value)
+		}
+		return lease.Grant{}, held
+	}
+	// The transaction made exactly one revision: the key's create revision.
+	token := uint64(resp.Header.Revision)
+	s.remember(token, gr.ID)
+	return lease.Grant{Name: name, Holder: holder, Token: token, Duration: time.Duration(gr.TTL) * time.Second}, nil
+}
+
+// Extend keeps the term g alive: one keep-alive of its etcd lease, then a
+// read confirming the key still carries g.Token. etcd renews a lease for
+// the TTL it was granted with, so the returned Duration is that TTL, which
+// may exceed d; when d is longer than that TTL, Extend moves the key to a
+// fresh etcd lease of ceil(d) seconds in a transaction guarded by g.Token
+// (the token is unchanged). It returns an error matching lease.ErrNotHeld
+// when etcd says the lease or the key is gone or the key belongs to a later
+// term; any other error matches ErrUnconfirmed.
+func (s *Store) Extend(ctx context.Context, g lease.Grant, d time.Duration) (lease.Grant, error) {
+	if err := checkArgs(g.Name, g.Holder, d); err != nil {
+		return lease.Grant{}, err
+	}
+	if g.Token == 0 {
+		return lease.Grant{}, jujuerrors.NotValidf("grant with zero token")
+	}
+	fail := func(err error) (lease.Grant, error) {
+		return lease.Grant{}, &OpError{Op: "extend", Name: g.Name, Holder: g.Holder, Token: g.Token, Err: err}
+	}
+	key := s.Key(g.Name)
+
+	id, ok := s.cached(g.Token)
+	if !ok {
+		// Not granted by this Store (or forgotten): the key says which
+		// etcd lease carries the term, if the term is still alive.
+		kv, err := s.get(ctx, key)
+		if err != nil {
+			return fail(err)
+		}
+		if kv == nil || uint64(kv.CreateRevision) != g.Token {
+			return lease.Grant{}, s.notHeld("extend", g, kv)
+		}
+		id = clientv3.LeaseID(kv.Lease)
+	}
+
+	want := ttlFor(d)
+	for attempt := 0; ; attempt++ {
+		var ttl int64
+		if ka, err := s.cli.KeepAliveOnce(ctx, id); err != nil {
+			if errors.Is(err, rpctypes.ErrLeaseNotFound) {
+				// etcd deletes the keys of a lease as it ends it.
+				return lease.Grant{}, s.notHeld("extend", g, nil)
+			}
+			return fail(err)
+		} else {
+			ttl = ka.TTL
+		}
+		// A live etcd lease proves the term was not ended by expiry; the
+		// read proves the key was not deleted or passed on since.
+		kv, err := s.get(ctx, key)
+		if err != nil {
+			return fail(err)
+		}
+		if kv == nil || uint64(kv.CreateRevision) != g.Token {
+			return lease.Grant{}, s.notHeld("extend", g, kv)
+		}
+		if got := clientv3.LeaseID(kv.Lease); got != id {
+			// A concurrent Extend moved the term to a longer etcd lease.
+			if attempt > 0 {
+				return fail(fmt.Errorf("key %q moved between etcd leases %x and %x", key, id, got))
+			}
+			id = got
+			continue
+		}
+		if ttl < want {
+			return s.relet(ctx, g, id, want)
+		}
+		s.remember(g.Token, id)
+		g.Duration = time.Duration(ttl) * time.Second
+		return g, nil
+	}
+}
+
+// relet moves the term's key from etcd lease old to a fresh one of ttl
+// seconds, keeping its create revision (the token).
+func (s *Store) relet(ctx context.Context, g lease.Grant, old clientv3.LeaseID, ttl int64) (lease.Grant, error) {
+	fail := func(err error) (lease.Grant, error) {
+		return lease.Grant{}, &OpError{Op: "extend", Name: g.Name, Holder: g.Holder, Token: g.Token, Err: err}
+	}
+	gr, err := s.cli.Grant(ctx, ttl)
+	if err != nil {
+		return fail(err)
+	}
+	key := s.Key(g.Name)
+	resp, err := s.cli.Txn(ctx).
+		If(clientv3.Compare(clientv3.CreateRevision(key), "=", int64(g.Token)),
+			clientv3.Compare(clientv3.LeaseValue(key), "=", old)).
+		Then(clientv3.OpPut(key, "", clientv3.WithIgnoreValue(), clientv3.WithLease(gr.ID))).
+		Else(clientv3.OpGet(key)).
+		Commit()
+	if err != nil {
+		// The old lease was just kept alive, so the term lasts its old
+		// TTL whichever way this went; the new lease expires unused or
+		// carries the key.
+		return fail(err)
+	}
+	if !resp.Succeeded {
+		s.revokeQuietly(ctx, gr.ID)
+		var kv *keyValue
+		if rr := resp.Responses[0].GetResponseRange(); rr != nil && len(rr.Kvs) > 0 {
+			kv = &keyValue{CreateRevision: rr.Kvs[0].CreateRevision, Lease: rr.Kvs[0].Lease, Value: rr.Kvs[0].Value}
+		}
+		if kv != nil && uint64(kv.CreateRevision) == g.Token {
+			// Still our term, on another lease: a concurrent relet won.
+			return fail(fmt.Errorf("key %q moved to etcd lease %x concurrently", key, kv.Lease))
+		}
+		return lease.Grant{}, s.notHeld("extend", g, kv)
+	}
+	// The old lease carries no key now; it expires by itself if this fails.
+	s.revokeQuietly(ctx, old)
+	s.remember(g.Token, gr.ID)
+	g.Duration = time.Duration(gr.TTL) * time.Second
+	return g, nil
+}
+
+// Revoke ends the term g at once: it deletes the key in a transaction
+// guarded by g.Token, then revokes the term's etcd lease. It returns an
+// error matching lease.ErrNotHeld when the term is already over; any other
+// error matches ErrUnconfirmed. Once the key is deleted the term is over,
+// so a failure to revoke the emptied etcd lease is not reported (it
+// expires by itself).
+func (s *Store) Revoke(ctx context.Context, g lease.Grant) error {
+	if g.Name == "" || g.Token == 0 {
+		return jujuerrors.NotValidf("grant %+v", g)
+	}
+	key := s.Key(g.Name)
+	resp, err := s.cli.Txn(ctx).
+		If(clientv3.Compare(clientv3.CreateRevision(key), "=", int64(g.Token))).
+		Then(clientv3.OpDelete(key, clientv3.WithPrevKV())).
+		Else(clientv3.OpGet(key)).
+		Commit()
+	if err != nil {
+		return &OpError{Op: "revoke", Name: g.Name, Holder: g.Holder, Token: g.Token, Err: err}
+	}
+	if !resp.Succeeded {
+		var kv *keyValue
+		if rr := resp.Responses[0].GetResponseRange(); rr != nil && len(rr.Kvs) > 0 {
+			kv = &keyValue{CreateRevision: rr.Kvs[0].CreateRevision, Lease: rr.Kvs[0].Lease, Value: rr.Kvs[0].Value}
+		}
+		return s.notHeld("revoke", g, kv)
+	}
+	s.forget(g.Token)
+	if dr := resp.Responses[0].GetResponseDeleteRange(); dr != nil && len(dr.PrevKvs) > 0 && dr.PrevKvs[0].Lease != 0 {
+		s.revokeQuietly(ctx, clientv3.LeaseID(dr.PrevKvs[0].Lease))
+	}
+	return nil
+}
+
+// keyValue is the part of a key's state the Store reads.
+type keyValue struct {
+	CreateRevision int64
+	Lease          int64
+	Value          []byte
+}
+
+// get reads key with a linearizable read; nil when it does not exist.
+func (s *Store) get(ctx context.Context, key string) (*keyValue, error) {
+	resp, err := s.cli.Get(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	if len(resp.Kvs) == 0 {
+		return nil, nil
+	}
+	kv := resp.Kvs[0]
+	return &keyValue{CreateRevision: kv.CreateRevision, Lease: kv.Lease, Value: kv.Value}, nil
+}
+
+// notHeld forgets g and describes why its term is over; kv is the key as
+// read, if it was.
+func (s *Store) notHeld(op string, g lease.Grant, kv *keyValue) error {
+	s.forget(g.Token)
+	switch {
+	case kv == nil:
+		return fmt.Errorf("etcdlease: %s lease %q for %q (token %d): term over, key gone: %w", op, g.Name, g.Holder, g.Token, lease.ErrNotHeld)
+	default:
+		return fmt.Errorf("etcdlease: %s lease %q for %q (token %d): term over, now held by %q (token %d): %w",
+			op, g.Name, g.Holder, g.Token, kv.Value, kv.CreateRevision, lease.ErrNotHeld)
+	}
+}
+
+func (s *Store) revokeQuietly(ctx context.Context, id clientv3.LeaseID) {
+	if ctx.Err() != nil {
+		return
+	}
+	_, _ = s.cli.Revoke(ctx, id)
+}
+
+func (s *Store) cached(token uint64) (clientv3.LeaseID, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	id, ok := s.leases[token]
+	return id, ok
+}
+
+func (s *Store) remember(token uint64, id clientv3.LeaseID) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.leases) >= maxCached {
+		clear(s.leases)
+	}
+	s.leases[token] = id
+}
+
+func (s *Store) forget(token uint64) {
+	s.mu.Lock()
+	delete(s.leases, token)
+	s.mu.Unlock()
+}
+
+func (s *Store) addOrphan(id clientv3.LeaseID) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.orphans) == maxOrphans {
+		// The oldest has surely expired by now.
+		s.orphans = s.orphans[1:]
+	}
+	s.orphans = append(s.orphans, id)
+}
+
+// revokeOrphans revokes the etcd leases of unconfirmed claims. A lease that
+// etcd reports gone, or that is revoked, is dropped from the list; one whose
+// revoke is itself unconfirmed stays for the next Claim.
+func (s *Store) revokeOrphans(ctx context.Context) {
+	s.mu.Lock()
+	orphans := s.orphans
+	s.orphans = nil
+	s.mu.Unlock()
+	for i, id := range orphans {
+		if ctx.Err() != nil {
+			s.readdOrphans(orphans[i:])
+			return
+		}
+		if _, err := s.cli.Revoke(ctx, id); err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
+			s.readdOrphans(orphans[i : i+1])
+		}
+	}
+}
+
+func (s *Store) readdOrphans(ids []clientv3.LeaseID) {
+	for _, id := range ids {
+		s.addOrphan(id)
+	}
+}
