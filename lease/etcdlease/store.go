@@ -26,7 +26,7 @@ var ErrUnconfirmed = errors.New("etcd did not confirm the lease operation")
 // context.DeadlineExceeded) or errors.Is(err, rpctypes.ErrNoLeader) work.
 // It matches ErrUnconfirmed and never lease.ErrHeld or lease.ErrNotHeld.
 type OpError struct {
-	Op     string // "claim", "extend" or "revoke"
+	Op     string // "claim", "extend", "revoke" or "read"
 	Name   string // the lease
 	Holder string
 	Token  uint64 // 0 for a claim
@@ -66,12 +66,18 @@ type Store struct {
 	// leases caches token -> etcd lease of terms this Store granted or
 	// extended. A miss is answered by reading the key, so entries may be
 	// dropped at any time; they are pruned when a term is seen to end.
-	leases map[uint64]clientv3.LeaseID
+	leases map[uint64]cachedLease
 	// orphans are etcd leases of claims whose outcome was unconfirmed: the
 	// put may have been applied. The next Claim revokes them first, so a
 	// half-applied claim does not keep the lease from everyone (including
 	// its own retry) for a whole TTL.
 	orphans []clientv3.LeaseID
+}
+
+// cachedLease is the etcd lease of the term of name with some token.
+type cachedLease struct {
+	name string
+	id   clientv3.LeaseID
 }
 
 const (
@@ -91,10 +97,13 @@ func NewStore(cli *clientv3.Client, prefix string) *Store {
 	if cli == nil {
 		panic("etcdlease.NewStore: nil *clientv3.Client")
 	}
-	return &Store{cli: cli, prefix: prefix, leases: make(map[uint64]clientv3.LeaseID)}
+	return &Store{cli: cli, prefix: prefix, leases: make(map[uint64]cachedLease)}
 }
 
-var _ lease.Store = (*Store)(nil)
+var (
+	_ lease.Store  = (*Store)(nil)
+	_ lease.Reader = (*Store)(nil)
+)
 
 // Key returns the etcd key that holds the named lease.
 func (s *Store) Key(name string) string { return s.prefix + name }
@@ -162,7 +171,7 @@ func (s *Store) Claim(ctx context.Context, name, holder string, d time.Duration)
 	}
 	// The transaction made exactly one revision: the key's create revision.
 	token := uint64(resp.Header.Revision)
-	s.remember(token, gr.ID)
+	s.remember(name, token, gr.ID)
 	return lease.Grant{Name: name, Holder: holder, Token: token, Duration: time.Duration(gr.TTL) * time.Second}, nil
 }
 
@@ -186,7 +195,7 @@ func (s *Store) Extend(ctx context.Context, g lease.Grant, d time.Duration) (lea
 	}
 	key := s.Key(g.Name)
 
-	id, ok := s.cached(g.Token)
+	id, ok := s.cached(g.Name, g.Token)
 	if !ok {
 		// Not granted by this Store (or forgotten): the key says which
 		// etcd lease carries the term, if the term is still alive.
@@ -232,7 +241,7 @@ func (s *Store) Extend(ctx context.Context, g lease.Grant, d time.Duration) (lea
 		if ttl < want {
 			return s.relet(ctx, g, id, want)
 		}
-		s.remember(g.Token, id)
+		s.remember(g.Name, g.Token, id)
 		g.Duration = time.Duration(ttl) * time.Second
 		return g, nil
 	}
@@ -275,7 +284,7 @@ func (s *Store) relet(ctx context.Context, g lease.Grant, old clientv3.LeaseID, 
 	}
 	// The old lease carries no key now; it expires by itself if this fails.
 	s.revokeQuietly(ctx, old)
-	s.remember(g.Token, gr.ID)
+	s.remember(g.Name, g.Token, gr.ID)
 	g.Duration = time.Duration(gr.TTL) * time.Second
 	return g, nil
 }
@@ -311,6 +320,37 @@ func (s *Store) Revoke(ctx context.Context, g lease.Grant) error {
 		s.revokeQuietly(ctx, clientv3.LeaseID(dr.PrevKvs[0].Lease))
 	}
 	return nil
+}
+
+// Holder reads the named lease's live term: its holder, token and, as
+// Duration, the time etcd gives it left (whole seconds, rounded down). It
+// returns an error matching lease.ErrNotHeld when nobody holds the lease;
+// any other error matches ErrUnconfirmed. Holder implements lease.Reader.
+func (s *Store) Holder(ctx context.Context, name string) (lease.Grant, error) {
+	if name == "" {
+		return lease.Grant{}, jujuerrors.NotValidf("empty lease name")
+	}
+	fail := func(err error) (lease.Grant, error) {
+		return lease.Grant{}, &OpError{Op: "read", Name: name, Err: err}
+	}
+	kv, err := s.get(ctx, s.Key(name))
+	if err != nil {
+		return fail(err)
+	}
+	if kv == nil {
+		return lease.Grant{}, fmt.Errorf("etcdlease: lease %q: nobody holds it: %w", name, lease.ErrNotHeld)
+	}
+	g := lease.Grant{Name: name, Holder: string(kv.Value), Token: uint64(kv.CreateRevision)}
+	ttl, err := s.cli.TimeToLive(ctx, clientv3.LeaseID(kv.Lease))
+	if err != nil {
+		return fail(err)
+	}
+	if ttl.TTL <= 0 {
+		// The lease ended after the read; etcd deletes the key with it.
+		return lease.Grant{}, fmt.Errorf("etcdlease: lease %q: term of %q (token %d) just ended: %w", name, g.Holder, g.Token, lease.ErrNotHeld)
+	}
+	g.Duration = time.Duration(ttl.TTL) * time.Second
+	return g, nil
 }
 
 // keyValue is the part of a key's state the Store reads.
@@ -353,20 +393,23 @@ func (s *Store) revokeQuietly(ctx context.Context, id clientv3.LeaseID) {
 	_, _ = s.cli.Revoke(ctx, id)
 }
 
-func (s *Store) cached(token uint64) (clientv3.LeaseID, bool) {
+// cached returns the etcd lease of the term (name, token), if known. The
+// name must match too: a grant carrying another lease's token must not
+// keep that lease alive.
+func (s *Store) cached(name string, token uint64) (clientv3.LeaseID, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	id, ok := s.leases[token]
-	return id, ok
+	c, ok := s.leases[token]
+	return c.id, ok && c.name == name
 }
 
-func (s *Store) remember(token uint64, id clientv3.LeaseID) {
+func (s *Store) remember(name string, token uint64, id clientv3.LeaseID) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if len(s.leases) >= maxCached {
 		clear(s.leases)
 	}
-	s.leases[token] = id
+	s.leases[token] = cachedLease{name: name, id: id}
 }
 
 func (s *Store) forget(token uint64) {
