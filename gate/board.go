@@ -2,6 +2,7 @@ package gate
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -43,7 +44,6 @@ type Board struct {
 
 	mu      sync.Mutex
 	entries []*entry
-	seq     int // resolutions so far
 }
 
 type entry struct {
@@ -51,7 +51,7 @@ type entry struct {
 	w        Waiter
 	since    time.Time
 	resolved time.Time // zero until seen resolved
-	order    int       // 1 for the first gate to resolve; 0 while locked
+	seq      uint64    // place in resolveSeq; 0 while locked
 	err      error
 }
 
@@ -88,23 +88,24 @@ func (b *Board) Track(name string, w Waiter) {
 	b.entries = append(b.entries, e)
 	b.mu.Unlock()
 	if l, ok := w.(*Lock); ok {
-		l.onResolve(func() { b.resolved(e, l.Err()) })
+		l.onResolve(func() {
+			b.mu.Lock()
+			defer b.mu.Unlock()
+			b.markLocked(e, l.Err(), l.resolvedSeq())
+		})
 	}
 }
 
-func (b *Board) resolved(e *entry, err error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.markLocked(e, err)
-}
-
-// markLocked records e's resolution once; b.mu must be held.
-func (b *Board) markLocked(e *entry, err error) {
-	if e.order != 0 {
+// markLocked records e's resolution once; b.mu must be held. A seq of 0
+// (a foreign Waiter, seen open only now) takes the next place in the order.
+func (b *Board) markLocked(e *entry, err error, seq uint64) {
+	if e.seq != 0 {
 		return
 	}
-	b.seq++
-	e.order = b.seq
+	if seq == 0 {
+		seq = resolveSeq.Add(1)
+	}
+	e.seq = seq
 	e.resolved = b.clk.Now()
 	e.err = err
 }
@@ -134,19 +135,30 @@ func (b *Board) Report() Report {
 	defer b.mu.Unlock()
 	now := b.clk.Now()
 	r := make(Report, len(b.entries))
-	for i, e := range b.entries {
-		if e.order == 0 {
+	var seqs []uint64
+	for _, e := range b.entries {
+		if e.seq == 0 {
 			if f, ok := e.w.(failer); ok && !e.w.IsUnlocked() {
 				if err := f.Err(); err != nil {
-					b.markLocked(e, err)
+					b.markLocked(e, err, 0)
 				}
 			} else if e.w.IsUnlocked() {
-				b.markLocked(e, nil)
+				b.markLocked(e, nil, 0)
 			}
 		}
-		s := GateStatus{Name: e.name, Since: e.since, Order: e.order, Err: e.err}
+		if e.seq != 0 {
+			seqs = append(seqs, e.seq)
+		}
+	}
+	slices.Sort(seqs)
+	for i, e := range b.entries {
+		s := GateStatus{Name: e.name, Since: e.since, Err: e.err}
+		if e.seq != 0 {
+			s.Order, _ = slices.BinarySearch(seqs, e.seq)
+			s.Order++
+		}
 		switch {
-		case e.order == 0:
+		case e.seq == 0:
 			s.State, s.For = Locked, now.Sub(e.since)
 		case e.err != nil:
 			s.State, s.For = Failed, e.resolved.Sub(e.since)

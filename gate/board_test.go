@@ -105,3 +105,16 @@ func TestStateString(t *testing.T) {
 	assert.Equal(t, "failed", gate.Failed.String())
 	assert.Equal(t, "State(9)", gate.State(9).String())
 }
+
+// A composite's hook on a part can run before a board's hook on the same
+// part (hooks run in the order they were added), yet the board must record
+// the part first: it opened first.
+func TestBoardRecordsPartBeforeCompositeAddedEarlier(t *testing.T) {
+	part := gate.New("self-dial")
+	stable := gate.AllOf("stable", part) // hooks part before the board does
+	b := gate.NewBoard(nil)
+	b.Add(stable)
+	b.Add(part)
+	part.Unlock()
+	assert.Equal(t, []string{"self-dial", "stable"}, b.Report().Opened())
+}

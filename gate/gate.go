@@ -50,8 +50,14 @@ type Lock struct {
 
 	mu    sync.Mutex
 	err   *FailedError // set before done is closed, never changed after
+	seq   uint64       // resolution's place in resolveSeq; 0 while locked
 	hooks []func()     // run once on resolution; nil after
 }
+
+// resolveSeq orders the resolutions of all gates in the process. A Board
+// sorts by it, not by when its hooks ran: a composite's hook (AllOf) may
+// run, and unlock the composite, before a board's hook on the same part.
+var resolveSeq atomic.Uint64
 
 // New returns a locked gate. The name says what the gate waits for
 // ("api-port-open", "upgrade-steps-done"); it appears in errors and reports.
@@ -87,6 +93,7 @@ func (l *Lock) resolve(failure *FailedError) {
 		l.mu.Unlock()
 		return
 	}
+	l.seq = resolveSeq.Add(1)
 	if failure != nil {
 		l.err = failure
 		l.state.Store(stateFailed)
@@ -103,6 +110,14 @@ func (l *Lock) resolve(failure *FailedError) {
 	for _, h := range hooks {
 		h()
 	}
+}
+
+// resolvedSeq returns the gate's place in the order of resolutions, or 0
+// while it is locked.
+func (l *Lock) resolvedSeq() uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.seq
 }
 
 // onResolve arranges for f to run once the gate unlocks or fails: at once if

@@ -1,0 +1,145 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/juju/clock/testclock"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/coldstart-go/coldstart/gate"
+	"github.com/coldstart-go/coldstart/gate/gatetest"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+const (
+	retry   = time.Second
+	timeout = 10 * time.Second // only a bound against hangs, never reached when the code is right
+)
+
+// fakes are controllable startup steps: the test decides when the upgrade
+// steps finish and how many self-dials fail.
+type fakes struct {
+	upgradeDone  chan error
+	dialFailures atomic.Int32 // dials left to fail
+	dials        atomic.Int32
+	apiOpened    atomic.Int32
+}
+
+func newFakes(dialFailures int) *fakes {
+	f := &fakes{upgradeDone: make(chan error, 1)}
+	f.dialFailures.Store(int32(dialFailures))
+	return f
+}
+
+func (f *fakes) steps() Steps {
+	return Steps{
+		BindControllerPort: func() error { return nil },
+		SelfDial: func(ctx context.Context) error {
+			f.dials.Add(1)
+			if f.dialFailures.Add(-1) >= 0 {
+				return errors.New("connection refused")
+			}
+			return nil
+		},
+		RunUpgradeSteps: func(ctx context.Context) error {
+			select {
+			case err := <-f.upgradeDone:
+				return err
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		},
+		OpenAPIPort: func() error { f.apiOpened.Add(1); return nil },
+	}
+}
+
+func start(t *testing.T, s *Startup) <-chan error {
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	return done
+}
+
+func TestAPIPortOpensOnlyAfterUpgradeStepsAndSelfDial(t *testing.T) {
+	clk := testclock.NewClock(time.Time{})
+	f := newFakes(2)
+	s := NewStartup(clk, f.steps(), retry)
+	rec := gatetest.NewRecorder(s.ControllerPort, s.SelfDialed, s.Upgraded, s.Stable, s.APIOpen)
+	done := start(t, s)
+
+	gatetest.AssertUnlocksWithin(t, s.ControllerPort, timeout)
+
+	// The first self-dial failed and its retry waits on the clock: the API
+	// port must stay closed however long the upgrade takes.
+	require.NoError(t, clk.WaitAdvance(retry, timeout, 1)) // second dial fails too
+	gatetest.AssertLocked(t, s.SelfDialed)
+	f.upgradeDone <- nil
+	gatetest.AssertUnlocksWithin(t, s.Upgraded, timeout)
+	gatetest.AssertLocked(t, s.APIOpen)
+	assert.Equal(t, int32(0), f.apiOpened.Load())
+
+	require.NoError(t, clk.WaitAdvance(retry, timeout, 1)) // third dial succeeds
+	require.NoError(t, <-done)
+
+	assert.Equal(t, int32(3), f.dials.Load())
+	assert.Equal(t, int32(1), f.apiOpened.Load())
+	rec.AssertOrder(t, "controller-port", "upgrade-steps", "self-dial", "stable", "api-port")
+}
+
+func TestAPIPortWaitsForUpgradeAfterSelfDial(t *testing.T) {
+	f := newFakes(0)
+	s := NewStartup(testclock.NewClock(time.Time{}), f.steps(), retry)
+	rec := gatetest.NewRecorder(s.SelfDialed, s.Upgraded, s.APIOpen)
+	done := start(t, s)
+
+	gatetest.AssertUnlocksWithin(t, s.SelfDialed, timeout)
+	gatetest.AssertLocked(t, s.Stable)
+	gatetest.AssertLocked(t, s.APIOpen)
+	// What would an operator see now? The board names the missing step.
+	pending := s.Board.Pending()
+	require.Len(t, pending, 3)
+	assert.Equal(t, []string{"upgrade-steps", "api-port", "stable"}, []string{pending[0].Name, pending[1].Name, pending[2].Name})
+
+	f.upgradeDone <- nil
+	require.NoError(t, <-done)
+	rec.AssertOrder(t, "self-dial", "upgrade-steps", "api-port")
+}
+
+func TestFailedUpgradeNeverOpensAPIPort(t *testing.T) {
+	f := newFakes(1_000_000) // the self-dial never succeeds either
+	s := NewStartup(testclock.NewClock(time.Time{}), f.steps(), retry)
+	done := start(t, s)
+
+	schema := errors.New("step 3: schema migration failed")
+	f.upgradeDone <- schema
+	err := <-done
+	assert.ErrorIs(t, err, schema)
+	assert.ErrorIs(t, err, gate.ErrFailed)
+	assert.ErrorContains(t, err, "API port stays closed")
+
+	gatetest.AssertLocked(t, s.APIOpen)
+	gatetest.AssertFailsWithin(t, s.Stable, schema, timeout)
+	assert.Equal(t, int32(0), f.apiOpened.Load(), "the API port was never opened")
+	assert.Contains(t, s.Board.Report().String(), "failed: upgrade-steps")
+}
+
+func TestCancelledStartupLeavesNothingRunning(t *testing.T) {
+	f := newFakes(1_000_000)
+	s := NewStartup(testclock.NewClock(time.Time{}), f.steps(), retry)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	gatetest.AssertUnlocksWithin(t, s.ControllerPort, timeout)
+	cancel()
+	assert.ErrorIs(t, <-done, context.Canceled)
+	gatetest.AssertLocked(t, s.APIOpen)
+	// goleak (TestMain) checks the self-dial and upgrade goroutines ended.
+}
