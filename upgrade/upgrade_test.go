@@ -1,0 +1,283 @@
+package upgrade_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/juju/clock/testclock"
+	jujuerrors "github.com/juju/errors"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/coldstart-go/coldstart/upgrade"
+)
+
+var t0 = time.Date(2026, 11, 30, 1, 0, 0, 0, time.UTC)
+
+func TestPhaseString(t *testing.T) {
+	for p, want := range map[upgrade.Phase]string{
+		0:                    "unknown",
+		upgrade.Checking:     "checking",
+		upgrade.RunningSteps: "running-steps",
+		upgrade.Complete:     "complete",
+		upgrade.Failed:       "failed",
+		upgrade.Phase(9):     "Phase(9)",
+		upgrade.Phase(-1):    "Phase(-1)",
+	} {
+		assert.Equal(t, want, p.String())
+	}
+}
+
+func TestNewGateStartsCheckingInEpochOne(t *testing.T) {
+	clk := testclock.NewClock(t0)
+	g := upgrade.NewGate(clk)
+	assert.Equal(t, upgrade.Checking, g.Phase())
+	assert.Equal(t, upgrade.Status{Phase: upgrade.Checking, Since: t0, Epoch: 1}, g.Status())
+	var ip *upgrade.InProgressError
+	require.ErrorAs(t, g.Err(), &ip)
+	assert.Equal(t, upgrade.Checking, ip.Phase)
+	assert.Equal(t, upgrade.DefaultRetryAfter, ip.RetryAfter)
+
+	assert.NotNil(t, upgrade.NewGate(nil).Err(), "a nil clock means the wall clock")
+}
+
+func TestPhasesAndEpochs(t *testing.T) {
+	clk := testclock.NewClock(t0)
+	g := upgrade.NewGate(clk)
+	step := func(d time.Duration, do func(), phase upgrade.Phase, epoch uint64) {
+		t.Helper()
+		clk.Advance(d)
+		do()
+		st := g.Status()
+		assert.Equal(t, phase, st.Phase)
+		assert.Equal(t, epoch, st.Epoch)
+		assert.Equal(t, clk.Now(), st.Since)
+	}
+	enter := func(p upgrade.Phase) func() { return func() { require.NoError(t, g.Enter(p)) } }
+
+	step(time.Second, enter(upgrade.RunningSteps), upgrade.RunningSteps, 1)
+	step(time.Second, enter(upgrade.Checking), upgrade.Checking, 1) // back to checking: same attempt
+	step(time.Second, g.Complete, upgrade.Complete, 1)
+	assert.NoError(t, g.Err())
+	step(time.Second, enter(upgrade.Checking), upgrade.Checking, 2) // re-enters upgrade mode
+	assert.ErrorIs(t, g.Err(), upgrade.ErrUpgradeInProgress, "calls are refused again at once")
+	cause := errors.New("step 3 exploded")
+	step(time.Second, func() { g.Fail(cause) }, upgrade.Failed, 2)
+	assert.Equal(t, cause, g.Status().LastErr)
+	step(time.Second, enter(upgrade.RunningSteps), upgrade.RunningSteps, 3) // a new attempt after failure
+	assert.Equal(t, cause, g.Status().LastErr, "LastErr survives into the next epoch")
+	step(time.Second, g.Complete, upgrade.Complete, 3)
+
+	// Entering the current phase is a no-op: Since does not move.
+	require.NoError(t, g.Enter(upgrade.Checking))
+	since := g.Status().Since
+	clk.Advance(time.Second)
+	require.NoError(t, g.Enter(upgrade.Checking))
+	assert.Equal(t, since, g.Status().Since)
+	assert.Equal(t, uint64(4), g.Status().Epoch)
+}
+
+func TestEnterRejectsPhasesItCannotEnter(t *testing.T) {
+	g := upgrade.NewGate(testclock.NewClock(t0))
+	for _, p := range []upgrade.Phase{0, upgrade.Complete, upgrade.Failed, upgrade.Phase(42), upgrade.Phase(-3)} {
+		err := g.Enter(p)
+		assert.ErrorIs(t, err, jujuerrors.NotValid, "phase %v", p)
+		assert.ErrorContains(t, err, p.String())
+		assert.Equal(t, upgrade.Checking, g.Phase(), "an invalid Enter changes nothing")
+	}
+}
+
+func TestFirstOfCompleteAndFailWinsUntilEnter(t *testing.T) {
+	g := upgrade.NewGate(testclock.NewClock(t0))
+	g.Complete()
+	g.Fail(errors.New("late"))
+	assert.Equal(t, upgrade.Complete, g.Phase())
+	assert.Nil(t, g.Status().LastErr)
+
+	require.NoError(t, g.Enter(upgrade.RunningSteps))
+	first := errors.New("first")
+	g.Fail(first)
+	g.Fail(errors.New("second"))
+	g.Complete()
+	assert.Equal(t, upgrade.Failed, g.Phase())
+	assert.ErrorIs(t, g.Err(), first)
+}
+
+func TestErrIsThePerCallGuard(t *testing.T) {
+	g := upgrade.NewGate(testclock.NewClock(t0))
+	require.NoError(t, g.SetRetryAfter(3*time.Second))
+	require.NoError(t, g.Enter(upgrade.RunningSteps))
+
+	err := g.Err()
+	var ip *upgrade.InProgressError
+	require.ErrorAs(t, err, &ip)
+	assert.ErrorIs(t, err, upgrade.ErrUpgradeInProgress)
+	assert.NotErrorIs(t, err, upgrade.ErrUpgradeFailed)
+	assert.Equal(t, upgrade.InProgressError{Phase: upgrade.RunningSteps, RetryAfter: 3 * time.Second}, *ip)
+	assert.Equal(t, "upgrade in progress (running upgrade steps); call not executed; retry after 3s", err.Error())
+
+	cause := errors.New("disk full")
+	g.Fail(cause)
+	err = g.Err()
+	assert.ErrorIs(t, err, upgrade.ErrUpgradeFailed)
+	assert.ErrorIs(t, err, cause)
+	assert.NotErrorIs(t, err, upgrade.ErrUpgradeInProgress)
+	assert.Equal(t, "upgrade failed: disk full; call not executed", err.Error())
+
+	require.NoError(t, g.Enter(upgrade.Checking))
+	g.Complete()
+	assert.NoError(t, g.Err())
+}
+
+func TestErrAllocatesNothing(t *testing.T) {
+	g := upgrade.NewGate(testclock.NewClock(t0))
+	assert.Zero(t, testing.AllocsPerRun(100, func() { _ = g.Err() }))
+	g.Complete()
+	assert.Zero(t, testing.AllocsPerRun(100, func() { _ = g.Err() }))
+}
+
+func TestFailWithNilCauseStillFails(t *testing.T) {
+	g := upgrade.NewGate(testclock.NewClock(t0))
+	g.Fail(nil)
+	assert.Equal(t, upgrade.Failed, g.Phase())
+	assert.ErrorIs(t, g.Err(), upgrade.ErrUpgradeFailed)
+	assert.Error(t, g.Status().LastErr)
+}
+
+func TestSetRetryAfter(t *testing.T) {
+	g := upgrade.NewGate(testclock.NewClock(t0))
+	assert.ErrorIs(t, g.SetRetryAfter(0), jujuerrors.NotValid)
+	assert.ErrorIs(t, g.SetRetryAfter(-time.Second), jujuerrors.NotValid)
+	require.NoError(t, g.SetRetryAfter(7*time.Second))
+	var ip *upgrade.InProgressError
+	require.ErrorAs(t, g.Err(), &ip)
+	assert.Equal(t, 7*time.Second, ip.RetryAfter)
+	assert.Equal(t, uint64(1), g.Status().Epoch, "not a transition")
+}
+
+func TestWait(t *testing.T) {
+	t.Run("complete", func(t *testing.T) {
+		g := upgrade.NewGate(testclock.NewClock(t0))
+		done := make(chan error)
+		go func() { done <- g.Wait(context.Background()) }()
+		require.NoError(t, g.Enter(upgrade.RunningSteps)) // not the end: Wait keeps waiting
+		g.Complete()
+		assert.NoError(t, <-done)
+		assert.NoError(t, g.Wait(context.Background()), "returns at once once complete")
+	})
+	t.Run("failed", func(t *testing.T) {
+		g := upgrade.NewGate(testclock.NewClock(t0))
+		done := make(chan error)
+		go func() { done <- g.Wait(context.Background()) }()
+		cause := errors.New("bad step")
+		g.Fail(cause)
+		err := <-done
+		assert.ErrorIs(t, err, upgrade.ErrUpgradeFailed)
+		assert.ErrorIs(t, err, cause)
+	})
+	t.Run("ctx ends", func(t *testing.T) {
+		g := upgrade.NewGate(testclock.NewClock(t0))
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error)
+		go func() { done <- g.Wait(ctx) }()
+		cancel()
+		err := <-done
+		assert.ErrorIs(t, err, context.Canceled)
+		assert.ErrorContains(t, err, "checking whether new agent binaries are needed")
+	})
+}
+
+func TestTransitionHookOrderAndCauses(t *testing.T) {
+	g := upgrade.NewGate(testclock.NewClock(t0))
+	type tr struct {
+		from, to upgrade.Phase
+		err      error
+	}
+	var got []tr
+	g.OnTransition(func(from, to upgrade.Phase, err error) {
+		got = append(got, tr{from, to, err})
+		_ = g.Status() // the hook runs outside the gate's lock
+	})
+	cause := errors.New("boom")
+	require.NoError(t, g.Enter(upgrade.RunningSteps))
+	require.NoError(t, g.Enter(upgrade.RunningSteps)) // no-op: no hook
+	g.Fail(cause)
+	require.NoError(t, g.SetRetryAfter(2*time.Second)) // not a transition
+	require.NoError(t, g.Enter(upgrade.Checking))
+	g.Complete()
+	assert.Equal(t, []tr{
+		{upgrade.Checking, upgrade.RunningSteps, nil},
+		{upgrade.RunningSteps, upgrade.Failed, cause},
+		{upgrade.Failed, upgrade.Checking, nil},
+		{upgrade.Checking, upgrade.Complete, nil},
+	}, got)
+
+	g.OnTransition(nil)
+	require.NoError(t, g.Enter(upgrade.Checking))
+	assert.Len(t, got, 4, "a removed hook is not called")
+}
+
+func TestTransitionHookMayTransitionTheGate(t *testing.T) {
+	g := upgrade.NewGate(testclock.NewClock(t0))
+	var got []upgrade.Phase
+	g.OnTransition(func(from, to upgrade.Phase, err error) {
+		got = append(got, to)
+		if to == upgrade.RunningSteps {
+			g.Complete() // would deadlock if hooks ran under the gate's lock
+			assert.Equal(t, []upgrade.Phase{upgrade.RunningSteps}, got, "the nested transition's hook runs after this one returns")
+		}
+	})
+	require.NoError(t, g.Enter(upgrade.RunningSteps))
+	assert.Equal(t, []upgrade.Phase{upgrade.RunningSteps, upgrade.Complete}, got)
+	assert.Equal(t, upgrade.Complete, g.Phase())
+}
+
+func TestTransitionHookSeesEveryTransitionInOrderUnderConcurrency(t *testing.T) {
+	g := upgrade.NewGate(testclock.NewClock(t0))
+	var mu sync.Mutex
+	var got [][2]upgrade.Phase
+	g.OnTransition(func(from, to upgrade.Phase, err error) {
+		mu.Lock()
+		got = append(got, [2]upgrade.Phase{from, to})
+		mu.Unlock()
+	})
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Go(func() {
+			for range 200 {
+				if i%2 == 0 {
+					_ = g.Enter(upgrade.RunningSteps)
+				} else {
+					g.Complete()
+				}
+			}
+		})
+	}
+	wg.Wait()
+	mu.Lock()
+	defer mu.Unlock()
+	require.NotEmpty(t, got)
+	assert.Equal(t, upgrade.Checking, got[0][0])
+	for i := 1; i < len(got); i++ {
+		assert.Equal(t, got[i-1][1], got[i][0], "transition %d does not continue from the previous one", i)
+	}
+	assert.Equal(t, g.Phase(), got[len(got)-1][1])
+}
+
+func TestTransitionHookPanicDoesNotWedgeTheGate(t *testing.T) {
+	g := upgrade.NewGate(testclock.NewClock(t0))
+	calls := 0
+	g.OnTransition(func(from, to upgrade.Phase, err error) {
+		calls++
+		if calls == 1 {
+			panic("hook bug")
+		}
+	})
+	assert.Panics(t, func() { _ = g.Enter(upgrade.RunningSteps) })
+	assert.Equal(t, upgrade.RunningSteps, g.Phase(), "the transition happened before the hook")
+	g.Complete()
+	assert.Equal(t, 2, calls, "later transitions still reach the hook")
+}
