@@ -6,7 +6,10 @@ import (
 	"testing"
 	"time"
 
+	jujuerrors "github.com/juju/errors"
 	"github.com/stretchr/testify/require"
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/coldstart-go/coldstart/lease"
 	"github.com/coldstart-go/coldstart/lease/etcdlease"
@@ -44,4 +47,211 @@ func TestClaimExtendRevoke(t *testing.T) {
 	g3, err := s.Claim(ctx, "singular", "b", time.Second)
 	require.NoError(t, err)
 	require.Greater(t, g3.Token, g.Token)
+}
+
+func newStore(t *testing.T) (*etcdlease.Store, *clientv3.Client, *member) {
+	m, cli := startSingle(t)
+	return etcdlease.NewStore(cli, "/"+t.Name()+"/"), cli, m
+}
+
+func testCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// etcd, not this process, ends a term nobody extends: the key goes when its
+// etcd lease runs out, and the next claimant gets a larger token.
+func TestUnextendedTermIsDeletedByEtcd(t *testing.T) {
+	s, cli, _ := newStore(t)
+	ctx := testCtx(t)
+	a, err := s.Claim(ctx, "singular", "a", time.Second)
+	require.NoError(t, err)
+	require.Equal(t, time.Second, a.Duration)
+
+	wctx, stop := context.WithCancel(ctx)
+	defer stop()
+	events := cli.Watch(wctx, s.Key("singular"), clientv3.WithRev(int64(a.Token)+1))
+	select {
+	case wr := <-events:
+		require.NoError(t, wr.Err())
+		require.Len(t, wr.Events, 1)
+		require.Equal(t, mvccpb.DELETE, wr.Events[0].Type, "the key must go by expiry, not change")
+	case <-ctx.Done():
+		t.Fatal("etcd did not expire the unextended term")
+	}
+
+	b, err := s.Claim(ctx, "singular", "b", time.Second)
+	require.NoError(t, err)
+	require.Greater(t, b.Token, a.Token)
+	_, err = s.Extend(ctx, a, time.Second)
+	require.ErrorIs(t, err, lease.ErrNotHeld)
+}
+
+// The incident: a lease operation that times out is not a loss. With the
+// only member gone, every call fails, and none of them definitively.
+func TestUnreachableEtcdIsUnconfirmedNotNotHeld(t *testing.T) {
+	s, _, m := newStore(t)
+	ctx := testCtx(t)
+	g, err := s.Claim(ctx, "singular", "a", 5*time.Second)
+	require.NoError(t, err)
+
+	m.stop()
+
+	short := func() context.Context {
+		c, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+		t.Cleanup(cancel)
+		return c
+	}
+	_, err = s.Extend(short(), g, 5*time.Second)
+	requireUnconfirmed(t, err, "extend", g.Token)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+
+	_, err = s.Claim(short(), "singular", "b", 5*time.Second)
+	requireUnconfirmed(t, err, "claim", 0)
+
+	err = s.Revoke(short(), g)
+	requireUnconfirmed(t, err, "revoke", g.Token)
+
+	_, err = s.Holder(short(), "singular")
+	requireUnconfirmed(t, err, "read", 0)
+}
+
+func requireUnconfirmed(t *testing.T, err error, op string, token uint64) {
+	t.Helper()
+	require.Error(t, err)
+	require.ErrorIs(t, err, etcdlease.ErrUnconfirmed)
+	require.NotErrorIs(t, err, lease.ErrNotHeld)
+	require.NotErrorIs(t, err, lease.ErrHeld)
+	var oe *etcdlease.OpError
+	require.ErrorAs(t, err, &oe)
+	require.Equal(t, op, oe.Op)
+	require.Equal(t, "singular", oe.Name)
+	require.Equal(t, token, oe.Token)
+	require.NotNil(t, oe.Unwrap(), "the cause must be visible")
+}
+
+// A Store that did not grant the term (the process restarted) still extends
+// and revokes it: the key records its etcd lease.
+func TestRestartedStoreExtendsAndRevokes(t *testing.T) {
+	s, cli, _ := newStore(t)
+	ctx := testCtx(t)
+	g, err := s.Claim(ctx, "singular", "a", time.Second)
+	require.NoError(t, err)
+
+	restarted := etcdlease.NewStore(cli, "/"+t.Name()+"/")
+	g2, err := restarted.Extend(ctx, g, time.Second)
+	require.NoError(t, err)
+	require.Equal(t, g.Token, g2.Token)
+	require.NoError(t, restarted.Revoke(ctx, g))
+	_, err = s.Extend(ctx, g, time.Second)
+	require.ErrorIs(t, err, lease.ErrNotHeld)
+	requireNoEtcdLeases(t, cli)
+}
+
+// A keep-alive renews an etcd lease for its original TTL; asking for more
+// moves the key to a longer etcd lease, keeping the token.
+func TestExtendLongerThanGrantedKeepsToken(t *testing.T) {
+	s, cli, _ := newStore(t)
+	ctx := testCtx(t)
+	g, err := s.Claim(ctx, "singular", "a", time.Second)
+	require.NoError(t, err)
+
+	g2, err := s.Extend(ctx, g, 2500*time.Millisecond)
+	require.NoError(t, err)
+	require.Equal(t, g.Token, g2.Token)
+	require.Equal(t, 3*time.Second, g2.Duration)
+
+	h, err := s.Holder(ctx, "singular")
+	require.NoError(t, err)
+	require.Equal(t, g.Token, h.Token)
+	require.Equal(t, "a", h.Holder)
+	require.Greater(t, h.Duration, time.Second)
+
+	// A shorter request is renewed for the (longer) granted TTL.
+	g3, err := s.Extend(ctx, g2, time.Second)
+	require.NoError(t, err)
+	require.Equal(t, 3*time.Second, g3.Duration)
+
+	// The first etcd lease was revoked when the key moved off it.
+	leases, err := cli.Leases(ctx)
+	require.NoError(t, err)
+	require.Len(t, leases.Leases, 1)
+}
+
+// A denied claim leaves no etcd lease behind, and names the holder.
+func TestDeniedClaimRevokesItsEtcdLease(t *testing.T) {
+	s, cli, _ := newStore(t)
+	ctx := testCtx(t)
+	g, err := s.Claim(ctx, "singular", "a", 10*time.Second)
+	require.NoError(t, err)
+	for range 3 {
+		_, err := s.Claim(ctx, "singular", "b", 10*time.Second)
+		var held *lease.HeldError
+		require.ErrorAs(t, err, &held)
+		require.Equal(t, &lease.HeldError{Name: "singular", Holder: "a"}, held)
+	}
+	leases, err := cli.Leases(ctx)
+	require.NoError(t, err)
+	require.Len(t, leases.Leases, 1)
+	require.NoError(t, s.Revoke(ctx, g))
+	requireNoEtcdLeases(t, cli)
+}
+
+// A claim whose transaction was unconfirmed may have put the key; the next
+// Claim revokes that etcd lease first, so the half-applied claim does not
+// block everyone (its own retry included) for a whole TTL.
+func TestUnconfirmedClaimIsCleanedUpByNextClaim(t *testing.T) {
+	s, cli, _ := newStore(t)
+	ctx := testCtx(t)
+	// What an applied-but-unconfirmed claim leaves: a key on a fresh lease.
+	gr, err := cli.Grant(ctx, 30)
+	require.NoError(t, err)
+	_, err = cli.Put(ctx, s.Key("singular"), "a", clientv3.WithLease(gr.ID))
+	require.NoError(t, err)
+	etcdlease.AddOrphan(s, gr.ID)
+
+	g, err := s.Claim(ctx, "singular", "a", time.Second)
+	require.NoError(t, err, "the orphaned claim should have been revoked")
+	require.Equal(t, "a", g.Holder)
+	require.NoError(t, s.Revoke(ctx, g))
+	requireNoEtcdLeases(t, cli)
+}
+
+func requireNoEtcdLeases(t *testing.T, cli *clientv3.Client) {
+	t.Helper()
+	leases, err := cli.Leases(testCtx(t))
+	require.NoError(t, err)
+	require.Empty(t, leases.Leases)
+}
+
+func TestHolderOfFreeLeaseIsNotHeld(t *testing.T) {
+	s, _, _ := newStore(t)
+	_, err := s.Holder(testCtx(t), "nobody")
+	require.ErrorIs(t, err, lease.ErrNotHeld)
+}
+
+func TestBadArgumentsAreNotValid(t *testing.T) {
+	s, _, _ := newStore(t)
+	ctx := testCtx(t)
+	g := lease.Grant{Name: "n", Holder: "h", Token: 7, Duration: time.Second}
+	zeroToken := g
+	zeroToken.Token = 0
+	noName := g
+	noName.Name = ""
+	for name, call := range map[string]func() error{
+		"claim empty name":    func() error { _, err := s.Claim(ctx, "", "h", time.Second); return err },
+		"claim empty holder":  func() error { _, err := s.Claim(ctx, "n", "", time.Second); return err },
+		"claim zero duration": func() error { _, err := s.Claim(ctx, "n", "h", 0); return err },
+		"claim negative":      func() error { _, err := s.Claim(ctx, "n", "h", -time.Second); return err },
+		"extend zero token":   func() error { _, err := s.Extend(ctx, zeroToken, time.Second); return err },
+		"extend zero d":       func() error { _, err := s.Extend(ctx, g, 0); return err },
+		"revoke zero token":   func() error { return s.Revoke(ctx, zeroToken) },
+		"revoke empty name":   func() error { return s.Revoke(ctx, noName) },
+		"holder empty name":   func() error { _, err := s.Holder(ctx, ""); return err },
+	} {
+		err := call()
+		require.True(t, jujuerrors.Is(err, jujuerrors.NotValid), "%s: got %v", name, err)
+	}
+	require.PanicsWithValue(t, "etcdlease.NewStore: nil *clientv3.Client", func() { etcdlease.NewStore(nil, "/") })
 }
