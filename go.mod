@@ -1,6 +1,6 @@
 module github.com/coldstart-go/coldstart
 
-go 1.25
+go 1.25.0
 
 require (
 	github.com/juju/clock v1.1.1
