@@ -11,10 +11,5 @@ func NewWithListen(cfg Config, listen func(network, addr string) (net.Listener, 
 	return newListener(cfg, listen)
 }
 
-// CapInUse is the number of APIMaxConns slots held.
-func CapInUse(l *Listener) int {
-	return len(l.sem)
-}
-
 // MinBurst exposes the default-burst rule.
 var MinBurst = minBurst

@@ -359,6 +359,7 @@ func (l *Listener) serve(p *portState, ln net.Listener, stop <-chan struct{}, ou
 			continue
 		}
 		backoff = 0
+		p.accepted.Add(1)
 		if limiter != nil && !l.throttle(p, limiter, stop) {
 			_ = c.Close()
 			if sem != nil {
@@ -367,7 +368,6 @@ func (l *Listener) serve(p *portState, ln net.Listener, stop <-chan struct{}, ou
 			return
 		}
 		wc := &conn{Conn: c, state: p, sem: sem}
-		p.accepted.Add(1)
 		p.conns.Add(1)
 		select {
 		case out <- wc:

@@ -24,12 +24,14 @@ type PortReport struct {
 	Addr net.Addr
 	// Open is true while the port's accept loop runs.
 	Open bool
-	// Accepted counts connections accepted on the port.
+	// Accepted counts connections accepted from the kernel on the port,
+	// including one held while the rate limit delays its hand-off.
 	Accepted uint64
 	// Throttled is the total time the port's accept loop waited for the
 	// rate limit or the connection cap (on the injected clock).
 	Throttled time.Duration
-	// Conns is the number of accepted connections not yet closed.
+	// Conns is the number of connections handed to Accept, or ready to
+	// be, and not yet closed.
 	Conns int
 	// TemporaryErrors counts accept errors that were retried.
 	TemporaryErrors uint64
