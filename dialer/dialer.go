@@ -300,7 +300,7 @@ func (c *connector[T]) race(ctx context.Context, addrs []string, abort <-chan st
 				drain()
 				return r.v, r.addr, won
 			}
-			c.failed(r.addr, r.err, false)
+			c.failed(r.addr, r.err, rctx.Err() != nil)
 			switch {
 			case next < len(addrs):
 				launch() // a failure hands over at once, not after the head start
@@ -395,8 +395,8 @@ func (c *connector[T]) skipped(addr string, err error) {
 }
 
 // failed records addr's failure and any RetryAfter hint it carries.
-// cancelled marks an attempt this call cancelled itself: its error says
-// nothing about the address, so an earlier real failure is kept.
+// cancelled marks an attempt cut short because the round or ctx ended: its
+// error says nothing about the address, so an earlier real failure is kept.
 func (c *connector[T]) failed(addr string, err error, cancelled bool) {
 	a := c.attempt(addr)
 	if !cancelled || a.Err == nil {
