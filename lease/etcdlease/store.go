@@ -72,6 +72,10 @@ type Store struct {
 	// half-applied claim does not keep the lease from everyone (including
 	// its own retry) for a whole TTL.
 	orphans []clientv3.LeaseID
+
+	// watchProgress, when set (by tests), is told the revision up to which
+	// a Lost watcher has seen every event of its key.
+	watchProgress func(rev int64)
 }
 
 // cachedLease is the etcd lease of the term of name with some token.
