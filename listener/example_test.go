@@ -1,0 +1,111 @@
+package listener_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"net/http"
+
+	"github.com/coldstart-go/coldstart/listener"
+)
+
+// A controller serves itself on the controller port at once, and lets the
+// agents in on the API port only once it is stable.
+func Example() {
+	l, err := listener.New(listener.Config{
+		ControllerAddr: "127.0.0.1:0",
+		APIAddr:        "127.0.0.1:0",
+		APIRate:        2000, // agents per second; the controller port is never limited
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	srv := &http.Server{
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			fmt.Fprintf(w, "hello on the %s port", listener.PortFromContext(r.Context()))
+		}),
+		ConnContext: listener.ConnContext,
+	}
+	go srv.Serve(l)
+
+	fmt.Println(fetch("http://" + l.Addr().String()))
+	fmt.Println("API port bound:", l.APIAddr() != nil)
+
+	// ... upgrade steps run, workers start, the controller is stable ...
+	if err := l.OpenAPI(); err != nil {
+		log.Fatal(err) // e.g. the API address is in use; the controller port still serves
+	}
+	fmt.Println(fetch("http://" + l.APIAddr().String()))
+
+	_ = srv.Shutdown(context.Background()) // closes the listener too
+	// Output:
+	// hello on the controller port
+	// API port bound: false
+	// hello on the api port
+}
+
+// OnBound reports the ports the kernel chose for ":0", so tests need not
+// hunt for free ports.
+func Example_onBound() {
+	l, err := listener.New(listener.Config{
+		ControllerAddr: "127.0.0.1:0",
+		APIAddr:        "127.0.0.1:0",
+		OnBound: func(p listener.Port, addr net.Addr) {
+			fmt.Printf("%s port bound: %t\n", p, addr.(*net.TCPAddr).Port != 0)
+		},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer l.Close()
+	fmt.Println("opening the API port")
+	if err := l.OpenAPI(); err != nil {
+		log.Fatal(err)
+	}
+	// Output:
+	// controller port bound: true
+	// opening the API port
+	// api port bound: true
+}
+
+// CloseAPI takes a controller that re-enters upgrade mode back to
+// controller-only; agents already connected stay connected.
+func ExampleListener_CloseAPI() {
+	l, err := listener.New(listener.Config{ControllerAddr: "127.0.0.1:0", APIAddr: "127.0.0.1:0"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer l.Close()
+	_ = l.OpenAPI()
+	addr := l.APIAddr().String()
+	agent, _ := net.Dial("tcp", addr)
+	defer agent.Close()
+	conn, _ := l.Accept()
+	defer conn.Close()
+
+	_ = l.CloseAPI()
+	_, err = net.Dial("tcp", addr)
+	fmt.Println("new agent refused:", err != nil)
+	r := l.Report()
+	fmt.Printf("api open: %t, conns: %d, accepted: %d\n", r.API.Open, r.API.Conns, r.API.Accepted)
+
+	_ = l.OpenAPI()
+	fmt.Println("same address again:", l.APIAddr().String() == addr)
+	// Output:
+	// new agent refused: true
+	// api open: false, conns: 1, accepted: 1
+	// same address again: true
+}
+
+func fetch(url string) string {
+	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+	resp, err := client.Get(url)
+	if err != nil {
+		return err.Error()
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return string(body)
+}
