@@ -1,0 +1,362 @@
+package upgrade_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/juju/clock/testclock"
+	jujuerrors "github.com/juju/errors"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/coldstart-go/coldstart/upgrade"
+)
+
+const waitTimeout = 10 * time.Second // how long a test waits for a timer to be armed
+
+// call makes one HTTP request and turns the answer into an error, as a
+// client under Retry does.
+func call(client *http.Client, url string) func(context.Context) error {
+	return func(ctx context.Context) error {
+		req, err := http.NewRequestWithContext(ctx, "POST", url, nil)
+		if err != nil {
+			return err
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		defer io.Copy(io.Discard, resp.Body)
+		if err := upgrade.ErrorFromResponse(resp); err != nil {
+			return err
+		}
+		if resp.StatusCode != http.StatusOK {
+			return errors.New(resp.Status)
+		}
+		return nil
+	}
+}
+
+func newServer(t *testing.T, h http.Handler) *httptest.Server {
+	srv := httptest.NewServer(h)
+	t.Cleanup(func() {
+		srv.Client().CloseIdleConnections()
+		srv.Close()
+	})
+	return srv
+}
+
+// TestRetryWaitsOutAnUpgradeAgainstARealServer: the deployer of incident 3,
+// done right. The client is refused while the server upgrades, waits at
+// least the server's Retry-After (on the test clock), and its call runs
+// exactly once when the upgrade completes.
+func TestRetryWaitsOutAnUpgradeAgainstARealServer(t *testing.T) {
+	clk := testclock.NewClock(t0)
+	g := upgrade.NewGate(clk)
+	require.NoError(t, g.SetRetryAfter(5*time.Second))
+	require.NoError(t, g.Enter(upgrade.RunningSteps))
+	h := &served{}
+	var hits atomic.Int64
+	srv := newServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		upgrade.Middleware(g, nil)(h).ServeHTTP(w, r)
+	}))
+
+	waits := make(chan time.Duration, 10)
+	done := make(chan error, 1)
+	go func() {
+		done <- upgrade.Retry(context.Background(), clk, call(srv.Client(), srv.URL),
+			upgrade.WithRand(rand.NewPCG(1, 2)),
+			upgrade.WithNotify(func(attempt int, err error, wait time.Duration) {
+				assert.ErrorIs(t, err, upgrade.ErrUpgradeInProgress)
+				waits <- wait
+			}))
+	}()
+
+	// Refused twice while the steps run; each wait is at least Retry-After.
+	for attempt := 1; attempt <= 2; attempt++ {
+		wait := <-waits
+		assert.GreaterOrEqual(t, wait, 5*time.Second, "attempt %d waits at least Retry-After", attempt)
+		assert.Less(t, wait, 10*time.Second, "attempt %d: jitter is bounded", attempt)
+		// Just short of the wait nothing happens...
+		require.NoError(t, clk.WaitAdvance(wait-time.Nanosecond, waitTimeout, 1))
+		require.NoError(t, clk.WaitAdvance(0, waitTimeout, 1)) // sync: the same timer is still armed
+		assert.Equal(t, int64(attempt), hits.Load(), "retried before Retry-After had passed")
+		if attempt == 2 {
+			g.Complete()
+		}
+		// ...and at the wait the call is made again.
+		require.NoError(t, clk.WaitAdvance(time.Nanosecond, waitTimeout, 1))
+	}
+	require.NoError(t, <-done)
+	assert.Equal(t, int64(3), hits.Load())
+	assert.Equal(t, int64(1), h.n.Load(), "executed once, when the upgrade was complete")
+}
+
+func TestRetryStopsAtOnceWhenTheUpgradeFailed(t *testing.T) {
+	clk := testclock.NewClock(t0)
+	g := upgrade.NewGate(clk)
+	g.Fail(errors.New("step 9 failed"))
+	var hits atomic.Int64
+	srv := newServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		upgrade.Middleware(g, nil)(&served{}).ServeHTTP(w, r)
+	}))
+	err := upgrade.Retry(context.Background(), clk, call(srv.Client(), srv.URL))
+	assert.ErrorIs(t, err, upgrade.ErrUpgradeFailed)
+	assert.ErrorContains(t, err, "step 9 failed")
+	assert.Equal(t, int64(1), hits.Load())
+
+	// Even a predicate that would retry everything cannot retry a failed upgrade.
+	err = upgrade.Retry(context.Background(), clk, call(srv.Client(), srv.URL), upgrade.WithRetryIf(func(error) bool { return true }))
+	assert.ErrorIs(t, err, upgrade.ErrUpgradeFailed)
+	assert.Equal(t, int64(2), hits.Load())
+}
+
+func TestRetryStopsAtOnceOnOtherErrors(t *testing.T) {
+	boom := errors.New("permission denied")
+	calls := 0
+	err := upgrade.Retry(context.Background(), testclock.NewClock(t0), func(context.Context) error { calls++; return boom })
+	assert.Equal(t, boom, err, "returned unwrapped")
+	assert.Equal(t, 1, calls)
+}
+
+func TestRetryReturnsAtOnceWhenRetryAfterOutlastsTheDeadline(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	calls := 0
+	err := upgrade.Retry(ctx, testclock.NewClock(t0), func(context.Context) error {
+		calls++
+		return &upgrade.InProgressError{Phase: upgrade.RunningSteps, RetryAfter: time.Hour}
+	})
+	assert.Equal(t, 1, calls)
+	assert.ErrorIs(t, err, upgrade.ErrUpgradeInProgress)
+	assert.ErrorIs(t, err, context.DeadlineExceeded)
+	assert.NoError(t, ctx.Err(), "it did not wait for the deadline")
+	assert.ErrorContains(t, err, "retry after 1h0m0s")
+	assert.ErrorContains(t, err, "deadline")
+}
+
+func TestRetryShortensAJitteredWaitToFitTheDeadline(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	clk := testclock.NewClock(t0)
+	waits := make(chan time.Duration, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- upgrade.Retry(ctx, clk, func(context.Context) error {
+			return &upgrade.InProgressError{RetryAfter: 50 * time.Second}
+		}, upgrade.WithMaxAttempts(2), upgrade.WithBackoff(time.Second, 10*time.Minute), upgrade.WithRand(highSource{}),
+			upgrade.WithNotify(func(_ int, _ error, wait time.Duration) { waits <- wait }))
+	}()
+	wait := <-waits // without the deadline: 50 s + almost 50 s of jitter
+	assert.GreaterOrEqual(t, wait, 50*time.Second)
+	assert.Less(t, wait, time.Minute)
+	require.NoError(t, clk.WaitAdvance(wait, waitTimeout, 1))
+	err := <-done
+	assert.ErrorContains(t, err, "gave up after 2 attempts")
+	assert.ErrorIs(t, err, upgrade.ErrUpgradeInProgress)
+}
+
+func TestRetryCtxEndsTheWaitPromptly(t *testing.T) {
+	clk := testclock.NewClock(t0)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- upgrade.Retry(ctx, clk, func(context.Context) error {
+			return &upgrade.InProgressError{Phase: upgrade.Checking, RetryAfter: time.Hour}
+		})
+	}()
+	require.NoError(t, clk.WaitAdvance(0, waitTimeout, 1)) // Retry is waiting on its timer
+	cancel()
+	select {
+	case err := <-done:
+		assert.ErrorIs(t, err, context.Canceled)
+		assert.ErrorIs(t, err, upgrade.ErrUpgradeInProgress, "the last refusal is kept")
+	case <-time.After(waitTimeout):
+		t.Fatal("Retry did not return when ctx ended")
+	}
+	require.NoError(t, clk.WaitAdvance(0, waitTimeout, 0), "the timer was stopped")
+
+	calls := 0
+	err := upgrade.Retry(ctx, clk, func(context.Context) error { calls++; return nil })
+	assert.Equal(t, context.Canceled, err)
+	assert.Zero(t, calls, "an ended ctx calls nothing")
+}
+
+func TestRetryMaxAttemptsAndNotify(t *testing.T) {
+	clk := testclock.NewClock(t0)
+	type note struct {
+		attempt int
+		wait    time.Duration
+	}
+	var notes []note
+	calls := 0
+	done := make(chan error, 1)
+	go func() {
+		done <- upgrade.Retry(context.Background(), clk, func(context.Context) error {
+			calls++
+			return &upgrade.InProgressError{}
+		}, upgrade.WithMaxAttempts(3), upgrade.WithJitter(0), upgrade.WithBackoff(time.Second, 3*time.Second),
+			upgrade.WithNotify(func(attempt int, _ error, wait time.Duration) { notes = append(notes, note{attempt, wait}) }))
+	}()
+	require.NoError(t, clk.WaitAdvance(time.Second, waitTimeout, 1))
+	require.NoError(t, clk.WaitAdvance(2*time.Second, waitTimeout, 1))
+	err := <-done
+	assert.ErrorIs(t, err, upgrade.ErrUpgradeInProgress)
+	assert.ErrorContains(t, err, "gave up after 3 attempts")
+	assert.Equal(t, 3, calls)
+	assert.Equal(t, []note{{1, time.Second}, {2, 2 * time.Second}}, notes)
+}
+
+func TestRetryCustomPredicate(t *testing.T) {
+	clk := testclock.NewClock(t0)
+	flaky := errors.New("flaky")
+	calls := 0
+	done := make(chan error, 1)
+	go func() {
+		done <- upgrade.Retry(context.Background(), clk, func(context.Context) error {
+			if calls++; calls < 3 {
+				return flaky
+			}
+			return nil
+		}, upgrade.WithRetryIf(func(err error) bool { return errors.Is(err, flaky) }), upgrade.WithJitter(0))
+	}()
+	require.NoError(t, clk.WaitAdvance(upgrade.DefaultBackoffBase, waitTimeout, 1))
+	require.NoError(t, clk.WaitAdvance(2*upgrade.DefaultBackoffBase, waitTimeout, 1))
+	assert.NoError(t, <-done)
+	assert.Equal(t, 3, calls)
+}
+
+func TestRetryRejectsBadOptions(t *testing.T) {
+	for name, opt := range map[string]upgrade.RetryOption{
+		"zero base":         upgrade.WithBackoff(0, time.Second),
+		"max below base":    upgrade.WithBackoff(time.Second, time.Millisecond),
+		"jitter above 1":    upgrade.WithJitter(1.5),
+		"negative jitter":   upgrade.WithJitter(-0.1),
+		"NaN jitter":        upgrade.WithJitter(zero / zero),
+		"negative attempts": upgrade.WithMaxAttempts(-1),
+		"nil predicate":     upgrade.WithRetryIf(nil),
+	} {
+		called := false
+		err := upgrade.Retry(context.Background(), nil, func(context.Context) error { called = true; return nil }, opt)
+		assert.ErrorIs(t, err, jujuerrors.NotValid, name)
+		assert.False(t, called, name)
+	}
+	assert.ErrorIs(t, upgrade.Retry(context.Background(), nil, nil), jujuerrors.NotValid)
+}
+
+var zero float64
+
+// highSource makes every jitter draw almost 1: the longest wait.
+type highSource struct{}
+
+func (highSource) Uint64() uint64 { return ^uint64(0) }
+
+func TestRetryJitterHonoursRetryAfterAndSpreadsAHerd(t *testing.T) {
+	// A herd of 200 clients told "1 s": every wait is at least 1 s, and they
+	// spread over the next second instead of returning in lock-step.
+	var lo, hi time.Duration = time.Hour, 0
+	for i := range 200 {
+		w, err := upgrade.RetryWait(1, time.Second, upgrade.WithRand(rand.NewPCG(uint64(i), 7)))
+		require.NoError(t, err)
+		require.GreaterOrEqual(t, w, time.Second)
+		require.Less(t, w, 2*time.Second)
+		lo, hi = min(lo, w), max(hi, w)
+	}
+	assert.Less(t, lo, 1100*time.Millisecond)
+	assert.Greater(t, hi, 1900*time.Millisecond)
+
+	// Without a hint: full jitter over the capped exponential backoff.
+	for attempt, b := range map[int]time.Duration{1: 250 * time.Millisecond, 2: 500 * time.Millisecond, 8: 30 * time.Second, 80: 30 * time.Second} {
+		w, err := upgrade.RetryWait(attempt, 0, upgrade.WithJitter(0))
+		require.NoError(t, err)
+		assert.Equal(t, b, w, "attempt %d without jitter", attempt)
+		for i := range 50 {
+			w, err := upgrade.RetryWait(attempt, 0, upgrade.WithRand(rand.NewPCG(uint64(i), 1)))
+			require.NoError(t, err)
+			assert.True(t, w >= 0 && w < b, "attempt %d: %v not in [0, %v)", attempt, w, b)
+		}
+	}
+	// A hint longer than the cap is still honoured in full.
+	w, err := upgrade.RetryWait(1, 2*time.Minute, upgrade.WithJitter(0))
+	require.NoError(t, err)
+	assert.Equal(t, 2*time.Minute, w)
+	// The same seed gives the same waits.
+	a, _ := upgrade.RetryWait(3, time.Second, upgrade.WithRand(rand.NewPCG(9, 9)))
+	b, _ := upgrade.RetryWait(3, time.Second, upgrade.WithRand(rand.NewPCG(9, 9)))
+	assert.Equal(t, a, b)
+}
+
+func TestWaitReady(t *testing.T) {
+	clk := testclock.NewClock(t0)
+	g := upgrade.NewGate(clk)
+	srv := newServer(t, upgrade.ReadyHandler(g))
+	done := make(chan error, 1)
+	go func() { done <- upgrade.WaitReady(context.Background(), clk, srv.Client(), srv.URL, upgrade.WithJitter(0)) }()
+	require.NoError(t, clk.WaitAdvance(time.Second, waitTimeout, 1)) // checking: refused
+	require.NoError(t, g.Enter(upgrade.RunningSteps))
+	require.NoError(t, clk.WaitAdvance(0, waitTimeout, 1)) // refused again, waiting
+	g.Complete()
+	require.NoError(t, clk.WaitAdvance(time.Second, waitTimeout, 1))
+	assert.NoError(t, <-done)
+}
+
+func TestWaitReadyStopsWhenTheUpgradeFailed(t *testing.T) {
+	g := upgrade.NewGate(nil)
+	g.Fail(errors.New("no binaries for 1.24.5 on linux/amd64"))
+	srv := newServer(t, upgrade.ReadyHandler(g))
+	err := upgrade.WaitReady(context.Background(), testclock.NewClock(t0), srv.Client(), srv.URL)
+	assert.ErrorIs(t, err, upgrade.ErrUpgradeFailed)
+	assert.ErrorContains(t, err, "1.24.5")
+}
+
+func TestWaitReadyRetriesAProxy503ButNotA404(t *testing.T) {
+	clk := testclock.NewClock(t0)
+	var hits atomic.Int64
+	srv := newServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if hits.Add(1) == 1 {
+			w.Header().Set("Retry-After", "3")
+			http.Error(w, "no healthy upstream", http.StatusServiceUnavailable)
+			return
+		}
+		http.NotFound(w, r)
+	}))
+	done := make(chan error, 1)
+	go func() { done <- upgrade.WaitReady(context.Background(), clk, srv.Client(), srv.URL, upgrade.WithJitter(0)) }()
+	require.NoError(t, clk.WaitAdvance(3*time.Second, waitTimeout, 1))
+	err := <-done
+	assert.ErrorContains(t, err, "404")
+	assert.Equal(t, int64(2), hits.Load())
+}
+
+func TestWaitReadyRetriesAServerThatIsNotListeningYet(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := l.Addr().String()
+	require.NoError(t, l.Close()) // nothing listens there now: connection refused
+	clk := testclock.NewClock(t0)
+	done := make(chan error, 1)
+	go func() {
+		done <- upgrade.WaitReady(context.Background(), clk, nil, "http://"+addr+"/ready", upgrade.WithMaxAttempts(2), upgrade.WithJitter(0))
+	}()
+	require.NoError(t, clk.WaitAdvance(upgrade.DefaultBackoffBase, waitTimeout, 1))
+	err = <-done
+	assert.ErrorIs(t, err, syscall.ECONNREFUSED)
+	assert.ErrorContains(t, err, "gave up after 2 attempts")
+	http.DefaultClient.CloseIdleConnections()
+}
+
+func TestWaitReadyRejectsABadURL(t *testing.T) {
+	assert.ErrorIs(t, upgrade.WaitReady(context.Background(), nil, nil, "http://bad host/\x7f"), jujuerrors.NotValid)
+}
