@@ -300,7 +300,7 @@ func (c *connector[T]) race(ctx context.Context, addrs []string, abort <-chan st
 				drain()
 				return r.v, r.addr, won
 			}
-			c.failed(r.addr, r.err, rctx.Err() != nil)
+			c.failed(r.addr, r.err, cutShort(rctx, r.err))
 			switch {
 			case next < len(addrs):
 				launch() // a failure hands over at once, not after the head start
@@ -471,6 +471,17 @@ func (d *Dialer) backoff(round int) time.Duration {
 	b = min(b, d.cfg.MaxBackoff)
 	half := b / 2
 	return half + rand.N(b-half+1)
+}
+
+// cutShort reports whether err only says that ctx ended. A net.Dialer
+// fails with "i/o timeout" at ctx's deadline a moment before ctx.Err() is
+// set, hence the second test (ctx deadlines are wall-clock times).
+func cutShort(ctx context.Context, err error) bool {
+	if ctx.Err() != nil {
+		return true
+	}
+	dl, ok := ctx.Deadline()
+	return ok && !time.Now().Before(dl) && errors.Is(err, context.DeadlineExceeded)
 }
 
 func isClosed(ch <-chan struct{}) bool {

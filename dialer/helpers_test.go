@@ -177,15 +177,24 @@ type server struct {
 
 func startServer(t *testing.T, name, addr string, handle func(line string) string) *server {
 	t.Helper()
+	s, err := listenServer(name, addr, handle)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.stop)
+	return s
+}
+
+// listenServer starts a server; the caller stops it.
+func listenServer(name, addr string, handle func(line string) string) (*server, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		t.Fatalf("listen %s: %v", addr, err)
+		return nil, fmt.Errorf("listen %s: %w", addr, err)
 	}
 	s := &server{name: name, ln: ln}
 	s.wg.Add(1)
 	go s.accept(handle)
-	t.Cleanup(s.stop)
-	return s
+	return s, nil
 }
 
 func (s *server) addr() string { return s.ln.Addr().String() }
@@ -239,6 +248,16 @@ func (s *server) stop() {
 
 // roundTrip sends line over conn and returns the reply.
 func roundTrip(conn net.Conn, line string) (string, error) {
+	return roundTripCtx(context.Background(), conn, line)
+}
+
+// roundTripCtx is roundTrip bounded by ctx's deadline.
+func roundTripCtx(ctx context.Context, conn net.Conn, line string) (string, error) {
+	if dl, ok := ctx.Deadline(); ok {
+		if err := conn.SetDeadline(dl); err != nil {
+			return "", err
+		}
+	}
 	if _, err := fmt.Fprintln(conn, line); err != nil {
 		return "", err
 	}
