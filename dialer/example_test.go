@@ -1,0 +1,147 @@
+package dialer_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net"
+	"strings"
+	"time"
+
+	"github.com/coldstart-go/coldstart/dialer"
+)
+
+// echoServer answers every line with "<name>: <line>" until ln is closed.
+func echoServer(name string, ln net.Listener) {
+	for {
+		conn, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		go func() {
+			defer conn.Close()
+			sc := bufio.NewScanner(conn)
+			for sc.Scan() {
+				fmt.Fprintf(conn, "%s: %s\n", name, sc.Text())
+			}
+		}()
+	}
+}
+
+func ask(conn net.Conn, q string) string {
+	fmt.Fprintln(conn, q)
+	reply, _ := bufio.NewReader(conn).ReadString('\n')
+	return strings.TrimSpace(reply)
+}
+
+// An API-caller loop for a controller agent. While its own server is not
+// ready it works through a peer; the moment LocalReady closes it drops the
+// peer connection and dials again, which goes to loopback.
+func ExampleRoute_moveToLocal() {
+	peer, _ := net.Listen("tcp", "127.0.0.1:0") // another controller, serving
+	defer peer.Close()
+	go echoServer("peer", peer)
+	local, _ := net.Listen("tcp", "127.0.0.1:0") // this machine's controller port
+	defer local.Close()
+	go echoServer("local", local)
+
+	serving := make(chan struct{}) // closed once the local server is ready
+	d, err := dialer.New(dialer.Config{
+		LocalPort:       local.Addr().(*net.TCPAddr).Port,
+		Remote:          func() []string { return []string{peer.Addr().String()} },
+		LocalReady:      serving,
+		LocalReadyGrace: 20 * time.Millisecond,
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+
+	for {
+		conn, route, err := d.Dial(ctx)
+		if err != nil {
+			fmt.Println(err) // names every address tried, wraps ctx.Err()
+			return
+		}
+		fmt.Printf("local=%v %s\n", route.Local, ask(conn, "login"))
+		if route.Local {
+			conn.Close() // a real agent would serve on it until it drops, then loop
+			return
+		}
+		go close(serving) // stands in for the local server finishing its start-up
+		select {
+		case <-route.LocalReady: // own server is up: move off the peer
+			fmt.Println("local server ready: moving")
+		case <-ctx.Done():
+		}
+		conn.Close()
+	}
+	// Output:
+	// local=false peer: login
+	// local server ready: moving
+	// local=true local: login
+}
+
+// apiClient stands for any client that is not a bare net.Conn (TLS,
+// websocket, RPC); Connect only needs it to be an io.Closer.
+type apiClient struct {
+	conn net.Conn
+	user string
+}
+
+func (c *apiClient) Close() error { return c.conn.Close() }
+
+// Connect dials with the same policy as Dial but builds any client type;
+// every client that loses a race is closed.
+func ExampleConnect() {
+	srv, _ := net.Listen("tcp", "127.0.0.1:0")
+	defer srv.Close()
+	go echoServer("controller", srv)
+	ready := make(chan struct{})
+	close(ready) // the local controller is serving
+
+	d, _ := dialer.New(dialer.Config{LocalPort: srv.Addr().(*net.TCPAddr).Port, LocalReady: ready})
+	client, route, err := dialer.Connect(context.Background(), d,
+		func(ctx context.Context, addr string) (*apiClient, error) {
+			var nd net.Dialer
+			conn, err := nd.DialContext(ctx, "tcp", addr)
+			if err != nil {
+				return nil, err
+			}
+			return &apiClient{conn: conn, user: "machine-0"}, nil
+		})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer client.Close()
+	fmt.Println(route.Addr == srv.Addr().String(), route.Local, ask(client.conn, "hello from "+client.user))
+	// Output: true true controller: hello from machine-0
+}
+
+// A machine that runs no controller sets LocalPort 0 and PreferLocal: it
+// dials its peers, shuffled, and the error of a failed Dial names each.
+func ExampleDialer_Dial() {
+	d, _ := dialer.New(dialer.Config{
+		Policy:     dialer.PreferLocal,
+		Remote:     func() []string { return []string{"192.0.2.1:17070"} },
+		MinBackoff: time.Second, // one try fits in the 30 ms below
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			return nil, fmt.Errorf("no route to %s", addr)
+		},
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, _, err := d.Dial(ctx)
+	fmt.Println(err)
+
+	ctx, cancel = context.WithTimeout(context.Background(), 30*time.Millisecond)
+	defer cancel()
+	_, _, err = d.Dial(ctx)
+	fmt.Println(err)
+	// Output:
+	// dialing controller (prefer-local): context canceled; no address to dial
+	// dialing controller (prefer-local): context deadline exceeded; tried 192.0.2.1:17070: no route to 192.0.2.1:17070
+}
