@@ -172,7 +172,7 @@ func ErrorFromResponse(resp *http.Response) error {
 	if resp == nil || resp.StatusCode != http.StatusServiceUnavailable {
 		return nil
 	}
-	code := resp.Header.Get(HeaderCode)
+	code := strings.TrimSpace(resp.Header.Get(HeaderCode))
 	if code != "" && code != Code && code != CodeFailed {
 		return nil
 	}

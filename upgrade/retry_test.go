@@ -303,7 +303,9 @@ func TestWaitReady(t *testing.T) {
 	g := upgrade.NewGate(clk)
 	srv := newServer(t, upgrade.ReadyHandler(g))
 	done := make(chan error, 1)
-	go func() { done <- upgrade.WaitReady(context.Background(), clk, srv.Client(), srv.URL, upgrade.WithJitter(0)) }()
+	go func() {
+		done <- upgrade.WaitReady(context.Background(), clk, srv.Client(), srv.URL, upgrade.WithJitter(0))
+	}()
 	require.NoError(t, clk.WaitAdvance(time.Second, waitTimeout, 1)) // checking: refused
 	require.NoError(t, g.Enter(upgrade.RunningSteps))
 	require.NoError(t, clk.WaitAdvance(0, waitTimeout, 1)) // refused again, waiting
@@ -333,7 +335,9 @@ func TestWaitReadyRetriesAProxy503ButNotA404(t *testing.T) {
 		http.NotFound(w, r)
 	}))
 	done := make(chan error, 1)
-	go func() { done <- upgrade.WaitReady(context.Background(), clk, srv.Client(), srv.URL, upgrade.WithJitter(0)) }()
+	go func() {
+		done <- upgrade.WaitReady(context.Background(), clk, srv.Client(), srv.URL, upgrade.WithJitter(0))
+	}()
 	require.NoError(t, clk.WaitAdvance(3*time.Second, waitTimeout, 1))
 	err := <-done
 	assert.ErrorContains(t, err, "404")
