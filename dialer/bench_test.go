@@ -1,0 +1,182 @@
+package dialer_test
+
+import (
+	"context"
+	"math"
+	"math/rand/v2"
+	"net"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/juju/clock"
+
+	"github.com/coldstart-go/coldstart/dialer"
+)
+
+// armedClock is the wall clock, announcing every timer it arms so that a
+// benchmark knows when a Dial has parked.
+type armedClock struct {
+	clock.Clock
+	armed chan time.Duration
+}
+
+func (c armedClock) NewTimer(d time.Duration) clock.Timer {
+	t := c.Clock.NewTimer(d)
+	select {
+	case c.armed <- d:
+	default:
+	}
+	return t
+}
+
+// BenchmarkLocalReady measures the time from LocalReady closing to a
+// successful local dial, on loopback, against a baseline that polls the
+// readiness every 100 ms, in the same run. Half the dialer trials close
+// LocalReady while Dial waits out its grace period, half while it sits in
+// backoff after a failed fallback round to a (down) peer. Each op is one
+// dialer trial; the metrics also give peer dials made after ready (must be 0).
+func BenchmarkLocalReady(b *testing.B) {
+	const minTrials = 200
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			conn.Close()
+		}
+	})
+	defer func() { ln.Close(); wg.Wait() }()
+	port := ln.Addr().(*net.TCPAddr).Port
+
+	peer, err := net.Listen("tcp", "127.0.0.1:0") // reserve, then free: a peer that is down
+	if err != nil {
+		b.Fatal(err)
+	}
+	peerAddr := peer.Addr().String()
+	peer.Close()
+
+	var peerDialsAfterReady atomic.Int64
+	var nd net.Dialer
+	trial := func(fallingBack bool) time.Duration {
+		ready := make(chan struct{})
+		var closed atomic.Bool
+		clk := armedClock{clock.WallClock, make(chan time.Duration, 16)}
+		cfg := dialer.Config{
+			LocalPort:       port,
+			Remote:          func() []string { return []string{peerAddr} },
+			LocalReady:      ready,
+			LocalReadyGrace: time.Hour,
+			Clock:           clk,
+			DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+				if addr == peerAddr && closed.Load() {
+					peerDialsAfterReady.Add(1)
+				}
+				return nd.DialContext(ctx, network, addr)
+			},
+		}
+		park := time.Hour // the grace timer
+		if fallingBack {
+			cfg.LocalReadyGrace = time.Nanosecond
+			cfg.MinBackoff, cfg.MaxBackoff = time.Hour, time.Hour
+			park = time.Hour / 2 // a backoff pause, drawn from [30m, 1h]
+		}
+		d, err := dialer.New(cfg)
+		if err != nil {
+			b.Fatal(err)
+		}
+		done := goDial(context.Background(), d)
+		for armed := range clk.armed {
+			if armed >= park {
+				break
+			}
+		}
+		closed.Store(true)
+		start := time.Now()
+		close(ready)
+		r := <-done
+		lat := time.Since(start)
+		if r.err != nil || !r.route.Local {
+			b.Fatalf("dial after ready: %+v", r)
+		}
+		r.conn.Close()
+		return lat
+	}
+
+	lats := make([]time.Duration, 0, max(b.N, minTrials))
+	b.ResetTimer()
+	for i := range b.N {
+		lats = append(lats, trial(i%2 == 1))
+	}
+	b.StopTimer()
+	for len(lats) < minTrials {
+		lats = append(lats, trial(len(lats)%2 == 1))
+	}
+	polled := pollTrials(b, ln.Addr().String(), minTrials)
+
+	dp50, dp99 := percentile(lats, 0.50), percentile(lats, 0.99)
+	pp50, pp99 := percentile(polled, 0.50), percentile(polled, 0.99)
+	b.ReportMetric(ms(dp50), "dialer-p50-ms")
+	b.ReportMetric(ms(dp99), "dialer-p99-ms")
+	b.ReportMetric(ms(pp50), "poll100ms-p50-ms")
+	b.ReportMetric(ms(pp99), "poll100ms-p99-ms")
+	b.ReportMetric(float64(pp99)/float64(dp99), "p99-speedup-x")
+	b.ReportMetric(float64(peerDialsAfterReady.Load()), "peer-dials-after-ready")
+}
+
+// pollTrials runs n trials of the baseline concurrently: a caller checking
+// readiness every 100 ms, then dialling addr. Readiness arrives at a random
+// moment of its polling period.
+func pollTrials(b *testing.B, addr string, n int) []time.Duration {
+	lats := make([]time.Duration, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			ready := make(chan struct{})
+			var readyAt time.Time
+			closer := time.AfterFunc(rand.N(100*time.Millisecond), func() {
+				readyAt = time.Now()
+				close(ready)
+			})
+			defer closer.Stop()
+			tick := time.NewTicker(100 * time.Millisecond)
+			defer tick.Stop()
+			for {
+				select {
+				case <-ready: // the poller checks the flag without blocking
+				default:
+					<-tick.C
+					continue
+				}
+				var nd net.Dialer
+				conn, err := nd.Dial("tcp", addr)
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				lats[i] = time.Since(readyAt) // readyAt happens-before close(ready)
+				conn.Close()
+				return
+			}
+		})
+	}
+	wg.Wait()
+	return lats
+}
+
+func percentile(ds []time.Duration, p float64) time.Duration {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	i := int(math.Ceil(p*float64(len(s)))) - 1
+	return s[max(i, 0)]
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
