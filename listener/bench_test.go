@@ -1,0 +1,394 @@
+package listener_test
+
+import (
+	"context"
+	"flag"
+	"math"
+	"net"
+	"os"
+	"runtime/metrics"
+	"slices"
+	"strconv"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/time/rate"
+
+	"github.com/coldstart-go/coldstart/listener"
+)
+
+// BenchmarkAccept measures dial+accept+close pairs on loopback through a
+// bare net.Listener and through each port of a Listener, side by side.
+//
+// "pipelined" is accept throughput: a client goroutine keeps up to 16
+// dials in flight (as a herd does) while the benchmark goroutine accepts
+// and closes. "pingpong" dials, accepts and closes one pair at a time; it
+// is latency-bound, and there the Listener pays for the hand-off from its
+// port goroutine, which a bare listener accepting in the caller does not.
+// cpu-ns/op is process CPU time (user+system, every goroutine) per pair.
+func BenchmarkAccept(b *testing.B) {
+	for _, mode := range []struct {
+		name string
+		run  func(*testing.B, net.Listener, net.Addr)
+	}{{"pipelined", benchAcceptPipelined}, {"pingpong", benchAcceptPingPong}} {
+		b.Run(mode.name+"/bare", func(b *testing.B) {
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer ln.Close()
+			mode.run(b, ln, ln.Addr())
+		})
+		b.Run(mode.name+"/controller", func(b *testing.B) {
+			l := benchListener(b, listener.Config{})
+			mode.run(b, l, l.Addr())
+		})
+		b.Run(mode.name+"/api-unlimited", func(b *testing.B) {
+			l := benchListener(b, listener.Config{})
+			if err := l.OpenAPI(); err != nil {
+				b.Fatal(err)
+			}
+			mode.run(b, l, l.APIAddr())
+		})
+	}
+}
+
+func benchListener(b *testing.B, cfg listener.Config) *listener.Listener {
+	b.Helper()
+	l, err := listener.New(loopback(cfg))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = l.Close() })
+	return l
+}
+
+// closeAbort closes a client conn with RST: no TIME_WAIT, so the ephemeral
+// ports last however long the benchmark runs.
+func closeAbort(c net.Conn) {
+	_ = c.(*net.TCPConn).SetLinger(0)
+	_ = c.Close()
+}
+
+func benchAcceptPingPong(b *testing.B, ln net.Listener, addr net.Addr) {
+	b.ReportAllocs()
+	target := addr.String()
+	cpu0 := cpuTime()
+	b.ResetTimer()
+	for range b.N {
+		c, err := net.Dial("tcp", target)
+		if err != nil {
+			b.Fatal(err)
+		}
+		s, err := ln.Accept()
+		if err != nil {
+			b.Fatal(err)
+		}
+		closeAbort(c)
+		_ = s.Close()
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(cpuTime()-cpu0)/float64(b.N), "cpu-ns/op")
+}
+
+func benchAcceptPipelined(b *testing.B, ln net.Listener, addr net.Addr) {
+	b.ReportAllocs()
+	target := addr.String()
+	dialled := make(chan net.Conn, 16) // bounds the dials in flight
+	dialErr := make(chan error, 1)
+	cpu0 := cpuTime()
+	b.ResetTimer()
+	go func() {
+		defer close(dialled)
+		for range b.N {
+			c, err := net.Dial("tcp", target)
+			if err != nil {
+				dialErr <- err
+				return
+			}
+			dialled <- c
+		}
+	}()
+	for range b.N {
+		s, err := ln.Accept()
+		if err != nil {
+			b.Fatal(err)
+		}
+		_ = s.Close()
+		c, ok := <-dialled
+		if !ok {
+			b.Fatal(<-dialErr)
+		}
+		closeAbort(c)
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(cpuTime()-cpu0)/float64(b.N), "cpu-ns/op")
+}
+
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+var herdAgents = flag.Int("herd.agents", 3000,
+	"agents dialling the API port in BenchmarkHerd (or env COLDSTART_HERD_AGENTS)")
+
+const (
+	herdRate      = 2000 // API accepts per second
+	herdBurst     = 100
+	ctrlEvery     = 5 * time.Millisecond // the controller dials its own port this often
+	idleDuration  = time.Second
+	phaseDeadline = 60 * time.Second
+)
+
+// Controller dials come from 127.0.0.2, agents from 127.0.0.1, so the
+// server tells them apart even on the shared baseline's single port.
+var ctrlSource = &net.TCPAddr{IP: net.IPv4(127, 0, 0, 2)}
+
+// BenchmarkHerd: N agents storm the API port (2,000/s, burst 100) while the
+// controller dials its own port every 5ms. It reports the controller's
+// time-to-accept (dial start to Accept returning) with no herd, under the
+// herd, and under the herd on a baseline of one shared listener with the
+// same limiter in Accept; the API accept rate against the configured one;
+// and peak goroutines (the agents' included) and live heap. One iteration
+// takes a few seconds: run it with -benchtime=1x.
+func BenchmarkHerd(b *testing.B) {
+	agents := *herdAgents
+	if v, err := strconv.Atoi(os.Getenv("COLDSTART_HERD_AGENTS")); err == nil && v > 0 {
+		agents = v
+	}
+	var idle, dual, shared herdResult
+	for range b.N {
+		idle = runHerd(b, false, 0)
+		dual = runHerd(b, false, agents)
+		shared = runHerd(b, true, agents)
+	}
+	idleP99 := percentile(idle.ctrl, 99)
+	herdP99 := percentile(dual.ctrl, 99)
+	sharedP99 := percentile(shared.ctrl, 99)
+	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+	b.ReportMetric(ms(percentile(idle.ctrl, 50)), "idle-p50-ms")
+	b.ReportMetric(ms(idleP99), "idle-p99-ms")
+	b.ReportMetric(ms(percentile(dual.ctrl, 50)), "ctrl-p50-ms")
+	b.ReportMetric(ms(herdP99), "ctrl-p99-ms")
+	b.ReportMetric(ms(sharedP99), "shared-p99-ms")
+	b.ReportMetric(float64(herdP99)/float64(idleP99), "herd-vs-idle")
+	b.ReportMetric(float64(sharedP99)/float64(herdP99), "shared-vs-dual")
+	b.ReportMetric(dual.apiRate, "api-rate/s")
+	b.ReportMetric(100*math.Abs(dual.apiRate-herdRate)/herdRate, "api-rate-err-%")
+	b.ReportMetric(float64(dual.peakGoroutines), "peak-goroutines")
+	b.ReportMetric(float64(dual.peakHeap)/(1<<20), "peak-heap-MB")
+	b.ReportMetric(float64(len(dual.ctrl)), "ctrl-samples")
+	b.ReportMetric(float64(agents), "agents")
+}
+
+type herdResult struct {
+	ctrl           []time.Duration // controller time-to-accept samples
+	apiRate        float64         // agents accepted per second after the burst
+	peakGoroutines int64
+	peakHeap       uint64
+}
+
+// sharedListener is the baseline: one port for everybody, the limiter in
+// Accept, so the controller queues behind throttled agents.
+type sharedListener struct {
+	net.Listener
+	lim *rate.Limiter
+}
+
+func (s sharedListener) Accept() (net.Conn, error) {
+	c, err := s.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	if err := s.lim.Wait(context.Background()); err != nil {
+		_ = c.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+func runHerd(b *testing.B, shared bool, agents int) herdResult {
+	b.Helper()
+	var ln net.Listener
+	var ctrlAddr, apiAddr string
+	if shared {
+		inner, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			b.Fatal(err)
+		}
+		ln = sharedListener{inner, rate.NewLimiter(herdRate, herdBurst)}
+		ctrlAddr, apiAddr = inner.Addr().String(), inner.Addr().String()
+	} else {
+		l, err := listener.New(listener.Config{
+			ControllerAddr: "127.0.0.1:0", APIAddr: "127.0.0.1:0",
+			APIRate: herdRate, APIBurst: herdBurst,
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := l.OpenAPI(); err != nil {
+			b.Fatal(err)
+		}
+		ln, ctrlAddr, apiAddr = l, l.Addr().String(), l.APIAddr().String()
+	}
+
+	// The server: accept, note when and from whom, close at once.
+	type accepted struct {
+		at   time.Time
+		from string
+	}
+	var ctrlAccepts []accepted
+	var agentAccepts []time.Time
+	agentsDone := make(chan struct{})
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			now := time.Now()
+			ra := c.RemoteAddr().(*net.TCPAddr)
+			if ra.IP.Equal(ctrlSource.IP) {
+				ctrlAccepts = append(ctrlAccepts, accepted{now, ra.String()})
+			} else {
+				agentAccepts = append(agentAccepts, now)
+				if len(agentAccepts) == agents {
+					close(agentsDone)
+				}
+			}
+			_ = c.Close()
+		}
+	}()
+
+	// Peak goroutines and live heap, sampled while the phase runs.
+	samples := []metrics.Sample{{Name: "/sched/goroutines:goroutines"}, {Name: "/memory/classes/heap/objects:bytes"}}
+	var peakG int64
+	var peakHeap uint64
+	stopSampling := make(chan struct{})
+	sampled := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		tick := time.NewTicker(5 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			metrics.Read(samples)
+			peakG = max(peakG, int64(samples[0].Value.Uint64()))
+			peakHeap = max(peakHeap, samples[1].Value.Uint64())
+			select {
+			case <-tick.C:
+			case <-stopSampling:
+				return
+			}
+		}
+	}()
+
+	// The herd: every agent dials once and waits for the server to close.
+	var wg sync.WaitGroup
+	dialer := &net.Dialer{Timeout: phaseDeadline}
+	for range agents {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c, err := dialer.Dial("tcp", apiAddr)
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			_ = c.SetReadDeadline(time.Now().Add(phaseDeadline))
+			_, _ = c.Read(make([]byte, 1))
+			_ = c.Close()
+		}()
+	}
+
+	// The controller: dial its own port every 5ms until the herd is in
+	// (or for idleDuration with no herd).
+	type dialled struct {
+		start time.Time
+		local string
+	}
+	var ctrlDials []dialled
+	ctrlDialer := &net.Dialer{LocalAddr: ctrlSource, Timeout: phaseDeadline}
+	var ctrlConns sync.WaitGroup
+	end := time.After(idleDuration)
+	if agents > 0 {
+		end = nil
+	}
+	herdIn := (<-chan struct{})(agentsDone)
+	if agents == 0 {
+		herdIn = nil
+	}
+	deadline := time.After(phaseDeadline)
+	tick := time.NewTicker(ctrlEvery)
+dialling:
+	for {
+		start := time.Now()
+		c, err := ctrlDialer.Dial("tcp", ctrlAddr)
+		if err != nil {
+			b.Fatal(err)
+		}
+		ctrlDials = append(ctrlDials, dialled{start, c.LocalAddr().String()})
+		ctrlConns.Add(1)
+		go func() {
+			defer ctrlConns.Done()
+			_ = c.SetReadDeadline(time.Now().Add(phaseDeadline))
+			_, _ = c.Read(make([]byte, 1))
+			_ = c.Close()
+		}()
+		select {
+		case <-tick.C:
+		case <-end:
+			break dialling
+		case <-herdIn:
+			break dialling
+		case <-deadline:
+			b.Fatal("herd phase did not finish")
+		}
+	}
+	tick.Stop()
+	ctrlConns.Wait() // every controller conn has been accepted and closed
+	wg.Wait()
+	close(stopSampling)
+	<-sampled
+	_ = ln.Close()
+	<-served
+
+	// Match each dial with its accept by the client address (the earliest
+	// accept at or after the dial, in case a port number was reused).
+	byAddr := map[string][]time.Time{}
+	for _, a := range ctrlAccepts {
+		byAddr[a.from] = append(byAddr[a.from], a.at)
+	}
+	r := herdResult{peakGoroutines: peakG, peakHeap: peakHeap}
+	for _, d := range ctrlDials {
+		ats := byAddr[d.local]
+		i := slices.IndexFunc(ats, func(at time.Time) bool { return !at.Before(d.start) })
+		if i < 0 {
+			b.Fatalf("controller dial from %s never accepted", d.local)
+		}
+		r.ctrl = append(r.ctrl, ats[i].Sub(d.start))
+		byAddr[d.local] = slices.Delete(ats, i, i+1)
+	}
+	if n := len(agentAccepts); n > herdBurst+1 {
+		span := agentAccepts[n-1].Sub(agentAccepts[herdBurst-1])
+		r.apiRate = float64(n-herdBurst) / span.Seconds()
+	}
+	return r
+}
+
+func percentile(ds []time.Duration, p float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	i := int(math.Ceil(p/100*float64(len(s)))) - 1
+	return s[max(i, 0)]
+}
