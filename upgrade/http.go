@@ -98,15 +98,18 @@ func (r *refusal) write(w http.ResponseWriter) {
 }
 
 // Middleware guards an HTTP handler with g. A request is served when the
-// upgrade is complete or allow(r) reports true (allow may be nil: nothing is
-// allowlisted); every other request is refused with 503, a Retry-After
-// header in whole seconds (at least 1; none once the upgrade failed), the
-// HeaderCode header, and a JSON body {"code", "phase", "message"}.
+// upgrade is complete or allow(r) reports true; allow may be nil (nothing
+// is allowlisted) and is consulted only while the gate refuses. Every other
+// request is refused with 503, a Retry-After header in whole seconds (at
+// least 1; none once the upgrade failed), the HeaderCode header, and a JSON
+// body {"code", "phase", "message"}. A refusal is precomputed per gate
+// state and costs one small allocation.
 //
 // The not-executed promise: a refused request never reaches next, so a
 // client may repeat it safely. The gate is read once, when the request
 // arrives; a request admitted before Enter re-closes the gate runs to
-// completion. Middleware panics if g is nil.
+// completion (drain in-flight requests yourself if steps need a quiet
+// server). Middleware panics if g is nil.
 func Middleware(g *Gate, allow func(*http.Request) bool) func(http.Handler) http.Handler {
 	if g == nil {
 		panic("upgrade.Middleware: nil Gate")

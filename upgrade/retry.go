@@ -183,12 +183,14 @@ func Retry(ctx context.Context, clk clock.Clock, fn func(context.Context) error,
 		}
 		wait := c.wait(attempt, hint)
 		if deadline, ok := ctx.Deadline(); ok {
-			left := time.Until(deadline)
-			if hint >= left {
+			switch left := time.Until(deadline); {
+			case hint > 0 && hint >= left:
 				return fmt.Errorf("upgrade: server asks to retry after %v but ctx's deadline is %v away: %w (%w)",
-					hint, left.Round(time.Millisecond), err, context.DeadlineExceeded)
-			}
-			if wait >= left { // keep the jitter, inside what is left
+					hint, max(left, 0).Round(time.Millisecond), err, context.DeadlineExceeded)
+			case left <= 0: // the deadline passed during fn; ctx is about to say so
+				<-ctx.Done()
+				return stopped(ctx, attempt, last)
+			case wait >= left: // keep the jitter, inside what is left
 				wait = hint + time.Duration(c.float()*float64(left-hint))
 			}
 		}

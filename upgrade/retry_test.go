@@ -364,3 +364,19 @@ func TestWaitReadyRetriesAServerThatIsNotListeningYet(t *testing.T) {
 func TestWaitReadyRejectsABadURL(t *testing.T) {
 	assert.ErrorIs(t, upgrade.WaitReady(context.Background(), nil, nil, "http://bad host/\x7f"), jujuerrors.NotValid)
 }
+
+func TestRetryWhenTheDeadlinePassesDuringACall(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Millisecond)
+	defer cancel()
+	clk := testclock.NewClock(t0)
+	calls := 0
+	err := upgrade.Retry(ctx, clk, func(ctx context.Context) error {
+		calls++
+		<-ctx.Done() // a slow refusal: the deadline passes before it arrives
+		return &upgrade.InProgressError{Phase: upgrade.Checking}
+	})
+	assert.Equal(t, 1, calls)
+	assert.ErrorIs(t, err, context.DeadlineExceeded)
+	assert.ErrorIs(t, err, upgrade.ErrUpgradeInProgress)
+	require.NoError(t, clk.WaitAdvance(0, waitTimeout, 0), "no timer left behind")
+}
