@@ -72,8 +72,8 @@ type Route struct {
 }
 
 // Dialer dials this machine's controller or its peers according to a
-// Policy. Its methods are safe for concurrent use; concurrent Dials share
-// the servers' "try again later" hints.
+// Policy. Make it with New; its methods are safe for concurrent use, and
+// concurrent Dials share the servers' "try again later" hints.
 type Dialer struct {
 	cfg   Config
 	local []string // literal loopback addresses, IPv4 first; empty with LocalPort 0
@@ -121,9 +121,10 @@ func (d *Dialer) dialTCP(ctx context.Context, addr string) (net.Conn, error) {
 
 // Connect is Dial for clients that are not a bare net.Conn (TLS,
 // websocket, RPC): open makes one connection to addr and must return
-// promptly once its ctx ends. Every value open returns that does not win
-// its round is closed through io.Closer before Connect returns, so nothing
-// leaks: when several attempts of a round succeed, the first wins.
+// promptly once its ctx ends. T must be an io.Closer (as *tls.Conn,
+// websocket and gRPC client connections are) because a round races its
+// attempts: when several succeed the first wins, and every other value
+// open returned is closed before Connect returns, so nothing leaks.
 //
 // Each round tries its candidates in parallel, staggered: the next starts
 // when the previous attempt fails or HeadStart after it started. Local
@@ -140,6 +141,9 @@ func Connect[T io.Closer](ctx context.Context, d *Dialer, open func(ctx context.
 	}
 	if open == nil {
 		return zero, Route{}, jujuerrors.NotValidf("nil open func")
+	}
+	if d.holdoff == nil {
+		return zero, Route{}, jujuerrors.NotValidf("Dialer not made by New")
 	}
 	c := &connector[T]{d: d, open: open, index: make(map[string]int)}
 	return c.connect(ctx)
@@ -274,6 +278,9 @@ func (c *connector[T]) race(ctx context.Context, addrs []string, abort <-chan st
 		}
 		go func() {
 			v, err := c.open(rctx, addr)
+			if err == nil && any(v) == nil {
+				err = errNilConn
+			}
 			results <- result{addr, v, err}
 		}()
 	}
@@ -374,7 +381,15 @@ func (c *connector[T]) eligible(cands []string) ([]string, time.Duration) {
 	return out, first
 }
 
+// retryAfterer is a server's "try again later", found with errors.As on
+// the error of an attempt (for example a refusal while it is upgrading).
 type retryAfterer interface{ RetryAfter() time.Duration }
+
+// maxHint bounds a RetryAfter hint (about a century) so that the hold-off
+// time cannot overflow; ctx ends any wait long before.
+const maxHint = 1 << 61
+
+var errNilConn = errors.New("dialer: open returned neither a connection nor an error")
 
 func (c *connector[T]) attempt(addr string) *Attempt {
 	i, ok := c.index[addr]
@@ -406,7 +421,7 @@ func (c *connector[T]) failed(addr string, err error, cancelled bool) {
 	if !errors.As(err, &ra) {
 		return
 	}
-	hint := ra.RetryAfter()
+	hint := min(ra.RetryAfter(), maxHint)
 	if hint <= 0 {
 		return
 	}

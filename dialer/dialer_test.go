@@ -207,7 +207,11 @@ func TestEveryConnectionButTheWinnerIsClosed(t *testing.T) {
 	for i := range peers {
 		started = append(started, rec.next(t))
 		if i < len(peers)-1 {
-			require.NoError(t, clk.WaitAdvance(time.Second, waitFor, 1))
+			// The next attempt waits for the head start, and no longer.
+			require.NoError(t, clk.WaitAdvance(time.Second-time.Nanosecond, waitFor, 1))
+			require.NoError(t, clk.WaitAdvance(0, waitFor, 1))
+			rec.quiet(t)
+			require.NoError(t, clk.WaitAdvance(time.Nanosecond, waitFor, 1))
 		}
 	}
 	assert.ElementsMatch(t, peers, started, "staggered attempts reach every peer")
@@ -616,6 +620,24 @@ func TestConnectRejectsNilArguments(t *testing.T) {
 	assert.ErrorContains(t, err, "nil Dialer")
 	_, _, err = dialer.Connect[net.Conn](context.Background(), d, nil)
 	assert.ErrorContains(t, err, "nil open func")
+	_, _, err = new(dialer.Dialer).Dial(context.Background())
+	assert.ErrorContains(t, err, "Dialer not made by New")
+}
+
+// An open func that returns neither a client nor an error is a failure of
+// that address, not a nil winner.
+func TestNilConnWithoutErrorIsAFailure(t *testing.T) {
+	clk := newClock()
+	rec := newRecorder(func(context.Context, string, string) (net.Conn, error) { return nil, nil })
+	d := mustNew(t, dialer.Config{LocalPort: 1, Policy: dialer.RequireLocal, Clock: clk, DialContext: rec.DialContext})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := goDial(ctx, d)
+	rec.next(t)
+	rec.next(t)
+	require.NoError(t, clk.WaitAdvance(0, waitFor, 1))
+	cancel()
+	r := result(t, done)
+	assert.ErrorContains(t, r.err, "open returned neither a connection nor an error")
 }
 
 // Many goroutines may share one Dialer.
@@ -643,4 +665,26 @@ func TestConcurrentDials(t *testing.T) {
 	for err := range errs {
 		assert.NoError(t, err)
 	}
+}
+
+// An absurd hint holds the address off (it does not overflow into the past).
+func TestHugeRetryAfterHoldsOff(t *testing.T) {
+	clk := newClock()
+	rec := newRecorder(func(context.Context, string, string) (net.Conn, error) {
+		return nil, busyError{1<<63 - 1}
+	})
+	d := mustNew(t, dialer.Config{Policy: dialer.PreferLocal, Remote: func() []string { return []string{"busy:1"} },
+		Clock: clk, DialContext: rec.DialContext, MinBackoff: time.Second, MaxBackoff: time.Second})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := goDial(ctx, d)
+	rec.next(t)
+	require.NoError(t, clk.WaitAdvance(time.Second, waitFor, 1)) // the backoff pause
+	require.NoError(t, clk.WaitAdvance(24*time.Hour, waitFor, 1)) // now parked on the hint
+	require.NoError(t, clk.WaitAdvance(0, waitFor, 1))
+	rec.quiet(t)
+	cancel()
+	r := result(t, done)
+	de := dialError(t, r.err)
+	require.Len(t, de.Attempts, 1)
+	assert.Equal(t, 1, de.Attempts[0].Tries)
 }
