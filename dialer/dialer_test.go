@@ -678,7 +678,7 @@ func TestHugeRetryAfterHoldsOff(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := goDial(ctx, d)
 	rec.next(t)
-	require.NoError(t, clk.WaitAdvance(time.Second, waitFor, 1)) // the backoff pause
+	require.NoError(t, clk.WaitAdvance(time.Second, waitFor, 1))  // the backoff pause
 	require.NoError(t, clk.WaitAdvance(24*time.Hour, waitFor, 1)) // now parked on the hint
 	require.NoError(t, clk.WaitAdvance(0, waitFor, 1))
 	rec.quiet(t)
