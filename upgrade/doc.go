@@ -18,17 +18,27 @@
 //	g := upgrade.NewGate(nil)                   // starts in Checking
 //	h := upgrade.Middleware(g, isStatusCall)(mux)
 //	// ... check binaries, then
-//	g.Enter(upgrade.RunningSteps)
-//	if err := runSteps(); err != nil { g.Fail(err) } else { g.Complete() }
+//	_ = g.Enter(upgrade.RunningSteps)           // errors only for an invalid phase
+//	if err := runSteps(); err != nil {
+//		g.Fail(err) // clients get ErrUpgradeFailed and stop
+//	} else {
+//		g.Complete() // the full API is served
+//	}
 //
 // RPC servers guard each call with g.Err() or an Allowlist's Check.
 //
-// Client:
+// Client (build the request inside fn: each attempt needs a fresh body):
 //
 //	err := upgrade.Retry(ctx, nil, func(ctx context.Context) error {
-//		resp, err := client.Do(req.WithContext(ctx))
-//		if err != nil { return err }
+//		req, _ := http.NewRequestWithContext(ctx, "POST", url, bytes.NewReader(payload))
+//		resp, err := client.Do(req)
+//		if err != nil {
+//			return err
+//		}
 //		defer resp.Body.Close()
 //		return upgrade.ErrorFromResponse(resp) // nil, or a refusal to wait out
 //	})
+//
+// Bootstrap tools that must not start work early call WaitReady on a URL
+// served by ReadyHandler.
 package upgrade

@@ -379,3 +379,67 @@ func TestRefusedRequestsAreNeverExecutedAcrossTransitions(t *testing.T) {
 	assert.Len(t, executed, nOK)
 	t.Logf("%d served, %d refused", nOK, nRefused)
 }
+
+// flagWriter remembers whether the handler behind the middleware ran.
+type flagWriter struct {
+	nopWriter
+	executed bool
+}
+
+// TestRefusedRequestsAreNeverExecutedInProcess is the same promise at a
+// higher rate: requests served in-process by several goroutines while the
+// gate flips. A request that got a 503 must not have entered the handler.
+func TestRefusedRequestsAreNeverExecutedInProcess(t *testing.T) {
+	g := upgrade.NewGate(testclock.NewClock(t0))
+	h := upgrade.Middleware(g, nil)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.(*flagWriter).executed = true
+	}))
+	stop := make(chan struct{})
+	flips := make(chan int)
+	go func() {
+		n := 0
+		for ; ; n++ {
+			select {
+			case <-stop:
+				flips <- n
+				return
+			default:
+			}
+			switch n % 3 {
+			case 0:
+				g.Complete()
+			case 1:
+				_ = g.Enter(upgrade.Checking)
+			case 2:
+				_ = g.Enter(upgrade.RunningSteps)
+			}
+		}
+	}()
+	var served, refused atomic.Int64
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			r := httptest.NewRequest("POST", "/deploy", nil)
+			for range 3000 {
+				w := &flagWriter{nopWriter: nopWriter{h: http.Header{}, status: http.StatusOK}}
+				h.ServeHTTP(w, r)
+				switch {
+				case w.status == http.StatusServiceUnavailable && w.executed:
+					t.Error("a refused request reached the handler")
+					return
+				case w.status == http.StatusServiceUnavailable:
+					refused.Add(1)
+				case w.executed:
+					served.Add(1)
+				default:
+					t.Errorf("neither refused nor served: %d", w.status)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(stop)
+	t.Logf("%d flips, %d served, %d refused", <-flips, served.Load(), refused.Load())
+	assert.Equal(t, int64(4*3000), served.Load()+refused.Load())
+}
