@@ -45,7 +45,6 @@ type Listener struct {
 
 	done      chan struct{} // closed by Close
 	closeOnce sync.Once
-	closeErr  error
 	wg        sync.WaitGroup // the accept goroutines
 
 	failed   chan struct{} // closed on the first permanent accept error
@@ -61,6 +60,8 @@ type Listener struct {
 	apiSess     *session     // running API accept loop, nil while not open
 	apiBindAddr string       // cfg.APIAddr, then the first real bound address
 }
+
+var _ net.Listener = (*Listener)(nil)
 
 // session is one open period of the API port.
 type session struct {
@@ -199,14 +200,13 @@ func (l *Listener) Close() error {
 		l.mu.Unlock()
 		// done is closed before the sockets, so the accept goroutines
 		// read the resulting errors as "stop", not as failures.
-		l.closeErr = closeSocket(ctrlLn)
+		err = closeSocket(ctrlLn)
 		if apiLn != nil {
-			if err := closeSocket(apiLn); l.closeErr == nil {
-				l.closeErr = err
+			if apiErr := closeSocket(apiLn); err == nil {
+				err = apiErr
 			}
 		}
 		l.wg.Wait()
-		err = l.closeErr
 	})
 	return err
 }
@@ -509,6 +509,15 @@ func (c *conn) ReadFrom(r io.Reader) (int64, error) {
 		return rf.ReadFrom(r)
 	}
 	return io.Copy(writerOnly{c.Conn}, r)
+}
+
+// CloseWrite half-closes the inner connection when it supports that (a
+// *net.TCPConn does); *tls.Conn.CloseWrite relies on it.
+func (c *conn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return errors.ErrUnsupported
 }
 
 // writerOnly hides ReadFrom so io.Copy does not recurse.

@@ -2,8 +2,10 @@ package listener_test
 
 import (
 	"errors"
+	"io"
 	"math"
 	"net"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -683,4 +685,25 @@ func TestReportCountsConns(t *testing.T) {
 	assert.Equal(t, l.APIAddr(), rep.API.Addr)
 	assert.Zero(t, rep.API.Throttled)
 	assert.Nil(t, rep.API.LastTemporaryError)
+}
+
+func TestConnForwardsReadFromAndCloseWrite(t *testing.T) {
+	l := newListener(t, listener.Config{})
+	c := dial(t, l.Addr())
+	s := mustAccept(t, l, listener.Controller)
+
+	rf, ok := s.(io.ReaderFrom)
+	require.True(t, ok, "the wrapper must keep the sendfile/splice path")
+	n, err := rf.ReadFrom(strings.NewReader("hello"))
+	require.NoError(t, err)
+	require.Equal(t, int64(5), n)
+	cw, ok := s.(interface{ CloseWrite() error })
+	require.True(t, ok)
+	require.NoError(t, cw.CloseWrite())
+
+	require.NoError(t, c.SetReadDeadline(time.Now().Add(guard)))
+	got, err := io.ReadAll(c) // ends at the half-close
+	require.NoError(t, err)
+	require.Equal(t, "hello", string(got))
+	assert.Equal(t, 1, l.Report().Controller.Conns, "CloseWrite does not release the conn")
 }
