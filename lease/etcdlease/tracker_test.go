@@ -1,0 +1,241 @@
+package etcdlease_test
+
+// The lease.Tracker on etcd. etcd's TTLs run on its wall clock, so these
+// tests use the wall clock too, with short terms (1–2 s), and wait on the
+// tracker's Changes channel rather than sleeping.
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/coldstart-go/coldstart/lease"
+	"github.com/coldstart-go/coldstart/lease/etcdlease"
+)
+
+func newTracker(t *testing.T, cfg lease.Config) *lease.Tracker {
+	t.Helper()
+	tr, err := lease.NewTracker(cfg)
+	require.NoError(t, err)
+	t.Cleanup(func() { tr.Close() })
+	return tr
+}
+
+// nextStatus reads statuses from ch until want accepts one, failing the test
+// if bad accepts any on the way or nothing arrives in time. It returns the
+// accepted status.
+func nextStatus(t *testing.T, ch <-chan lease.Status, timeout time.Duration, want, bad func(lease.Status) bool, what string) lease.Status {
+	t.Helper()
+	deadline := time.After(timeout)
+	for {
+		select {
+		case st, ok := <-ch:
+			require.True(t, ok, "Changes closed while waiting for %s", what)
+			if bad != nil && bad(st) {
+				t.Fatalf("while waiting for %s: got %+v", what, st)
+			}
+			if want(st) {
+				return st
+			}
+		case <-deadline:
+			t.Fatalf("no %s within %v", what, timeout)
+		}
+	}
+}
+
+// slowTimer is the LateTimer of these trackers: a -race build on two busy
+// cores can fire a wall-clock timer more than the default Margin late, which
+// the tracker rightly takes for a paused process. These tests are about the
+// store, not pauses, so they tolerate that.
+const slowTimer = 500 * time.Millisecond
+
+func isHeld(st lease.Status) bool    { return st.State == lease.Held }
+func isNotHeld(st lease.Status) bool { return st.State == lease.NotHeld }
+
+// Two trackers on one etcd: one leads, the other is told definitively who
+// does; the leader's renewals carry it across several terms with one token;
+// when it releases, the other takes over with a larger token.
+func TestTrackersOnEtcdOneLeader(t *testing.T) {
+	_, cliA := startSingle(t)
+	cliB := newClient(t, cliA.Endpoints()...)
+	const d = time.Second // claims for 2 s
+	cfgFor := func(cli *clientv3.Client, holder string) lease.Config {
+		return lease.Config{
+			Store: etcdlease.NewStore(cli, "/trackers/"), Name: "singular", Holder: holder,
+			Duration: d, ReleaseOnClose: true, LateTimer: slowTimer, CallTimeout: d / 2,
+		}
+	}
+	a := newTracker(t, cfgFor(cliA, "a"))
+	first := nextStatus(t, a.Changes(), 10*time.Second, isHeld, isNotHeld, "a to hold the lease")
+	require.Equal(t, "a", first.Holder)
+
+	b := newTracker(t, cfgFor(cliB, "b"))
+	nextStatus(t, b.Changes(), 10*time.Second, isNotHeld, isHeld, "b to learn a leads")
+	ctx := testCtx(t)
+	st, err := b.Check(ctx, d)
+	require.ErrorIs(t, err, lease.ErrNotLeader)
+	require.NotErrorIs(t, err, lease.ErrRenewalFailed)
+	var nl *lease.NotLeaderError
+	require.ErrorAs(t, err, &nl)
+	require.Equal(t, "a", nl.Holder)
+	require.Equal(t, lease.NotHeld, st.State)
+	require.Equal(t, "a", st.Holder)
+
+	// Renewals: a keeps the same term past two whole claimed terms.
+	end := first.Until.Add(2 * 2 * d)
+	var last lease.Status
+	for last.Until.Before(end) {
+		last = nextStatus(t, a.Changes(), 10*time.Second, func(lease.Status) bool { return true },
+			func(st lease.Status) bool { return st.State != lease.Held || st.Token != first.Token },
+			"a's next renewal")
+		st, err := a.Check(ctx, d)
+		require.NoError(t, err)
+		require.Equal(t, lease.Held, st.State)
+		require.Equal(t, first.Token, st.Token)
+		// b never leads meanwhile. It normally knows a does; a claim of
+		// its own that timed out under load leaves it unsure instead, which
+		// is allowed (unknown is not "not leader"), leading is not.
+		bst, err := b.Check(ctx, d)
+		require.Error(t, err)
+		require.NotEqual(t, lease.Held, bst.State)
+		if errors.As(err, &nl) {
+			require.Equal(t, "a", nl.Holder)
+		} else {
+			require.ErrorIs(t, err, lease.ErrRenewalFailed, "b's check: %v", err)
+		}
+	}
+
+	// a releases on Close; b claims the freed lease with a larger token.
+	require.NoError(t, a.Close())
+	took := nextStatus(t, b.Changes(), 10*time.Second, isHeld, nil, "b to take over")
+	require.Equal(t, "b", took.Holder)
+	require.Greater(t, took.Token, first.Token)
+}
+
+// An etcd term ended behind the tracker's back (revoked by another party)
+// is a definitive loss: the next renewal reports ErrNotLeader, not
+// ErrRenewalFailed, and the tracker claims a new term.
+func TestTrackerLearnsRevokedTermDefinitively(t *testing.T) {
+	_, cli := startSingle(t)
+	store := etcdlease.NewStore(cli, "/revoked/")
+	const d = time.Second
+	tr := newTracker(t, lease.Config{Store: store, Name: "singular", Holder: "a", Duration: d, LateTimer: slowTimer})
+	held := nextStatus(t, tr.Changes(), 10*time.Second, isHeld, nil, "the first claim")
+
+	ctx := testCtx(t)
+	current, err := store.Holder(ctx, "singular")
+	require.NoError(t, err)
+	require.NoError(t, etcdlease.NewStore(cli, "/revoked/").Revoke(ctx, current))
+
+	nextStatus(t, tr.Changes(), 10*time.Second, isNotHeld, nil, "the loss")
+	again := nextStatus(t, tr.Changes(), 10*time.Second, isHeld, nil, "a new term")
+	require.Greater(t, again.Token, held.Token)
+}
+
+// stallingStore holds one armed Extend at its start until the test lets it
+// go (or its ctx ends), so the test can act while a renewal is in flight.
+type stallingStore struct {
+	lease.Store
+	mu      sync.Mutex
+	armed   bool
+	entered chan struct{} // closed when the armed Extend has started
+	proceed chan struct{} // closed by the test to let it continue
+}
+
+func (s *stallingStore) arm() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.armed = true
+	s.entered = make(chan struct{})
+	s.proceed = make(chan struct{})
+}
+
+func (s *stallingStore) Extend(ctx context.Context, g lease.Grant, d time.Duration) (lease.Grant, error) {
+	s.mu.Lock()
+	armed := s.armed
+	s.armed = false
+	entered, proceed := s.entered, s.proceed
+	s.mu.Unlock()
+	if armed {
+		close(entered)
+		select {
+		case <-proceed:
+		case <-ctx.Done():
+		}
+	}
+	return s.Store.Extend(ctx, g, d)
+}
+
+// Failover, the incident on etcd: a three-member cluster, a client that
+// knows all three, and a tracker renewing through it. During a renewal
+// the raft leader is killed — the member every keep-alive ends at
+// (followers forward lease renewals to it), and one of the members the
+// client is connected to. Until the survivors elect a leader (no sooner
+// than their 1 s election timeout) nothing can be confirmed: the check
+// that waits on that renewal gets ErrRenewalFailed with the old validity,
+// never ErrNotLeader. Once the client reaches the surviving quorum, the
+// same term (same token: etcd's new leader keeps the leases alive) is
+// confirmed again.
+func TestFailoverRenewalFailsAmbiguouslyThenRecovers(t *testing.T) {
+	ms := startCluster(t, 3)
+	var endpoints []string
+	for _, m := range ms {
+		endpoints = append(endpoints, m.clientURL)
+	}
+	cli := newClient(t, endpoints...)
+	store := &stallingStore{Store: etcdlease.NewStore(cli, "/failover/")}
+	const d = 2 * time.Second // claims for 4 s; CallTimeout 500 ms
+	tr := newTracker(t, lease.Config{Store: store, Name: "singular", Holder: "a", Duration: d, Jitter: -1, LateTimer: slowTimer})
+	ctx := testCtx(t)
+	first := nextStatus(t, tr.Changes(), 15*time.Second, isHeld, isNotHeld, "the first claim")
+
+	store.arm()
+	select {
+	case <-store.entered:
+	case <-ctx.Done():
+		t.Fatal("no renewal started")
+	}
+	// The renewal is in flight. What the tracker promised before it:
+	before, err := tr.Check(ctx, 0)
+	require.NoError(t, err)
+	require.Equal(t, first.Token, before.Token)
+
+	// A check at renewal time asks for more than the cache covers, so it
+	// waits for the in-flight renewal.
+	type answer struct {
+		st  lease.Status
+		err error
+	}
+	checked := make(chan answer, 1)
+	go func() {
+		st, err := tr.Check(ctx, 3*time.Second)
+		checked <- answer{st, err}
+	}()
+	ms[leaderOf(t, ms)].stop()
+	close(store.proceed)
+
+	got := <-checked
+	require.ErrorIs(t, got.err, lease.ErrRenewalFailed, "the cluster could not confirm, got %v", got.err)
+	require.NotErrorIs(t, got.err, lease.ErrNotLeader)
+	require.Equal(t, lease.Held, got.st.State, "still held until the old validity ends")
+	require.True(t, got.st.Until.Equal(before.Until), "until %v, want the old %v", got.st.Until, before.Until)
+	var rf *lease.RenewalFailedError
+	require.ErrorAs(t, got.err, &rf)
+	require.ErrorIs(t, rf, etcdlease.ErrUnconfirmed, "the cause must be the store's unconfirmed call")
+
+	// The survivors elect a leader and the client reaches them: the same
+	// term is confirmed again. It may pass through Unknown on the way if
+	// the election outlasts the validity, but never NotHeld.
+	recovered := nextStatus(t, tr.Changes(), 15*time.Second,
+		func(st lease.Status) bool { return st.State == lease.Held && st.Until.After(before.Until) },
+		isNotHeld, "the renewal through the surviving quorum")
+	require.Equal(t, first.Token, recovered.Token)
+	st, err := tr.Check(ctx, d)
+	require.NoError(t, err)
+	require.Equal(t, lease.Held, st.State)
+}
