@@ -1,0 +1,38 @@
+// Package etcdlease is a lease.Store on etcd, for controllers whose leases
+// must outlive one process: each lease is one etcd key, attached to an etcd
+// lease that etcd itself expires, and its fencing token is the key's create
+// revision.
+//
+// It answers the incident behind package lease — a lease renewal that timed
+// out while the back end was in flux was reported as "not the leader" — at
+// the store: only etcd's definitive answers become lease.ErrHeld (a
+// *lease.HeldError naming the holder) or lease.ErrNotHeld; a timeout, "no
+// leader", an unavailable member, a cancelled context or a broken
+// connection is an *OpError matching ErrUnconfirmed, which wraps etcd's own
+// error, so the Tracker reports ErrRenewalFailed with the time it still
+// holds, never ErrNotLeader.
+//
+// The mapping onto etcd: Claim grants an etcd lease of the requested
+// duration rounded up to whole seconds and, in one transaction, puts the
+// key (value: the holder) only if it does not exist, else reads the holder.
+// Extend keeps the etcd lease alive once and then reads the key to confirm
+// it still carries the token; etcd renews for the TTL it granted, and the
+// Grant reports that TTL. Revoke deletes the key in a transaction guarded by
+// the token, then revokes the etcd lease. Lost watches a term and tells
+// early when it is over.
+//
+//	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{"10.0.0.1:2379", "10.0.0.2:2379", "10.0.0.3:2379"}})
+//	...
+//	defer cli.Close()
+//	tr, err := lease.NewTracker(lease.Config{
+//		Store: etcdlease.NewStore(cli, "/myapp/leases/"),
+//		Name:  "singular", Holder: "unit-0", Duration: 30 * time.Second,
+//	})
+//
+// This package is its own Go module, so that importing the rest of coldstart
+// never pulls in etcd and gRPC. Its go.mod requires
+// github.com/coldstart-go/coldstart at v0.0.0 with a development replace
+// directive (=> ../..) that builds it against the root module in the same
+// repository; a release tags the root module and requires that version
+// instead.
+package etcdlease
