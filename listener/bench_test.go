@@ -164,6 +164,9 @@ var ctrlSource = &net.TCPAddr{IP: net.IPv4(127, 0, 0, 2)}
 // the 3,000 in-process agents are still connecting are reported apart
 // (arrival-*): on a 2-core host that window measures the harness's own
 // connect storm, which in production runs on the agents' machines.
+//
+// Agents hold their conn until the server closes it, so the process needs
+// about N+100 file descriptors (ulimit -n); loopback only.
 func BenchmarkHerd(b *testing.B) {
 	agents := *herdAgents
 	if v, err := strconv.Atoi(os.Getenv("COLDSTART_HERD_AGENTS")); err == nil && v > 0 {
