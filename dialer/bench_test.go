@@ -180,3 +180,52 @@ func percentile(ds []time.Duration, p float64) time.Duration {
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// BenchmarkDialReady is the steady state of a ready controller: Dial on
+// loopback beside a bare net.Dialer to the same listener, showing the
+// dialer's own overhead.
+func BenchmarkDialReady(b *testing.B) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			conn.Close()
+		}
+	})
+	defer func() { ln.Close(); wg.Wait() }()
+	ready := make(chan struct{})
+	close(ready)
+	d, err := dialer.New(dialer.Config{LocalPort: ln.Addr().(*net.TCPAddr).Port, LocalReady: ready})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	b.Run("dialer", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			conn, _, err := d.Dial(ctx)
+			if err != nil {
+				b.Fatal(err)
+			}
+			conn.Close()
+		}
+	})
+	b.Run("net.Dialer", func(b *testing.B) {
+		b.ReportAllocs()
+		var nd net.Dialer
+		for b.Loop() {
+			conn, err := nd.DialContext(ctx, "tcp", ln.Addr().String())
+			if err != nil {
+				b.Fatal(err)
+			}
+			conn.Close()
+		}
+	})
+}

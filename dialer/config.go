@@ -41,7 +41,7 @@ type Config struct {
 	// LocalReady is closed once this machine's own controller server is
 	// serving. nil means never: RequireLocalWhenReady then always falls
 	// back to the peers after LocalReadyGrace. Any channel works (a gate's
-	// Unlocked(), a listener's bound signal); only its closing is observed.
+	// Unlocked(), for one); only its closing is observed.
 	LocalReady <-chan struct{}
 
 	// LocalReadyGrace is how long each Dial under RequireLocalWhenReady

@@ -30,9 +30,9 @@ const (
 	RequireLocalWhenReady Policy = iota
 
 	// PreferLocal dials the local addresses first and the peers after them,
-	// staggered by HeadStart, whatever LocalReady says. With LocalPort 0 it
-	// dials the peers only. This is the policy of a machine that runs no
-	// controller.
+	// staggered by HeadStart, whatever LocalReady says (its closing only
+	// cuts a backoff pause short). With LocalPort 0 it dials the peers
+	// only: this is the policy of a machine that runs no controller.
 	PreferLocal
 
 	// RequireLocal dials only this machine's controller, whatever
@@ -145,7 +145,7 @@ func Connect[T io.Closer](ctx context.Context, d *Dialer, open func(ctx context.
 	if d.holdoff == nil {
 		return zero, Route{}, jujuerrors.NotValidf("Dialer not made by New")
 	}
-	c := &connector[T]{d: d, open: open, index: make(map[string]int)}
+	c := &connector[T]{d: d, open: open, index: make(map[string]int), real: make(map[string]error)}
 	return c.connect(ctx)
 }
 
@@ -155,7 +155,8 @@ type connector[T io.Closer] struct {
 	d        *Dialer
 	open     func(context.Context, string) (T, error)
 	attempts []Attempt
-	index    map[string]int // addr → position in attempts
+	index    map[string]int   // addr → position in attempts
+	real     map[string]error // addr → its last failure that was not a ctx ending
 }
 
 type outcome int
@@ -307,7 +308,7 @@ func (c *connector[T]) race(ctx context.Context, addrs []string, abort <-chan st
 				drain()
 				return r.v, r.addr, won
 			}
-			c.failed(r.addr, r.err, cutShort(rctx, r.err))
+			c.failed(r.addr, r.err, rctx.Err() != nil)
 			switch {
 			case next < len(addrs):
 				launch() // a failure hands over at once, not after the head start
@@ -417,6 +418,9 @@ func (c *connector[T]) failed(addr string, err error, cancelled bool) {
 	if !cancelled || a.Err == nil {
 		a.Err = err
 	}
+	if !endedCtx(err) {
+		c.real[addr] = err
+	}
 	var ra retryAfterer
 	if !errors.As(err, &ra) {
 		return
@@ -436,9 +440,17 @@ func (c *connector[T]) failed(addr string, err error, cancelled bool) {
 
 func (c *connector[T]) fail(err error) error {
 	cfg := &c.d.cfg
+	attempts := slices.Clone(c.attempts)
+	for i, a := range attempts {
+		// An attempt can see ctx's deadline a moment before ctx.Err() is
+		// set; name the address's last real failure rather than the ending.
+		if real := c.real[a.Addr]; real != nil && endedCtx(a.Err) {
+			attempts[i].Err = real
+		}
+	}
 	return &DialError{
 		Policy:        cfg.Policy,
-		Attempts:      slices.Clone(c.attempts),
+		Attempts:      attempts,
 		LocalNotReady: cfg.Policy == RequireLocalWhenReady && !isClosed(cfg.LocalReady),
 		Err:           err,
 	}
@@ -488,15 +500,10 @@ func (d *Dialer) backoff(round int) time.Duration {
 	return half + rand.N(b-half+1)
 }
 
-// cutShort reports whether err only says that ctx ended. A net.Dialer
-// fails with "i/o timeout" at ctx's deadline a moment before ctx.Err() is
-// set, hence the second test (ctx deadlines are wall-clock times).
-func cutShort(ctx context.Context, err error) bool {
-	if ctx.Err() != nil {
-		return true
-	}
-	dl, ok := ctx.Deadline()
-	return ok && !time.Now().Before(dl) && errors.Is(err, context.DeadlineExceeded)
+// endedCtx reports whether err only says that a context ended (a
+// net.Dialer says "i/o timeout" at ctx's deadline).
+func endedCtx(err error) bool {
+	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
 }
 
 func isClosed(ch <-chan struct{}) bool {

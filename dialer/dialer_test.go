@@ -688,3 +688,33 @@ func TestHugeRetryAfterHoldsOff(t *testing.T) {
 	require.Len(t, de.Attempts, 1)
 	assert.Equal(t, 1, de.Attempts[0].Tries)
 }
+
+// An attempt that merely saw ctx ending (a net.Dialer reports "i/o
+// timeout" at the deadline, sometimes just before ctx.Err() is set) does
+// not mask the address's real failure in the error.
+func TestDialErrorKeepsRealFailureOverCtxEnding(t *testing.T) {
+	clk := newClock()
+	var mu sync.Mutex
+	calls := 0
+	rec := newRecorder(func(_ context.Context, _, addr string) (net.Conn, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if calls++; calls == 1 {
+			return nil, refused(addr)
+		}
+		return nil, &net.OpError{Op: "dial", Net: "tcp", Err: context.DeadlineExceeded}
+	})
+	d := mustNew(t, dialer.Config{Policy: dialer.PreferLocal, Remote: func() []string { return []string{"peer:1"} },
+		Clock: clk, DialContext: rec.DialContext, MinBackoff: time.Second, MaxBackoff: time.Second})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := goDial(ctx, d)
+	rec.next(t)
+	require.NoError(t, clk.WaitAdvance(time.Second, waitFor, 1))
+	rec.next(t)
+	require.NoError(t, clk.WaitAdvance(0, waitFor, 1))
+	cancel()
+	de := dialError(t, result(t, done).err)
+	require.Len(t, de.Attempts, 1)
+	assert.Equal(t, 2, de.Attempts[0].Tries)
+	assert.True(t, errors.Is(de.Attempts[0].Err, syscall.ECONNREFUSED), "%v", de.Attempts[0].Err)
+}

@@ -7,12 +7,13 @@ import (
 )
 
 var (
-	// ErrLocalNotReady is matched by the error of a Dial or Connect that
-	// gave up under RequireLocalWhenReady while LocalReady was still open:
-	// this machine's own controller never became ready, and no peer (if
-	// any was listed) could be reached in its place. Nothing is wrong with
-	// the dialer; find out why the local server is not serving (the error's
-	// Attempts say which peers failed and why), or dial again later.
+	// ErrLocalNotReady is matched (alongside ctx.Err()) by the error of a
+	// Dial or Connect that ran under RequireLocalWhenReady and gave up
+	// because ctx ended while LocalReady was still open: this machine's own
+	// controller never became ready and no peer could be reached in its
+	// place — or no peer was listed, and the call simply waited for
+	// LocalReady. Dial again later, or find out why the local server is not
+	// serving; the error's Attempts say which peers failed and why.
 	ErrLocalNotReady = errors.New("local controller not ready")
 )
 
