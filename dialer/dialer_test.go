@@ -718,3 +718,29 @@ func TestDialErrorKeepsRealFailureOverCtxEnding(t *testing.T) {
 	assert.Equal(t, 2, de.Attempts[0].Tries)
 	assert.True(t, errors.Is(de.Attempts[0].Err, syscall.ECONNREFUSED), "%v", de.Attempts[0].Err)
 }
+
+// Under PreferLocal, LocalReady closing cuts a backoff pause short.
+func TestPreferLocalRetriesAtOnceWhenLocalBecomesReady(t *testing.T) {
+	ready := make(chan struct{})
+	var cs conns
+	rec := newRecorder(func(_ context.Context, _, addr string) (net.Conn, error) {
+		select {
+		case <-ready:
+			return cs.make(addr), nil
+		default:
+			return nil, refused(addr)
+		}
+	})
+	clk := newClock()
+	d := mustNew(t, dialer.Config{LocalPort: 17070, Policy: dialer.PreferLocal, LocalReady: ready,
+		Clock: clk, DialContext: rec.DialContext, MinBackoff: time.Hour, MaxBackoff: time.Hour})
+	done := goDial(context.Background(), d)
+	rec.next(t)
+	rec.next(t)
+	require.NoError(t, clk.WaitAdvance(0, waitFor, 1)) // in a one-hour pause
+	close(ready)
+	r := result(t, done)
+	require.NoError(t, r.err)
+	assert.True(t, r.route.Local)
+	assert.Equal(t, t0, clk.Now())
+}
