@@ -215,18 +215,15 @@ func (s *Store) Extend(ctx context.Context, g lease.Grant, d time.Duration) (lea
 
 	want := ttlFor(d)
 	for attempt := 0; ; attempt++ {
-		var ttl int64
-		if ka, err := s.cli.KeepAliveOnce(ctx, id); err != nil {
-			if errors.Is(err, rpctypes.ErrLeaseNotFound) {
-				// etcd deletes the keys of a lease as it ends it.
-				return lease.Grant{}, s.notHeld("extend", g, nil)
-			}
-			return fail(err)
-		} else {
-			ttl = ka.TTL
+		ka, kaErr := s.cli.KeepAliveOnce(ctx, id)
+		if kaErr != nil && !errors.Is(kaErr, rpctypes.ErrLeaseNotFound) {
+			return fail(kaErr)
 		}
 		// A live etcd lease proves the term was not ended by expiry; the
-		// read proves the key was not deleted or passed on since.
+		// read proves the key was not deleted or passed on since. When
+		// the etcd lease is gone, the read tells whether the term went
+		// with it (etcd deletes a lease's keys as it ends it) or had
+		// moved to another etcd lease first.
 		kv, err := s.get(ctx, key)
 		if err != nil {
 			return fail(err)
@@ -235,18 +232,24 @@ func (s *Store) Extend(ctx context.Context, g lease.Grant, d time.Duration) (lea
 			return lease.Grant{}, s.notHeld("extend", g, kv)
 		}
 		if got := clientv3.LeaseID(kv.Lease); got != id {
-			// A concurrent Extend moved the term to a longer etcd lease.
+			// A concurrent Extend moved the term to a longer etcd lease
+			// (and revoked the one we knew): keep that one alive instead.
 			if attempt > 0 {
 				return fail(fmt.Errorf("key %q moved between etcd leases %x and %x", key, id, got))
 			}
 			id = got
 			continue
 		}
-		if ttl < want {
+		if kaErr != nil {
+			// The key is still on the etcd lease etcd no longer has: the
+			// lease ran out, and its keys are being deleted.
+			return lease.Grant{}, s.notHeld("extend", g, nil)
+		}
+		if ka.TTL < want {
 			return s.relet(ctx, g, id, want)
 		}
 		s.remember(g.Name, g.Token, id)
-		g.Duration = time.Duration(ttl) * time.Second
+		g.Duration = time.Duration(ka.TTL) * time.Second
 		return g, nil
 	}
 }

@@ -255,3 +255,26 @@ func TestBadArgumentsAreNotValid(t *testing.T) {
 	}
 	require.PanicsWithValue(t, "etcdlease.NewStore: nil *clientv3.Client", func() { etcdlease.NewStore(nil, "/") })
 }
+
+// When another Extend has moved the term to a longer etcd lease (revoking
+// the one this Store knew), the term is still live: Extend follows the key
+// to its new etcd lease rather than calling the term over.
+func TestExtendFollowsTermToItsNewEtcdLease(t *testing.T) {
+	s, cli, _ := newStore(t)
+	ctx := testCtx(t)
+	g, err := s.Claim(ctx, "singular", "a", time.Second)
+	require.NoError(t, err)
+
+	other := etcdlease.NewStore(cli, "/"+t.Name()+"/")
+	moved, err := other.Extend(ctx, g, 3*time.Second)
+	require.NoError(t, err)
+	require.Equal(t, 3*time.Second, moved.Duration)
+
+	g2, err := s.Extend(ctx, g, time.Second)
+	require.NoError(t, err, "the term moved, it did not end")
+	require.Equal(t, g.Token, g2.Token)
+	require.Equal(t, 3*time.Second, g2.Duration)
+	leases, err := cli.Leases(ctx)
+	require.NoError(t, err)
+	require.Len(t, leases.Leases, 1, "the first etcd lease was revoked by the move")
+}
