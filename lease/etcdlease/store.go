@@ -114,11 +114,11 @@ func (s *Store) Key(name string) string { return s.prefix + name }
 
 // ttlFor rounds d up to whole seconds, at least one: etcd grants seconds.
 func ttlFor(d time.Duration) int64 {
-	ttl := int64((d + time.Second - 1) / time.Second)
-	if ttl < 1 {
-		ttl = 1
+	ttl := int64(d / time.Second)
+	if d%time.Second != 0 {
+		ttl++ // without d + 1s - 1, which overflows for huge d
 	}
-	return ttl
+	return max(ttl, 1)
 }
 
 func checkArgs(name, holder string, d time.Duration) error {
@@ -136,8 +136,9 @@ func checkArgs(name, holder string, d time.Duration) error {
 // Claim takes the named lease for holder for at least d, rounded up to whole
 // seconds (etcd may raise it further to its minimum TTL); the returned
 // Grant's Duration is the TTL etcd granted. When another term holds the key
-// it returns a *lease.HeldError naming that holder. Any other error matches
-// ErrUnconfirmed.
+// it returns a *lease.HeldError naming that holder. Invalid arguments give
+// an error matching errors.NotValid (github.com/juju/errors); any other
+// error matches ErrUnconfirmed.
 func (s *Store) Claim(ctx context.Context, name, holder string, d time.Duration) (lease.Grant, error) {
 	if err := checkArgs(name, holder, d); err != nil {
 		return lease.Grant{}, err
