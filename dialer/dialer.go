@@ -6,6 +6,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net"
+	"os"
 	"slices"
 	"strconv"
 	"sync"
@@ -134,6 +135,9 @@ func (d *Dialer) dialTCP(ctx context.Context, addr string) (net.Conn, error) {
 // time.Duration (a server's "try again later") keeps its address out of
 // later rounds, and later Dials, for at least that long (plus up to 20 %
 // jitter), instead of hammering it.
+//
+// A nil d or open, or a Dialer not made by New, is reported as an error
+// satisfying errors.Is(err, errors.NotValid) (github.com/juju/errors).
 func Connect[T io.Closer](ctx context.Context, d *Dialer, open func(ctx context.Context, addr string) (T, error)) (T, Route, error) {
 	var zero T
 	if d == nil {
@@ -173,9 +177,9 @@ func (c *connector[T]) connect(ctx context.Context) (T, Route, error) {
 	d, cfg := c.d, &c.d.cfg
 	ready := isClosed(cfg.LocalReady)
 	graceOver := false
-	round := 0 // failed rounds since the last change of candidates; drives the backoff
+	round := 0 // failed rounds (since local became ready); drives the backoff
 	for {
-		if err := ctx.Err(); err != nil {
+		if err := ctxErr(ctx); err != nil {
 			return zero, Route{}, c.fail(err)
 		}
 		var cands []string
@@ -500,10 +504,25 @@ func (d *Dialer) backoff(round int) time.Duration {
 	return half + rand.N(b-half+1)
 }
 
-// endedCtx reports whether err only says that a context ended (a
-// net.Dialer says "i/o timeout" at ctx's deadline).
+// endedCtx reports whether err only says that a context or deadline ended
+// (a net.Dialer says "i/o timeout" at ctx's deadline).
 func endedCtx(err error) bool {
-	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
+	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) ||
+		errors.Is(err, os.ErrDeadlineExceeded)
+}
+
+// ctxErr is ctx.Err(), or DeadlineExceeded once ctx's deadline has passed:
+// a backoff timer can fire at the deadline a moment before ctx's own timer
+// sets ctx.Err(), and a round started then would only collect "i/o
+// timeout"s (ctx deadlines are wall-clock times, hence time.Now).
+func ctxErr(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if dl, ok := ctx.Deadline(); ok && !time.Now().Before(dl) {
+		return context.DeadlineExceeded
+	}
+	return nil
 }
 
 func isClosed(ch <-chan struct{}) bool {
