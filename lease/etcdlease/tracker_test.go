@@ -216,7 +216,9 @@ func TestFailoverRenewalFailsAmbiguouslyThenRecovers(t *testing.T) {
 		st, err := tr.Check(ctx, 3*time.Second)
 		checked <- answer{st, err}
 	}()
-	ms[leaderOf(t, ms)].stop()
+	leader := leaderOf(t, ms)
+	killed := time.Now()
+	ms[leader].stop()
 	close(store.proceed)
 
 	got := <-checked
@@ -232,7 +234,11 @@ func TestFailoverRenewalFailsAmbiguouslyThenRecovers(t *testing.T) {
 	// term is confirmed again. It may pass through Unknown on the way if
 	// the election outlasts the validity, but never NotHeld.
 	recovered := nextStatus(t, tr.Changes(), 15*time.Second,
-		func(st lease.Status) bool { return st.State == lease.Held && st.Until.After(before.Until) },
+		func(st lease.Status) bool {
+			t.Logf("%v after killing leader %s: %v until %v", time.Since(killed).Round(time.Millisecond),
+				ms[leader].name, st.State, st.Until.Sub(before.Until).Round(time.Millisecond))
+			return st.State == lease.Held && st.Until.After(before.Until)
+		},
 		isNotHeld, "the renewal through the surviving quorum")
 	require.Equal(t, first.Token, recovered.Token)
 	st, err := tr.Check(ctx, d)
