@@ -1,0 +1,86 @@
+package lease
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Tracker errors. Store errors (ErrHeld, ErrNotHeld) are in store.go.
+var (
+	// ErrNotLeader is definitive: another holder has the lease, or the
+	// store said our term is over. Do not act as leader; follow Changes or
+	// check again later. The error is a *NotLeaderError naming the holder
+	// when it is known.
+	ErrNotLeader = errors.New("not the leader")
+	// ErrRenewalFailed is ambiguous: the store could not confirm the lease
+	// for as long as the check asked. It is not a loss. While the Status
+	// returned with it says Held, the lease is still ours until
+	// Status.Until: finish or fence what you must before then, and check
+	// again (the tracker keeps retrying). Once the State is Unknown, act as
+	// if not leader until a check answers Held. The error is a
+	// *RenewalFailedError carrying the cause.
+	ErrRenewalFailed = errors.New("lease renewal not confirmed")
+	// ErrClosed means the tracker was closed. It never leads again; make a
+	// new tracker to claim the lease again.
+	ErrClosed = errors.New("lease tracker closed")
+)
+
+// NotLeaderError is the definitive answer "another holder has the lease"
+// (or the store ended our term). It matches ErrNotLeader, and unwraps to the
+// store's error (a *HeldError or ErrNotHeld).
+type NotLeaderError struct {
+	Name   string // the lease
+	Holder string // who holds it now; empty when the store did not say
+	Cause  error  // the store's definitive answer
+}
+
+func (e *NotLeaderError) Error() string {
+	if e.Holder == "" {
+		return fmt.Sprintf("lease %q: not the leader: %v", e.Name, e.Cause)
+	}
+	return fmt.Sprintf("lease %q: not the leader: held by %q", e.Name, e.Holder)
+}
+
+// Is reports whether target is ErrNotLeader.
+func (e *NotLeaderError) Is(target error) bool { return target == ErrNotLeader }
+
+// Unwrap returns the store's answer.
+func (e *NotLeaderError) Unwrap() error { return e.Cause }
+
+// RenewalFailedError is the ambiguous answer "the store could not confirm
+// the lease". It matches ErrRenewalFailed and unwraps to the cause (a store
+// timeout, a cancelled call, a late timer).
+type RenewalFailedError struct {
+	Name  string // the lease
+	Cause error  // why the lease could not be confirmed
+	// Until is the end of the validity last confirmed by the store
+	// (already less the Margin). It is a promise only while the Status
+	// returned with the error says Held.
+	Until time.Time
+}
+
+func (e *RenewalFailedError) Error() string {
+	return fmt.Sprintf("lease %q: renewal not confirmed (last confirmed until %s): %v",
+		e.Name, e.Until.Format(time.RFC3339Nano), e.Cause)
+}
+
+// Is reports whether target is ErrRenewalFailed.
+func (e *RenewalFailedError) Is(target error) bool { return target == ErrRenewalFailed }
+
+// Unwrap returns the cause.
+func (e *RenewalFailedError) Unwrap() error { return e.Cause }
+
+// Causes a tracker puts in a RenewalFailedError besides a store's error.
+var (
+	errNotClaimed = errors.New("no claim has been answered yet")
+	errLateTimer  = errors.New("renewal timer fired late: the process may have been paused")
+	errShortTerm  = errors.New("lease confirmed, but for less time than the check asked")
+	errRanOut     = errors.New("validity ran out before the store confirmed a renewal")
+)
+
+// lateTimerError says by how much the renewal timer was late.
+type lateTimerError struct{ late time.Duration }
+
+func (e lateTimerError) Error() string { return fmt.Sprintf("%v (%v late)", errLateTimer, e.late) }
+func (e lateTimerError) Unwrap() error { return errLateTimer }

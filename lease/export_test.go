@@ -1,0 +1,17 @@
+package lease
+
+import "time"
+
+// Causes the tracker puts in a RenewalFailedError, for tests to match.
+var (
+	ErrLateTimerForTest = errLateTimer
+	ErrShortTermForTest = errShortTerm
+	ErrRanOutForTest    = errRanOut
+)
+
+// NewTrackerWithHooks is NewTracker with test seams: idle is called each
+// time the renewer has armed its wait timer, with the delay; checkWait each
+// time a Check begins waiting for a store call. Either may be nil.
+func NewTrackerWithHooks(cfg Config, idle func(time.Duration), checkWait func()) (*Tracker, error) {
+	return newTracker(cfg, hooks{idle: idle, checkWait: checkWait})
+}

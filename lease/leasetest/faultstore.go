@@ -1,0 +1,291 @@
+package leasetest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/juju/clock"
+
+	"github.com/coldstart-go/coldstart/lease"
+)
+
+// Op names the Store methods a fault applies to; values combine with |.
+type Op uint8
+
+const (
+	OpClaim Op = 1 << iota
+	OpExtend
+	OpRevoke
+	// AnyOp is every method.
+	AnyOp = OpClaim | OpExtend | OpRevoke
+)
+
+func (op Op) String() string {
+	switch op {
+	case OpClaim:
+		return "claim"
+	case OpExtend:
+		return "extend"
+	case OpRevoke:
+		return "revoke"
+	}
+	return fmt.Sprintf("Op(%#x)", uint8(op))
+}
+
+// Fault is what a FaultStore does to one call.
+type Fault int
+
+const (
+	// Pass forwards the call unchanged.
+	Pass Fault = iota
+	// Timeout does not forward the call and returns ErrInjectedTimeout:
+	// an ambiguous error for a call the store never applied.
+	Timeout
+	// AppliedTimeout forwards the call and then, whatever the answer,
+	// returns ErrInjectedTimeout: the store applied the call (an extend
+	// really extended) but the caller cannot know.
+	AppliedTimeout
+	// Lost is a definitive loss: Extend and Revoke revoke the term in the
+	// wrapped store and return lease.ErrNotHeld; Claim returns the bare
+	// lease.ErrHeld (a holder the store does not name).
+	Lost
+	// Hang does not forward the call and blocks until the call's ctx ends,
+	// then returns an error wrapping ctx.Err(): a store that never answers.
+	Hang
+)
+
+func (f Fault) String() string {
+	switch f {
+	case Pass:
+		return "pass"
+	case Timeout:
+		return "timeout"
+	case AppliedTimeout:
+		return "applied-timeout"
+	case Lost:
+		return "lost"
+	case Hang:
+		return "hang"
+	}
+	return fmt.Sprintf("Fault(%d)", int(f))
+}
+
+// ErrInjectedTimeout is the ambiguous error of the Timeout and
+// AppliedTimeout faults. It is neither lease.ErrHeld nor lease.ErrNotHeld.
+var ErrInjectedTimeout = errors.New("leasetest: injected lease operation timeout")
+
+// FaultStore wraps a lease.Store and injects faults into its calls: faults
+// queued with Next apply to the next calls, one each, before the standing
+// fault set with Always. It also adds latency on its clock. It is safe for
+// concurrent use.
+type FaultStore struct {
+	store lease.Store
+	clk   clock.Clock
+
+	mu      sync.Mutex
+	queued  map[Op][]Fault
+	always  map[Op]Fault
+	latency time.Duration
+	calls   map[Op]int
+	blocked int
+	// change is closed and replaced whenever blocked changes.
+	change chan struct{}
+}
+
+var _ lease.Store = (*FaultStore)(nil)
+
+// NewFaultStore wraps store; latency is timed on clk (nil means
+// clock.WallClock). It starts with no faults.
+func NewFaultStore(store lease.Store, clk clock.Clock) *FaultStore {
+	if store == nil {
+		panic("leasetest.NewFaultStore: nil store")
+	}
+	if clk == nil {
+		clk = clock.WallClock
+	}
+	return &FaultStore{
+		store:  store,
+		clk:    clk,
+		queued: make(map[Op][]Fault),
+		always: make(map[Op]Fault),
+		calls:  make(map[Op]int),
+		change: make(chan struct{}),
+	}
+}
+
+// Next queues faults for the next calls of each method in ops, one fault
+// per call, in order.
+func (f *FaultStore) Next(ops Op, faults ...Fault) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, op := range []Op{OpClaim, OpExtend, OpRevoke} {
+		if ops&op != 0 {
+			f.queued[op] = append(f.queued[op], faults...)
+		}
+	}
+}
+
+// Always sets the fault for every call of the methods in ops once their
+// queued faults are used up; Always(AnyOp, Pass) heals the store. It does
+// not clear queued faults.
+func (f *FaultStore) Always(ops Op, fault Fault) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, op := range []Op{OpClaim, OpExtend, OpRevoke} {
+		if ops&op != 0 {
+			f.always[op] = fault
+		}
+	}
+}
+
+// SetLatency makes every call wait d on the clock (or until its ctx ends)
+// before it is forwarded or faulted. Zero removes the latency.
+func (f *FaultStore) SetLatency(d time.Duration) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.latency = d
+}
+
+// Calls returns how many calls of the methods in ops the store has had.
+func (f *FaultStore) Calls(ops Op) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := 0
+	for op, c := range f.calls {
+		if ops&op != 0 {
+			n += c
+		}
+	}
+	return n
+}
+
+// Blocked returns how many calls are waiting now, on latency or a Hang.
+// Tests use it to know that a call is in flight before advancing a clock.
+func (f *FaultStore) Blocked() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.blocked
+}
+
+// WaitBlocked waits until at least n calls are blocked (see Blocked), or
+// ctx ends. Tests use it to know a call is in flight — and that the
+// caller's own timers for it are armed — before they advance the clock.
+func (f *FaultStore) WaitBlocked(ctx context.Context, n int) error {
+	for {
+		f.mu.Lock()
+		blocked, change := f.blocked, f.change
+		f.mu.Unlock()
+		if blocked >= n {
+			return nil
+		}
+		select {
+		case <-change:
+		case <-ctx.Done():
+			return fmt.Errorf("leasetest: %d of %d calls blocked: %w", blocked, n, ctx.Err())
+		}
+	}
+}
+
+// setBlocked adds delta to blocked and wakes WaitBlocked.
+func (f *FaultStore) setBlocked(delta int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.blocked += delta
+	close(f.change)
+	f.change = make(chan struct{})
+}
+
+// begin counts the call, applies latency and picks its fault.
+func (f *FaultStore) begin(ctx context.Context, op Op) (Fault, error) {
+	f.mu.Lock()
+	f.calls[op]++
+	fault := f.always[op]
+	if q := f.queued[op]; len(q) > 0 {
+		fault, f.queued[op] = q[0], q[1:]
+	}
+	latency := f.latency
+	f.mu.Unlock()
+	if latency > 0 {
+		if err := f.block(ctx, f.clk.After(latency)); err != nil {
+			return fault, fmt.Errorf("leasetest: %v waiting out injected latency: %w", op, err)
+		}
+	}
+	if fault == Hang {
+		return fault, fmt.Errorf("leasetest: injected hang of %v: %w", op, f.block(ctx, nil))
+	}
+	return fault, nil
+}
+
+// block waits for c (nil: forever) or ctx, counted in Blocked.
+func (f *FaultStore) block(ctx context.Context, c <-chan time.Time) error {
+	f.setBlocked(1)
+	defer f.setBlocked(-1)
+	select {
+	case <-c:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Claim implements lease.Store.
+func (f *FaultStore) Claim(ctx context.Context, name, holder string, d time.Duration) (lease.Grant, error) {
+	fault, err := f.begin(ctx, OpClaim)
+	if err != nil {
+		return lease.Grant{}, err
+	}
+	switch fault {
+	case Timeout:
+		return lease.Grant{}, ErrInjectedTimeout
+	case Lost:
+		return lease.Grant{}, lease.ErrHeld
+	}
+	g, err := f.store.Claim(ctx, name, holder, d)
+	if fault == AppliedTimeout {
+		return lease.Grant{}, ErrInjectedTimeout
+	}
+	return g, err
+}
+
+// Extend implements lease.Store.
+func (f *FaultStore) Extend(ctx context.Context, g lease.Grant, d time.Duration) (lease.Grant, error) {
+	fault, err := f.begin(ctx, OpExtend)
+	if err != nil {
+		return lease.Grant{}, err
+	}
+	switch fault {
+	case Timeout:
+		return lease.Grant{}, ErrInjectedTimeout
+	case Lost:
+		_ = f.store.Revoke(ctx, g) // the term is gone, whatever its state was
+		return lease.Grant{}, lease.ErrNotHeld
+	}
+	g2, err := f.store.Extend(ctx, g, d)
+	if fault == AppliedTimeout {
+		return lease.Grant{}, ErrInjectedTimeout
+	}
+	return g2, err
+}
+
+// Revoke implements lease.Store.
+func (f *FaultStore) Revoke(ctx context.Context, g lease.Grant) error {
+	fault, err := f.begin(ctx, OpRevoke)
+	if err != nil {
+		return err
+	}
+	switch fault {
+	case Timeout:
+		return ErrInjectedTimeout
+	case Lost:
+		_ = f.store.Revoke(ctx, g)
+		return lease.ErrNotHeld
+	}
+	err = f.store.Revoke(ctx, g)
+	if fault == AppliedTimeout {
+		return ErrInjectedTimeout
+	}
+	return err
+}

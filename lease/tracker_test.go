@@ -1,0 +1,690 @@
+package lease_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/juju/clock/testclock"
+	jujuerrors "github.com/juju/errors"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/coldstart-go/coldstart/lease"
+	"github.com/coldstart-go/coldstart/lease/leasetest"
+)
+
+// The incident's numbers: is-leader promises 30 s, leases are claimed for
+// 60 s. With the default Margin (3 s) a claim at t0 is valid until t0+57s,
+// and the renewal (RenewFraction 0.5, no jitter) is due at t0+28.5s.
+const (
+	dur         = 30 * time.Second
+	until0      = 57 * time.Second
+	renewAt     = 28500 * time.Millisecond
+	callTimeout = 7500 * time.Millisecond // Duration/4
+	firstRetry  = 375 * time.Millisecond  // RetryDelay/8 = (Duration/10)/8
+	wait        = 5 * time.Second         // real-time bound on a test's own waits
+)
+
+var t0 = time.Date(2026, 11, 30, 6, 26, 0, 0, time.UTC)
+
+type fixture struct {
+	clk       *testclock.Clock
+	mem       *lease.MemStore
+	store     *leasetest.FaultStore
+	tr        *lease.Tracker
+	idle      chan time.Duration
+	checkWait chan struct{}
+}
+
+// newFixture starts a tracker "unit-0" on lease "singular" over a
+// FaultStore over a MemStore, all on a testclock at t0, without jitter.
+// before runs before the tracker starts (e.g. to inject faults).
+func newFixture(t *testing.T, mod func(*lease.Config), before func(f *fixture)) *fixture {
+	t.Helper()
+	f := &fixture{
+		clk:       testclock.NewClock(t0),
+		idle:      make(chan time.Duration, 1000),
+		checkWait: make(chan struct{}, 1000),
+	}
+	f.mem = lease.NewMemStore(f.clk)
+	f.store = leasetest.NewFaultStore(f.mem, f.clk)
+	cfg := lease.Config{
+		Store: f.store, Name: "singular", Holder: "unit-0", Duration: dur,
+		Jitter: -1, Clock: f.clk,
+	}
+	if mod != nil {
+		mod(&cfg)
+	}
+	if before != nil {
+		before(f)
+	}
+	tr, err := lease.NewTrackerWithHooks(cfg,
+		func(d time.Duration) { f.idle <- d },
+		func() { f.checkWait <- struct{}{} })
+	require.NoError(t, err)
+	f.tr = tr
+	t.Cleanup(func() { _ = tr.Close() })
+	return f
+}
+
+// nextIdle returns the delay of the renewer's next wait.
+func (f *fixture) nextIdle(t *testing.T) time.Duration {
+	t.Helper()
+	select {
+	case d := <-f.idle:
+		return d
+	case <-time.After(wait):
+		t.Fatal("the renewer never went idle")
+		return 0
+	}
+}
+
+// expectIdle asserts the renewer's next wait is want, then advances the
+// clock by it so that the renewer wakes.
+func (f *fixture) expectIdle(t *testing.T, want time.Duration) {
+	t.Helper()
+	require.Equal(t, want, f.nextIdle(t), "renewer's wait")
+	f.clk.Advance(want)
+}
+
+// next returns the next status from Changes.
+func (f *fixture) next(t *testing.T) lease.Status {
+	t.Helper()
+	select {
+	case st, ok := <-f.tr.Changes():
+		require.True(t, ok, "Changes closed")
+		return st
+	case <-time.After(wait):
+		t.Fatal("no status change")
+		return lease.Status{}
+	}
+}
+
+// nextState reads Changes until a status in state s arrives.
+func (f *fixture) nextState(t *testing.T, s lease.State) lease.Status {
+	t.Helper()
+	for {
+		if st := f.next(t); st.State == s {
+			return st
+		}
+	}
+}
+
+// waitBlocked waits until a store call is blocked (on latency or a Hang).
+func (f *fixture) waitBlocked(t *testing.T) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	require.NoError(t, f.store.WaitBlocked(ctx, 1))
+}
+
+func (f *fixture) check(t *testing.T, atLeast time.Duration) (lease.Status, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	return f.tr.Check(ctx, atLeast)
+}
+
+// held waits for the first claim and returns its status.
+func (f *fixture) held(t *testing.T) lease.Status {
+	t.Helper()
+	st := f.next(t)
+	require.Equal(t, lease.Held, st.State, "first status: %+v", st)
+	require.Equal(t, "unit-0", st.Holder)
+	require.Equal(t, t0.Add(until0), st.Until)
+	require.NotZero(t, st.Token)
+	return st
+}
+
+func requireRenewalFailedHeld(t *testing.T, st lease.Status, err error, until time.Time) {
+	t.Helper()
+	require.Error(t, err)
+	assert.NotErrorIs(t, err, lease.ErrNotLeader, "an unconfirmed renewal must never read as not leader")
+	require.ErrorIs(t, err, lease.ErrRenewalFailed)
+	var rfe *lease.RenewalFailedError
+	require.ErrorAs(t, err, &rfe)
+	assert.Equal(t, until, rfe.Until)
+	assert.Equal(t, lease.Held, st.State, "still held until %v", until)
+	assert.Equal(t, until, st.Until)
+	assert.Equal(t, "unit-0", st.Holder)
+}
+
+func TestRenewalSucceeds(t *testing.T) {
+	f := newFixture(t, nil, nil)
+	first := f.held(t)
+
+	st, err := f.check(t, dur)
+	require.NoError(t, err)
+	assert.Equal(t, first, st)
+
+	f.expectIdle(t, renewAt)
+	st = f.next(t)
+	assert.Equal(t, lease.Held, st.State)
+	assert.Equal(t, first.Token, st.Token, "an extend keeps the term's token")
+	assert.Equal(t, t0.Add(renewAt+until0), st.Until, "until = sent + granted − margin")
+
+	f.expectIdle(t, renewAt)
+	st = f.next(t)
+	assert.Equal(t, t0.Add(2*renewAt+until0), st.Until)
+	assert.Equal(t, 1, f.store.Calls(leasetest.OpClaim))
+	assert.Equal(t, 2, f.store.Calls(leasetest.OpExtend))
+}
+
+func TestCheckAnswersFromCacheWithoutStoreCall(t *testing.T) {
+	f := newFixture(t, nil, nil)
+	first := f.held(t)
+	f.store.Always(leasetest.AnyOp, leasetest.Hang) // any store call would block
+	for _, atLeast := range []time.Duration{0, time.Second, dur, until0} {
+		st, err := f.check(t, atLeast)
+		require.NoError(t, err, "atLeast %v", atLeast)
+		assert.Equal(t, first, st)
+	}
+	assert.Equal(t, 1, f.store.Calls(leasetest.AnyOp), "only the first claim reached the store")
+}
+
+func TestCheckRejectsInvalidAtLeast(t *testing.T) {
+	f := newFixture(t, nil, nil)
+	f.held(t)
+	for _, atLeast := range []time.Duration{-time.Nanosecond, until0 + time.Nanosecond, 2 * dur} {
+		_, err := f.check(t, atLeast)
+		assert.ErrorIs(t, err, jujuerrors.NotValid, "atLeast %v", atLeast)
+	}
+}
+
+// The scenario table: a check that needs a renewal, and what the store does.
+func TestAmbiguousFailureBeforeUntilIsRenewalFailedStillHeld(t *testing.T) {
+	f := newFixture(t, nil, nil)
+	first := f.held(t)
+	f.store.Always(leasetest.OpExtend, leasetest.Timeout)
+	f.expectIdle(t, renewAt)
+
+	st, err := f.check(t, dur)
+	requireRenewalFailedHeld(t, st, err, first.Until)
+	assert.ErrorIs(t, err, leasetest.ErrInjectedTimeout, "the cause is the store's error")
+
+	// The promise still holds for shorter checks: no store call, no error.
+	st, err = f.check(t, 20*time.Second)
+	require.NoError(t, err)
+	assert.Equal(t, first, st)
+}
+
+func TestAmbiguousFailureAfterUntilIsUnknown(t *testing.T) {
+	f := newFixture(t, func(c *lease.Config) { c.LateTimer = time.Hour }, nil)
+	first := f.held(t)
+	f.store.Always(leasetest.OpExtend, leasetest.Timeout)
+	f.expectIdle(t, renewAt)
+	// Retries back off from RetryDelay/8, doubling to RetryDelay, and the
+	// last wait is cut short so that the validity's end is noticed on time.
+	now := renewAt
+	backoff := []time.Duration{firstRetry, 2 * firstRetry, 4 * firstRetry}
+	for range 8 {
+		backoff = append(backoff, 3*time.Second) // capped at RetryDelay
+	}
+	backoff = append(backoff, 1875*time.Millisecond) // cut short at Until
+	for _, want := range backoff {
+		f.expectIdle(t, want)
+		now += want
+	}
+	require.Equal(t, until0, now, "the tracker woke exactly at Until")
+	st := f.nextState(t, lease.Unknown)
+	assert.Equal(t, first.Until, st.Until)
+	assert.Equal(t, first.Token, st.Token)
+
+	st, err := f.check(t, dur)
+	require.ErrorIs(t, err, lease.ErrRenewalFailed)
+	assert.NotErrorIs(t, err, lease.ErrNotLeader)
+	assert.Equal(t, lease.Unknown, st.State)
+	assert.Empty(t, st.Holder)
+}
+
+func TestOtherHolderIsNotLeaderNamingIt(t *testing.T) {
+	var other lease.Grant
+	f := newFixture(t, nil, func(f *fixture) {
+		var err error
+		other, err = f.mem.Claim(context.Background(), "singular", "unit-1", 2*dur)
+		require.NoError(t, err)
+	})
+	st := f.next(t)
+	assert.Equal(t, lease.Status{State: lease.NotHeld, Holder: "unit-1"}, st)
+
+	st, err := f.check(t, dur)
+	require.ErrorIs(t, err, lease.ErrNotLeader)
+	assert.NotErrorIs(t, err, lease.ErrRenewalFailed)
+	assert.ErrorIs(t, err, lease.ErrHeld, "unwraps to the store's answer")
+	var nle *lease.NotLeaderError
+	require.ErrorAs(t, err, &nle)
+	assert.Equal(t, "unit-1", nle.Holder)
+	assert.Equal(t, lease.NotHeld, st.State)
+	assert.Equal(t, "unit-1", st.Holder)
+	assert.Equal(t, 1, f.store.Calls(leasetest.OpClaim), "NotHeld is answered from cache")
+
+	// The tracker keeps claiming every RetryDelay and takes over once the
+	// other term has run out.
+	f.expectIdle(t, 3*time.Second)
+	f.clk.Advance(until0) // unit-1's term (60 s from t0) is over
+	for f.nextIdle(t) != renewAt {
+		f.clk.Advance(3 * time.Second)
+	}
+	st, err = f.check(t, dur)
+	require.NoError(t, err)
+	assert.Greater(t, st.Token, other.Token)
+}
+
+func TestLeaseNotFoundIsNotLeader(t *testing.T) {
+	f := newFixture(t, nil, nil)
+	first := f.held(t)
+	f.store.Next(leasetest.OpExtend, leasetest.Lost) // the store lost our lease
+	f.expectIdle(t, renewAt)
+
+	st, err := f.check(t, dur)
+	require.ErrorIs(t, err, lease.ErrNotLeader)
+	assert.ErrorIs(t, err, lease.ErrNotHeld)
+	assert.NotErrorIs(t, err, lease.ErrRenewalFailed)
+	assert.Equal(t, lease.NotHeld, st.State)
+
+	// The lease is free: the tracker claims it again soon, as a new term.
+	f.expectIdle(t, firstRetry)
+	st = f.nextState(t, lease.Held)
+	assert.Greater(t, st.Token, first.Token)
+}
+
+func TestAmbiguousButAppliedExtendRestoresHeldWithSameToken(t *testing.T) {
+	// RenewFraction 0.9 keeps the renewer asleep; checks drive the calls.
+	f := newFixture(t, func(c *lease.Config) { c.RenewFraction = 0.9 }, nil)
+	first := f.held(t)
+	require.Equal(t, 51300*time.Millisecond, f.nextIdle(t))
+	f.clk.Advance(10 * time.Second)
+
+	f.store.Next(leasetest.OpExtend, leasetest.AppliedTimeout)
+	st, err := f.check(t, 50*time.Second)
+	requireRenewalFailedHeld(t, st, err, first.Until)
+
+	g, err := f.mem.Holder(context.Background(), "singular")
+	require.NoError(t, err)
+	assert.Equal(t, first.Token, g.Token)
+	assert.Equal(t, 2*dur, g.Duration, "the store did apply the extend")
+
+	st, err = f.check(t, 50*time.Second)
+	require.NoError(t, err)
+	assert.Equal(t, lease.Held, st.State)
+	assert.Equal(t, first.Token, st.Token, "the same term, confirmed")
+	assert.Equal(t, t0.Add(10*time.Second+until0), st.Until)
+}
+
+func TestReclaimBySameNameGetsNewTokenOldGrantCannotExtend(t *testing.T) {
+	f := newFixture(t, nil, nil)
+	first := f.held(t)
+	require.Equal(t, renewAt, f.nextIdle(t))
+	old := lease.Grant{Name: "singular", Holder: "unit-0", Token: first.Token}
+
+	// A restarted process with the same holder name: it must wait for the
+	// term (or revoke it), and then gets a new token.
+	_, err := f.mem.Claim(context.Background(), "singular", "unit-0", 2*dur)
+	var he *lease.HeldError
+	require.ErrorAs(t, err, &he)
+	require.NoError(t, f.mem.Revoke(context.Background(), old))
+	fresh, err := f.mem.Claim(context.Background(), "singular", "unit-0", 2*dur)
+	require.NoError(t, err)
+	require.Greater(t, fresh.Token, first.Token)
+	_, err = f.mem.Extend(context.Background(), old, 2*dur)
+	require.ErrorIs(t, err, lease.ErrNotHeld, "the old grant cannot extend")
+
+	// The old tracker learns it at its next store call.
+	f.clk.Advance(time.Second)
+	st, err := f.check(t, until0)
+	require.ErrorIs(t, err, lease.ErrNotLeader)
+	assert.Equal(t, lease.NotHeld, st.State)
+	f.expectIdle(t, firstRetry)
+	require.Equal(t, 3*time.Second, f.nextIdle(t), "claim denied; retry after RetryDelay")
+	st, err = f.check(t, dur)
+	var nle *lease.NotLeaderError
+	require.ErrorAs(t, err, &nle)
+	assert.Equal(t, "unit-0", nle.Holder, "the new term is held under the same name, by another process")
+	assert.Equal(t, lease.Status{State: lease.NotHeld, Holder: "unit-0"}, st)
+}
+
+func TestLateTimerIsUnknown(t *testing.T) {
+	f := newFixture(t, nil, nil)
+	first := f.held(t)
+	f.store.Always(leasetest.OpExtend, leasetest.Hang)
+	require.Equal(t, renewAt, f.nextIdle(t))
+	// The process was paused: the renewal timer fires 10 s late, well
+	// within the validity (t0+57s) but later than LateTimer (3 s).
+	f.clk.Advance(renewAt + 10*time.Second)
+
+	st := f.next(t)
+	assert.Equal(t, lease.Unknown, st.State, "a late timer downgrades to Unknown")
+	assert.Equal(t, first.Token, st.Token)
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
+	st, err := f.tr.Check(cancelled, 0)
+	require.ErrorIs(t, err, context.Canceled)
+	assert.Equal(t, lease.Unknown, st.State, "no promise until the store confirms, though Until is ahead")
+
+	// An ambiguous answer does not restore Held; a confirmation does.
+	f.store.Always(leasetest.OpExtend, leasetest.Pass)
+	require.NoError(t, f.clk.WaitAdvance(callTimeout, wait, 1))
+	f.expectIdle(t, firstRetry)
+	st = f.nextState(t, lease.Held)
+	assert.Equal(t, first.Token, st.Token)
+	assert.Equal(t, t0.Add(renewAt+10*time.Second+callTimeout+firstRetry+until0), st.Until)
+}
+
+func TestChangesNeverBlocksRenewer(t *testing.T) {
+	f := newFixture(t, nil, nil)
+	// Nobody reads Changes while the tracker claims and renews 50 times.
+	for range 50 {
+		f.expectIdle(t, renewAt)
+	}
+	require.Equal(t, renewAt, f.nextIdle(t))
+	st := f.next(t)
+	assert.Equal(t, t0.Add(50*renewAt+until0), st.Until, "the channel holds the latest status only")
+	select {
+	case st := <-f.tr.Changes():
+		t.Fatalf("a stale status was queued: %+v", st)
+	default:
+	}
+}
+
+// TestRenewalTimeoutIsNotNotLeader is the field regression: is-leader asked
+// for 30 s exactly at renewal time while the lease back end timed out. The
+// unit still held ~28.5 s of its term; the answer must be "renewal failed,
+// still held until T", never "not the leader".
+func TestRenewalTimeoutIsNotNotLeader(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		fault leasetest.Fault
+	}{
+		{"StoreNeverAnswers", leasetest.Hang},
+		{"StoreReportsTimeout", leasetest.Timeout},
+		{"StoreAppliedButReportsTimeout", leasetest.AppliedTimeout},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, nil, nil)
+			first := f.held(t)
+			f.store.Always(leasetest.OpExtend, tc.fault)
+			f.expectIdle(t, renewAt) // renewal time
+
+			type answer struct {
+				st  lease.Status
+				err error
+			}
+			answers := make(chan answer, 1)
+			go func() {
+				st, err := f.check(t, dur) // is-leader: at least 30 s
+				answers <- answer{st, err}
+			}()
+			if tc.fault == leasetest.Hang {
+				<-f.checkWait // the check waits on the hung renewal
+				require.NoError(t, f.clk.WaitAdvance(callTimeout, wait, 1), "the call timeout")
+			}
+			a := <-answers
+			requireRenewalFailedHeld(t, a.st, a.err, first.Until)
+			assert.Equal(t, t0.Add(until0), a.st.Until, "~28.5 s of the term are still ours")
+		})
+	}
+}
+
+func TestCheckWaitIsBoundedByContext(t *testing.T) {
+	f := newFixture(t, nil, func(f *fixture) { f.store.Always(leasetest.OpClaim, leasetest.Hang) })
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := f.tr.Check(ctx, dur)
+		done <- err
+	}()
+	<-f.checkWait
+	cancel()
+	err := <-done
+	require.ErrorIs(t, err, context.Canceled)
+	assert.NotErrorIs(t, err, lease.ErrNotLeader)
+}
+
+func TestPromptRetryAfterAmbiguousFailure(t *testing.T) {
+	f := newFixture(t, nil, nil)
+	first := f.held(t)
+	f.store.Next(leasetest.OpExtend, leasetest.Timeout)
+	f.expectIdle(t, renewAt)
+	f.expectIdle(t, firstRetry) // RetryDelay/8 after the failure
+	st := f.next(t)
+	assert.Equal(t, first.Token, st.Token)
+	assert.Equal(t, t0.Add(renewAt+firstRetry+until0), st.Until)
+	f.expectIdle(t, renewAt) // back on the normal schedule
+}
+
+func TestAmbiguousClaimIsUnknown(t *testing.T) {
+	f := newFixture(t, nil, func(f *fixture) {
+		f.store.Next(leasetest.OpClaim, leasetest.AppliedTimeout)
+		f.store.SetLatency(time.Second) // so that the check joins this claim
+	})
+	type answer struct {
+		st  lease.Status
+		err error
+	}
+	answers := make(chan answer, 1)
+	go func() {
+		st, err := f.check(t, dur)
+		answers <- answer{st, err}
+	}()
+	<-f.checkWait
+	require.NoError(t, f.clk.WaitAdvance(time.Second, wait, 2), "latency and call timeout")
+	a := <-answers
+	require.ErrorIs(t, a.err, lease.ErrRenewalFailed)
+	assert.NotErrorIs(t, a.err, lease.ErrNotLeader)
+	assert.Equal(t, lease.Unknown, a.st.State)
+
+	// The claim was applied under our name but we have no token for it: we
+	// must wait for that term to end, as a restarted process would.
+	f.store.SetLatency(0)
+	f.expectIdle(t, firstRetry)
+	require.Equal(t, 3*time.Second, f.nextIdle(t))
+	st, err := f.check(t, dur)
+	require.ErrorIs(t, err, lease.ErrNotLeader)
+	assert.Equal(t, lease.Status{State: lease.NotHeld, Holder: "unit-0"}, st)
+}
+
+func TestShortTermIsRenewalFailed(t *testing.T) {
+	// The store takes 20 s to answer: the renewal succeeds but leaves
+	// less validity than the check asks for.
+	f := newFixture(t, func(c *lease.Config) { c.CallTimeout = dur }, nil)
+	first := f.held(t)
+	f.store.SetLatency(20 * time.Second)
+	require.Equal(t, renewAt, f.nextIdle(t))
+	f.clk.Advance(time.Second)
+	answers := make(chan error, 1)
+	var st lease.Status
+	go func() {
+		var err error
+		st, err = f.check(t, until0)
+		answers <- err
+	}()
+	<-f.checkWait
+	require.NoError(t, f.clk.WaitAdvance(20*time.Second, wait, 2), "latency and call timeout")
+	err := <-answers
+	requireRenewalFailedHeld(t, st, err, t0.Add(time.Second+until0))
+	assert.ErrorIs(t, err, lease.ErrShortTermForTest)
+	assert.Equal(t, first.Token, st.Token)
+}
+
+func TestCloseIsIdempotentAndConcurrent(t *testing.T) {
+	f := newFixture(t, nil, nil)
+	f.held(t)
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() { assert.NoError(t, f.tr.Close()) })
+	}
+	wg.Wait()
+	require.NoError(t, f.tr.Close())
+	st, err := f.check(t, 0)
+	require.ErrorIs(t, err, lease.ErrClosed)
+	assert.Equal(t, lease.NotHeld, st.State)
+	var last lease.Status
+	for st := range f.tr.Changes() {
+		last = st
+	}
+	assert.Equal(t, lease.Status{State: lease.NotHeld}, last, "final status before the channel closes")
+
+	// Without ReleaseOnClose the term runs on in the store.
+	_, err = f.mem.Claim(context.Background(), "singular", "unit-1", dur)
+	var he *lease.HeldError
+	require.ErrorAs(t, err, &he)
+	assert.Equal(t, "unit-0", he.Holder)
+}
+
+func TestCloseReleasesWhenConfigured(t *testing.T) {
+	f := newFixture(t, func(c *lease.Config) { c.ReleaseOnClose = true }, nil)
+	first := f.held(t)
+	require.NoError(t, f.tr.Close())
+	g, err := f.mem.Claim(context.Background(), "singular", "unit-1", dur)
+	require.NoError(t, err, "a successor claims at once")
+	assert.Greater(t, g.Token, first.Token)
+}
+
+func TestCloseReleaseIsBoundedByCallTimeout(t *testing.T) {
+	f := newFixture(t, func(c *lease.Config) { c.ReleaseOnClose = true }, nil)
+	f.held(t)
+	f.store.Always(leasetest.OpRevoke, leasetest.Hang)
+	closed := make(chan error, 1)
+	go func() { closed <- f.tr.Close() }()
+	f.waitBlocked(t)
+	f.clk.Advance(callTimeout)
+	err := <-closed
+	require.Error(t, err, "an unconfirmed release is reported")
+	assert.ErrorIs(t, err, context.Canceled)
+}
+
+func TestCloseEndsHangingCall(t *testing.T) {
+	f := newFixture(t, nil, func(f *fixture) { f.store.Always(leasetest.OpClaim, leasetest.Hang) })
+	closed := make(chan error, 1)
+	go func() { closed <- f.tr.Close() }()
+	select {
+	case err := <-closed:
+		require.NoError(t, err)
+	case <-time.After(wait):
+		t.Fatal("Close waited for a hung store call")
+	}
+	_, err := f.check(t, 0)
+	require.ErrorIs(t, err, lease.ErrClosed)
+}
+
+func TestWithLeadership(t *testing.T) {
+	t.Run("RunsWhileHeldAcrossRenewals", func(t *testing.T) {
+		f := newFixture(t, nil, nil)
+		first := f.held(t)
+		ran := make(chan struct{})
+		err := f.tr.WithLeadership(context.Background(), func(ctx context.Context) error {
+			close(ran)
+			f.expectIdle(t, renewAt)
+			f.expectIdle(t, renewAt) // beyond the first Until
+			assert.NoError(t, ctx.Err())
+			return nil
+		})
+		require.NoError(t, err)
+		<-ran
+		assert.Equal(t, first.Token, f.nextState(t, lease.Held).Token)
+	})
+	t.Run("CancelledAtUntilWhenRenewalsFail", func(t *testing.T) {
+		f := newFixture(t, func(c *lease.Config) { c.LateTimer = time.Hour }, nil)
+		first := f.held(t)
+		f.store.Always(leasetest.OpExtend, leasetest.Timeout)
+		var cancelledAt time.Time
+		err := f.tr.WithLeadership(context.Background(), func(ctx context.Context) error {
+			f.clk.Advance(until0 - time.Second) // renewals keep failing ambiguously
+			select {
+			case <-ctx.Done():
+				t.Errorf("cancelled before Until: %v", context.Cause(ctx))
+			default:
+			}
+			f.clk.Advance(time.Second)
+			<-ctx.Done()
+			cancelledAt = f.clk.Now()
+			return ctx.Err()
+		})
+		require.ErrorIs(t, err, lease.ErrRenewalFailed)
+		assert.ErrorIs(t, err, context.Canceled)
+		assert.NotErrorIs(t, err, lease.ErrNotLeader)
+		assert.False(t, cancelledAt.Before(first.Until))
+	})
+	t.Run("CancelledOnLoss", func(t *testing.T) {
+		f := newFixture(t, nil, nil)
+		f.held(t)
+		f.store.Next(leasetest.OpExtend, leasetest.Lost)
+		err := f.tr.WithLeadership(context.Background(), func(ctx context.Context) error {
+			f.expectIdle(t, renewAt)
+			<-ctx.Done()
+			return ctx.Err()
+		})
+		require.ErrorIs(t, err, lease.ErrNotLeader)
+	})
+	t.Run("CancelledOnClose", func(t *testing.T) {
+		f := newFixture(t, nil, nil)
+		f.held(t)
+		err := f.tr.WithLeadership(context.Background(), func(ctx context.Context) error {
+			go f.tr.Close()
+			<-ctx.Done()
+			return ctx.Err()
+		})
+		require.ErrorIs(t, err, lease.ErrClosed)
+	})
+	t.Run("NotRunWhenNotHeld", func(t *testing.T) {
+		f := newFixture(t, nil, func(f *fixture) {
+			_, err := f.mem.Claim(context.Background(), "singular", "unit-1", dur)
+			require.NoError(t, err)
+		})
+		f.next(t)
+		err := f.tr.WithLeadership(context.Background(), func(context.Context) error {
+			t.Error("fn ran without the lease")
+			return nil
+		})
+		require.ErrorIs(t, err, lease.ErrNotLeader)
+	})
+	t.Run("ReturnsFnError", func(t *testing.T) {
+		f := newFixture(t, nil, nil)
+		f.held(t)
+		boom := errors.New("boom")
+		err := f.tr.WithLeadership(context.Background(), func(context.Context) error { return boom })
+		require.ErrorIs(t, err, boom)
+		assert.NotErrorIs(t, err, lease.ErrNotLeader)
+	})
+}
+
+func TestConfigValidate(t *testing.T) {
+	valid := lease.Config{Store: lease.NewMemStore(nil), Name: "n", Holder: "h", Duration: dur}
+	require.NoError(t, valid.Validate())
+	for name, mod := range map[string]func(*lease.Config){
+		"nil Store":              func(c *lease.Config) { c.Store = nil },
+		"empty Name":             func(c *lease.Config) { c.Name = "" },
+		"empty Holder":           func(c *lease.Config) { c.Holder = "" },
+		"zero Duration":          func(c *lease.Config) { c.Duration = 0 },
+		"negative Duration":      func(c *lease.Config) { c.Duration = -time.Second },
+		"RenewFraction 1":        func(c *lease.Config) { c.RenewFraction = 1 },
+		"negative RenewFraction": func(c *lease.Config) { c.RenewFraction = -0.1 },
+		"Jitter 1":               func(c *lease.Config) { c.Jitter = 1 },
+		"negative Margin":        func(c *lease.Config) { c.Margin = -time.Second },
+		"Margin of Duration":     func(c *lease.Config) { c.Margin = dur },
+		"negative RetryDelay":    func(c *lease.Config) { c.RetryDelay = -1 },
+		"RetryDelay > D/2":       func(c *lease.Config) { c.RetryDelay = dur/2 + 1 },
+		"CallTimeout > D":        func(c *lease.Config) { c.CallTimeout = dur + 1 },
+		"negative CallTimeout":   func(c *lease.Config) { c.CallTimeout = -1 },
+		"negative LateTimer":     func(c *lease.Config) { c.LateTimer = -1 },
+	} {
+		t.Run(name, func(t *testing.T) {
+			cfg := valid
+			mod(&cfg)
+			assert.ErrorIs(t, cfg.Validate(), jujuerrors.NotValid)
+			tr, err := lease.NewTracker(cfg)
+			assert.ErrorIs(t, err, jujuerrors.NotValid)
+			assert.Nil(t, tr)
+		})
+	}
+}
+
+func TestStateString(t *testing.T) {
+	assert.Equal(t, "unknown", lease.Unknown.String())
+	assert.Equal(t, "held", lease.Held.String())
+	assert.Equal(t, "not-held", lease.NotHeld.String())
+	assert.Equal(t, "State(7)", lease.State(7).String())
+}
