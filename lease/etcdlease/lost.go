@@ -16,9 +16,9 @@ import (
 // watch, for code that wants to stop leader work before its next Extend or
 // check would say so; it never says the term is still held.
 //
-// The watch runs until ctx ends, when its goroutine exits and the channel
-// stays open (cancel ctx when the term no longer interests you: nothing
-// leaks). A watch cut off by compaction reads the key afresh and resumes; a
+// The watch runs until ctx ends or the client is closed, when its goroutine
+// exits and the channel stays open (cancel ctx when the term no longer
+// interests you: nothing leaks). A watch cut off by compaction reads the key afresh and resumes; a
 // broken connection is resumed by the client on another endpoint.
 func (s *Store) Lost(ctx context.Context, g lease.Grant) <-chan struct{} {
 	lost := make(chan struct{})
@@ -58,7 +58,9 @@ func (s *Store) watchTerm(ctx context.Context, key string, token int64, lost cha
 		}
 		// Cancel drains the client's watcher for this ctx.
 		cancel()
-		if ctx.Err() != nil {
+		if ctx.Err() != nil || s.cli.Ctx().Err() != nil {
+			// Done, or the client was closed under us: nothing more
+			// can be learnt.
 			return
 		}
 		// The watch ended without an answer (compacted past rev, or

@@ -97,3 +97,18 @@ func TestLostStopsWithContext(t *testing.T) {
 	stop()
 	requireOpen(t, lost, "a cancelled watch must not report the term lost")
 }
+
+// Closing the client ends the watch too (goleak checks its goroutine is
+// gone) without reporting the term lost.
+func TestLostStopsWithClient(t *testing.T) {
+	m, _ := startSingle(t)
+	cli := newClient(t, m.clientURL)
+	s := etcdlease.NewStore(cli, "/"+t.Name()+"/")
+	ctx := testCtx(t)
+	g, err := s.Claim(ctx, "singular", "a", 5*time.Second)
+	require.NoError(t, err)
+	// A ctx that never ends: only the closed client can stop the watch.
+	lost := s.Lost(context.Background(), g)
+	require.NoError(t, cli.Close())
+	requireOpen(t, lost, "a closed client must not report the term lost")
+}
