@@ -15,3 +15,10 @@ var (
 func NewTrackerWithHooks(cfg Config, idle func(time.Duration), checkWait func()) (*Tracker, error) {
 	return newTracker(cfg, hooks{idle: idle, checkWait: checkWait})
 }
+
+// Settled reports whether the renewer is asleep until after now with no
+// check waiting for it: nothing will happen until the clock moves.
+func Settled(t *Tracker, now time.Time) bool {
+	wake := t.sleeping.Load()
+	return wake != 0 && wake > now.UnixNano() && !t.hasPending()
+}

@@ -87,6 +87,9 @@ type Tracker struct {
 	closeErr  error         // the release error; written before exited closes
 
 	hooks hooks // test seams; zero in production
+	// sleeping is the scheduled wake (Unix ns) while the renewer waits,
+	// else 0; tests read it to let trackers settle between clock steps.
+	sleeping atomic.Int64
 
 	// Owned by the renewer goroutine.
 	grant    Grant
@@ -354,6 +357,7 @@ func (t *Tracker) wait(delay time.Duration) bool {
 	if delay > 0 {
 		scheduled := clk.Now().Add(delay)
 		timer := clk.NewTimer(delay)
+		t.sleeping.Store(scheduled.UnixNano())
 		if t.hooks.idle != nil {
 			t.hooks.idle(delay)
 		}
@@ -362,6 +366,7 @@ func (t *Tracker) wait(delay time.Duration) bool {
 			select {
 			case <-t.done:
 				timer.Stop()
+				t.sleeping.Store(0)
 				return false
 			case <-timer.Chan():
 				break loop
@@ -372,6 +377,7 @@ func (t *Tracker) wait(delay time.Duration) bool {
 				}
 			}
 		}
+		t.sleeping.Store(0)
 		if late := clk.Now().Sub(scheduled); late > t.cfg.LateTimer {
 			if s := t.snap.Load(); s.status.State == Held {
 				st := s.status

@@ -458,7 +458,7 @@ func TestPromptRetryAfterAmbiguousFailure(t *testing.T) {
 func TestAmbiguousClaimIsUnknown(t *testing.T) {
 	f := newFixture(t, nil, func(f *fixture) {
 		f.store.Next(leasetest.OpClaim, leasetest.AppliedTimeout)
-		f.store.SetLatency(time.Second) // so that the check joins this claim
+		f.store.SetLatency(time.Second, 0) // so that the check joins this claim
 	})
 	type answer struct {
 		st  lease.Status
@@ -478,7 +478,7 @@ func TestAmbiguousClaimIsUnknown(t *testing.T) {
 
 	// The claim was applied under our name but we have no token for it: we
 	// must wait for that term to end, as a restarted process would.
-	f.store.SetLatency(0)
+	f.store.SetLatency(0, 0)
 	f.expectIdle(t, firstRetry)
 	require.Equal(t, 3*time.Second, f.nextIdle(t))
 	st, err := f.check(t, dur)
@@ -491,7 +491,7 @@ func TestShortTermIsRenewalFailed(t *testing.T) {
 	// less validity than the check asks for.
 	f := newFixture(t, func(c *lease.Config) { c.CallTimeout = dur }, nil)
 	first := f.held(t)
-	f.store.SetLatency(20 * time.Second)
+	f.store.SetLatency(20*time.Second, 0)
 	require.Equal(t, renewAt, f.nextIdle(t))
 	f.clk.Advance(time.Second)
 	answers := make(chan error, 1)

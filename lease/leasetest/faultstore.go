@@ -79,18 +79,19 @@ var ErrInjectedTimeout = errors.New("leasetest: injected lease operation timeout
 
 // FaultStore wraps a lease.Store and injects faults into its calls: faults
 // queued with Next apply to the next calls, one each, before the standing
-// fault set with Always. It also adds latency on its clock. It is safe for
-// concurrent use.
+// fault set with Always. It also adds request and response latency on its
+// clock. It is safe for concurrent use.
 type FaultStore struct {
 	store lease.Store
 	clk   clock.Clock
 
-	mu      sync.Mutex
-	queued  map[Op][]Fault
-	always  map[Op]Fault
-	latency time.Duration
-	calls   map[Op]int
-	blocked int
+	mu          sync.Mutex
+	queued      map[Op][]Fault
+	always      map[Op]Fault
+	latency     time.Duration // request latency
+	respLatency time.Duration
+	calls       map[Op]int
+	blocked     int
 	// change is closed and replaced whenever blocked changes.
 	change chan struct{}
 }
@@ -141,12 +142,16 @@ func (f *FaultStore) Always(ops Op, fault Fault) {
 	}
 }
 
-// SetLatency makes every call wait d on the clock (or until its ctx ends)
-// before it is forwarded or faulted. Zero removes the latency.
-func (f *FaultStore) SetLatency(d time.Duration) {
+// SetLatency adds latency on the clock to every call: request before the
+// call reaches the wrapped store (or is faulted), response after the
+// wrapped store has answered. A call whose ctx ends while it waits returns
+// an error wrapping ctx.Err() — after the response wait, the store has
+// applied the call: another ambiguous-but-applied outcome. Zeros remove the
+// latency.
+func (f *FaultStore) SetLatency(request, response time.Duration) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.latency = d
+	f.latency, f.respLatency = request, response
 }
 
 // Calls returns how many calls of the methods in ops the store has had.
@@ -219,6 +224,20 @@ func (f *FaultStore) begin(ctx context.Context, op Op) (Fault, error) {
 	return fault, nil
 }
 
+// end applies the response latency to a call the wrapped store answered.
+func (f *FaultStore) end(ctx context.Context, op Op) error {
+	f.mu.Lock()
+	latency := f.respLatency
+	f.mu.Unlock()
+	if latency <= 0 {
+		return nil
+	}
+	if err := f.block(ctx, f.clk.After(latency)); err != nil {
+		return fmt.Errorf("leasetest: %v applied, but its answer was lost: %w", op, err)
+	}
+	return nil
+}
+
 // block waits for c (nil: forever) or ctx, counted in Blocked.
 func (f *FaultStore) block(ctx context.Context, c <-chan time.Time) error {
 	f.setBlocked(1)
@@ -247,6 +266,9 @@ func (f *FaultStore) Claim(ctx context.Context, name, holder string, d time.Dura
 	if fault == AppliedTimeout {
 		return lease.Grant{}, ErrInjectedTimeout
 	}
+	if lerr := f.end(ctx, OpClaim); lerr != nil {
+		return lease.Grant{}, lerr
+	}
 	return g, err
 }
 
@@ -267,6 +289,9 @@ func (f *FaultStore) Extend(ctx context.Context, g lease.Grant, d time.Duration)
 	if fault == AppliedTimeout {
 		return lease.Grant{}, ErrInjectedTimeout
 	}
+	if lerr := f.end(ctx, OpExtend); lerr != nil {
+		return lease.Grant{}, lerr
+	}
 	return g2, err
 }
 
@@ -286,6 +311,9 @@ func (f *FaultStore) Revoke(ctx context.Context, g lease.Grant) error {
 	err = f.store.Revoke(ctx, g)
 	if fault == AppliedTimeout {
 		return ErrInjectedTimeout
+	}
+	if lerr := f.end(ctx, OpRevoke); lerr != nil {
+		return lerr
 	}
 	return err
 }
