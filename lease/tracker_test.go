@@ -688,3 +688,15 @@ func TestStateString(t *testing.T) {
 	assert.Equal(t, "not-held", lease.NotHeld.String())
 	assert.Equal(t, "State(7)", lease.State(7).String())
 }
+
+func TestCheckFastPathDoesNotAllocate(t *testing.T) {
+	f := newFixture(t, nil, nil)
+	f.held(t)
+	ctx := context.Background()
+	allocs := testing.AllocsPerRun(1000, func() {
+		if _, err := f.tr.Check(ctx, dur); err != nil {
+			t.Fatal(err)
+		}
+	})
+	assert.Zero(t, allocs)
+}

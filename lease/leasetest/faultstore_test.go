@@ -1,0 +1,155 @@
+package leasetest_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/juju/clock/testclock"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/coldstart-go/coldstart/lease"
+	"github.com/coldstart-go/coldstart/lease/leasetest"
+)
+
+var t0 = time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC)
+
+const term = time.Minute
+
+func newStores() (*testclock.Clock, *lease.MemStore, *leasetest.FaultStore) {
+	clk := testclock.NewClock(t0)
+	mem := lease.NewMemStore(clk)
+	return clk, mem, leasetest.NewFaultStore(mem, clk)
+}
+
+// A FaultStore without faults is a Store like the one it wraps.
+func TestFaultStorePassesContract(t *testing.T) {
+	leasetest.RunStoreContract(t, func(t *testing.T) leasetest.Harness {
+		clk, _, fs := newStores()
+		return leasetest.Harness{Store: fs, Advance: clk.Advance, Term: term}
+	})
+}
+
+func TestFaultStoreTimeoutIsNotApplied(t *testing.T) {
+	_, mem, fs := newStores()
+	fs.Next(leasetest.OpClaim, leasetest.Timeout)
+	_, err := fs.Claim(context.Background(), "l", "a", term)
+	require.ErrorIs(t, err, leasetest.ErrInjectedTimeout)
+	assert.NotErrorIs(t, err, lease.ErrHeld)
+	assert.NotErrorIs(t, err, lease.ErrNotHeld)
+	_, err = mem.Holder(context.Background(), "l")
+	assert.ErrorIs(t, err, lease.ErrNotHeld, "the claim never reached the store")
+	_, err = fs.Claim(context.Background(), "l", "a", term)
+	require.NoError(t, err, "a queued fault applies to one call")
+	assert.Equal(t, 2, fs.Calls(leasetest.OpClaim))
+	assert.Equal(t, 0, fs.Calls(leasetest.OpExtend|leasetest.OpRevoke))
+}
+
+func TestFaultStoreAppliedTimeoutIsApplied(t *testing.T) {
+	clk, mem, fs := newStores()
+	g, err := fs.Claim(context.Background(), "l", "a", term)
+	require.NoError(t, err)
+	clk.Advance(30 * time.Second)
+	fs.Next(leasetest.OpExtend, leasetest.AppliedTimeout)
+	_, err = fs.Extend(context.Background(), g, term)
+	require.ErrorIs(t, err, leasetest.ErrInjectedTimeout)
+	cur, err := mem.Holder(context.Background(), "l")
+	require.NoError(t, err)
+	assert.Equal(t, term, cur.Duration, "the extend was applied")
+	assert.Equal(t, g.Token, cur.Token)
+}
+
+func TestFaultStoreLost(t *testing.T) {
+	_, mem, fs := newStores()
+	g, err := fs.Claim(context.Background(), "l", "a", term)
+	require.NoError(t, err)
+	fs.Next(leasetest.OpExtend, leasetest.Lost)
+	_, err = fs.Extend(context.Background(), g, term)
+	require.ErrorIs(t, err, lease.ErrNotHeld)
+	_, err = mem.Holder(context.Background(), "l")
+	assert.ErrorIs(t, err, lease.ErrNotHeld, "the term is gone from the store")
+
+	fs.Next(leasetest.OpClaim, leasetest.Lost)
+	_, err = fs.Claim(context.Background(), "l", "b", term)
+	require.ErrorIs(t, err, lease.ErrHeld)
+	var he *lease.HeldError
+	assert.False(t, errors.As(err, &he), "a lost claim names no holder")
+}
+
+func TestFaultStoreHangEndsWithContext(t *testing.T) {
+	_, mem, fs := newStores()
+	fs.Always(leasetest.AnyOp, leasetest.Hang)
+	ctx, cancel := context.WithCancel(context.Background())
+	errs := make(chan error, 1)
+	go func() {
+		_, err := fs.Claim(ctx, "l", "a", term)
+		errs <- err
+	}()
+	wctx, wcancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer wcancel()
+	require.NoError(t, fs.WaitBlocked(wctx, 1))
+	assert.Equal(t, 1, fs.Blocked())
+	cancel()
+	err := <-errs
+	require.ErrorIs(t, err, context.Canceled)
+	assert.NotErrorIs(t, err, lease.ErrHeld)
+	assert.Equal(t, 0, fs.Blocked())
+	_, err = mem.Holder(context.Background(), "l")
+	assert.ErrorIs(t, err, lease.ErrNotHeld, "a hung call is not applied")
+
+	fs.Always(leasetest.AnyOp, leasetest.Pass)
+	_, err = fs.Claim(context.Background(), "l", "a", term)
+	require.NoError(t, err, "Always(AnyOp, Pass) heals")
+}
+
+func TestFaultStoreLatencyIsOnTheClock(t *testing.T) {
+	clk, mem, fs := newStores()
+	fs.SetLatency(2*time.Second, 3*time.Second)
+	type result struct {
+		g   lease.Grant
+		err error
+	}
+	results := make(chan result, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		g, err := fs.Claim(ctx, "l", "a", term)
+		results <- result{g, err}
+	}()
+	wctx, wcancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer wcancel()
+	require.NoError(t, fs.WaitBlocked(wctx, 1))
+	_, err := mem.Holder(context.Background(), "l")
+	require.ErrorIs(t, err, lease.ErrNotHeld, "not applied during the request latency")
+	require.NoError(t, clk.WaitAdvance(2*time.Second, 5*time.Second, 1))
+
+	// Now the store has applied the claim; the answer is on its way back.
+	require.NoError(t, clk.WaitAdvance(time.Second, 5*time.Second, 1))
+	cur, err := mem.Holder(context.Background(), "l")
+	require.NoError(t, err)
+	assert.Equal(t, "a", cur.Holder)
+	cancel() // the answer is lost: applied, but ambiguous
+	r := <-results
+	require.ErrorIs(t, r.err, context.Canceled)
+	assert.NotErrorIs(t, r.err, lease.ErrHeld)
+}
+
+func TestFaultStoreQueuedBeforeStanding(t *testing.T) {
+	_, _, fs := newStores()
+	fs.Always(leasetest.OpClaim, leasetest.Timeout)
+	fs.Next(leasetest.OpClaim, leasetest.Pass, leasetest.Lost)
+	_, err := fs.Claim(context.Background(), "l", "a", term)
+	require.NoError(t, err)
+	_, err = fs.Claim(context.Background(), "m", "a", term)
+	require.ErrorIs(t, err, lease.ErrHeld)
+	_, err = fs.Claim(context.Background(), "n", "a", term)
+	require.ErrorIs(t, err, leasetest.ErrInjectedTimeout)
+}
+
+func TestFaultAndOpStrings(t *testing.T) {
+	assert.Equal(t, "hang", leasetest.Hang.String())
+	assert.Equal(t, "applied-timeout", leasetest.AppliedTimeout.String())
+	assert.Equal(t, "extend", leasetest.OpExtend.String())
+	assert.Equal(t, "Op(0x7)", leasetest.AnyOp.String())
+}
