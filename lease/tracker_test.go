@@ -3,6 +3,7 @@ package lease_test
 import (
 	"context"
 	"errors"
+	"math"
 	"sync"
 	"testing"
 	"time"
@@ -663,6 +664,8 @@ func TestConfigValidate(t *testing.T) {
 		"RenewFraction 1":        func(c *lease.Config) { c.RenewFraction = 1 },
 		"negative RenewFraction": func(c *lease.Config) { c.RenewFraction = -0.1 },
 		"Jitter 1":               func(c *lease.Config) { c.Jitter = 1 },
+		"NaN Jitter":             func(c *lease.Config) { c.Jitter = math.NaN() },
+		"NaN RenewFraction":      func(c *lease.Config) { c.RenewFraction = math.NaN() },
 		"negative Margin":        func(c *lease.Config) { c.Margin = -time.Second },
 		"Margin of Duration":     func(c *lease.Config) { c.Margin = dur },
 		"negative RetryDelay":    func(c *lease.Config) { c.RetryDelay = -1 },
@@ -699,4 +702,28 @@ func TestCheckFastPathDoesNotAllocate(t *testing.T) {
 		}
 	})
 	assert.Zero(t, allocs)
+}
+
+func TestRenewalIsJitteredEarlyNeverLate(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		jitter float64
+		min    time.Duration
+	}{
+		{"Default", 0, renewAt - renewAt/10},
+		{"Jitter0.5", 0.5, renewAt / 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, func(c *lease.Config) { c.Jitter = tc.jitter; c.LateTimer = time.Hour }, nil)
+			seen := map[time.Duration]bool{}
+			for range 20 {
+				d := f.nextIdle(t)
+				assert.GreaterOrEqual(t, d, tc.min)
+				assert.LessOrEqual(t, d, renewAt, "jitter never delays a renewal")
+				seen[d] = true
+				f.clk.Advance(d)
+			}
+			assert.Greater(t, len(seen), 1, "renewals are spread")
+		})
+	}
 }
