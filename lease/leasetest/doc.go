@@ -1,8 +1,9 @@
 // Package leasetest helps test code built on package lease: a contract test
 // that any lease.Store implementation can run (RunStoreContract), and a
 // fault-injecting Store wrapper (FaultStore) that makes a store time out,
-// lose a lease, apply a call but report it as timed out, or answer late, so
-// users can check that their own code tells "unknown" from "not leader".
+// hang, lose a lease, apply a call but report it as timed out, or answer
+// late on a test clock, so users can check that their own code tells
+// "unknown" from "not leader".
 //
 //	func TestMyStore(t *testing.T) {
 //		leasetest.RunStoreContract(t, func(t *testing.T) leasetest.Harness {
@@ -10,4 +11,9 @@
 //			return leasetest.Harness{Store: newMyStore(clk), Advance: clk.Advance, Term: time.Minute}
 //		})
 //	}
+//
+//	store := leasetest.NewFaultStore(lease.NewMemStore(clk), clk)
+//	store.Always(leasetest.OpExtend, leasetest.Hang) // renewals never answer
+//	// ... drive a lease.Tracker; store.WaitBlocked(ctx, 1) tells when a
+//	// call is in flight, so the test can advance clk past its timeout.
 package leasetest
