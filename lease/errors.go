@@ -61,6 +61,9 @@ type RenewalFailedError struct {
 }
 
 func (e *RenewalFailedError) Error() string {
+	if e.Until.IsZero() {
+		return fmt.Sprintf("lease %q: not confirmed: %v", e.Name, e.Cause)
+	}
 	return fmt.Sprintf("lease %q: renewal not confirmed (last confirmed until %s): %v",
 		e.Name, e.Until.Format(time.RFC3339Nano), e.Cause)
 }

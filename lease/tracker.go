@@ -274,8 +274,10 @@ func (t *Tracker) WithLeadership(ctx context.Context, fn func(ctx context.Contex
 	stop := make(chan struct{})
 	lost := make(chan error, 1)
 	go func() { lost <- t.watch(st.Token, cancel, stop) }()
-	err = fn(lctx)
-	close(stop)
+	err = func() error {
+		defer close(stop) // even if fn panics: the watcher must not leak
+		return fn(lctx)
+	}()
 	if cause := <-lost; cause != nil && err != nil && errors.Is(err, context.Canceled) {
 		return fmt.Errorf("%w: %w", cause, err)
 	}

@@ -12,6 +12,7 @@ import (
 	jujuerrors "github.com/juju/errors"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
 
 	"github.com/coldstart-go/coldstart/lease"
 	"github.com/coldstart-go/coldstart/lease/leasetest"
@@ -726,4 +727,31 @@ func TestRenewalIsJitteredEarlyNeverLate(t *testing.T) {
 			assert.Greater(t, len(seen), 1, "renewals are spread")
 		})
 	}
+}
+
+func TestErrorsMatchTheirSentinels(t *testing.T) {
+	nle := &lease.NotLeaderError{Name: "l", Holder: "unit-1", Cause: &lease.HeldError{Name: "l", Holder: "unit-1"}}
+	assert.ErrorIs(t, nle, lease.ErrNotLeader)
+	assert.ErrorIs(t, nle, lease.ErrHeld)
+	assert.NotErrorIs(t, nle, lease.ErrRenewalFailed)
+	assert.Equal(t, `lease "l": not the leader: held by "unit-1"`, nle.Error())
+
+	cause := errors.New("i/o timeout")
+	rfe := &lease.RenewalFailedError{Name: "l", Cause: cause, Until: t0}
+	assert.ErrorIs(t, rfe, lease.ErrRenewalFailed)
+	assert.ErrorIs(t, rfe, cause)
+	assert.NotErrorIs(t, rfe, lease.ErrNotLeader)
+	assert.Contains(t, rfe.Error(), "2026-11-30T06:26:00Z")
+	assert.Equal(t, `lease "l": not confirmed: i/o timeout`,
+		(&lease.RenewalFailedError{Name: "l", Cause: cause}).Error())
+}
+
+func TestWithLeadershipPanicDoesNotLeak(t *testing.T) {
+	f := newFixture(t, nil, nil)
+	f.held(t)
+	before := goleak.IgnoreCurrent() // the renewer and the test's own
+	assert.Panics(t, func() {
+		_ = f.tr.WithLeadership(context.Background(), func(context.Context) error { panic("boom") })
+	})
+	goleak.VerifyNone(t, before) // the watcher is gone while the tracker lives on
 }
