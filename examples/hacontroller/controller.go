@@ -1,0 +1,365 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"runtime"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/juju/clock"
+	"golang.org/x/time/rate"
+
+	"github.com/coldstart-go/coldstart/dialer"
+	"github.com/coldstart-go/coldstart/gate"
+	"github.com/coldstart-go/coldstart/lease"
+	"github.com/coldstart-go/coldstart/lease/leasetest"
+	"github.com/coldstart-go/coldstart/listener"
+	"github.com/coldstart-go/coldstart/upgrade"
+)
+
+// leaseName is the singular lease the controllers compete for.
+const leaseName = "singular-controller"
+
+// agentVersion is the version every controller runs and wants; the
+// available binaries below include it for the host's platform.
+var agentVersion = upgrade.Version{Major: 4, Minor: 2, Patch: 1}
+
+// controller is one simulated HA controller: a gated dual listener, a
+// self-dialling API client, an upgrade gate, and a lease tracker, composed
+// with gates on a board.
+type controller struct {
+	name string
+	o    options
+	tl   *timeline
+	clk  clock.Clock
+
+	ln      *listener.Listener
+	srv     *http.Server
+	up      *upgrade.Gate
+	dial    *dialer.Dialer
+	faults  *leasetest.FaultStore
+	tracker *lease.Tracker
+
+	board                                                  *gate.Board
+	serving, selfDialed, upgraded, leaseKnown, stable, api *gate.Lock
+	workers                                                *gate.Lock // the call refused during the upgrade went through
+
+	ctrlAddr, apiAddr string // real bound addresses, from OnBound
+
+	mu          sync.Mutex
+	routes      []dialer.Route // every self-dial
+	selfRefused int            // self calls refused with "upgrade in progress" and retried
+	apiAccepts  []time.Time    // when each API-port conn reached the server
+	stableAfter time.Duration
+	status      lease.Status // first definitive lease status
+	leaseErr    error
+}
+
+func newController(name string, o options, tl *timeline, store lease.Store, peers func() []string) (*controller, error) {
+	c := &controller{name: name, o: o, tl: tl, clk: clock.WallClock}
+	c.board = gate.NewBoard(c.clk)
+	c.serving = c.board.New("serving")
+	c.selfDialed = c.board.New("self-dial")
+	c.upgraded = c.board.New("upgrade")
+	c.leaseKnown = c.board.New("lease")
+	c.stable = gate.AllOf("stable", c.serving, c.selfDialed, c.upgraded, c.leaseKnown)
+	c.board.Add(c.stable)
+	c.api = c.board.New("api-port")
+	c.workers = c.board.New("workers")
+
+	var err error
+	c.ln, err = listener.New(listener.Config{
+		ControllerAddr: "127.0.0.1:0",
+		APIAddr:        "127.0.0.1:0",
+		APIRate:        rate.Limit(o.apiRate),
+		APIBurst:       o.apiBurst,
+		// Bind the API port once to learn its number (agents need it),
+		// then close it at once: agents are refused until it reopens.
+		BindAPIEarly: true,
+		Clock:        c.clk,
+		OnBound: func(p listener.Port, addr net.Addr) {
+			tl.log(name, "%s port bound at %s", p, addr)
+			if p == listener.API {
+				c.apiAddr = addr.String()
+			} else {
+				c.ctrlAddr = addr.String()
+			}
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := c.ln.CloseAPI(); err != nil {
+		return nil, err
+	}
+	tl.log(name, "api port closed until stable: agents are refused")
+
+	c.up = upgrade.NewGate(c.clk)
+	c.up.OnTransition(func(from, to upgrade.Phase, err error) {
+		tl.log(name, "upgrade %s -> %s", from, to)
+	})
+
+	_, port, _ := net.SplitHostPort(c.ctrlAddr)
+	localPort, _ := strconv.Atoi(port)
+	c.dial, err = dialer.New(dialer.Config{
+		LocalPort:       localPort,
+		Remote:          peers,
+		Policy:          dialer.RequireLocalWhenReady,
+		LocalReady:      c.serving.Unlocked(),
+		LocalReadyGrace: 5 * time.Second,
+		Clock:           c.clk,
+	})
+	if err != nil {
+		return nil, err
+	}
+
+	c.faults = leasetest.NewFaultStore(store, c.clk)
+	c.tracker, err = lease.NewTracker(lease.Config{
+		Store:    c.faults,
+		Name:     leaseName,
+		Holder:   name,
+		Duration: o.leaseTerm,
+		Clock:    c.clk,
+	})
+	if err != nil {
+		return nil, err
+	}
+
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /ping", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "pong") })
+	mux.Handle("GET /ready", upgrade.ReadyHandler(c.up))
+	mux.HandleFunc("POST /controller/workers", func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "started")
+	})
+	mux.HandleFunc("GET /agent/login", func(w http.ResponseWriter, r *http.Request) {
+		if listener.PortFromContext(r.Context()) != listener.API {
+			http.Error(w, "agents log in on the API port", http.StatusForbidden)
+			return
+		}
+		io.WriteString(w, "welcome")
+	})
+	allow := func(r *http.Request) bool { return r.URL.Path == "/ping" || r.URL.Path == "/ready" }
+	c.srv = &http.Server{
+		Handler:           upgrade.Middleware(c.up, allow)(mux),
+		ConnContext:       listener.ConnContext,
+		ReadHeaderTimeout: 5 * time.Second,
+		ConnState: func(conn net.Conn, s http.ConnState) {
+			if s == http.StateNew && listener.PortOf(conn) == listener.API {
+				c.mu.Lock()
+				c.apiAccepts = append(c.apiAccepts, time.Now())
+				c.mu.Unlock()
+			}
+		},
+	}
+	return c, nil
+}
+
+// start runs the controller's startup; it returns when ctx ends. serveAfter
+// stands for the time the server takes to come up (a state store starting):
+// the API client starts at once and must wait for it, not dial a peer.
+func (c *controller) start(ctx context.Context, serveAfter time.Duration) {
+	startedAt := c.tl.since()
+	var wg sync.WaitGroup
+	run := func(f func()) { wg.Add(1); go func() { defer wg.Done(); f() }() }
+
+	run(func() { c.selfClient(ctx) })
+	run(func() { c.runUpgrade(ctx) })
+	run(func() { c.followLease(ctx) })
+	run(func() {
+		select {
+		case <-c.clk.After(serveAfter):
+		case <-ctx.Done():
+			return
+		}
+		run(func() { _ = c.srv.Serve(c.ln) })
+		c.tl.log(c.name, "serving on the controller port")
+		c.serving.Unlock()
+	})
+
+	if err := gate.Wait(ctx, c.stable); err == nil {
+		c.mu.Lock()
+		c.stableAfter = c.tl.since() - startedAt
+		c.mu.Unlock()
+		if err := c.ln.OpenAPI(); err != nil {
+			c.api.Fail(err)
+			c.tl.log(c.name, "cannot open the api port: %v", err)
+		} else {
+			c.api.Unlock()
+			c.tl.log(c.name, "stable after %v (gates opened: %v): api port open, %g conn/s, burst %d",
+				c.stableAfter.Round(time.Millisecond), c.board.Report().Opened(), c.o.apiRate, c.o.apiBurst)
+		}
+	}
+	<-ctx.Done()
+	c.shutdown() // ends Serve
+	wg.Wait()
+}
+
+// selfClient is the controller's own API client: every connection goes
+// through the dialer, which waits for the local server rather than dial a
+// peer. It makes one allowlisted call, then a call the upgrade gate refuses
+// until the upgrade completes, retried with upgrade.Retry.
+func (c *controller) selfClient(ctx context.Context) {
+	c.tl.log(c.name, "api client starting: waiting for the local server (not dialling a peer)")
+	client := &http.Client{Transport: &http.Transport{
+		DisableKeepAlives: true,
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			conn, route, err := c.dial.Dial(ctx)
+			if err == nil {
+				c.mu.Lock()
+				c.routes = append(c.routes, route)
+				first := len(c.routes) == 1
+				c.mu.Unlock()
+				if first {
+					c.tl.log(c.name, "self-dial -> %s (local: %t)", route.Addr, route.Local)
+				}
+			}
+			return conn, err
+		},
+	}}
+	defer client.CloseIdleConnections()
+	call := func(ctx context.Context, method, path string) error {
+		req, err := http.NewRequestWithContext(ctx, method, "http://controller"+path, nil)
+		if err != nil {
+			return err
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		if err := upgrade.ErrorFromResponse(resp); err != nil {
+			return err
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("%s %s: %s", method, path, resp.Status)
+		}
+		return nil
+	}
+
+	if err := call(ctx, "GET", "/ping"); err != nil {
+		c.selfDialed.Fail(err)
+		return
+	}
+	c.selfDialed.Unlock()
+
+	err := upgrade.Retry(ctx, c.clk, func(ctx context.Context) error {
+		return call(ctx, "POST", "/controller/workers")
+	}, upgrade.WithBackoff(50*time.Millisecond, time.Second),
+		upgrade.WithNotify(func(attempt int, err error, wait time.Duration) {
+			c.mu.Lock()
+			c.selfRefused++
+			c.mu.Unlock()
+			if attempt == 1 {
+				c.tl.log(c.name, "POST /controller/workers refused (%v): retrying in %v", err, wait.Round(time.Millisecond))
+			}
+		}))
+	if err != nil {
+		c.workers.Fail(err)
+		return
+	}
+	c.tl.log(c.name, "POST /controller/workers accepted once the upgrade completed")
+	c.workers.Unlock()
+}
+
+// runUpgrade checks that no agent binary upgrade is needed, then runs the
+// (simulated) upgrade steps; the gate refuses non-allowlisted calls meanwhile.
+func (c *controller) runUpgrade(ctx context.Context) {
+	platform := upgrade.Platform{OS: runtime.GOOS, Arch: runtime.GOARCH}
+	available := []upgrade.Binary{
+		{Version: upgrade.Version{Major: 4, Minor: 2}, Platform: platform},
+		{Version: agentVersion, Platform: platform},
+		{Version: agentVersion, Platform: upgrade.Platform{OS: "linux", Arch: "s390x"}},
+	}
+	pause := func(d time.Duration) bool {
+		select {
+		case <-c.clk.After(d):
+			return true
+		case <-ctx.Done():
+			return false
+		}
+	}
+	if !pause(c.o.checking) {
+		return
+	}
+	b, err := upgrade.MatchBinary(available, agentVersion, platform)
+	if err != nil {
+		c.up.Fail(err)
+		c.upgraded.Fail(err)
+		return
+	}
+	c.tl.log(c.name, "agent binary %s for %s is the one running: no restart needed", b.Version, b.Platform)
+	if err := c.up.Enter(upgrade.RunningSteps); err != nil {
+		c.upgraded.Fail(err)
+		return
+	}
+	if !pause(c.o.steps) {
+		return
+	}
+	c.up.Complete()
+	c.upgraded.Unlock()
+}
+
+// followLease waits for the tracker's first definitive answer.
+func (c *controller) followLease(ctx context.Context) {
+	for {
+		select {
+		case st, ok := <-c.tracker.Changes():
+			if !ok {
+				return
+			}
+			if st.State == lease.Unknown {
+				continue
+			}
+			_, err := c.tracker.Check(ctx, 0)
+			c.mu.Lock()
+			c.status, c.leaseErr = st, err
+			c.mu.Unlock()
+			if st.State == lease.Held {
+				c.tl.log(c.name, "lease %q held (token %d, valid for %v)", leaseName, st.Token, time.Until(st.Until).Round(time.Millisecond))
+			} else {
+				c.tl.log(c.name, "%v", err)
+			}
+			c.leaseKnown.Unlock()
+			return
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// shutdown stops serving and releases the lease tracker; it is idempotent.
+func (c *controller) shutdown() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = c.srv.Shutdown(ctx)
+	_ = c.ln.Close()
+	_ = c.tracker.Close()
+}
+
+// acceptRates returns the most API connections that reached the server in
+// any window of length w, and the sustained rate from the first to the last
+// beyond the first burst (which the limiter lets through at once).
+func (c *controller) acceptRates(w time.Duration, burst int) (peak int, sustained float64) {
+	c.mu.Lock()
+	at := slices.Clone(c.apiAccepts)
+	c.mu.Unlock()
+	slices.SortFunc(at, time.Time.Compare)
+	most, j := 0, 0
+	for i := range at {
+		for at[i].Sub(at[j]) >= w {
+			j++
+		}
+		most = max(most, i-j+1)
+	}
+	if n := len(at) - burst; n > 1 {
+		sustained = float64(n-1) / at[len(at)-1].Sub(at[burst]).Seconds()
+	}
+	return most, sustained
+}
