@@ -53,14 +53,15 @@ func TestAPIServerStartsOnlyAfterUpgradeStepsViaBounce(t *testing.T) {
 		func(ctx context.Context) error { close(serving); <-ctx.Done(); return nil },
 	), time.Second, rec.log)
 	go e.Run()
-	defer e.Stop()
 
 	stepsDone <- nil // the runner has started: it is blocked in its steps until now
 	select {
 	case <-serving:
 	case <-time.After(timeout):
+		e.Stop()
 		t.Fatalf("api-server never started; log:\n%v", rec.snapshot())
 	}
+	e.Stop() // the engine has logged everything once it has stopped
 	notYet := rec.index(t, "api-server: not started: upgrade steps not done: dependency not available")
 	bounced := rec.index(t, "upgrade-steps-flag: bounced (gate unlocked: restart to see the new value)")
 	started := rec.index(t, "api-server: started")
