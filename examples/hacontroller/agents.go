@@ -43,6 +43,7 @@ func runAgents(ctx context.Context, o options, tl *timeline, ctrls []*controller
 		return errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, upgrade.ErrUpgradeInProgress)
 	}
 
+	tl.log("agents", "%d agents start logging in on the api ports, retrying refusals", o.agents)
 	var wg sync.WaitGroup
 	for i := range o.agents {
 		ci := i % len(ctrls)

@@ -215,8 +215,10 @@ func leaseFault(ctx context.Context, o options, tl *timeline, ctrls []*controlle
 			problems = append(problems, fmt.Sprintf("leader %s was told %q during a store fault", leader.name, err))
 		case errors.Is(err, lease.ErrRenewalFailed):
 			if failed++; failed == 1 {
-				tl.log(leader.name, "check during the fault: %s, still leader until +%v: %v",
-					st.State, time.Until(st.Until).Round(time.Millisecond), err)
+				var rf *lease.RenewalFailedError
+				errors.As(err, &rf)
+				tl.log(leader.name, "check during the fault: ErrRenewalFailed (%v), state %s until +%v, token %d: not \"not leader\"",
+					rf.Cause, st.State, time.Until(st.Until).Round(time.Millisecond), st.Token)
 			}
 		case err == nil:
 			held++
