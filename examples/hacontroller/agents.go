@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"sync"
@@ -52,23 +51,7 @@ func runAgents(ctx context.Context, o options, tl *timeline, ctrls []*controller
 		go func() {
 			defer wg.Done()
 			err := upgrade.Retry(ctx, clock.WallClock, func(ctx context.Context) error {
-				req, err := http.NewRequestWithContext(ctx, "GET", url, nil)
-				if err != nil {
-					return err
-				}
-				resp, err := client.Do(req)
-				if err != nil {
-					return err
-				}
-				defer resp.Body.Close()
-				if err := upgrade.ErrorFromResponse(resp); err != nil {
-					return err
-				}
-				_, _ = io.Copy(io.Discard, resp.Body)
-				if resp.StatusCode != http.StatusOK {
-					return fmt.Errorf("login: %s", resp.Status)
-				}
-				return nil
+				return httpCall(ctx, client, "GET", url)
 			},
 				upgrade.WithRetryIf(retryable),
 				upgrade.WithBackoff(o.agentBackoff, 20*o.agentBackoff),

@@ -224,23 +224,7 @@ func (c *controller) selfClient(ctx context.Context) {
 	}}
 	defer client.CloseIdleConnections()
 	call := func(ctx context.Context, method, path string) error {
-		req, err := http.NewRequestWithContext(ctx, method, "http://controller"+path, nil)
-		if err != nil {
-			return err
-		}
-		resp, err := client.Do(req)
-		if err != nil {
-			return err
-		}
-		defer resp.Body.Close()
-		if err := upgrade.ErrorFromResponse(resp); err != nil {
-			return err
-		}
-		_, _ = io.Copy(io.Discard, resp.Body)
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("%s %s: %s", method, path, resp.Status)
-		}
-		return nil
+		return httpCall(ctx, client, method, "http://controller"+path)
 	}
 
 	if err := call(ctx, "GET", "/ping"); err != nil {
@@ -362,4 +346,27 @@ func (c *controller) acceptRates(w time.Duration, burst int) (peak int, sustaine
 		sustained = float64(n-1) / at[len(at)-1].Sub(at[burst]).Seconds()
 	}
 	return most, sustained
+}
+
+// httpCall makes one request and turns the answer into an error: a
+// refusal by an upgrade gate (which matches upgrade.ErrUpgradeInProgress and
+// was not executed), any other non-200 status, or a transport error.
+func httpCall(ctx context.Context, client *http.Client, method, url string) error {
+	req, err := http.NewRequestWithContext(ctx, method, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if err := upgrade.ErrorFromResponse(resp); err != nil {
+		return err
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s %s: %s", method, url, resp.Status)
+	}
+	return nil
 }
