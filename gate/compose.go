@@ -93,11 +93,7 @@ func follow(composite *Lock, part Waiter, f func(err error)) {
 		go func() {
 			select {
 			case <-fl.Done():
-				if part.IsUnlocked() {
-					f(nil)
-				} else {
-					f(fl.Err())
-				}
+				f(outcome(part, fl))
 			case <-composite.Done():
 			}
 		}()

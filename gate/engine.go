@@ -56,10 +56,10 @@ func (f *Flag) Wait() error {
 	case <-f.w.Unlocked():
 		return ErrUnlocked
 	case <-failed:
-		if f.w.IsUnlocked() {
-			return ErrUnlocked
+		if err := outcome(f.w, f.fails); err != nil {
+			return err
 		}
-		return f.fails.Err()
+		return ErrUnlocked
 	}
 }
 

@@ -176,10 +176,7 @@ func Wait(ctx context.Context, w Waiter) error {
 	if f, ok := w.(failer); ok {
 		select {
 		case <-f.Done():
-			if w.IsUnlocked() {
-				return nil
-			}
-			return f.Err()
+			return outcome(w, f)
 		case <-ctx.Done():
 			return ctx.Err()
 		}
@@ -190,6 +187,18 @@ func Wait(ctx context.Context, w Waiter) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// outcome is the result of a resolved failer: nil if it unlocked, else its
+// error — ErrFailed for a foreign failer that closed Done without one.
+func outcome(w Waiter, f failer) error {
+	if w.IsUnlocked() {
+		return nil
+	}
+	if err := f.Err(); err != nil {
+		return err
+	}
+	return ErrFailed
 }
 
 // alreadyUnlocked is the one closed channel every AlreadyUnlocked shares.

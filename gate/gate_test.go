@@ -344,3 +344,20 @@ func TestOutput(t *testing.T) {
 		assert.Contains(t, err.Error(), `gate "g"`)
 	}
 }
+
+// brokenFailer closes Done without unlocking or giving an error: a foreign
+// implementation's bug that must not read as "unlocked".
+type brokenFailer struct{ done chan struct{} }
+
+func (b brokenFailer) Unlocked() <-chan struct{} { return make(chan struct{}) }
+func (b brokenFailer) IsUnlocked() bool          { return false }
+func (b brokenFailer) Done() <-chan struct{}     { return b.done }
+func (b brokenFailer) Err() error                { return nil }
+
+func TestFailerDoneWithoutErrorIsAFailure(t *testing.T) {
+	b := brokenFailer{done: make(chan struct{})}
+	close(b.done)
+	assert.ErrorIs(t, gate.Wait(context.Background(), b), gate.ErrFailed)
+	assert.ErrorIs(t, gate.Wait(context.Background(), gate.AllOf("all", b)), gate.ErrFailed)
+	assert.ErrorIs(t, gate.NewFlag(b).Wait(), gate.ErrFailed)
+}
