@@ -12,8 +12,8 @@ type Call struct {
 
 // Allowlist is the set of RPC calls a server keeps serving while it
 // upgrades (status, login, the calls an upgrade itself needs). It is
-// immutable and safe for concurrent use. A server guards each call with one
-// line:
+// immutable and safe for concurrent use; a nil *Allowlist allows nothing. A
+// server guards each call with one line:
 //
 //	if err := allowed.Check(gate, service, method); err != nil {
 //		return err // the call is not executed
@@ -40,6 +40,9 @@ func NewAllowlist(calls ...Call) *Allowlist {
 // or for any version (Version 0). Passing version 0 asks about entries for
 // any version only.
 func (a *Allowlist) Allows(service string, version int, method string) bool {
+	if a == nil {
+		return false
+	}
 	if _, ok := a.calls[Call{Service: service, Method: method}]; ok {
 		return true
 	}

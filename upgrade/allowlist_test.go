@@ -43,6 +43,13 @@ func TestAllowlistAllows(t *testing.T) {
 	assert.False(t, al.Allows("S", 0, "M"))
 	assert.False(t, al.Allows("S", 4, "M"))
 	assert.False(t, upgrade.NewAllowlist().Allows("S", 3, "M"))
+
+	var none *upgrade.Allowlist // allows nothing, and does not panic
+	assert.False(t, none.Allows("S", 3, "M"))
+	g := upgrade.NewGate(testclock.NewClock(t0))
+	assert.ErrorIs(t, none.Check(g, "S", "M"), upgrade.ErrUpgradeInProgress)
+	g.Complete()
+	assert.NoError(t, none.Check(g, "S", "M"))
 }
 
 func TestNewAllowlistPanicsOnATypo(t *testing.T) {

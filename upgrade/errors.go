@@ -3,6 +3,7 @@ package upgrade
 import (
 	"errors"
 	"fmt"
+	"reflect"
 	"time"
 )
 
@@ -34,6 +35,11 @@ var (
 
 // InProgressError is the refusal of a call made while the gate is upgrading.
 // It matches ErrUpgradeInProgress. The refused call was not executed.
+//
+// Clients that honour the common "try again later" method, RetryAfter()
+// time.Duration (coldstart/dialer does, for errors its dial function
+// returns), find it with errors.As: the field's name keeps the type itself
+// from having that method, so its As method hands out a view that has it.
 type InProgressError struct {
 	// Phase is the phase the server was in. It is zero when a remote
 	// server named a phase this client does not know.
@@ -53,6 +59,37 @@ func (e *InProgressError) Error() string {
 
 // Is reports whether target is ErrUpgradeInProgress.
 func (e *InProgressError) Is(target error) bool { return target == ErrUpgradeInProgress }
+
+// As serves errors.As for an interface that asks for a RetryAfter()
+// time.Duration method (say interface{ RetryAfter() time.Duration }): when
+// the server gave a hint, it sets *target to the refusal with that method
+// added, so a dialer or retry library that knows nothing of this package
+// still waits as long as the server asked. Other targets are left to
+// errors.As's ordinary matching.
+func (e *InProgressError) As(target any) bool {
+	if e == nil || e.RetryAfter <= 0 {
+		return false // no hint: nothing to wait for
+	}
+	p := reflect.ValueOf(target) // errors.As has checked: a non-nil pointer
+	if p.Kind() != reflect.Pointer || p.IsNil() {
+		return false
+	}
+	want, view := p.Elem().Type(), retryAfterView{e}
+	if want.Kind() != reflect.Interface || !reflect.TypeOf(view).Implements(want) {
+		return false
+	}
+	p.Elem().Set(reflect.ValueOf(view))
+	return true
+}
+
+// retryAfterView is an *InProgressError with the RetryAfter method its
+// field's name rules out (the method, declared here, shadows the promoted
+// field). It still is the refusal: same message, matches
+// ErrUpgradeInProgress, and unwraps to the *InProgressError.
+type retryAfterView struct{ *InProgressError }
+
+func (v retryAfterView) RetryAfter() time.Duration { return v.InProgressError.RetryAfter }
+func (v retryAfterView) Unwrap() error             { return v.InProgressError }
 
 // FailedError is the refusal of a call made after the upgrade failed. It
 // matches ErrUpgradeFailed and unwraps to the cause.

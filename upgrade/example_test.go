@@ -103,3 +103,24 @@ func ExampleMatchBinary() {
 	// no agent binaries for 1.24.5 on linux/amd64; nearest for linux/amd64: 1.24.4, 1.24.6; 1.24.5 is available for linux/arm64
 	// upgrade: invalid version "1.24": that is a series (many versions), not a version; add the patch number, e.g. 1.24.0; want major.minor.patch[.build], e.g. 1.24.5
 }
+
+// A client that dials through coldstart/dialer (dialer.Connect) and turns a
+// refused login into an error: the dialer looks for a RetryAfter()
+// time.Duration method to hold that address off, and errors.As finds one
+// on an *InProgressError, so the server's hint is honoured without an
+// adapter.
+func ExampleInProgressError_retryAfter() {
+	// What the dial function returns when the server refuses the login.
+	var err error = &upgrade.InProgressError{Phase: upgrade.RunningSteps, RetryAfter: 5 * time.Second}
+	err = fmt.Errorf("login to 10.0.0.2:17070: %w", err)
+
+	// The dialer's side: it declares this interface, knowing nothing of upgrade.
+	var hint interface{ RetryAfter() time.Duration }
+	if errors.As(err, &hint) {
+		fmt.Println("leave 10.0.0.2:17070 alone for", hint.RetryAfter())
+	}
+	fmt.Println(errors.Is(err, upgrade.ErrUpgradeInProgress))
+	// Output:
+	// leave 10.0.0.2:17070 alone for 5s
+	// true
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"net/http"
 	"syscall"
@@ -102,6 +103,9 @@ func (c *retryConfig) float() float64 {
 func (c *retryConfig) backoff(attempt int) time.Duration {
 	b := c.base
 	for i := 1; i < attempt && b < c.max; i++ {
+		if b > c.max/2 { // doubling would pass the cap (or overflow)
+			return c.max
+		}
 		b *= 2
 	}
 	return min(b, c.max)
@@ -110,14 +114,29 @@ func (c *retryConfig) backoff(attempt int) time.Duration {
 // wait chooses the wait after attempt. With a server hint the wait is the
 // hint plus a jittered extra of up to max(backoff, hint) (capped), so a herd
 // told "1 s" spreads over the next second instead of returning in
-// lock-step; without one it is the jittered backoff.
+// lock-step; without one it is the jittered backoff. It saturates rather
+// than overflow: a wrapped, negative wait would retry at once, which is
+// exactly the hammering a huge Retry-After asks a client to avoid.
 func (c *retryConfig) wait(attempt int, hint time.Duration) time.Duration {
 	b := c.backoff(attempt)
 	if hint > 0 {
 		window := min(max(b, hint), c.max)
-		return hint + time.Duration(c.jitter*c.float()*float64(window))
+		extra := durationOf(c.jitter * c.float() * float64(window))
+		if extra > math.MaxInt64-hint {
+			return math.MaxInt64
+		}
+		return hint + extra
 	}
-	return time.Duration((1-c.jitter)*float64(b) + c.jitter*c.float()*float64(b))
+	return durationOf((1-c.jitter)*float64(b) + c.jitter*c.float()*float64(b))
+}
+
+// durationOf converts a non-negative float of nanoseconds, saturating: a
+// float64 of MaxInt64 rounds up to 2⁶³, which does not convert.
+func durationOf(ns float64) time.Duration {
+	if ns >= math.MaxInt64 {
+		return math.MaxInt64
+	}
+	return time.Duration(ns)
 }
 
 // hinter is an error carrying the server's wish for how long to wait.

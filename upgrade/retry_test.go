@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"math"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -379,4 +380,47 @@ func TestRetryWhenTheDeadlinePassesDuringACall(t *testing.T) {
 	assert.ErrorIs(t, err, context.DeadlineExceeded)
 	assert.ErrorIs(t, err, upgrade.ErrUpgradeInProgress)
 	require.NoError(t, clk.WaitAdvance(0, waitTimeout, 0), "no timer left behind")
+}
+
+// A server (or proxy) may send an absurd Retry-After; ErrorFromResponse
+// saturates it to the largest Duration. Adding jitter to that must not wrap
+// around to a negative wait, which would retry at once, in a tight loop —
+// the opposite of what the server asked. The same holds for a huge
+// backoff cap after many attempts.
+func TestRetryHugeWaitsSaturateInsteadOfWrapping(t *testing.T) {
+	for _, hint := range []time.Duration{math.MaxInt64, math.MaxInt64 - time.Second, math.MaxInt64 / 2} {
+		for i := range 20 {
+			w, err := upgrade.RetryWait(1, hint, upgrade.WithRand(rand.NewPCG(uint64(i), 3)))
+			require.NoError(t, err)
+			require.GreaterOrEqual(t, w, hint, "hint %v: wait %v is shorter than asked", hint, w)
+		}
+	}
+	for _, jitter := range []float64{0, 0.5, 1} {
+		prev := time.Duration(0)
+		for attempt := 1; attempt <= 100; attempt++ {
+			w, err := upgrade.RetryWait(attempt, 0, upgrade.WithBackoff(time.Second, math.MaxInt64), upgrade.WithJitter(jitter),
+				upgrade.WithRand(highSource{}))
+			require.NoError(t, err)
+			require.GreaterOrEqual(t, w, prev/2, "jitter %v, attempt %d: wait %v fell back (overflow?)", jitter, attempt, w)
+			require.Greater(t, w, time.Duration(0), "jitter %v, attempt %d", jitter, attempt)
+			prev = w
+		}
+	}
+
+	// End to end: Retry parks on a timer instead of calling again.
+	clk := testclock.NewClock(t0)
+	ctx, cancel := context.WithCancel(context.Background())
+	var calls atomic.Int64
+	done := make(chan error, 1)
+	go func() {
+		done <- upgrade.Retry(ctx, clk, func(context.Context) error {
+			calls.Add(1)
+			return &upgrade.InProgressError{Phase: upgrade.RunningSteps, RetryAfter: math.MaxInt64}
+		})
+	}()
+	require.NoError(t, clk.WaitAdvance(0, waitTimeout, 1))
+	require.NoError(t, clk.WaitAdvance(24*time.Hour, waitTimeout, 1)) // a day later: still waiting
+	assert.Equal(t, int64(1), calls.Load())
+	cancel()
+	assert.ErrorIs(t, <-done, context.Canceled)
 }

@@ -3,6 +3,7 @@ package upgrade_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -280,4 +281,41 @@ func TestTransitionHookPanicDoesNotWedgeTheGate(t *testing.T) {
 	assert.Equal(t, upgrade.RunningSteps, g.Phase(), "the transition happened before the hook")
 	g.Complete()
 	assert.Equal(t, 2, calls, "later transitions still reach the hook")
+}
+
+// The dialer convention for "try again later" is a RetryAfter() method,
+// which InProgressError cannot have (its field has the name). errors.As
+// still finds one, and what it finds is the same refusal.
+func TestInProgressErrorOffersTheRetryAfterMethod(t *testing.T) {
+	refusal := &upgrade.InProgressError{Phase: upgrade.Checking, RetryAfter: 3 * time.Second}
+	err := fmt.Errorf("dial 10.0.0.2:17070: %w", refusal)
+
+	var hint interface{ RetryAfter() time.Duration }
+	require.True(t, errors.As(err, &hint))
+	assert.Equal(t, 3*time.Second, hint.RetryAfter())
+	hintErr, ok := hint.(error)
+	require.True(t, ok, "the hint is the refusal itself, an error")
+	assert.Equal(t, refusal.Error(), hintErr.Error())
+	assert.ErrorIs(t, hintErr, upgrade.ErrUpgradeInProgress)
+	var back *upgrade.InProgressError
+	require.ErrorAs(t, hintErr, &back)
+	assert.Same(t, refusal, back)
+
+	var both interface {
+		error
+		RetryAfter() time.Duration
+	}
+	require.True(t, errors.As(err, &both))
+	assert.Equal(t, 3*time.Second, both.RetryAfter())
+
+	var timeout interface{ Timeout() bool }
+	assert.False(t, errors.As(err, &timeout), "unrelated interfaces are not offered")
+	var none interface{ RetryAfter() time.Duration }
+	assert.False(t, errors.As(&upgrade.InProgressError{Phase: upgrade.Checking}, &none), "no hint, no RetryAfter")
+	assert.False(t, errors.As(error((*upgrade.InProgressError)(nil)), &none))
+
+	// The gate's own refusals carry the hint too.
+	g := upgrade.NewGate(testclock.NewClock(t0))
+	require.True(t, errors.As(g.Err(), &hint))
+	assert.Equal(t, upgrade.DefaultRetryAfter, hint.RetryAfter())
 }
