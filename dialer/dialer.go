@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"os"
+	"reflect"
 	"slices"
 	"strconv"
 	"sync"
@@ -125,7 +126,9 @@ func (d *Dialer) dialTCP(ctx context.Context, addr string) (net.Conn, error) {
 // promptly once its ctx ends. T must be an io.Closer (as *tls.Conn,
 // websocket and gRPC client connections are) because a round races its
 // attempts: when several succeed the first wins, and every other value
-// open returned is closed before Connect returns, so nothing leaks.
+// open returned is closed before Connect returns, so nothing leaks (a
+// non-nil value returned beside an error is closed too; a nil one without
+// an error counts as that address failing).
 //
 // Each round tries its candidates in parallel, staggered: the next starts
 // when the previous attempt fails or HeadStart after it started. Local
@@ -263,14 +266,16 @@ func (c *connector[T]) race(ctx context.Context, addrs []string, abort <-chan st
 		}
 	}()
 	next, inflight := 0, 0
-	launch := func() {
+	// launch starts the next attempt; it reports false, starting nothing,
+	// once abort has closed. The select below picks at random among ready
+	// cases, so a head start or a failure may be handled after LocalReady
+	// closed: checking here, as late as possible, is what keeps "no peer is
+	// dialled after ready" true rather than merely likely.
+	launch := func() bool {
 		addr := addrs[next]
-		next++
-		inflight++
-		c.tried(addr)
 		// Arm (or stop) the head-start timer before the attempt starts, so
 		// anyone who observes the attempt also observes the timer it implies.
-		if next < len(addrs) {
+		if next+1 < len(addrs) {
 			if stagger == nil {
 				stagger = clk.NewTimer(headStart)
 			} else {
@@ -281,13 +286,23 @@ func (c *connector[T]) race(ctx context.Context, addrs []string, abort <-chan st
 			stopTimer(stagger)
 			staggerC = nil
 		}
+		if isClosed(abort) {
+			return false
+		}
+		next++
+		inflight++
+		c.tried(addr)
 		go func() {
 			v, err := c.open(rctx, addr)
-			if err == nil && any(v) == nil {
+			switch {
+			case err == nil && isNil(v):
 				err = errNilConn
+			case err != nil:
+				closeQuietly(v) // a value returned beside an error must not leak either
 			}
 			results <- result{addr, v, err}
 		}()
+		return true
 	}
 	// drain cancels the attempts still running, waits for each, and closes
 	// any that connected anyway: the losers never outlive the round.
@@ -303,7 +318,9 @@ func (c *connector[T]) race(ctx context.Context, addrs []string, abort <-chan st
 		}
 	}
 
-	launch()
+	if !launch() {
+		return zero, "", readyFired
+	}
 	for {
 		select {
 		case r := <-results:
@@ -315,12 +332,19 @@ func (c *connector[T]) race(ctx context.Context, addrs []string, abort <-chan st
 			c.failed(r.addr, r.err, rctx.Err() != nil)
 			switch {
 			case next < len(addrs):
-				launch() // a failure hands over at once, not after the head start
+				// A failure hands over at once, not after the head start.
+				if !launch() {
+					drain()
+					return zero, "", readyFired
+				}
 			case inflight == 0:
 				return zero, "", allFailed
 			}
 		case <-staggerC:
-			launch()
+			if !launch() {
+				drain()
+				return zero, "", readyFired
+			}
 		case <-abort:
 			drain()
 			return zero, "", readyFired
@@ -535,9 +559,24 @@ func isClosed(ch <-chan struct{}) bool {
 }
 
 func closeQuietly[T io.Closer](v T) {
-	if any(v) != nil {
+	if !isNil(v) {
 		_ = v.Close()
 	}
+}
+
+// isNil reports whether v is nil, including a nil pointer (or map, func...)
+// in T: any(v) == nil misses a typed nil such as (*tls.Conn)(nil), which
+// would then win a round or have its Close called.
+func isNil[T any](v T) bool {
+	rv := reflect.ValueOf(any(v))
+	if !rv.IsValid() {
+		return true
+	}
+	switch rv.Kind() {
+	case reflect.Pointer, reflect.Interface, reflect.Map, reflect.Slice, reflect.Func, reflect.Chan, reflect.UnsafePointer:
+		return rv.IsNil()
+	}
+	return false
 }
 
 // resetTimer and stopTimer drop a fired but unread value, so that a later

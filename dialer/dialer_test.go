@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/juju/clock"
+	"github.com/juju/clock/testclock"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
@@ -743,4 +745,130 @@ func TestPreferLocalRetriesAtOnceWhenLocalBecomesReady(t *testing.T) {
 	require.NoError(t, r.err)
 	assert.True(t, r.route.Local)
 	assert.Equal(t, t0, clk.Now())
+}
+
+// resetHookClock is a testclock whose timers call onReset before every
+// Reset, so that a test can act at the moment a round re-arms its head
+// start: between deciding to start the next attempt and starting it.
+type resetHookClock struct {
+	*testclock.Clock
+	onReset func()
+}
+
+func (c *resetHookClock) NewTimer(d time.Duration) clock.Timer {
+	return &resetHookTimer{Timer: c.Clock.NewTimer(d), onReset: c.onReset}
+}
+
+type resetHookTimer struct {
+	clock.Timer
+	onReset func()
+}
+
+func (t *resetHookTimer) Reset(d time.Duration) bool {
+	t.onReset()
+	return t.Timer.Reset(d)
+}
+
+// LocalReady may close while a fallback round is between two attempts: a
+// peer has just failed and the round is starting the next. That attempt
+// must not start — once ready, no peer is dialled, not even the one the
+// round had already picked. (The round's select picks at random among
+// ready cases, so without a last check the guarantee would be only likely.)
+func TestNoPeerAttemptStartsOnceReadyHasClosed(t *testing.T) {
+	ready := make(chan struct{})
+	var mu sync.Mutex
+	peerDials := 0
+	var afterReady []string
+	rec := newRecorder(func(ctx context.Context, _, addr string) (net.Conn, error) {
+		if addr == "127.0.0.1:17070" {
+			return &fakeConn{addr: addr}, nil
+		}
+		mu.Lock()
+		peerDials++
+		n := peerDials
+		select {
+		case <-ready:
+			afterReady = append(afterReady, addr)
+		default:
+		}
+		mu.Unlock()
+		if n == 1 { // the first peer never answers: the round stays open
+			<-ctx.Done()
+			return nil, ctx.Err()
+		}
+		return nil, refused(addr) // the second fails at once
+	})
+	resets := 0
+	clk := &resetHookClock{Clock: newClock(), onReset: func() {
+		// 1st Reset: the head start expired and the second peer starts.
+		// 2nd Reset: it failed and the round moves on to the third peer (a
+		// fourth remains, so the head start is re-armed) — this is when the
+		// local server becomes ready.
+		if resets++; resets == 2 {
+			close(ready)
+		}
+	}}
+	d := mustNew(t, dialer.Config{
+		LocalPort:       17070,
+		Remote:          func() []string { return []string{"10.0.0.1:1", "10.0.0.2:1", "10.0.0.3:1", "10.0.0.4:1"} },
+		LocalReady:      ready,
+		LocalReadyGrace: time.Second,
+		HeadStart:       time.Hour,
+		Clock:           clk,
+		DialContext:     rec.DialContext,
+	})
+	done := goDial(context.Background(), d)
+	require.NoError(t, clk.WaitAdvance(time.Second, waitFor, 1)) // grace over: fall back
+	rec.next(t)
+	require.NoError(t, clk.WaitAdvance(time.Hour, waitFor, 1)) // head start over
+	r := result(t, done)
+	require.NoError(t, r.err)
+	assert.True(t, r.route.Local)
+	mu.Lock()
+	defer mu.Unlock()
+	assert.Empty(t, afterReady, "peers dialled after LocalReady closed")
+	assert.Equal(t, 2, peerDials)
+}
+
+// nilDerefClient panics if Close is called on a nil pointer, as most
+// client types would.
+type nilDerefClient struct{ conn *fakeConn }
+
+func (c *nilDerefClient) Close() error { return c.conn.Close() }
+
+// An open func that returns a typed nil (a nil *T, no error) failed: it
+// neither wins the round nor has Close called on it. A value returned
+// beside an error is closed, like every other loser.
+func TestConnectTreatsATypedNilAsAFailure(t *testing.T) {
+	clk := newClock()
+	var cs conns
+	d := mustNew(t, dialer.Config{LocalPort: 17070, Policy: dialer.RequireLocal, Clock: clk})
+	c, route, err := dialer.Connect(context.Background(), d, func(_ context.Context, addr string) (*nilDerefClient, error) {
+		switch addr {
+		case "127.0.0.1:17070":
+			return nil, nil
+		default:
+			return &nilDerefClient{conn: cs.make(addr)}, nil
+		}
+	})
+	require.NoError(t, err)
+	require.NotNil(t, c)
+	assert.Equal(t, "[::1]:17070", route.Addr)
+
+	var sloppy conns
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, _, err := dialer.Connect(ctx, d, func(_ context.Context, addr string) (*nilDerefClient, error) {
+			return &nilDerefClient{conn: sloppy.make(addr)}, refused(addr)
+		})
+		done <- err
+	}()
+	require.NoError(t, clk.WaitAdvance(0, waitFor, 1)) // both failed; in backoff
+	cancel()
+	err = <-done
+	assert.ErrorContains(t, err, "[::1]:17070")
+	made, closed := sloppy.closedCount()
+	assert.Equal(t, 2, made)
+	assert.Equal(t, 2, closed, "values returned beside an error are closed")
 }
