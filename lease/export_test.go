@@ -22,3 +22,14 @@ func Settled(t *Tracker, now time.Time) bool {
 	wake := t.sleeping.Load()
 	return wake != 0 && wake > now.UnixNano() && !t.hasPending()
 }
+
+// MemStoreWatches returns how many Lost watches m has open.
+func MemStoreWatches(m *MemStore) int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n := 0
+	for _, ws := range m.watches {
+		n += len(ws)
+	}
+	return n
+}

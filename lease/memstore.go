@@ -19,6 +19,23 @@ type MemStore struct {
 	mu    sync.Mutex
 	terms map[string]memTerm // by lease name; may hold expired terms
 	last  uint64             // the last token issued
+	// watches are the open Lost channels, by lease name. Each is closed
+	// (and removed) when its term ends: by a revoke, by a claim that
+	// replaces it, or by its expiry timer.
+	watches map[string]map[*memWatch]struct{}
+}
+
+// memWatch is one Lost channel of the term token of a lease.
+type memWatch struct {
+	ctx   context.Context // once it ends, the watch reports nothing
+	name  string
+	token uint64
+	lost  chan struct{}
+	// expiry fires at the term's expiry as last seen; an extend moves
+	// the expiry, and the timer is re-armed when it finds the term live.
+	expiry clock.Timer
+	// unhook detaches the watch's ctx callback.
+	unhook func() bool
 }
 
 type memTerm struct {
@@ -32,12 +49,13 @@ func NewMemStore(clk clock.Clock) *MemStore {
 	if clk == nil {
 		clk = clock.WallClock
 	}
-	return &MemStore{clk: clk, terms: make(map[string]memTerm)}
+	return &MemStore{clk: clk, terms: make(map[string]memTerm), watches: make(map[string]map[*memWatch]struct{})}
 }
 
 var _ interface {
 	Store
 	Reader
+	LossNotifier
 } = (*MemStore)(nil)
 
 // Claim implements Store. It returns a *HeldError naming the holder while a
@@ -63,6 +81,7 @@ func (m *MemStore) Claim(ctx context.Context, name, holder string, d time.Durati
 	m.last++
 	g := Grant{Name: name, Holder: holder, Token: m.last, Duration: d}
 	m.terms[name] = memTerm{grant: g, expiry: now.Add(d)}
+	m.endTerms(name) // any watched term of name ended before this one
 	return g, nil
 }
 
@@ -102,6 +121,7 @@ func (m *MemStore) Revoke(ctx context.Context, g Grant) error {
 		return ErrNotHeld
 	}
 	delete(m.terms, g.Name)
+	m.endTerms(g.Name)
 	return nil
 }
 
@@ -130,4 +150,83 @@ func (m *MemStore) live(g Grant, now time.Time) (memTerm, bool) {
 		return memTerm{}, false
 	}
 	return cur, true
+}
+
+// Lost implements LossNotifier: the channel is closed when the term g is
+// revoked, replaced by a claim, or expires on the store's clock (at once if
+// it is already over). When ctx ends first the channel stays open and the
+// watch is dropped. Lost never blocks.
+func (m *MemStore) Lost(ctx context.Context, g Grant) <-chan struct{} {
+	lost := make(chan struct{})
+	if ctx.Err() != nil {
+		return lost
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	now := m.clk.Now()
+	cur, ok := m.live(g, now)
+	if !ok {
+		close(lost)
+		return lost
+	}
+	w := &memWatch{ctx: ctx, name: g.Name, token: g.Token, lost: lost}
+	if m.watches[g.Name] == nil {
+		m.watches[g.Name] = make(map[*memWatch]struct{})
+	}
+	m.watches[g.Name][w] = struct{}{}
+	w.expiry = m.clk.AfterFunc(cur.expiry.Sub(now), func() { m.expired(w) })
+	w.unhook = context.AfterFunc(ctx, func() { m.unwatch(w) })
+	return lost
+}
+
+// expired runs when w's expiry timer fires: it ends w if its term is
+// over, else re-arms the timer for the term's current expiry.
+func (m *MemStore) expired(w *memWatch) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, ok := m.watches[w.name][w]; !ok {
+		return // ended or dropped meanwhile
+	}
+	now := m.clk.Now()
+	if cur, ok := m.terms[w.name]; ok && cur.grant.Token == w.token && now.Before(cur.expiry) {
+		w.expiry = m.clk.AfterFunc(cur.expiry.Sub(now), func() { m.expired(w) }) // extended
+		return
+	}
+	m.end(w)
+}
+
+// unwatch drops w, leaving its channel open: its ctx ended.
+func (m *MemStore) unwatch(w *memWatch) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, ok := m.watches[w.name][w]; ok {
+		m.drop(w)
+	}
+}
+
+// endTerms closes every watch of the lease name: the term they watch (the
+// live one, or an older one) has just ended. m.mu must be held.
+func (m *MemStore) endTerms(name string) {
+	for w := range m.watches[name] {
+		m.end(w)
+	}
+}
+
+// end drops w and closes its channel, unless its ctx has ended (its
+// callback, which drops it, may not have run yet). m.mu must be held.
+func (m *MemStore) end(w *memWatch) {
+	m.drop(w)
+	w.unhook()
+	if w.ctx.Err() == nil {
+		close(w.lost)
+	}
+}
+
+// drop removes w and stops its timer. m.mu must be held.
+func (m *MemStore) drop(w *memWatch) {
+	delete(m.watches[w.name], w)
+	if len(m.watches[w.name]) == 0 {
+		delete(m.watches, w.name)
+	}
+	w.expiry.Stop()
 }

@@ -21,7 +21,8 @@ import (
 // TestPropertyNoOverlappingHeld drives many trackers contending for two
 // leases in one MemStore through random store faults (timeouts, applied
 // timeouts, hangs, denied claims, latency), random clock steps and
-// restarts (with and without release), and checks that
+// restarts (with and without release), with the MemStore's loss signals
+// and spurious ones, and checks that
 //   - every outstanding Held promise (Check result or Changes status) is
 //     backed by the store: until its Until, the store's live term for the
 //     lease carries the promised token; and
@@ -153,6 +154,8 @@ func runProperty(t *testing.T, seed uint64, steps int) {
 			in.store.SetLatency(l[0], l[1])
 		case k < 92:
 			in.store.Next(leasetest.OpClaim, leasetest.Lost) // a claim denied, holder unnamed
+		case k < 95:
+			in.store.SignalLost(in.name) // a spurious loss signal
 		default: // restart the slot
 			i := 0
 			for slots[i] != in {
@@ -329,6 +332,11 @@ func (s *recordingStore) Claim(ctx context.Context, name, holder string, d time.
 
 func (s *recordingStore) Extend(ctx context.Context, g lease.Grant, d time.Duration) (lease.Grant, error) {
 	return s.granted(s.Store.Extend(ctx, g, d))
+}
+
+// Lost passes MemStore's LossNotifier through.
+func (s *recordingStore) Lost(ctx context.Context, g lease.Grant) <-chan struct{} {
+	return s.Store.(lease.LossNotifier).Lost(ctx, g)
 }
 
 func (s *recordingStore) Revoke(ctx context.Context, g lease.Grant) error {

@@ -55,6 +55,25 @@ type Reader interface {
 	Holder(ctx context.Context, name string) (Grant, error)
 }
 
+// LossNotifier is an optional Store extension that tells early when a term
+// may be over — its lease revoked, expired, or taken over — instead of at
+// the holder's next Extend. MemStore and etcdlease's Store implement it.
+//
+// A Tracker whose Store implements it watches each term it holds and, when
+// the channel closes, renews at once rather than at its next scheduled
+// renewal. The signal is only a hint: it never makes a tracker report
+// "not leader" by itself. Only the store's definitive answer to that
+// renewal (ErrNotHeld) does, and a renewal that confirms the term leaves the
+// tracker Held with the same token.
+type LossNotifier interface {
+	// Lost returns a channel that is closed when the store learns that the
+	// term g is over (at once if it already is). It must not block: it
+	// returns at once and watches in the background, until ctx ends,
+	// whereupon the channel stays open and nothing of the watch remains.
+	// A nil channel means the store cannot watch g.
+	Lost(ctx context.Context, g Grant) <-chan struct{}
+}
+
 // Store errors. Only these two are definitive; a Store reports anything it
 // cannot confirm (a timeout, a lost connection) as some other error.
 var (

@@ -63,6 +63,13 @@ type Status struct {
 // has passed. Check answers from a cached snapshot while enough validity
 // remains; otherwise it waits for a renewal. A Tracker is safe for
 // concurrent use; Close stops it.
+//
+// If the Store is also a LossNotifier, the tracker watches each term it
+// holds and, when told the term may be over, renews at once instead of at
+// the next scheduled renewal, so a revoked or taken-over term is reported
+// as ErrNotLeader promptly. The signal alone changes nothing: only the
+// store's answer to that renewal does (a confirmation keeps Held and the
+// token). Until that answer, Check still answers from the cached promise.
 type Tracker struct {
 	cfg        Config
 	maxPromise time.Duration // the most any check can ask: 2×Duration − Margin
@@ -95,6 +102,19 @@ type Tracker struct {
 	grant    Grant
 	hasGrant bool
 	backoff  time.Duration
+	loss     lossWatch
+}
+
+// lossWatch is the renewer's watch of its term through a LossNotifier.
+type lossWatch struct {
+	notifier LossNotifier // nil when the Store is not one
+	token    uint64       // the term watched (or last watched)
+	armed    bool         // a watch of token is running
+	lost     <-chan struct{}
+	stop     context.CancelFunc
+	// signalled: the watch of token fired and the renewer has renewed at
+	// once; if the store confirms the term, the signal was spurious.
+	signalled bool
 }
 
 // snapshot is one published state. It is never modified once stored;
@@ -141,6 +161,7 @@ func newTracker(cfg Config, h hooks) (*Tracker, error) {
 		exited:     make(chan struct{}),
 		hooks:      h,
 	}
+	t.loss.notifier, _ = cfg.Store.(LossNotifier)
 	t.snap.Store(&snapshot{cause: errNotClaimed, changed: make(chan struct{})})
 	go t.run()
 	return t, nil
@@ -372,6 +393,12 @@ func (t *Tracker) wait(delay time.Duration) bool {
 				return false
 			case <-timer.Chan():
 				break loop
+			case <-t.loss.lost:
+				// The store says our term may be over: ask it now
+				// rather than at the scheduled renewal.
+				t.loss.fired()
+				timer.Stop()
+				break loop
 			case <-t.kick:
 				if t.hasPending() {
 					timer.Stop()
@@ -459,6 +486,8 @@ func (t *Tracker) attempt() time.Duration {
 
 func (t *Tracker) confirmed(g Grant, sent, now time.Time) time.Duration {
 	t.grant, t.hasGrant, t.backoff = g, true, 0
+	// Before publishing: once Held is seen, the term is watched.
+	t.loss.follow(t.ctx, g)
 	until := sent.Add(g.Duration - t.cfg.Margin)
 	st := Status{State: Held, Holder: t.cfg.Holder, Until: until, Token: g.Token}
 	if !now.Before(until) {
@@ -476,6 +505,7 @@ func (t *Tracker) confirmed(g Grant, sent, now time.Time) time.Duration {
 func (t *Tracker) lost(err error) time.Duration {
 	wasExtending := t.hasGrant
 	t.grant, t.hasGrant, t.backoff = Grant{}, false, 0
+	t.loss.end()
 	var he *HeldError
 	holder := ""
 	if errors.As(err, &he) {
@@ -557,6 +587,7 @@ func (t *Tracker) store(s *snapshot) {
 // shutdown releases the lease if configured and publishes the final,
 // closed snapshot.
 func (t *Tracker) shutdown() {
+	t.loss.end()
 	if t.cfg.ReleaseOnClose && t.hasGrant {
 		t.closeErr = t.release()
 	}
@@ -574,4 +605,43 @@ func (t *Tracker) release() error {
 		return nil // released, or the term was over already
 	}
 	return fmt.Errorf("lease %q: release on close not confirmed: %w", t.cfg.Name, err)
+}
+
+// follow keeps the term of g watched after the store confirmed it. A new
+// term gets a new watch (the old one ends). A confirmation right after the
+// watch fired shows the signal was spurious: the term is watched again only
+// from the next confirmation, so a notifier that keeps signalling costs at
+// most one extra store call per renewal.
+func (w *lossWatch) follow(parent context.Context, g Grant) {
+	if w.notifier == nil {
+		return
+	}
+	if g.Token == w.token {
+		if w.signalled {
+			w.signalled = false
+			return
+		}
+		if w.armed {
+			return
+		}
+	}
+	w.end()
+	ctx, stop := context.WithCancel(parent) // parent ends on Close
+	w.token, w.armed, w.stop = g.Token, true, stop
+	w.lost = w.notifier.Lost(ctx, g)
+}
+
+// fired records that the watch's channel closed, and ends the watch.
+func (w *lossWatch) fired() {
+	token := w.token
+	w.end()
+	w.token, w.signalled = token, true
+}
+
+// end stops watching.
+func (w *lossWatch) end() {
+	if w.stop != nil {
+		w.stop()
+	}
+	*w = lossWatch{notifier: w.notifier}
 }

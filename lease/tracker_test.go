@@ -44,7 +44,27 @@ type fixture struct {
 // newFixture starts a tracker "unit-0" on lease "singular" over a
 // FaultStore over a MemStore, all on a testclock at t0, without jitter.
 // before runs before the tracker starts (e.g. to inject faults).
+//
+// The FaultStore wraps only the MemStore's Store methods: these tests count
+// the clock's timers exactly (WaitAdvance), and MemStore's Lost arms an
+// expiry timer. The FaultStore's own Lost still fires on SignalLost. The
+// loss-notification tests use newNotifyingFixture.
 func newFixture(t *testing.T, mod func(*lease.Config), before func(f *fixture)) *fixture {
+	t.Helper()
+	return startFixture(t, false, mod, before)
+}
+
+// newNotifyingFixture is newFixture with MemStore's LossNotifier passed
+// through the FaultStore to the tracker.
+func newNotifyingFixture(t *testing.T, mod func(*lease.Config), before func(f *fixture)) *fixture {
+	t.Helper()
+	return startFixture(t, true, mod, before)
+}
+
+// storeOnly hides every method of a Store but the Store interface's.
+type storeOnly struct{ lease.Store }
+
+func startFixture(t *testing.T, notify bool, mod func(*lease.Config), before func(f *fixture)) *fixture {
 	t.Helper()
 	f := &fixture{
 		clk:       testclock.NewClock(t0),
@@ -52,7 +72,11 @@ func newFixture(t *testing.T, mod func(*lease.Config), before func(f *fixture)) 
 		checkWait: make(chan struct{}, 1000),
 	}
 	f.mem = lease.NewMemStore(f.clk)
-	f.store = leasetest.NewFaultStore(f.mem, f.clk)
+	if notify {
+		f.store = leasetest.NewFaultStore(f.mem, f.clk)
+	} else {
+		f.store = leasetest.NewFaultStore(storeOnly{f.mem}, f.clk)
+	}
 	cfg := lease.Config{
 		Store: f.store, Name: "singular", Holder: "unit-0", Duration: dur,
 		Jitter: -1, Clock: f.clk,

@@ -48,6 +48,10 @@ type Harness struct {
 //   - A call with a cancelled ctx either succeeds (the store applied it)
 //     or returns an error that is neither ErrHeld nor ErrNotHeld: a
 //     cancelled call is ambiguous, never a definitive denial.
+//
+// If the store is also a lease.LossNotifier: Lost stays open while the term
+// is extended, and closes (within a few seconds of real time) when the term
+// is revoked or expires, and at once for a term already over.
 func RunStoreContract(t *testing.T, setup func(t *testing.T) Harness) {
 	t.Helper()
 	for _, c := range contractCases {
@@ -78,6 +82,65 @@ var contractCases = []struct {
 	{"UnextendedTermExpires", testUnextendedTermExpires},
 	{"ConcurrentClaimsHaveOneWinner", testConcurrentClaimsHaveOneWinner},
 	{"CancelledContextIsNeverDefinitive", testCancelledContextIsNeverDefinitive},
+	{"LostClosesWhenTermIsRevoked", testLostClosesWhenTermIsRevoked},
+}
+
+// lostWithin bounds, in real time, how long a LossNotifier may take to
+// report a term that ended (etcd's watch is asynchronous).
+const lostWithin = 10 * time.Second
+
+// watchLost returns the store's Lost channel for g, or nil when the store is
+// not a lease.LossNotifier. The watch ends with the test.
+func watchLost(t *testing.T, h Harness, g lease.Grant) <-chan struct{} {
+	t.Helper()
+	n, ok := h.Store.(lease.LossNotifier)
+	if !ok {
+		return nil
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	ch := n.Lost(ctx, g)
+	if ch == nil {
+		t.Fatalf("Lost(%+v) returned a nil channel for a live term", g)
+	}
+	return ch
+}
+
+func wantLost(t *testing.T, ch <-chan struct{}, why string) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-time.After(lostWithin):
+		t.Fatalf("Lost stayed open %v after %s", lostWithin, why)
+	}
+}
+
+func wantNotLost(t *testing.T, ch <-chan struct{}, why string) {
+	t.Helper()
+	select {
+	case <-ch:
+		t.Fatalf("Lost closed %s", why)
+	default:
+	}
+}
+
+func testLostClosesWhenTermIsRevoked(t *testing.T, h Harness, name string) {
+	if _, ok := h.Store.(lease.LossNotifier); !ok {
+		t.Skip("the store is not a lease.LossNotifier")
+	}
+	a := mustClaim(t, h, name, "a")
+	lost := watchLost(t, h, a)
+	for _, d := range []time.Duration{h.Term, 2 * h.Term} { // etcd moves a longer term to a new etcd lease
+		if _, err := h.Store.Extend(context.Background(), a, d); err != nil {
+			t.Fatalf("Extend(%v): %v", d, err)
+		}
+	}
+	wantNotLost(t, lost, "while the term was held")
+	if err := h.Store.Revoke(context.Background(), a); err != nil {
+		t.Fatalf("Revoke: %v", err)
+	}
+	wantLost(t, lost, "the term was revoked")
+	wantLost(t, watchLost(t, h, a), "the term was over when the watch began")
 }
 
 func mustClaim(t *testing.T, h Harness, name, holder string) lease.Grant {
@@ -250,6 +313,7 @@ const maxExpiryRounds = 10
 
 func testUnextendedTermExpires(t *testing.T, h Harness, name string) {
 	a := mustClaim(t, h, name, "a")
+	lost := watchLost(t, h, a) // nil unless the store is a LossNotifier
 	h.Advance(a.Duration)
 	var b lease.Grant
 	for round := 0; ; round++ {
@@ -270,6 +334,9 @@ func testUnextendedTermExpires(t *testing.T, h Harness, name string) {
 	}
 	_, err := h.Store.Extend(context.Background(), a, h.Term)
 	wantNotHeld(t, "Extend of the expired term", err)
+	if lost != nil {
+		wantLost(t, lost, "the term expired")
+	}
 }
 
 func testConcurrentClaimsHaveOneWinner(t *testing.T, h Harness, name string) {

@@ -81,6 +81,12 @@ var ErrInjectedTimeout = errors.New("leasetest: injected lease operation timeout
 // queued with Next apply to the next calls, one each, before the standing
 // fault set with Always. It also adds request and response latency on its
 // clock. It is safe for concurrent use.
+//
+// A FaultStore is always a lease.LossNotifier, whatever it wraps: its Lost
+// forwards the wrapped store's signals when that store is a LossNotifier
+// too, and SignalLost adds spurious ones. (Go cannot give a type a method
+// only when a wrapped value has it; a Lost that never fires on its own is
+// what a store without one amounts to.)
 type FaultStore struct {
 	store lease.Store
 	clk   clock.Clock
@@ -94,9 +100,21 @@ type FaultStore struct {
 	blocked     int
 	// change is closed and replaced whenever blocked changes.
 	change chan struct{}
+	// watches are the open Lost channels, by lease name.
+	watches map[string]map[*faultWatch]struct{}
 }
 
-var _ lease.Store = (*FaultStore)(nil)
+// faultWatch is one channel Lost handed out.
+type faultWatch struct {
+	ctx  context.Context // once it ends, the watch reports nothing
+	name string
+	lost chan struct{}
+}
+
+var _ interface {
+	lease.Store
+	lease.LossNotifier
+} = (*FaultStore)(nil)
 
 // NewFaultStore wraps store; latency is timed on clk (nil means
 // clock.WallClock). It starts with no faults.
@@ -108,12 +126,13 @@ func NewFaultStore(store lease.Store, clk clock.Clock) *FaultStore {
 		clk = clock.WallClock
 	}
 	return &FaultStore{
-		store:  store,
-		clk:    clk,
-		queued: make(map[Op][]Fault),
-		always: make(map[Op]Fault),
-		calls:  make(map[Op]int),
-		change: make(chan struct{}),
+		store:   store,
+		clk:     clk,
+		queued:  make(map[Op][]Fault),
+		always:  make(map[Op]Fault),
+		calls:   make(map[Op]int),
+		change:  make(chan struct{}),
+		watches: make(map[string]map[*faultWatch]struct{}),
 	}
 }
 
@@ -316,4 +335,79 @@ func (f *FaultStore) Revoke(ctx context.Context, g lease.Grant) error {
 		return lerr
 	}
 	return err
+}
+
+// Lost implements lease.LossNotifier. The channel closes when the wrapped
+// store's Lost channel for g does (if the wrapped store is a
+// lease.LossNotifier), or when SignalLost is called for g's lease. When ctx
+// ends first it stays open. Faults do not apply to Lost.
+func (f *FaultStore) Lost(ctx context.Context, g lease.Grant) <-chan struct{} {
+	w := &faultWatch{ctx: ctx, name: g.Name, lost: make(chan struct{})}
+	if ctx.Err() != nil {
+		return w.lost
+	}
+	f.mu.Lock()
+	if f.watches[g.Name] == nil {
+		f.watches[g.Name] = make(map[*faultWatch]struct{})
+	}
+	f.watches[g.Name][w] = struct{}{}
+	f.mu.Unlock()
+	var inner <-chan struct{}
+	if n, ok := f.store.(lease.LossNotifier); ok {
+		inner = n.Lost(ctx, g)
+	}
+	if inner == nil {
+		context.AfterFunc(ctx, func() { f.endWatch(w, false) })
+		return w.lost
+	}
+	go func() {
+		select {
+		case <-inner:
+			f.endWatch(w, true)
+		case <-ctx.Done():
+			f.endWatch(w, false)
+		case <-w.lost: // closed by SignalLost
+		}
+	}()
+	return w.lost
+}
+
+// SignalLost closes every open Lost channel of the named lease (one whose
+// ctx has not ended), whether or not its term is over — a spurious signal,
+// unless the test ended the term — and returns how many it closed. A
+// lease.Tracker must answer it by asking the store, not by reporting a
+// loss.
+func (f *FaultStore) SignalLost(name string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := 0
+	for w := range f.watches[name] {
+		f.dropWatch(w)
+		if w.ctx.Err() == nil {
+			close(w.lost)
+			n++
+		}
+	}
+	return n
+}
+
+// endWatch removes w if it is still open, closing its channel if lost.
+func (f *FaultStore) endWatch(w *faultWatch, lost bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if _, ok := f.watches[w.name][w]; !ok {
+		return // SignalLost closed it
+	}
+	f.dropWatch(w)
+	if lost && w.ctx.Err() == nil {
+		close(w.lost)
+	}
+}
+
+// dropWatch removes w. f.mu must be held.
+func (f *FaultStore) dropWatch(w *faultWatch) {
+	delete(f.watches[w.name], w)
+	if len(f.watches[w.name]) == 0 {
+		delete(f.watches, w.name)
+	}
 }

@@ -153,3 +153,63 @@ func TestFaultAndOpStrings(t *testing.T) {
 	assert.Equal(t, "extend", leasetest.OpExtend.String())
 	assert.Equal(t, "Op(0x7)", leasetest.AnyOp.String())
 }
+
+func requireClosed(t *testing.T, ch <-chan struct{}, why string) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-time.After(5 * time.Second):
+		t.Fatal(why)
+	}
+}
+
+func requireOpen(t *testing.T, ch <-chan struct{}, why string) {
+	t.Helper()
+	select {
+	case <-ch:
+		t.Fatal(why)
+	default:
+	}
+}
+
+// FaultStore forwards the wrapped store's Lost signals (a Lost fault, which
+// revokes the term, is one) and adds spurious ones with SignalLost.
+func TestFaultStoreLostForwardsAndSignals(t *testing.T) {
+	_, _, fs := newStores()
+	ctx := context.Background()
+	a, err := fs.Claim(ctx, "a", "h", term)
+	require.NoError(t, err)
+	b, err := fs.Claim(ctx, "b", "h", term)
+	require.NoError(t, err)
+	lostA, lostB := fs.Lost(ctx, a), fs.Lost(ctx, b)
+
+	fs.Next(leasetest.OpExtend, leasetest.Lost)
+	_, err = fs.Extend(ctx, a, term)
+	require.ErrorIs(t, err, lease.ErrNotHeld)
+	requireClosed(t, lostA, "the wrapped store's signal was not forwarded")
+	requireOpen(t, lostB, "another lease's watch fired")
+
+	assert.Equal(t, 1, fs.SignalLost("b"))
+	requireClosed(t, lostB, "SignalLost did not close the watch")
+	_, err = fs.Extend(ctx, b, term)
+	require.NoError(t, err, "a spurious signal: the term is still held")
+	assert.Zero(t, fs.SignalLost("b"), "a closed watch is not signalled twice")
+}
+
+// Over a store that cannot watch, only SignalLost closes a Lost channel;
+// a watch whose ctx ended is never signalled.
+func TestFaultStoreLostOverStoreWithoutNotifier(t *testing.T) {
+	mem := lease.NewMemStore(testclock.NewClock(t0))
+	fs := leasetest.NewFaultStore(struct{ lease.Store }{mem}, nil)
+	g, err := fs.Claim(context.Background(), "l", "h", term)
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	ended := fs.Lost(ctx, g)
+	cancel()
+	lost := fs.Lost(context.Background(), g)
+	require.NoError(t, fs.Revoke(context.Background(), g))
+	requireOpen(t, lost, "the wrapped store cannot watch")
+	assert.Equal(t, 1, fs.SignalLost("l"))
+	requireClosed(t, lost, "SignalLost did not close the watch")
+	requireOpen(t, ended, "a watch whose ctx ended was signalled")
+}
