@@ -105,8 +105,9 @@ func NewStore(cli *clientv3.Client, prefix string) *Store {
 }
 
 var (
-	_ lease.Store  = (*Store)(nil)
-	_ lease.Reader = (*Store)(nil)
+	_ lease.Store        = (*Store)(nil)
+	_ lease.Reader       = (*Store)(nil)
+	_ lease.LossNotifier = (*Store)(nil)
 )
 
 // Key returns the etcd key that holds the named lease.

@@ -7,6 +7,7 @@ package etcdlease_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -133,6 +134,55 @@ func TestTrackerLearnsRevokedTermDefinitively(t *testing.T) {
 	require.NoError(t, etcdlease.NewStore(cli, "/revoked/").Revoke(ctx, current))
 
 	nextStatus(t, tr.Changes(), 10*time.Second, isNotHeld, nil, "the loss")
+	again := nextStatus(t, tr.Changes(), 10*time.Second, isHeld, nil, "a new term")
+	require.Greater(t, again.Token, held.Token)
+}
+
+// Another client deletes the leader's key: etcdlease's Lost watch tells
+// the tracker, which renews at once and learns definitively that its term
+// is over. Leader work under WithLeadership is cancelled with ErrNotLeader
+// within the test's 20 s ctx, although with a one-minute Duration the next
+// scheduled renewal would come only 57 s after the claim.
+func TestTrackerLearnsDeletedKeyBeforeScheduledRenewal(t *testing.T) {
+	_, cli := startSingle(t)
+	other := newClient(t, cli.Endpoints()...)
+	store := etcdlease.NewStore(cli, "/deleted/")
+	const d = time.Minute // claims for 2 min, renews after 57 s
+	tr := newTracker(t, lease.Config{Store: store, Name: "singular", Holder: "a", Duration: d, Jitter: -1})
+	ctx := testCtx(t)
+	held := nextStatus(t, tr.Changes(), 10*time.Second, isHeld, isNotHeld, "the first claim")
+
+	started := make(chan struct{})
+	led := make(chan error, 1)
+	go func() {
+		led <- tr.WithLeadership(ctx, func(ctx context.Context) error {
+			close(started)
+			<-ctx.Done()
+			return ctx.Err()
+		})
+	}()
+	select {
+	case <-started:
+	case <-ctx.Done():
+		t.Fatal("WithLeadership never ran")
+	}
+	resp, err := other.Delete(ctx, store.Key("singular"))
+	require.NoError(t, err)
+	require.EqualValues(t, 1, resp.Deleted)
+
+	select {
+	case err = <-led:
+	case <-ctx.Done():
+		t.Fatal("the deleted key was not learned before the test's ctx ended")
+	}
+	require.ErrorIs(t, err, lease.ErrNotLeader)
+	require.ErrorIs(t, err, lease.ErrNotHeld, "the store's definitive answer")
+	require.NotErrorIs(t, err, lease.ErrRenewalFailed)
+	require.ErrorIs(t, err, context.Canceled)
+	require.Contains(t, err.Error(), `"singular"`)
+	require.Contains(t, err.Error(), fmt.Sprintf("token %d", held.Token))
+
+	// The key is free: the tracker claims a new term.
 	again := nextStatus(t, tr.Changes(), 10*time.Second, isHeld, nil, "a new term")
 	require.Greater(t, again.Token, held.Token)
 }
