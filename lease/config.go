@@ -1,6 +1,7 @@
 package lease
 
 import (
+	"math"
 	"time"
 
 	"github.com/juju/clock"
@@ -62,6 +63,9 @@ type Config struct {
 	Clock clock.Clock
 }
 
+// maxDuration keeps 2×Duration, and deadlines a term ahead, from overflowing.
+const maxDuration = time.Duration(math.MaxInt64 / 4)
+
 // Validate returns an error satisfying errors.Is(err, errors.NotValid)
 // (github.com/juju/errors) if the Config cannot be used.
 func (c Config) Validate() error {
@@ -74,6 +78,8 @@ func (c Config) Validate() error {
 		return errors.NotValidf("empty Holder")
 	case c.Duration <= 0:
 		return errors.NotValidf("Duration %v (must be positive)", c.Duration)
+	case c.Duration > maxDuration:
+		return errors.NotValidf("Duration %v (must be at most %v: leases are claimed for 2×Duration)", c.Duration, maxDuration)
 	case !(c.RenewFraction >= 0 && c.RenewFraction < 1): // also rejects NaN
 		return errors.NotValidf("RenewFraction %v (must be in (0, 1))", c.RenewFraction)
 	case c.Jitter != c.Jitter || c.Jitter >= 1: // NaN or too large

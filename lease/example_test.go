@@ -74,12 +74,16 @@ func ExampleTracker_Check_renewalTimeout() {
 	// still ours for: 28s
 }
 
+// WithLeadership runs leader work with a ctx that ends when the lease can
+// no longer be promised. Here another party ends the term (an operator's
+// revoke; on etcd, a deleted key): the store, a LossNotifier, tells the
+// tracker at once, the tracker confirms the loss with the store, and ctx
+// ends — without waiting for the next scheduled renewal.
 func ExampleTracker_WithLeadership() {
 	clk := testclock.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	store := leasetest.NewFaultStore(lease.NewMemStore(clk), clk)
+	store := lease.NewMemStore(clk)
 	tr, err := lease.NewTracker(lease.Config{
-		Store: store, Name: "singular", Holder: "unit-0", Duration: 30 * time.Second,
-		Jitter: -1, Clock: clk,
+		Store: store, Name: "singular", Holder: "unit-0", Duration: 30 * time.Second, Clock: clk,
 	})
 	if err != nil {
 		panic(err)
@@ -90,9 +94,8 @@ func ExampleTracker_WithLeadership() {
 		st, _ := tr.Check(ctx, 0)
 		fmt.Println("leading with fencing token", st.Token)
 
-		// The store loses the lease at the next renewal: ctx ends.
-		store.Next(leasetest.OpExtend, leasetest.Lost)
-		if err := clk.WaitAdvance(29*time.Second, time.Second, 2); err != nil {
+		term := lease.Grant{Name: "singular", Holder: "unit-0", Token: st.Token}
+		if err := store.Revoke(context.Background(), term); err != nil {
 			return err
 		}
 		<-ctx.Done()
@@ -100,8 +103,10 @@ func ExampleTracker_WithLeadership() {
 		return ctx.Err()
 	})
 	fmt.Println("WithLeadership:", errors.Is(err, lease.ErrNotLeader))
+	fmt.Println("clock moved:", clk.Now().Sub(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)))
 	// Output:
 	// leading with fencing token 1
 	// stopped: true
 	// WithLeadership: true
+	// clock moved: 0s
 }

@@ -2,6 +2,7 @@ package lease
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 
@@ -99,7 +100,7 @@ func (m *MemStore) Extend(ctx context.Context, g Grant, d time.Duration) (Grant,
 	now := m.clk.Now()
 	cur, ok := m.live(g, now)
 	if !ok {
-		return Grant{}, ErrNotHeld
+		return Grant{}, termOver("extend", g)
 	}
 	if exp := now.Add(d); exp.After(cur.expiry) {
 		cur.expiry = exp
@@ -118,7 +119,7 @@ func (m *MemStore) Revoke(ctx context.Context, g Grant) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if _, ok := m.live(g, m.clk.Now()); !ok {
-		return ErrNotHeld
+		return termOver("revoke", g)
 	}
 	delete(m.terms, g.Name)
 	m.endTerms(g.Name)
@@ -136,11 +137,16 @@ func (m *MemStore) Holder(ctx context.Context, name string) (Grant, error) {
 	now := m.clk.Now()
 	cur, ok := m.terms[name]
 	if !ok || !now.Before(cur.expiry) {
-		return Grant{}, ErrNotHeld
+		return Grant{}, fmt.Errorf("read lease %q: nobody holds it: %w", name, ErrNotHeld)
 	}
 	out := cur.grant
 	out.Duration = cur.expiry.Sub(now)
 	return out, nil
+}
+
+// termOver is the definitive answer to op on a term that is over.
+func termOver(op string, g Grant) error {
+	return fmt.Errorf("%s lease %q for %q (token %d): term over: %w", op, g.Name, g.Holder, g.Token, ErrNotHeld)
 }
 
 // live returns the term g belongs to if it is still live at now.

@@ -189,7 +189,7 @@ func newTracker(cfg Config, h hooks) (*Tracker, error) {
 // can give; anything else is an invalid argument (errors.NotValid). After
 // Close, Check returns NotHeld and an error matching ErrClosed.
 func (t *Tracker) Check(ctx context.Context, atLeast time.Duration) (Status, error) {
-	if s := t.snap.Load(); s.status.State == Held && atLeast >= 0 {
+	if s := t.snap.Load(); s.status.State == Held && atLeast >= 0 && atLeast <= t.maxPromise {
 		// Held means now < Until, and at least atLeast left.
 		if left := s.status.Until.Sub(t.cfg.Clock.Now()); left >= atLeast && left > 0 {
 			return s.status, nil

@@ -391,6 +391,7 @@ func TestLateTimerIsUnknown(t *testing.T) {
 	assert.Equal(t, lease.Unknown, st.State, "no promise until the store confirms, though Until is ahead")
 
 	// An ambiguous answer does not restore Held; a confirmation does.
+	f.waitBlocked(t) // the renewal hangs (only then may the fault change)
 	f.store.Always(leasetest.OpExtend, leasetest.Pass)
 	require.NoError(t, f.clk.WaitAdvance(callTimeout, wait, 1))
 	f.expectIdle(t, firstRetry)
@@ -686,6 +687,7 @@ func TestConfigValidate(t *testing.T) {
 		"empty Holder":           func(c *lease.Config) { c.Holder = "" },
 		"zero Duration":          func(c *lease.Config) { c.Duration = 0 },
 		"negative Duration":      func(c *lease.Config) { c.Duration = -time.Second },
+		"Duration overflows 2×D": func(c *lease.Config) { c.Duration = math.MaxInt64/4 + 1 },
 		"RenewFraction 1":        func(c *lease.Config) { c.RenewFraction = 1 },
 		"negative RenewFraction": func(c *lease.Config) { c.RenewFraction = -0.1 },
 		"Jitter 1":               func(c *lease.Config) { c.Jitter = 1 },

@@ -19,7 +19,9 @@
 // it still carries the token; etcd renews for the TTL it granted, and the
 // Grant reports that TTL. Revoke deletes the key in a transaction guarded by
 // the token, then revokes the etcd lease. Lost watches a term and tells
-// early when it is over.
+// early when it is over; it makes the Store a lease.LossNotifier, so a
+// lease.Tracker renews at once (and reports ErrNotLeader promptly) when
+// another party deletes or takes over its key.
 //
 //	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{"10.0.0.1:2379", "10.0.0.2:2379", "10.0.0.3:2379"}})
 //	...
