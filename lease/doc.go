@@ -26,5 +26,8 @@
 //	}
 //
 // To act only while leading, use WithLeadership: its ctx ends when the
-// promise does.
+// promise does. A Store that is also a LossNotifier (MemStore, and the etcd
+// store in lease/etcdlease) lets the tracker learn within moments that its
+// term was revoked or taken over: it then asks the store at once, and only
+// the store's answer decides.
 package lease

@@ -218,6 +218,25 @@ func TestCheckRejectsInvalidAtLeast(t *testing.T) {
 		_, err := f.check(t, atLeast)
 		assert.ErrorIs(t, err, jujuerrors.NotValid, "atLeast %v", atLeast)
 	}
+
+	// Also when the store granted more than asked (etcd rounds up), so the
+	// cache covers more than the longest promise: the fast path agrees.
+	f = newFixture(t, func(c *lease.Config) { c.Store = generousStore{c.Store} }, nil)
+	st := f.next(t)
+	require.Equal(t, t0.Add(4*dur-dur/10), st.Until, "granted twice what was asked")
+	_, err := f.check(t, until0+time.Nanosecond)
+	assert.ErrorIs(t, err, jujuerrors.NotValid)
+}
+
+// generousStore claims and extends for twice the duration asked.
+type generousStore struct{ lease.Store }
+
+func (s generousStore) Claim(ctx context.Context, name, holder string, d time.Duration) (lease.Grant, error) {
+	return s.Store.Claim(ctx, name, holder, 2*d)
+}
+
+func (s generousStore) Extend(ctx context.Context, g lease.Grant, d time.Duration) (lease.Grant, error) {
+	return s.Store.Extend(ctx, g, 2*d)
 }
 
 // The scenario table: a check that needs a renewal, and what the store does.

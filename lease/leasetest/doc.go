@@ -3,7 +3,9 @@
 // fault-injecting Store wrapper (FaultStore) that makes a store time out,
 // hang, lose a lease, apply a call but report it as timed out, or answer
 // late on a test clock, so users can check that their own code tells
-// "unknown" from "not leader".
+// "unknown" from "not leader". FaultStore is a lease.LossNotifier: it
+// forwards the wrapped store's loss signals and injects spurious ones
+// (SignalLost), which a tracker must check with the store before believing.
 //
 //	func TestMyStore(t *testing.T) {
 //		leasetest.RunStoreContract(t, func(t *testing.T) leasetest.Harness {
