@@ -86,7 +86,9 @@ var ErrInjectedTimeout = errors.New("leasetest: injected lease operation timeout
 // forwards the wrapped store's signals when that store is a LossNotifier
 // too, and SignalLost adds spurious ones. (Go cannot give a type a method
 // only when a wrapped value has it; a Lost that never fires on its own is
-// what a store without one amounts to.)
+// what a store without one amounts to, though it does not keep the Lost rule
+// of RunStoreContract.) The watch of a wrapped LossNotifier costs one
+// goroutine, which ends with the watch's ctx or its signal.
 type FaultStore struct {
 	store lease.Store
 	clk   clock.Clock
