@@ -181,3 +181,36 @@ func TestCheckFastPathWithLossNotifierDoesNotAllocate(t *testing.T) {
 	})
 	assert.Zero(t, allocs)
 }
+
+// alwaysLost is a misbehaving LossNotifier: every watch fires at once,
+// although the store still holds the term.
+type alwaysLost struct{ lease.Store }
+
+func (alwaysLost) Lost(context.Context, lease.Grant) <-chan struct{} {
+	ch := make(chan struct{})
+	close(ch)
+	return ch
+}
+
+// A notifier that keeps signalling cannot make the tracker hammer the
+// store, nor make it report a loss: each signal the store contradicts costs
+// one extra extend, and the term is watched again only from the next
+// scheduled renewal.
+func TestMisbehavingNotifierCostsAtMostOneCallPerRenewal(t *testing.T) {
+	f := newFixture(t, func(c *lease.Config) { c.Store = alwaysLost{c.Store} }, nil)
+	first := f.held(t)
+	require.Equal(t, renewAt, f.nextIdle(t), "the claim's schedule")
+	require.Equal(t, renewAt, f.nextIdle(t), "the signal's extend, at once, then the same schedule")
+	assert.Equal(t, 1, f.store.Calls(leasetest.OpExtend))
+	assert.True(t, lease.Settled(f.tr, f.clk.Now()), "asleep, not watching: nothing wakes it before the renewal")
+
+	for i := range 3 {
+		f.clk.Advance(renewAt)
+		require.Equal(t, renewAt, f.nextIdle(t), "the scheduled extend")
+		require.Equal(t, renewAt, f.nextIdle(t), "the signal's extend")
+		assert.Equal(t, 3+2*i, f.store.Calls(leasetest.OpExtend))
+	}
+	st, err := f.check(t, dur)
+	require.NoError(t, err)
+	assert.Equal(t, first.Token, st.Token)
+}
