@@ -13,6 +13,7 @@ import (
 
 	"github.com/juju/clock"
 	"github.com/juju/clock/testclock"
+	jujuerrors "github.com/juju/errors"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
@@ -624,6 +625,9 @@ func TestConnectRejectsNilArguments(t *testing.T) {
 	assert.ErrorContains(t, err, "nil open func")
 	_, _, err = new(dialer.Dialer).Dial(context.Background())
 	assert.ErrorContains(t, err, "Dialer not made by New")
+	assert.True(t, jujuerrors.Is(err, jujuerrors.NotValid), "%v", err)
+	_, _, err = dialer.Connect[net.Conn](context.Background(), d, nil)
+	assert.True(t, jujuerrors.Is(err, jujuerrors.NotValid), "%v", err)
 }
 
 // An open func that returns neither a client nor an error is a failure of
