@@ -31,7 +31,8 @@ type Config struct {
 
 	// Remote returns the peer controller addresses ("host:port"). It is
 	// called afresh for every round of every Dial, so a changed peer list
-	// takes effect at once. It may be nil (no peers) unless LocalPort is 0.
+	// takes effect at once; concurrent Dials call it concurrently. It may be
+	// nil (no peers) unless LocalPort is 0.
 	Remote func() []string
 
 	// Policy decides between local and peer addresses. The zero value is
