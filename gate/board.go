@@ -72,14 +72,19 @@ func (b *Board) New(name string) *Lock {
 
 // Add puts l on the board under its own name. A *Lock's opening or failure
 // is recorded the moment it happens, so the order is exact.
-func (b *Board) Add(l *Lock) { b.Track(l.Name(), l) }
+func (b *Board) Add(l *Lock) {
+	if l == nil {
+		panic("gate.Board.Add: nil *Lock")
+	}
+	b.Track(l.Name(), l)
+}
 
 // Track puts any Waiter on the board under name. For a *Lock the opening is
 // recorded as it happens; any other Waiter is looked at when a report is
 // made, so its opening time and order are those of the first report that
 // saw it open. Track never starts a goroutine.
 func (b *Board) Track(name string, w Waiter) {
-	if w == nil {
+	if l, isLock := w.(*Lock); w == nil || (isLock && l == nil) {
 		panic(fmt.Sprintf("gate.Board.Track(%q): nil Waiter", name))
 	}
 	e := &entry{name: name, w: w}
@@ -91,14 +96,42 @@ func (b *Board) Track(name string, w Waiter) {
 		l.onResolve(func() {
 			b.mu.Lock()
 			defer b.mu.Unlock()
-			b.markLocked(e, l.Err(), l.resolvedSeq())
+			b.markResolved(e, l.Err(), l.resolvedSeq())
 		})
 	}
 }
 
-// markLocked records e's resolution once; b.mu must be held. A seq of 0
-// (a foreign Waiter, seen open only now) takes the next place in the order.
-func (b *Board) markLocked(e *entry, err error, seq uint64) {
+// look records the resolution of e's gate if it has resolved but no hook
+// has recorded it yet; b.mu must be held.
+func (b *Board) look(e *entry) {
+	switch w := e.w.(type) {
+	case *Lock:
+		// Resolved, but the board's hook has not run yet (the resolving
+		// goroutine is still running earlier hooks): its place in the
+		// order is already fixed, and a gate opened after it and reported
+		// before this look must stay after it.
+		if seq := w.resolvedSeq(); seq != 0 {
+			b.markResolved(e, w.Err(), seq)
+		}
+	default:
+		if e.w.IsUnlocked() {
+			b.markResolved(e, nil, 0)
+			return
+		}
+		if f, ok := e.w.(failer); ok {
+			select {
+			case <-f.Done(): // a foreign failer's Done without Err is a failure too
+				b.markResolved(e, outcome(e.w, f), 0)
+			default:
+			}
+		}
+	}
+}
+
+// markResolved records e's resolution once; b.mu must be held. A seq of 0
+// (a foreign Waiter, seen resolved only now) takes the next place in the
+// order.
+func (b *Board) markResolved(e *entry, err error, seq uint64) {
 	if e.seq != 0 {
 		return
 	}
@@ -138,13 +171,7 @@ func (b *Board) Report() Report {
 	var seqs []uint64
 	for _, e := range b.entries {
 		if e.seq == 0 {
-			if f, ok := e.w.(failer); ok && !e.w.IsUnlocked() {
-				if err := f.Err(); err != nil {
-					b.markLocked(e, err, 0)
-				}
-			} else if e.w.IsUnlocked() {
-				b.markLocked(e, nil, 0)
-			}
+			b.look(e)
 		}
 		if e.seq != 0 {
 			seqs = append(seqs, e.seq)

@@ -97,6 +97,42 @@ func TestBoardAddsAlreadyResolvedGates(t *testing.T) {
 
 func TestBoardTrackNilPanics(t *testing.T) {
 	assert.PanicsWithValue(t, `gate.Board.Track("x"): nil Waiter`, func() { gate.NewBoard(nil).Track("x", nil) })
+	var nilLock *gate.Lock
+	assert.PanicsWithValue(t, `gate.Board.Track("y"): nil Waiter`, func() { gate.NewBoard(nil).Track("y", nilLock) })
+	assert.PanicsWithValue(t, `gate.Board.Add: nil *Lock`, func() { gate.NewBoard(nil).Add(nil) })
+}
+
+// A report made while a gate's resolving goroutine is still running the
+// hooks before the board's (here: another board's, held busy) must place
+// the gate where it resolved, not where the report first saw it. Seen in
+// hacontroller: "stable" reported after "api-port", which opened after it.
+func TestBoardOrderWhenReportedBeforeItsHookRan(t *testing.T) {
+	other, b := gate.NewBoard(nil), gate.NewBoard(nil)
+	stable, api := gate.New("stable"), gate.New("api-port")
+	other.Add(stable) // stable's first hook: blocks while other is held
+	b.Add(stable)
+	b.Add(api)
+
+	release := gate.HoldBoard(other)
+	resolved := make(chan struct{})
+	go func() { defer close(resolved); stable.Unlock() }()
+	<-stable.Unlocked() // stable is open; its resolver is stuck in other's hook
+	api.Unlock()
+	assert.Equal(t, []string{"stable", "api-port"}, b.Report().Opened())
+	release()
+	<-resolved
+	assert.Equal(t, []string{"stable", "api-port"}, b.Report().Opened(), "and it stays so")
+}
+
+func TestBoardSeesForeignFailures(t *testing.T) {
+	b := gate.NewBoard(nil)
+	broken := brokenFailer{done: make(chan struct{})}
+	b.Track("foreign", broken)
+	assert.Equal(t, gate.Locked, b.Report()[0].State)
+	close(broken.done)
+	r := b.Report()
+	assert.Equal(t, gate.Failed, r[0].State)
+	assert.ErrorIs(t, r[0].Err, gate.ErrFailed)
 }
 
 func TestStateString(t *testing.T) {
