@@ -46,7 +46,7 @@ func runAgents(ctx context.Context, o options, tl *timeline, ctrls []*controller
 	var wg sync.WaitGroup
 	for i := range o.agents {
 		ci := i % len(ctrls)
-		url := fmt.Sprintf("http://%s/agent/login?agent=%d", ctrls[ci].apiAddr, i)
+		url := fmt.Sprintf("http://%s/agent/login?agent=%d", ctrls[ci].apiAddress(), i)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

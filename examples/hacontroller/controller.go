@@ -50,9 +50,11 @@ type controller struct {
 	serving, selfDialed, upgraded, leaseKnown, stable, api *gate.Lock
 	workers                                                *gate.Lock // the call refused during the upgrade went through
 
-	ctrlAddr, apiAddr string // real bound addresses, from OnBound
+	ctrlAddr string // the controller port's real address, set in newController
 
 	mu          sync.Mutex
+	apiAddr     string         // the API port's real address, from OnBound (again on each OpenAPI)
+	earlyAPI    int            // API conns that arrived while stable was still locked: must stay 0
 	routes      []dialer.Route // every self-dial
 	selfRefused int            // self calls refused with "upgrade in progress" and retried
 	apiAccepts  []time.Time    // when each API-port conn reached the server
@@ -86,7 +88,10 @@ func newController(name string, o options, tl *timeline, store lease.Store, peer
 		OnBound: func(p listener.Port, addr net.Addr) {
 			tl.log(name, "%s port bound at %s", p, addr)
 			if p == listener.API {
+				// OpenAPI reports it again while agents may be starting.
+				c.mu.Lock()
 				c.apiAddr = addr.String()
+				c.mu.Unlock()
 			} else {
 				c.ctrlAddr = addr.String()
 			}
@@ -151,8 +156,14 @@ func newController(name string, o options, tl *timeline, store lease.Store, peer
 		ReadHeaderTimeout: 5 * time.Second,
 		ConnState: func(conn net.Conn, s http.ConnState) {
 			if s == http.StateNew && listener.PortOf(conn) == listener.API {
+				// Exact, not timed: stable's state is set before Wait
+				// returns, so before OpenAPI can run when the order is right.
+				early := !c.stable.IsUnlocked()
 				c.mu.Lock()
 				c.apiAccepts = append(c.apiAccepts, time.Now())
+				if early {
+					c.earlyAPI++
+				}
 				c.mu.Unlock()
 			}
 		},
@@ -316,6 +327,13 @@ func (c *controller) followLease(ctx context.Context) {
 			return
 		}
 	}
+}
+
+// apiAddress returns the API port's real address.
+func (c *controller) apiAddress() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.apiAddr
 }
 
 // shutdown stops serving and releases the lease tracker; it is idempotent.
