@@ -43,14 +43,20 @@ type options struct {
 	timeout      time.Duration
 }
 
+// The run is bounded in count as well as time: one process, loopback only.
+const (
+	maxControllers = 9
+	maxAgents      = 10000
+)
+
 func parseFlags(args []string, stderr io.Writer) (options, error) {
 	var o options
 	fs := flag.NewFlagSet("hacontroller", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.IntVar(&o.controllers, "controllers", 3, "number of HA controllers")
-	fs.IntVar(&o.agents, "agents", 3000, "number of agents storming the API ports")
+	fs.IntVar(&o.controllers, "controllers", 3, "number of HA controllers (at most 9)")
+	fs.IntVar(&o.agents, "agents", 3000, "number of agents storming the API ports (at most 10000)")
 	fs.Float64Var(&o.apiRate, "api-rate", 1000, "accept rate limit of each API port, in connections/s")
-	fs.IntVar(&o.apiBurst, "api-burst", 50, "accept burst of each API port")
+	fs.IntVar(&o.apiBurst, "api-burst", 50, "accept burst of each API port (0: the smallest that reaches -api-rate)")
 	fs.DurationVar(&o.serveAfter, "serve-after", 150*time.Millisecond, "time the first controller's server takes to come up (each next one takes this much longer)")
 	fs.DurationVar(&o.checking, "checking", 100*time.Millisecond, "time spent checking for an agent binary upgrade")
 	fs.DurationVar(&o.steps, "steps", 400*time.Millisecond, "time the upgrade steps run (calls off the allowlist are refused meanwhile)")
@@ -67,12 +73,14 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, err
 	}
 	switch {
-	case o.controllers < 1:
-		return o, errors.New("-controllers must be at least 1")
-	case o.agents < 0:
-		return o, errors.New("-agents must not be negative")
+	case o.controllers < 1 || o.controllers > maxControllers:
+		return o, fmt.Errorf("-controllers must be between 1 and %d", maxControllers)
+	case o.agents < 0 || o.agents > maxAgents:
+		return o, fmt.Errorf("-agents must be between 0 and %d (each holds a socket)", maxAgents)
 	case o.apiRate <= 0:
 		return o, errors.New("-api-rate must be positive")
+	case o.apiBurst < 0:
+		return o, errors.New("-api-burst must not be negative (0: the smallest burst that reaches the rate)")
 	case o.leaseTerm <= 0 || o.fault < 0 || o.steps < 0 || o.checking < 0 || o.serveAfter < 0:
 		return o, errors.New("durations must not be negative, and -lease must be positive")
 	case o.agentBackoff <= 0 || o.timeout <= 0:
@@ -220,13 +228,15 @@ func leaseFault(ctx context.Context, o options, tl *timeline, ctrls []*controlle
 	tl.log(leader.name, "FAULT: lease store times out every extend for %v", o.fault)
 
 	var problems []string
-	failed, held := 0, 0
+	failed, held, notLeader := 0, 0, 0
 	end := time.Now().Add(o.fault)
 	for time.Now().Before(end) && ctx.Err() == nil {
 		st, err := leader.tracker.Check(ctx, o.leaseTerm)
 		switch {
 		case errors.Is(err, lease.ErrNotLeader):
-			problems = append(problems, fmt.Sprintf("leader %s was told %q during a store fault", leader.name, err))
+			if notLeader++; notLeader == 1 {
+				problems = append(problems, fmt.Sprintf("leader %s was told %q during a store fault", leader.name, err))
+			}
 		case errors.Is(err, lease.ErrRenewalFailed):
 			if failed++; failed == 1 {
 				var rf *lease.RenewalFailedError
@@ -255,7 +265,10 @@ func leaseFault(ctx context.Context, o options, tl *timeline, ctrls []*controlle
 		tl.log(leader.name, "store recovered: lease held, same term (token %d); checks during the fault: %d held from cache, %d renewal-failed, 0 not-leader",
 			after.Token, held, failed)
 	}
-	if failed == 0 && ctx.Err() == nil {
+	if notLeader > 1 {
+		problems = append(problems, fmt.Sprintf("leader %s was told \"not leader\" %d times during the fault", leader.name, notLeader))
+	}
+	if failed == 0 && notLeader == 0 && ctx.Err() == nil {
 		problems = append(problems, fmt.Sprintf("the fault of %v never reached a check (make -fault longer)", o.fault))
 	}
 	return leader, problems
@@ -363,6 +376,9 @@ func summarize(out io.Writer, o options, ctrls []*controller, agents *agentStats
 			} else {
 				problems = append(problems, fmt.Sprintf("%s was not told that %s leads (got %v)", c.name, leader.name, err))
 			}
+		}
+		if len(ctrls) == 1 {
+			told = []string{"(no other controller)"}
 		}
 		fmt.Fprintf(out, "  leader                    %s (token %d); told \"held by %s\": %s\n", leader.name, token, leader.name, strings.Join(told, ", "))
 	}

@@ -65,6 +65,7 @@ func TestFlags(t *testing.T) {
 	for _, bad := range [][]string{
 		{"-controllers", "0"}, {"-agents", "-1"}, {"-api-rate", "0"}, {"-lease", "0s"},
 		{"-fault", "-1s"}, {"-timeout", "0s"}, {"-agent-backoff", "0s"}, {"-nonsense"},
+		{"-controllers", "10"}, {"-agents", "10001"}, {"-api-burst", "-1"},
 		{"-fault", "100ms"}, // never reaches a check
 		{"-fault", "2s"},    // outlasts the 1s term: the leader could not keep it
 	} {
