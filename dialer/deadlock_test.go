@@ -30,6 +30,7 @@ import (
 type controller struct {
 	name  string
 	port  int
+	res   *reservation // holds port, refusing, until start listens on it
 	ready chan struct{}
 	rec   *recorder // its agent's dials
 
@@ -39,7 +40,8 @@ type controller struct {
 }
 
 func newController(t *testing.T, name string) *controller {
-	c := &controller{name: name, port: reservePort(t), ready: make(chan struct{}), rec: newRecorder(nil)}
+	res := reserve(t)
+	c := &controller{name: name, port: res.port, res: res, ready: make(chan struct{}), rec: newRecorder(nil)}
 	t.Cleanup(func() {
 		c.mu.Lock()
 		defer c.mu.Unlock()
@@ -56,11 +58,11 @@ func (c *controller) addr() string { return localAddrs(c.port)[0] }
 func (c *controller) start() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	srv, err := listenServer(c.name, c.addr(), c.handle)
+	ln, err := c.res.listen()
 	if err != nil {
 		return err
 	}
-	c.srv = srv
+	c.srv = serve(c.name, ln, c.handle)
 	close(c.ready)
 	return nil
 }

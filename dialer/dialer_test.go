@@ -437,9 +437,12 @@ func TestPreferLocalTriesLocalFirst(t *testing.T) {
 		name := map[bool]string{true: "local up", false: "local down"}[localUp]
 		t.Run(name, func(t *testing.T) {
 			peer := startServer(t, "peer", "127.0.0.1:0", nil)
-			port := reservePort(t)
+			res := reserve(t)
+			port := res.port
 			if localUp {
-				startServer(t, "local", localAddrs(port)[0], nil)
+				ln, err := res.listen()
+				require.NoError(t, err)
+				t.Cleanup(serve("local", ln, nil).stop)
 			}
 			rec := newRecorder(nil)
 			d := mustNew(t, dialer.Config{

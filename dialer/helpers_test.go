@@ -144,18 +144,11 @@ func (e busyError) Unwrap() error             { return errBusy }
 
 var errBusy = errors.New("busy")
 
-// reservePort returns a loopback port that nothing listens on (yet).
+// reservePort returns a loopback port that nothing listens on and that
+// nothing else can take before the test ends (see reservation).
 func reservePort(t *testing.T) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	if err := l.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return port
+	return reserve(t).port
 }
 
 func localAddrs(port int) []string {
@@ -191,10 +184,15 @@ func listenServer(name, addr string, handle func(line string) string) (*server, 
 	if err != nil {
 		return nil, fmt.Errorf("listen %s: %w", addr, err)
 	}
+	return serve(name, ln, handle), nil
+}
+
+// serve starts a server on ln; the caller stops it.
+func serve(name string, ln net.Listener, handle func(line string) string) *server {
 	s := &server{name: name, ln: ln}
 	s.wg.Add(1)
 	go s.accept(handle)
-	return s, nil
+	return s
 }
 
 func (s *server) addr() string { return s.ln.Addr().String() }
