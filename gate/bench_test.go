@@ -75,7 +75,7 @@ func BenchmarkWaitOpen(b *testing.B) {
 	})
 }
 
-// BenchmarkWake measures one Unlock releasing 10,000 blocked waiters: the
+// BenchmarkWake10k measures one Unlock releasing 10,000 blocked waiters: the
 // time from Unlock to the last waiter returning.
 func BenchmarkWake10k(b *testing.B) {
 	const n = 10000

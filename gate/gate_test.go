@@ -26,6 +26,27 @@ func (c chanWaiter) IsUnlocked() bool {
 	}
 }
 
+// bounded is the ctx for waits that must end by themselves: a regression
+// (a waiter never released) fails the test after 10s instead of hanging it.
+func bounded(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// recv returns what errc delivers, failing the test after 10s instead of
+// hanging it when a regression never releases the sender.
+func recv(t *testing.T, errc <-chan error) error {
+	t.Helper()
+	select {
+	case err := <-errc:
+		return err
+	case <-time.After(10 * time.Second):
+		t.Fatal("still blocked after 10s")
+		return nil
+	}
+}
+
 func isClosed(c <-chan struct{}) bool {
 	select {
 	case <-c:
@@ -53,16 +74,16 @@ func TestUnlockIsIdempotent(t *testing.T) {
 	assert.True(t, isClosed(l.Unlocked()))
 	assert.True(t, isClosed(l.Done()))
 	assert.NoError(t, l.Err())
-	assert.NoError(t, gate.Wait(context.Background(), l))
+	assert.NoError(t, gate.Wait(bounded(t), l))
 }
 
 func TestFailReleasesWaitersWithCause(t *testing.T) {
 	cause := errors.New("mongo not in replica set")
 	l := gate.New("state")
 	errc := make(chan error)
-	go func() { errc <- gate.Wait(context.Background(), l) }()
+	go func() { errc <- gate.Wait(bounded(t), l) }()
 	l.Fail(cause)
-	err := <-errc
+	err := recv(t, errc)
 	assert.ErrorIs(t, err, cause)
 	assert.ErrorIs(t, err, gate.ErrFailed)
 	var fe *gate.FailedError
@@ -97,8 +118,10 @@ func TestFailNilFailsWithErrFailed(t *testing.T) {
 	l := gate.New("g")
 	l.Fail(nil)
 	require.Error(t, l.Err())
+	assert.EqualError(t, l.Err(), `gate "g" failed: gate failed`)
+	assert.Equal(t, "g (failed: gate failed)", l.String())
 	assert.ErrorIs(t, l.Err(), gate.ErrFailed)
-	assert.ErrorIs(t, gate.Wait(context.Background(), l), gate.ErrFailed)
+	assert.ErrorIs(t, gate.Wait(bounded(t), l), gate.ErrFailed)
 }
 
 func TestWaitReturnsCtxErr(t *testing.T) {
@@ -124,9 +147,9 @@ func TestWaitOpenGateWinsOverEndedCtx(t *testing.T) {
 func TestWaitOnForeignWaiter(t *testing.T) {
 	c := make(chanWaiter)
 	errc := make(chan error)
-	go func() { errc <- gate.Wait(context.Background(), c) }()
+	go func() { errc <- gate.Wait(bounded(t), c) }()
 	close(c)
-	assert.NoError(t, <-errc)
+	assert.NoError(t, recv(t, errc))
 }
 
 func TestAlreadyUnlocked(t *testing.T) {
@@ -136,6 +159,7 @@ func TestAlreadyUnlocked(t *testing.T) {
 }
 
 func TestConcurrentUnlockFailWait(t *testing.T) {
+	ctx := bounded(t)
 	for i := 0; i < 100; i++ {
 		l := gate.New("race")
 		cause := errors.New("boom")
@@ -143,7 +167,7 @@ func TestConcurrentUnlockFailWait(t *testing.T) {
 		errs := make([]error, 8)
 		for w := range errs {
 			wg.Add(1)
-			go func() { defer wg.Done(); errs[w] = gate.Wait(context.Background(), l) }()
+			go func() { defer wg.Done(); errs[w] = gate.Wait(ctx, l) }()
 		}
 		wg.Add(2)
 		go func() { defer wg.Done(); l.Unlock() }()
@@ -167,11 +191,12 @@ func TestUnlockReleasesTenThousandWaiters(t *testing.T) {
 	started.Add(n)
 	done.Add(n)
 	errs := make(chan error, n)
+	ctx := bounded(t)
 	for i := 0; i < n; i++ {
 		go func() {
 			defer done.Done()
 			started.Done()
-			errs <- gate.Wait(context.Background(), l)
+			errs <- gate.Wait(ctx, l)
 		}()
 	}
 	started.Wait()
@@ -195,7 +220,7 @@ func TestAllOf(t *testing.T) {
 	b.Unlock()
 	assert.False(t, all.IsUnlocked(), "c is still locked")
 	close(c)
-	require.NoError(t, gate.Wait(context.Background(), all))
+	require.NoError(t, gate.Wait(bounded(t), all))
 }
 
 func TestAllOfFailsAsSoonAsAnyPartFails(t *testing.T) {
@@ -204,7 +229,7 @@ func TestAllOfFailsAsSoonAsAnyPartFails(t *testing.T) {
 	all := gate.AllOf("stable", a, b, c)
 	cause := errors.New("step 3 failed")
 	a.Fail(cause)
-	err := gate.Wait(context.Background(), all)
+	err := gate.Wait(bounded(t), all)
 	assert.ErrorIs(t, err, cause)
 	assert.ErrorIs(t, err, gate.ErrFailed)
 	assert.Contains(t, err.Error(), `"stable"`)
@@ -232,7 +257,7 @@ func TestAnyOf(t *testing.T) {
 	assert.False(t, anyGate.IsUnlocked())
 	assert.NoError(t, anyGate.Err(), "one part failing does not fail AnyOf")
 	b.Unlock()
-	require.NoError(t, gate.Wait(context.Background(), anyGate))
+	require.NoError(t, gate.Wait(bounded(t), anyGate))
 }
 
 func TestAnyOfFailsOnlyWhenEveryPartFailed(t *testing.T) {
@@ -242,7 +267,7 @@ func TestAnyOfFailsOnlyWhenEveryPartFailed(t *testing.T) {
 	a.Fail(errA)
 	assert.NoError(t, anyGate.Err())
 	b.Fail(errB)
-	err := gate.Wait(context.Background(), anyGate)
+	err := gate.Wait(bounded(t), anyGate)
 	assert.ErrorIs(t, err, errA)
 	assert.ErrorIs(t, err, errB)
 }
@@ -285,9 +310,19 @@ func TestFlagOnLockedGateBounces(t *testing.T) {
 	errc := make(chan error)
 	go func() { errc <- f.Wait() }()
 	l.Unlock()
-	assert.ErrorIs(t, <-errc, gate.ErrUnlocked)
+	assert.ErrorIs(t, recv(t, errc), gate.ErrUnlocked)
 	assert.False(t, f.Check(), "Check is fixed at construction")
 	assert.True(t, gate.NewFlag(l).Check(), "a new flag sees the new value")
+}
+
+func TestFlagOnForeignWaiterBounces(t *testing.T) {
+	c := make(chanWaiter)
+	f := gate.NewFlag(c)
+	assert.False(t, f.Check())
+	errc := make(chan error)
+	go func() { errc <- f.Wait() }()
+	close(c)
+	assert.ErrorIs(t, recv(t, errc), gate.ErrUnlocked)
 }
 
 func TestFlagOnLockedGateEndsWithFailure(t *testing.T) {
@@ -305,7 +340,7 @@ func TestFlagOnOpenGateRunsUntilKilled(t *testing.T) {
 	go func() { errc <- f.Wait() }()
 	f.Kill()
 	f.Kill()
-	assert.NoError(t, <-errc)
+	assert.NoError(t, recv(t, errc))
 }
 
 func TestFlagKilledBeforeUnlock(t *testing.T) {
@@ -357,7 +392,7 @@ func (b brokenFailer) Err() error                { return nil }
 func TestFailerDoneWithoutErrorIsAFailure(t *testing.T) {
 	b := brokenFailer{done: make(chan struct{})}
 	close(b.done)
-	assert.ErrorIs(t, gate.Wait(context.Background(), b), gate.ErrFailed)
-	assert.ErrorIs(t, gate.Wait(context.Background(), gate.AllOf("all", b)), gate.ErrFailed)
+	assert.ErrorIs(t, gate.Wait(bounded(t), b), gate.ErrFailed)
+	assert.ErrorIs(t, gate.Wait(bounded(t), gate.AllOf("all", b)), gate.ErrFailed)
 	assert.ErrorIs(t, gate.NewFlag(b).Wait(), gate.ErrFailed)
 }
