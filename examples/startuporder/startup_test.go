@@ -68,6 +68,19 @@ func start(t *testing.T, s *Startup) <-chan error {
 	return done
 }
 
+// result is what Run returned; a Run that never returns (a startup stuck on
+// a gate that can no longer open) fails the test instead of hanging it.
+func result(t *testing.T, done <-chan error) error {
+	t.Helper()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(timeout):
+		t.Fatalf("Run has not returned after %v", timeout)
+		return nil
+	}
+}
+
 func TestAPIPortOpensOnlyAfterUpgradeStepsAndSelfDial(t *testing.T) {
 	clk := testclock.NewClock(time.Time{})
 	f := newFakes(2)
@@ -87,7 +100,7 @@ func TestAPIPortOpensOnlyAfterUpgradeStepsAndSelfDial(t *testing.T) {
 	assert.Equal(t, int32(0), f.apiOpened.Load())
 
 	require.NoError(t, clk.WaitAdvance(retry, timeout, 1)) // third dial succeeds
-	require.NoError(t, <-done)
+	require.NoError(t, result(t, done))
 
 	assert.Equal(t, int32(3), f.dials.Load())
 	assert.Equal(t, int32(1), f.apiOpened.Load())
@@ -109,7 +122,7 @@ func TestAPIPortWaitsForUpgradeAfterSelfDial(t *testing.T) {
 	assert.Equal(t, []string{"upgrade-steps", "api-port", "stable"}, []string{pending[0].Name, pending[1].Name, pending[2].Name})
 
 	f.upgradeDone <- nil
-	require.NoError(t, <-done)
+	require.NoError(t, result(t, done))
 	rec.AssertOrder(t, "self-dial", "upgrade-steps", "api-port")
 }
 
@@ -120,7 +133,7 @@ func TestFailedUpgradeNeverOpensAPIPort(t *testing.T) {
 
 	schema := errors.New("step 3: schema migration failed")
 	f.upgradeDone <- schema
-	err := <-done
+	err := result(t, done)
 	assert.ErrorIs(t, err, schema)
 	assert.ErrorIs(t, err, gate.ErrFailed)
 	assert.ErrorContains(t, err, "API port stays closed")
@@ -139,7 +152,7 @@ func TestCancelledStartupLeavesNothingRunning(t *testing.T) {
 	go func() { done <- s.Run(ctx) }()
 	gatetest.AssertUnlocksWithin(t, s.ControllerPort, timeout)
 	cancel()
-	assert.ErrorIs(t, <-done, context.Canceled)
+	assert.ErrorIs(t, result(t, done), context.Canceled)
 	gatetest.AssertLocked(t, s.APIOpen)
 	// goleak (TestMain) checks the self-dial and upgrade goroutines ended.
 }
