@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"sync"
 	"time"
 
 	"github.com/juju/clock"
@@ -23,7 +24,8 @@ type Worker interface {
 // another worker starts.
 var ErrMissing = errors.New("dependency not available")
 
-// Getter hands a manifold the output of one of its inputs.
+// Getter hands a manifold the output of one of its inputs. It is valid only
+// during the Start call it was given to (it reads the engine's state).
 type Getter func(name string, out any) error
 
 // Manifold describes one worker: the inputs it needs, how to start it, and
@@ -53,6 +55,7 @@ type Engine struct {
 	exited   chan exit
 	restart  chan string
 	stop     chan struct{}
+	stopOnce sync.Once
 	finished chan struct{}
 }
 
@@ -62,8 +65,12 @@ type exit struct {
 	err  error
 }
 
-// NewEngine returns an engine for manifolds; call Run to start it.
+// NewEngine returns an engine for manifolds; call Run to start it. A nil
+// clk means clock.WallClock.
 func NewEngine(clk clock.Clock, manifolds map[string]Manifold, restartDelay time.Duration, log func(string, ...any)) *Engine {
+	if clk == nil {
+		clk = clock.WallClock
+	}
 	e := &Engine{
 		clk: clk, manifolds: manifolds, restartDelay: restartDelay, log: log,
 		running:  map[string]Worker{},
@@ -139,9 +146,10 @@ func (e *Engine) Run() {
 	}
 }
 
-// Stop kills every worker and waits for Run to return. Call it once.
+// Stop kills every worker and waits for Run to return. It is idempotent;
+// call it only once Run has been started.
 func (e *Engine) Stop() {
-	close(e.stop)
+	e.stopOnce.Do(func() { close(e.stop) })
 	<-e.finished
 }
 
@@ -198,10 +206,10 @@ func (e *Engine) getter(name string) Getter {
 		if w == nil {
 			return fmt.Errorf("%s: input %q: %w", name, in, ErrMissing)
 		}
-		out2 := e.manifolds[in].Output
-		if out2 == nil {
+		output := e.manifolds[in].Output
+		if output == nil {
 			return fmt.Errorf("%s: input %q has no output", name, in)
 		}
-		return out2(w, out)
+		return output(w, out)
 	}
 }
