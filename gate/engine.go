@@ -66,8 +66,12 @@ func (f *Flag) Wait() error {
 // Output hands l out through out, in the shape of a juju manifold's Output
 // func: out must be a non-nil pointer to an interface that *Lock satisfies —
 // *gate.Waiter, *gate.Unlocker, or an engine's own interface type with the
-// same methods — or a **gate.Lock. Anything else is an error naming the type.
+// same methods — or a **gate.Lock. Anything else is an error naming the
+// type, and so is a nil l (it would fail later, in a dependent).
 func Output(l *Lock, out any) error {
+	if l == nil {
+		return fmt.Errorf("gate.Output: nil *gate.Lock into %T", out)
+	}
 	switch o := out.(type) {
 	case *Waiter:
 		if o != nil {

@@ -370,6 +370,8 @@ func TestOutput(t *testing.T) {
 	assert.Same(t, l, lp)
 	assert.Same(t, l, ew)
 
+	require.Error(t, gate.Output(nil, &w), "a nil lock is not handed out")
+
 	var s string
 	var nilW *gate.Waiter
 	var rw interface{ Read([]byte) (int, error) }
