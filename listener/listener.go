@@ -297,6 +297,11 @@ var errOpenClosed = fmt.Errorf("listener: open API port: %w", net.ErrClosed)
 // The socket is released even with BindAPIEarly: that option only governs
 // the first bind, in New. A bound port that accepts nothing would hold
 // agents in the kernel's queue, which is what closing the API port is for.
+// While it is released the port number is free: another socket on the same
+// host and address (a port-0 bind elsewhere, a parallel test) may take it,
+// and OpenAPI then fails with ErrBind and leaves the listener
+// controller-only. Where that matters, give the API port an address of its
+// own (a dedicated IP) or a fixed port nothing else uses.
 // CloseAPI on a port that is not bound, or after Close, does nothing.
 func (l *Listener) CloseAPI() error {
 	l.openMu.Lock()

@@ -63,7 +63,22 @@ type controller struct {
 	leaseErr    error
 }
 
-func newController(name string, o options, tl *timeline, store lease.Store, peers func() []string) (*controller, error) {
+// apiHost returns the loopback address for controller i's API port: one of
+// its own (127.0.0.2, 127.0.0.3, ...) where the host routes 127.0.0.0/8 to
+// loopback, as Linux does, else 127.0.0.1. The API port is bound once to
+// learn its number and then released until OpenAPI; on an address nothing
+// else binds, no other socket (another controller's port, a parallel test)
+// can take the number meanwhile — on a shared 127.0.0.1 that happened.
+func apiHost(i int) string {
+	host := fmt.Sprintf("127.0.0.%d", 2+i)
+	if ln, err := net.Listen("tcp", net.JoinHostPort(host, "0")); err == nil {
+		ln.Close()
+		return host
+	}
+	return "127.0.0.1"
+}
+
+func newController(name, apiHost string, o options, tl *timeline, store lease.Store, peers func() []string) (*controller, error) {
 	c := &controller{name: name, o: o, tl: tl, clk: clock.WallClock}
 	c.board = gate.NewBoard(c.clk)
 	c.serving = c.board.New("serving")
@@ -78,7 +93,7 @@ func newController(name string, o options, tl *timeline, store lease.Store, peer
 	var err error
 	c.ln, err = listener.New(listener.Config{
 		ControllerAddr: "127.0.0.1:0",
-		APIAddr:        "127.0.0.1:0",
+		APIAddr:        net.JoinHostPort(apiHost, "0"),
 		APIRate:        rate.Limit(o.apiRate),
 		APIBurst:       o.apiBurst,
 		// Bind the API port once to learn its number (agents need it),
