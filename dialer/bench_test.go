@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -40,22 +41,7 @@ func (c armedClock) NewTimer(d time.Duration) clock.Timer {
 // dialer trial; the metrics also give peer dials made after ready (must be 0).
 func BenchmarkLocalReady(b *testing.B) {
 	const minTrials = 200
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		for {
-			conn, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			conn.Close()
-		}
-	})
-	defer func() { ln.Close(); wg.Wait() }()
-	port := ln.Addr().(*net.TCPAddr).Port
+	port := acceptAndClose(b)
 
 	peer, err := net.Listen("tcp", "127.0.0.1:0") // reserve, then free: a peer that is down
 	if err != nil {
@@ -120,7 +106,7 @@ func BenchmarkLocalReady(b *testing.B) {
 	for len(lats) < minTrials {
 		lats = append(lats, trial(len(lats)%2 == 1))
 	}
-	polled := pollTrials(b, ln.Addr().String(), minTrials)
+	polled := pollTrials(b, net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), minTrials)
 
 	dp50, dp99 := percentile(lats, 0.50), percentile(lats, 0.99)
 	pp50, pp99 := percentile(polled, 0.50), percentile(polled, 0.99)
@@ -185,24 +171,10 @@ func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond)
 // loopback beside a bare net.Dialer to the same listener, showing the
 // dialer's own overhead.
 func BenchmarkDialReady(b *testing.B) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		for {
-			conn, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			conn.Close()
-		}
-	})
-	defer func() { ln.Close(); wg.Wait() }()
 	ready := make(chan struct{})
 	close(ready)
-	d, err := dialer.New(dialer.Config{LocalPort: ln.Addr().(*net.TCPAddr).Port, LocalReady: ready})
+	port := acceptAndClose(b)
+	d, err := dialer.New(dialer.Config{LocalPort: port, LocalReady: ready})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -221,11 +193,32 @@ func BenchmarkDialReady(b *testing.B) {
 		b.ReportAllocs()
 		var nd net.Dialer
 		for b.Loop() {
-			conn, err := nd.DialContext(ctx, "tcp", ln.Addr().String())
+			conn, err := nd.DialContext(ctx, "tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
 			if err != nil {
 				b.Fatal(err)
 			}
 			conn.Close()
 		}
 	})
+}
+
+// acceptAndClose listens on a loopback port that accepts and closes every
+// connection until the benchmark ends, and returns the port.
+func acceptAndClose(b *testing.B) int {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			conn.Close()
+		}
+	})
+	b.Cleanup(func() { ln.Close(); wg.Wait() })
+	return ln.Addr().(*net.TCPAddr).Port
 }
