@@ -171,15 +171,7 @@ func TestLossWatchFollowsTermAndEndsOnClose(t *testing.T) {
 }
 
 func TestCheckFastPathWithLossNotifierDoesNotAllocate(t *testing.T) {
-	f := newNotifyingFixture(t, nil, nil)
-	f.held(t)
-	ctx := context.Background()
-	allocs := testing.AllocsPerRun(1000, func() {
-		if _, err := f.tr.Check(ctx, dur); err != nil {
-			t.Fatal(err)
-		}
-	})
-	assert.Zero(t, allocs)
+	assertCheckDoesNotAllocate(t, newNotifyingFixture(t, nil, nil))
 }
 
 // alwaysLost is a misbehaving LossNotifier: every watch fires at once,

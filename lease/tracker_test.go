@@ -739,7 +739,13 @@ func TestStateString(t *testing.T) {
 }
 
 func TestCheckFastPathDoesNotAllocate(t *testing.T) {
-	f := newFixture(t, nil, nil)
+	assertCheckDoesNotAllocate(t, newFixture(t, nil, nil))
+}
+
+// assertCheckDoesNotAllocate checks that a Check answered from the cache of
+// a held lease allocates nothing.
+func assertCheckDoesNotAllocate(t *testing.T, f *fixture) {
+	t.Helper()
 	f.held(t)
 	ctx := context.Background()
 	allocs := testing.AllocsPerRun(1000, func() {
