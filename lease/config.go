@@ -27,8 +27,8 @@ type Config struct {
 	Duration time.Duration
 	// RenewFraction is the fraction of the validity obtained by a claim
 	// or extend after which the tracker extends again: lower renews more
-	// often and leaves more time for retries. It must be below 1; zero
-	// means 0.5.
+	// often and leaves more time for retries. Zero means 0.5; any other
+	// value must be in (0, 1).
 	RenewFraction float64
 	// Jitter brings each renewal forward by a random fraction, up to
 	// Jitter, of its interval, so that trackers spread their calls; it

@@ -22,10 +22,12 @@ const (
 	// ran out, or a late timer suggests the process was paused. Do not
 	// act as leader; this is not "not leader" either.
 	Unknown State = iota
-	// Held: this tracker holds the lease until Status.Until.
+	// Held: this tracker holds the lease until Status.Until. Act as
+	// leader until then, and pass Status.Token to what you guard.
 	Held
 	// NotHeld: the store said definitively that another holder has the
-	// lease (or that our term is over).
+	// lease (or that our term is over). Do not act as leader; the tracker
+	// keeps claiming, and Changes reports when it leads again.
 	NotHeld
 )
 
@@ -42,7 +44,8 @@ func (s State) String() string {
 	return fmt.Sprintf("State(%d)", int(s))
 }
 
-// Status is a tracker's answer about its lease.
+// Status is a tracker's answer about its lease: act on State, and only as
+// leader while it says Held and Until lies ahead.
 type Status struct {
 	State State
 	// Holder is ours when Held, the other holder (when the store named
