@@ -76,10 +76,11 @@ type propertyRun struct {
 	closing map[*instance]time.Time
 }
 
-// propStep is one kind of random step: weight in 100 of choosing it, and
-// what it does to slot i.
+// propStep is one kind of random step: its weight in 100 of being chosen,
+// and what it does to slot i.
 type propStep struct {
 	weight int
+	name   string
 	act    func(p *propertyRun, i int)
 }
 
@@ -96,17 +97,24 @@ var (
 
 // propSteps are the steps of a run; their weights add up to 100.
 var propSteps = []propStep{
-	{35, func(p *propertyRun, _ int) { p.clk.Advance(pick(p.r, propAdvances)) }},
-	{20, func(p *propertyRun, i int) { p.check(p.slots[i], pick(p.r, propAtLeasts)) }},
-	{13, func(p *propertyRun, i int) { p.slots[i].store.Always(pick(p.r, propOps), pick(p.r, propFaults)) }},
-	{8, func(p *propertyRun, i int) { // one call fails (never Pass)
-		p.slots[i].store.Next(pick(p.r, propOps), pick(p.r, propFaults[1:]))
+	{35, "advance the clock", func(p *propertyRun, _ int) { p.clk.Advance(pick(p.r, propAdvances)) }},
+	{20, "check", func(p *propertyRun, i int) { p.check(p.slots[i], pick(p.r, propAtLeasts)) }},
+	{13, "standing fault", func(p *propertyRun, i int) {
+		p.slots[i].store.Always(pick(p.r, propOps), pick(p.r, propFaults))
 	}},
-	{8, func(p *propertyRun, i int) { heal(p.slots[i].store) }},
-	{4, func(p *propertyRun, i int) { l := pick(p.r, propLatencies); p.slots[i].store.SetLatency(l[0], l[1]) }},
-	{4, func(p *propertyRun, i int) { p.slots[i].store.Next(leasetest.OpClaim, leasetest.Lost) }}, // denied, holder unnamed
-	{3, func(p *propertyRun, i int) { p.slots[i].store.SignalLost(p.slots[i].name) }},             // a spurious loss signal
-	{5, func(p *propertyRun, i int) { p.close(p.slots[i]); p.slots[i] = p.start(i) }},             // a restart
+	{8, "next call fails", func(p *propertyRun, i int) {
+		p.slots[i].store.Next(pick(p.r, propOps), pick(p.r, propFaults[1:])) // never Pass
+	}},
+	{8, "heal", func(p *propertyRun, i int) { heal(p.slots[i].store) }},
+	{4, "latency", func(p *propertyRun, i int) {
+		l := pick(p.r, propLatencies)
+		p.slots[i].store.SetLatency(l[0], l[1])
+	}},
+	{4, "claim denied, holder unnamed", func(p *propertyRun, i int) {
+		p.slots[i].store.Next(leasetest.OpClaim, leasetest.Lost)
+	}},
+	{3, "spurious loss signal", func(p *propertyRun, i int) { p.slots[i].store.SignalLost(p.slots[i].name) }},
+	{5, "restart", func(p *propertyRun, i int) { p.close(p.slots[i]); p.slots[i] = p.start(i) }},
 }
 
 func pick[T any](r *rand.Rand, from []T) T { return from[r.IntN(len(from))] }
@@ -143,9 +151,12 @@ func runProperty(t *testing.T, seed uint64, steps int) {
 	for i := range p.slots {
 		p.slots[i] = p.start(i)
 	}
+	taken := make(map[string]int)
 	for range steps {
 		i := p.r.IntN(len(p.slots))
-		choose(p.r.IntN(100)).act(p, i)
+		step := choose(p.r.IntN(100))
+		taken[step.name]++
+		step.act(p, i)
 		p.settle()
 		p.checkStoreBacksPromises()
 	}
@@ -155,7 +166,7 @@ func runProperty(t *testing.T, seed uint64, steps int) {
 	p.checkNoOverlap()
 	p.checkStoreOutlastsPromises()
 
-	t.Logf("seed %d: %v", seed, p.counts)
+	t.Logf("seed %d: steps %v; outcomes %v", seed, taken, p.counts)
 	assert.Greater(t, p.counts["held"], 20, "the run must exercise leadership")
 	assert.Positive(t, p.counts["renewal-failed-held"]+p.counts["renewal-failed-unknown"],
 		"the run must exercise ambiguous failures")
