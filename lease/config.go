@@ -6,6 +6,8 @@ import (
 
 	"github.com/juju/clock"
 	"github.com/juju/errors"
+
+	"github.com/coldstart-go/coldstart/internal/backoff"
 )
 
 // Config configures a Tracker. Store, Name, Holder and Duration are
@@ -24,12 +26,17 @@ type Config struct {
 	// check for Duration is answered from cache for most of a term.
 	Duration time.Duration
 	// RenewFraction is the fraction of the validity obtained by a claim
-	// or extend after which the tracker extends again. Zero means 0.5; it
-	// must be in (0, 1).
+	// or extend after which the tracker extends again: lower renews more
+	// often and leaves more time for retries. Zero means 0.5; any other
+	// value must be in (0, 1).
 	RenewFraction float64
 	// Jitter brings each renewal forward by a random fraction, up to
 	// Jitter, of its interval, so that trackers spread their calls; it
-	// never makes a renewal later. Zero means 0.1; a negative value turns
+	// never makes a renewal later. Retries after an ambiguous failure or a
+	// lost term are shortened by up to half their delay (or Jitter, if
+	// larger), so that trackers whose calls failed together — thousands
+	// started at once against a store that bounds its calls in flight — do
+	// not retry in lock-step. Zero means 0.1; a negative value turns all
 	// jitter off (tests with a testclock usually want that); it must be
 	// below 1.
 	Jitter float64
@@ -81,7 +88,7 @@ func (c Config) Validate() error {
 	case c.Duration > maxDuration:
 		return errors.NotValidf("Duration %v (must be at most %v: leases are claimed for 2×Duration)", c.Duration, maxDuration)
 	case !(c.RenewFraction >= 0 && c.RenewFraction < 1): // also rejects NaN
-		return errors.NotValidf("RenewFraction %v (must be in (0, 1))", c.RenewFraction)
+		return errors.NotValidf("RenewFraction %v (must be in (0, 1), or 0 for the default 0.5)", c.RenewFraction)
 	case c.Jitter != c.Jitter || c.Jitter >= 1: // NaN or too large
 		return errors.NotValidf("Jitter %v (must be below 1)", c.Jitter)
 	case c.Margin < 0 || c.Margin >= c.Duration:
@@ -94,6 +101,22 @@ func (c Config) Validate() error {
 		return errors.NotValidf("LateTimer %v (must not be negative)", c.LateTimer)
 	}
 	return nil
+}
+
+// retryJitter is the least jitter of the retry backoff while jitter is on:
+// "equal jitter", each delay drawn from [d/2, d]. Renewals need only a
+// small spread, being scheduled from each tracker's own claim time; retries
+// after a failure shared by many trackers start in step and need more.
+const retryJitter = 0.5
+
+// retryPolicy is the backoff after ambiguous failures: RetryDelay/8,
+// doubling to RetryDelay, jittered. c must have its defaults.
+func (c Config) retryPolicy() backoff.Policy {
+	jitter := c.Jitter
+	if jitter > 0 {
+		jitter = max(jitter, retryJitter)
+	}
+	return backoff.Policy{Min: max(c.RetryDelay/8, 1), Max: c.RetryDelay, Jitter: jitter}
 }
 
 // withDefaults returns c with every zero knob set to its default.

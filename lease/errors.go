@@ -32,12 +32,12 @@ var (
 type NotLeaderError struct {
 	Name   string // the lease
 	Holder string // who holds it now; empty when the store did not say
-	Cause  error  // the store's definitive answer
+	Err    error  // the store's definitive answer
 }
 
 func (e *NotLeaderError) Error() string {
 	if e.Holder == "" {
-		return fmt.Sprintf("lease %q: not the leader: %v", e.Name, e.Cause)
+		return fmt.Sprintf("lease %q: not the leader: %v", e.Name, e.Err)
 	}
 	return fmt.Sprintf("lease %q: not the leader: held by %q", e.Name, e.Holder)
 }
@@ -46,14 +46,14 @@ func (e *NotLeaderError) Error() string {
 func (e *NotLeaderError) Is(target error) bool { return target == ErrNotLeader }
 
 // Unwrap returns the store's answer.
-func (e *NotLeaderError) Unwrap() error { return e.Cause }
+func (e *NotLeaderError) Unwrap() error { return e.Err }
 
 // RenewalFailedError is the ambiguous answer "the store could not confirm
 // the lease". It matches ErrRenewalFailed and unwraps to the cause (a store
 // timeout, a cancelled call, a late timer).
 type RenewalFailedError struct {
-	Name  string // the lease
-	Cause error  // why the lease could not be confirmed
+	Name string // the lease
+	Err  error  // why the lease could not be confirmed
 	// Until is the end of the validity last confirmed by the store
 	// (already less the Margin). It is a promise only while the Status
 	// returned with the error says Held.
@@ -62,19 +62,19 @@ type RenewalFailedError struct {
 
 func (e *RenewalFailedError) Error() string {
 	if e.Until.IsZero() {
-		return fmt.Sprintf("lease %q: not confirmed: %v", e.Name, e.Cause)
+		return fmt.Sprintf("lease %q: not confirmed: %v", e.Name, e.Err)
 	}
 	return fmt.Sprintf("lease %q: renewal not confirmed (last confirmed until %s): %v",
-		e.Name, e.Until.Format(time.RFC3339Nano), e.Cause)
+		e.Name, e.Until.Format(time.RFC3339Nano), e.Err)
 }
 
 // Is reports whether target is ErrRenewalFailed.
 func (e *RenewalFailedError) Is(target error) bool { return target == ErrRenewalFailed }
 
 // Unwrap returns the cause.
-func (e *RenewalFailedError) Unwrap() error { return e.Cause }
+func (e *RenewalFailedError) Unwrap() error { return e.Err }
 
-// Causes a tracker puts in a RenewalFailedError besides a store's error.
+// Errors a tracker puts in a RenewalFailedError besides a store's error.
 var (
 	errNotClaimed = errors.New("no claim has been answered yet")
 	errLateTimer  = errors.New("renewal timer fired late: the process may have been paused")

@@ -194,7 +194,7 @@ func TestMisbehavingNotifierCostsAtMostOneCallPerRenewal(t *testing.T) {
 	require.Equal(t, renewAt, f.nextIdle(t), "the claim's schedule")
 	require.Equal(t, renewAt, f.nextIdle(t), "the signal's extend, at once, then the same schedule")
 	assert.Equal(t, 1, f.store.Calls(leasetest.OpExtend))
-	assert.True(t, lease.Settled(f.tr, f.clk.Now()), "asleep, not watching: nothing wakes it before the renewal")
+	assert.True(t, settled(f.clk, f.tr), "asleep, not watching: nothing wakes it before the renewal")
 
 	for i := range 3 {
 		f.clk.Advance(renewAt)

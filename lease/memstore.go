@@ -55,7 +55,6 @@ func NewMemStore(clk clock.Clock) *MemStore {
 
 var _ interface {
 	Store
-	Reader
 	LossNotifier
 } = (*MemStore)(nil)
 
@@ -126,8 +125,10 @@ func (m *MemStore) Revoke(ctx context.Context, g Grant) error {
 	return nil
 }
 
-// Holder implements Reader: the live term of the named lease, or ErrNotHeld
-// when nobody holds it. The returned Duration is the time left.
+// Holder returns the live term of the named lease, with the time it has
+// left as Duration, or ErrNotHeld when nobody holds it: who leads now, for
+// a status page or a test. A party deciding whether it may act as leader
+// asks its Tracker's Check instead.
 func (m *MemStore) Holder(ctx context.Context, name string) (Grant, error) {
 	if err := ctx.Err(); err != nil {
 		return Grant{}, errors.Annotatef(err, "read lease %q", name)

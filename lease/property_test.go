@@ -51,17 +51,20 @@ type promise struct {
 type instance struct {
 	id           int
 	name, holder string
+	clk          *renewerClock // the shared clock, following this tracker's renewer
 	store        *leasetest.FaultStore
 	tr           *lease.Tracker
 	closedAt     time.Time // zero while open; written by the test goroutine only
 }
 
 type propertyRun struct {
-	t   *testing.T
-	clk *testclock.Clock
-	mem *lease.MemStore
-	rec *recordingStore
-	r   *rand.Rand
+	t     *testing.T
+	clk   *testclock.Clock
+	mem   *lease.MemStore
+	rec   *recordingStore
+	r     *rand.Rand
+	slots []*instance
+	ids   int // the last instance id
 
 	ctx     context.Context // ends the checks still waiting at the end
 	wg      sync.WaitGroup
@@ -73,22 +76,68 @@ type propertyRun struct {
 	closing map[*instance]time.Time
 }
 
+// propStep is one kind of random step: its weight in 100 of being chosen,
+// and what it does to slot i.
+type propStep struct {
+	weight int
+	name   string
+	act    func(p *propertyRun, i int)
+}
+
+var (
+	propAdvances = []time.Duration{10 * time.Millisecond, 300 * time.Millisecond, time.Second,
+		2500 * time.Millisecond, 6 * time.Second, 15 * time.Second}
+	propAtLeasts = []time.Duration{0, time.Second, 5 * time.Second, propDur, 2*propDur - propDur/10}
+	propFaults   = []leasetest.Fault{leasetest.Pass, leasetest.Timeout, leasetest.AppliedTimeout, leasetest.Hang}
+	propOps      = []leasetest.Op{leasetest.OpClaim, leasetest.OpExtend, leasetest.OpClaim | leasetest.OpExtend}
+	// propLatencies are request and response latencies.
+	propLatencies = [][2]time.Duration{{0, 0}, {300 * time.Millisecond, 300 * time.Millisecond},
+		{0, 2 * time.Second}, {time.Second, time.Second}}
+)
+
+// propSteps are the steps of a run; their weights add up to 100.
+var propSteps = []propStep{
+	{35, "advance the clock", func(p *propertyRun, _ int) { p.clk.Advance(pick(p.r, propAdvances)) }},
+	{20, "check", func(p *propertyRun, i int) { p.check(p.slots[i], pick(p.r, propAtLeasts)) }},
+	{13, "standing fault", func(p *propertyRun, i int) {
+		p.slots[i].store.Always(pick(p.r, propOps), pick(p.r, propFaults))
+	}},
+	{8, "next call fails", func(p *propertyRun, i int) {
+		p.slots[i].store.Next(pick(p.r, propOps), pick(p.r, propFaults[1:])) // never Pass
+	}},
+	{8, "heal", func(p *propertyRun, i int) { heal(p.slots[i].store) }},
+	{4, "latency", func(p *propertyRun, i int) {
+		l := pick(p.r, propLatencies)
+		p.slots[i].store.SetLatency(l[0], l[1])
+	}},
+	{4, "claim denied, holder unnamed", func(p *propertyRun, i int) {
+		p.slots[i].store.Next(leasetest.OpClaim, leasetest.Lost)
+	}},
+	{3, "spurious loss signal", func(p *propertyRun, i int) { p.slots[i].store.SignalLost(p.slots[i].name) }},
+	{5, "restart", func(p *propertyRun, i int) { p.close(p.slots[i]); p.slots[i] = p.start(i) }},
+}
+
+func pick[T any](r *rand.Rand, from []T) T { return from[r.IntN(len(from))] }
+
+// choose returns the step that k in [0, 100) falls on.
+func choose(k int) propStep {
+	for _, s := range propSteps {
+		if k < s.weight {
+			return s
+		}
+		k -= s.weight
+	}
+	panic("propSteps weigh less than 100")
+}
+
+func heal(fs *leasetest.FaultStore) {
+	fs.Always(leasetest.AnyOp, leasetest.Pass)
+	fs.SetLatency(0, 0)
+}
+
 func runProperty(t *testing.T, seed uint64, steps int) {
 	clk := testclock.NewClock(t0)
-	stopDrain := make(chan struct{})
-	drained := make(chan struct{})
-	go func() { // testclock panics when its alarm buffer fills
-		defer close(drained)
-		for {
-			select {
-			case <-clk.Alarms():
-			case <-stopDrain:
-				return
-			}
-		}
-	}()
-	defer func() { close(stopDrain); <-drained }()
-
+	defer drainAlarms(clk)()
 	ctx, cancel := context.WithCancel(context.Background())
 	mem := lease.NewMemStore(clk)
 	p := &propertyRun{
@@ -98,97 +147,94 @@ func runProperty(t *testing.T, seed uint64, steps int) {
 	}
 	// Six slots on two leases; slots 0 and 4 (and 1 and 5) share both the
 	// lease and the holder name, like a process and its restart.
-	names := []string{"a", "b"}
-	slots := make([]*instance, 6)
-	nextID := 0
-	start := func(i int) *instance {
-		nextID++
-		in := &instance{id: nextID, name: names[i%2], holder: fmt.Sprintf("h%d", (i/2)%2)}
-		in.store = leasetest.NewFaultStore(p.rec, clk)
-		tr, err := lease.NewTracker(lease.Config{
-			Store: in.store, Name: in.name, Holder: in.holder, Duration: propDur,
-			Jitter: -1, Clock: clk, ReleaseOnClose: p.r.IntN(2) == 0,
-		})
-		require.NoError(t, err)
-		in.tr = tr
-		p.wg.Add(1)
-		go func() { // follow Changes until the tracker closes
-			defer p.wg.Done()
-			for st := range tr.Changes() {
-				p.observe(in, st, nil, clk.Now())
-			}
-		}()
-		return in
+	p.slots = make([]*instance, 6)
+	for i := range p.slots {
+		p.slots[i] = p.start(i)
 	}
-	for i := range slots {
-		slots[i] = start(i)
-	}
-
-	durations := []time.Duration{10 * time.Millisecond, 300 * time.Millisecond, time.Second,
-		2500 * time.Millisecond, 6 * time.Second, 15 * time.Second}
-	faults := []leasetest.Fault{leasetest.Pass, leasetest.Timeout, leasetest.AppliedTimeout, leasetest.Hang}
-	ops := []leasetest.Op{leasetest.OpClaim, leasetest.OpExtend, leasetest.OpClaim | leasetest.OpExtend}
+	taken := make(map[string]int)
 	for range steps {
-		in := slots[p.r.IntN(len(slots))]
-		switch k := p.r.IntN(100); {
-		case k < 35:
-			clk.Advance(durations[p.r.IntN(len(durations))])
-		case k < 55:
-			atLeast := []time.Duration{0, time.Second, 5 * time.Second, propDur, 2*propDur - propDur/10}[p.r.IntN(5)]
-			p.wg.Add(1)
-			go func() {
-				defer p.wg.Done()
-				st, err := in.tr.Check(p.ctx, atLeast)
-				p.observe(in, st, err, clk.Now())
-			}()
-		case k < 68:
-			in.store.Always(ops[p.r.IntN(len(ops))], faults[p.r.IntN(len(faults))])
-		case k < 76:
-			in.store.Next(ops[p.r.IntN(len(ops))], faults[1+p.r.IntN(len(faults)-1)])
-		case k < 84:
-			in.store.Always(leasetest.AnyOp, leasetest.Pass)
-			in.store.SetLatency(0, 0)
-		case k < 88:
-			l := [][2]time.Duration{{0, 0}, {300 * time.Millisecond, 300 * time.Millisecond},
-				{0, 2 * time.Second}, {time.Second, time.Second}}[p.r.IntN(4)]
-			in.store.SetLatency(l[0], l[1])
-		case k < 92:
-			in.store.Next(leasetest.OpClaim, leasetest.Lost) // a claim denied, holder unnamed
-		case k < 95:
-			in.store.SignalLost(in.name) // a spurious loss signal
-		default: // restart the slot
-			i := 0
-			for slots[i] != in {
-				i++
-			}
-			p.close(in)
-			slots[i] = start(i)
-		}
-		p.settle(slots)
+		i := p.r.IntN(len(p.slots))
+		step := choose(p.r.IntN(100))
+		taken[step.name]++
+		step.act(p, i)
+		p.settle()
 		p.checkStoreBacksPromises()
 	}
-
-	for _, in := range slots {
-		in.store.Always(leasetest.AnyOp, leasetest.Pass)
-		in.store.SetLatency(0, 0)
-		p.close(in)
-	}
-	// Closes with release may wait on a hung revoke's timeout.
-	for p.closingCount() > 0 {
-		clk.Advance(propDur)
-		runtime.Gosched()
-	}
+	p.closeAll()
 	cancel()
 	p.wg.Wait()
 	p.checkNoOverlap()
 	p.checkStoreOutlastsPromises()
 
-	t.Logf("seed %d: %v", seed, p.counts)
+	t.Logf("seed %d: steps %v; outcomes %v", seed, taken, p.counts)
 	assert.Greater(t, p.counts["held"], 20, "the run must exercise leadership")
 	assert.Positive(t, p.counts["renewal-failed-held"]+p.counts["renewal-failed-unknown"],
 		"the run must exercise ambiguous failures")
 	assert.Positive(t, p.counts["not-leader"], "the run must exercise contention")
 	assert.Greater(t, p.counts["terms"], 4, "leadership must change hands")
+}
+
+// drainAlarms reads clk's alarm notifications (testclock panics when their
+// buffer fills) until the returned stop is called.
+func drainAlarms(clk *testclock.Clock) (stop func()) {
+	done := make(chan struct{})
+	drained := make(chan struct{})
+	go func() {
+		defer close(drained)
+		for {
+			select {
+			case <-clk.Alarms():
+			case <-done:
+				return
+			}
+		}
+	}()
+	return func() { close(done); <-drained }
+}
+
+// start runs a new tracker in slot i, following its Changes.
+func (p *propertyRun) start(i int) *instance {
+	p.ids++
+	in := &instance{id: p.ids, name: []string{"a", "b"}[i%2], holder: fmt.Sprintf("h%d", (i/2)%2)}
+	in.clk = newRenewerClock(p.clk, nil)
+	in.store = leasetest.NewFaultStore(p.rec, p.clk)
+	tr, err := lease.NewTracker(lease.Config{
+		Store: in.store, Name: in.name, Holder: in.holder, Duration: propDur,
+		Jitter: -1, Clock: in.clk, ReleaseOnClose: p.r.IntN(2) == 0,
+	})
+	require.NoError(p.t, err)
+	in.tr = tr
+	p.wg.Add(1)
+	go func() { // follow Changes until the tracker closes
+		defer p.wg.Done()
+		for st := range tr.Changes() {
+			p.observe(in, st, nil, p.clk.Now())
+		}
+	}()
+	return in
+}
+
+// check asks in's tracker for atLeast in the background.
+func (p *propertyRun) check(in *instance, atLeast time.Duration) {
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		st, err := in.tr.Check(p.ctx, atLeast)
+		p.observe(in, st, err, p.clk.Now())
+	}()
+}
+
+// closeAll heals and closes every slot, and waits for the closes: those
+// that release may wait on a hung revoke's timeout.
+func (p *propertyRun) closeAll() {
+	for _, in := range p.slots {
+		heal(in.store)
+		p.close(in)
+	}
+	for p.closingCount() > 0 {
+		p.clk.Advance(propDur)
+		runtime.Gosched()
+	}
 }
 
 func (p *propertyRun) observe(in *instance, st lease.Status, err error, at time.Time) {
@@ -246,14 +292,23 @@ func (p *propertyRun) closedAt(in *instance) time.Time {
 // settle gives the trackers a bounded chance to finish reacting to the
 // last step. It only improves coverage: the properties hold under any
 // interleaving.
-func (p *propertyRun) settle(slots []*instance) {
-	now := p.clk.Now()
-	for _, in := range slots {
-		for i := 0; i < 2000 && !lease.Settled(in.tr, now) && in.store.Blocked() == 0; i++ {
+func (p *propertyRun) settle() {
+	for _, in := range p.slots {
+		for i := 0; i < 2000 && !settled(in.clk, in.tr) && !blocked(in.store); i++ {
 			runtime.Gosched()
 		}
 	}
 }
+
+// ended is a context that has ended.
+var ended = func() context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	return ctx
+}()
+
+// blocked reports whether a call of fs waits now, on latency or a Hang.
+func blocked(fs *leasetest.FaultStore) bool { return fs.WaitBlocked(ended, 1) == nil }
 
 // checkStoreBacksPromises: at this instant, every open promise is backed
 // by the store's live term.

@@ -47,14 +47,6 @@ type Store interface {
 	Revoke(ctx context.Context, g Grant) error
 }
 
-// Reader is an optional Store extension that reads a lease's current term.
-// MemStore implements it; tests use it to check promises against the store.
-type Reader interface {
-	// Holder returns the live term of the named lease, with the time it
-	// has left as Duration, or ErrNotHeld when nobody holds it.
-	Holder(ctx context.Context, name string) (Grant, error)
-}
-
 // LossNotifier is an optional Store extension that tells early when a term
 // may be over — its lease revoked, expired, or taken over — instead of at
 // the holder's next Extend. MemStore and etcdlease's Store implement it.

@@ -4,12 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	jujuerrors "github.com/juju/errors"
+
+	"github.com/coldstart-go/coldstart/internal/backoff"
 )
 
 // State is what a Tracker knows about its lease.
@@ -21,10 +22,12 @@ const (
 	// ran out, or a late timer suggests the process was paused. Do not
 	// act as leader; this is not "not leader" either.
 	Unknown State = iota
-	// Held: this tracker holds the lease until Status.Until.
+	// Held: this tracker holds the lease until Status.Until. Act as
+	// leader until then, and pass Status.Token to what you guard.
 	Held
 	// NotHeld: the store said definitively that another holder has the
-	// lease (or that our term is over).
+	// lease (or that our term is over). Do not act as leader; the tracker
+	// keeps claiming, and Changes reports when it leads again.
 	NotHeld
 )
 
@@ -41,7 +44,8 @@ func (s State) String() string {
 	return fmt.Sprintf("State(%d)", int(s))
 }
 
-// Status is a tracker's answer about its lease.
+// Status is a tracker's answer about its lease: act on State, and only as
+// leader while it says Held and Until lies ahead.
 type Status struct {
 	State State
 	// Holder is ours when Held, the other holder (when the store named
@@ -93,15 +97,10 @@ type Tracker struct {
 	exited    chan struct{} // closed when the renewer has returned
 	closeErr  error         // the release error; written before exited closes
 
-	hooks hooks // test seams; zero in production
-	// sleeping is the scheduled wake (Unix ns) while the renewer waits,
-	// else 0; tests read it to let trackers settle between clock steps.
-	sleeping atomic.Int64
-
 	// Owned by the renewer goroutine.
 	grant    Grant
 	hasGrant bool
-	backoff  time.Duration
+	retry    backoff.Backoff // after ambiguous failures; reset by an answer
 	loss     lossWatch
 }
 
@@ -132,19 +131,9 @@ type snapshot struct {
 // round is one store call that checks can wait for.
 type round struct{ done chan struct{} }
 
-// hooks are test seams (see export_test.go), set before the renewer starts.
-type hooks struct {
-	idle      func(delay time.Duration) // the renewer armed a wait of delay
-	checkWait func()                    // a check began waiting for a round
-}
-
 // NewTracker validates cfg and starts claiming the lease in the
-// background. Call Close to stop.
+// background: the first claim goes at once. Call Close to stop.
 func NewTracker(cfg Config) (*Tracker, error) {
-	return newTracker(cfg, hooks{})
-}
-
-func newTracker(cfg Config, h hooks) (*Tracker, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, jujuerrors.Trace(err)
 	}
@@ -159,7 +148,7 @@ func newTracker(cfg Config, h hooks) (*Tracker, error) {
 		cancel:     cancel,
 		done:       make(chan struct{}),
 		exited:     make(chan struct{}),
-		hooks:      h,
+		retry:      backoff.Backoff{Policy: cfg.retryPolicy()},
 	}
 	t.loss.notifier, _ = cfg.Store.(LossNotifier)
 	t.snap.Store(&snapshot{cause: errNotClaimed, changed: make(chan struct{})})
@@ -210,9 +199,6 @@ func (t *Tracker) check(ctx context.Context, atLeast time.Duration) (Status, err
 		return t.evaluate(s, now, atLeast)
 	}
 	r := t.awaitRound()
-	if t.hooks.checkWait != nil {
-		t.hooks.checkWait()
-	}
 	select {
 	case <-r.done:
 	case <-t.exited:
@@ -238,7 +224,7 @@ func (t *Tracker) evaluate(s *snapshot, now time.Time, atLeast time.Duration) (S
 		if cause == nil {
 			cause = errShortTerm
 		}
-		return st, &RenewalFailedError{Name: t.cfg.Name, Cause: cause, Until: st.Until}
+		return st, &RenewalFailedError{Name: t.cfg.Name, Err: cause, Until: st.Until}
 	}
 	// Unknown, or Held whose validity has run out unconfirmed.
 	cause := s.cause
@@ -246,7 +232,7 @@ func (t *Tracker) evaluate(s *snapshot, now time.Time, atLeast time.Duration) (S
 		cause = errRanOut
 	}
 	st.State, st.Holder = Unknown, ""
-	return st, &RenewalFailedError{Name: t.cfg.Name, Cause: cause, Until: st.Until}
+	return st, &RenewalFailedError{Name: t.cfg.Name, Err: cause, Until: st.Until}
 }
 
 // Changes returns a channel that receives the tracker's status whenever it
@@ -315,7 +301,7 @@ func (t *Tracker) watch(token uint64, cancel context.CancelCauseFunc, stop <-cha
 		switch {
 		case !s.closed && s.status.State == Held && s.status.Token != token:
 			err = &NotLeaderError{Name: t.cfg.Name, Holder: s.status.Holder,
-				Cause: fmt.Errorf("term %d is over (now %d): %w", token, s.status.Token, ErrNotHeld)}
+				Err: fmt.Errorf("term %d is over (now %d): %w", token, s.status.Token, ErrNotHeld)}
 		default:
 			_, err = t.evaluate(s, now, 0)
 		}
@@ -353,6 +339,8 @@ func (t *Tracker) awaitRound() *round {
 	return t.pending
 }
 
+// hasPending reports whether a check is waiting for a store call that has
+// not started yet.
 func (t *Tracker) hasPending() bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -380,16 +368,11 @@ func (t *Tracker) wait(delay time.Duration) bool {
 	if delay > 0 {
 		scheduled := clk.Now().Add(delay)
 		timer := clk.NewTimer(delay)
-		t.sleeping.Store(scheduled.UnixNano())
-		if t.hooks.idle != nil {
-			t.hooks.idle(delay)
-		}
 	loop:
 		for {
 			select {
 			case <-t.done:
 				timer.Stop()
-				t.sleeping.Store(0)
 				return false
 			case <-timer.Chan():
 				break loop
@@ -406,7 +389,6 @@ func (t *Tracker) wait(delay time.Duration) bool {
 				}
 			}
 		}
-		t.sleeping.Store(0)
 		if late := clk.Now().Sub(scheduled); late > t.cfg.LateTimer {
 			if s := t.snap.Load(); s.status.State == Held {
 				st := s.status
@@ -485,7 +467,8 @@ func (t *Tracker) attempt() time.Duration {
 }
 
 func (t *Tracker) confirmed(g Grant, sent, now time.Time) time.Duration {
-	t.grant, t.hasGrant, t.backoff = g, true, 0
+	t.grant, t.hasGrant = g, true
+	t.retry.Reset()
 	// Before publishing: once Held is seen, the term is watched.
 	t.loss.follow(t.ctx, g)
 	until := sent.Add(g.Duration - t.cfg.Margin)
@@ -497,14 +480,14 @@ func (t *Tracker) confirmed(g Grant, sent, now time.Time) time.Duration {
 		return t.retryDelay(now)
 	}
 	t.publish(st, nil)
-	interval := time.Duration(float64(until.Sub(sent)) * t.cfg.RenewFraction)
-	interval -= time.Duration(float64(interval) * t.cfg.Jitter * rand.Float64())
-	return sent.Add(interval).Sub(now)
+	interval := backoff.Duration(float64(until.Sub(sent)) * t.cfg.RenewFraction)
+	return sent.Add(backoff.Jitter(interval, t.cfg.Jitter)).Sub(now)
 }
 
 func (t *Tracker) lost(err error) time.Duration {
 	wasExtending := t.hasGrant
-	t.grant, t.hasGrant, t.backoff = Grant{}, false, 0
+	t.grant, t.hasGrant = Grant{}, false
+	t.retry.Reset()
 	t.loss.end()
 	var he *HeldError
 	holder := ""
@@ -512,12 +495,12 @@ func (t *Tracker) lost(err error) time.Duration {
 		holder = he.Holder
 	}
 	t.publish(Status{State: NotHeld, Holder: holder},
-		&NotLeaderError{Name: t.cfg.Name, Holder: holder, Cause: err})
+		&NotLeaderError{Name: t.cfg.Name, Holder: holder, Err: err})
 	if wasExtending {
 		// Our term is over; the lease may well be free. Claim again soon.
-		return t.jitter(t.minRetry())
+		return t.retry.Policy.Next(1)
 	}
-	return t.jitter(t.cfg.RetryDelay)
+	return backoff.Jitter(t.cfg.RetryDelay, t.cfg.Jitter)
 }
 
 func (t *Tracker) ambiguous(err error, now time.Time) time.Duration {
@@ -532,31 +515,17 @@ func (t *Tracker) ambiguous(err error, now time.Time) time.Duration {
 	return t.retryDelay(now)
 }
 
-// retryDelay is the next backoff step after an ambiguous failure: from
-// RetryDelay/8 doubling to RetryDelay, jittered, and never past the end of
-// a Held validity, so that the drop to Unknown is published on time.
+// retryDelay is the next backoff step after an ambiguous failure (see
+// Config.retryPolicy), never past the end of a Held validity, so that the
+// drop to Unknown is published on time.
 func (t *Tracker) retryDelay(now time.Time) time.Duration {
-	if t.backoff == 0 {
-		t.backoff = t.minRetry()
-	} else if t.backoff *= 2; t.backoff > t.cfg.RetryDelay {
-		t.backoff = t.cfg.RetryDelay
-	}
-	d := t.jitter(t.backoff)
+	d := t.retry.Next()
 	if s := t.snap.Load(); s.status.State == Held {
 		if left := s.status.Until.Sub(now); left > 0 && left < d {
 			d = left
 		}
 	}
 	return d
-}
-
-func (t *Tracker) minRetry() time.Duration {
-	return max(t.cfg.RetryDelay/8, 1)
-}
-
-// jitter shortens d by a random fraction of up to Jitter.
-func (t *Tracker) jitter(d time.Duration) time.Duration {
-	return d - time.Duration(float64(d)*t.cfg.Jitter*rand.Float64())
 }
 
 // publish stores a new snapshot, wakes watchers of the old one, and offers

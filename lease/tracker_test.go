@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/juju/clock"
 	"github.com/juju/clock/testclock"
 	jujuerrors "github.com/juju/errors"
 	"github.com/stretchr/testify/assert"
@@ -33,12 +34,69 @@ const (
 var t0 = time.Date(2026, 11, 30, 6, 26, 0, 0, time.UTC)
 
 type fixture struct {
-	clk       *testclock.Clock
-	mem       *lease.MemStore
-	store     *leasetest.FaultStore
-	tr        *lease.Tracker
-	idle      chan time.Duration
-	checkWait chan struct{}
+	clk   *renewerClock
+	mem   *lease.MemStore
+	store *leasetest.FaultStore
+	tr    *lease.Tracker
+}
+
+// renewerClock is a testclock that also follows the tracker's renewer. A
+// Tracker arms a Timer (NewTimer) only to wait for its next store call —
+// its call timeouts are AfterFuncs, WithLeadership's deadlines Alarms — so
+// each NewTimer is the renewer going idle, for the Timer's delay.
+type renewerClock struct {
+	*testclock.Clock
+	waits chan time.Duration // each wait's delay; nil: not reported
+
+	mu   sync.Mutex
+	cur  *renewerTimer // the latest wait's timer, until stopped
+	wake time.Time     // when that wait ends
+}
+
+func newRenewerClock(clk *testclock.Clock, waits chan time.Duration) *renewerClock {
+	return &renewerClock{Clock: clk, waits: waits}
+}
+
+// NewTimer arms the renewer's wait and reports its delay.
+func (c *renewerClock) NewTimer(d time.Duration) clock.Timer {
+	t := &renewerTimer{Timer: c.Clock.NewTimer(d), c: c}
+	c.mu.Lock()
+	c.cur, c.wake = t, c.Clock.Now().Add(d)
+	c.mu.Unlock()
+	if c.waits != nil {
+		c.waits <- d
+	}
+	return t
+}
+
+// asleep reports whether the renewer waits until after now: its latest
+// wait's timer is neither stopped nor due.
+func (c *renewerClock) asleep(now time.Time) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.cur != nil && c.wake.After(now)
+}
+
+// renewerTimer tells its clock when the renewer stops waiting early. (The
+// tracker never resets a timer.)
+type renewerTimer struct {
+	clock.Timer
+	c *renewerClock
+}
+
+func (t *renewerTimer) Stop() bool {
+	t.c.mu.Lock()
+	if t.c.cur == t {
+		t.c.cur = nil
+	}
+	t.c.mu.Unlock()
+	return t.Timer.Stop()
+}
+
+// settled reports whether tr's renewer is asleep past now with no check
+// waiting for a call: nothing happens until the clock moves.
+func settled(clk *renewerClock, tr *lease.Tracker) bool {
+	return clk.asleep(clk.Now()) && !lease.CheckPending(tr)
 }
 
 // newFixture starts a tracker "unit-0" on lease "singular" over a
@@ -66,16 +124,13 @@ type storeOnly struct{ lease.Store }
 
 func startFixture(t *testing.T, notify bool, mod func(*lease.Config), before func(f *fixture)) *fixture {
 	t.Helper()
-	f := &fixture{
-		clk:       testclock.NewClock(t0),
-		idle:      make(chan time.Duration, 1000),
-		checkWait: make(chan struct{}, 1000),
-	}
-	f.mem = lease.NewMemStore(f.clk)
+	clk := testclock.NewClock(t0)
+	f := &fixture{clk: newRenewerClock(clk, make(chan time.Duration, 1000))}
+	f.mem = lease.NewMemStore(clk)
 	if notify {
-		f.store = leasetest.NewFaultStore(f.mem, f.clk)
+		f.store = leasetest.NewFaultStore(f.mem, clk)
 	} else {
-		f.store = leasetest.NewFaultStore(storeOnly{f.mem}, f.clk)
+		f.store = leasetest.NewFaultStore(storeOnly{f.mem}, clk)
 	}
 	cfg := lease.Config{
 		Store: f.store, Name: "singular", Holder: "unit-0", Duration: dur,
@@ -87,9 +142,7 @@ func startFixture(t *testing.T, notify bool, mod func(*lease.Config), before fun
 	if before != nil {
 		before(f)
 	}
-	tr, err := lease.NewTrackerWithHooks(cfg,
-		func(d time.Duration) { f.idle <- d },
-		func() { f.checkWait <- struct{}{} })
+	tr, err := lease.NewTracker(cfg)
 	require.NoError(t, err)
 	f.tr = tr
 	t.Cleanup(func() { _ = tr.Close() })
@@ -100,7 +153,7 @@ func startFixture(t *testing.T, notify bool, mod func(*lease.Config), before fun
 func (f *fixture) nextIdle(t *testing.T) time.Duration {
 	t.Helper()
 	select {
-	case d := <-f.idle:
+	case d := <-f.clk.waits:
 		return d
 	case <-time.After(wait):
 		t.Fatal("the renewer never went idle")
@@ -109,7 +162,8 @@ func (f *fixture) nextIdle(t *testing.T) time.Duration {
 }
 
 // expectIdle asserts the renewer's next wait is want, then advances the
-// clock by it so that the renewer wakes.
+// clock by it so that the renewer wakes. (The wait's timer is armed before
+// nextIdle sees it, so the advance cannot come too early.)
 func (f *fixture) expectIdle(t *testing.T, want time.Duration) {
 	t.Helper()
 	require.Equal(t, want, f.nextIdle(t), "renewer's wait")
@@ -152,6 +206,54 @@ func (f *fixture) check(t *testing.T, atLeast time.Duration) (lease.Status, erro
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
 	return f.tr.Check(ctx, atLeast)
+}
+
+type answer struct {
+	st  lease.Status
+	err error
+}
+
+// checkWaiting starts a Check for atLeast and returns once the check waits
+// for a store call, with the channel its answer will come on.
+func (f *fixture) checkWaiting(t *testing.T, atLeast time.Duration) <-chan answer {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	wctx := newWaitingCtx(ctx)
+	answers := make(chan answer, 1)
+	go func() {
+		defer cancel()
+		st, err := f.tr.Check(wctx, atLeast)
+		answers <- answer{st, err}
+	}()
+	wctx.awaitWaiting(t)
+	return answers
+}
+
+// waitingCtx is a Context that tells when a Check begins to wait for a
+// store call: Check reads ctx.Done only then (an answer from the cached
+// status, or an invalid argument, never touches ctx).
+type waitingCtx struct {
+	context.Context
+	once    sync.Once
+	waiting chan struct{}
+}
+
+func newWaitingCtx(parent context.Context) *waitingCtx {
+	return &waitingCtx{Context: parent, waiting: make(chan struct{})}
+}
+
+func (c *waitingCtx) Done() <-chan struct{} {
+	c.once.Do(func() { close(c.waiting) })
+	return c.Context.Done()
+}
+
+func (c *waitingCtx) awaitWaiting(t *testing.T) {
+	t.Helper()
+	select {
+	case <-c.waiting:
+	case <-time.After(wait):
+		t.Fatal("the check never waited for a store call")
+	}
 }
 
 // held waits for the first claim and returns its status.
@@ -454,17 +556,9 @@ func TestRenewalTimeoutIsNotNotLeader(t *testing.T) {
 			f.store.Always(leasetest.OpExtend, tc.fault)
 			f.expectIdle(t, renewAt) // renewal time
 
-			type answer struct {
-				st  lease.Status
-				err error
-			}
-			answers := make(chan answer, 1)
-			go func() {
-				st, err := f.check(t, dur) // is-leader: at least 30 s
-				answers <- answer{st, err}
-			}()
+			answers := f.checkWaiting(t, dur) // is-leader: at least 30 s
 			if tc.fault == leasetest.Hang {
-				<-f.checkWait // the check waits on the hung renewal
+				// The check waits on the hung renewal.
 				require.NoError(t, f.clk.WaitAdvance(callTimeout, wait, 1), "the call timeout")
 			}
 			a := <-answers
@@ -477,12 +571,13 @@ func TestRenewalTimeoutIsNotNotLeader(t *testing.T) {
 func TestCheckWaitIsBoundedByContext(t *testing.T) {
 	f := newFixture(t, nil, func(f *fixture) { f.store.Always(leasetest.OpClaim, leasetest.Hang) })
 	ctx, cancel := context.WithCancel(context.Background())
+	wctx := newWaitingCtx(ctx)
 	done := make(chan error, 1)
 	go func() {
-		_, err := f.tr.Check(ctx, dur)
+		_, err := f.tr.Check(wctx, dur)
 		done <- err
 	}()
-	<-f.checkWait
+	wctx.awaitWaiting(t)
 	cancel()
 	err := <-done
 	require.ErrorIs(t, err, context.Canceled)
@@ -506,16 +601,7 @@ func TestAmbiguousClaimIsUnknown(t *testing.T) {
 		f.store.Next(leasetest.OpClaim, leasetest.AppliedTimeout)
 		f.store.SetLatency(time.Second, 0) // so that the check joins this claim
 	})
-	type answer struct {
-		st  lease.Status
-		err error
-	}
-	answers := make(chan answer, 1)
-	go func() {
-		st, err := f.check(t, dur)
-		answers <- answer{st, err}
-	}()
-	<-f.checkWait
+	answers := f.checkWaiting(t, dur)
 	require.NoError(t, f.clk.WaitAdvance(time.Second, wait, 2), "latency and call timeout")
 	a := <-answers
 	require.ErrorIs(t, a.err, lease.ErrRenewalFailed)
@@ -540,19 +626,12 @@ func TestShortTermIsRenewalFailed(t *testing.T) {
 	f.store.SetLatency(20*time.Second, 0)
 	require.Equal(t, renewAt, f.nextIdle(t))
 	f.clk.Advance(time.Second)
-	answers := make(chan error, 1)
-	var st lease.Status
-	go func() {
-		var err error
-		st, err = f.check(t, until0)
-		answers <- err
-	}()
-	<-f.checkWait
+	answers := f.checkWaiting(t, until0)
 	require.NoError(t, f.clk.WaitAdvance(20*time.Second, wait, 2), "latency and call timeout")
-	err := <-answers
-	requireRenewalFailedHeld(t, st, err, t0.Add(time.Second+until0))
-	assert.ErrorIs(t, err, lease.ErrShortTermForTest)
-	assert.Equal(t, first.Token, st.Token)
+	a := <-answers
+	requireRenewalFailedHeld(t, a.st, a.err, t0.Add(time.Second+until0))
+	assert.ErrorIs(t, a.err, lease.ErrShortTermForTest)
+	assert.Equal(t, first.Token, a.st.Token)
 }
 
 func TestCloseIsIdempotentAndConcurrent(t *testing.T) {
@@ -780,21 +859,62 @@ func TestRenewalIsJitteredEarlyNeverLate(t *testing.T) {
 	}
 }
 
+// TestClaimStormRetriesAreBoundedAndSpread: thousands of trackers started
+// together against a store that bounds its calls in flight see their claims
+// time out together. Each claim is cut off at CallTimeout, and the retries
+// back off (RetryDelay/8 doubling to RetryDelay) with at least equal jitter
+// (each delay drawn from [d/2, d]), so the trackers do not retry in
+// lock-step; with jitter off they are exact.
+func TestClaimStormRetriesAreBoundedAndSpread(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		jitter float64
+		low    float64 // the least fraction of the un-jittered delay
+	}{
+		{"DefaultJitter", 0, 0.5},
+		{"Jitter0.8", 0.8, 0.2},
+		{"JitterOff", -1, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, func(c *lease.Config) { c.Jitter = tc.jitter }, func(f *fixture) {
+				f.store.Always(leasetest.OpClaim, leasetest.Hang)
+			})
+			full := []time.Duration{firstRetry, 2 * firstRetry, 4 * firstRetry}
+			for len(full) < 40 {
+				full = append(full, 3*time.Second) // capped at RetryDelay
+			}
+			spread := false
+			for i, d := range full {
+				f.waitBlocked(t) // claim i+1 hangs until CallTimeout cuts it off
+				require.NoError(t, f.clk.WaitAdvance(callTimeout, wait, 1), "the call timeout")
+				got := f.nextIdle(t)
+				require.LessOrEqual(t, got, d, "retry %d", i+1)
+				require.GreaterOrEqual(t, got, time.Duration(tc.low*float64(d)), "retry %d", i+1)
+				spread = spread || got < d*3/4
+				f.clk.Advance(got)
+			}
+			assert.Equal(t, tc.low < 1, spread, "retries spread over their jitter window")
+			f.waitBlocked(t)
+			assert.Equal(t, len(full)+1, f.store.Calls(leasetest.OpClaim), "one claim per wait")
+		})
+	}
+}
+
 func TestErrorsMatchTheirSentinels(t *testing.T) {
-	nle := &lease.NotLeaderError{Name: "l", Holder: "unit-1", Cause: &lease.HeldError{Name: "l", Holder: "unit-1"}}
+	nle := &lease.NotLeaderError{Name: "l", Holder: "unit-1", Err: &lease.HeldError{Name: "l", Holder: "unit-1"}}
 	assert.ErrorIs(t, nle, lease.ErrNotLeader)
 	assert.ErrorIs(t, nle, lease.ErrHeld)
 	assert.NotErrorIs(t, nle, lease.ErrRenewalFailed)
 	assert.Equal(t, `lease "l": not the leader: held by "unit-1"`, nle.Error())
 
 	cause := errors.New("i/o timeout")
-	rfe := &lease.RenewalFailedError{Name: "l", Cause: cause, Until: t0}
+	rfe := &lease.RenewalFailedError{Name: "l", Err: cause, Until: t0}
 	assert.ErrorIs(t, rfe, lease.ErrRenewalFailed)
 	assert.ErrorIs(t, rfe, cause)
 	assert.NotErrorIs(t, rfe, lease.ErrNotLeader)
 	assert.Contains(t, rfe.Error(), "2026-11-30T06:26:00Z")
 	assert.Equal(t, `lease "l": not confirmed: i/o timeout`,
-		(&lease.RenewalFailedError{Name: "l", Cause: cause}).Error())
+		(&lease.RenewalFailedError{Name: "l", Err: cause}).Error())
 }
 
 func TestWithLeadershipPanicDoesNotLeak(t *testing.T) {

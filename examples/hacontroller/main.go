@@ -250,7 +250,7 @@ func leaseFault(ctx context.Context, o options, tl *timeline, ctrls []*controlle
 				var rf *lease.RenewalFailedError
 				errors.As(err, &rf)
 				tl.log(leader.name, "check during the fault: ErrRenewalFailed (%v), state %s until +%v, token %d: not \"not leader\"",
-					rf.Cause, st.State, time.Until(st.Until).Round(time.Millisecond), st.Token)
+					rf.Err, st.State, time.Until(st.Until).Round(time.Millisecond), st.Token)
 			}
 		case err == nil:
 			held++

@@ -188,17 +188,11 @@ func (f *FaultStore) Calls(ops Op) int {
 	return n
 }
 
-// Blocked returns how many calls are waiting now, on latency or a Hang.
-// Tests use it to know that a call is in flight before advancing a clock.
-func (f *FaultStore) Blocked() int {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.blocked
-}
-
-// WaitBlocked waits until at least n calls are blocked (see Blocked), or
-// ctx ends. Tests use it to know a call is in flight — and that the
-// caller's own timers for it are armed — before they advance the clock.
+// WaitBlocked waits until at least n calls are blocked, waiting on latency
+// or a Hang, or until ctx ends. Tests use it to know a call is in flight —
+// and that the caller's own timers for it are armed — before they advance
+// the clock. With a ctx that has already ended it polls: it returns nil
+// only if n calls are blocked now.
 func (f *FaultStore) WaitBlocked(ctx context.Context, n int) error {
 	for {
 		f.mu.Lock()
@@ -259,7 +253,7 @@ func (f *FaultStore) end(ctx context.Context, op Op) error {
 	return nil
 }
 
-// block waits for c (nil: forever) or ctx, counted in Blocked.
+// block waits for c (nil: forever) or ctx, counted as blocked.
 func (f *FaultStore) block(ctx context.Context, c <-chan time.Time) error {
 	f.setBlocked(1)
 	defer f.setBlocked(-1)
