@@ -106,7 +106,6 @@ func NewStore(cli *clientv3.Client, prefix string) *Store {
 
 var (
 	_ lease.Store        = (*Store)(nil)
-	_ lease.Reader       = (*Store)(nil)
 	_ lease.LossNotifier = (*Store)(nil)
 )
 
@@ -334,7 +333,7 @@ func (s *Store) Revoke(ctx context.Context, g lease.Grant) error {
 // Holder reads the named lease's live term: its holder, token and, as
 // Duration, the time etcd gives it left (whole seconds, rounded down). It
 // returns an error matching lease.ErrNotHeld when nobody holds the lease;
-// any other error matches ErrUnconfirmed. Holder implements lease.Reader.
+// any other error matches ErrUnconfirmed.
 func (s *Store) Holder(ctx context.Context, name string) (lease.Grant, error) {
 	if name == "" {
 		return lease.Grant{}, jujuerrors.NotValidf("empty lease name")
