@@ -167,3 +167,70 @@ func TestBoardRecordsPartBeforeCompositeAddedEarlier(t *testing.T) {
 	part.Unlock()
 	assert.Equal(t, []string{"self-dial", "stable"}, b.Report().Opened())
 }
+
+func TestBoardWatch(t *testing.T) {
+	for _, tc := range []struct {
+		name           string
+		openedClosed   bool // before Watch
+		failedClosed   bool // before Watch
+		close          string
+		state          gate.State
+		reportContains string
+	}{
+		{name: "opened closes", close: "opened", state: gate.StateUnlocked, reportContains: "1 open"},
+		{name: "failed closes", close: "failed", state: gate.StateFailed, reportContains: "failed: upgrade (1s: its failed channel is closed)"},
+		{name: "opened already closed", openedClosed: true, state: gate.StateUnlocked},
+		{name: "failed already closed", failedClosed: true, state: gate.StateFailed},
+		{name: "both already closed: failed wins", openedClosed: true, failedClosed: true, state: gate.StateFailed},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clk := testclock.NewClock(t0)
+			b := gate.NewBoard(clk)
+			opened, failed := make(chan struct{}), make(chan struct{})
+			if tc.openedClosed {
+				close(opened)
+			}
+			if tc.failedClosed {
+				close(failed)
+			}
+			b.Watch("upgrade", opened, failed)
+			l := gate.WatchedLock(b, "upgrade")
+			if tc.close == "" {
+				assert.True(t, isClosed(l.Done()), "resolved at once, with no goroutine")
+			} else {
+				assert.Equal(t, gate.StateLocked, b.Report()[0].State)
+				clk.Advance(time.Second)
+				if tc.close == "opened" {
+					close(opened)
+				} else {
+					close(failed)
+				}
+				<-l.Done()
+			}
+			r := b.Report()
+			assert.Equal(t, tc.state, r[0].State)
+			assert.Contains(t, r.String(), tc.reportContains)
+			if tc.state == gate.StateFailed {
+				assert.ErrorContains(t, r[0].Err, `gate "upgrade" failed: its failed channel is closed`)
+			}
+		})
+	}
+}
+
+func TestBoardWatchOrderIsCloseOrder(t *testing.T) {
+	b := gate.NewBoard(nil)
+	a, c := make(chan struct{}), make(chan struct{})
+	b.Watch("a", a, nil)
+	lock := b.New("b")
+	b.Watch("c", c, nil)
+	close(c)
+	<-gate.WatchedLock(b, "c").Done()
+	lock.Unlock()
+	close(a)
+	<-gate.WatchedLock(b, "a").Done()
+	assert.Equal(t, []string{"c", "b", "a"}, b.Report().Opened())
+}
+
+func TestBoardWatchNilChannelsPanics(t *testing.T) {
+	assert.PanicsWithValue(t, `gate.Board.Watch("x"): nil opened and failed channels`, func() { gate.NewBoard(nil).Watch("x", nil, nil) })
+}

@@ -14,6 +14,7 @@ import (
 // kubelet, a load balancer or curl can ask what startup still waits on:
 //
 //   - 200 and "ok" when every gate on the board is unlocked, else 503;
+//
 //   - ?verbose (or any 503) lists one line per gate, in board order, then a
 //     verdict:
 //
@@ -24,6 +25,7 @@ import (
 //
 //   - ?exclude=name (repeatable) leaves those gates out of the verdict
 //     ("[+]name excluded: ok"); a name on no gate gets a "warn:" line;
+//
 //   - "Accept: application/json" returns the gates as JSON — name, state
 //     (locked, unlocked, failed), since, for, opened order, error — with the
 //     same status code.
