@@ -173,34 +173,33 @@ func Wait(ctx context.Context, w Waiter) error {
 	if w.IsUnlocked() {
 		return nil
 	}
-	if f, ok := w.(failer); ok {
-		if !recv(ctx, f.Done()) {
+	// A ctx that can never end (context.Background) gets a plain receive:
+	// a select wakes up slower, as every woken waiter relocks the channel
+	// it was parked on, and 10,000 waiters released at once all queue on
+	// that one lock.
+	done := ctx.Done()
+	f, canFail := w.(failer)
+	switch {
+	case canFail && done == nil:
+		<-f.Done()
+	case canFail:
+		select {
+		case <-f.Done():
+		case <-done:
 			return ctx.Err()
 		}
-		return outcome(w, f)
+	case done == nil:
+		<-w.Unlocked()
+		return nil
+	default:
+		select {
+		case <-w.Unlocked():
+			return nil
+		case <-done:
+			return ctx.Err()
+		}
 	}
-	if !recv(ctx, w.Unlocked()) {
-		return ctx.Err()
-	}
-	return nil
-}
-
-// recv waits for c to close, reporting false if ctx ended first. A ctx that
-// can never end (context.Background) gets a plain receive: a select wakes
-// up slower, as every woken waiter relocks the channel it was parked on,
-// and 10,000 waiters released at once all queue on that one lock.
-func recv(ctx context.Context, c <-chan struct{}) bool {
-	done := ctx.Done()
-	if done == nil {
-		<-c
-		return true
-	}
-	select {
-	case <-c:
-		return true
-	case <-done:
-		return false
-	}
+	return outcome(w, f)
 }
 
 // outcome is the result of a resolved failer: nil if it unlocked, else its
