@@ -39,11 +39,12 @@ func Example() {
 		fmt.Println(err)
 		return
 	}
-	defer worker.Stop(engine) // on the early returns
+	defer worker.Stop(engine)
 
+	steps := gate.New("upgrade-steps")
 	serving := make(chan struct{})
 	err = dependency.Install(engine, dependency.Manifolds{
-		"upgrade-steps-gate": manifold.Lock(gate.New("upgrade-steps")),
+		"upgrade-steps-gate": manifold.Lock(steps),
 		"upgrade-steps-flag": manifold.Flag("upgrade-steps-gate"),
 		"upgrader": {
 			Inputs: []string{"upgrade-steps-gate"},
@@ -69,17 +70,12 @@ func Example() {
 	}
 
 	<-serving
-	if err := worker.Stop(engine); err != nil {
-		fmt.Println(err)
-	}
-	// The report of a stopped engine keeps every manifold's start count.
-	api := engine.Report()[dependency.KeyManifolds].(map[string]any)["api-server"].(map[string]any)
-	fmt.Println("api-server started", api[dependency.KeyStartCount], "time")
+	fmt.Println(steps)
 	// Output:
 	// upgrade steps: running
 	// upgrade steps: done
 	// api-server: serving
-	// api-server started 1 time
+	// upgrade-steps (unlocked)
 }
 
 // runSteps is the agent's upgrader: it runs the steps, then unlocks.

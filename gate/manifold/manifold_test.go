@@ -275,9 +275,8 @@ func TestGatedOnAnOpenGateStartsAtOnce(t *testing.T) {
 // started, and the rest of the engine running on.
 func TestFailedGateIsReportedOnceAndNeverLoops(t *testing.T) {
 	for _, tc := range []struct {
-		name          string
-		failFirst     bool // fail the gate before the engine starts
-		unrelatedDeps []string
+		name      string
+		failFirst bool // fail the gate before the engine starts
 	}{
 		{name: "fails while the flag runs"},
 		{name: "failed before the engine started", failFirst: true},
@@ -315,6 +314,7 @@ func TestFailedGateIsReportedOnceAndNeverLoops(t *testing.T) {
 			}
 			clk.Advance(100 * errorDelay)
 
+			rec.await(t, 1, "START", "other")
 			flag := manifoldReport(t, engine, "upgrade-steps-flag")
 			assert.Equal(t, "stopped", flag[dependency.KeyState])
 			assert.Equal(t, `gate "upgrade-steps" failed: step 3: schema migration failed`, flag[dependency.KeyError])
