@@ -1,7 +1,9 @@
 package gate
 
 import (
+	"bytes"
 	"encoding/json"
+	"io"
 	"mime"
 	"net/http"
 	"slices"
@@ -57,7 +59,7 @@ func (h readyz) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(code)
 	if _, verbose := query["verbose"]; !verbose && code == http.StatusOK {
-		w.Write([]byte("ok"))
+		io.WriteString(w, "ok")
 		return
 	}
 	// Like Kubernetes, a failing check is always verbose: a probe's log
@@ -68,44 +70,51 @@ func (h readyz) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // verboseText is the ?verbose body: a line per gate, a warning naming
 // excluded names that match no gate, and the verdict.
 func verboseText(report Report, excluded []string, passed bool) []byte {
-	buf := make([]byte, 0, 32*len(report)+32)
+	var buf bytes.Buffer
+	buf.Grow(40*len(report) + 24)
+	line := func(parts ...string) {
+		for _, p := range parts {
+			buf.WriteString(p)
+		}
+		buf.WriteByte('\n')
+	}
 	matched := make([]bool, len(excluded))
-	for _, e := range report {
-		skip := false
-		for i, name := range excluded {
-			if name == e.Name {
-				matched[i], skip = true, true
+	isExcluded := func(name string) bool {
+		hit := false
+		for i, x := range excluded {
+			if x == name {
+				matched[i], hit = true, true
 			}
 		}
-		if skip {
-			buf = append(append(append(buf, "[+]"...), e.Name...), " excluded: ok\n"...)
-			continue
-		}
-		switch e.State {
-		case StateUnlocked:
-			buf = append(append(append(buf, "[+]"...), e.Name...), " ok\n"...)
-		case StateLocked:
-			buf = append(append(append(buf, "[-]"...), e.Name...), " locked for "...)
-			buf = append(append(buf, e.For.Round(time.Millisecond).String()...), '\n')
+		return hit
+	}
+	for _, e := range report {
+		switch {
+		case isExcluded(e.Name):
+			line("[+]", e.Name, " excluded: ok")
+		case e.State == StateUnlocked:
+			line("[+]", e.Name, " ok")
+		case e.State == StateLocked:
+			line("[-]", e.Name, " locked for ", e.For.Round(time.Millisecond).String())
 		default:
-			buf = append(append(append(buf, "[-]"...), e.Name...), " failed: "...)
-			buf = append(append(buf, causeOf(e.Err).Error()...), '\n')
+			line("[-]", e.Name, " failed: ", causeOf(e.Err).Error())
 		}
 	}
 	var unknown []string
 	for i, name := range excluded {
-		if !matched[i] && !slices.Contains(unknown, strconv.Quote(name)) {
-			unknown = append(unknown, strconv.Quote(name))
+		if q := strconv.Quote(name); !matched[i] && !slices.Contains(unknown, q) {
+			unknown = append(unknown, q)
 		}
 	}
 	if len(unknown) > 0 {
-		buf = append(buf, "warn: some health checks cannot be excluded: no matches for "...)
-		buf = append(append(buf, strings.Join(unknown, ",")...), '\n')
+		line("warn: some health checks cannot be excluded: no matches for ", strings.Join(unknown, ","))
 	}
 	if passed {
-		return append(buf, "readyz check passed\n"...)
+		line("readyz check passed")
+	} else {
+		line("readyz check failed")
 	}
-	return append(buf, "readyz check failed\n"...)
+	return buf.Bytes()
 }
 
 // acceptsJSON reports whether an Accept header names application/json.
