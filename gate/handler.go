@@ -131,12 +131,12 @@ func acceptsJSON(accept []string) bool {
 
 // jsonEntry is an Entry on the wire.
 type jsonEntry struct {
-	Name  string    `json:"name"`
-	State string    `json:"state"`
-	Since time.Time `json:"since"`
-	For   string    `json:"for"`
-	Order int       `json:"order,omitempty"`
-	Error string    `json:"error,omitempty"`
+	Name  string `json:"name"`
+	State string `json:"state"`
+	Since string `json:"since"` // RFC 3339
+	For   string `json:"for"`
+	Order int    `json:"order,omitempty"`
+	Error string `json:"error,omitempty"`
 }
 
 // serveJSON writes the gates not excluded as a JSON array.
@@ -146,7 +146,7 @@ func serveJSON(w http.ResponseWriter, code int, report Report, excluded []string
 		if slices.Contains(excluded, e.Name) {
 			continue
 		}
-		j := jsonEntry{Name: e.Name, State: e.State.String(), Since: e.Since,
+		j := jsonEntry{Name: e.Name, State: e.State.String(), Since: e.Since.Format(time.RFC3339Nano),
 			For: e.For.Round(time.Millisecond).String(), Order: e.Order}
 		if e.Err != nil {
 			j.Error = causeOf(e.Err).Error()
