@@ -145,7 +145,6 @@ type idle struct {
 func newIdle() *idle           { return &idle{kill: make(chan struct{})} }
 func (w *idle) Kill()          { w.once.Do(func() { close(w.kill) }) }
 func (w *idle) Wait() error    { <-w.kill; return nil }
-func (w *idle) Check() bool    { return true }
 func (w *idle) String() string { return "idle" }
 
 // userManifold is a user's own manifold (an API server, say) that counts
