@@ -101,12 +101,13 @@ func lockOutput(in worker.Worker, out any) error {
 // into dependency.ErrBounce: the engine starts it again at once, now with
 // Check() true, and restarts its dependents.
 //
-// When the gate fails, the flag ends with the failure once (one ERROR log
-// from the engine, naming the gate and the cause) and, started again after
-// the engine's ErrorDelay, stops for good with an error that keeps the
-// cause in the engine's report and that the engine treats as a missing
-// dependency: no further restart, no further ERROR, and no manifold gated
-// on the flag ever starts. The rest of the engine runs on.
+// When the gate fails, the first flag to see it ends with the failure (one
+// ERROR log from the engine, naming the gate and the cause, however many
+// flags the gate has) and, started again after the engine's ErrorDelay,
+// stops for good with an error that keeps the cause in the engine's report
+// and that the engine treats as a missing dependency: no further restart,
+// no further ERROR, and no manifold gated on the flag ever starts. The rest
+// of the engine runs on.
 func Flag(lockName string) dependency.Manifold {
 	return dependency.Manifold{
 		Inputs: []string{lockName},
