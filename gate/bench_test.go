@@ -2,8 +2,14 @@ package gate_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/coldstart-go/coldstart/gate"
 )
@@ -75,37 +81,171 @@ func BenchmarkWaitOpen(b *testing.B) {
 	})
 }
 
-// BenchmarkWake10k measures one Unlock releasing 10,000 blocked waiters: the
-// time from Unlock to the last waiter returning.
-func BenchmarkWake10k(b *testing.B) {
+// park starts 10,000 goroutines blocked in wait and returns once all of
+// them have started; done.Wait returns once all of them have returned.
+func park(wait func()) (done *sync.WaitGroup) {
 	const n = 10000
-	run := func(b *testing.B, block func() (wait func(), open func())) {
-		b.ReportAllocs()
-		for b.Loop() {
-			b.StopTimer()
-			wait, open := block()
-			var started, done sync.WaitGroup
-			started.Add(n)
-			done.Add(n)
-			for range n {
-				go func() { started.Done(); wait(); done.Done() }()
+	var started sync.WaitGroup
+	done = new(sync.WaitGroup)
+	started.Add(n)
+	done.Add(n)
+	for range n {
+		go func() { started.Done(); wait(); done.Done() }()
+	}
+	started.Wait()
+	return done
+}
+
+// wake10k parks 10,000 goroutines on wait, then times open() until the
+// last of them has returned.
+func wake10k(wait func(), open func()) time.Duration {
+	done := park(wait)
+	t := time.Now()
+	open()
+	done.Wait()
+	return time.Since(t)
+}
+
+// herds are the ways 10,000 waiters can be released: a bare channel and a
+// Lock, each waited on with a ctx that cannot end (context.Background) and
+// with one that can (a bare select on the channel and ctx.Done()).
+var herds = []struct {
+	name  string
+	block func(ctx context.Context) (wait, open func())
+}{
+	{"bare-chan", func(context.Context) (func(), func()) {
+		c := make(chan struct{})
+		return func() { <-c }, func() { close(c) }
+	}},
+	{"lock", func(ctx context.Context) (func(), func()) {
+		l := gate.New("herd")
+		return func() { _ = gate.Wait(ctx, l) }, l.Unlock
+	}},
+}
+
+// BenchmarkWake10k measures one Unlock releasing 10,000 blocked waiters:
+// the time from Unlock to the last waiter returning.
+func BenchmarkWake10k(b *testing.B) {
+	for _, h := range herds {
+		b.Run(h.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				b.StopTimer()
+				wait, open := h.block(context.Background())
+				done := park(wait)
+				b.StartTimer()
+				open()
+				done.Wait()
 			}
-			started.Wait()
-			b.StartTimer()
-			open()
-			done.Wait()
+		})
+	}
+}
+
+// BenchmarkWake10kPaired releases a bare-channel herd and a Lock herd on
+// every iteration, taking turns at going first, so that both see the same
+// load on a shared machine, and reports the median of the per-iteration
+// ratios: the figure DESIGN bounds at 1.2. The cancellable-ctx variant has
+// every waiter also select on a ctx that can end, the bare channel's too.
+func BenchmarkWake10kPaired(b *testing.B) {
+	cancellable, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	for _, ctx := range []struct {
+		name string
+		ctx  context.Context
+	}{{"background", context.Background()}, {"cancellable-ctx", cancellable}} {
+		b.Run(ctx.name, func(b *testing.B) {
+			var bare, lock time.Duration
+			var ratios []float64
+			for b.Loop() {
+				c := make(chan struct{})
+				bareWait := func() { <-c }
+				if ctx.ctx.Done() != nil {
+					bareWait = func() {
+						select {
+						case <-c:
+						case <-ctx.ctx.Done():
+						}
+					}
+				}
+				wait, open := herds[1].block(ctx.ctx)
+				var tb, tl time.Duration
+				if len(ratios)%2 == 0 {
+					tb = wake10k(bareWait, func() { close(c) })
+					tl = wake10k(wait, open)
+				} else {
+					tl = wake10k(wait, open)
+					tb = wake10k(bareWait, func() { close(c) })
+				}
+				bare, lock = bare+tb, lock+tl
+				ratios = append(ratios, float64(tl)/float64(tb))
+			}
+			slices.Sort(ratios)
+			b.ReportMetric(float64(bare.Microseconds())/1000/float64(b.N), "bare-ms/wake")
+			b.ReportMetric(float64(lock.Microseconds())/1000/float64(b.N), "lock-ms/wake")
+			b.ReportMetric(ratios[len(ratios)/2], "lock/bare-median")
+		})
+	}
+}
+
+// board20 is a 20-gate board a controller might have mid-startup: 14 open,
+// 5 still locked, 1 failed.
+func board20() *gate.Board {
+	b := gate.NewBoard(nil)
+	for i := range 20 {
+		l := b.New(fmt.Sprintf("gate-%02d", i))
+		switch {
+		case i < 14:
+			l.Unlock()
+		case i == 19:
+			l.Fail(errors.New("no quorum"))
 		}
 	}
-	b.Run("bare-chan", func(b *testing.B) {
-		run(b, func() (func(), func()) {
-			c := make(chan struct{})
-			return func() { <-c }, func() { close(c) }
-		})
+	return b
+}
+
+// discard is a ResponseWriter that keeps nothing, so that the benchmark
+// measures the handler, not a recorder.
+type discard struct{ h http.Header }
+
+func (d *discard) Header() http.Header         { return d.h }
+func (d *discard) Write(p []byte) (int, error) { return len(p), nil }
+func (d *discard) WriteHeader(int)             {}
+
+// BenchmarkHandler is the cost of one /readyz answer from a 20-gate board
+// beside the Board.Report it is made from.
+func BenchmarkHandler(b *testing.B) {
+	mid := board20()
+	ready := gate.NewBoard(nil)
+	for i := range 20 {
+		ready.New(fmt.Sprintf("gate-%02d", i)).Unlock()
+	}
+	b.Run("report", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			_ = mid.Report()
+		}
 	})
-	b.Run("lock", func(b *testing.B) {
-		run(b, func() (func(), func()) {
-			l := gate.New("herd")
-			return func() { _ = gate.Wait(context.Background(), l) }, l.Unlock
+	for _, tc := range []struct {
+		name, target, accept string
+		board                *gate.Board
+	}{
+		{"plain-ready", "/readyz", "", ready},
+		{"plain-failing", "/readyz", "", mid},
+		{"verbose", "/readyz?verbose", "", mid},
+		{"json", "/readyz", "application/json", mid},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			h := tc.board.Handler()
+			req := httptest.NewRequest(http.MethodGet, tc.target, nil)
+			if tc.accept != "" {
+				req.Header.Set("Accept", tc.accept)
+			}
+			w := &discard{h: http.Header{}}
+			b.ReportAllocs()
+			for b.Loop() {
+				clear(w.h)
+				h.ServeHTTP(w, req)
+			}
 		})
-	})
+	}
 }

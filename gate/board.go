@@ -14,19 +14,20 @@ import (
 // State is where a gate stands in a Board's report.
 type State int
 
+// The states of a gate on a board.
 const (
-	Locked State = iota
-	Unlocked
-	Failed
+	StateLocked   State = iota // not yet opened
+	StateUnlocked              // opened, for good
+	StateFailed                // will never open
 )
 
 func (s State) String() string {
 	switch s {
-	case Locked:
+	case StateLocked:
 		return "locked"
-	case Unlocked:
+	case StateUnlocked:
 		return "unlocked"
-	case Failed:
+	case StateFailed:
 		return "failed"
 	}
 	return fmt.Sprintf("State(%d)", int(s))
@@ -35,7 +36,8 @@ func (s State) String() string {
 // A Board answers "what is startup still waiting on?". Register the gates a
 // process starts with; Report lists each one's state, how long it has been
 // locked (or took to open), the order in which they opened, and why any
-// failed. It is cheap enough to call from a status endpoint or a log line.
+// failed. It is cheap enough to call from a status endpoint or a log line,
+// and Handler serves it as a Kubernetes-style /readyz.
 //
 // A Board is safe for concurrent use; the zero Board is not usable, make one
 // with NewBoard.
@@ -101,6 +103,51 @@ func (b *Board) Track(name string, w Waiter) {
 	}
 }
 
+// Watch puts on the board an entry fed by two channels, for state kept
+// outside this package: the entry unlocks when opened closes and fails when
+// failed closes (a nil channel never closes), whichever happens first; if
+// both are closed when the board first looks, it shows failed. Its place
+// in the opening order is when the board saw the channel close: at once if
+// it already has, else on the one goroutine Watch starts, which ends when
+// either channel closes. A pair that never closes keeps that goroutine, as
+// a gate that never resolves keeps its waiters. Both channels nil is a
+// programming error and panics.
+func (b *Board) Watch(name string, opened, failed <-chan struct{}) {
+	if opened == nil && failed == nil {
+		panic(fmt.Sprintf("gate.Board.Watch(%q): nil opened and failed channels", name))
+	}
+	l := New(name)
+	b.Add(l)
+	if settle(l, opened, failed) {
+		return
+	}
+	go func() {
+		select {
+		case <-opened:
+		case <-failed:
+		}
+		settle(l, opened, failed)
+	}()
+}
+
+// settle resolves l if either channel has closed, failed first, and
+// reports whether it did.
+func settle(l *Lock, opened, failed <-chan struct{}) bool {
+	select {
+	case <-failed:
+		l.Fail(errFailedChannel)
+		return true
+	default:
+	}
+	select {
+	case <-opened:
+		l.Unlock()
+		return true
+	default:
+		return false
+	}
+}
+
 // look records the resolution of e's gate if it has resolved but no hook
 // has recorded it yet; b.mu must be held.
 func (b *Board) look(e *entry) {
@@ -143,8 +190,8 @@ func (b *Board) markResolved(e *entry, err error, seq uint64) {
 	e.err = err
 }
 
-// GateStatus is one gate's line in a Report.
-type GateStatus struct {
+// Entry is one gate's line in a Report.
+type Entry struct {
 	Name  string
 	State State
 	// Since is when the gate was put on the board.
@@ -155,12 +202,13 @@ type GateStatus struct {
 	// Order is 1 for the first gate on the board to open or fail, 2 for
 	// the next, and so on; 0 while the gate is locked.
 	Order int
-	// Err is the failure of a gate that failed.
+	// Err is the failure of a gate that failed: it names the gate and
+	// matches the cause (errors.Is).
 	Err error
 }
 
 // Report is a board's snapshot: every gate, in the order they were added.
-type Report []GateStatus
+type Report []Entry
 
 // Report returns the state of every gate on the board.
 func (b *Board) Report() Report {
@@ -179,43 +227,30 @@ func (b *Board) Report() Report {
 	}
 	slices.Sort(seqs)
 	for i, e := range b.entries {
-		s := GateStatus{Name: e.name, Since: e.since, Err: e.err}
+		s := Entry{Name: e.name, Since: e.since, Err: e.err}
 		if e.seq != 0 {
 			s.Order, _ = slices.BinarySearch(seqs, e.seq)
 			s.Order++
 		}
 		switch {
 		case e.seq == 0:
-			s.State, s.For = Locked, now.Sub(e.since)
+			s.State, s.For = StateLocked, now.Sub(e.since)
 		case e.err != nil:
-			s.State, s.For = Failed, e.resolved.Sub(e.since)
+			s.State, s.For = StateFailed, e.resolved.Sub(e.since)
 		default:
-			s.State, s.For = Unlocked, e.resolved.Sub(e.since)
+			s.State, s.For = StateUnlocked, e.resolved.Sub(e.since)
 		}
 		r[i] = s
 	}
 	return r
 }
 
-// Pending returns the gates still locked, the longest-waiting first: what
-// startup is waiting on.
-func (b *Board) Pending() Report {
-	var p Report
-	for _, s := range b.Report() {
-		if s.State == Locked {
-			p = append(p, s)
-		}
-	}
-	sort.SliceStable(p, func(i, j int) bool { return p[i].For > p[j].For })
-	return p
-}
-
 // Opened returns the names of the gates that have unlocked, in the order
 // they unlocked.
 func (r Report) Opened() []string {
-	var open []GateStatus
+	var open []Entry
 	for _, s := range r {
-		if s.State == Unlocked {
+		if s.State == StateUnlocked {
 			open = append(open, s)
 		}
 	}
@@ -235,13 +270,10 @@ func (r Report) String() string {
 	open := 0
 	for _, s := range r {
 		switch s.State {
-		case Locked:
+		case StateLocked:
 			waiting = append(waiting, fmt.Sprintf("%s (%s)", s.Name, s.For.Round(time.Millisecond)))
-		case Failed:
-			cause := s.Err
-			if fe, ok := cause.(*FailedError); ok {
-				cause = fe.Err
-			}
+		case StateFailed:
+			cause := causeOf(s.Err)
 			failed = append(failed, fmt.Sprintf("%s (%s: %v)", s.Name, s.For.Round(time.Millisecond), cause))
 		default:
 			open++
@@ -256,4 +288,13 @@ func (r Report) String() string {
 	}
 	parts = append(parts, fmt.Sprintf("%d open", open))
 	return strings.Join(parts, "; ")
+}
+
+// causeOf returns the cause inside a gate's failure, for lines that already
+// name the gate.
+func causeOf(err error) error {
+	if fe, ok := err.(*failedError); ok {
+		return fe.Err
+	}
+	return err
 }

@@ -30,26 +30,39 @@ func TestBoardReportsWhatStartupWaitsOn(t *testing.T) {
 
 	r := b.Report()
 	require.Len(t, r, 4)
-	assert.Equal(t, gate.GateStatus{Name: "controller-port", State: gate.Unlocked, Since: t0, For: 3 * time.Second, Order: 1}, r[0])
-	assert.Equal(t, gate.GateStatus{Name: "upgrade-steps", State: gate.Locked, Since: t0, For: 8 * time.Second}, r[1])
-	assert.Equal(t, gate.Locked, r[2].State)
+	assert.Equal(t, gate.Entry{Name: "controller-port", State: gate.StateUnlocked, Since: t0, For: 3 * time.Second, Order: 1}, r[0])
+	assert.Equal(t, gate.Entry{Name: "upgrade-steps", State: gate.StateLocked, Since: t0, For: 8 * time.Second}, r[1])
+	assert.Equal(t, gate.StateLocked, r[2].State)
 	assert.Equal(t, 6*time.Second, r[2].For)
-	assert.Equal(t, gate.Failed, r[3].State)
+	assert.Equal(t, gate.StateFailed, r[3].State)
 	assert.Equal(t, 2, r[3].Order)
 	assert.Equal(t, 5*time.Second, r[3].For)
 	assert.ErrorContains(t, r[3].Err, "no quorum")
 
 	assert.Equal(t, "waiting on upgrade-steps (8s), api-port (6s); failed: mongo (5s: no quorum); 1 open", r.String())
 
-	pending := b.Pending()
+	// What startup waits on: the locked entries, and board order is
+	// longest-waiting first.
+	pending := locked(r)
 	require.Len(t, pending, 2)
 	assert.Equal(t, "upgrade-steps", pending[0].Name, "longest wait first")
 	assert.Equal(t, "api-port", pending[1].Name)
+	assert.Greater(t, pending[0].For, pending[1].For)
 
 	steps.Unlock()
 	api.Unlock()
 	assert.Equal(t, []string{"controller-port", "upgrade-steps", "api-port"}, b.Report().Opened())
-	assert.Empty(t, b.Pending())
+	assert.Empty(t, locked(b.Report()))
+}
+
+func locked(r gate.Report) []gate.Entry {
+	var l []gate.Entry
+	for _, e := range r {
+		if e.State == gate.StateLocked {
+			l = append(l, e)
+		}
+	}
+	return l
 }
 
 func TestBoardOrderIsUnlockOrderEvenAtTheSameInstant(t *testing.T) {
@@ -73,12 +86,12 @@ func TestBoardTracksForeignWaitersWhenReported(t *testing.T) {
 	b.Track("always", gate.AlreadyUnlocked)
 	clk.Advance(time.Second)
 	r := b.Report()
-	assert.Equal(t, gate.Locked, r[0].State)
-	assert.Equal(t, gate.Unlocked, r[1].State)
+	assert.Equal(t, gate.StateLocked, r[0].State)
+	assert.Equal(t, gate.StateUnlocked, r[1].State)
 	close(c)
 	clk.Advance(time.Second)
 	r = b.Report()
-	assert.Equal(t, gate.Unlocked, r[0].State)
+	assert.Equal(t, gate.StateUnlocked, r[0].State)
 	assert.Equal(t, 2*time.Second, r[0].For, "seen open at the report after it opened")
 	clk.Advance(time.Second)
 	assert.Equal(t, 2*time.Second, b.Report()[0].For, "fixed once seen")
@@ -90,7 +103,7 @@ func TestBoardAddsAlreadyResolvedGates(t *testing.T) {
 	l.Unlock()
 	b.Add(l)
 	r := b.Report()
-	assert.Equal(t, gate.Unlocked, r[0].State)
+	assert.Equal(t, gate.StateUnlocked, r[0].State)
 	assert.Equal(t, 1, r[0].Order)
 	assert.Equal(t, "1 open", r.String())
 }
@@ -128,17 +141,17 @@ func TestBoardSeesForeignFailures(t *testing.T) {
 	b := gate.NewBoard(nil)
 	broken := brokenFailer{done: make(chan struct{})}
 	b.Track("foreign", broken)
-	assert.Equal(t, gate.Locked, b.Report()[0].State)
+	assert.Equal(t, gate.StateLocked, b.Report()[0].State)
 	close(broken.done)
 	r := b.Report()
-	assert.Equal(t, gate.Failed, r[0].State)
+	assert.Equal(t, gate.StateFailed, r[0].State)
 	assert.ErrorIs(t, r[0].Err, gate.ErrFailed)
 }
 
 func TestStateString(t *testing.T) {
-	assert.Equal(t, "locked", gate.Locked.String())
-	assert.Equal(t, "unlocked", gate.Unlocked.String())
-	assert.Equal(t, "failed", gate.Failed.String())
+	assert.Equal(t, "locked", gate.StateLocked.String())
+	assert.Equal(t, "unlocked", gate.StateUnlocked.String())
+	assert.Equal(t, "failed", gate.StateFailed.String())
 	assert.Equal(t, "State(9)", gate.State(9).String())
 }
 
@@ -153,4 +166,71 @@ func TestBoardRecordsPartBeforeCompositeAddedEarlier(t *testing.T) {
 	b.Add(part)
 	part.Unlock()
 	assert.Equal(t, []string{"self-dial", "stable"}, b.Report().Opened())
+}
+
+func TestBoardWatch(t *testing.T) {
+	for _, tc := range []struct {
+		name           string
+		openedClosed   bool // before Watch
+		failedClosed   bool // before Watch
+		close          string
+		state          gate.State
+		reportContains string
+	}{
+		{name: "opened closes", close: "opened", state: gate.StateUnlocked, reportContains: "1 open"},
+		{name: "failed closes", close: "failed", state: gate.StateFailed, reportContains: "failed: upgrade (1s: its failed channel is closed)"},
+		{name: "opened already closed", openedClosed: true, state: gate.StateUnlocked},
+		{name: "failed already closed", failedClosed: true, state: gate.StateFailed},
+		{name: "both already closed: failed wins", openedClosed: true, failedClosed: true, state: gate.StateFailed},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clk := testclock.NewClock(t0)
+			b := gate.NewBoard(clk)
+			opened, failed := make(chan struct{}), make(chan struct{})
+			if tc.openedClosed {
+				close(opened)
+			}
+			if tc.failedClosed {
+				close(failed)
+			}
+			b.Watch("upgrade", opened, failed)
+			l := gate.WatchedLock(b, "upgrade")
+			if tc.close == "" {
+				assert.True(t, isClosed(l.Done()), "resolved at once, with no goroutine")
+			} else {
+				assert.Equal(t, gate.StateLocked, b.Report()[0].State)
+				clk.Advance(time.Second)
+				if tc.close == "opened" {
+					close(opened)
+				} else {
+					close(failed)
+				}
+				<-l.Done()
+			}
+			r := b.Report()
+			assert.Equal(t, tc.state, r[0].State)
+			assert.Contains(t, r.String(), tc.reportContains)
+			if tc.state == gate.StateFailed {
+				assert.ErrorContains(t, r[0].Err, `gate "upgrade" failed: its failed channel is closed`)
+			}
+		})
+	}
+}
+
+func TestBoardWatchOrderIsCloseOrder(t *testing.T) {
+	b := gate.NewBoard(nil)
+	a, c := make(chan struct{}), make(chan struct{})
+	b.Watch("a", a, nil)
+	lock := b.New("b")
+	b.Watch("c", c, nil)
+	close(c)
+	<-gate.WatchedLock(b, "c").Done()
+	lock.Unlock()
+	close(a)
+	<-gate.WatchedLock(b, "a").Done()
+	assert.Equal(t, []string{"c", "b", "a"}, b.Report().Opened())
+}
+
+func TestBoardWatchNilChannelsPanics(t *testing.T) {
+	assert.PanicsWithValue(t, `gate.Board.Watch("x"): nil opened and failed channels`, func() { gate.NewBoard(nil).Watch("x", nil, nil) })
 }

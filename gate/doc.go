@@ -7,10 +7,15 @@
 // yet) and startups that stalled with nothing to say but "dependency not
 // available". A Lock opens once (Unlock) or fails for good (Fail); AllOf and
 // AnyOf compose gates; a Board says which gates startup is still waiting on
-// and for how long; Flag and Output adapt a gate to a dependency engine
-// without importing one.
+// and for how long — in Go (Report), or over HTTP as a Kubernetes-style
+// /readyz (Handler) that a kubelet, a load balancer or curl can probe. Flag
+// and Output adapt a gate to a dependency engine without importing one;
+// package gate/manifold (its own module) does the whole wiring for juju's.
 //
-//	portOpen := gate.New("controller-port")
+//	board := gate.NewBoard(nil)
+//	portOpen := board.New("controller-port")
+//	board.Watch("upgrade", upgrades.Completed(), upgrades.Failed()) // any pair of channels
+//	http.Handle("/readyz", board.Handler()) // 200 "ok", or 503 and a line per gate
 //	go func() { bind(); portOpen.Unlock() }()
 //	if err := gate.Wait(ctx, portOpen); err != nil { return err }
 //

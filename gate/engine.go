@@ -6,20 +6,27 @@ import (
 	"sync"
 )
 
-// Flag adapts a gate for a dependency engine such as juju's, without
-// importing one. Its Check result is fixed when it is made; a flag made on a
-// locked gate ends with ErrUnlocked once the gate opens (or with the gate's
-// error if it fails), so the engine restarts it, and every worker that
-// depends on it, with the new value: juju's "bounce".
+// Flag is a gate seen through a dependency engine's eyes, without importing
+// one: a worker (Kill, Wait — the method set of juju's worker.Worker) whose
+// Check result is fixed when it is made (juju's engine.Flag). A flag made on
+// a locked gate ends with ErrUnlocked once the gate opens, or with the
+// gate's error if it fails, so that the engine restarts it, and every worker
+// that depends on it, with the new value: juju's "bounce". The engine maps
+// ErrUnlocked to its own restart (for juju: a manifold Filter returning
+// dependency.ErrBounce); package gate/manifold does all of that for juju's
+// dependency engine.
 //
-// Flag has the method set of a juju worker (Kill, Wait) plus Check, and
-// needs no goroutine.
+// Flag needs no goroutine.
 type Flag struct {
 	w     Waiter
 	open  bool
 	kill  chan struct{}
 	once  sync.Once
 	fails failer // nil if w cannot fail
+
+	mu    sync.Mutex
+	ended bool  // Wait has returned at least once
+	err   error // what the first Wait returned
 }
 
 // NewFlag returns a flag whose Check reports whether w is unlocked now.
@@ -40,8 +47,20 @@ func (f *Flag) Kill() { f.once.Do(func() { close(f.kill) }) }
 
 // Wait blocks until the flag is killed (returning nil) or, for a flag made
 // on a locked gate, until the gate opens (returning ErrUnlocked) or fails
-// (returning its error).
+// (returning its error). Every call returns what the first one returned,
+// as a juju worker's Wait does, even when the gate opened and the flag was
+// killed before the first call.
 func (f *Flag) Wait() error {
+	err := f.wait()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.ended {
+		f.ended, f.err = true, err
+	}
+	return f.err
+}
+
+func (f *Flag) wait() error {
 	if f.open {
 		<-f.kill
 		return nil
@@ -63,11 +82,16 @@ func (f *Flag) Wait() error {
 	}
 }
 
-// Output hands l out through out, in the shape of a juju manifold's Output
-// func: out must be a non-nil pointer to an interface that *Lock satisfies —
-// *gate.Waiter, *gate.Unlocker, or an engine's own interface type with the
-// same methods — or a **gate.Lock. Anything else is an error naming the
-// type, and so is a nil l (it would fail later, in a dependent).
+// Output assigns l to *out, for a dependency engine's output step: out must
+// be a non-nil pointer to an interface that *Lock satisfies — *gate.Waiter,
+// *gate.Unlocker, or an engine's own interface type with the same methods —
+// or a **gate.Lock. Anything else is an error naming the type, and so is a
+// nil l (it would fail later, in a dependent).
+//
+// Output is not itself an engine's output func: juju's, for one, takes the
+// worker its manifold started (func(worker.Worker, any) error), so it looks
+// up the *Lock that worker holds and calls Output with it, as package
+// gate/manifold does.
 func Output(l *Lock, out any) error {
 	if l == nil {
 		return fmt.Errorf("gate.Output: nil *gate.Lock into %T", out)

@@ -6,3 +6,22 @@ func HoldBoard(b *Board) (release func()) {
 	b.mu.Lock()
 	return b.mu.Unlock
 }
+
+// ErrFailed is in the chain of every failed gate's error.
+var ErrFailed = errFailed
+
+// FailedError is the type of a failed gate's error.
+type FailedError = failedError
+
+// WatchedLock returns the lock behind the entry Watch put on b under name,
+// so that a test can wait until Watch's goroutine has seen a channel close.
+func WatchedLock(b *Board, name string) *Lock {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, e := range b.entries {
+		if e.name == name {
+			return e.w.(*Lock)
+		}
+	}
+	return nil
+}

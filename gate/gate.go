@@ -49,7 +49,7 @@ type Lock struct {
 	done     chan struct{} // closed on Unlock or Fail
 
 	mu    sync.Mutex
-	err   *FailedError // set before done is closed, never changed after
+	err   *failedError // set before done is closed, never changed after
 	seq   uint64       // resolution's place in resolveSeq; 0 while locked
 	hooks []func()     // run once on resolution; nil after
 }
@@ -78,16 +78,16 @@ func (l *Lock) Unlock() { l.resolve(nil) }
 
 // Fail marks the gate as one that will never unlock and releases every
 // waiter with an error matching err. It is a no-op on a gate that has
-// already unlocked or failed. Fail(nil) fails the gate with ErrFailed, so a
-// failed gate always has a non-nil Err.
+// already unlocked or failed. Fail(nil) fails the gate with the cause
+// "gate failed", so a failed gate always has a non-nil Err.
 func (l *Lock) Fail(err error) {
 	if err == nil {
-		err = ErrFailed
+		err = errFailed
 	}
-	l.resolve(&FailedError{Gate: l.name, Err: err})
+	l.resolve(&failedError{Gate: l.name, Err: err})
 }
 
-func (l *Lock) resolve(failure *FailedError) {
+func (l *Lock) resolve(failure *failedError) {
 	l.mu.Lock()
 	if l.state.Load() != stateLocked {
 		l.mu.Unlock()
@@ -143,8 +143,8 @@ func (l *Lock) Done() <-chan struct{} { return l.done }
 // IsUnlocked reports whether the gate has unlocked.
 func (l *Lock) IsUnlocked() bool { return l.state.Load() == stateUnlocked }
 
-// Err returns nil unless the gate failed, and then a *FailedError that
-// matches both ErrFailed and the cause given to Fail.
+// Err returns nil unless the gate failed, and then an error that names the
+// gate and matches the cause given to Fail (errors.Is).
 func (l *Lock) Err() error {
 	if l.state.Load() != stateFailed {
 		return nil
@@ -160,7 +160,7 @@ func (l *Lock) String() string {
 	case stateUnlocked:
 		return l.name + " (unlocked)"
 	case stateFailed:
-		return fmt.Sprintf("%s (failed: %v)", l.name, l.Err().(*FailedError).Err)
+		return fmt.Sprintf("%s (failed: %v)", l.name, l.Err().(*failedError).Err)
 	}
 	return l.name + " (locked)"
 }
@@ -173,24 +173,37 @@ func Wait(ctx context.Context, w Waiter) error {
 	if w.IsUnlocked() {
 		return nil
 	}
-	if f, ok := w.(failer); ok {
+	// A ctx that can never end (context.Background) gets a plain receive:
+	// a select wakes up slower, as every woken waiter relocks the channel
+	// it was parked on, and 10,000 waiters released at once all queue on
+	// that one lock.
+	done := ctx.Done()
+	f, canFail := w.(failer)
+	switch {
+	case canFail && done == nil:
+		<-f.Done()
+	case canFail:
 		select {
 		case <-f.Done():
-			return outcome(w, f)
-		case <-ctx.Done():
+		case <-done:
+			return ctx.Err()
+		}
+	case done == nil:
+		<-w.Unlocked()
+		return nil
+	default:
+		select {
+		case <-w.Unlocked():
+			return nil
+		case <-done:
 			return ctx.Err()
 		}
 	}
-	select {
-	case <-w.Unlocked():
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return outcome(w, f)
 }
 
 // outcome is the result of a resolved failer: nil if it unlocked, else its
-// error — ErrFailed for a foreign failer that closed Done without one.
+// error — errFailed for a foreign failer that closed Done without one.
 func outcome(w Waiter, f failer) error {
 	if w.IsUnlocked() {
 		return nil
@@ -198,7 +211,7 @@ func outcome(w Waiter, f failer) error {
 	if err := f.Err(); err != nil {
 		return err
 	}
-	return ErrFailed
+	return errFailed
 }
 
 // alreadyUnlocked is the one closed channel every AlreadyUnlocked shares.

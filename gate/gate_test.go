@@ -398,3 +398,34 @@ func TestFailerDoneWithoutErrorIsAFailure(t *testing.T) {
 	assert.ErrorIs(t, gate.Wait(bounded(t), gate.AllOf("all", b)), gate.ErrFailed)
 	assert.ErrorIs(t, gate.NewFlag(b).Wait(), gate.ErrFailed)
 }
+
+// juju's tomb-based flag returns its first result from every Wait; an
+// engine that calls Wait twice must not see a bounce turn into a clean
+// stop, or the other way round.
+func TestFlagWaitRepeatsItsFirstResult(t *testing.T) {
+	for range 100 { // the gate opened and the flag was killed before any Wait
+		l := gate.New("g")
+		f := gate.NewFlag(l)
+		l.Unlock()
+		f.Kill()
+		first := f.Wait()
+		for range 10 {
+			assert.Equal(t, first, f.Wait())
+		}
+	}
+
+	l := gate.New("g")
+	f := gate.NewFlag(l)
+	const waiters = 8
+	errs := make(chan error, waiters)
+	for range waiters {
+		go func() { errs <- f.Wait() }()
+	}
+	l.Unlock()
+	f.Kill()
+	first := recv(t, errs)
+	for range waiters - 1 {
+		assert.Equal(t, first, recv(t, errs))
+	}
+	assert.Equal(t, first, f.Wait())
+}

@@ -1,0 +1,164 @@
+package gate
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"mime"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Handler serves the board the way Kubernetes serves /readyz, so that a
+// kubelet, a load balancer or curl can ask what startup still waits on:
+//
+//   - 200 and "ok" when every gate on the board is unlocked, else 503;
+//
+//   - ?verbose (or any 503) lists one line per gate, in board order, then a
+//     verdict:
+//
+//     [+]controller-port ok
+//     [-]upgrade-steps locked for 12s
+//     [-]lease failed: no quorum
+//     readyz check failed
+//
+//   - ?exclude=name (repeatable) leaves those gates out of the verdict
+//     ("[+]name excluded: ok"); a name on no gate gets a "warn:" line;
+//
+//   - "Accept: application/json" returns the gates as JSON — name, state
+//     (locked, unlocked, failed), since, for, opened order, error — with the
+//     same status code.
+//
+// It never blocks: each request reads a Report.
+func (b *Board) Handler() http.Handler { return readyz{b} }
+
+type readyz struct{ b *Board }
+
+func (h readyz) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	var query map[string][]string
+	if r.URL.RawQuery != "" {
+		query = r.URL.Query()
+	}
+	excluded := query["exclude"]
+	report := h.b.Report()
+	code := http.StatusOK
+	for _, e := range report {
+		if e.State != StateUnlocked && !slices.Contains(excluded, e.Name) {
+			code = http.StatusServiceUnavailable
+			break
+		}
+	}
+	if acceptsJSON(r.Header.Values("Accept")) {
+		serveJSON(w, code, report, excluded)
+		return
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(code)
+	if _, verbose := query["verbose"]; !verbose && code == http.StatusOK {
+		io.WriteString(w, "ok")
+		return
+	}
+	// Like Kubernetes, a failing check is always verbose: a probe's log
+	// then says which gate held it.
+	w.Write(verboseText(report, excluded, code == http.StatusOK))
+}
+
+// verboseText is the ?verbose body: a line per gate, a warning naming
+// excluded names that match no gate, and the verdict.
+func verboseText(report Report, excluded []string, passed bool) []byte {
+	var buf bytes.Buffer
+	buf.Grow(40*len(report) + 24)
+	line := func(parts ...string) {
+		for _, p := range parts {
+			buf.WriteString(p)
+		}
+		buf.WriteByte('\n')
+	}
+	matched := make([]bool, len(excluded))
+	isExcluded := func(name string) bool {
+		hit := false
+		for i, x := range excluded {
+			if x == name {
+				matched[i], hit = true, true
+			}
+		}
+		return hit
+	}
+	for _, e := range report {
+		switch {
+		case isExcluded(e.Name):
+			line("[+]", e.Name, " excluded: ok")
+		case e.State == StateUnlocked:
+			line("[+]", e.Name, " ok")
+		case e.State == StateLocked:
+			line("[-]", e.Name, " locked for ", e.For.Round(time.Millisecond).String())
+		default:
+			line("[-]", e.Name, " failed: ", causeOf(e.Err).Error())
+		}
+	}
+	var unknown []string
+	for i, name := range excluded {
+		if q := strconv.Quote(name); !matched[i] && !slices.Contains(unknown, q) {
+			unknown = append(unknown, q)
+		}
+	}
+	if len(unknown) > 0 {
+		line("warn: some health checks cannot be excluded: no matches for ", strings.Join(unknown, ","))
+	}
+	if passed {
+		line("readyz check passed")
+	} else {
+		line("readyz check failed")
+	}
+	return buf.Bytes()
+}
+
+// acceptsJSON reports whether an Accept header names application/json.
+func acceptsJSON(accept []string) bool {
+	for _, header := range accept {
+		for _, part := range strings.Split(header, ",") {
+			if mt, _, err := mime.ParseMediaType(part); err == nil && mt == "application/json" {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// jsonEntry is an Entry on the wire.
+type jsonEntry struct {
+	Name  string `json:"name"`
+	State string `json:"state"`
+	Since string `json:"since"` // RFC 3339
+	For   string `json:"for"`
+	Order int    `json:"order,omitempty"`
+	Error string `json:"error,omitempty"`
+}
+
+// serveJSON writes the gates not excluded as a JSON array.
+func serveJSON(w http.ResponseWriter, code int, report Report, excluded []string) {
+	out := make([]jsonEntry, 0, len(report))
+	for _, e := range report {
+		if slices.Contains(excluded, e.Name) {
+			continue
+		}
+		j := jsonEntry{Name: e.Name, State: e.State.String(), Since: e.Since.Format(time.RFC3339Nano),
+			For: e.For.Round(time.Millisecond).String(), Order: e.Order}
+		if e.Err != nil {
+			j.Error = causeOf(e.Err).Error()
+		}
+		out = append(out, j)
+	}
+	body, err := json.Marshal(out)
+	if err != nil { // cannot happen: strings, ints and times only
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	w.Write(append(body, '\n'))
+}

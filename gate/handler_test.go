@@ -1,0 +1,249 @@
+package gate_test
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/juju/clock/testclock"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/coldstart-go/coldstart/gate"
+)
+
+// serve makes one request to b's handler.
+func serve(b *gate.Board, target, accept string) *httptest.ResponseRecorder {
+	req := httptest.NewRequest(http.MethodGet, target, nil)
+	if accept != "" {
+		req.Header.Set("Accept", accept)
+	}
+	rec := httptest.NewRecorder()
+	b.Handler().ServeHTTP(rec, req)
+	return rec
+}
+
+// startupBoard is a controller 12s into startup: its API port open first,
+// its upgrade steps still running, its lease check failed.
+func startupBoard() *gate.Board {
+	clk := testclock.NewClock(t0)
+	b := gate.NewBoard(clk)
+	api := b.New("api-port")
+	b.New("upgrade-steps")
+	lease := b.New("lease")
+	clk.Advance(2 * time.Second)
+	api.Unlock()
+	clk.Advance(3 * time.Second)
+	lease.Fail(errors.New("no quorum"))
+	clk.Advance(7 * time.Second)
+	return b
+}
+
+func TestHandlerStates(t *testing.T) {
+	failing := "[+]api-port ok\n[-]upgrade-steps locked for 12s\n[-]lease failed: no quorum\nreadyz check failed\n"
+	for _, tc := range []struct {
+		name   string
+		board  func() *gate.Board
+		target string
+		code   int
+		body   string
+	}{{
+		name:   "an empty board is ready",
+		board:  func() *gate.Board { return gate.NewBoard(nil) },
+		target: "/readyz", code: 200, body: "ok",
+	}, {
+		name:   "an empty board, verbose",
+		board:  func() *gate.Board { return gate.NewBoard(nil) },
+		target: "/readyz?verbose", code: 200, body: "readyz check passed\n",
+	}, {
+		name:   "every gate unlocked",
+		board:  openBoard,
+		target: "/readyz", code: 200, body: "ok",
+	}, {
+		name:   "every gate unlocked, verbose",
+		board:  openBoard,
+		target: "/readyz?verbose", code: 200, body: "[+]api-port ok\n[+]upgrade-steps ok\nreadyz check passed\n",
+	}, {
+		name: "one gate locked: 503, and a failing answer is always verbose",
+		board: func() *gate.Board {
+			b := openBoard()
+			b.New("lease")
+			return b
+		},
+		target: "/readyz", code: 503, body: "[+]api-port ok\n[+]upgrade-steps ok\n[-]lease locked for 0s\nreadyz check failed\n",
+	}, {
+		name:   "locked and failed gates, with how long and why",
+		board:  startupBoard,
+		target: "/readyz?verbose", code: 503, body: failing,
+	}, {
+		name:   "the same without verbose",
+		board:  startupBoard,
+		target: "/readyz", code: 503, body: failing,
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			rec := serve(tc.board(), tc.target, "")
+			assert.Equal(t, tc.code, rec.Code)
+			assert.Equal(t, tc.body, rec.Body.String())
+			assert.Equal(t, "text/plain; charset=utf-8", rec.Header().Get("Content-Type"))
+			assert.Equal(t, "nosniff", rec.Header().Get("X-Content-Type-Options"))
+		})
+	}
+}
+
+func openBoard() *gate.Board {
+	b := gate.NewBoard(testclock.NewClock(t0))
+	b.New("api-port").Unlock()
+	b.New("upgrade-steps").Unlock()
+	return b
+}
+
+func TestHandlerExclude(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		target string
+		code   int
+		body   string
+	}{{
+		name:   "excluding the gates that are not open makes the board ready",
+		target: "/readyz?exclude=upgrade-steps&exclude=lease",
+		code:   200, body: "ok",
+	}, {
+		name:   "excluded gates are listed as such",
+		target: "/readyz?verbose&exclude=upgrade-steps&exclude=lease",
+		code:   200, body: "[+]api-port ok\n[+]upgrade-steps excluded: ok\n[+]lease excluded: ok\nreadyz check passed\n",
+	}, {
+		name:   "excluding one of two is not enough",
+		target: "/readyz?exclude=lease",
+		code:   503, body: "[+]api-port ok\n[-]upgrade-steps locked for 12s\n[+]lease excluded: ok\nreadyz check failed\n",
+	}, {
+		name:   "names on no gate are warned about, once each, in the order given",
+		target: "/readyz?verbose&exclude=etcd&exclude=upgrade-steps&exclude=lease&exclude=mongo&exclude=etcd",
+		code:   200,
+		body:   "[+]api-port ok\n[+]upgrade-steps excluded: ok\n[+]lease excluded: ok\nwarn: some health checks cannot be excluded: no matches for \"etcd\",\"mongo\"\nreadyz check passed\n",
+	}, {
+		name:   "an unknown name excludes nothing",
+		target: "/readyz?exclude=upgrade",
+		code:   503,
+		body:   "[+]api-port ok\n[-]upgrade-steps locked for 12s\n[-]lease failed: no quorum\nwarn: some health checks cannot be excluded: no matches for \"upgrade\"\nreadyz check failed\n",
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			rec := serve(startupBoard(), tc.target, "")
+			assert.Equal(t, tc.code, rec.Code)
+			assert.Equal(t, tc.body, rec.Body.String())
+		})
+	}
+}
+
+// wireEntry is what a JSON client reads.
+type wireEntry struct {
+	Name  string    `json:"name"`
+	State string    `json:"state"`
+	Since time.Time `json:"since"`
+	For   string    `json:"for"`
+	Order int       `json:"order"`
+	Error string    `json:"error"`
+}
+
+func TestHandlerJSON(t *testing.T) {
+	for _, accept := range []string{"application/json", "text/plain;q=0.5, application/json; charset=utf-8"} {
+		rec := serve(startupBoard(), "/readyz", accept)
+		assert.Equal(t, 503, rec.Code, "the same status code as the plain answer")
+		assert.Equal(t, "application/json", rec.Header().Get("Content-Type"))
+		var got []wireEntry
+		require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &got), rec.Body.String())
+		assert.Equal(t, []wireEntry{
+			{Name: "api-port", State: "unlocked", Since: t0, For: "2s", Order: 1},
+			{Name: "upgrade-steps", State: "locked", Since: t0, For: "12s"},
+			{Name: "lease", State: "failed", Since: t0, For: "5s", Order: 2, Error: "no quorum"},
+		}, got)
+	}
+
+	rec := serve(startupBoard(), "/readyz?exclude=upgrade-steps&exclude=lease", "application/json")
+	assert.Equal(t, 200, rec.Code)
+	assert.JSONEq(t, `[{"name":"api-port","state":"unlocked","since":"2026-11-30T01:00:00Z","for":"2s","order":1}]`, rec.Body.String())
+
+	rec = serve(startupBoard(), "/readyz", "text/html")
+	assert.Equal(t, "text/plain; charset=utf-8", rec.Header().Get("Content-Type"), "JSON only when asked for")
+}
+
+// Requests read the board while gates are added, opened, failed and
+// watched: every answer is whole, and once every gate is open the answer
+// is 200. Run under -race.
+func TestHandlerWhileBoardChanges(t *testing.T) {
+	b := gate.NewBoard(nil)
+	srv := httptest.NewServer(b.Handler())
+	defer srv.Close()
+
+	const gates = 50
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := range gates {
+			l := b.New(fmt.Sprintf("g%d", i))
+			opened := make(chan struct{})
+			b.Watch(fmt.Sprintf("w%d", i), opened, nil)
+			if i%10 == 9 {
+				l.Fail(errors.New("boom"))
+			}
+			l.Unlock()
+			close(opened)
+		}
+	}()
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 50 {
+				accept := ""
+				if i%2 == 0 {
+					accept = "application/json"
+				}
+				req, err := http.NewRequest(http.MethodGet, srv.URL+"/readyz?verbose", nil)
+				if !assert.NoError(t, err) {
+					return
+				}
+				req.Header.Set("Accept", accept)
+				resp, err := srv.Client().Do(req)
+				if !assert.NoError(t, err) {
+					return
+				}
+				assert.Contains(t, []int{200, 503}, resp.StatusCode)
+				if accept != "" {
+					var got []wireEntry
+					assert.NoError(t, json.NewDecoder(resp.Body).Decode(&got))
+				}
+				resp.Body.Close()
+			}
+		}()
+	}
+	wg.Wait()
+
+	failed := 0
+	for _, e := range b.Report() {
+		if e.State == gate.StateFailed {
+			failed++
+		}
+	}
+	assert.Equal(t, gates/10, failed)
+	for _, e := range b.Report() {
+		if e.State == gate.StateLocked {
+			// A watched entry resolves on Watch's goroutine: wait for it.
+			require.NoError(t, gate.Wait(bounded(t), gate.WatchedLock(b, e.Name)))
+		}
+	}
+	var names []string
+	for _, e := range b.Report() {
+		if e.State == gate.StateFailed {
+			names = append(names, "exclude="+e.Name)
+		}
+	}
+	rec := serve(b, "/readyz?"+strings.Join(names, "&"), "")
+	assert.Equal(t, 200, rec.Code, rec.Body.String())
+}
