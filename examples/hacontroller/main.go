@@ -9,8 +9,15 @@
 // leader's lease store faults: its checks must say "renewal failed, still
 // held", never "not leader".
 //
-// It prints a timeline and a summary and exits non-zero if any invariant
-// breaks.
+// Every story happens in every run by construction, not by timing: the
+// controllers start only once every API port has refused an agent; a
+// controller's upgrade steps complete only after the upgrade gate refused
+// its own call; the leader's last check during the fault comes when its
+// cached promise no longer covers the lease term, so it must answer
+// ErrRenewalFailed.
+//
+// It prints a timeline and a summary and exits non-zero, naming them, if a
+// story did not happen or an invariant broke.
 package main
 
 import (

@@ -194,8 +194,10 @@ func rateLimit(o options) (limit, tolerance float64) {
 
 // checkRateLimit: no API port accepts faster than its limit, and each port
 // whose herd is bigger than the burst had it held back by the limiter. The
-// herd is at the door before the controllers start (see run), so when the
-// port opens the herd arrives faster than the limit lets through.
+// herd is retrying before the controllers start (see run), each agent at
+// least every 20×agent-backoff/2 on average (full jitter), so n agents
+// arrive at ≥ n/(10×agent-backoff) a second when the port opens: 2000/s
+// per port by default, twice the limit.
 func checkRateLimit(s *summary) []string {
 	var problems []string
 	limit, tolerance := rateLimit(s.o)
