@@ -40,7 +40,7 @@ type controller struct {
 	clk  clock.Clock
 
 	ln      *listener.Listener
-	mux     *http.ServeMux // the controller's routes, on both ports
+	mux     *http.ServeMux // the routes of both ports; readiness endpoints go here and in upgradeAllowlist
 	srv     *http.Server
 	up      *upgrade.Gate
 	dial    *dialer.Dialer
@@ -104,6 +104,13 @@ func newController(cfg controllerConfig) (_ *controller, err error) {
 		callRefused: make(chan struct{}),
 	}
 	c.newBoard()
+	c.up = upgrade.NewGate(c.clk)
+	c.up.OnTransition(func(from, to upgrade.Phase, err error) {
+		c.tl.log(c.name, "upgrade %s -> %s", from, to)
+	})
+	c.mux = c.newMux()
+	c.srv = c.newServer(c.mux)
+	// From here on each step holds something: undo them all on error.
 	if c.ln, err = c.listen(cfg.apiAddr); err != nil {
 		return nil, err
 	}
@@ -112,10 +119,6 @@ func newController(cfg controllerConfig) (_ *controller, err error) {
 			_ = c.ln.Close()
 		}
 	}()
-	c.up = upgrade.NewGate(c.clk)
-	c.up.OnTransition(func(from, to upgrade.Phase, err error) {
-		c.tl.log(c.name, "upgrade %s -> %s", from, to)
-	})
 	if c.dial, err = c.newDialer(cfg.peers); err != nil {
 		return nil, err
 	}
@@ -127,11 +130,9 @@ func newController(cfg controllerConfig) (_ *controller, err error) {
 		Duration: c.o.leaseTerm,
 		Clock:    c.clk,
 	})
-	if err != nil { // the last step: nothing after it to undo
+	if err != nil {
 		return nil, err
 	}
-	c.mux = c.newMux()
-	c.srv = c.newServer(c.mux)
 	return c, nil
 }
 
