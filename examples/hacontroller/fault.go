@@ -19,9 +19,9 @@ type faultReport struct {
 	problems                []string     // a check that failed otherwise, a setup failure
 }
 
-// leader returns the controller whose first definitive lease status was
-// Held, or nil.
-func leader(ctrls []*controller) *controller {
+// firstLeader returns the controller whose first definitive lease status
+// was Held, or nil.
+func firstLeader(ctrls []*controller) *controller {
 	for _, c := range ctrls {
 		c.mu.Lock()
 		held := c.status.State == lease.Held
@@ -42,8 +42,9 @@ func leaseFault(ctx context.Context, o options, tl *timeline, leader *controller
 	if leader == nil || o.fault == 0 {
 		return r
 	}
-	end, err := startFault(ctx, o, tl, leader, &r)
-	if err != nil {
+	var end time.Time
+	var err error
+	if r.before, end, err = startFault(ctx, o, tl, leader); err != nil {
 		r.problems = append(r.problems, fmt.Sprintf("leader %s: %v", leader.name, err))
 		return r
 	}
@@ -61,8 +62,8 @@ func leaseFault(ctx context.Context, o options, tl *timeline, leader *controller
 	return r
 }
 
-// startFault gets a freshly renewed promise, records the term, and makes
-// every extend time out; it returns when the fault must end.
+// startFault gets a freshly renewed promise and makes every extend time
+// out; it returns the promise and when the fault must end.
 //
 // Started just after a renewal, the store holds the term for 2×lease from
 // then, and a fault shorter than that (parseFlags keeps it under 1.7×lease)
@@ -71,21 +72,20 @@ func leaseFault(ctx context.Context, o options, tl *timeline, leader *controller
 // scenario, not a broken tracker. A check for 1.7×lease is answered from a
 // renewal at most 0.2×lease old, or makes the tracker renew at once (its
 // longest promise is 1.9×lease: 2×lease less the margin).
-func startFault(ctx context.Context, o options, tl *timeline, leader *controller, r *faultReport) (time.Time, error) {
-	var err error
-	if r.before, err = leader.tracker.Check(ctx, o.leaseTerm*17/10); err != nil {
-		return time.Time{}, fmt.Errorf("renewing before the fault: %w", err)
+func startFault(ctx context.Context, o options, tl *timeline, leader *controller) (before lease.Status, end time.Time, err error) {
+	if before, err = leader.tracker.Check(ctx, o.leaseTerm*17/10); err != nil {
+		return before, end, fmt.Errorf("renewing before the fault: %w", err)
 	}
 	// The store holds the term until about before.Until + margin (2×lease
 	// after the renewal was sent). End the fault by before.Until − 0.4×lease
 	// at the latest, so the first extend after it still finds the term.
-	end := time.Now().Add(o.fault)
-	if latest := r.before.Until.Add(-o.leaseTerm * 4 / 10); latest.Before(end) {
+	end = time.Now().Add(o.fault)
+	if latest := before.Until.Add(-o.leaseTerm * 4 / 10); latest.Before(end) {
 		end = latest
 	}
 	leader.faults.Always(leasetest.OpExtend, leasetest.Timeout)
 	tl.log(leader.name, "FAULT: lease store times out every extend for %v", time.Until(end).Round(time.Millisecond))
-	return end, nil
+	return before, end, nil
 }
 
 // checkDuringFault checks the leader's lease every lease/10 until end,

@@ -147,7 +147,7 @@ func run(o options, out io.Writer) error {
 		case <-ctx.Done():
 		}
 	}
-	lead := leader(ctrls)
+	lead := firstLeader(ctrls)
 	fault := leaseFault(ctx, o, tl, lead)
 	stats := agents.wait()
 	for _, c := range ctrls {
