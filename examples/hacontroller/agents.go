@@ -20,6 +20,13 @@ import (
 // -agent-backoff.
 const agentCap = 20
 
+// agentSlots bounds the agents attempting at once. The agents share this
+// process, and its two or so cores, with the controllers: without a bound,
+// thousands of runnable agent goroutines queued ahead of every controller
+// goroutine woken by the network (a self-dial took seconds, a lease renewal
+// came too late). Agents on their own machines would not compete so.
+const agentSlots = 64
+
 // agentStats is what the herd of agents saw.
 type agentStats struct {
 	perCtrl   []portStats  // by controller index
@@ -43,6 +50,7 @@ type portStats struct {
 // herd is the running agents.
 type herd struct {
 	stats   *agentStats
+	slots   chan struct{} // one per agent attempting now (agentSlots)
 	done    chan struct{}
 	o       options
 	tl      *timeline
@@ -55,6 +63,7 @@ type herd struct {
 func startAgents(ctx context.Context, o options, tl *timeline, ctrls []*controller) *herd {
 	h := &herd{
 		stats: &agentStats{perCtrl: make([]portStats, len(ctrls))},
+		slots: make(chan struct{}, agentSlots),
 		done:  make(chan struct{}),
 		o:     o,
 		tl:    tl,
@@ -95,6 +104,12 @@ func startAgents(ctx context.Context, o options, tl *timeline, ctrls []*controll
 // agent logs in at url, retrying refusals.
 func (h *herd) agent(ctx context.Context, client *http.Client, url string, port *portStats) {
 	err := upgrade.Retry(ctx, clock.WallClock, func(ctx context.Context) error {
+		select {
+		case h.slots <- struct{}{}:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		defer func() { <-h.slots }()
 		return httpCall(ctx, client, "GET", url)
 	},
 		upgrade.WithRetryIf(func(err error) bool {

@@ -77,10 +77,11 @@ func startFault(ctx context.Context, o options, tl *timeline, leader *controller
 		return before, end, fmt.Errorf("renewing before the fault: %w", err)
 	}
 	// The store holds the term until about before.Until + margin (2×lease
-	// after the renewal was sent). End the fault by before.Until − 0.4×lease
-	// at the latest, so the first extend after it still finds the term.
+	// after the renewal was sent). End the fault by before.Until − 0.6×lease
+	// at the latest, so that the first extend after it still finds the
+	// term even if this goroutine runs 0.7×lease late (a loaded machine).
 	end = time.Now().Add(o.fault)
-	if latest := before.Until.Add(-o.leaseTerm * 4 / 10); latest.Before(end) {
+	if latest := before.Until.Add(-o.leaseTerm * 6 / 10); latest.Before(end) {
 		end = latest
 	}
 	leader.faults.Always(leasetest.OpExtend, leasetest.Timeout)
@@ -93,7 +94,7 @@ func startFault(ctx context.Context, o options, tl *timeline, leader *controller
 //
 // That last check is what makes the ErrRenewalFailed answer certain, however
 // late this goroutine runs: the fault lasts at least 1.2×lease from just
-// after the renewal (parseFlags), or until 0.4×lease before the promise
+// after the renewal (parseFlags), or until 0.6×lease before the promise
 // ends, so at end the cached promise covers less than the lease term the
 // check asks for, and the check must renew through the faulty store.
 func checkDuringFault(ctx context.Context, o options, tl *timeline, leader *controller, end time.Time, r *faultReport) {

@@ -194,10 +194,11 @@ func rateLimit(o options) (limit, tolerance float64) {
 
 // checkRateLimit: no API port accepts faster than its limit, and each port
 // whose herd is bigger than the burst had it held back by the limiter. The
-// herd is retrying before the controllers start (see run), each agent at
-// least every 20×agent-backoff/2 on average (full jitter), so n agents
-// arrive at ≥ n/(10×agent-backoff) a second when the port opens: 2000/s
-// per port by default, twice the limit.
+// herd is retrying before the controllers start (see run), and an agent that
+// connects holds its slot (agentSlots) until it is served, so once the burst
+// is spent some twenty agents per port wait at every moment for a limiter
+// that lets one through a millisecond: the accept loop waits on it until the
+// herd is in.
 func checkRateLimit(s *summary) []string {
 	var problems []string
 	limit, tolerance := rateLimit(s.o)
