@@ -128,11 +128,7 @@ func newController(cfg controllerConfig) (_ *controller, err error) {
 		Name:     leaseName,
 		Holder:   c.name,
 		Duration: c.o.leaseTerm,
-		// Renew after a quarter of each validity rather than half: the
-		// agents share this process, and on a loaded machine a renewal
-		// can run half a term late; the term then still has 1.5×lease.
-		RenewFraction: 0.25,
-		Clock:         c.clk,
+		Clock:    c.clk,
 	})
 	if err != nil {
 		return nil, err
