@@ -17,15 +17,17 @@ import (
 )
 
 // agentCap is how far an agent's retry backoff grows, in multiples of
-// -agent-backoff.
-const agentCap = 20
+// -agent-backoff: with the default 50ms, every agent retries at most 200ms
+// apart, so a port's 1000 agents press far harder than its limit of
+// 1000/s admits them, however busy the machine.
+const agentCap = 4
 
-// agentSlots bounds the agents attempting at once. The agents share this
+// agentSlots bounds the agents dialling at once. The agents share this
 // process, and its two or so cores, with the controllers: without a bound,
 // thousands of runnable agent goroutines queued ahead of every controller
 // goroutine woken by the network (a self-dial took seconds, a lease renewal
 // came too late). Agents on their own machines would not compete so.
-const agentSlots = 64
+const agentSlots = 256
 
 // agentStats is what the herd of agents saw.
 type agentStats struct {
@@ -50,7 +52,7 @@ type portStats struct {
 // herd is the running agents.
 type herd struct {
 	stats   *agentStats
-	slots   chan struct{} // one per agent attempting now (agentSlots)
+	slots   chan struct{} // one per agent dialling now (agentSlots)
 	done    chan struct{}
 	o       options
 	tl      *timeline
@@ -80,7 +82,7 @@ func startAgents(ctx context.Context, o options, tl *timeline, ctrls []*controll
 	}
 	client := &http.Client{Transport: &http.Transport{
 		DisableKeepAlives: true,
-		DialContext:       (&net.Dialer{Timeout: 5 * time.Second}).DialContext,
+		DialContext:       h.dial,
 	}}
 	tl.log("agents", "%d agents start logging in on the api ports, retrying refusals", o.agents)
 	var wg sync.WaitGroup
@@ -101,15 +103,22 @@ func startAgents(ctx context.Context, o options, tl *timeline, ctrls []*controll
 	return h
 }
 
+// dial connects an agent, holding one of agentSlots meanwhile. A connected
+// agent waits for its login without a slot, in the port's backlog while the
+// port's rate limit holds it back.
+func (h *herd) dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	select {
+	case h.slots <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	defer func() { <-h.slots }()
+	return (&net.Dialer{Timeout: 5 * time.Second}).DialContext(ctx, network, addr)
+}
+
 // agent logs in at url, retrying refusals.
 func (h *herd) agent(ctx context.Context, client *http.Client, url string, port *portStats) {
 	err := upgrade.Retry(ctx, clock.WallClock, func(ctx context.Context) error {
-		select {
-		case h.slots <- struct{}{}:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-		defer func() { <-h.slots }()
 		return httpCall(ctx, client, "GET", url)
 	},
 		upgrade.WithRetryIf(func(err error) bool {

@@ -194,11 +194,9 @@ func rateLimit(o options) (limit, tolerance float64) {
 
 // checkRateLimit: no API port accepts faster than its limit, and each port
 // whose herd is bigger than the burst had it held back by the limiter. The
-// herd is retrying before the controllers start (see run), and an agent that
-// connects holds its slot (agentSlots) until it is served, so once the burst
-// is spent some twenty agents per port wait at every moment for a limiter
-// that lets one through a millisecond: the accept loop waits on it until the
-// herd is in.
+// herd is retrying before the controllers start (see run), each agent at
+// most agentCap×agent-backoff apart: when a port opens its agents connect
+// faster than it admits them and wait in its backlog for the limiter.
 func checkRateLimit(s *summary) []string {
 	var problems []string
 	limit, tolerance := rateLimit(s.o)
