@@ -22,7 +22,7 @@ import (
 // 1000/s admits them, however busy the machine.
 const agentCap = 4
 
-// agentSlots bounds the agents dialling at once. The agents share this
+// agentSlots bounds the agents attempting to connect at once. The agents share this
 // process, and its two or so cores, with the controllers: without a bound,
 // thousands of runnable agent goroutines queued ahead of every controller
 // goroutine woken by the network (a self-dial took seconds, a lease renewal
@@ -52,7 +52,7 @@ type portStats struct {
 // herd is the running agents.
 type herd struct {
 	stats   *agentStats
-	slots   chan struct{} // one per agent dialling now (agentSlots)
+	slots   chan struct{} // one per agent attempting to connect now (agentSlots)
 	done    chan struct{}
 	o       options
 	tl      *timeline
@@ -103,23 +103,38 @@ func startAgents(ctx context.Context, o options, tl *timeline, ctrls []*controll
 	return h
 }
 
-// dial connects an agent, holding one of agentSlots meanwhile. A connected
-// agent waits for its login without a slot, in the port's backlog while the
+// slotKey carries, in an attempt's context, the func that frees its slot.
+type slotKey struct{}
+
+// attempt makes one login attempt in one of agentSlots, which it frees once
+// the agent is connected (see dial) or the attempt ends: a connected agent
+// waits for its login without a slot, in the port's backlog while the
 // port's rate limit holds it back.
-func (h *herd) dial(ctx context.Context, network, addr string) (net.Conn, error) {
+func (h *herd) attempt(ctx context.Context, client *http.Client, url string) error {
 	select {
 	case h.slots <- struct{}{}:
 	case <-ctx.Done():
-		return nil, ctx.Err()
+		return ctx.Err()
 	}
-	defer func() { <-h.slots }()
-	return (&net.Dialer{Timeout: 5 * time.Second}).DialContext(ctx, network, addr)
+	var once sync.Once
+	free := func() { once.Do(func() { <-h.slots }) }
+	defer free()
+	return httpCall(context.WithValue(ctx, slotKey{}, free), client, "GET", url)
+}
+
+// dial connects an agent and frees its attempt's slot.
+func (h *herd) dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	conn, err := (&net.Dialer{Timeout: 5 * time.Second}).DialContext(ctx, network, addr)
+	if free, ok := ctx.Value(slotKey{}).(func()); ok {
+		free()
+	}
+	return conn, err
 }
 
 // agent logs in at url, retrying refusals.
 func (h *herd) agent(ctx context.Context, client *http.Client, url string, port *portStats) {
 	err := upgrade.Retry(ctx, clock.WallClock, func(ctx context.Context) error {
-		return httpCall(ctx, client, "GET", url)
+		return h.attempt(ctx, client, url)
 	},
 		upgrade.WithRetryIf(func(err error) bool {
 			return errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, upgrade.ErrUpgradeInProgress)
