@@ -63,7 +63,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.controllers, "controllers", 3, "number of HA controllers (at most 9)")
 	fs.IntVar(&o.agents, "agents", 3000, "number of agents storming the API ports (at most 10000)")
 	fs.Float64Var(&o.apiRate, "api-rate", 1000, "accept rate limit of each API port, in connections/s")
-	fs.IntVar(&o.apiBurst, "api-burst", 50, "accept burst of each API port (0: the smallest that reaches -api-rate)")
+	fs.IntVar(&o.apiBurst, "api-burst", 10, "accept burst of each API port (0: the smallest that reaches -api-rate)")
 	fs.DurationVar(&o.serveAfter, "serve-after", 150*time.Millisecond, "time the first controller's server takes to come up (each next one takes this much longer)")
 	fs.DurationVar(&o.checking, "checking", 100*time.Millisecond, "time spent checking for an agent binary upgrade")
 	fs.DurationVar(&o.steps, "steps", 400*time.Millisecond, "time the upgrade steps run (calls off the allowlist are refused meanwhile)")

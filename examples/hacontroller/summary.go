@@ -195,8 +195,10 @@ func rateLimit(o options) (limit, tolerance float64) {
 // checkRateLimit: no API port accepts faster than its limit, and each port
 // whose herd is bigger than the burst had it held back by the limiter. The
 // herd is retrying before the controllers start (see run), each agent at
-// most agentCap×agent-backoff apart: when a port opens its agents connect
-// faster than it admits them and wait in its backlog for the limiter.
+// most agentCap×agent-backoff apart, up to agentSlots of them connecting at
+// once against one accept loop: when a port opens, more than a burst (10 by
+// default) of its agents wait in its backlog at once, even when the machine
+// is too busy for them to outrun the limit on average.
 func checkRateLimit(s *summary) []string {
 	var problems []string
 	limit, tolerance := rateLimit(s.o)
