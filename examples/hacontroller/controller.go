@@ -40,6 +40,7 @@ type controller struct {
 	clk  clock.Clock
 
 	ln      *listener.Listener
+	mux     *http.ServeMux // the routes of both ports; readiness endpoints go here and in upgradeAllowlist
 	srv     *http.Server
 	up      *upgrade.Gate
 	dial    *dialer.Dialer
@@ -49,6 +50,12 @@ type controller struct {
 	board                                                  *gate.Board
 	serving, selfDialed, upgraded, leaseKnown, stable, api *gate.Lock
 	workers                                                *gate.Lock // the call refused during the upgrade went through
+
+	// callRefused is closed when the upgrade gate first refuses the
+	// controller's own call; the upgrade completes only after that, so
+	// that every run shows a refused call going through (see runUpgrade).
+	callRefused     chan struct{}
+	callRefusedOnce sync.Once
 
 	ctrlAddr string // the controller port's real address, set in newController
 
@@ -78,8 +85,60 @@ func apiHost(i int) string {
 	return "127.0.0.1"
 }
 
-func newController(name, apiHost string, o options, tl *timeline, store lease.Store, peers func() []string) (*controller, error) {
-	c := &controller{name: name, o: o, tl: tl, clk: clock.WallClock}
+// controllerConfig is what newController needs.
+type controllerConfig struct {
+	name    string
+	apiAddr string // where to bind the API port, e.g. "127.0.0.2:0"
+	o       options
+	tl      *timeline
+	store   lease.Store
+	peers   func() []string // the other controllers' controller ports
+}
+
+// newController binds the controller's ports (closing the API port again at
+// once: agents are refused until it is stable), and starts its lease
+// tracker. On error it releases whatever it had bound.
+func newController(cfg controllerConfig) (_ *controller, err error) {
+	c := &controller{
+		name: cfg.name, o: cfg.o, tl: cfg.tl, clk: clock.WallClock,
+		callRefused: make(chan struct{}),
+	}
+	c.newBoard()
+	c.up = upgrade.NewGate(c.clk)
+	c.up.OnTransition(func(from, to upgrade.Phase, err error) {
+		c.tl.log(c.name, "upgrade %s -> %s", from, to)
+	})
+	c.mux = c.newMux()
+	c.srv = c.newServer(c.mux)
+	// From here on each step holds something: undo them all on error.
+	if c.ln, err = c.listen(cfg.apiAddr); err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			_ = c.ln.Close()
+		}
+	}()
+	if c.dial, err = c.newDialer(cfg.peers); err != nil {
+		return nil, err
+	}
+	c.faults = leasetest.NewFaultStore(cfg.store, c.clk)
+	c.tracker, err = lease.NewTracker(lease.Config{
+		Store:    c.faults,
+		Name:     leaseName,
+		Holder:   c.name,
+		Duration: c.o.leaseTerm,
+		Clock:    c.clk,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// newBoard makes the controller's gates: stable is all of serving,
+// self-dial, upgrade and lease; the API port opens after it.
+func (c *controller) newBoard() {
 	c.board = gate.NewBoard(c.clk)
 	c.serving = c.board.New("serving")
 	c.selfDialed = c.board.New("self-dial")
@@ -89,19 +148,22 @@ func newController(name, apiHost string, o options, tl *timeline, store lease.St
 	c.board.Add(c.stable)
 	c.api = c.board.New("api-port")
 	c.workers = c.board.New("workers")
+}
 
-	var err error
-	c.ln, err = listener.New(listener.Config{
+// listen binds the controller port and the API port, and closes the API
+// port again until the controller is stable.
+func (c *controller) listen(apiAddr string) (*listener.Listener, error) {
+	ln, err := listener.New(listener.Config{
 		ControllerAddr: "127.0.0.1:0",
-		APIAddr:        net.JoinHostPort(apiHost, "0"),
-		APIRate:        rate.Limit(o.apiRate),
-		APIBurst:       o.apiBurst,
+		APIAddr:        apiAddr,
+		APIRate:        rate.Limit(c.o.apiRate),
+		APIBurst:       c.o.apiBurst,
 		// Bind the API port once to learn its number (agents need it),
 		// then close it at once: agents are refused until it reopens.
 		BindAPIEarly: true,
 		Clock:        c.clk,
 		OnBound: func(p listener.Port, addr net.Addr) {
-			tl.log(name, "%s port bound at %s", p, addr)
+			c.tl.log(c.name, "%s port bound at %s", p, addr)
 			if p == listener.API {
 				// OpenAPI reports it again while agents may be starting.
 				c.mu.Lock()
@@ -115,19 +177,26 @@ func newController(name, apiHost string, o options, tl *timeline, store lease.St
 	if err != nil {
 		return nil, err
 	}
-	if err := c.ln.CloseAPI(); err != nil {
+	if err := ln.CloseAPI(); err != nil {
+		_ = ln.Close()
 		return nil, err
 	}
-	tl.log(name, "api port closed until stable: agents are refused")
+	c.tl.log(c.name, "api port closed until stable: agents are refused")
+	return ln, nil
+}
 
-	c.up = upgrade.NewGate(c.clk)
-	c.up.OnTransition(func(from, to upgrade.Phase, err error) {
-		tl.log(name, "upgrade %s -> %s", from, to)
-	})
-
-	_, port, _ := net.SplitHostPort(c.ctrlAddr)
-	localPort, _ := strconv.Atoi(port)
-	c.dial, err = dialer.New(dialer.Config{
+// newDialer returns the dialer of the controller's own API client: local
+// only once the controller port is serving.
+func (c *controller) newDialer(peers func() []string) (*dialer.Dialer, error) {
+	_, port, err := net.SplitHostPort(c.ctrlAddr)
+	if err != nil {
+		return nil, err
+	}
+	localPort, err := strconv.Atoi(port)
+	if err != nil {
+		return nil, err
+	}
+	return dialer.New(dialer.Config{
 		LocalPort:       localPort,
 		Remote:          peers,
 		Policy:          dialer.RequireLocalWhenReady,
@@ -135,22 +204,11 @@ func newController(name, apiHost string, o options, tl *timeline, store lease.St
 		LocalReadyGrace: 5 * time.Second,
 		Clock:           c.clk,
 	})
-	if err != nil {
-		return nil, err
-	}
+}
 
-	c.faults = leasetest.NewFaultStore(store, c.clk)
-	c.tracker, err = lease.NewTracker(lease.Config{
-		Store:    c.faults,
-		Name:     leaseName,
-		Holder:   name,
-		Duration: o.leaseTerm,
-		Clock:    c.clk,
-	})
-	if err != nil {
-		return nil, err
-	}
-
+// newMux returns the controller's routes. Agents log in on the API port;
+// the controller calls itself on the controller port.
+func (c *controller) newMux() *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /ping", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "pong") })
 	mux.Handle("GET /ready", upgrade.ReadyHandler(c.up))
@@ -164,9 +222,20 @@ func newController(name, apiHost string, o options, tl *timeline, store lease.St
 		}
 		io.WriteString(w, "welcome")
 	})
-	allow := func(r *http.Request) bool { return r.URL.Path == "/ping" || r.URL.Path == "/ready" }
-	c.srv = &http.Server{
-		Handler:           upgrade.Middleware(c.up, allow)(mux),
+	return mux
+}
+
+// upgradeAllowlist says which calls the upgrade gate lets through while it
+// refuses: the liveness and readiness endpoints.
+func upgradeAllowlist(r *http.Request) bool {
+	return r.URL.Path == "/ping" || r.URL.Path == "/ready"
+}
+
+// newServer serves mux behind the upgrade gate, and records when each API
+// connection arrives (and whether the controller was stable by then).
+func (c *controller) newServer(mux *http.ServeMux) *http.Server {
+	return &http.Server{
+		Handler:           upgrade.Middleware(c.up, upgradeAllowlist)(mux),
 		ConnContext:       listener.ConnContext,
 		ReadHeaderTimeout: 5 * time.Second,
 		ConnState: func(conn net.Conn, s http.ConnState) {
@@ -183,7 +252,6 @@ func newController(name, apiHost string, o options, tl *timeline, store lease.St
 			}
 		},
 	}
-	return c, nil
 }
 
 // start runs the controller's startup; it returns when ctx ends. serveAfter
@@ -198,9 +266,7 @@ func (c *controller) start(ctx context.Context, serveAfter time.Duration) {
 	run(func() { c.runUpgrade(ctx) })
 	run(func() { c.followLease(ctx) })
 	run(func() {
-		select {
-		case <-c.clk.After(serveAfter):
-		case <-ctx.Done():
+		if !c.pause(ctx, serveAfter) {
 			return
 		}
 		run(func() { _ = c.srv.Serve(c.ln) })
@@ -232,7 +298,45 @@ func (c *controller) start(ctx context.Context, serveAfter time.Duration) {
 // until the upgrade completes, retried with upgrade.Retry.
 func (c *controller) selfClient(ctx context.Context) {
 	c.tl.log(c.name, "api client starting: waiting for the local server (not dialling a peer)")
-	client := &http.Client{Transport: &http.Transport{
+	client := c.selfHTTPClient()
+	defer client.CloseIdleConnections()
+	call := func(ctx context.Context, method, path string) error {
+		return httpCall(ctx, client, method, "http://controller"+path)
+	}
+
+	if err := call(ctx, "GET", "/ping"); err != nil {
+		c.selfDialed.Fail(err)
+		return
+	}
+	c.selfDialed.Unlock()
+
+	err := upgrade.Retry(ctx, c.clk, func(ctx context.Context) error {
+		return call(ctx, "POST", "/controller/workers")
+	}, upgrade.WithBackoff(50*time.Millisecond, time.Second),
+		// One client, not a herd: a little jitter is enough, and the
+		// retry comes about 1s (the gate's Retry-After) after the refusal.
+		upgrade.WithJitter(0.1),
+		upgrade.WithNotify(func(attempt int, err error, wait time.Duration) {
+			c.mu.Lock()
+			c.selfRefused++
+			c.mu.Unlock()
+			if attempt == 1 {
+				c.tl.log(c.name, "POST /controller/workers refused (%v): retrying in %v", err, wait.Round(time.Millisecond))
+			}
+			c.callRefusedOnce.Do(func() { close(c.callRefused) })
+		}))
+	if err != nil {
+		c.workers.Fail(err)
+		return
+	}
+	c.tl.log(c.name, "POST /controller/workers accepted once the upgrade completed")
+	c.workers.Unlock()
+}
+
+// selfHTTPClient returns an HTTP client that dials through the controller's
+// dialer and records every route it took.
+func (c *controller) selfHTTPClient() *http.Client {
+	return &http.Client{Transport: &http.Transport{
 		DisableKeepAlives: true,
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 			conn, route, err := c.dial.Dial(ctx)
@@ -248,55 +352,24 @@ func (c *controller) selfClient(ctx context.Context) {
 			return conn, err
 		},
 	}}
-	defer client.CloseIdleConnections()
-	call := func(ctx context.Context, method, path string) error {
-		return httpCall(ctx, client, method, "http://controller"+path)
-	}
-
-	if err := call(ctx, "GET", "/ping"); err != nil {
-		c.selfDialed.Fail(err)
-		return
-	}
-	c.selfDialed.Unlock()
-
-	err := upgrade.Retry(ctx, c.clk, func(ctx context.Context) error {
-		return call(ctx, "POST", "/controller/workers")
-	}, upgrade.WithBackoff(50*time.Millisecond, time.Second),
-		upgrade.WithNotify(func(attempt int, err error, wait time.Duration) {
-			c.mu.Lock()
-			c.selfRefused++
-			c.mu.Unlock()
-			if attempt == 1 {
-				c.tl.log(c.name, "POST /controller/workers refused (%v): retrying in %v", err, wait.Round(time.Millisecond))
-			}
-		}))
-	if err != nil {
-		c.workers.Fail(err)
-		return
-	}
-	c.tl.log(c.name, "POST /controller/workers accepted once the upgrade completed")
-	c.workers.Unlock()
 }
 
 // runUpgrade checks that no agent binary upgrade is needed, then runs the
-// (simulated) upgrade steps; the gate refuses non-allowlisted calls meanwhile.
+// (simulated) upgrade steps; the gate refuses non-allowlisted calls
+// meanwhile. The steps end no earlier than the gate's first refusal of the
+// controller's own call: a real upgrade would not wait for that, but the
+// demo must show a refused call in every run, and timing alone (a server
+// that comes up late, a slow self-dial) sometimes let the call arrive after
+// the upgrade.
 func (c *controller) runUpgrade(ctx context.Context) {
+	if !c.pause(ctx, c.o.checking) {
+		return
+	}
 	platform := upgrade.Platform{OS: runtime.GOOS, Arch: runtime.GOARCH}
 	available := []upgrade.Binary{
 		{Version: upgrade.Version{Major: 4, Minor: 2}, Platform: platform},
 		{Version: agentVersion, Platform: platform},
 		{Version: agentVersion, Platform: upgrade.Platform{OS: "linux", Arch: "s390x"}},
-	}
-	pause := func(d time.Duration) bool {
-		select {
-		case <-c.clk.After(d):
-			return true
-		case <-ctx.Done():
-			return false
-		}
-	}
-	if !pause(c.o.checking) {
-		return
 	}
 	b, err := upgrade.MatchBinary(available, agentVersion, platform)
 	if err != nil {
@@ -309,11 +382,27 @@ func (c *controller) runUpgrade(ctx context.Context) {
 		c.upgraded.Fail(err)
 		return
 	}
-	if !pause(c.o.steps) {
+	if !c.pause(ctx, c.o.steps) {
+		return
+	}
+	select {
+	case <-c.callRefused:
+	case <-ctx.Done():
 		return
 	}
 	c.up.Complete()
 	c.upgraded.Unlock()
+}
+
+// pause waits d on the controller's clock; it reports false if ctx ended
+// first.
+func (c *controller) pause(ctx context.Context, d time.Duration) bool {
+	select {
+	case <-c.clk.After(d):
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
 
 // followLease waits for the tracker's first definitive answer.

@@ -5,9 +5,9 @@ import (
 	"errors"
 	"flag"
 	"io"
+	"net"
 	"regexp"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -24,7 +24,8 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // TestRunHoldsEveryInvariant runs the main job at a small scale: every
 // self-dial local, every agent admitted, the leader keeps its term through
-// the store fault, and each API port opens only once its controller is stable.
+// the store fault, and each API port opens only once its controller is
+// stable; and every story shows in the timeline.
 func TestRunHoldsEveryInvariant(t *testing.T) {
 	// 100 agents per API port at 200/s with burst 10: the accept-rate
 	// check has something to bite on (a missing limiter admits them all in
@@ -42,7 +43,11 @@ func TestRunHoldsEveryInvariant(t *testing.T) {
 	assert.Contains(t, s, "ok: every invariant held")
 	for _, c := range []string{"c0", "c1", "c2"} {
 		assert.Contains(t, s, c+"      self-dial -> 127.0.0.1:")
+		assert.Contains(t, s, c+"      POST /controller/workers refused (upgrade in progress")
+		assert.Contains(t, s, c+"      POST /controller/workers accepted once the upgrade completed")
 	}
+	assert.Contains(t, s, "check during the fault: ErrRenewalFailed")
+	assert.Regexp(t, `refusals retried          [1-9]\d* agent dials refused while an api port was closed; [1-9]\d* controller calls refused`, s)
 }
 
 func TestFlags(t *testing.T) {
@@ -74,8 +79,8 @@ func TestFlags(t *testing.T) {
 	}
 }
 
-// TestSummaryNamesEveryBrokenInvariant feeds summarize the record of a run
-// that broke each invariant and checks that each is reported: the checks
+// TestSummaryNamesEveryBrokenInvariant measures the record of a run that
+// broke each invariant and checks that each is reported: the checks
 // themselves must not be able to pass vacuously.
 func TestSummaryNamesEveryBrokenInvariant(t *testing.T) {
 	o, err := parseFlags([]string{"-controllers", "2", "-agents", "10", "-api-rate", "100", "-api-burst", "5"}, io.Discard)
@@ -90,6 +95,7 @@ func TestSummaryNamesEveryBrokenInvariant(t *testing.T) {
 		for _, g := range opened {
 			locks[g].Unlock()
 		}
+		c.workers = gate.New("workers")
 		return c
 	}
 	c0 := mk("c0", "api-port", "serving", "self-dial", "upgrade", "lease", "stable") // api port first
@@ -103,11 +109,12 @@ func TestSummaryNamesEveryBrokenInvariant(t *testing.T) {
 	}
 	c0.status = lease.Status{State: lease.Held, Token: 7}
 	c1.leaseErr = errors.New("timeout") // never told who leads
-	agents := &agentStats{perCtrl: make([]atomic.Int64, 2)}
-	agents.admitted.Store(9)
+	agents := &agentStats{perCtrl: []portStats{{agents: 5}, {agents: 5}}}
+	agents.perCtrl[0].admitted.Store(5)
+	agents.perCtrl[1].admitted.Store(4)
 	agents.upgrading.Store(3)
 
-	problems := strings.Join(summarize(io.Discard, o, []*controller{c0, c1}, agents, c0), "\n")
+	problems := strings.Join(measure(o, []*controller{c0, c1}, agents, c0, faultReport{}).violations(), "\n")
 	for _, want := range []string{
 		"1 of 3 self-dials went to a peer",
 		"1 agents not admitted",
@@ -116,7 +123,104 @@ func TestSummaryNamesEveryBrokenInvariant(t *testing.T) {
 		`c1 was not told that c0 leads`,
 		"c0: the api port accepted 1 agent connections before the controller was stable",
 		`c0: the api port did not open after "stable"`,
+		"c0: none of its 5 agents was refused before its api port opened",
+		"c1: its call was never refused during the upgrade",
+		"c1: the call refused during the upgrade never went through: still refused when the run ended",
 	} {
 		assert.Contains(t, problems, want)
+	}
+}
+
+// healthySummary is the record of a run in which every story happened and
+// every invariant held.
+func healthySummary() *summary {
+	o := options{agents: 200, apiRate: 100, apiBurst: 5, fault: 600 * time.Millisecond}
+	s := &summary{o: o, leader: "c0", leaderToken: 1}
+	s.agents.admitted, s.agents.refused = 200, 40
+	for _, name := range []string{"c0", "c1"} {
+		c := ctrlSummary{
+			name: name, selfDials: 2, local: 2, callsRefused: 1, workersAccepted: true,
+			agents: 100, admitted: 100, refused: 20, peak: 30, throttled: 800 * time.Millisecond,
+			opened: []string{"serving", "lease", "self-dial", "upgrade", "stable", "api-port"},
+		}
+		if name != "c0" {
+			c.leaseErr = &lease.NotLeaderError{Name: leaseName, Holder: "c0"}
+		}
+		s.ctrls = append(s.ctrls, c)
+	}
+	s.fault = faultReport{ran: true, held: 9, failed: 6,
+		before: lease.Status{State: lease.Held, Token: 1}, after: lease.Status{State: lease.Held, Token: 1}}
+	return s
+}
+
+// TestChecksCatchEachMissingStory breaks one story or invariant at a time in
+// a healthy record: exactly the check that guards it must name it.
+func TestChecksCatchEachMissingStory(t *testing.T) {
+	require.Empty(t, healthySummary().violations())
+	for _, tc := range []struct {
+		check   string
+		breakIt func(s *summary)
+		want    string
+	}{
+		{"self-dials local", func(s *summary) { s.ctrls[1].local = 1 }, "1 of 4 self-dials went to a peer"},
+		{"self-dials local", func(s *summary) { s.ctrls[1].selfDials, s.ctrls[1].local = 0, 0 }, "c1 never dialled itself"},
+		{"agents admitted", func(s *summary) { s.agents.admitted = 199 }, "1 agents not admitted"},
+		{"agents refused while the api port was closed", func(s *summary) { s.ctrls[1].refused = 0 }, "c1: none of its 100 agents was refused"},
+		{"api port opens only once stable", func(s *summary) { s.ctrls[0].earlyAPI = 2 }, "c0: the api port accepted 2 agent connections"},
+		{"rate limit", func(s *summary) { s.ctrls[0].peak = 40 }, "c0 accepted 40 API conns in 250ms"},
+		{"rate limit", func(s *summary) { s.ctrls[1].throttled = 0 }, "c1: the limiter never held back its 100 agents"},
+		{"controller call refused during the upgrade, then accepted", func(s *summary) { s.ctrls[0].callsRefused = 0 }, "c0: its call was never refused"},
+		{"controller call refused during the upgrade, then accepted", func(s *summary) {
+			s.ctrls[1].workersAccepted, s.ctrls[1].callErr = false, errors.New("ctx done")
+		}, "c1: the call refused during the upgrade never went through: ctx done"},
+		{"followers told who leads", func(s *summary) { s.leader = "" }, "no controller holds the lease"},
+		{"followers told who leads", func(s *summary) { s.ctrls[1].leaseErr = nil }, "c1 was not told that c0 leads"},
+		{"lease fault: renewal failed, never not-leader", func(s *summary) { s.fault.failed = 0 }, "no check during the fault of 600ms answered ErrRenewalFailed"},
+		{"lease fault: renewal failed, never not-leader", func(s *summary) {
+			s.fault.notLeader, s.fault.firstNotLeader = 1, lease.ErrNotLeader
+		}, `leader c0 was told "not the leader" 1 times`},
+		{"lease fault: renewal failed, never not-leader", func(s *summary) { s.fault.after.Token = 2 }, "leader c0 lost its term: token 1 became 2"},
+	} {
+		t.Run(tc.want, func(t *testing.T) {
+			s := healthySummary()
+			tc.breakIt(s)
+			problems := s.violations()
+			require.Len(t, problems, 1, "only the broken check reports")
+			assert.True(t, strings.HasPrefix(problems[0], tc.check+": "), "%q is reported by %q", problems[0], tc.check)
+			assert.Contains(t, problems[0], tc.want)
+		})
+	}
+}
+
+// TestNewControllerReleasesPortsOnError makes newController fail after it
+// bound its controller port and checks that the port is free again (and,
+// through TestMain's goleak, that nothing it started is left running).
+func TestNewControllerReleasesPortsOnError(t *testing.T) {
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer taken.Close()
+	o, err := parseFlags(nil, io.Discard)
+	require.NoError(t, err)
+
+	for _, tc := range []struct {
+		name  string
+		setup func(cfg *controllerConfig)
+	}{
+		{"API port bind fails", func(cfg *controllerConfig) { cfg.apiAddr = taken.Addr().String() }},
+		{"lease tracker refuses its config", func(cfg *controllerConfig) { cfg.o.leaseTerm = 0 }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var out bytes.Buffer
+			cfg := controllerConfig{name: "c0", apiAddr: "127.0.0.1:0", o: o, tl: newTimeline(&out), store: lease.NewMemStore(nil)}
+			tc.setup(&cfg)
+			c, err := newController(cfg)
+			require.Error(t, err)
+			assert.Nil(t, c)
+			m := regexp.MustCompile(`controller port bound at (\S+)`).FindStringSubmatch(out.String())
+			require.NotNil(t, m, "the controller port was bound first: %s", out.String())
+			ln, err := net.Listen("tcp", m[1])
+			require.NoError(t, err, "the controller port %s is still bound", m[1])
+			ln.Close()
+		})
 	}
 }
