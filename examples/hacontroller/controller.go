@@ -21,6 +21,7 @@ import (
 	"github.com/coldstart-go/coldstart/lease/leasetest"
 	"github.com/coldstart-go/coldstart/listener"
 	"github.com/coldstart-go/coldstart/upgrade"
+	"github.com/coldstart-go/coldstart/upgrade/binaries"
 )
 
 // leaseName is the singular lease the controllers compete for.
@@ -28,7 +29,7 @@ const leaseName = "singular-controller"
 
 // agentVersion is the version every controller runs and wants; the
 // available binaries below include it for the host's platform.
-var agentVersion = upgrade.Version{Major: 4, Minor: 2, Patch: 1}
+var agentVersion = binaries.Version{Major: 4, Minor: 2, Patch: 1}
 
 // controller is one simulated HA controller: a gated dual listener, a
 // self-dialling API client, an upgrade gate, and a lease tracker, composed
@@ -281,11 +282,11 @@ func (c *controller) selfClient(ctx context.Context) {
 // runUpgrade checks that no agent binary upgrade is needed, then runs the
 // (simulated) upgrade steps; the gate refuses non-allowlisted calls meanwhile.
 func (c *controller) runUpgrade(ctx context.Context) {
-	platform := upgrade.Platform{OS: runtime.GOOS, Arch: runtime.GOARCH}
-	available := []upgrade.Binary{
-		{Version: upgrade.Version{Major: 4, Minor: 2}, Platform: platform},
+	platform := binaries.Platform{OS: runtime.GOOS, Arch: runtime.GOARCH}
+	available := []binaries.Binary{
+		{Version: binaries.Version{Major: 4, Minor: 2}, Platform: platform},
 		{Version: agentVersion, Platform: platform},
-		{Version: agentVersion, Platform: upgrade.Platform{OS: "linux", Arch: "s390x"}},
+		{Version: agentVersion, Platform: binaries.Platform{OS: "linux", Arch: "s390x"}},
 	}
 	pause := func(d time.Duration) bool {
 		select {
@@ -298,7 +299,7 @@ func (c *controller) runUpgrade(ctx context.Context) {
 	if !pause(c.o.checking) {
 		return
 	}
-	b, err := upgrade.MatchBinary(available, agentVersion, platform)
+	b, err := binaries.Match(available, agentVersion, platform)
 	if err != nil {
 		c.up.Fail(err)
 		c.upgraded.Fail(err)
