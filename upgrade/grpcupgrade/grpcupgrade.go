@@ -7,6 +7,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/juju/clock"
@@ -66,11 +67,12 @@ func UnaryServerInterceptor(g *upgrade.Gate, allow func(fullMethod string) bool)
 	if g == nil {
 		panic("grpcupgrade.UnaryServerInterceptor: nil Gate")
 	}
+	var r refuser
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 		if guard := g.Err(); guard != nil && (allow == nil || !allow(info.FullMethod)) {
-			st, pushback := refusal(guard)
+			err, pushback := r.refuse(guard)
 			_ = grpc.SetTrailer(ctx, metadata.MD{pushbackKey: {pushback}})
-			return nil, st.Err()
+			return nil, err
 		}
 		return handler(ctx, req)
 	}
@@ -82,41 +84,77 @@ func StreamServerInterceptor(g *upgrade.Gate, allow func(fullMethod string) bool
 	if g == nil {
 		panic("grpcupgrade.StreamServerInterceptor: nil Gate")
 	}
+	var r refuser
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 		if guard := g.Err(); guard != nil && (allow == nil || !allow(info.FullMethod)) {
-			st, pushback := refusal(guard)
+			err, pushback := r.refuse(guard)
 			ss.SetTrailer(metadata.MD{pushbackKey: {pushback}})
-			return st.Err()
+			return err
 		}
 		return handler(srv, ss)
 	}
 }
 
-// refusal builds the status and pushback (milliseconds, "-1" to stop) for a
-// call refused with the gate's guard.
-func refusal(guard error) (*status.Status, string) {
+// refuser builds one interceptor's refusals. What every call refused in
+// one gate state shares (the status, its ErrorInfo) is built once, when the
+// gate's guard changes; a refusal in progress adds only its RetryInfo.
+type refuser struct {
+	cached atomic.Pointer[stateRefusal]
+}
+
+// stateRefusal is the shared part of the refusals for one gate guard.
+type stateRefusal struct {
+	guard  error
+	st     *status.Status // without the per-call RetryInfo
+	lo, hi int64          // pushback range, ms; 0 once failed
+}
+
+func newStateRefusal(guard error) *stateRefusal {
+	r := &stateRefusal{guard: guard}
 	if ip, ok := guard.(*upgrade.InProgressError); ok {
-		ms := spread.Draw(spread.Range(ip.RetryAfter(), time.Millisecond))
-		delay := time.Duration(ms) * time.Millisecond
-		if ms > math.MaxInt64/int64(time.Millisecond) { // beyond a Duration: saturate
-			delay = math.MaxInt64
-		}
-		// The message names the wait this caller was given, not R.
-		msg := (&upgrade.InProgressError{Phase: ip.Phase, RetryDelay: delay}).Error()
-		st, _ := status.New(codes.Unavailable, msg).WithDetails(
-			&errdetails.ErrorInfo{Reason: ReasonInProgress, Domain: Domain, Metadata: map[string]string{MetadataPhase: ip.Phase.String()}},
-			&errdetails.RetryInfo{RetryDelay: durationpb.New(delay)},
-		)
-		return st, strconv.FormatInt(ms, 10)
+		r.lo, r.hi = spread.Range(ip.RetryAfter(), time.Millisecond)
+		// The message leaves the wait to RetryInfo: it differs per call.
+		msg := (&upgrade.InProgressError{Phase: ip.Phase}).Error()
+		r.st = withInfo(codes.Unavailable, msg, ReasonInProgress, map[string]string{MetadataPhase: ip.Phase.String()})
+		return r
 	}
 	md := map[string]string{MetadataPhase: upgrade.Failed.String()}
 	if cause := errors.Unwrap(guard); cause != nil {
 		md[MetadataCause] = cause.Error()
 	}
-	st, _ := status.New(codes.FailedPrecondition, guard.Error()).WithDetails(
-		&errdetails.ErrorInfo{Reason: ReasonFailed, Domain: Domain, Metadata: md},
-	)
-	return st, "-1"
+	r.st = withInfo(codes.FailedPrecondition, guard.Error(), ReasonFailed, md)
+	return r
+}
+
+func withInfo(c codes.Code, msg, reason string, md map[string]string) *status.Status {
+	st, err := status.New(c, msg).WithDetails(&errdetails.ErrorInfo{Reason: reason, Domain: Domain, Metadata: md})
+	if err != nil { // cannot happen: an ErrorInfo always marshals
+		panic("grpcupgrade: encoding refusal: " + err.Error())
+	}
+	return st
+}
+
+// refuse returns the error for a call refused with the gate's guard, and
+// its pushback: milliseconds drawn from [R, 2R], or "-1" (stop) once failed.
+func (r *refuser) refuse(guard error) (error, string) {
+	s := r.cached.Load()
+	if s == nil || s.guard != guard { // a new gate state (racing builders build alike)
+		s = newStateRefusal(guard)
+		r.cached.Store(s)
+	}
+	if s.lo == 0 {
+		return s.st.Err(), "-1"
+	}
+	ms := spread.Draw(s.lo, s.hi)
+	delay := time.Duration(math.MaxInt64) // beyond a Duration: saturate
+	if ms <= math.MaxInt64/int64(time.Millisecond) {
+		delay = time.Duration(ms) * time.Millisecond
+	}
+	st, err := s.st.WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(delay)})
+	if err != nil { // cannot happen: a RetryInfo always marshals
+		panic("grpcupgrade: encoding refusal: " + err.Error())
+	}
+	return st.Err(), strconv.FormatInt(ms, 10)
 }
 
 // FromError turns a refusal status sent by the server interceptors back

@@ -93,7 +93,7 @@ type server struct {
 	attempts *attempts
 }
 
-func newServer(t *testing.T, g *upgrade.Gate, allow func(string) bool) *server {
+func newServer(t testing.TB, g *upgrade.Gate, allow func(string) bool) *server {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
@@ -109,8 +109,24 @@ func newServer(t *testing.T, g *upgrade.Gate, allow func(string) bool) *server {
 	return s
 }
 
+// benchClient is a client of a real server with the upgrade interceptors,
+// or (withGate false) with none at all.
+func benchClient(b *testing.B, g *upgrade.Gate, withGate bool) healthpb.HealthClient {
+	if withGate {
+		return dial(b, newServer(b, g, nil))
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(b, err)
+	srv := grpc.NewServer()
+	healthpb.RegisterHealthServer(srv, &health{executed: map[string]int{}})
+	done := make(chan struct{})
+	go func() { defer close(done); _ = srv.Serve(l) }()
+	b.Cleanup(func() { srv.Stop(); <-done })
+	return dial(b, &server{addr: l.Addr().String()})
+}
+
 // dial connects a real grpc-go client to s.
-func dial(t *testing.T, s *server, opts ...grpc.DialOption) healthpb.HealthClient {
+func dial(t testing.TB, s *server, opts ...grpc.DialOption) healthpb.HealthClient {
 	t.Helper()
 	conn, err := grpc.NewClient(s.addr, append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, opts...)...)
 	require.NoError(t, err)
