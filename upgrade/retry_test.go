@@ -244,9 +244,9 @@ func TestRetryCustomPredicate(t *testing.T) {
 
 func TestRetryRejectsBadOptions(t *testing.T) {
 	for name, opt := range map[string]upgrade.RetryOption{
-		"zero base":         upgrade.WithBackoff(0, time.Second),
-		"max below base":    upgrade.WithBackoff(time.Second, time.Millisecond),
-		"nil predicate":     upgrade.WithRetryIf(nil),
+		"zero base":      upgrade.WithBackoff(0, time.Second),
+		"max below base": upgrade.WithBackoff(time.Second, time.Millisecond),
+		"nil predicate":  upgrade.WithRetryIf(nil),
 	} {
 		called := false
 		err := upgrade.Retry(context.Background(), nil, func(context.Context) error { called = true; return nil }, opt)
