@@ -291,15 +291,22 @@ func TestWaitReady(t *testing.T) {
 	clk := testclock.NewClock(t0)
 	g := upgrade.NewGate(clk)
 	srv := newServer(t, upgrade.ReadyHandler(g))
+	waits := make(chan time.Duration)
 	done := make(chan error, 1)
 	go func() {
-		done <- upgrade.WaitReady(context.Background(), clk, srv.Client(), srv.URL, upgrade.WithJitter(0))
+		done <- upgrade.WaitReady(context.Background(), clk, srv.Client(), srv.URL, upgrade.WithJitter(0),
+			upgrade.WithNotify(func(_ int, err error, wait time.Duration) {
+				assert.ErrorIs(t, err, upgrade.ErrUpgradeInProgress)
+				waits <- wait
+			}))
 	}()
-	require.NoError(t, clk.WaitAdvance(time.Second, waitTimeout, 1)) // checking: refused
+	wait := <-waits // checking: refused, told 1 or 2 s
+	assert.True(t, wait == time.Second || wait == 2*time.Second, "wait %v is not the Retry-After", wait)
 	require.NoError(t, g.Enter(upgrade.RunningSteps))
-	require.NoError(t, clk.WaitAdvance(0, waitTimeout, 1)) // refused again, waiting
+	require.NoError(t, clk.WaitAdvance(wait, waitTimeout, 1))
+	wait = <-waits // refused again
 	g.Complete()
-	require.NoError(t, clk.WaitAdvance(time.Second, waitTimeout, 1))
+	require.NoError(t, clk.WaitAdvance(wait, waitTimeout, 1))
 	assert.NoError(t, <-done)
 }
 

@@ -181,15 +181,16 @@ func (g *Gate) publish(r Report, err error) {
 	s := g.newState(r, old)
 	g.st.Store(s)
 	close(old.next)
-	if old.Phase != r.Phase { // the transition that ends an epoch closes its channel
-		switch r.Phase {
-		case Complete:
-			close(s.completed)
-		case Failed:
-			close(s.failed)
-		}
+	if old.Phase == r.Phase { // SetRetryAfter: not a transition
+		return
 	}
-	if g.hook != nil && old.Phase != r.Phase {
+	switch r.Phase { // the transition that ends an epoch closes its channel
+	case Complete:
+		close(s.completed)
+	case Failed:
+		close(s.failed)
+	}
+	if g.hook != nil {
 		g.pending = append(g.pending, transition{hook: g.hook, from: old.Phase, to: r.Phase, err: err})
 	}
 }
