@@ -57,7 +57,7 @@ type wireBody struct {
 }
 
 // maxRetryAfters bounds the Retry-After values a refusal precomputes; a
-// wider range (R over 2 minutes) formats its value per refusal.
+// wider range (R of 128 s or more) formats its value per refusal.
 const maxRetryAfters = 128
 
 // refusal is a precomputed HTTP answer, shared by every request refused in
@@ -144,7 +144,8 @@ func (r *refusal) write(w http.ResponseWriter) {
 //
 // both with the header Coldstart-Upgrade: <code> and a JSON body
 // {"code", "phase", "message"} (plus "cause" once failed). A refusal is
-// precomputed per gate state and costs one small allocation.
+// precomputed per gate state and costs one small allocation (two when R is
+// 128 s or more).
 //
 // The not-executed promise: a refused request never reaches next, so a
 // client may repeat it safely. The gate is read once, when the request

@@ -70,7 +70,7 @@ func UnaryServerInterceptor(g *upgrade.Gate, allow func(fullMethod string) bool)
 	var r refuser
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 		if guard := g.Err(); guard != nil && (allow == nil || !allow(info.FullMethod)) {
-			err, pushback := r.refuse(guard)
+			pushback, err := r.refuse(guard)
 			_ = grpc.SetTrailer(ctx, metadata.MD{pushbackKey: {pushback}})
 			return nil, err
 		}
@@ -87,7 +87,7 @@ func StreamServerInterceptor(g *upgrade.Gate, allow func(fullMethod string) bool
 	var r refuser
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 		if guard := g.Err(); guard != nil && (allow == nil || !allow(info.FullMethod)) {
-			err, pushback := r.refuse(guard)
+			pushback, err := r.refuse(guard)
 			ss.SetTrailer(metadata.MD{pushbackKey: {pushback}})
 			return err
 		}
@@ -134,27 +134,28 @@ func withInfo(c codes.Code, msg, reason string, md map[string]string) *status.St
 	return st
 }
 
-// refuse returns the error for a call refused with the gate's guard, and
-// its pushback: milliseconds drawn from [R, 2R], or "-1" (stop) once failed.
-func (r *refuser) refuse(guard error) (error, string) {
+// refuse returns the pushback for a call refused with the gate's guard
+// (milliseconds drawn from [R, 2R], or "-1", stop, once failed) and the
+// error to answer it with.
+func (r *refuser) refuse(guard error) (pushback string, err error) {
 	s := r.cached.Load()
 	if s == nil || s.guard != guard { // a new gate state (racing builders build alike)
 		s = newStateRefusal(guard)
 		r.cached.Store(s)
 	}
 	if s.lo == 0 {
-		return s.st.Err(), "-1"
+		return "-1", s.st.Err()
 	}
 	ms := spread.Draw(s.lo, s.hi)
 	delay := time.Duration(math.MaxInt64) // beyond a Duration: saturate
 	if ms <= math.MaxInt64/int64(time.Millisecond) {
 		delay = time.Duration(ms) * time.Millisecond
 	}
-	st, err := s.st.WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(delay)})
-	if err != nil { // cannot happen: a RetryInfo always marshals
-		panic("grpcupgrade: encoding refusal: " + err.Error())
+	st, werr := s.st.WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(delay)})
+	if werr != nil { // cannot happen: a RetryInfo always marshals
+		panic("grpcupgrade: encoding refusal: " + werr.Error())
 	}
-	return st.Err(), strconv.FormatInt(ms, 10)
+	return strconv.FormatInt(ms, 10), st.Err()
 }
 
 // FromError turns a refusal status sent by the server interceptors back
