@@ -109,15 +109,17 @@ func newServer(t testing.TB, g *upgrade.Gate, allow func(string) bool) *server {
 	return s
 }
 
-// benchClient is a client of a real server with the upgrade interceptors,
-// or (withGate false) with none at all.
+// benchClient is a client of a real server with nothing but the upgrade
+// interceptors (withGate) or no interceptor at all.
 func benchClient(b *testing.B, g *upgrade.Gate, withGate bool) healthpb.HealthClient {
-	if withGate {
-		return dial(b, newServer(b, g, nil))
-	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(b, err)
-	srv := grpc.NewServer()
+	var opts []grpc.ServerOption
+	if withGate {
+		opts = append(opts, grpc.UnaryInterceptor(grpcupgrade.UnaryServerInterceptor(g, nil)),
+			grpc.StreamInterceptor(grpcupgrade.StreamServerInterceptor(g, nil)))
+	}
+	srv := grpc.NewServer(opts...)
 	healthpb.RegisterHealthServer(srv, &health{executed: map[string]int{}})
 	done := make(chan struct{})
 	go func() { defer close(done); _ = srv.Serve(l) }()
