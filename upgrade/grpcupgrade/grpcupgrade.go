@@ -1,6 +1,7 @@
 package grpcupgrade
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -195,13 +196,7 @@ func FromError(err error) error {
 		_ = phase.UnmarshalText([]byte(info.GetMetadata()[MetadataPhase])) // unknown: the zero Phase
 		return &statusError{err: &upgrade.InProgressError{Phase: phase, RetryDelay: delay}, st: st}
 	case ReasonFailed:
-		cause := strings.TrimSpace(info.GetMetadata()[MetadataCause])
-		if cause == "" {
-			cause = st.Message()
-		}
-		if cause == "" {
-			cause = "the server gave no cause"
-		}
+		cause := cmp.Or(strings.TrimSpace(info.GetMetadata()[MetadataCause]), st.Message(), "the server gave no cause")
 		return &statusError{err: &upgrade.FailedError{Err: errors.New(cause)}, st: st}
 	}
 	return err
