@@ -87,7 +87,7 @@ func BenchmarkRefusal(b *testing.B) {
 		}
 	})
 	b.Run("hand-written-503", func(b *testing.B) {
-		body := `{"code":"upgrade-in-progress","phase":"running-steps","message":"upgrade in progress (running upgrade steps); call not executed; retry after 1s"}` + "\n"
+		body := `{"code":"upgrade-in-progress","phase":"running-steps","message":"upgrade in progress (running upgrade steps); call not executed"}` + "\n"
 		h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Type", "application/json")
 			w.Header().Set("Cache-Control", "no-store")
@@ -123,17 +123,10 @@ func BenchmarkRefusal(b *testing.B) {
 // BenchmarkErr is the per-call guard an RPC server runs on every call.
 func BenchmarkErr(b *testing.B) {
 	g := upgrade.NewGate(nil)
-	al := upgrade.NewAllowlist(upgrade.Call{Service: "Client", Method: "FullStatus"})
 	b.Run("gate", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			_ = g.Err()
-		}
-	})
-	b.Run("allowlist-refused", func(b *testing.B) {
-		b.ReportAllocs()
-		for b.Loop() {
-			_ = al.CheckVersion(g, "Application", 19, "Deploy")
 		}
 	})
 }

@@ -33,7 +33,12 @@ func ExampleMiddleware() {
 		defer resp.Body.Close()
 		refusal := upgrade.ErrorFromResponse(resp) // nil unless the gate refused
 		body, _ := io.ReadAll(resp.Body)           // still readable
-		fmt.Printf("%s: %d Retry-After=%q refusal=%v\n  %s", path, resp.StatusCode, resp.Header.Get("Retry-After"), refusal, body)
+		// Each refusal's Retry-After is drawn from [1, 2] s (R = 1 s).
+		hint := ""
+		if ra := resp.Header.Get("Retry-After"); ra != "" {
+			hint = fmt.Sprintf(" Retry-After in [1, 2]: %v", ra == "1" || ra == "2")
+		}
+		fmt.Printf("%s: %d%s refused: %v\n  %s", path, resp.StatusCode, hint, errors.Is(refusal, upgrade.ErrUpgradeInProgress), body)
 	}
 	get("/status")
 	fmt.Println()
@@ -42,12 +47,34 @@ func ExampleMiddleware() {
 	get("/deploy")
 	fmt.Println()
 	// Output:
-	// /status: 200 Retry-After="" refusal=<nil>
+	// /status: 200 refused: false
 	//   ok
-	// /deploy: 503 Retry-After="1" refusal=upgrade in progress (running upgrade steps); call not executed; retry after 1s
-	//   {"code":"upgrade-in-progress","phase":"running-steps","message":"upgrade in progress (running upgrade steps); call not executed; retry after 1s"}
-	// /deploy: 200 Retry-After="" refusal=<nil>
+	// /deploy: 503 Retry-After in [1, 2]: true refused: true
+	//   {"code":"upgrade-in-progress","phase":"running-steps","message":"upgrade in progress (running upgrade steps); call not executed"}
+	// /deploy: 200 refused: false
 	//   deployed
+}
+
+// A failed upgrade is answered with 409 Conflict and no Retry-After, which
+// generic retrying clients do not retry; the message names the cause once.
+func ExampleMiddleware_failed() {
+	g := upgrade.NewGate(nil)
+	g.Fail(errors.New("upgrade step 7 (migrate leases): disk full"))
+	srv := httptest.NewServer(upgrade.Middleware(g, nil)(http.NotFoundHandler()))
+	defer srv.Close()
+
+	resp, err := srv.Client().Post(srv.URL+"/deploy", "application/json", nil)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer resp.Body.Close()
+	err = upgrade.ErrorFromResponse(resp)
+	fmt.Println(resp.StatusCode, resp.Header.Values("Retry-After"), errors.Is(err, upgrade.ErrUpgradeFailed))
+	fmt.Println(err)
+	// Output:
+	// 409 [] true
+	// upgrade failed: upgrade step 7 (migrate leases): disk full; call not executed
 }
 
 func ExampleRetry() {
@@ -55,7 +82,7 @@ func ExampleRetry() {
 	calls := 0
 	deploy := func(ctx context.Context) error {
 		if calls++; calls <= 2 {
-			return &upgrade.InProgressError{Phase: upgrade.RunningSteps, RetryAfter: time.Millisecond}
+			return &upgrade.InProgressError{Phase: upgrade.RunningSteps, RetryDelay: time.Millisecond}
 		}
 		return nil
 	}
@@ -71,37 +98,45 @@ func ExampleRetry() {
 	// calls: 3 err: <nil>
 }
 
-func ExampleAllowlist() {
+// An RPC server guards every call that is not on its allowlist with Err,
+// per call: Enter can close the gate again at any time.
+func ExampleGate_Err() {
 	g := upgrade.NewGate(nil)
-	allowed := upgrade.NewAllowlist(upgrade.Call{Service: "Client", Method: "FullStatus"})
-
-	for _, method := range []string{"FullStatus", "Deploy"} {
-		if err := allowed.Check(g, "Client", method); err != nil {
+	allowed := map[string]bool{"Client.FullStatus": true}
+	call := func(facade, method string) {
+		if err := g.Err(); err != nil && !allowed[facade+"."+method] {
 			fmt.Println(method, "refused:", errors.Is(err, upgrade.ErrUpgradeInProgress))
-			continue
+			return
 		}
 		fmt.Println(method, "served")
 	}
+	call("Client", "FullStatus")
+	call("Application", "Deploy")
+	g.Complete()
+	call("Application", "Deploy")
 	// Output:
 	// FullStatus served
 	// Deploy refused: true
+	// Deploy served
 }
 
-func ExampleMatchBinary() {
-	v := func(s string) upgrade.Version { v, _ := upgrade.ParseVersion(s); return v }
-	available := []upgrade.Binary{
-		{Version: v("1.24.4"), Platform: upgrade.Platform{OS: "linux", Arch: "amd64"}},
-		{Version: v("1.24.6"), Platform: upgrade.Platform{OS: "linux", Arch: "amd64"}},
-		{Version: v("1.24.5"), Platform: upgrade.Platform{OS: "linux", Arch: "arm64"}},
+// A gate goes on a board of gates (or any select) through its epoch's
+// channels, with no state copied by hand.
+func ExampleGate_Completed() {
+	g := upgrade.NewGate(nil)
+	completed, failed := g.Completed(), g.Failed()
+	go func() {
+		_ = g.Enter(upgrade.RunningSteps)
+		g.Complete()
+	}()
+	select {
+	case <-completed:
+		fmt.Println("upgrade complete")
+	case <-failed:
+		fmt.Println("upgrade failed:", g.Report().LastErr)
 	}
-	_, err := upgrade.MatchBinary(available, v("1.24.5"), upgrade.Platform{OS: "linux", Arch: "amd64"})
-	fmt.Println(err)
-
-	_, err = upgrade.ParseVersion("1.24")
-	fmt.Println(err)
 	// Output:
-	// no agent binaries for 1.24.5 on linux/amd64; nearest for linux/amd64: 1.24.4, 1.24.6; 1.24.5 is available for linux/arm64
-	// upgrade: invalid version "1.24": that is a series (many versions), not a version; add the patch number, e.g. 1.24.0; want major.minor.patch[.build], e.g. 1.24.5
+	// upgrade complete
 }
 
 // A client that dials through coldstart/dialer (dialer.Connect) and turns a
@@ -111,7 +146,7 @@ func ExampleMatchBinary() {
 // adapter.
 func ExampleInProgressError_retryAfter() {
 	// What the dial function returns when the server refuses the login.
-	var err error = &upgrade.InProgressError{Phase: upgrade.RunningSteps, RetryAfter: 5 * time.Second}
+	var err error = &upgrade.InProgressError{Phase: upgrade.RunningSteps, RetryDelay: 5 * time.Second}
 	err = fmt.Errorf("login to 10.0.0.2:17070: %w", err)
 
 	// The dialer's side: it declares this interface, knowing nothing of upgrade.

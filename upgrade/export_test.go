@@ -2,14 +2,24 @@ package upgrade
 
 import "time"
 
+// Internals the tests name: the wire header, the defaults.
+const (
+	HeaderCode         = headerCode
+	DefaultRetryAfter  = defaultRetryAfter
+	DefaultBackoffBase = defaultBackoffBase
+)
+
+// WithJitter sets the jittered fraction of Retry's waits (production uses
+// 1, full jitter), so tests can make waits exact with 0.
+func WithJitter(fraction float64) RetryOption {
+	return func(c *retryConfig) { c.policy.Jitter = fraction }
+}
+
 // RetryWait exposes the wait Retry would choose after attempt, given a
 // server hint, so tests can check the jitter distribution without timers.
 func RetryWait(attempt int, hint time.Duration, opts ...RetryOption) (time.Duration, error) {
-	c := retryConfig{base: DefaultBackoffBase, max: DefaultBackoffMax, jitter: 1, retryIf: func(error) bool { return true }}
-	for _, o := range opts {
-		o(&c)
-	}
-	if err := c.validate(); err != nil {
+	c, err := newRetryConfig(opts)
+	if err != nil {
 		return 0, err
 	}
 	return c.wait(attempt, hint), nil

@@ -2,6 +2,7 @@ package upgrade
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"io"
@@ -11,99 +12,140 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/coldstart-go/coldstart/upgrade/internal/spread"
 )
 
-// Wire codes, sent in the JSON body's "code" and in the HeaderCode header of
-// every refusal.
+// Wire codes, sent in the JSON body's "code" and in the Coldstart-Upgrade
+// header of every refusal.
 const (
-	// Code marks a refusal because an upgrade is in progress: the request
-	// was not executed; retry after the Retry-After header.
+	// Code marks a refusal because an upgrade is in progress (status 503):
+	// the request was not executed; retry after the Retry-After header.
 	Code = "upgrade-in-progress"
-	// CodeFailed marks a refusal because the upgrade failed: the request
-	// was not executed and there is no Retry-After; stop and show it.
+	// CodeFailed marks a refusal because the upgrade failed (status 409):
+	// the request was not executed and there is no Retry-After; stop and
+	// show it.
 	CodeFailed = "upgrade-failed"
 )
 
-// HeaderCode is the response header carrying Code or CodeFailed on every
+// headerCode is the response header carrying Code or CodeFailed on every
 // refusal, so a client recognises one without reading the body (a HEAD
 // request has none).
-const HeaderCode = "Coldstart-Upgrade"
+const headerCode = "Coldstart-Upgrade"
 
-// maxWireBody bounds how much of a 503 body ErrorFromResponse reads. Our
-// refusals are ~200 bytes; a proxy's error page may be large.
+// statusFailed answers a request refused after a failed upgrade. It is a
+// 4xx other than 408 and 429, which generic retrying clients
+// (go-retryablehttp, curl --retry, urllib3's Retry) do not retry, where the
+// 503 they did retry kept them at it for 15–31 s. 409 Conflict: the request
+// conflicts with the server's current state, which an operator can resolve
+// before the request is sent again (RFC 9110, 15.5.10) — unlike 400 (the
+// request is at fault) or 412 (a precondition the request itself stated).
+const statusFailed = http.StatusConflict
+
+// maxWireBody bounds how much of a refusal's body ErrorFromResponse reads.
+// Our refusals are ~200 bytes; a proxy's error page may be large.
 const maxWireBody = 4 << 10
 
-// wireBody is the JSON body of a refusal.
+// wireBody is the JSON body of a refusal. Cause, sent only once the upgrade
+// failed, is the cause's text alone: Message already says "upgrade failed"
+// around it, and a client rebuilding the error must not say it twice.
 type wireBody struct {
 	Code    string `json:"code"`
 	Phase   string `json:"phase"`
 	Message string `json:"message"`
+	Cause   string `json:"cause,omitempty"`
 }
+
+// maxRetryAfters bounds the Retry-After values a refusal precomputes; a
+// wider range (R of 128 s or more) formats its value per refusal.
+const maxRetryAfters = 128
 
 // refusal is a precomputed HTTP answer, shared by every request refused in
 // one gate state.
 type refusal struct {
-	code       string
-	retryAfter string // "" when failed: clients must not retry
-	body       []byte
+	status int
+	code   string
+	// A refusal while in progress carries a Retry-After drawn from [lo, hi]
+	// whole seconds (see SetRetryAfter): after[i] is lo+i, precomputed
+	// unless the range is wide. Once failed, lo is 0: no Retry-After.
+	lo, hi int64
+	after  []string
+	body   []byte
 }
 
 func newRefusal(guard error) *refusal {
 	r := &refusal{}
 	var b wireBody
-	var ip *InProgressError
-	if errors.As(guard, &ip) {
-		r.code = Code
-		r.retryAfter = strconv.FormatInt(retryAfterSeconds(ip.RetryAfter), 10)
-		b = wireBody{Code: Code, Phase: ip.Phase.String(), Message: ip.Error()}
+	if ip, ok := guard.(*InProgressError); ok {
+		r.status, r.code = http.StatusServiceUnavailable, Code
+		r.lo, r.hi = spread.Range(ip.RetryDelay, time.Second)
+		if r.hi-r.lo < maxRetryAfters {
+			for s := r.lo; s <= r.hi; s++ {
+				r.after = append(r.after, strconv.FormatInt(s, 10))
+			}
+		}
+		// The message leaves the wait to the header: it differs per refusal.
+		b = wireBody{Code: Code, Phase: ip.Phase.String(), Message: (&InProgressError{Phase: ip.Phase}).Error()}
 	} else {
-		r.code = CodeFailed
+		r.status, r.code = statusFailed, CodeFailed
 		b = wireBody{Code: CodeFailed, Phase: Failed.String(), Message: guard.Error()}
+		if cause := errors.Unwrap(guard); cause != nil {
+			b.Cause = cause.Error()
+		}
 	}
 	body, err := json.Marshal(b)
-	if err != nil { // cannot happen: three strings
+	if err != nil { // cannot happen: four strings
 		panic("upgrade: encoding refusal: " + err.Error())
 	}
 	r.body = append(body, '\n')
 	return r
 }
 
-// retryAfterSeconds rounds d up to whole seconds, at least 1: Retry-After
-// has no finer unit, and "0" would invite an immediate stampede.
-func retryAfterSeconds(d time.Duration) int64 {
-	s := int64((d + time.Second - 1) / time.Second)
-	if d > math.MaxInt64-time.Second { // overflow in the rounding
-		s = int64(d / time.Second)
+// retryAfter draws this refusal's Retry-After.
+func (r *refusal) retryAfter() string {
+	s := spread.Draw(r.lo, r.hi)
+	if r.after != nil {
+		return r.after[s-r.lo]
 	}
-	return max(s, 1)
+	return strconv.FormatInt(s, 10)
 }
 
-// write sends the refusal: 503, Retry-After (unless failed), HeaderCode,
-// and the JSON body. Header values share one allocation.
+// write sends the refusal: 503 with a Retry-After (or 409 without one,
+// once failed), the Coldstart-Upgrade header and the JSON body. Header
+// values share one allocation.
 func (r *refusal) write(w http.ResponseWriter) {
 	h := w.Header()
 	vals := make([]string, 4)
-	vals[0], vals[1], vals[2], vals[3] = "application/json", "no-store", r.code, r.retryAfter
+	vals[0], vals[1], vals[2] = "application/json", "no-store", r.code
 	h["Content-Type"] = vals[0:1:1]
 	h["Cache-Control"] = vals[1:2:2]
-	h[HeaderCode] = vals[2:3:3]
-	if r.retryAfter != "" {
+	h[headerCode] = vals[2:3:3]
+	if r.lo > 0 {
+		vals[3] = r.retryAfter()
 		h["Retry-After"] = vals[3:4:4]
 	} else {
 		delete(h, "Retry-After")
 	}
 	delete(h, "Content-Length")
-	w.WriteHeader(http.StatusServiceUnavailable)
+	w.WriteHeader(r.status)
 	_, _ = w.Write(r.body)
 }
 
 // Middleware guards an HTTP handler with g. A request is served when the
 // upgrade is complete or allow(r) reports true; allow may be nil (nothing
 // is allowlisted) and is consulted only while the gate refuses. Every other
-// request is refused with 503, a Retry-After header in whole seconds (at
-// least 1; none once the upgrade failed), the HeaderCode header, and a JSON
-// body {"code", "phase", "message"}. A refusal is precomputed per gate
-// state and costs one small allocation.
+// request is refused, never reaching next:
+//
+//   - while the upgrade is in progress, with 503 Service Unavailable and a
+//     Retry-After in whole seconds drawn per refusal from [R, 2R] (R is
+//     the gate's RetryAfter rounded up, at least 1; see SetRetryAfter);
+//   - once it failed, with 409 Conflict and no Retry-After, which generic
+//     retrying clients do not retry;
+//
+// both with the header Coldstart-Upgrade: <code> and a JSON body
+// {"code", "phase", "message"} (plus "cause" once failed). A refusal is
+// precomputed per gate state and costs one small allocation (two when R is
+// 128 s or more).
 //
 // The not-executed promise: a refused request never reaches next, so a
 // client may repeat it safely. The gate is read once, when the request
@@ -153,30 +195,34 @@ func ReadyHandler(g *Gate) http.Handler {
 
 // ErrorFromResponse turns a refusal sent by Middleware or ReadyHandler back
 // into an error: an *InProgressError (matching ErrUpgradeInProgress) or a
-// *FailedError (matching ErrUpgradeFailed, its Cause carrying the server's
-// message). It returns nil for anything else, including nil resp:
+// *FailedError (matching ErrUpgradeFailed, its Err carrying the server's
+// text of the cause). It returns nil for anything else, including nil resp:
 //
-//   - A status other than 503 is never a refusal; its body is not touched.
-//   - A 503 is this gate's refusal only if it carries the HeaderCode header
-//     or a JSON body whose "code" is Code or CodeFailed; the header wins if
-//     both are present. A 503 from a proxy or load balancer is NOT treated
-//     as a refusal, because nothing promises that its request was not
-//     executed: handle it as any other HTTP error.
+//   - Only a 503 or a 409 can be a refusal; another status's body is not
+//     touched. A 503 may carry Code or CodeFailed (a round-1 server
+//     answered a failed upgrade with 503), a 409 only CodeFailed.
+//   - Such a response is this gate's refusal only if it carries the
+//     Coldstart-Upgrade header or a JSON body whose "code" is one of ours;
+//     the header wins if both are present. A bare 503 from a proxy or load
+//     balancer, or a 409 from some other handler, is NOT treated as a
+//     refusal, because nothing promises that its request was not executed:
+//     handle it as any other HTTP error.
 //   - A malformed or missing body (HEAD, truncated) with a valid header
 //     still yields the refusal, with a zero Phase.
 //   - Retry-After is read as whole seconds, or as an HTTP-date relative to
 //     the response's Date header; missing, negative or unparsable values
-//     give a zero RetryAfter (no hint: Retry uses its own backoff).
+//     give a zero RetryDelay (no hint: Retry uses its own backoff).
 //
-// ErrorFromResponse reads at most 4 KiB of a 503 body and then replaces
-// resp.Body with a reader that replays those bytes before the rest, so the
-// caller can still read the whole body and must still close it.
+// ErrorFromResponse reads at most 4 KiB of the body of a 503 or 409 and
+// then replaces resp.Body with a reader that replays those bytes before the
+// rest, so the caller can still read the whole body and must still close
+// it.
 func ErrorFromResponse(resp *http.Response) error {
-	if resp == nil || resp.StatusCode != http.StatusServiceUnavailable {
+	if resp == nil || (resp.StatusCode != http.StatusServiceUnavailable && resp.StatusCode != statusFailed) {
 		return nil
 	}
-	code := strings.TrimSpace(resp.Header.Get(HeaderCode))
-	if code != "" && code != Code && code != CodeFailed {
+	code := strings.TrimSpace(resp.Header.Get(headerCode))
+	if code != "" && !isCode(code, resp.StatusCode) {
 		return nil
 	}
 	var body wireBody
@@ -184,20 +230,22 @@ func ErrorFromResponse(resp *http.Response) error {
 		buf := peekBody(resp)
 		_ = json.Unmarshal(buf, &body) // malformed: fields stay empty
 	}
-	if code == "" {
+	if code == "" && isCode(body.Code, resp.StatusCode) {
 		code = body.Code
 	}
 	switch code {
 	case Code:
-		return &InProgressError{Phase: parsePhase(body.Phase), RetryAfter: parseRetryAfter(resp.Header)}
+		return &InProgressError{Phase: parsePhase(body.Phase), RetryDelay: parseRetryAfter(resp.Header)}
 	case CodeFailed:
-		msg := strings.TrimSpace(body.Message)
-		if msg == "" {
-			msg = "the server gave no cause"
-		}
-		return &FailedError{Cause: remoteError(msg)}
+		cause := cmp.Or(strings.TrimSpace(body.Cause), strings.TrimSpace(body.Message), "the server gave no cause")
+		return &FailedError{Err: remoteError(cause)}
 	}
 	return nil
+}
+
+// isCode reports whether code is one of ours for a response of status.
+func isCode(code string, status int) bool {
+	return code == CodeFailed || (code == Code && status == http.StatusServiceUnavailable)
 }
 
 func isJSON(ct string) bool {

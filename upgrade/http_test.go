@@ -48,12 +48,13 @@ func TestMiddlewareRefusesWith503RetryAfterAndJSON(t *testing.T) {
 	for _, tc := range []struct {
 		phase      upgrade.Phase
 		retryAfter time.Duration
-		header     string
+		lo, hi     int // Retry-After, whole seconds
 	}{
-		{upgrade.Checking, time.Second, "1"},
-		{upgrade.RunningSteps, 1500 * time.Millisecond, "2"}, // rounded up: never earlier than asked
-		{upgrade.RunningSteps, 200 * time.Millisecond, "1"},  // whole seconds, at least 1
-		{upgrade.Checking, 90 * time.Second, "90"},
+		{upgrade.Checking, time.Second, 1, 2},
+		{upgrade.RunningSteps, 1500 * time.Millisecond, 2, 3}, // rounded up: never earlier than asked
+		{upgrade.RunningSteps, 200 * time.Millisecond, 1, 1},  // whole seconds, at least 1
+		{upgrade.Checking, 90 * time.Second, 90, 180},
+		{upgrade.Checking, time.Hour, 3600, 7200}, // too wide to precompute: formatted per refusal
 	} {
 		t.Run(fmt.Sprint(tc.phase, tc.retryAfter), func(t *testing.T) {
 			g := upgrade.NewGate(testclock.NewClock(t0))
@@ -63,7 +64,9 @@ func TestMiddlewareRefusesWith503RetryAfterAndJSON(t *testing.T) {
 			resp := serve(upgrade.Middleware(g, nil)(h), "POST", "/deploy")
 
 			assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
-			assert.Equal(t, tc.header, resp.Header.Get("Retry-After"))
+			ra, err := strconv.Atoi(resp.Header.Get("Retry-After"))
+			require.NoError(t, err)
+			assert.True(t, ra >= tc.lo && ra <= tc.hi, "Retry-After %d not in [%d, %d]", ra, tc.lo, tc.hi)
 			assert.Equal(t, upgrade.Code, resp.Header.Get(upgrade.HeaderCode))
 			assert.Equal(t, "application/json", resp.Header.Get("Content-Type"))
 			body := decodeBody(t, resp)
@@ -72,6 +75,32 @@ func TestMiddlewareRefusesWith503RetryAfterAndJSON(t *testing.T) {
 			assert.Contains(t, body["message"], "not executed")
 			assert.Zero(t, h.n.Load(), "a refused request never reaches the handler")
 		})
+	}
+}
+
+// TestRetryAfterIsDrawnPerRefusal: generic clients sleep exactly the
+// Retry-After they are told, so each refusal gets its own, drawn from
+// [R, 2R] whole seconds; the spread follows SetRetryAfter.
+func TestRetryAfterIsDrawnPerRefusal(t *testing.T) {
+	g := upgrade.NewGate(testclock.NewClock(t0))
+	h := upgrade.Middleware(g, nil)(&served{})
+	draw := func() map[string]int {
+		seen := map[string]int{}
+		for range 500 {
+			seen[serve(h, "GET", "/").Header.Get("Retry-After")]++
+		}
+		return seen
+	}
+	seen := draw()
+	assert.Len(t, seen, 2, "default R = 1 s: 1 or 2, %v", seen)
+	assert.Positive(t, seen["1"])
+	assert.Positive(t, seen["2"])
+
+	require.NoError(t, g.SetRetryAfter(4*time.Second))
+	seen = draw()
+	assert.Len(t, seen, 5, "R = 4 s: every value in [4, 8], %v", seen)
+	for s := 4; s <= 8; s++ {
+		assert.Positive(t, seen[strconv.Itoa(s)], "%d s never drawn", s)
 	}
 }
 
@@ -106,22 +135,28 @@ func TestMiddlewarePanicsOnNilGate(t *testing.T) {
 	assert.PanicsWithValue(t, "upgrade.ReadyHandler: nil Gate", func() { upgrade.ReadyHandler(nil) })
 }
 
-func TestFailedUpgradeAnswersCodeFailedWithoutRetryAfter(t *testing.T) {
+// TestFailedUpgradeAnswers409WithoutRetryAfter: a failed upgrade must stop
+// generic retrying clients at once, so it is a 4xx they do not retry (a 503
+// kept them retrying for 15–31 s), and the cause is said once.
+func TestFailedUpgradeAnswers409WithoutRetryAfter(t *testing.T) {
 	g := upgrade.NewGate(testclock.NewClock(t0))
 	g.Fail(errors.New("upgrade step 7 (migrate leases): disk full"))
 	h := &served{}
 	resp := serve(upgrade.Middleware(g, nil)(h), "POST", "/deploy")
 
-	assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
+	assert.Equal(t, http.StatusConflict, resp.StatusCode)
 	assert.Empty(t, resp.Header.Values("Retry-After"), "clients must stop, not retry")
 	assert.Equal(t, upgrade.CodeFailed, resp.Header.Get(upgrade.HeaderCode))
 	err := upgrade.ErrorFromResponse(resp)
 	assert.ErrorIs(t, err, upgrade.ErrUpgradeFailed)
 	assert.NotErrorIs(t, err, upgrade.ErrUpgradeInProgress)
 	assert.ErrorContains(t, err, "disk full", "the operator sees the cause")
+	assert.EqualError(t, err, "upgrade failed: upgrade step 7 (migrate leases): disk full; call not executed", "the cause, once")
 	body := decodeBody(t, resp) // the body is still readable after ErrorFromResponse
 	assert.Equal(t, upgrade.CodeFailed, body["code"])
 	assert.Equal(t, "failed", body["phase"])
+	assert.Equal(t, "upgrade step 7 (migrate leases): disk full", body["cause"])
+	assert.Equal(t, err.Error(), body["message"])
 	assert.Zero(t, h.n.Load())
 }
 
@@ -141,7 +176,7 @@ func TestMiddlewareRefusalRoundTripsThroughErrorFromResponse(t *testing.T) {
 		_ = resp.Body.Close()
 		var ip *upgrade.InProgressError
 		require.ErrorAs(t, err, &ip, method)
-		assert.Equal(t, 4*time.Second, ip.RetryAfter, method)
+		assert.True(t, ip.RetryAfter() >= 4*time.Second && ip.RetryAfter() <= 8*time.Second, "%s: RetryAfter %v not in [4s, 8s]", method, ip.RetryAfter())
 		if method != "HEAD" {
 			assert.Equal(t, upgrade.RunningSteps, ip.Phase, method)
 		}
@@ -178,7 +213,8 @@ func (b *trackingBody) Close() error               { b.closed = true; return nil
 
 func TestErrorFromResponse(t *testing.T) {
 	ours := `{"code":"upgrade-in-progress","phase":"running-steps","message":"upgrade in progress"}`
-	failed := `{"code":"upgrade-failed","phase":"failed","message":"step 3: no space"}`
+	failed := `{"code":"upgrade-failed","phase":"failed","message":"step 3: no space"}` // a round-1 server: no cause, a 503
+	failed409 := `{"code":"upgrade-failed","phase":"failed","message":"upgrade failed: step 3: no space; call not executed","cause":"step 3: no space"}`
 	type want struct {
 		is         error // nil: not a refusal
 		phase      upgrade.Phase
@@ -217,6 +253,13 @@ func TestErrorFromResponse(t *testing.T) {
 		{"failed", 503, map[string]string{upgrade.HeaderCode: upgrade.CodeFailed, "Content-Type": "application/json"}, failed,
 			want{upgrade.ErrUpgradeFailed, 0, 0, "step 3: no space"}},
 		{"failed, no body", 503, map[string]string{upgrade.HeaderCode: upgrade.CodeFailed}, "", want{upgrade.ErrUpgradeFailed, 0, 0, "no cause"}},
+		{"failed, 409 with cause", 409, map[string]string{upgrade.HeaderCode: upgrade.CodeFailed, "Content-Type": "application/json"}, failed409,
+			want{upgrade.ErrUpgradeFailed, 0, 0, "upgrade failed: step 3: no space; call not executed"}},
+		{"failed, 409 body only", 409, map[string]string{"Content-Type": "application/json"}, failed409,
+			want{upgrade.ErrUpgradeFailed, 0, 0, "upgrade failed: step 3: no space; call not executed"}},
+		{"409 from something else", 409, map[string]string{"Content-Type": "application/json"}, `{"error":"version conflict"}`, want{}},
+		{"409 with our in-progress code is not ours", 409, map[string]string{upgrade.HeaderCode: upgrade.Code, "Content-Type": "application/json"}, ours, want{}},
+		{"409 with our in-progress body is not ours", 409, map[string]string{"Content-Type": "application/json"}, ours, want{}},
 		{"proxy 503 with HTML", 503, map[string]string{"Content-Type": "text/html", "Retry-After": "10"}, "<html>Service Unavailable</html>", want{}},
 		{"proxy 503 with other JSON", 503, map[string]string{"Content-Type": "application/json"}, `{"error":"no healthy upstream"}`, want{}},
 		{"proxy 503 with JSON that is not an object", 503, map[string]string{"Content-Type": "application/json"}, `[1,2,3]`, want{}},
@@ -236,12 +279,12 @@ func TestErrorFromResponse(t *testing.T) {
 				var ip *upgrade.InProgressError
 				if errors.As(err, &ip) {
 					assert.Equal(t, tc.want.phase, ip.Phase)
-					assert.Equal(t, tc.want.retryAfter, ip.RetryAfter)
+					assert.Equal(t, tc.want.retryAfter, ip.RetryAfter())
 				}
 				assert.ErrorContains(t, err, tc.want.contains)
 			}
-			if tc.status != 503 {
-				assert.False(t, body.read, "a non-503 body is not touched")
+			if tc.status != 503 && tc.status != 409 {
+				assert.False(t, body.read, "a body that cannot be a refusal is not touched")
 			}
 			rest, rerr := io.ReadAll(resp.Body)
 			require.NoError(t, rerr)

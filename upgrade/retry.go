@@ -6,51 +6,36 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"math/rand/v2"
 	"net/http"
 	"syscall"
 	"time"
 
 	"github.com/juju/clock"
 	jujuerrors "github.com/juju/errors"
+
+	"github.com/coldstart-go/coldstart/internal/backoff"
 )
 
-// Defaults of Retry's backoff.
+// Defaults of Retry's backoff (see WithBackoff).
 const (
-	DefaultBackoffBase = 250 * time.Millisecond
-	DefaultBackoffMax  = 30 * time.Second
+	defaultBackoffBase = 250 * time.Millisecond
+	defaultBackoffMax  = 30 * time.Second
 )
 
 // RetryOption configures Retry and WaitReady.
 type RetryOption func(*retryConfig)
 
 type retryConfig struct {
-	base, max   time.Duration
-	jitter      float64
-	maxAttempts int
-	notify      func(attempt int, err error, wait time.Duration)
-	retryIf     func(error) bool
-	rand        *rand.Rand
+	policy  backoff.Policy
+	notify  func(attempt int, err error, wait time.Duration)
+	retryIf func(error) bool
 }
 
 // WithBackoff sets the backoff: the wait after the n-th refusal is drawn
-// from base × 2ⁿ⁻¹, capped at max. Defaults: DefaultBackoffBase and
-// DefaultBackoffMax. base must be positive and max ≥ base.
+// from base × 2ⁿ⁻¹, capped at max. Defaults: 250 ms and 30 s. base must be
+// positive and max ≥ base.
 func WithBackoff(base, max time.Duration) RetryOption {
-	return func(c *retryConfig) { c.base, c.max = base, max }
-}
-
-// WithJitter sets the jittered fraction of each wait, in [0, 1]. The default
-// 1 is full jitter: a wait of b becomes uniform in [0, b). 0 disables
-// jitter (lock-step clients: only for tests and simulations).
-func WithJitter(fraction float64) RetryOption {
-	return func(c *retryConfig) { c.jitter = fraction }
-}
-
-// WithMaxAttempts bounds the calls to fn (n ≥ 1); the default 0 means no
-// bound: ctx decides.
-func WithMaxAttempts(n int) RetryOption {
-	return func(c *retryConfig) { c.maxAttempts = n }
+	return func(c *retryConfig) { c.policy.Min, c.policy.Max = base, max }
 }
 
 // WithNotify sets a hook called before each wait with the attempt number
@@ -66,49 +51,25 @@ func WithRetryIf(pred func(error) bool) RetryOption {
 	return func(c *retryConfig) { c.retryIf = pred }
 }
 
-// WithRand sets the random source for jitter, for reproducible runs. A
-// source is not safe for concurrent use: give each Retry its own.
-func WithRand(src rand.Source) RetryOption {
-	return func(c *retryConfig) {
-		if src != nil {
-			c.rand = rand.New(src)
-		}
+// newRetryConfig applies opts over the defaults (full jitter) and
+// validates the result.
+func newRetryConfig(opts []RetryOption) (retryConfig, error) {
+	c := retryConfig{
+		policy:  backoff.Policy{Min: defaultBackoffBase, Max: defaultBackoffMax, Jitter: 1},
+		retryIf: func(err error) bool { return errors.Is(err, ErrUpgradeInProgress) },
 	}
-}
-
-func (c *retryConfig) validate() error {
+	for _, o := range opts {
+		o(&c)
+	}
 	switch {
-	case c.base <= 0:
-		return jujuerrors.NewNotValid(nil, fmt.Sprintf("upgrade: backoff base %v must be positive", c.base))
-	case c.max < c.base:
-		return jujuerrors.NewNotValid(nil, fmt.Sprintf("upgrade: backoff max %v is below base %v", c.max, c.base))
-	case !(c.jitter >= 0 && c.jitter <= 1):
-		return jujuerrors.NewNotValid(nil, fmt.Sprintf("upgrade: jitter %v is not in [0, 1]", c.jitter))
-	case c.maxAttempts < 0:
-		return jujuerrors.NewNotValid(nil, fmt.Sprintf("upgrade: max attempts %d is negative", c.maxAttempts))
+	case c.policy.Min <= 0:
+		return c, jujuerrors.NotValidf("backoff base %v (must be positive)", c.policy.Min)
+	case c.policy.Max < c.policy.Min:
+		return c, jujuerrors.NotValidf("backoff max %v (must be at least base %v)", c.policy.Max, c.policy.Min)
 	case c.retryIf == nil:
-		return jujuerrors.NewNotValid(nil, "upgrade: nil retry predicate")
+		return c, jujuerrors.NotValidf("nil retry predicate")
 	}
-	return nil
-}
-
-func (c *retryConfig) float() float64 {
-	if c.rand != nil {
-		return c.rand.Float64()
-	}
-	return rand.Float64()
-}
-
-// backoff is the un-jittered wait after the given attempt (from 1).
-func (c *retryConfig) backoff(attempt int) time.Duration {
-	b := c.base
-	for i := 1; i < attempt && b < c.max; i++ {
-		if b > c.max/2 { // doubling would pass the cap (or overflow)
-			return c.max
-		}
-		b *= 2
-	}
-	return min(b, c.max)
+	return c, nil
 }
 
 // wait chooses the wait after attempt. With a server hint the wait is the
@@ -118,42 +79,38 @@ func (c *retryConfig) backoff(attempt int) time.Duration {
 // than overflow: a wrapped, negative wait would retry at once, which is
 // exactly the hammering a huge Retry-After asks a client to avoid.
 func (c *retryConfig) wait(attempt int, hint time.Duration) time.Duration {
-	b := c.backoff(attempt)
-	if hint > 0 {
-		window := min(max(b, hint), c.max)
-		extra := durationOf(c.jitter * c.float() * float64(window))
-		if extra > math.MaxInt64-hint {
-			return math.MaxInt64
-		}
-		return hint + extra
+	if hint <= 0 {
+		return c.policy.Next(attempt)
 	}
-	return durationOf((1-c.jitter)*float64(b) + c.jitter*c.float()*float64(b))
-}
-
-// durationOf converts a non-negative float of nanoseconds, saturating: a
-// float64 of MaxInt64 rounds up to 2⁶³, which does not convert.
-func durationOf(ns float64) time.Duration {
-	if ns >= math.MaxInt64 {
+	window := min(max(c.policy.Delay(attempt), hint), c.policy.Max)
+	extra := window - backoff.Jitter(window, c.policy.Jitter) // in [0, Jitter × window]
+	if extra > math.MaxInt64-hint {
 		return math.MaxInt64
 	}
-	return time.Duration(ns)
+	return hint + extra
 }
 
-// hinter is an error carrying the server's wish for how long to wait.
-type hinter interface{ retryHint() time.Duration }
-
-func (e *InProgressError) retryHint() time.Duration { return e.RetryAfter }
+// hintOf is the server's wish for how long to wait, read through the one
+// "try again later" method every package here shares; zero if none.
+func hintOf(err error) time.Duration {
+	var h interface{ RetryAfter() time.Duration }
+	if errors.As(err, &h) {
+		return h.RetryAfter()
+	}
+	return 0
+}
 
 // Retry calls fn until it succeeds, retrying only errors that match
 // ErrUpgradeInProgress (see WithRetryIf). It returns nil on success, at once
 // with fn's error when that is not retryable (an ErrUpgradeFailed error
 // always stops it), and an error wrapping ctx.Err() and the last refusal
-// when ctx ends while it waits. There is no overall limit but ctx (and
-// WithMaxAttempts, if set).
+// when ctx ends while it waits. There is no attempt cap and no overall
+// limit but ctx.
 //
-// Between attempts it waits at least the refusal's RetryAfter plus jitter,
-// otherwise a capped exponential backoff with full jitter (see WithBackoff,
-// WithJitter). Waits run on clk (nil means clock.WallClock). If the server
+// Between attempts it waits at least the refusal's RetryAfter (found with
+// errors.As on interface{ RetryAfter() time.Duration }) plus jitter,
+// otherwise a capped exponential backoff with full jitter (see
+// WithBackoff). Waits run on clk (nil means clock.WallClock). If the server
 // asks for a wait that ends after ctx's deadline, Retry returns at once with
 // an error that says so and matches both the refusal (ErrUpgradeInProgress)
 // and context.DeadlineExceeded; a jittered wait that would overrun the
@@ -166,18 +123,12 @@ func Retry(ctx context.Context, clk clock.Clock, fn func(context.Context) error,
 	if clk == nil {
 		clk = clock.WallClock
 	}
-	c := retryConfig{
-		base: DefaultBackoffBase, max: DefaultBackoffMax, jitter: 1,
-		retryIf: func(err error) bool { return errors.Is(err, ErrUpgradeInProgress) },
-	}
-	for _, o := range opts {
-		o(&c)
-	}
-	if err := c.validate(); err != nil {
+	c, err := newRetryConfig(opts)
+	if err != nil {
 		return err
 	}
 	if fn == nil {
-		return jujuerrors.NewNotValid(nil, "upgrade: nil func passed to Retry")
+		return jujuerrors.NotValidf("nil func")
 	}
 	var last error
 	for attempt := 1; ; attempt++ {
@@ -192,14 +143,7 @@ func Retry(ctx context.Context, clk clock.Clock, fn func(context.Context) error,
 			return err
 		}
 		last = err
-		if c.maxAttempts > 0 && attempt >= c.maxAttempts {
-			return fmt.Errorf("upgrade: gave up after %d attempts: %w", attempt, err)
-		}
-		var hint time.Duration
-		var h hinter
-		if errors.As(err, &h) {
-			hint = h.retryHint()
-		}
+		hint := hintOf(err)
 		wait := c.wait(attempt, hint)
 		if deadline, ok := ctx.Deadline(); ok {
 			switch left := time.Until(deadline); {
@@ -210,17 +154,14 @@ func Retry(ctx context.Context, clk clock.Clock, fn func(context.Context) error,
 				<-ctx.Done()
 				return stopped(ctx, attempt, last)
 			case wait >= left: // keep the jitter, inside what is left
-				wait = hint + time.Duration(c.float()*float64(left-hint))
+				span := left - hint
+				wait = hint + span - backoff.Jitter(span, 1)
 			}
 		}
 		if c.notify != nil {
 			c.notify(attempt, err, wait)
 		}
-		t := clk.NewTimer(wait)
-		select {
-		case <-t.Chan():
-		case <-ctx.Done():
-			t.Stop()
+		if backoff.Sleep(ctx, clk, wait) != nil {
 			return stopped(ctx, attempt, last)
 		}
 	}
@@ -241,9 +182,9 @@ type notReadyError struct {
 	hint  time.Duration
 }
 
-func (e *notReadyError) Error() string            { return "upgrade: server not ready: " + e.cause.Error() }
-func (e *notReadyError) Unwrap() error            { return e.cause }
-func (e *notReadyError) retryHint() time.Duration { return e.hint }
+func (e *notReadyError) Error() string             { return "upgrade: server not ready: " + e.cause.Error() }
+func (e *notReadyError) Unwrap() error             { return e.cause }
+func (e *notReadyError) RetryAfter() time.Duration { return e.hint }
 
 // WaitReady polls url, which should be served by ReadyHandler, until it
 // answers 2xx, for bootstrap-like tools that must not start work until the
@@ -258,7 +199,7 @@ func WaitReady(ctx context.Context, clk clock.Clock, client *http.Client, url st
 		client = http.DefaultClient
 	}
 	if _, err := http.NewRequest(http.MethodGet, url, nil); err != nil {
-		return jujuerrors.NewNotValid(err, "upgrade: readiness URL")
+		return jujuerrors.NotValidf("readiness URL %q (must parse: %v)", url, err)
 	}
 	probe := func(ctx context.Context) error {
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"io"
 	"math"
-	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -73,22 +72,26 @@ func TestRetryWaitsOutAnUpgradeAgainstARealServer(t *testing.T) {
 		upgrade.Middleware(g, nil)(h).ServeHTTP(w, r)
 	}))
 
-	waits := make(chan time.Duration, 10)
+	type refused struct{ hint, wait time.Duration }
+	waits := make(chan refused, 10)
 	done := make(chan error, 1)
 	go func() {
 		done <- upgrade.Retry(context.Background(), clk, call(srv.Client(), srv.URL),
-			upgrade.WithRand(rand.NewPCG(1, 2)),
 			upgrade.WithNotify(func(attempt int, err error, wait time.Duration) {
-				assert.ErrorIs(t, err, upgrade.ErrUpgradeInProgress)
-				waits <- wait
+				var ip *upgrade.InProgressError
+				assert.ErrorAs(t, err, &ip)
+				waits <- refused{ip.RetryAfter(), wait}
 			}))
 	}()
 
-	// Refused twice while the steps run; each wait is at least Retry-After.
+	// Refused twice while the steps run; each wait is at least Retry-After,
+	// which the server drew from [5 s, 10 s].
 	for attempt := 1; attempt <= 2; attempt++ {
-		wait := <-waits
-		assert.GreaterOrEqual(t, wait, 5*time.Second, "attempt %d waits at least Retry-After", attempt)
-		assert.Less(t, wait, 10*time.Second, "attempt %d: jitter is bounded", attempt)
+		r := <-waits
+		assert.True(t, r.hint >= 5*time.Second && r.hint <= 10*time.Second, "attempt %d: Retry-After %v not in [5s, 10s]", attempt, r.hint)
+		assert.GreaterOrEqual(t, r.wait, r.hint, "attempt %d waits at least Retry-After", attempt)
+		assert.Less(t, r.wait, 2*r.hint, "attempt %d: jitter is bounded", attempt)
+		wait := r.wait
 		// Just short of the wait nothing happens...
 		require.NoError(t, clk.WaitAdvance(wait-time.Nanosecond, waitTimeout, 1))
 		require.NoError(t, clk.WaitAdvance(0, waitTimeout, 1)) // sync: the same timer is still armed
@@ -138,7 +141,7 @@ func TestRetryReturnsAtOnceWhenRetryAfterOutlastsTheDeadline(t *testing.T) {
 	calls := 0
 	err := upgrade.Retry(ctx, testclock.NewClock(t0), func(context.Context) error {
 		calls++
-		return &upgrade.InProgressError{Phase: upgrade.RunningSteps, RetryAfter: time.Hour}
+		return &upgrade.InProgressError{Phase: upgrade.RunningSteps, RetryDelay: time.Hour}
 	})
 	assert.Equal(t, 1, calls)
 	assert.ErrorIs(t, err, upgrade.ErrUpgradeInProgress)
@@ -148,25 +151,24 @@ func TestRetryReturnsAtOnceWhenRetryAfterOutlastsTheDeadline(t *testing.T) {
 	assert.ErrorContains(t, err, "deadline")
 }
 
+// A hint of 50 s plus up to 50 s of jitter would mostly overrun a deadline
+// a minute away; Retry shortens such waits to fit, keeping the hint, so the
+// next attempt still happens. Of 50 draws, some 40 need shortening: every
+// one must fit.
 func TestRetryShortensAJitteredWaitToFitTheDeadline(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	clk := testclock.NewClock(t0)
-	waits := make(chan time.Duration, 1)
-	done := make(chan error, 1)
-	go func() {
-		done <- upgrade.Retry(ctx, clk, func(context.Context) error {
-			return &upgrade.InProgressError{RetryAfter: 50 * time.Second}
-		}, upgrade.WithMaxAttempts(2), upgrade.WithBackoff(time.Second, 10*time.Minute), upgrade.WithRand(highSource{}),
-			upgrade.WithNotify(func(_ int, _ error, wait time.Duration) { waits <- wait }))
-	}()
-	wait := <-waits // without the deadline: 50 s + almost 50 s of jitter
-	assert.GreaterOrEqual(t, wait, 50*time.Second)
-	assert.Less(t, wait, time.Minute)
-	require.NoError(t, clk.WaitAdvance(wait, waitTimeout, 1))
-	err := <-done
-	assert.ErrorContains(t, err, "gave up after 2 attempts")
-	assert.ErrorIs(t, err, upgrade.ErrUpgradeInProgress)
+	for range 50 {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		var wait time.Duration
+		err := upgrade.Retry(ctx, testclock.NewClock(t0), func(context.Context) error {
+			return &upgrade.InProgressError{RetryDelay: 50 * time.Second}
+		}, upgrade.WithBackoff(time.Second, 10*time.Minute),
+			upgrade.WithNotify(func(_ int, _ error, w time.Duration) { wait = w; cancel() }))
+		cancel()
+		assert.ErrorIs(t, err, context.Canceled)
+		assert.ErrorIs(t, err, upgrade.ErrUpgradeInProgress)
+		require.GreaterOrEqual(t, wait, 50*time.Second, "never shorter than the hint")
+		require.Less(t, wait, time.Minute, "shortened to fit the deadline")
+	}
 }
 
 func TestRetryCtxEndsTheWaitPromptly(t *testing.T) {
@@ -175,7 +177,7 @@ func TestRetryCtxEndsTheWaitPromptly(t *testing.T) {
 	done := make(chan error, 1)
 	go func() {
 		done <- upgrade.Retry(ctx, clk, func(context.Context) error {
-			return &upgrade.InProgressError{Phase: upgrade.Checking, RetryAfter: time.Hour}
+			return &upgrade.InProgressError{Phase: upgrade.Checking, RetryDelay: time.Hour}
 		})
 	}()
 	require.NoError(t, clk.WaitAdvance(0, waitTimeout, 1)) // Retry is waiting on its timer
@@ -195,7 +197,7 @@ func TestRetryCtxEndsTheWaitPromptly(t *testing.T) {
 	assert.Zero(t, calls, "an ended ctx calls nothing")
 }
 
-func TestRetryMaxAttemptsAndNotify(t *testing.T) {
+func TestRetryNotify(t *testing.T) {
 	clk := testclock.NewClock(t0)
 	type note struct {
 		attempt int
@@ -203,21 +205,22 @@ func TestRetryMaxAttemptsAndNotify(t *testing.T) {
 	}
 	var notes []note
 	calls := 0
+	stop := errors.New("permission denied")
 	done := make(chan error, 1)
 	go func() {
 		done <- upgrade.Retry(context.Background(), clk, func(context.Context) error {
-			calls++
+			if calls++; calls == 3 {
+				return stop
+			}
 			return &upgrade.InProgressError{}
-		}, upgrade.WithMaxAttempts(3), upgrade.WithJitter(0), upgrade.WithBackoff(time.Second, 3*time.Second),
+		}, upgrade.WithJitter(0), upgrade.WithBackoff(time.Second, 3*time.Second),
 			upgrade.WithNotify(func(attempt int, _ error, wait time.Duration) { notes = append(notes, note{attempt, wait}) }))
 	}()
 	require.NoError(t, clk.WaitAdvance(time.Second, waitTimeout, 1))
 	require.NoError(t, clk.WaitAdvance(2*time.Second, waitTimeout, 1))
-	err := <-done
-	assert.ErrorIs(t, err, upgrade.ErrUpgradeInProgress)
-	assert.ErrorContains(t, err, "gave up after 3 attempts")
+	assert.Equal(t, stop, <-done)
 	assert.Equal(t, 3, calls)
-	assert.Equal(t, []note{{1, time.Second}, {2, 2 * time.Second}}, notes)
+	assert.Equal(t, []note{{1, time.Second}, {2, 2 * time.Second}}, notes, "no note for the error that stops it")
 }
 
 func TestRetryCustomPredicate(t *testing.T) {
@@ -241,13 +244,9 @@ func TestRetryCustomPredicate(t *testing.T) {
 
 func TestRetryRejectsBadOptions(t *testing.T) {
 	for name, opt := range map[string]upgrade.RetryOption{
-		"zero base":         upgrade.WithBackoff(0, time.Second),
-		"max below base":    upgrade.WithBackoff(time.Second, time.Millisecond),
-		"jitter above 1":    upgrade.WithJitter(1.5),
-		"negative jitter":   upgrade.WithJitter(-0.1),
-		"NaN jitter":        upgrade.WithJitter(zero / zero),
-		"negative attempts": upgrade.WithMaxAttempts(-1),
-		"nil predicate":     upgrade.WithRetryIf(nil),
+		"zero base":      upgrade.WithBackoff(0, time.Second),
+		"max below base": upgrade.WithBackoff(time.Second, time.Millisecond),
+		"nil predicate":  upgrade.WithRetryIf(nil),
 	} {
 		called := false
 		err := upgrade.Retry(context.Background(), nil, func(context.Context) error { called = true; return nil }, opt)
@@ -257,19 +256,12 @@ func TestRetryRejectsBadOptions(t *testing.T) {
 	assert.ErrorIs(t, upgrade.Retry(context.Background(), nil, nil), jujuerrors.NotValid)
 }
 
-var zero float64
-
-// highSource makes every jitter draw almost 1: the longest wait.
-type highSource struct{}
-
-func (highSource) Uint64() uint64 { return ^uint64(0) }
-
 func TestRetryJitterHonoursRetryAfterAndSpreadsAHerd(t *testing.T) {
 	// A herd of 200 clients told "1 s": every wait is at least 1 s, and they
 	// spread over the next second instead of returning in lock-step.
 	var lo, hi time.Duration = time.Hour, 0
-	for i := range 200 {
-		w, err := upgrade.RetryWait(1, time.Second, upgrade.WithRand(rand.NewPCG(uint64(i), 7)))
+	for range 200 {
+		w, err := upgrade.RetryWait(1, time.Second)
 		require.NoError(t, err)
 		require.GreaterOrEqual(t, w, time.Second)
 		require.Less(t, w, 2*time.Second)
@@ -283,35 +275,38 @@ func TestRetryJitterHonoursRetryAfterAndSpreadsAHerd(t *testing.T) {
 		w, err := upgrade.RetryWait(attempt, 0, upgrade.WithJitter(0))
 		require.NoError(t, err)
 		assert.Equal(t, b, w, "attempt %d without jitter", attempt)
-		for i := range 50 {
-			w, err := upgrade.RetryWait(attempt, 0, upgrade.WithRand(rand.NewPCG(uint64(i), 1)))
+		for range 50 {
+			w, err := upgrade.RetryWait(attempt, 0)
 			require.NoError(t, err)
-			assert.True(t, w >= 0 && w < b, "attempt %d: %v not in [0, %v)", attempt, w, b)
+			assert.True(t, w >= 0 && w <= b, "attempt %d: %v not in [0, %v]", attempt, w, b)
 		}
 	}
 	// A hint longer than the cap is still honoured in full.
 	w, err := upgrade.RetryWait(1, 2*time.Minute, upgrade.WithJitter(0))
 	require.NoError(t, err)
 	assert.Equal(t, 2*time.Minute, w)
-	// The same seed gives the same waits.
-	a, _ := upgrade.RetryWait(3, time.Second, upgrade.WithRand(rand.NewPCG(9, 9)))
-	b, _ := upgrade.RetryWait(3, time.Second, upgrade.WithRand(rand.NewPCG(9, 9)))
-	assert.Equal(t, a, b)
 }
 
 func TestWaitReady(t *testing.T) {
 	clk := testclock.NewClock(t0)
 	g := upgrade.NewGate(clk)
 	srv := newServer(t, upgrade.ReadyHandler(g))
+	waits := make(chan time.Duration)
 	done := make(chan error, 1)
 	go func() {
-		done <- upgrade.WaitReady(context.Background(), clk, srv.Client(), srv.URL, upgrade.WithJitter(0))
+		done <- upgrade.WaitReady(context.Background(), clk, srv.Client(), srv.URL, upgrade.WithJitter(0),
+			upgrade.WithNotify(func(_ int, err error, wait time.Duration) {
+				assert.ErrorIs(t, err, upgrade.ErrUpgradeInProgress)
+				waits <- wait
+			}))
 	}()
-	require.NoError(t, clk.WaitAdvance(time.Second, waitTimeout, 1)) // checking: refused
+	wait := <-waits // checking: refused, told 1 or 2 s
+	assert.True(t, wait == time.Second || wait == 2*time.Second, "wait %v is not the Retry-After", wait)
 	require.NoError(t, g.Enter(upgrade.RunningSteps))
-	require.NoError(t, clk.WaitAdvance(0, waitTimeout, 1)) // refused again, waiting
+	require.NoError(t, clk.WaitAdvance(wait, waitTimeout, 1))
+	wait = <-waits // refused again
 	g.Complete()
-	require.NoError(t, clk.WaitAdvance(time.Second, waitTimeout, 1))
+	require.NoError(t, clk.WaitAdvance(wait, waitTimeout, 1))
 	assert.NoError(t, <-done)
 }
 
@@ -350,15 +345,14 @@ func TestWaitReadyRetriesAServerThatIsNotListeningYet(t *testing.T) {
 	require.NoError(t, err)
 	addr := l.Addr().String()
 	require.NoError(t, l.Close()) // nothing listens there now: connection refused
-	clk := testclock.NewClock(t0)
-	done := make(chan error, 1)
-	go func() {
-		done <- upgrade.WaitReady(context.Background(), clk, nil, "http://"+addr+"/ready", upgrade.WithMaxAttempts(2), upgrade.WithJitter(0))
-	}()
-	require.NoError(t, clk.WaitAdvance(upgrade.DefaultBackoffBase, waitTimeout, 1))
-	err = <-done
-	assert.ErrorIs(t, err, syscall.ECONNREFUSED)
-	assert.ErrorContains(t, err, "gave up after 2 attempts")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var waits []time.Duration
+	err = upgrade.WaitReady(ctx, testclock.NewClock(t0), nil, "http://"+addr+"/ready", upgrade.WithJitter(0),
+		upgrade.WithNotify(func(_ int, _ error, wait time.Duration) { waits = append(waits, wait); cancel() }))
+	assert.ErrorIs(t, err, syscall.ECONNREFUSED, "retried, and the last refusal is kept")
+	assert.ErrorIs(t, err, context.Canceled)
+	assert.Equal(t, []time.Duration{upgrade.DefaultBackoffBase}, waits)
 	http.DefaultClient.CloseIdleConnections()
 }
 
@@ -389,8 +383,8 @@ func TestRetryWhenTheDeadlinePassesDuringACall(t *testing.T) {
 // backoff cap after many attempts.
 func TestRetryHugeWaitsSaturateInsteadOfWrapping(t *testing.T) {
 	for _, hint := range []time.Duration{math.MaxInt64, math.MaxInt64 - time.Second, math.MaxInt64 / 2} {
-		for i := range 20 {
-			w, err := upgrade.RetryWait(1, hint, upgrade.WithRand(rand.NewPCG(uint64(i), 3)))
+		for range 20 {
+			w, err := upgrade.RetryWait(1, hint)
 			require.NoError(t, err)
 			require.GreaterOrEqual(t, w, hint, "hint %v: wait %v is shorter than asked", hint, w)
 		}
@@ -398,12 +392,14 @@ func TestRetryHugeWaitsSaturateInsteadOfWrapping(t *testing.T) {
 	for _, jitter := range []float64{0, 0.5, 1} {
 		prev := time.Duration(0)
 		for attempt := 1; attempt <= 100; attempt++ {
-			w, err := upgrade.RetryWait(attempt, 0, upgrade.WithBackoff(time.Second, math.MaxInt64), upgrade.WithJitter(jitter),
-				upgrade.WithRand(highSource{}))
+			full, err := upgrade.RetryWait(attempt, 0, upgrade.WithBackoff(time.Second, math.MaxInt64), upgrade.WithJitter(0))
 			require.NoError(t, err)
-			require.GreaterOrEqual(t, w, prev/2, "jitter %v, attempt %d: wait %v fell back (overflow?)", jitter, attempt, w)
-			require.Greater(t, w, time.Duration(0), "jitter %v, attempt %d", jitter, attempt)
-			prev = w
+			require.GreaterOrEqual(t, full, prev, "attempt %d: backoff %v fell back (overflow?)", attempt, full)
+			prev = full
+			w, err := upgrade.RetryWait(attempt, 0, upgrade.WithBackoff(time.Second, math.MaxInt64), upgrade.WithJitter(jitter))
+			require.NoError(t, err)
+			lo := float64(full) * (1 - jitter) * (1 - 1e-9) // float rounding aside
+			require.True(t, float64(w) >= lo && w <= full, "jitter %v, attempt %d: wait %v not in [%.0f, %v]", jitter, attempt, w, lo, full)
 		}
 	}
 
@@ -415,7 +411,7 @@ func TestRetryHugeWaitsSaturateInsteadOfWrapping(t *testing.T) {
 	go func() {
 		done <- upgrade.Retry(ctx, clk, func(context.Context) error {
 			calls.Add(1)
-			return &upgrade.InProgressError{Phase: upgrade.RunningSteps, RetryAfter: math.MaxInt64}
+			return &upgrade.InProgressError{Phase: upgrade.RunningSteps, RetryDelay: math.MaxInt64}
 		})
 	}()
 	require.NoError(t, clk.WaitAdvance(0, waitTimeout, 1))

@@ -59,6 +59,21 @@ func (p Phase) describe() string {
 	return "phase " + p.String()
 }
 
+// MarshalText returns the phase's wire name (see String).
+func (p Phase) MarshalText() ([]byte, error) { return []byte(p.String()), nil }
+
+// UnmarshalText reads a wire name back. A name this client does not know
+// (a newer server's phase) sets the zero Phase and returns an error
+// matching errors.NotValid (github.com/juju/errors), which decoders of a
+// refusal ignore: the refusal still counts, its phase is unknown.
+func (p *Phase) UnmarshalText(text []byte) error {
+	*p = parsePhase(string(text))
+	if *p == 0 {
+		return jujuerrors.NotValidf("phase %.32q (must be checking, running-steps, complete or failed)", text)
+	}
+	return nil
+}
+
 // parsePhase maps a wire name back to its Phase; unknown names give 0.
 func parsePhase(s string) Phase {
 	for i, n := range phaseNames {
@@ -69,12 +84,12 @@ func parsePhase(s string) Phase {
 	return 0
 }
 
-// DefaultRetryAfter is the RetryAfter a new Gate asks refused callers to
+// defaultRetryAfter is the RetryAfter a new Gate asks refused callers to
 // wait; change it with SetRetryAfter.
-const DefaultRetryAfter = time.Second
+const defaultRetryAfter = time.Second
 
-// Status is a snapshot of a Gate, for status pages and logs.
-type Status struct {
+// Report is a snapshot of a Gate, for status pages and logs.
+type Report struct {
 	// Phase is the current phase.
 	Phase Phase
 	// Since is when the gate entered Phase (on the gate's clock).
@@ -89,13 +104,13 @@ type Status struct {
 
 // Gate is an upgrade-in-progress gate: while it is not Complete, servers
 // refuse every call that is not on their allowlist, and say so in a way
-// clients can recognise and wait out (Err, Middleware, Allowlist).
+// clients can recognise and wait out (Err, Middleware).
 //
 // A gate starts in Checking, epoch 1. Enter moves between Checking and
 // RunningSteps; Complete and Fail end the epoch, and whichever comes first
 // wins (the other is then a no-op) until Enter starts a new epoch. Reading
-// the gate (Err, Phase, Status) is a single atomic load, cheap enough for
-// every call. A Gate is safe for concurrent use.
+// the gate (Err, Phase, Report, Completed, Failed) is a single atomic
+// load, cheap enough for every call. A Gate is safe for concurrent use.
 type Gate struct {
 	clk clock.Clock
 	st  atomic.Pointer[state] // the published state; replaced, never mutated
@@ -110,10 +125,13 @@ type Gate struct {
 // state is one immutable snapshot of the gate. Everything a guard needs is
 // precomputed here so that refusing a call costs no formatting.
 type state struct {
-	Status
+	Report
 	guard   error         // what Err returns
 	refusal *refusal      // the HTTP answer to a refused request; nil when Complete
 	next    chan struct{} // closed when this state is superseded
+	// completed and failed belong to the epoch: every state of one epoch
+	// shares them, and the transition that ends the epoch closes one.
+	completed, failed chan struct{}
 }
 
 type transition struct {
@@ -122,27 +140,34 @@ type transition struct {
 	err      error
 }
 
-// NewGate returns a gate in Checking, epoch 1. A nil clk means
-// clock.WallClock; the clock only stamps Status.Since.
+// NewGate returns a gate in Checking, epoch 1, asking refused callers to
+// wait 1 s (see SetRetryAfter). A nil clk means clock.WallClock; the clock
+// only stamps Report.Since.
 func NewGate(clk clock.Clock) *Gate {
 	if clk == nil {
 		clk = clock.WallClock
 	}
-	g := &Gate{clk: clk, retryAfter: DefaultRetryAfter}
-	g.st.Store(g.newState(Status{Phase: Checking, Since: clk.Now(), Epoch: 1}))
+	g := &Gate{clk: clk, retryAfter: defaultRetryAfter}
+	g.st.Store(g.newState(Report{Phase: Checking, Since: clk.Now(), Epoch: 1}, nil))
 	return g
 }
 
-// newState builds the snapshot for st, including the error and response
-// every refused call will share.
-func (g *Gate) newState(st Status) *state {
-	s := &state{Status: st, next: make(chan struct{})}
-	switch st.Phase {
+// newState builds the snapshot for r, including the error and response
+// every refused call will share. prev is the state it replaces (nil for
+// the first): a state of the same epoch keeps its epoch's channels.
+func (g *Gate) newState(r Report, prev *state) *state {
+	s := &state{Report: r, next: make(chan struct{})}
+	if prev != nil && prev.Epoch == r.Epoch {
+		s.completed, s.failed = prev.completed, prev.failed
+	} else {
+		s.completed, s.failed = make(chan struct{}), make(chan struct{})
+	}
+	switch r.Phase {
 	case Complete:
 	case Failed:
-		s.guard = &FailedError{Cause: st.LastErr}
+		s.guard = &FailedError{Err: r.LastErr}
 	default:
-		s.guard = &InProgressError{Phase: st.Phase, RetryAfter: g.retryAfter}
+		s.guard = &InProgressError{Phase: r.Phase, RetryDelay: g.retryAfter}
 	}
 	if s.guard != nil {
 		s.refusal = newRefusal(s.guard)
@@ -150,13 +175,23 @@ func (g *Gate) newState(st Status) *state {
 	return s
 }
 
-// publish installs st as the current state and wakes Wait. g.mu is held.
-func (g *Gate) publish(st Status, err error) {
+// publish installs r as the current state and wakes Wait. g.mu is held.
+func (g *Gate) publish(r Report, err error) {
 	old := g.st.Load()
-	g.st.Store(g.newState(st))
+	s := g.newState(r, old)
+	g.st.Store(s)
 	close(old.next)
-	if g.hook != nil && old.Phase != st.Phase {
-		g.pending = append(g.pending, transition{hook: g.hook, from: old.Phase, to: st.Phase, err: err})
+	if old.Phase == r.Phase { // SetRetryAfter: not a transition
+		return
+	}
+	switch r.Phase { // the transition that ends an epoch closes its channel
+	case Complete:
+		close(s.completed)
+	case Failed:
+		close(s.failed)
+	}
+	if g.hook != nil {
+		g.pending = append(g.pending, transition{hook: g.hook, from: old.Phase, to: r.Phase, err: err})
 	}
 }
 
@@ -168,15 +203,15 @@ func (g *Gate) publish(st Status, err error) {
 // phase is a no-op.
 func (g *Gate) Enter(p Phase) error {
 	if p != Checking && p != RunningSteps {
-		return jujuerrors.NewNotValid(nil, fmt.Sprintf("upgrade: cannot Enter phase %s: Enter takes checking or running-steps; use Complete or Fail to end an upgrade", p))
+		return jujuerrors.NotValidf("phase %s (must be checking or running-steps: Complete and Fail end an upgrade)", p)
 	}
 	g.mu.Lock()
-	cur := g.st.Load().Status
+	cur := g.st.Load().Report
 	if cur.Phase == p {
 		g.mu.Unlock()
 		return nil
 	}
-	next := Status{Phase: p, Since: g.clk.Now(), Epoch: cur.Epoch, LastErr: cur.LastErr}
+	next := Report{Phase: p, Since: g.clk.Now(), Epoch: cur.Epoch, LastErr: cur.LastErr}
 	if cur.Phase == Complete || cur.Phase == Failed {
 		next.Epoch++
 	}
@@ -206,12 +241,12 @@ func (g *Gate) Fail(err error) {
 
 func (g *Gate) end(p Phase, err error) {
 	g.mu.Lock()
-	cur := g.st.Load().Status
+	cur := g.st.Load().Report
 	if cur.Phase == Complete || cur.Phase == Failed {
 		g.mu.Unlock()
 		return
 	}
-	next := Status{Phase: p, Since: g.clk.Now(), Epoch: cur.Epoch, LastErr: cur.LastErr}
+	next := Report{Phase: p, Since: g.clk.Now(), Epoch: cur.Epoch, LastErr: cur.LastErr}
 	if err != nil {
 		next.LastErr = err
 	}
@@ -223,8 +258,22 @@ func (g *Gate) end(p Phase, err error) {
 // Phase returns the current phase.
 func (g *Gate) Phase() Phase { return g.st.Load().Phase }
 
-// Status returns a snapshot of the gate.
-func (g *Gate) Status() Status { return g.st.Load().Status }
+// Report returns a snapshot of the gate.
+func (g *Gate) Report() Report { return g.st.Load().Report }
+
+// Completed returns a channel closed when the current epoch completes. A
+// new epoch (Enter after Complete or Fail) gets a new channel, so take the
+// channel again after Enter; one taken before keeps the old epoch's
+// answer. With Failed it puts the gate on a board of gates without copying
+// its state, e.g. board.Watch("upgrade", g.Completed(), g.Failed()).
+//
+// (Not Done: a Done channel with an Err method means "resolved, failed if
+// Err" elsewhere, and Err is non-nil while an upgrade runs.)
+func (g *Gate) Completed() <-chan struct{} { return g.st.Load().completed }
+
+// Failed returns a channel closed when the current epoch fails; like
+// Completed, a new epoch gets a new channel.
+func (g *Gate) Failed() <-chan struct{} { return g.st.Load().failed }
 
 // Err is the per-call guard: nil when the upgrade is complete, an
 // *InProgressError (matching ErrUpgradeInProgress) while it is in progress,
@@ -254,18 +303,23 @@ func (g *Gate) Wait(ctx context.Context) error {
 	}
 }
 
-// SetRetryAfter sets how long refused callers are asked to wait (the
-// InProgressError's RetryAfter; on the wire, Retry-After rounded up to
-// whole seconds). d must be positive. It takes effect at once and is not a
-// transition.
+// SetRetryAfter sets R, how long refused callers are asked to wait at
+// least (default 1 s). Err's InProgressError carries R itself; each refusal
+// on the wire (Middleware's Retry-After in whole seconds, grpcupgrade's
+// pushback in milliseconds) carries a wait drawn from [R, 2R], so that a
+// herd refused together, whose generic clients sleep exactly what they are
+// told, comes back spread over R rather than in lock-step. The spread
+// follows R and is not set on its own: the longer the wait, the wider the
+// window a herd needs. d must be positive. It takes effect at once and is
+// not a transition.
 func (g *Gate) SetRetryAfter(d time.Duration) error {
 	if d <= 0 {
-		return jujuerrors.NewNotValid(nil, fmt.Sprintf("upgrade: RetryAfter %v must be positive", d))
+		return jujuerrors.NotValidf("RetryAfter %v (must be positive)", d)
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.retryAfter = d
-	g.publish(g.st.Load().Status, nil)
+	g.publish(g.st.Load().Report, nil)
 	return nil
 }
 

@@ -36,11 +36,11 @@ func TestNewGateStartsCheckingInEpochOne(t *testing.T) {
 	clk := testclock.NewClock(t0)
 	g := upgrade.NewGate(clk)
 	assert.Equal(t, upgrade.Checking, g.Phase())
-	assert.Equal(t, upgrade.Status{Phase: upgrade.Checking, Since: t0, Epoch: 1}, g.Status())
+	assert.Equal(t, upgrade.Report{Phase: upgrade.Checking, Since: t0, Epoch: 1}, g.Report())
 	var ip *upgrade.InProgressError
 	require.ErrorAs(t, g.Err(), &ip)
 	assert.Equal(t, upgrade.Checking, ip.Phase)
-	assert.Equal(t, upgrade.DefaultRetryAfter, ip.RetryAfter)
+	assert.Equal(t, upgrade.DefaultRetryAfter, ip.RetryAfter())
 
 	assert.NotNil(t, upgrade.NewGate(nil).Err(), "a nil clock means the wall clock")
 }
@@ -52,7 +52,7 @@ func TestPhasesAndEpochs(t *testing.T) {
 		t.Helper()
 		clk.Advance(d)
 		do()
-		st := g.Status()
+		st := g.Report()
 		assert.Equal(t, phase, st.Phase)
 		assert.Equal(t, epoch, st.Epoch)
 		assert.Equal(t, clk.Now(), st.Since)
@@ -67,18 +67,18 @@ func TestPhasesAndEpochs(t *testing.T) {
 	assert.ErrorIs(t, g.Err(), upgrade.ErrUpgradeInProgress, "calls are refused again at once")
 	cause := errors.New("step 3 exploded")
 	step(time.Second, func() { g.Fail(cause) }, upgrade.Failed, 2)
-	assert.Equal(t, cause, g.Status().LastErr)
+	assert.Equal(t, cause, g.Report().LastErr)
 	step(time.Second, enter(upgrade.RunningSteps), upgrade.RunningSteps, 3) // a new attempt after failure
-	assert.Equal(t, cause, g.Status().LastErr, "LastErr survives into the next epoch")
+	assert.Equal(t, cause, g.Report().LastErr, "LastErr survives into the next epoch")
 	step(time.Second, g.Complete, upgrade.Complete, 3)
 
 	// Entering the current phase is a no-op: Since does not move.
 	require.NoError(t, g.Enter(upgrade.Checking))
-	since := g.Status().Since
+	since := g.Report().Since
 	clk.Advance(time.Second)
 	require.NoError(t, g.Enter(upgrade.Checking))
-	assert.Equal(t, since, g.Status().Since)
-	assert.Equal(t, uint64(4), g.Status().Epoch)
+	assert.Equal(t, since, g.Report().Since)
+	assert.Equal(t, uint64(4), g.Report().Epoch)
 }
 
 func TestEnterRejectsPhasesItCannotEnter(t *testing.T) {
@@ -96,7 +96,7 @@ func TestFirstOfCompleteAndFailWinsUntilEnter(t *testing.T) {
 	g.Complete()
 	g.Fail(errors.New("late"))
 	assert.Equal(t, upgrade.Complete, g.Phase())
-	assert.Nil(t, g.Status().LastErr)
+	assert.Nil(t, g.Report().LastErr)
 
 	require.NoError(t, g.Enter(upgrade.RunningSteps))
 	first := errors.New("first")
@@ -117,7 +117,7 @@ func TestErrIsThePerCallGuard(t *testing.T) {
 	require.ErrorAs(t, err, &ip)
 	assert.ErrorIs(t, err, upgrade.ErrUpgradeInProgress)
 	assert.NotErrorIs(t, err, upgrade.ErrUpgradeFailed)
-	assert.Equal(t, upgrade.InProgressError{Phase: upgrade.RunningSteps, RetryAfter: 3 * time.Second}, *ip)
+	assert.Equal(t, upgrade.InProgressError{Phase: upgrade.RunningSteps, RetryDelay: 3 * time.Second}, *ip)
 	assert.Equal(t, "upgrade in progress (running upgrade steps); call not executed; retry after 3s", err.Error())
 
 	cause := errors.New("disk full")
@@ -145,7 +145,7 @@ func TestFailWithNilCauseStillFails(t *testing.T) {
 	g.Fail(nil)
 	assert.Equal(t, upgrade.Failed, g.Phase())
 	assert.ErrorIs(t, g.Err(), upgrade.ErrUpgradeFailed)
-	assert.Error(t, g.Status().LastErr)
+	assert.Error(t, g.Report().LastErr)
 }
 
 func TestSetRetryAfter(t *testing.T) {
@@ -155,8 +155,8 @@ func TestSetRetryAfter(t *testing.T) {
 	require.NoError(t, g.SetRetryAfter(7*time.Second))
 	var ip *upgrade.InProgressError
 	require.ErrorAs(t, g.Err(), &ip)
-	assert.Equal(t, 7*time.Second, ip.RetryAfter)
-	assert.Equal(t, uint64(1), g.Status().Epoch, "not a transition")
+	assert.Equal(t, 7*time.Second, ip.RetryAfter())
+	assert.Equal(t, uint64(1), g.Report().Epoch, "not a transition")
 }
 
 func TestWait(t *testing.T) {
@@ -200,7 +200,7 @@ func TestTransitionHookOrderAndCauses(t *testing.T) {
 	var got []tr
 	g.OnTransition(func(from, to upgrade.Phase, err error) {
 		got = append(got, tr{from, to, err})
-		_ = g.Status() // the hook runs outside the gate's lock
+		_ = g.Report() // the hook runs outside the gate's lock
 	})
 	cause := errors.New("boom")
 	require.NoError(t, g.Enter(upgrade.RunningSteps))
@@ -283,11 +283,11 @@ func TestTransitionHookPanicDoesNotWedgeTheGate(t *testing.T) {
 	assert.Equal(t, 2, calls, "later transitions still reach the hook")
 }
 
-// The dialer convention for "try again later" is a RetryAfter() method,
-// which InProgressError cannot have (its field has the name). errors.As
-// still finds one, and what it finds is the same refusal.
+// The dialer convention for "try again later" is a RetryAfter() method:
+// errors.As finds it on the refusal, through any wrapping, and what it
+// finds is the refusal itself.
 func TestInProgressErrorOffersTheRetryAfterMethod(t *testing.T) {
-	refusal := &upgrade.InProgressError{Phase: upgrade.Checking, RetryAfter: 3 * time.Second}
+	refusal := &upgrade.InProgressError{Phase: upgrade.Checking, RetryDelay: 3 * time.Second}
 	err := fmt.Errorf("dial 10.0.0.2:17070: %w", refusal)
 
 	var hint interface{ RetryAfter() time.Duration }
@@ -311,11 +311,70 @@ func TestInProgressErrorOffersTheRetryAfterMethod(t *testing.T) {
 	var timeout interface{ Timeout() bool }
 	assert.False(t, errors.As(err, &timeout), "unrelated interfaces are not offered")
 	var none interface{ RetryAfter() time.Duration }
-	assert.False(t, errors.As(&upgrade.InProgressError{Phase: upgrade.Checking}, &none), "no hint, no RetryAfter")
-	assert.False(t, errors.As(error((*upgrade.InProgressError)(nil)), &none))
+	require.True(t, errors.As(&upgrade.InProgressError{Phase: upgrade.Checking}, &none))
+	assert.Zero(t, none.RetryAfter(), "no hint: zero, which every reader takes as 'use your own backoff'")
+	assert.Zero(t, (*upgrade.InProgressError)(nil).RetryAfter(), "safe on a nil error")
 
 	// The gate's own refusals carry the hint too.
 	g := upgrade.NewGate(testclock.NewClock(t0))
 	require.True(t, errors.As(g.Err(), &hint))
 	assert.Equal(t, upgrade.DefaultRetryAfter, hint.RetryAfter())
+}
+
+func TestPhaseText(t *testing.T) {
+	for _, p := range []upgrade.Phase{upgrade.Checking, upgrade.RunningSteps, upgrade.Complete, upgrade.Failed} {
+		text, err := p.MarshalText()
+		require.NoError(t, err)
+		assert.Equal(t, p.String(), string(text))
+		var back upgrade.Phase
+		require.NoError(t, back.UnmarshalText(text))
+		assert.Equal(t, p, back)
+	}
+	back := upgrade.RunningSteps
+	err := back.UnmarshalText([]byte("defragmenting"))
+	assert.ErrorIs(t, err, jujuerrors.NotValid, "a newer server's phase")
+	assert.Zero(t, back, "an unknown phase decodes to the zero Phase")
+}
+
+// TestCompletedAndFailedChannelsPerEpoch: the channels a board watches. Each
+// epoch has its own pair; the transition that ends the epoch closes one of
+// them, never both, and a new epoch starts with a fresh, open pair.
+func TestCompletedAndFailedChannelsPerEpoch(t *testing.T) {
+	isClosed := func(c <-chan struct{}) bool {
+		select {
+		case <-c:
+			return true
+		default:
+			return false
+		}
+	}
+	g := upgrade.NewGate(testclock.NewClock(t0))
+	done1, failed1 := g.Completed(), g.Failed()
+	require.NoError(t, g.Enter(upgrade.RunningSteps))
+	require.NoError(t, g.SetRetryAfter(2*time.Second))
+	assert.Equal(t, done1, g.Completed(), "same epoch, same channel")
+	assert.Equal(t, failed1, g.Failed())
+	assert.False(t, isClosed(done1) || isClosed(failed1), "open while the upgrade runs")
+
+	g.Complete()
+	g.Fail(errors.New("late")) // a no-op: the epoch has ended
+	assert.True(t, isClosed(done1), "closed when the epoch completes")
+	assert.False(t, isClosed(failed1), "a completed epoch never fails")
+	require.NoError(t, g.SetRetryAfter(3*time.Second)) // republishes Complete: nothing closes twice
+	assert.Equal(t, done1, g.Completed())
+
+	require.NoError(t, g.Enter(upgrade.Checking)) // epoch 2
+	done2, failed2 := g.Completed(), g.Failed()
+	assert.NotEqual(t, done1, done2, "a new epoch gets a new channel")
+	assert.NotEqual(t, failed1, failed2)
+	assert.False(t, isClosed(done2) || isClosed(failed2))
+	assert.True(t, isClosed(done1), "the old epoch's answer stays")
+
+	g.Fail(errors.New("step 4"))
+	g.Complete() // a no-op
+	assert.True(t, isClosed(failed2))
+	assert.False(t, isClosed(done2))
+
+	require.NoError(t, g.Enter(upgrade.RunningSteps)) // epoch 3
+	assert.False(t, isClosed(g.Completed()) || isClosed(g.Failed()))
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/coldstart-go/coldstart/lease/leasetest"
 	"github.com/coldstart-go/coldstart/listener"
 	"github.com/coldstart-go/coldstart/upgrade"
+	"github.com/coldstart-go/coldstart/upgrade/binaries"
 )
 
 // leaseName is the singular lease the controllers compete for.
@@ -28,7 +29,7 @@ const leaseName = "singular-controller"
 
 // agentVersion is the version every controller runs and wants; the
 // available binaries below include it for the host's platform.
-var agentVersion = upgrade.Version{Major: 4, Minor: 2, Patch: 1}
+var agentVersion = binaries.Version{Major: 4, Minor: 2, Patch: 1}
 
 // controller is one simulated HA controller: a gated dual listener, a
 // self-dialling API client, an upgrade gate, and a lease tracker, composed
@@ -312,10 +313,10 @@ func (c *controller) selfClient(ctx context.Context) {
 
 	err := upgrade.Retry(ctx, c.clk, func(ctx context.Context) error {
 		return call(ctx, "POST", "/controller/workers")
-	}, upgrade.WithBackoff(50*time.Millisecond, time.Second),
-		// One client, not a herd: a little jitter is enough, and the
-		// retry comes about 1s (the gate's Retry-After) after the refusal.
-		upgrade.WithJitter(0.1),
+	},
+		// One client, not a herd: a cap of 100ms keeps the jitter added to
+		// the gate's Retry-After small, so the retry comes soon after it.
+		upgrade.WithBackoff(50*time.Millisecond, 100*time.Millisecond),
 		upgrade.WithNotify(func(attempt int, err error, wait time.Duration) {
 			c.mu.Lock()
 			c.selfRefused++
@@ -365,13 +366,13 @@ func (c *controller) runUpgrade(ctx context.Context) {
 	if !c.pause(ctx, c.o.checking) {
 		return
 	}
-	platform := upgrade.Platform{OS: runtime.GOOS, Arch: runtime.GOARCH}
-	available := []upgrade.Binary{
-		{Version: upgrade.Version{Major: 4, Minor: 2}, Platform: platform},
+	platform := binaries.Platform{OS: runtime.GOOS, Arch: runtime.GOARCH}
+	available := []binaries.Binary{
+		{Version: binaries.Version{Major: 4, Minor: 2}, Platform: platform},
 		{Version: agentVersion, Platform: platform},
-		{Version: agentVersion, Platform: upgrade.Platform{OS: "linux", Arch: "s390x"}},
+		{Version: agentVersion, Platform: binaries.Platform{OS: "linux", Arch: "s390x"}},
 	}
-	b, err := upgrade.MatchBinary(available, agentVersion, platform)
+	b, err := binaries.Match(available, agentVersion, platform)
 	if err != nil {
 		c.up.Fail(err)
 		c.upgraded.Fail(err)

@@ -1,4 +1,4 @@
-package upgrade_test
+package binaries_test
 
 import (
 	"errors"
@@ -9,18 +9,18 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/coldstart-go/coldstart/upgrade"
+	"github.com/coldstart-go/coldstart/upgrade/binaries"
 )
 
 func TestParseVersion(t *testing.T) {
-	for s, want := range map[string]upgrade.Version{
+	for s, want := range map[string]binaries.Version{
 		"1.24.5":         {1, 24, 5, 0},
 		"0.0.0":          {0, 0, 0, 0},
 		"2.9.42.1":       {2, 9, 42, 1},
 		"3.6.0.0":        {3, 6, 0, 0},
 		"2147483647.0.0": {2147483647, 0, 0, 0},
 	} {
-		v, err := upgrade.ParseVersion(s)
+		v, err := binaries.ParseVersion(s)
 		require.NoError(t, err, s)
 		assert.Equal(t, want, v, s)
 	}
@@ -45,17 +45,17 @@ func TestParseVersionRejectsGarbageClearly(t *testing.T) {
 		"2147483648.0.0": "too large",
 		"1.٣.3":          "not a decimal number",
 	} {
-		_, err := upgrade.ParseVersion(s)
+		_, err := binaries.ParseVersion(s)
 		require.Error(t, err, "%q", s)
 		assert.ErrorIs(t, err, jujuerrors.NotValid, s)
 		assert.ErrorContains(t, err, reason, s)
-		assert.ErrorContains(t, err, "want major.minor.patch[.build]", s)
+		assert.ErrorContains(t, err, "must be major.minor.patch[.build]", s)
 	}
 }
 
 func TestVersionStringAndCompare(t *testing.T) {
-	assert.Equal(t, "1.24.5", upgrade.Version{1, 24, 5, 0}.String())
-	assert.Equal(t, "1.24.5.3", upgrade.Version{1, 24, 5, 3}.String())
+	assert.Equal(t, "1.24.5", binaries.Version{1, 24, 5, 0}.String())
+	assert.Equal(t, "1.24.5.3", binaries.Version{1, 24, 5, 3}.String())
 	ordered := []string{"1.9.9", "1.23.3", "1.24.0", "1.24.5", "1.24.5.1", "1.24.5.10", "1.25.0", "2.0.0"}
 	for i, a := range ordered {
 		for j, b := range ordered {
@@ -75,33 +75,33 @@ func cmpInt(a, b int) int {
 	return 0
 }
 
-func mustVersion(t testing.TB, s string) upgrade.Version {
+func mustVersion(t testing.TB, s string) binaries.Version {
 	t.Helper()
-	v, err := upgrade.ParseVersion(s)
+	v, err := binaries.ParseVersion(s)
 	require.NoError(t, err)
 	return v
 }
 
-func bin(t testing.TB, v, os, arch string) upgrade.Binary {
-	return upgrade.Binary{Version: mustVersion(t, v), Platform: upgrade.Platform{OS: os, Arch: arch},
+func bin(t testing.TB, v, os, arch string) binaries.Binary {
+	return binaries.Binary{Version: mustVersion(t, v), Platform: binaries.Platform{OS: os, Arch: arch},
 		URL: fmt.Sprintf("https://example.invalid/agent-%s-%s-%s.tgz", v, os, arch)}
 }
 
-func TestMatchBinaryPicksTheExactVersionAndPlatform(t *testing.T) {
-	available := []upgrade.Binary{
+func TestMatchPicksTheExactVersionAndPlatform(t *testing.T) {
+	available := []binaries.Binary{
 		bin(t, "1.24.5", "linux", "arm64"),
 		bin(t, "1.24.5", "linux", "amd64"),
 		bin(t, "1.24.4", "linux", "amd64"),
 	}
-	b, err := upgrade.MatchBinary(available, mustVersion(t, "1.24.5"), upgrade.Platform{OS: "linux", Arch: "amd64"})
+	b, err := binaries.Match(available, mustVersion(t, "1.24.5"), binaries.Platform{OS: "linux", Arch: "amd64"})
 	require.NoError(t, err)
 	assert.Equal(t, available[1], b)
 }
 
-// TestNoMatchingToolsNamesVersionPlatformAndNearest is incident 5: the error
-// must say what was wanted, for which platform, and what exists instead.
+// TestNoMatchingToolsNamesVersionPlatformAndNearest: where the old error
+// said only "no matching tools available", this one must say what was wanted, for which platform, and what exists instead.
 func TestNoMatchingToolsNamesVersionPlatformAndNearest(t *testing.T) {
-	available := []upgrade.Binary{
+	available := []binaries.Binary{
 		bin(t, "1.23.3", "linux", "amd64"),
 		bin(t, "1.24.6", "linux", "amd64"),
 		bin(t, "1.24.4", "linux", "amd64"),
@@ -111,45 +111,45 @@ func TestNoMatchingToolsNamesVersionPlatformAndNearest(t *testing.T) {
 		bin(t, "2.0.0", "linux", "amd64"),
 	}
 	want := mustVersion(t, "1.24.5")
-	_, err := upgrade.MatchBinary(available, want, upgrade.Platform{OS: "linux", Arch: "amd64"})
-	require.ErrorIs(t, err, upgrade.ErrNoMatchingBinaries)
-	var nm *upgrade.NoMatchingBinariesError
+	_, err := binaries.Match(available, want, binaries.Platform{OS: "linux", Arch: "amd64"})
+	require.ErrorIs(t, err, binaries.ErrNoMatch)
+	var nm *binaries.NoMatchError
 	require.ErrorAs(t, err, &nm)
 	assert.Equal(t, want, nm.Want)
-	assert.Equal(t, upgrade.Platform{OS: "linux", Arch: "amd64"}, nm.Platform)
-	assert.Equal(t, []upgrade.Version{mustVersion(t, "1.24.4"), mustVersion(t, "1.24.6")}, nm.Nearest)
-	assert.Equal(t, []upgrade.Platform{{OS: "linux", Arch: "arm64"}, {OS: "windows", Arch: "amd64"}}, nm.OtherPlatforms)
+	assert.Equal(t, binaries.Platform{OS: "linux", Arch: "amd64"}, nm.Platform)
+	assert.Equal(t, []binaries.Version{mustVersion(t, "1.24.4"), mustVersion(t, "1.24.6")}, nm.Nearest)
+	assert.Equal(t, []binaries.Platform{{OS: "linux", Arch: "arm64"}, {OS: "windows", Arch: "amd64"}}, nm.OtherPlatforms)
 	assert.Equal(t, "no agent binaries for 1.24.5 on linux/amd64; nearest for linux/amd64: 1.24.4, 1.24.6; "+
 		"1.24.5 is available for linux/arm64, windows/amd64", err.Error())
 }
 
 func TestNoMatchingBinariesMessages(t *testing.T) {
-	want := upgrade.Version{Major: 1, Minor: 24}
-	amd64 := upgrade.Platform{OS: "linux", Arch: "amd64"}
+	want := binaries.Version{Major: 1, Minor: 24}
+	amd64 := binaries.Platform{OS: "linux", Arch: "amd64"}
 	for _, tc := range []struct {
 		name      string
-		available []upgrade.Binary
+		available []binaries.Binary
 		msg       string
 	}{
 		{"nothing at all", nil, "no agent binaries for 1.24.0 on linux/amd64; no agent binaries are available at all"},
-		{"only newer: the 1.24 vs 1.24.5 confusion", []upgrade.Binary{bin(t, "1.24.5", "linux", "amd64")},
+		{"only newer: the 1.24 vs 1.24.5 confusion", []binaries.Binary{bin(t, "1.24.5", "linux", "amd64")},
 			"no agent binaries for 1.24.0 on linux/amd64; nearest for linux/amd64: 1.24.5"},
-		{"only other platforms", []upgrade.Binary{bin(t, "1.24.0", "linux", "s390x")},
+		{"only other platforms", []binaries.Binary{bin(t, "1.24.0", "linux", "s390x")},
 			"no agent binaries for 1.24.0 on linux/amd64; none at all for linux/amd64; 1.24.0 is available for linux/s390x"},
 	} {
-		_, err := upgrade.MatchBinary(tc.available, want, amd64)
-		assert.ErrorIs(t, err, upgrade.ErrNoMatchingBinaries, tc.name)
+		_, err := binaries.Match(tc.available, want, amd64)
+		assert.ErrorIs(t, err, binaries.ErrNoMatch, tc.name)
 		assert.EqualError(t, err, tc.msg, tc.name)
 	}
-	_, err := upgrade.MatchBinary(nil, want, upgrade.Platform{OS: "linux"})
+	_, err := binaries.Match(nil, want, binaries.Platform{OS: "linux"})
 	assert.ErrorIs(t, err, jujuerrors.NotValid)
 }
 
 func TestRestartRequired(t *testing.T) {
-	var err error = upgrade.RestartRequired{From: mustVersion(t, "1.23.3"), To: mustVersion(t, "1.24.5")}
+	var err error = binaries.RestartRequired{From: mustVersion(t, "1.23.3"), To: mustVersion(t, "1.24.5")}
 	wrapped := fmt.Errorf("upgrader: %w", err)
-	assert.ErrorIs(t, wrapped, upgrade.ErrRestartRequired)
-	var rr upgrade.RestartRequired
+	assert.ErrorIs(t, wrapped, binaries.ErrRestartRequired)
+	var rr binaries.RestartRequired
 	require.True(t, errors.As(wrapped, &rr))
 	assert.Equal(t, mustVersion(t, "1.24.5"), rr.To)
 	assert.Equal(t, "agent binaries changed from 1.23.3 to 1.24.5: restart the agent to run them", err.Error())

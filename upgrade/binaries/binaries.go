@@ -1,13 +1,29 @@
-package upgrade
+package binaries
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
 	"strings"
 
 	jujuerrors "github.com/juju/errors"
+)
+
+// Sentinel errors; the typed errors below match them.
+var (
+	// ErrNoMatch means no agent binaries fit the wanted version and
+	// platform. Retrying the same request will not help: the *NoMatchError
+	// names what was wanted and what is available, so fix the version asked
+	// for or publish the binaries.
+	ErrNoMatch = errors.New("no matching agent binaries")
+
+	// ErrRestartRequired means new agent binaries are in place and the agent
+	// must restart to run them. The restart is the caller's action (for a
+	// worker: return the error so the agent exits and its supervisor
+	// restarts it).
+	ErrRestartRequired = errors.New("restart required")
 )
 
 // Version is an agent version, major.minor.patch[.build]. Build 0 means
@@ -20,15 +36,15 @@ type Version struct {
 // decimal numbers below 2³¹ without signs or leading zeros. Anything else
 // is rejected with an error matching errors.NotValid (github.com/juju/errors)
 // that says what was expected — notably a bare series such as "1.24", which
-// names many versions, not one (incident 5: "1.24" vs "1.24.5").
+// names many versions, not one (an operator who asked for "1.24" was told
+// only "no matching tools available").
 func ParseVersion(s string) (Version, error) {
 	bad := func(reason string) (Version, error) {
 		q := s
 		if len(q) > 64 {
 			q = q[:64] + "…"
 		}
-		return Version{}, jujuerrors.NewNotValid(nil, fmt.Sprintf(
-			"upgrade: invalid version %q: %s; want major.minor.patch[.build], e.g. 1.24.5", q, reason))
+		return Version{}, jujuerrors.NotValidf("version %q (must be major.minor.patch[.build], e.g. 1.24.5: %s)", q, reason)
 	}
 	parts := strings.Split(s, ".")
 	if len(parts) == 2 && digits(parts[0]) && digits(parts[1]) {
@@ -109,9 +125,9 @@ type Binary struct {
 	SHA256 string
 }
 
-// NoMatchingBinariesError says that no agent binary fits Want on Platform,
-// and what is available instead. It matches ErrNoMatchingBinaries.
-type NoMatchingBinariesError struct {
+// NoMatchError says that no agent binary fits Want on Platform,
+// and what is available instead. It matches ErrNoMatch.
+type NoMatchError struct {
 	Want     Version
 	Platform Platform
 	// Nearest are the versions available for Platform closest to Want: the
@@ -126,7 +142,7 @@ type NoMatchingBinariesError struct {
 
 // Error names the wanted version, the platform, and the nearest ones
 // available — everything "no matching tools available" left out.
-func (e *NoMatchingBinariesError) Error() string {
+func (e *NoMatchError) Error() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "no agent binaries for %s on %s", e.Want, e.Platform)
 	if e.Available == 0 {
@@ -144,8 +160,8 @@ func (e *NoMatchingBinariesError) Error() string {
 	return b.String()
 }
 
-// Is reports whether target is ErrNoMatchingBinaries.
-func (e *NoMatchingBinariesError) Is(target error) bool { return target == ErrNoMatchingBinaries }
+// Is reports whether target is ErrNoMatch.
+func (e *NoMatchError) Is(target error) bool { return target == ErrNoMatch }
 
 func joinStrings[T fmt.Stringer](xs []T) string {
 	s := make([]string, len(xs))
@@ -155,16 +171,16 @@ func joinStrings[T fmt.Stringer](xs []T) string {
 	return strings.Join(s, ", ")
 }
 
-// MatchBinary picks the agent binary for exactly version want on platform
+// Match picks the agent binary for exactly version want on platform
 // from available (the first, if several fit). When none fits it returns a
-// *NoMatchingBinariesError naming want, the platform, the nearest versions
+// *NoMatchError naming want, the platform, the nearest versions
 // available for that platform, and the platforms that do have want. An
 // empty OS or Arch in platform is an error matching errors.NotValid.
-func MatchBinary(available []Binary, want Version, platform Platform) (Binary, error) {
+func Match(available []Binary, want Version, platform Platform) (Binary, error) {
 	if platform.OS == "" || platform.Arch == "" {
-		return Binary{}, jujuerrors.NewNotValid(nil, fmt.Sprintf("upgrade: platform %q needs both an OS and an architecture", platform))
+		return Binary{}, jujuerrors.NotValidf("platform %q (must have both an OS and an architecture)", platform)
 	}
-	e := &NoMatchingBinariesError{Want: want, Platform: platform, Available: len(available)}
+	e := &NoMatchError{Want: want, Platform: platform, Available: len(available)}
 	var below, above *Version
 	for i := range available {
 		b := &available[i]

@@ -1,0 +1,261 @@
+package grpcupgrade
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/juju/clock"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/coldstart-go/coldstart/upgrade"
+	"github.com/coldstart-go/coldstart/upgrade/internal/spread"
+)
+
+// The wire format of a refusal: an errdetails.ErrorInfo in the status
+// details with Domain and one of the reasons below, and the metadata keys
+// below. A status is a refusal only if it carries such an ErrorInfo.
+const (
+	// Domain is the ErrorInfo domain of every refusal.
+	Domain = "coldstart"
+	// ReasonInProgress marks a refusal while an upgrade is in progress
+	// (codes.Unavailable): the call was not executed; retry after the
+	// RetryInfo delay.
+	ReasonInProgress = "UPGRADE_IN_PROGRESS"
+	// ReasonFailed marks a refusal after the upgrade failed
+	// (codes.FailedPrecondition): the call was not executed; do not retry.
+	ReasonFailed = "UPGRADE_FAILED"
+	// MetadataPhase is the ErrorInfo metadata key of the server's phase.
+	MetadataPhase = "phase"
+	// MetadataCause is the ErrorInfo metadata key of a failed upgrade's
+	// cause (its text alone: the status message already says "upgrade
+	// failed" around it).
+	MetadataCause = "cause"
+)
+
+// pushbackKey is the trailer grpc-go's built-in retry reads: wait that many
+// milliseconds before the next attempt, or stop when it is negative.
+const pushbackKey = "grpc-retry-pushback-ms"
+
+// UnaryServerInterceptor guards unary calls with g, per call: a call is
+// handled when the upgrade is complete or allow(info.FullMethod) reports
+// true (allow may be nil: nothing is allowlisted; see AllowMethods). Any
+// other call is refused BEFORE its handler runs, so it was not executed and
+// is safe to repeat:
+//
+//   - in progress: codes.Unavailable, an ErrorInfo{Reason:
+//     UPGRADE_IN_PROGRESS, Domain: coldstart, Metadata: {phase}}, a
+//     RetryInfo and the trailer grpc-retry-pushback-ms, both carrying a
+//     wait drawn per refusal from [R, 2R] milliseconds (R is the gate's
+//     RetryAfter), so grpc-go's built-in retry policy waits it out and a
+//     herd does not come back in lock-step;
+//   - failed: codes.FailedPrecondition, reason UPGRADE_FAILED (the cause in
+//     its metadata) and pushback -1, on which grpc-go stops retrying.
+//
+// It panics if g is nil.
+func UnaryServerInterceptor(g *upgrade.Gate, allow func(fullMethod string) bool) grpc.UnaryServerInterceptor {
+	if g == nil {
+		panic("grpcupgrade.UnaryServerInterceptor: nil Gate")
+	}
+	var r refuser
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		if guard := g.Err(); guard != nil && (allow == nil || !allow(info.FullMethod)) {
+			pushback, err := r.refuse(guard)
+			_ = grpc.SetTrailer(ctx, metadata.MD{pushbackKey: {pushback}})
+			return nil, err
+		}
+		return handler(ctx, req)
+	}
+}
+
+// StreamServerInterceptor is UnaryServerInterceptor for streams: a refused
+// stream ends before its handler runs, with the same status and trailer.
+func StreamServerInterceptor(g *upgrade.Gate, allow func(fullMethod string) bool) grpc.StreamServerInterceptor {
+	if g == nil {
+		panic("grpcupgrade.StreamServerInterceptor: nil Gate")
+	}
+	var r refuser
+	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+		if guard := g.Err(); guard != nil && (allow == nil || !allow(info.FullMethod)) {
+			pushback, err := r.refuse(guard)
+			ss.SetTrailer(metadata.MD{pushbackKey: {pushback}})
+			return err
+		}
+		return handler(srv, ss)
+	}
+}
+
+// refuser builds one interceptor's refusals. What every call refused in
+// one gate state shares (the status, its ErrorInfo) is built once, when the
+// gate's guard changes; a refusal in progress adds only its RetryInfo.
+type refuser struct {
+	cached atomic.Pointer[stateRefusal]
+}
+
+// stateRefusal is the shared part of the refusals for one gate guard.
+type stateRefusal struct {
+	guard  error
+	st     *status.Status // without the per-call RetryInfo
+	lo, hi int64          // pushback range, ms; 0 once failed
+}
+
+func newStateRefusal(guard error) *stateRefusal {
+	r := &stateRefusal{guard: guard}
+	if ip, ok := guard.(*upgrade.InProgressError); ok {
+		r.lo, r.hi = spread.Range(ip.RetryAfter(), time.Millisecond)
+		// The message leaves the wait to RetryInfo: it differs per call.
+		msg := (&upgrade.InProgressError{Phase: ip.Phase}).Error()
+		r.st = withInfo(codes.Unavailable, msg, ReasonInProgress, map[string]string{MetadataPhase: ip.Phase.String()})
+		return r
+	}
+	md := map[string]string{MetadataPhase: upgrade.Failed.String()}
+	if cause := errors.Unwrap(guard); cause != nil {
+		md[MetadataCause] = cause.Error()
+	}
+	r.st = withInfo(codes.FailedPrecondition, guard.Error(), ReasonFailed, md)
+	return r
+}
+
+func withInfo(c codes.Code, msg, reason string, md map[string]string) *status.Status {
+	st, err := status.New(c, msg).WithDetails(&errdetails.ErrorInfo{Reason: reason, Domain: Domain, Metadata: md})
+	if err != nil { // cannot happen: an ErrorInfo always marshals
+		panic("grpcupgrade: encoding refusal: " + err.Error())
+	}
+	return st
+}
+
+// refuse returns the pushback for a call refused with the gate's guard
+// (milliseconds drawn from [R, 2R], or "-1", stop, once failed) and the
+// error to answer it with.
+func (r *refuser) refuse(guard error) (pushback string, err error) {
+	s := r.cached.Load()
+	if s == nil || s.guard != guard { // a new gate state (racing builders build alike)
+		s = newStateRefusal(guard)
+		r.cached.Store(s)
+	}
+	if s.lo == 0 {
+		return "-1", s.st.Err()
+	}
+	ms := spread.Draw(s.lo, s.hi)
+	delay := time.Duration(math.MaxInt64) // beyond a Duration: saturate
+	if ms <= math.MaxInt64/int64(time.Millisecond) {
+		delay = time.Duration(ms) * time.Millisecond
+	}
+	st, werr := s.st.WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(delay)})
+	if werr != nil { // cannot happen: a RetryInfo always marshals
+		panic("grpcupgrade: encoding refusal: " + werr.Error())
+	}
+	return strconv.FormatInt(ms, 10), st.Err()
+}
+
+// FromError turns a refusal status sent by the server interceptors back
+// into an error: one errors.As finds an *upgrade.InProgressError in (its
+// RetryAfter is the RetryInfo delay; matching upgrade.ErrUpgradeInProgress),
+// or one matching upgrade.ErrUpgradeFailed (errors.As finds an
+// *upgrade.FailedError carrying the server's text of the cause). Either
+// still answers status.Code and status.FromError with the status it came
+// as. Every other error, including a status without our ErrorInfo (an
+// Unavailable from a proxy or a broken connection, which promises nothing
+// about execution), is returned unchanged; nil stays nil.
+func FromError(err error) error {
+	st, ok := status.FromError(err)
+	if !ok || st == nil || st.Code() == codes.OK {
+		return err
+	}
+	var info *errdetails.ErrorInfo
+	var delay time.Duration
+	for _, d := range st.Details() {
+		switch d := d.(type) {
+		case *errdetails.ErrorInfo:
+			if d.GetDomain() == Domain && info == nil {
+				info = d
+			}
+		case *errdetails.RetryInfo:
+			if rd := d.GetRetryDelay(); rd.IsValid() {
+				delay = max(rd.AsDuration(), 0)
+			}
+		}
+	}
+	if info == nil {
+		return err
+	}
+	switch info.GetReason() {
+	case ReasonInProgress:
+		var phase upgrade.Phase
+		_ = phase.UnmarshalText([]byte(info.GetMetadata()[MetadataPhase])) // unknown: the zero Phase
+		return &statusError{err: &upgrade.InProgressError{Phase: phase, RetryDelay: delay}, st: st}
+	case ReasonFailed:
+		cause := cmp.Or(strings.TrimSpace(info.GetMetadata()[MetadataCause]), st.Message(), "the server gave no cause")
+		return &statusError{err: &upgrade.FailedError{Err: errors.New(cause)}, st: st}
+	}
+	return err
+}
+
+// statusError is an upgrade error that still carries the gRPC status it
+// came as (or, from the client interceptor, the status of how it ended).
+type statusError struct {
+	err error
+	st  *status.Status
+}
+
+func (e *statusError) Error() string              { return e.err.Error() }
+func (e *statusError) Unwrap() error              { return e.err }
+func (e *statusError) GRPCStatus() *status.Status { return e.st }
+
+// UnaryClientInterceptor retries calls refused while the server upgrades,
+// with upgrade.Retry: it waits at least the server's RetryInfo delay plus
+// jitter, has no attempt cap (grpc-go's built-in retry gives up after 5
+// attempts, about 4 s into an upgrade pushing back 1 s) and stops when ctx
+// ends, at once on a failed upgrade, and on any other error. It returns
+// FromError's error, which still answers status.Code: a refusal's code, or
+// codes.Canceled / codes.DeadlineExceeded when ctx ended while it waited
+// (the error then also matches the context error and the last refusal).
+// clk times the waits (nil means clock.WallClock); opts are upgrade.Retry's.
+//
+// Only refused calls are retried, which is safe because a refused call was
+// not executed. Combine it with a built-in retry policy if you like: the
+// server's pushback governs both.
+func UnaryClientInterceptor(clk clock.Clock, opts ...upgrade.RetryOption) grpc.UnaryClientInterceptor {
+	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, callOpts ...grpc.CallOption) error {
+		err := upgrade.Retry(ctx, clk, func(ctx context.Context) error {
+			return FromError(invoker(ctx, method, req, reply, cc, callOpts...))
+		}, opts...)
+		// Retry's own "stopped" errors wrap a context error (a gRPC status
+		// never does): answer status.Code with how the call ended.
+		if err != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
+			return &statusError{err: err, st: status.FromContextError(err)}
+		}
+		return err
+	}
+}
+
+// AllowMethods returns an allow func for the server interceptors that
+// allows exactly the given full methods ("/package.Service/Method", as in
+// grpc.UnaryServerInfo.FullMethod and the generated _FullMethodName
+// constants). It panics on a name not of that form: allowlists are written
+// in code, and a typo there must not silently refuse (or allow) a call.
+func AllowMethods(fullMethods ...string) func(fullMethod string) bool {
+	set := make(map[string]struct{}, len(fullMethods))
+	for _, m := range fullMethods {
+		svc, method, ok := strings.Cut(strings.TrimPrefix(m, "/"), "/")
+		if !strings.HasPrefix(m, "/") || !ok || svc == "" || method == "" || strings.Contains(method, "/") {
+			panic(fmt.Sprintf("grpcupgrade.AllowMethods: %q is not a full method name (want /package.Service/Method)", m))
+		}
+		set[m] = struct{}{}
+	}
+	return func(fullMethod string) bool {
+		_, ok := set[fullMethod]
+		return ok
+	}
+}

@@ -1,0 +1,44 @@
+// Package spread draws the wait a server hands one refused caller, shared
+// by upgrade's HTTP refusals (Retry-After, whole seconds) and grpcupgrade's
+// (grpc-retry-pushback-ms, milliseconds), so both spread a herd the same
+// way: a gate asking for R answers each refusal with a value drawn
+// uniformly from [R, R + spread], spread = R. Generic clients sleep exactly
+// what they are told; one shared value would bring a herd refused together
+// back together, every round.
+package spread
+
+import (
+	"math"
+	"math/rand/v2"
+	"time"
+)
+
+// Range is the whole units [lo, hi] a refusal's hint is drawn from for a
+// gate asking for r: lo is r rounded up to a unit, and at least 1 (a
+// hint of 0 invites an immediate stampede); hi adds r's spread, r rounded
+// down to units (so hi never passes R + spread). unit must be positive.
+func Range(r, unit time.Duration) (lo, hi int64) {
+	r = max(r, 0)
+	down := int64(r / unit)
+	lo = down
+	if r%unit != 0 {
+		lo++
+	}
+	lo = max(lo, 1)
+	if down > math.MaxInt64-lo { // saturate rather than wrap
+		return lo, math.MaxInt64
+	}
+	return lo, lo + down
+}
+
+// Draw returns a value drawn uniformly from [lo, hi] (lo when hi ≤ lo).
+// It is safe for concurrent use and allocates nothing.
+func Draw(lo, hi int64) int64 {
+	if hi <= lo {
+		return lo
+	}
+	if hi-lo == math.MaxInt64 || hi-lo < 0 { // the span overflows an int64
+		return lo + rand.Int64N(math.MaxInt64)
+	}
+	return lo + rand.Int64N(hi-lo+1)
+}
