@@ -24,7 +24,8 @@ const (
 	API
 )
 
-// String returns "controller", "api", or "none" for the zero Port.
+// String returns "controller", "api", "none" for the zero Port, or
+// "Port(n)" for any other value.
 func (p Port) String() string {
 	switch p {
 	case Controller:
@@ -34,7 +35,7 @@ func (p Port) String() string {
 	case 0:
 		return "none"
 	}
-	return "port(" + strconv.Itoa(int(p)) + ")"
+	return "Port(" + strconv.Itoa(int(p)) + ")"
 }
 
 // Config configures a Listener. ControllerAddr and APIAddr are required;

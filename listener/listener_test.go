@@ -84,7 +84,7 @@ func TestPortString(t *testing.T) {
 	assert.Equal(t, "controller", listener.Controller.String())
 	assert.Equal(t, "api", listener.API.String())
 	assert.Equal(t, "none", listener.Port(0).String())
-	assert.Equal(t, "port(7)", listener.Port(7).String())
+	assert.Equal(t, "Port(7)", listener.Port(7).String())
 }
 
 func TestControllerPortServesBeforeAPIPortIsBound(t *testing.T) {
