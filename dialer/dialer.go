@@ -250,7 +250,7 @@ func (c *connector[T]) plan(ctx context.Context) (p roundPlan, ok bool) {
 		p.cands = d.local
 	case RequireLocalWhenReady:
 		if !c.ready && !c.graceOver {
-			switch c.waitGrace(ctx) {
+			switch c.pause(ctx, cfg.LocalReadyGrace, cfg.LocalReady) {
 			case readyFired:
 				c.localReady()
 			case ctxDone:
@@ -356,7 +356,9 @@ func (r *round[T]) launch() bool {
 	r.next++
 	r.inflight++
 	r.c.tried(addr)
-	go r.attempt(addr)
+	// The attempt gets only what it needs, not r, so that r stays on
+	// race's stack.
+	go attempt(r.ctx, r.c.open, addr, r.results)
 	return true
 }
 
@@ -379,15 +381,15 @@ func (r *round[T]) armStagger() {
 }
 
 // attempt is one dial, run in its own goroutine; it only reports.
-func (r *round[T]) attempt(addr string) {
-	v, err := r.c.open(r.ctx, addr)
+func attempt[T io.Closer](ctx context.Context, open func(context.Context, string) (T, error), addr string, results chan<- result[T]) {
+	v, err := open(ctx, addr)
 	switch {
 	case err == nil && isNil(v):
 		err = errNilConn
 	case err != nil:
 		closeQuietly(v) // a value returned beside an error must not leak either
 	}
-	r.results <- result[T]{addr, v, err}
+	results <- result[T]{addr, v, err}
 }
 
 // stop ends the round without a winner.
@@ -419,22 +421,9 @@ func (r *round[T]) release() {
 	}
 }
 
-// waitGrace waits for LocalReady, at most LocalReadyGrace. Driven by the
-// channel, not by polling: a close during the grace period is seen at once.
-func (c *connector[T]) waitGrace(ctx context.Context) outcome {
-	t := c.d.cfg.Clock.NewTimer(c.d.cfg.LocalReadyGrace)
-	defer t.Stop()
-	select {
-	case <-c.d.cfg.LocalReady:
-		return readyFired
-	case <-t.Chan():
-		return allFailed
-	case <-ctx.Done():
-		return ctxDone
-	}
-}
-
-// pause waits for d, for wake to close, or for ctx to end.
+// pause waits for d, for wake to close, or for ctx to end. Driven by the
+// channel, not by polling: LocalReady closing during a pause (or the grace
+// period) is seen at once.
 func (c *connector[T]) pause(ctx context.Context, d time.Duration, wake <-chan struct{}) outcome {
 	t := c.d.cfg.Clock.NewTimer(d)
 	defer t.Stop()
