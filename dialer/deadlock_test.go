@@ -16,7 +16,7 @@ import (
 	"github.com/coldstart-go/coldstart/dialer"
 )
 
-// The enable-ha deadlock (context/1): machine-0 is the only controller;
+// The enable-ha deadlock (see doc.go): machine-0 is the only controller;
 // machine-1 and machine-2 are new controllers whose servers can start only
 // after an existing controller has admitted them (in the incident: mongo
 // joining the replica set once the machiner reported "Starting"). Each new

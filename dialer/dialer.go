@@ -358,7 +358,7 @@ func (r *round[T]) launch() bool {
 	r.c.tried(addr)
 	// The attempt gets only what it needs, not r, so that r stays on
 	// race's stack.
-	go attempt(r.ctx, r.c.open, addr, r.results)
+	go openOne(r.ctx, r.c.open, addr, r.results)
 	return true
 }
 
@@ -380,8 +380,8 @@ func (r *round[T]) armStagger() {
 	}
 }
 
-// attempt is one dial, run in its own goroutine; it only reports.
-func attempt[T io.Closer](ctx context.Context, open func(context.Context, string) (T, error), addr string, results chan<- result[T]) {
+// openOne is one attempt, run in its own goroutine; it only reports.
+func openOne[T io.Closer](ctx context.Context, open func(context.Context, string) (T, error), addr string, results chan<- result[T]) {
 	v, err := open(ctx, addr)
 	switch {
 	case err == nil && isNil(v):
