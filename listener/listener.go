@@ -288,15 +288,15 @@ func (l *Listener) OpenAPI() error {
 		l.mu.Unlock()
 		return errOpenClosed
 	}
-	if l.apiSess != nil {
-		l.mu.Unlock()
-		return nil
-	}
 	select {
-	case <-l.done: // not closed, so failed
+	case <-l.done: // not closed, so failed, even if the port is open
 		l.mu.Unlock()
 		return l.failErr
 	default:
+	}
+	if l.apiSess != nil {
+		l.mu.Unlock()
+		return nil
 	}
 	ln, addr := l.apiLn, l.apiBindAddr
 	l.mu.Unlock()
