@@ -315,6 +315,13 @@ func (c *connector[T]) race(ctx context.Context, addrs []string, abort <-chan st
 		case res := <-r.results:
 			r.inflight--
 			if res.err == nil {
+				if ctx.Err() != nil {
+					// ctx ended as this attempt connected, and select
+					// happened to pick the result: ctx's ending wins, as
+					// it does when select picks it.
+					closeQuietly(res.v)
+					return r.stop(ctxDone)
+				}
 				r.drain()
 				return res.v, res.addr, won
 			}
