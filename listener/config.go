@@ -109,7 +109,7 @@ func (c Config) Validate() error {
 		return errors.NotValidf("APIAddr %q (must be a host:port: %v)", c.APIAddr, err)
 	}
 	if c.ControllerAddr == c.APIAddr && cport != "0" && cport != "" {
-		return errors.NotValidf("APIAddr %q (must differ from ControllerAddr unless the port is 0)", c.APIAddr)
+		return errors.NotValidf("APIAddr %q (must differ from ControllerAddr unless its port is 0 or empty: the kernel picks one)", c.APIAddr)
 	}
 	if math.IsNaN(float64(c.APIRate)) || c.APIRate < 0 {
 		return errors.NotValidf("APIRate %v (must be positive, or 0 for no limit)", float64(c.APIRate))
