@@ -188,6 +188,8 @@ const (
 	ctxDone
 )
 
+// connect runs rounds, with a pause after each that fails, until one wins
+// or ctx ends.
 func (c *connector[T]) connect(ctx context.Context) (T, Route, error) {
 	var zero T
 	c.ready = isClosed(c.d.cfg.LocalReady)
