@@ -41,72 +41,23 @@ func (c armedClock) NewTimer(d time.Duration) clock.Timer {
 // dialer trial; the metrics also give peer dials made after ready (must be 0).
 func BenchmarkLocalReady(b *testing.B) {
 	const minTrials = 200
-	port := acceptAndClose(b)
-
 	peer, err := net.Listen("tcp", "127.0.0.1:0") // reserve, then free: a peer that is down
 	if err != nil {
 		b.Fatal(err)
 	}
-	peerAddr := peer.Addr().String()
 	peer.Close()
-
-	var peerDialsAfterReady atomic.Int64
-	var nd net.Dialer
-	trial := func(fallingBack bool) time.Duration {
-		ready := make(chan struct{})
-		var closed atomic.Bool
-		clk := armedClock{clock.WallClock, make(chan time.Duration, 16)}
-		cfg := dialer.Config{
-			LocalPort:       port,
-			Remote:          func() []string { return []string{peerAddr} },
-			LocalReady:      ready,
-			LocalReadyGrace: time.Hour,
-			Clock:           clk,
-			DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-				if addr == peerAddr && closed.Load() {
-					peerDialsAfterReady.Add(1)
-				}
-				return nd.DialContext(ctx, network, addr)
-			},
-		}
-		park := time.Hour // the grace timer
-		if fallingBack {
-			cfg.LocalReadyGrace = time.Nanosecond
-			cfg.MinBackoff, cfg.MaxBackoff = time.Hour, time.Hour
-			park = time.Hour / 2 // a backoff pause, drawn from [30m, 1h]
-		}
-		d, err := dialer.New(cfg)
-		if err != nil {
-			b.Fatal(err)
-		}
-		done := goDial(context.Background(), d)
-		for armed := range clk.armed {
-			if armed >= park {
-				break
-			}
-		}
-		closed.Store(true)
-		start := time.Now()
-		close(ready)
-		r := <-done
-		lat := time.Since(start)
-		if r.err != nil || !r.route.Local {
-			b.Fatalf("dial after ready: %+v", r)
-		}
-		r.conn.Close()
-		return lat
-	}
+	lr := &localReadyTrials{port: acceptAndClose(b), peerAddr: peer.Addr().String()}
 
 	lats := make([]time.Duration, 0, max(b.N, minTrials))
 	b.ResetTimer()
 	for i := range b.N {
-		lats = append(lats, trial(i%2 == 1))
+		lats = append(lats, lr.run(b, i%2 == 1))
 	}
 	b.StopTimer()
 	for len(lats) < minTrials {
-		lats = append(lats, trial(len(lats)%2 == 1))
+		lats = append(lats, lr.run(b, len(lats)%2 == 1))
 	}
-	polled := pollTrials(b, net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), minTrials)
+	polled := pollTrials(b, net.JoinHostPort("127.0.0.1", strconv.Itoa(lr.port)), minTrials)
 
 	dp50, dp99 := percentile(lats, 0.50), percentile(lats, 0.99)
 	pp50, pp99 := percentile(polled, 0.50), percentile(polled, 0.99)
@@ -115,7 +66,64 @@ func BenchmarkLocalReady(b *testing.B) {
 	b.ReportMetric(ms(pp50), "poll100ms-p50-ms")
 	b.ReportMetric(ms(pp99), "poll100ms-p99-ms")
 	b.ReportMetric(float64(pp99)/float64(dp99), "p99-speedup-x")
-	b.ReportMetric(float64(peerDialsAfterReady.Load()), "peer-dials-after-ready")
+	b.ReportMetric(float64(lr.peerDialsAfterReady.Load()), "peer-dials-after-ready")
+}
+
+// localReadyTrials are BenchmarkLocalReady's dialer trials: a local
+// controller on port, and a peer at peerAddr that is down.
+type localReadyTrials struct {
+	port                int
+	peerAddr            string
+	peerDialsAfterReady atomic.Int64
+	nd                  net.Dialer
+}
+
+// run is one trial: a Dial parks (in the grace wait, or in backoff after
+// falling back to the peer), then LocalReady closes; it returns the time
+// from the close to the local connection.
+func (lr *localReadyTrials) run(b *testing.B, fallingBack bool) time.Duration {
+	ready := make(chan struct{})
+	var closed atomic.Bool
+	clk := armedClock{clock.WallClock, make(chan time.Duration, 16)}
+	cfg := dialer.Config{
+		LocalPort:       lr.port,
+		Remote:          func() []string { return []string{lr.peerAddr} },
+		LocalReady:      ready,
+		LocalReadyGrace: time.Hour,
+		Clock:           clk,
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			if addr == lr.peerAddr && closed.Load() {
+				lr.peerDialsAfterReady.Add(1)
+			}
+			return lr.nd.DialContext(ctx, network, addr)
+		},
+	}
+	park := time.Hour // the grace timer
+	if fallingBack {
+		cfg.LocalReadyGrace = time.Nanosecond
+		cfg.MinBackoff, cfg.MaxBackoff = time.Hour, time.Hour
+		park = time.Hour / 2 // a backoff pause, drawn from [30m, 1h]
+	}
+	d, err := dialer.New(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	done := goDial(context.Background(), d)
+	for armed := range clk.armed {
+		if armed >= park {
+			break
+		}
+	}
+	closed.Store(true)
+	start := time.Now()
+	close(ready)
+	r := <-done
+	lat := time.Since(start)
+	if r.err != nil || !r.route.Local {
+		b.Fatalf("dial after ready: %+v", r)
+	}
+	r.conn.Close()
+	return lat
 }
 
 // pollTrials runs n trials of the baseline concurrently: a caller checking

@@ -79,34 +79,34 @@ type Config struct {
 // errors.Is(err, errors.NotValid).
 func (cfg Config) Validate() error {
 	if cfg.LocalPort < 0 || cfg.LocalPort > 65535 {
-		return errors.NotValidf("LocalPort %d (want 0 for none, or 1-65535)", cfg.LocalPort)
+		return errors.NotValidf("LocalPort %d (must be 1-65535, or 0 for none)", cfg.LocalPort)
 	}
 	switch cfg.Policy {
 	case PreferLocal:
 	case RequireLocalWhenReady, RequireLocal:
 		if cfg.LocalPort == 0 {
-			return errors.NotValidf("Policy %v with LocalPort 0 (no local controller; use PreferLocal to dial peers only)", cfg.Policy)
+			return errors.NotValidf("Policy %v with LocalPort 0 (must be PreferLocal, which dials peers only, when there is no local controller)", cfg.Policy)
 		}
 	default:
-		return errors.NotValidf("Policy %v", cfg.Policy)
+		return errors.NotValidf("Policy %v (must be RequireLocalWhenReady, PreferLocal or RequireLocal)", cfg.Policy)
 	}
 	if cfg.LocalPort == 0 && cfg.Remote == nil {
-		return errors.NotValidf("nil Remote with LocalPort 0 (nothing to dial)")
+		return errors.NotValidf("nil Remote with LocalPort 0 (must be set: there is nothing else to dial)")
 	}
 	if cfg.LocalReadyGrace < 0 {
-		return errors.NotValidf("negative LocalReadyGrace %v", cfg.LocalReadyGrace)
+		return errors.NotValidf("LocalReadyGrace %v (must be positive, or 0 for the default %v)", cfg.LocalReadyGrace, defaultLocalReadyGrace)
 	}
 	if cfg.HeadStart < 0 {
-		return errors.NotValidf("negative HeadStart %v", cfg.HeadStart)
+		return errors.NotValidf("HeadStart %v (must be positive, or 0 for the default %v)", cfg.HeadStart, defaultHeadStart)
 	}
 	if cfg.MinBackoff < 0 {
-		return errors.NotValidf("negative MinBackoff %v", cfg.MinBackoff)
+		return errors.NotValidf("MinBackoff %v (must be positive, or 0 for the default %v)", cfg.MinBackoff, defaultMinBackoff)
 	}
 	if cfg.MaxBackoff < 0 {
-		return errors.NotValidf("negative MaxBackoff %v", cfg.MaxBackoff)
+		return errors.NotValidf("MaxBackoff %v (must be positive, or 0 for the default %v)", cfg.MaxBackoff, defaultMaxBackoff)
 	}
 	if d := cfg.withDefaults(); d.MinBackoff > d.MaxBackoff {
-		return errors.NotValidf("MinBackoff %v above MaxBackoff %v", d.MinBackoff, d.MaxBackoff)
+		return errors.NotValidf("MinBackoff %v (must be at most MaxBackoff %v)", d.MinBackoff, d.MaxBackoff)
 	}
 	return nil
 }

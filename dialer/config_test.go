@@ -35,12 +35,12 @@ func TestConfigValidate(t *testing.T) {
 		{"negative port", dialer.Config{LocalPort: -1}, "LocalPort -1"},
 		{"port too big", dialer.Config{LocalPort: 65536}, "LocalPort 65536"},
 		{"unknown policy", dialer.Config{LocalPort: 1, Policy: 7}, "Policy Policy(7)"},
-		{"negative grace", dialer.Config{LocalPort: 1, LocalReadyGrace: -1}, "negative LocalReadyGrace"},
-		{"negative head start", dialer.Config{LocalPort: 1, HeadStart: -1}, "negative HeadStart"},
-		{"negative min backoff", dialer.Config{LocalPort: 1, MinBackoff: -1}, "negative MinBackoff"},
-		{"negative max backoff", dialer.Config{LocalPort: 1, MaxBackoff: -1}, "negative MaxBackoff"},
-		{"min above max", dialer.Config{LocalPort: 1, MinBackoff: 2 * time.Second, MaxBackoff: time.Second}, "MinBackoff 2s above MaxBackoff 1s"},
-		{"min above default max", dialer.Config{LocalPort: 1, MinBackoff: time.Minute}, "MinBackoff 1m0s above MaxBackoff 5s"},
+		{"negative grace", dialer.Config{LocalPort: 1, LocalReadyGrace: -1}, "LocalReadyGrace -1ns (must be positive"},
+		{"negative head start", dialer.Config{LocalPort: 1, HeadStart: -1}, "HeadStart -1ns (must be positive"},
+		{"negative min backoff", dialer.Config{LocalPort: 1, MinBackoff: -1}, "MinBackoff -1ns (must be positive"},
+		{"negative max backoff", dialer.Config{LocalPort: 1, MaxBackoff: -1}, "MaxBackoff -1ns (must be positive"},
+		{"min above max", dialer.Config{LocalPort: 1, MinBackoff: 2 * time.Second, MaxBackoff: time.Second}, "MinBackoff 2s (must be at most MaxBackoff 1s)"},
+		{"min above default max", dialer.Config{LocalPort: 1, MinBackoff: time.Minute}, "MinBackoff 1m0s (must be at most MaxBackoff 5s)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

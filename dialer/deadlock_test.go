@@ -16,7 +16,7 @@ import (
 	"github.com/coldstart-go/coldstart/dialer"
 )
 
-// The enable-ha deadlock (context/1): machine-0 is the only controller;
+// The enable-ha deadlock (see doc.go): machine-0 is the only controller;
 // machine-1 and machine-2 are new controllers whose servers can start only
 // after an existing controller has admitted them (in the incident: mongo
 // joining the replica set once the machiner reported "Starting"). Each new
@@ -107,10 +107,13 @@ func (c *controller) dialer(t *testing.T, p dialer.Policy, all []*controller) *d
 		Policy:          p,
 		LocalReady:      c.ready,
 		LocalReadyGrace: 20 * time.Millisecond,
-		HeadStart:       10 * time.Millisecond,
-		MinBackoff:      time.Millisecond,
-		MaxBackoff:      20 * time.Millisecond,
-		DialContext:     c.rec.DialContext,
+		// Long enough that a loaded -race run never starts [::1] before
+		// 127.0.0.1 has answered: the test asserts the IPv4 address wins.
+		// Refused peers hand over at once, so it never slows a join.
+		HeadStart:   time.Second,
+		MinBackoff:  time.Millisecond,
+		MaxBackoff:  20 * time.Millisecond,
+		DialContext: c.rec.DialContext,
 	})
 }
 

@@ -15,6 +15,8 @@ import (
 
 	"github.com/juju/clock"
 	jujuerrors "github.com/juju/errors"
+
+	"github.com/coldstart-go/coldstart/internal/backoff"
 )
 
 // Policy decides which addresses a Dial may use.
@@ -78,7 +80,8 @@ type Route struct {
 // concurrent Dials share the servers' "try again later" hints.
 type Dialer struct {
 	cfg   Config
-	local []string // literal loopback addresses, IPv4 first; empty with LocalPort 0
+	local []string       // literal loopback addresses, IPv4 first; empty with LocalPort 0
+	retry backoff.Policy // the pause between failed rounds
 
 	// mu guards holdoff: addresses whose server asked for a pause, shared by
 	// every Dial so that a caller looping on Dial does not hammer them.
@@ -98,6 +101,9 @@ func New(cfg Config) (*Dialer, error) {
 	}
 	cfg = cfg.withDefaults()
 	d := &Dialer{cfg: cfg, holdoff: make(map[string]holdoff)}
+	// MinBackoff doubled per failed round, capped at MaxBackoff, drawn
+	// from [b/2, b] so that agents failing together spread out.
+	d.retry = backoff.Policy{Min: cfg.MinBackoff, Max: cfg.MaxBackoff, Jitter: 0.5}
 	if cfg.LocalPort != 0 {
 		port := strconv.Itoa(cfg.LocalPort)
 		// Literal IPs, never "localhost": a resolver may map localhost to
@@ -152,7 +158,10 @@ func Connect[T io.Closer](ctx context.Context, d *Dialer, open func(ctx context.
 	if d.holdoff == nil {
 		return zero, Route{}, jujuerrors.NotValidf("Dialer not made by New")
 	}
-	c := &connector[T]{d: d, open: open, index: make(map[string]int), real: make(map[string]error)}
+	c := &connector[T]{
+		d: d, open: open, index: make(map[string]int), real: make(map[string]error),
+		retry: backoff.Backoff{Policy: d.retry},
+	}
 	return c.connect(ctx)
 }
 
@@ -164,6 +173,10 @@ type connector[T io.Closer] struct {
 	attempts []Attempt
 	index    map[string]int   // addr → position in attempts
 	real     map[string]error // addr → its last failure that was not a ctx ending
+
+	ready     bool            // LocalReady has been seen closed
+	graceOver bool            // LocalReadyGrace ran out before LocalReady closed
+	retry     backoff.Backoff // failed rounds (since local became ready)
 }
 
 type outcome int
@@ -175,55 +188,27 @@ const (
 	ctxDone
 )
 
+// connect runs rounds, with a pause after each that fails, until one wins
+// or ctx ends.
 func (c *connector[T]) connect(ctx context.Context) (T, Route, error) {
 	var zero T
-	d, cfg := c.d, &c.d.cfg
-	ready := isClosed(cfg.LocalReady)
-	graceOver := false
-	round := 0 // failed rounds (since local became ready); drives the backoff
+	c.ready = isClosed(c.d.cfg.LocalReady)
 	for {
 		if err := ctxErr(ctx); err != nil {
 			return zero, Route{}, c.fail(err)
 		}
-		var cands []string
-		// wake ends a backoff pause when LocalReady closes; abort also
-		// cancels a round in flight. Both are nil once local is ready.
-		var wake, abort <-chan struct{}
-		switch cfg.Policy {
-		case RequireLocal:
-			cands = d.local
-		case RequireLocalWhenReady:
-			if !ready && !graceOver {
-				switch c.waitGrace(ctx) {
-				case readyFired:
-					ready = true
-				case ctxDone:
-					return zero, Route{}, c.fail(ctx.Err())
-				default:
-					graceOver = true
-				}
-			}
-			if ready {
-				cands = d.local
-			} else {
-				cands = d.peers()
-				wake, abort = cfg.LocalReady, cfg.LocalReady
-			}
-		case PreferLocal:
-			cands = append(slices.Clip(d.local), d.peers()...)
-			if !ready {
-				wake = cfg.LocalReady
-			}
+		p, ok := c.plan(ctx)
+		if !ok {
+			return zero, Route{}, c.fail(ctx.Err())
 		}
-
-		eligible, heldFor := c.eligible(cands)
+		eligible, heldFor := c.eligible(p.cands)
 		if len(eligible) > 0 {
-			v, addr, out := c.race(ctx, eligible, abort)
+			v, addr, out := c.race(ctx, eligible, p.abort)
 			switch out {
 			case won:
-				return v, d.route(addr), nil
+				return v, c.d.route(addr), nil
 			case readyFired:
-				ready, round = true, 0
+				c.localReady()
 				continue
 			case ctxDone:
 				return zero, Route{}, c.fail(ctx.Err())
@@ -231,146 +216,223 @@ func (c *connector[T]) connect(ctx context.Context) (T, Route, error) {
 		}
 		pause := heldFor // every candidate is held off by a RetryAfter hint
 		if len(eligible) > 0 || pause <= 0 {
-			pause = d.backoff(round)
-			round++
+			pause = c.retry.Next()
 		}
-		switch c.pause(ctx, pause, wake) {
+		switch c.pause(ctx, pause, p.wake) {
 		case readyFired:
-			ready, round = true, 0
+			c.localReady()
 		case ctxDone:
 			return zero, Route{}, c.fail(ctx.Err())
 		}
 	}
 }
 
+// localReady switches the call to local only, with a fresh backoff.
+func (c *connector[T]) localReady() {
+	c.ready = true
+	c.retry.Reset()
+}
+
+// roundPlan is what a round dials and what may interrupt it.
+type roundPlan struct {
+	cands []string
+	// wake ends the backoff pause after the round when LocalReady closes;
+	// abort also cancels the round in flight. Both are nil once local is
+	// ready.
+	wake, abort <-chan struct{}
+}
+
+// plan picks the next round's candidates under the policy. Under
+// RequireLocalWhenReady the first round waits up to LocalReadyGrace for
+// LocalReady; ok is false if ctx ended during that wait.
+func (c *connector[T]) plan(ctx context.Context) (p roundPlan, ok bool) {
+	d, cfg := c.d, &c.d.cfg
+	switch cfg.Policy {
+	case RequireLocal:
+		p.cands = d.local
+	case RequireLocalWhenReady:
+		if !c.ready && !c.graceOver {
+			switch c.pause(ctx, cfg.LocalReadyGrace, cfg.LocalReady) {
+			case readyFired:
+				c.localReady()
+			case ctxDone:
+				return p, false
+			default:
+				c.graceOver = true
+			}
+		}
+		if c.ready {
+			p.cands = d.local
+		} else {
+			p.cands = d.peers()
+			p.wake, p.abort = cfg.LocalReady, cfg.LocalReady
+		}
+	case PreferLocal:
+		p.cands = append(slices.Clip(d.local), d.peers()...)
+		if !c.ready {
+			p.wake = cfg.LocalReady
+		}
+	}
+	return p, true
+}
+
+// result is one attempt's report to its round.
+type result[T any] struct {
+	addr string
+	v    T
+	err  error
+}
+
+// round is one race over a round's candidates, shaped like net.Dialer's
+// dialParallel: the attempts only report over results, and all the
+// bookkeeping is done by the one goroutine that runs race. Attempts start
+// in order, each when the previous one fails or HeadStart after it
+// started; the first success wins.
+type round[T io.Closer] struct {
+	c        *connector[T]
+	addrs    []string
+	abort    <-chan struct{}
+	ctx      context.Context // the attempts': cancelled when the round ends
+	cancel   context.CancelFunc
+	results  chan result[T] // buffered: an attempt never blocks reporting
+	next     int            // addrs[next] is the next to start
+	inflight int            // attempts started and not yet reported
+
+	stagger  clock.Timer      // the next attempt's head start; nil until first armed
+	staggerC <-chan time.Time // stagger's channel while armed, else nil
+}
+
 // race runs one round over addrs and returns the winner, if any. It
 // returns only after every attempt it started has finished, having closed
 // every connection but the winner's.
 func (c *connector[T]) race(ctx context.Context, addrs []string, abort <-chan struct{}) (T, string, outcome) {
-	var zero T
-	type result struct {
-		addr string
-		v    T
-		err  error
-	}
-	rctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	results := make(chan result, len(addrs)) // buffered: an attempt never blocks reporting
-	clk, headStart := c.d.cfg.Clock, c.d.cfg.HeadStart
-
-	var stagger clock.Timer
-	var staggerC <-chan time.Time
-	defer func() {
-		if stagger != nil {
-			stagger.Stop()
-		}
-	}()
-	next, inflight := 0, 0
-	// launch starts the next attempt; it reports false, starting nothing,
-	// once abort has closed. The select below picks at random among ready
-	// cases, so a head start or a failure may be handled after LocalReady
-	// closed: checking here, as late as possible, is what keeps "no peer is
-	// dialled after ready" true rather than merely likely.
-	launch := func() bool {
-		addr := addrs[next]
-		// Arm (or stop) the head-start timer before the attempt starts, so
-		// anyone who observes the attempt also observes the timer it implies.
-		if next+1 < len(addrs) {
-			if stagger == nil {
-				stagger = clk.NewTimer(headStart)
-			} else {
-				resetTimer(stagger, headStart)
-			}
-			staggerC = stagger.Chan()
-		} else if stagger != nil {
-			stopTimer(stagger)
-			staggerC = nil
-		}
-		if isClosed(abort) {
-			return false
-		}
-		next++
-		inflight++
-		c.tried(addr)
-		go func() {
-			v, err := c.open(rctx, addr)
-			switch {
-			case err == nil && isNil(v):
-				err = errNilConn
-			case err != nil:
-				closeQuietly(v) // a value returned beside an error must not leak either
-			}
-			results <- result{addr, v, err}
-		}()
-		return true
-	}
-	// drain cancels the attempts still running, waits for each, and closes
-	// any that connected anyway: the losers never outlive the round.
-	drain := func() {
-		cancel()
-		for ; inflight > 0; inflight-- {
-			r := <-results
-			if r.err == nil {
-				closeQuietly(r.v)
-			} else {
-				c.failed(r.addr, r.err, true)
-			}
-		}
-	}
-
-	if !launch() {
-		return zero, "", readyFired
+	r := &round[T]{c: c, addrs: addrs, abort: abort, results: make(chan result[T], len(addrs))}
+	r.ctx, r.cancel = context.WithCancel(ctx)
+	defer r.release()
+	if !r.launch() {
+		return r.stop(readyFired)
 	}
 	for {
 		select {
-		case r := <-results:
-			inflight--
-			if r.err == nil {
-				drain()
-				return r.v, r.addr, won
-			}
-			c.failed(r.addr, r.err, rctx.Err() != nil)
-			switch {
-			case next < len(addrs):
-				// A failure hands over at once, not after the head start.
-				if !launch() {
-					drain()
-					return zero, "", readyFired
+		case res := <-r.results:
+			r.inflight--
+			if res.err == nil {
+				if ctx.Err() != nil {
+					// ctx ended as this attempt connected, and select
+					// happened to pick the result: ctx's ending wins, as
+					// it does when select picks it.
+					closeQuietly(res.v)
+					return r.stop(ctxDone)
 				}
-			case inflight == 0:
-				return zero, "", allFailed
+				r.drain()
+				return res.v, res.addr, won
 			}
-		case <-staggerC:
-			if !launch() {
-				drain()
-				return zero, "", readyFired
+			c.failed(res.addr, res.err, r.ctx.Err() != nil)
+			switch {
+			case r.next < len(addrs):
+				// A failure hands over at once, not after the head start.
+				if !r.launch() {
+					return r.stop(readyFired)
+				}
+			case r.inflight == 0:
+				return r.stop(allFailed)
+			}
+		case <-r.staggerC:
+			if !r.launch() {
+				return r.stop(readyFired)
 			}
 		case <-abort:
-			drain()
-			return zero, "", readyFired
+			return r.stop(readyFired)
 		case <-ctx.Done():
-			drain()
-			return zero, "", ctxDone
+			return r.stop(ctxDone)
 		}
 	}
 }
 
-// waitGrace waits for LocalReady, at most LocalReadyGrace. Driven by the
-// channel, not by polling: a close during the grace period is seen at once.
-func (c *connector[T]) waitGrace(ctx context.Context) outcome {
-	t := c.d.cfg.Clock.NewTimer(c.d.cfg.LocalReadyGrace)
-	defer t.Stop()
-	select {
-	case <-c.d.cfg.LocalReady:
-		return readyFired
-	case <-t.Chan():
-		return allFailed
-	case <-ctx.Done():
-		return ctxDone
+// launch starts the next attempt; it reports false, starting nothing,
+// once abort has closed. race's select picks at random among ready cases,
+// so a head start or a failure may be handled after LocalReady closed:
+// checking here, as late as possible, is what keeps "no peer is dialled
+// after ready" true rather than merely likely.
+func (r *round[T]) launch() bool {
+	// Arm (or stop) the head-start timer before the attempt starts, so
+	// anyone who observes the attempt also observes the timer it implies.
+	r.armStagger()
+	if isClosed(r.abort) {
+		return false
+	}
+	addr := r.addrs[r.next]
+	r.next++
+	r.inflight++
+	r.c.tried(addr)
+	// The attempt gets only what it needs, not r, so that r stays on
+	// race's stack.
+	go openOne(r.ctx, r.c.open, addr, r.results)
+	return true
+}
+
+// armStagger arms the head start of the attempt after the one about to
+// start, or stops the timer if that one is the last.
+func (r *round[T]) armStagger() {
+	switch {
+	case r.next+1 < len(r.addrs):
+		d := r.c.d.cfg.HeadStart
+		if r.stagger == nil {
+			r.stagger = r.c.d.cfg.Clock.NewTimer(d)
+		} else {
+			resetTimer(r.stagger, d)
+		}
+		r.staggerC = r.stagger.Chan()
+	case r.stagger != nil:
+		stopTimer(r.stagger)
+		r.staggerC = nil
 	}
 }
 
-// pause waits for d, for wake to close, or for ctx to end.
+// openOne is one attempt, run in its own goroutine; it only reports.
+func openOne[T io.Closer](ctx context.Context, open func(context.Context, string) (T, error), addr string, results chan<- result[T]) {
+	v, err := open(ctx, addr)
+	switch {
+	case err == nil && isNil(v):
+		err = errNilConn
+	case err != nil:
+		closeQuietly(v) // a value returned beside an error must not leak either
+	}
+	results <- result[T]{addr, v, err}
+}
+
+// stop ends the round without a winner.
+func (r *round[T]) stop(out outcome) (T, string, outcome) {
+	r.drain()
+	var zero T
+	return zero, "", out
+}
+
+// drain cancels the attempts still running, waits for each, and closes
+// any that connected anyway: the losers never outlive the round.
+func (r *round[T]) drain() {
+	r.cancel()
+	for ; r.inflight > 0; r.inflight-- {
+		res := <-r.results
+		if res.err == nil {
+			closeQuietly(res.v)
+		} else {
+			r.c.failed(res.addr, res.err, true)
+		}
+	}
+}
+
+// release frees the round's context and timer.
+func (r *round[T]) release() {
+	r.cancel()
+	if r.stagger != nil {
+		r.stagger.Stop()
+	}
+}
+
+// pause waits for d, for wake to close, or for ctx to end. Driven by the
+// channel, not by polling: LocalReady closing during a pause (or the grace
+// period) is seen at once.
 func (c *connector[T]) pause(ctx context.Context, d time.Duration, wake <-chan struct{}) outcome {
 	t := c.d.cfg.Clock.NewTimer(d)
 	defer t.Stop()
@@ -510,22 +572,6 @@ func (d *Dialer) route(addr string) Route {
 		r.LocalReady = d.cfg.LocalReady
 	}
 	return r
-}
-
-// backoff returns the pause after the given number of failed rounds:
-// MinBackoff doubled per round, capped at MaxBackoff, drawn from [b/2, b].
-func (d *Dialer) backoff(round int) time.Duration {
-	b := d.cfg.MinBackoff
-	for i := 0; i < round && b < d.cfg.MaxBackoff; i++ {
-		if b > d.cfg.MaxBackoff/2 {
-			b = d.cfg.MaxBackoff
-			break
-		}
-		b *= 2
-	}
-	b = min(b, d.cfg.MaxBackoff)
-	half := b / 2
-	return half + rand.N(b-half+1)
 }
 
 // endedCtx reports whether err only says that a context or deadline ended

@@ -865,12 +865,24 @@ func TestConnectTreatsATypedNilAsAFailure(t *testing.T) {
 	var sloppy conns
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
+	opened := make(chan struct{}, 2)
 	go func() {
 		_, _, err := dialer.Connect(ctx, d, func(_ context.Context, addr string) (*nilDerefClient, error) {
+			opened <- struct{}{}
 			return &nilDerefClient{conn: sloppy.make(addr)}, refused(addr)
 		})
 		done <- err
 	}()
+	// Both addresses dialled: the head-start timer, armed while the first
+	// was alone, has been stopped, so the one timer left to wait for is
+	// the backoff after the round.
+	for range 2 {
+		select {
+		case <-opened:
+		case <-time.After(waitFor):
+			t.Fatal("both addresses were not dialled")
+		}
+	}
 	require.NoError(t, clk.WaitAdvance(0, waitFor, 1)) // both failed; in backoff
 	cancel()
 	err = <-done

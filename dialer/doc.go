@@ -2,24 +2,26 @@
 // client: its own controller (literal loopback) once that server is ready,
 // peer controllers before that.
 //
-// It answers an HA incident (context/1 in the design notes): a controller's
-// API client started before its own API server and so connected to a peer,
-// piling load on the other controllers. Requiring localhost as soon as the
-// agent knows it is a controller deadlocks enable-ha instead: a new controller
-// cannot serve until a peer has admitted it, and it cannot report itself to
-// that peer if it may dial only itself. The default policy,
-// RequireLocalWhenReady, ties "local only" to an observed readiness signal
-// (Config.LocalReady), never to the role: before the local server is ready a
-// Dial waits LocalReadyGrace for it and then falls back to the peers; once it
-// is ready, every Dial goes to loopback only, retrying with backoff until ctx
-// ends. A caller holding a peer connection learns from Route.LocalReady when
-// to move.
+// It answers an incident in an HA controller upgrade: a controller
+// restarted with new agent binaries, and its own API client started before
+// its own API server was listening. The client preferred localhost, found
+// nothing there yet and, rather than wait the second it took, connected to
+// a peer controller, piling startup load on the other controllers.
+// Requiring localhost as soon as the agent knows it is a controller
+// deadlocks enable-ha instead: a new controller cannot serve until a peer
+// has admitted it, and it cannot report itself to that peer if it may dial
+// only itself. The default policy, RequireLocalWhenReady, ties "local
+// only" to an observed readiness signal (Config.LocalReady), never to the
+// role: before the local server is ready a Dial waits LocalReadyGrace for
+// it and then falls back to the peers; once it is ready, every Dial goes to
+// loopback only, retrying with backoff until ctx ends. A caller holding a
+// peer connection learns from Route.LocalReady when to move.
 //
 // Usage sketch:
 //
 //	d, err := dialer.New(dialer.Config{
-//		LocalPort:  17070,
-//		Remote:     func() []string { return apiHostPorts() },
+//		LocalPort:  17071, // the controller port, as in listener's sketch
+//		Remote:     func() []string { return peerControllerAddrs() },
 //		LocalReady: apiServerServing, // <-chan struct{}, closed once serving
 //	})
 //	...

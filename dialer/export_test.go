@@ -3,7 +3,7 @@ package dialer
 import "time"
 
 // Backoff exposes the pause after round failed rounds.
-func (d *Dialer) Backoff(round int) time.Duration { return d.backoff(round) }
+func (d *Dialer) Backoff(round int) time.Duration { return d.retry.Next(round + 1) }
 
 // Defaults exposes the defaults applied to cfg.
 func Defaults(cfg Config) Config { return cfg.withDefaults() }

@@ -343,42 +343,70 @@ func (s sharedListener) Accept() (net.Conn, error) {
 	return c, nil
 }
 
+// runHerd runs one phase: agents dial the API port (none for the idle
+// phase) while the controller dials its own port every ctrlEvery; shared
+// puts both on one sharedListener instead of a Listener.
 func runHerd(b *testing.B, shared bool, agents int) herdResult {
 	b.Helper()
-	var ln net.Listener
-	var ctrlAddr, apiAddr string
+	ln, ctrlAddr, apiAddr := herdListener(b, shared)
+	srv := serveHerd(ln, agents)
+	peaks := samplePeaks()
+	herd := dialHerd(b, apiAddr, agents)
+	dials := dialController(b, ctrlAddr, herd.arrived, srv.agentsDone, agents)
+	herd.wg.Wait()
+	r := herdResult{}
+	r.peakGoroutines, r.peakHeap = peaks.stop()
+	_ = ln.Close()
+	<-srv.served
+	r.ctrl, r.arrival = matchAccepts(b, dials, srv.ctrlAccepts)
+	r.apiRate = apiRate(srv.agentAccepts)
+	return r
+}
+
+// herdListener returns the phase's listener and the addresses the
+// controller and the agents dial: a Listener with its API port open, or
+// the shared baseline, where both are the one port.
+func herdListener(b *testing.B, shared bool) (ln net.Listener, ctrlAddr, apiAddr string) {
+	b.Helper()
 	if shared {
 		inner, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			b.Fatal(err)
 		}
-		ln = sharedListener{inner, rate.NewLimiter(herdRate, herdBurst)}
-		ctrlAddr, apiAddr = inner.Addr().String(), inner.Addr().String()
-	} else {
-		l, err := listener.New(listener.Config{
-			ControllerAddr: "127.0.0.1:0", APIAddr: "127.0.0.1:0",
-			APIRate: herdRate, APIBurst: herdBurst,
-		})
-		if err != nil {
-			b.Fatal(err)
-		}
-		if err := l.OpenAPI(); err != nil {
-			b.Fatal(err)
-		}
-		ln, ctrlAddr, apiAddr = l, l.Addr().String(), l.APIAddr().String()
+		addr := inner.Addr().String()
+		return sharedListener{inner, rate.NewLimiter(herdRate, herdBurst)}, addr, addr
 	}
+	l, err := listener.New(listener.Config{
+		ControllerAddr: "127.0.0.1:0", APIAddr: "127.0.0.1:0",
+		APIRate: herdRate, APIBurst: herdBurst,
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := l.OpenAPI(); err != nil {
+		b.Fatal(err)
+	}
+	return l, l.Addr().String(), l.APIAddr().String()
+}
 
-	// The server: accept, note when and from whom, close at once.
-	type accepted struct {
-		at   time.Time
-		from string
-	}
-	var ctrlAccepts []accepted
-	var agentAccepts []time.Time
-	agentsDone := make(chan struct{})
-	served := make(chan struct{})
+// herdServer accepts, notes when and from whom, and closes at once. Its
+// slices belong to its goroutine until served is closed.
+type herdServer struct {
+	ctrlAccepts  []herdAccept
+	agentAccepts []time.Time
+	agentsDone   chan struct{} // closed once every agent has been accepted
+	served       chan struct{} // closed when the accept loop has returned
+}
+
+type herdAccept struct {
+	at   time.Time
+	from string // the controller dial's local address
+}
+
+func serveHerd(ln net.Listener, agents int) *herdServer {
+	s := &herdServer{agentsDone: make(chan struct{}), served: make(chan struct{})}
 	go func() {
-		defer close(served)
+		defer close(s.served)
 		for {
 			c, err := ln.Accept()
 			if err != nil {
@@ -387,88 +415,119 @@ func runHerd(b *testing.B, shared bool, agents int) herdResult {
 			now := time.Now()
 			ra := c.RemoteAddr().(*net.TCPAddr)
 			if ra.IP.Equal(ctrlSource.IP) {
-				ctrlAccepts = append(ctrlAccepts, accepted{now, ra.String()})
+				s.ctrlAccepts = append(s.ctrlAccepts, herdAccept{now, ra.String()})
 			} else {
-				agentAccepts = append(agentAccepts, now)
-				if len(agentAccepts) == agents {
-					close(agentsDone)
+				s.agentAccepts = append(s.agentAccepts, now)
+				if len(s.agentAccepts) == agents {
+					close(s.agentsDone)
 				}
 			}
 			_ = c.Close()
 		}
 	}()
+	return s
+}
 
-	// Peak goroutines and live heap, sampled while the phase runs.
+// peakSampler records peak goroutines and live heap while a phase runs.
+type peakSampler struct {
+	goroutines int64
+	heap       uint64
+	quit, done chan struct{}
+}
+
+func samplePeaks() *peakSampler {
+	p := &peakSampler{quit: make(chan struct{}), done: make(chan struct{})}
 	samples := []metrics.Sample{{Name: "/sched/goroutines:goroutines"}, {Name: "/memory/classes/heap/objects:bytes"}}
-	var peakG int64
-	var peakHeap uint64
-	stopSampling := make(chan struct{})
-	sampled := make(chan struct{})
 	go func() {
-		defer close(sampled)
+		defer close(p.done)
 		tick := time.NewTicker(5 * time.Millisecond)
 		defer tick.Stop()
 		for {
 			metrics.Read(samples)
-			peakG = max(peakG, int64(samples[0].Value.Uint64()))
-			peakHeap = max(peakHeap, samples[1].Value.Uint64())
+			p.goroutines = max(p.goroutines, int64(samples[0].Value.Uint64()))
+			p.heap = max(p.heap, samples[1].Value.Uint64())
 			select {
 			case <-tick.C:
-			case <-stopSampling:
+			case <-p.quit:
 				return
 			}
 		}
 	}()
+	return p
+}
 
-	// The herd: every agent dials once and waits for the server to close.
-	// arrived is closed once every agent's dial has completed, i.e. the
-	// whole herd is queued on the API port.
-	var wg sync.WaitGroup
-	var dialledAgents atomic.Int64
-	arrived := make(chan struct{})
+// stop ends the sampling and returns the peaks.
+func (p *peakSampler) stop() (goroutines int64, heap uint64) {
+	close(p.quit)
+	<-p.done
+	return p.goroutines, p.heap
+}
+
+// herd is the agents of a phase: each dials once and holds its conn until
+// the server closes it. arrived is closed once every agent's dial has
+// completed, i.e. the whole herd is queued on the API port.
+type herd struct {
+	wg      sync.WaitGroup
+	arrived chan struct{}
+}
+
+func dialHerd(b *testing.B, apiAddr string, agents int) *herd {
+	h := &herd{arrived: make(chan struct{})}
 	if agents == 0 {
-		close(arrived)
+		close(h.arrived)
 	}
+	var dialled atomic.Int64
 	dialer := &net.Dialer{Timeout: phaseDeadline}
 	for range agents {
-		wg.Add(1)
+		h.wg.Add(1)
 		go func() {
-			defer wg.Done()
+			defer h.wg.Done()
 			c, err := dialer.Dial("tcp", apiAddr)
-			if dialledAgents.Add(1) == int64(agents) {
-				close(arrived)
+			if dialled.Add(1) == int64(agents) {
+				close(h.arrived)
 			}
 			if err != nil {
 				b.Error(err)
 				return
 			}
-			_ = c.SetReadDeadline(time.Now().Add(phaseDeadline))
-			_, _ = c.Read(make([]byte, 1))
-			_ = c.Close()
+			holdUntilClosed(c)
 		}()
 	}
+	return h
+}
 
-	// The controller: dial its own port every 5ms until the herd is in
-	// (or for idleDuration with no herd).
-	type dialled struct {
-		start   time.Time
-		local   string
-		arrival bool // dialled while the agents were still dialling
-	}
-	var ctrlDials []dialled
-	ctrlDialer := &net.Dialer{LocalAddr: ctrlSource, Timeout: phaseDeadline}
-	var ctrlConns sync.WaitGroup
+// holdUntilClosed waits (at most phaseDeadline) for the server to close
+// c, then closes it.
+func holdUntilClosed(c net.Conn) {
+	_ = c.SetReadDeadline(time.Now().Add(phaseDeadline))
+	_, _ = c.Read(make([]byte, 1))
+	_ = c.Close()
+}
+
+// ctrlDial is one dial of the controller to its own port.
+type ctrlDial struct {
+	start   time.Time
+	local   string
+	arrival bool // dialled while the agents were still dialling
+}
+
+// dialController dials the controller port every ctrlEvery until the
+// whole herd has been accepted (for idleDuration with no herd), and
+// returns once every one of its conns has been accepted and closed.
+func dialController(b *testing.B, ctrlAddr string, arrived, herdIn <-chan struct{}, agents int) []ctrlDial {
+	b.Helper()
 	end := time.After(idleDuration)
 	if agents > 0 {
 		end = nil
-	}
-	herdIn := (<-chan struct{})(agentsDone)
-	if agents == 0 {
+	} else {
 		herdIn = nil
 	}
+	var dials []ctrlDial
+	var conns sync.WaitGroup
+	dialer := &net.Dialer{LocalAddr: ctrlSource, Timeout: phaseDeadline}
 	deadline := time.After(phaseDeadline)
 	tick := time.NewTicker(ctrlEvery)
-dialling:
+	defer tick.Stop()
 	for {
 		inArrival := true
 		select {
@@ -477,61 +536,64 @@ dialling:
 		default:
 		}
 		start := time.Now()
-		c, err := ctrlDialer.Dial("tcp", ctrlAddr)
+		c, err := dialer.Dial("tcp", ctrlAddr)
 		if err != nil {
 			b.Fatal(err)
 		}
-		ctrlDials = append(ctrlDials, dialled{start, c.LocalAddr().String(), inArrival})
-		ctrlConns.Add(1)
+		dials = append(dials, ctrlDial{start, c.LocalAddr().String(), inArrival})
+		conns.Add(1)
 		go func() {
-			defer ctrlConns.Done()
-			_ = c.SetReadDeadline(time.Now().Add(phaseDeadline))
-			_, _ = c.Read(make([]byte, 1))
-			_ = c.Close()
+			defer conns.Done()
+			holdUntilClosed(c)
 		}()
 		select {
 		case <-tick.C:
+			continue
 		case <-end:
-			break dialling
 		case <-herdIn:
-			break dialling
 		case <-deadline:
 			b.Fatal("herd phase did not finish")
 		}
+		conns.Wait() // every controller conn has been accepted and closed
+		return dials
 	}
-	tick.Stop()
-	ctrlConns.Wait() // every controller conn has been accepted and closed
-	wg.Wait()
-	close(stopSampling)
-	<-sampled
-	_ = ln.Close()
-	<-served
+}
 
-	// Match each dial with its accept by the client address (the earliest
-	// accept at or after the dial, in case a port number was reused).
+// matchAccepts pairs each controller dial with its accept by the client
+// address (the earliest accept at or after the dial, in case a port
+// number was reused) and returns the times to accept, split into those
+// dialled once the herd was queued and those dialled while it arrived.
+func matchAccepts(b *testing.B, dials []ctrlDial, accepts []herdAccept) (ctrl, arrival []time.Duration) {
+	b.Helper()
 	byAddr := map[string][]time.Time{}
-	for _, a := range ctrlAccepts {
+	for _, a := range accepts {
 		byAddr[a.from] = append(byAddr[a.from], a.at)
 	}
-	r := herdResult{peakGoroutines: peakG, peakHeap: peakHeap}
-	for _, d := range ctrlDials {
+	for _, d := range dials {
 		ats := byAddr[d.local]
 		i := slices.IndexFunc(ats, func(at time.Time) bool { return !at.Before(d.start) })
 		if i < 0 {
 			b.Fatalf("controller dial from %s never accepted", d.local)
 		}
 		if d.arrival {
-			r.arrival = append(r.arrival, ats[i].Sub(d.start))
+			arrival = append(arrival, ats[i].Sub(d.start))
 		} else {
-			r.ctrl = append(r.ctrl, ats[i].Sub(d.start))
+			ctrl = append(ctrl, ats[i].Sub(d.start))
 		}
 		byAddr[d.local] = slices.Delete(ats, i, i+1)
 	}
-	if n := len(agentAccepts); n > herdBurst+1 {
-		span := agentAccepts[n-1].Sub(agentAccepts[herdBurst-1])
-		r.apiRate = float64(n-herdBurst) / span.Seconds()
+	return ctrl, arrival
+}
+
+// apiRate is the agents accepted per second once the burst is spent, or 0
+// with too few accepts to tell.
+func apiRate(accepts []time.Time) float64 {
+	n := len(accepts)
+	if n <= herdBurst+1 {
+		return 0
 	}
-	return r
+	span := accepts[n-1].Sub(accepts[herdBurst-1])
+	return float64(n-herdBurst) / span.Seconds()
 }
 
 func percentile(ds []time.Duration, p float64) time.Duration {

@@ -24,7 +24,8 @@ const (
 	API
 )
 
-// String returns "controller", "api", or "none" for the zero Port.
+// String returns "controller", "api", "none" for the zero Port, or
+// "Port(n)" for any other value.
 func (p Port) String() string {
 	switch p {
 	case Controller:
@@ -34,7 +35,7 @@ func (p Port) String() string {
 	case 0:
 		return "none"
 	}
-	return "port(" + strconv.Itoa(int(p)) + ")"
+	return "Port(" + strconv.Itoa(int(p)) + ")"
 }
 
 // Config configures a Listener. ControllerAddr and APIAddr are required;
@@ -95,37 +96,37 @@ const minBurstWindow = 2 * time.Millisecond
 // errors.Is(err, errors.NotValid) (github.com/juju/errors).
 func (c Config) Validate() error {
 	if c.ControllerAddr == "" {
-		return errors.NotValidf("empty ControllerAddr")
+		return errors.NotValidf(`ControllerAddr "" (must be a host:port)`)
 	}
 	if c.APIAddr == "" {
-		return errors.NotValidf("empty APIAddr")
+		return errors.NotValidf(`APIAddr "" (must be a host:port)`)
 	}
 	_, cport, err := net.SplitHostPort(c.ControllerAddr)
 	if err != nil {
-		return errors.NotValidf("ControllerAddr %q (%v)", c.ControllerAddr, err)
+		return errors.NotValidf("ControllerAddr %q (must be a host:port: %v)", c.ControllerAddr, err)
 	}
 	if _, _, err := net.SplitHostPort(c.APIAddr); err != nil {
-		return errors.NotValidf("APIAddr %q (%v)", c.APIAddr, err)
+		return errors.NotValidf("APIAddr %q (must be a host:port: %v)", c.APIAddr, err)
 	}
 	if c.ControllerAddr == c.APIAddr && cport != "0" && cport != "" {
-		return errors.NotValidf("APIAddr equal to ControllerAddr %q", c.APIAddr)
+		return errors.NotValidf("APIAddr %q (must differ from ControllerAddr unless its port is 0 or empty: the kernel picks one)", c.APIAddr)
 	}
 	if math.IsNaN(float64(c.APIRate)) || c.APIRate < 0 {
-		return errors.NotValidf("APIRate %v", float64(c.APIRate))
+		return errors.NotValidf("APIRate %v (must be positive, or 0 for no limit)", float64(c.APIRate))
 	}
 	if c.APIBurst < 0 {
-		return errors.NotValidf("negative APIBurst %d", c.APIBurst)
+		return errors.NotValidf("APIBurst %d (must be positive, or 0 for the smallest that reaches APIRate)", c.APIBurst)
 	}
 	if !c.limited() {
 		if c.APIBurst != 0 {
-			return errors.NotValidf("APIBurst %d without APIRate", c.APIBurst)
+			return errors.NotValidf("APIBurst %d (must be 0 when APIRate is 0)", c.APIBurst)
 		}
 	} else if min := minBurst(c.APIRate); c.APIBurst != 0 && c.APIBurst < min {
-		return errors.NotValidf("APIBurst %d below %d, the minimum for APIRate %v (ceil(rate × 2ms))",
+		return errors.NotValidf("APIBurst %d (must be at least %d, ceil(APIRate × 2ms) for APIRate %v, or 0 for that)",
 			c.APIBurst, min, float64(c.APIRate))
 	}
 	if c.APIMaxConns < 0 {
-		return errors.NotValidf("negative APIMaxConns %d", c.APIMaxConns)
+		return errors.NotValidf("APIMaxConns %d (must be positive, or 0 for no cap)", c.APIMaxConns)
 	}
 	return nil
 }

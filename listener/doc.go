@@ -15,7 +15,7 @@
 // Usage sketch:
 //
 //	l, err := listener.New(listener.Config{
-//		ControllerAddr: "127.0.0.1:17071",
+//		ControllerAddr: ":17071", // also dialled by the peer controllers
 //		APIAddr:        ":17070",
 //		APIRate:        2000, // agents per second
 //	})

@@ -12,14 +12,14 @@ import (
 
 	"github.com/juju/clock"
 	"golang.org/x/time/rate"
+
+	"github.com/coldstart-go/coldstart/internal/backoff"
 )
 
-// Accept-error backoff, as in net/http.Server.Serve: 5ms doubling to 1s,
-// reset by the next successful accept.
-const (
-	minBackoff = 5 * time.Millisecond
-	maxBackoff = time.Second
-)
+// acceptBackoff paces retries of temporary accept errors as
+// net/http.Server.Serve does: 5ms doubling to 1s, reset by the next
+// successful accept.
+var acceptBackoff = backoff.Policy{Min: 5 * time.Millisecond, Max: time.Second}
 
 // Listener is a net.Listener over two TCP ports: the controller port,
 // accepting from New, and the API port, accepting between OpenAPI and
@@ -43,13 +43,16 @@ type Listener struct {
 	// by the goroutine that accepted it, never left in a buffer.
 	ctrlCh, apiCh chan *conn
 
-	done      chan struct{} // closed by Close
-	closeOnce sync.Once
-	wg        sync.WaitGroup // the accept goroutines
+	// done is the one stop signal of the listener, as in netutil's
+	// LimitListener: closed once, by Close or by the first permanent
+	// accept error, whichever comes first. failErr says which: it is
+	// written before done is closed, and read only after.
+	done     chan struct{}
+	doneOnce sync.Once
+	failErr  error // the permanent accept error; nil if Close came first
 
-	failed   chan struct{} // closed on the first permanent accept error
-	failOnce sync.Once
-	failErr  error
+	closeOnce sync.Once      // Close's work runs once; later calls wait for it
+	wg        sync.WaitGroup // the accept goroutines
 
 	openMu sync.Mutex // serialises OpenAPI and CloseAPI; never held by Close
 
@@ -63,11 +66,21 @@ type Listener struct {
 
 var _ net.Listener = (*Listener)(nil)
 
-// session is one open period of the API port.
+// session is one open period of the API port. Its accept loop watches
+// quit alone: CloseAPI closes it, and so does the end of the listener
+// (Close or a failure), so the loop never selects on two stop signals.
 type session struct {
-	stop   chan struct{} // closed by CloseAPI
-	exited chan struct{} // closed when the accept goroutine has returned
+	quit     chan struct{}
+	quitOnce sync.Once
+	exited   chan struct{} // closed when the accept goroutine has returned
 }
+
+func newSession() *session {
+	return &session{quit: make(chan struct{}), exited: make(chan struct{})}
+}
+
+// end closes quit; it is safe to call more than once.
+func (s *session) end() { s.quitOnce.Do(func() { close(s.quit) }) }
 
 // portState holds one port's counters for Report.
 type portState struct {
@@ -106,7 +119,6 @@ func newListener(cfg Config, listen func(network, addr string) (net.Listener, er
 		ctrlCh:      make(chan *conn),
 		apiCh:       make(chan *conn),
 		done:        make(chan struct{}),
-		failed:      make(chan struct{}),
 		apiBindAddr: cfg.APIAddr,
 	}
 	if l.clk == nil {
@@ -134,7 +146,7 @@ func newListener(cfg Config, listen func(network, addr string) (net.Listener, er
 		l.notify(API, apiLn.Addr())
 	}
 	l.wg.Add(1)
-	go l.serve(&l.ctrl, ctrlLn, nil, l.ctrlCh, nil)
+	go l.serve(&l.ctrl, ctrlLn, l.done, l.ctrlCh, nil)
 	return l, nil
 }
 
@@ -158,29 +170,53 @@ func (l *Listener) Accept() (net.Conn, error) {
 		case c = <-l.ctrlCh:
 		case c = <-l.apiCh:
 		case <-l.done:
-			return nil, l.closedErr()
-		case <-l.failed:
-			select {
-			case <-l.done:
-				return nil, l.closedErr()
-			default:
-			}
-			return nil, l.failErr
+			return nil, l.doneErr()
 		}
 	}
-	// A conn that raced with Close is closed here, not handed out: once
-	// Close has begun, Accept returns no more connections.
+	// A conn that raced with Close (or a failure) is closed here, not
+	// handed out: once the listener has ended, Accept returns no more
+	// connections.
 	select {
 	case <-l.done:
 		_ = c.Close()
-		return nil, l.closedErr()
+		return nil, l.doneErr()
 	default:
 	}
 	return c, nil
 }
 
-func (l *Listener) closedErr() error {
-	return &net.OpError{Op: "accept", Net: "tcp", Addr: l.ctrlAddr, Err: net.ErrClosed}
+// doneErr is what Accept returns once done is closed: the failure, unless
+// Close has been called since (then, as for any closed net.Listener, an
+// error matching net.ErrClosed).
+func (l *Listener) doneErr() error {
+	l.mu.Lock()
+	closed := l.closed
+	l.mu.Unlock()
+	if closed || l.failErr == nil {
+		return &net.OpError{Op: "accept", Net: "tcp", Addr: l.ctrlAddr, Err: net.ErrClosed}
+	}
+	return l.failErr
+}
+
+// end closes done, recording failErr (nil for Close); only the first call
+// counts.
+func (l *Listener) end(failErr error) {
+	l.doneOnce.Do(func() {
+		l.failErr = failErr
+		close(l.done)
+	})
+}
+
+// fail ends the listener on a permanent accept error, and with it the API
+// session, if one is open.
+func (l *Listener) fail(err error) {
+	l.end(err)
+	l.mu.Lock()
+	sess := l.apiSess
+	l.mu.Unlock()
+	if sess != nil {
+		sess.end()
+	}
 }
 
 // Close stops both ports and unblocks every pending Accept. It closes the
@@ -194,12 +230,15 @@ func (l *Listener) Close() error {
 	l.closeOnce.Do(func() {
 		l.mu.Lock()
 		l.closed = true
-		close(l.done)
-		ctrlLn, apiLn := l.ctrlLn, l.apiLn
+		l.end(nil)
+		ctrlLn, apiLn, sess := l.ctrlLn, l.apiLn, l.apiSess
 		l.apiLn, l.apiSess = nil, nil
 		l.mu.Unlock()
-		// done is closed before the sockets, so the accept goroutines
-		// read the resulting errors as "stop", not as failures.
+		// done and quit are closed before the sockets, so the accept
+		// goroutines read the resulting errors as "stop", not as failures.
+		if sess != nil {
+			sess.end()
+		}
 		err = closeSocket(ctrlLn)
 		if apiLn != nil {
 			if apiErr := closeSocket(apiLn); err == nil {
@@ -249,15 +288,15 @@ func (l *Listener) OpenAPI() error {
 		l.mu.Unlock()
 		return errOpenClosed
 	}
-	if l.apiSess != nil {
-		l.mu.Unlock()
-		return nil
-	}
 	select {
-	case <-l.failed:
+	case <-l.done: // not closed, so failed, even if the port is open
 		l.mu.Unlock()
 		return l.failErr
 	default:
+	}
+	if l.apiSess != nil {
+		l.mu.Unlock()
+		return nil
 	}
 	ln, addr := l.apiLn, l.apiBindAddr
 	l.mu.Unlock()
@@ -277,11 +316,19 @@ func (l *Listener) OpenAPI() error {
 		_ = ln.Close()
 		return errOpenClosed
 	}
+	select {
+	case <-l.done:
+		// A port failed while we were binding. fail, which takes mu after
+		// closing done, looked for a session before this one existed.
+		_ = ln.Close()
+		return l.failErr
+	default:
+	}
 	l.apiLn, l.apiBindAddr = ln, ln.Addr().String()
-	sess := &session{stop: make(chan struct{}), exited: make(chan struct{})}
+	sess := newSession()
 	l.apiSess = sess
 	l.wg.Add(1) // under mu with closed false: Close's Wait comes after
-	go l.serve(&l.api, ln, sess.stop, l.apiCh, sess.exited)
+	go l.serve(&l.api, ln, sess.quit, l.apiCh, sess.exited)
 	return nil
 }
 
@@ -315,7 +362,7 @@ func (l *Listener) CloseAPI() error {
 	l.apiLn, l.apiSess = nil, nil
 	l.mu.Unlock()
 	if sess != nil {
-		close(sess.stop) // before the socket: its Accept error means "stop"
+		sess.end() // before the socket: its Accept error means "stop"
 	}
 	var err error
 	if ln != nil {
@@ -327,9 +374,10 @@ func (l *Listener) CloseAPI() error {
 	return err
 }
 
-// serve is one port's accept loop. stop (nil for the controller port)
-// ends an API session; out is the port's hand-off channel.
-func (l *Listener) serve(p *portState, ln net.Listener, stop <-chan struct{}, out chan<- *conn, exited chan struct{}) {
+// serve is one port's accept loop. quit ends it: the listener's done for
+// the controller port, the session's quit for the API port. out is the
+// port's hand-off channel; exited, if not nil, is closed on return.
+func (l *Listener) serve(p *portState, ln net.Listener, quit <-chan struct{}, out chan<- *conn, exited chan struct{}) {
 	defer l.wg.Done()
 	if exited != nil {
 		defer close(exited)
@@ -339,9 +387,9 @@ func (l *Listener) serve(p *portState, ln net.Listener, stop <-chan struct{}, ou
 	if p.port == API {
 		sem, limiter = l.sem, l.limiter
 	}
-	var backoff time.Duration
+	retry := backoff.Backoff{Policy: acceptBackoff}
 	for {
-		if sem != nil && !l.acquire(p, sem, stop) {
+		if sem != nil && !l.acquire(p, sem, quit) {
 			return
 		}
 		c, err := ln.Accept()
@@ -349,23 +397,14 @@ func (l *Listener) serve(p *portState, ln net.Listener, stop <-chan struct{}, ou
 			if sem != nil {
 				<-sem
 			}
-			if l.stopping(stop) {
-				return
-			}
-			if !temporary(err) {
-				l.fail(&PortError{Port: p.port, Op: opAccept, Addr: ln.Addr().String(), Err: err})
-				return
-			}
-			backoff = min(max(2*backoff, minBackoff), maxBackoff)
-			p.noteTempErr(err, l.clk.Now())
-			if !l.sleep(backoff, stop) {
+			if !l.retryAccept(p, ln, err, &retry, quit) {
 				return
 			}
 			continue
 		}
-		backoff = 0
+		retry.Reset()
 		p.accepted.Add(1)
-		if limiter != nil && !l.throttle(p, limiter, stop) {
+		if limiter != nil && !l.throttle(p, limiter, quit) {
 			_ = c.Close()
 			if sem != nil {
 				<-sem
@@ -376,58 +415,48 @@ func (l *Listener) serve(p *portState, ln net.Listener, stop <-chan struct{}, ou
 		p.conns.Add(1)
 		select {
 		case out <- wc:
-		case <-stop:
-			_ = wc.Close()
-			return
-		case <-l.done:
-			_ = wc.Close()
-			return
-		case <-l.failed:
+		case <-quit:
 			_ = wc.Close()
 			return
 		}
 	}
 }
 
-// stopping reports whether the loop should end: its session is closed,
-// the listener is closed, or it has failed.
-func (l *Listener) stopping(stop <-chan struct{}) bool {
+// retryAccept handles an accept error: after quit it is only the closing
+// socket's echo, so the loop stops; a temporary error is counted and
+// backed off; anything else fails the listener. It reports whether the
+// loop should accept again.
+func (l *Listener) retryAccept(p *portState, ln net.Listener, err error, retry *backoff.Backoff, quit <-chan struct{}) bool {
+	if isClosed(quit) {
+		return false
+	}
+	if !temporary(err) {
+		l.fail(&PortError{Port: p.port, Op: opAccept, Addr: ln.Addr().String(), Err: err})
+		return false
+	}
+	p.noteTempErr(err, l.clk.Now())
+	return backoff.SleepUntil(quit, l.clk, retry.Next())
+}
+
+func isClosed(ch <-chan struct{}) bool {
 	select {
-	case <-stop:
-		return true
-	case <-l.done:
-		return true
-	case <-l.failed:
+	case <-ch:
 		return true
 	default:
 		return false
 	}
 }
 
-// sleep waits d on the injected clock; false if the loop must stop.
-func (l *Listener) sleep(d time.Duration, stop <-chan struct{}) bool {
-	t := l.clk.NewTimer(d)
-	select {
-	case <-t.Chan():
-		return true
-	case <-stop:
-	case <-l.done:
-	case <-l.failed:
-	}
-	t.Stop()
-	return false
-}
-
 // throttle takes a token for the connection just accepted, waiting on the
 // injected clock if the bucket is empty. Only the API goroutine calls it.
-func (l *Listener) throttle(p *portState, limiter *rate.Limiter, stop <-chan struct{}) bool {
+func (l *Listener) throttle(p *portState, limiter *rate.Limiter, quit <-chan struct{}) bool {
 	now := l.clk.Now()
 	r := limiter.ReserveN(now, 1) // n=1 never exceeds the burst, so r.OK()
 	d := r.DelayFrom(now)
 	if d <= 0 {
 		return true
 	}
-	ok := l.sleep(d, stop)
+	ok := backoff.SleepUntil(quit, l.clk, d)
 	end := l.clk.Now()
 	p.throttled.Add(int64(end.Sub(now)))
 	if !ok {
@@ -438,7 +467,7 @@ func (l *Listener) throttle(p *portState, limiter *rate.Limiter, stop <-chan str
 
 // acquire takes an APIMaxConns slot before accepting, so agents beyond
 // the cap wait in the kernel's queue rather than in ours.
-func (l *Listener) acquire(p *portState, sem chan struct{}, stop <-chan struct{}) bool {
+func (l *Listener) acquire(p *portState, sem chan struct{}, quit <-chan struct{}) bool {
 	select {
 	case sem <- struct{}{}:
 		return true
@@ -449,18 +478,9 @@ func (l *Listener) acquire(p *portState, sem chan struct{}, stop <-chan struct{}
 	case sem <- struct{}{}:
 		p.throttled.Add(int64(l.clk.Now().Sub(start)))
 		return true
-	case <-stop:
-	case <-l.done:
-	case <-l.failed:
+	case <-quit:
+		return false
 	}
-	return false
-}
-
-func (l *Listener) fail(err error) {
-	l.failOnce.Do(func() {
-		l.failErr = err
-		close(l.failed)
-	})
 }
 
 // temporary reports whether an accept error is worth retrying: the process

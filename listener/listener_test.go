@@ -84,7 +84,7 @@ func TestPortString(t *testing.T) {
 	assert.Equal(t, "controller", listener.Controller.String())
 	assert.Equal(t, "api", listener.API.String())
 	assert.Equal(t, "none", listener.Port(0).String())
-	assert.Equal(t, "port(7)", listener.Port(7).String())
+	assert.Equal(t, "Port(7)", listener.Port(7).String())
 }
 
 func TestControllerPortServesBeforeAPIPortIsBound(t *testing.T) {
@@ -535,6 +535,71 @@ func TestPermanentAcceptErrorFailsTheListenerLoudly(t *testing.T) {
 	require.NoError(t, l.Close())
 	_, err = l.Accept()
 	require.ErrorIs(t, err, net.ErrClosed)
+}
+
+// A failure ends the API port's accept loop too: a conn it accepts after
+// the failure is closed, not handed out, and the failure is what Accept,
+// OpenAPI and Report say until Close.
+func TestAPIConnAcceptedAfterAFailureIsClosedNotHandedOut(t *testing.T) {
+	ctrl, api := newFake(1), newFake(2)
+	seq := &listenSeq{fakes: []net.Listener{ctrl, api}}
+	l, err := listener.NewWithListen(loopback(listener.Config{}), seq.listen)
+	require.NoError(t, err)
+	defer l.Close()
+	require.NoError(t, l.OpenAPI())
+	boom := errors.New("boom: bad file descriptor")
+	ctrl.give(t, nil, boom)
+	_, err = l.Accept()
+	require.ErrorIs(t, err, boom)
+
+	client := api.givePipe(t)
+	assertClosedByPeer(t, client)
+	rep := l.Report()
+	assert.Equal(t, err, rep.Err)
+	assert.False(t, rep.API.Open)
+	require.Equal(t, err, l.OpenAPI())
+	require.NoError(t, l.CloseAPI())
+	require.NoError(t, l.Close())
+	assert.True(t, api.isClosed())
+}
+
+// A port that fails while OpenAPI is binding leaves no API accept loop
+// behind: OpenAPI returns the failure and closes the socket it bound.
+func TestFailureWhileOpeningTheAPIPort(t *testing.T) {
+	ctrl := newFake(1)
+	bb := blockingBind{entered: make(chan struct{}), release: make(chan struct{}), ln: newFake(2)}
+	calls := 0
+	listen := func(network, addr string) (net.Listener, error) {
+		calls++
+		if calls == 1 {
+			return ctrl, nil
+		}
+		close(bb.entered)
+		<-bb.release
+		return bb.ln, nil
+	}
+	l, err := listener.NewWithListen(loopback(listener.Config{}), listen)
+	require.NoError(t, err)
+	defer l.Close()
+
+	opened := make(chan error, 1)
+	go func() { opened <- l.OpenAPI() }()
+	<-bb.entered
+	boom := errors.New("boom: bad file descriptor")
+	ctrl.give(t, nil, boom)
+	_, failure := l.Accept()
+	require.ErrorIs(t, failure, boom)
+	close(bb.release)
+
+	select {
+	case err := <-opened:
+		require.Equal(t, failure, err)
+	case <-time.After(guard):
+		t.Fatal("OpenAPI did not return")
+	}
+	assert.True(t, bb.ln.isClosed(), "the socket bound during the failure must be closed")
+	assert.Nil(t, l.APIAddr())
+	assert.False(t, l.Report().API.Open)
 }
 
 func TestRateLimitingNeverDelaysControllerConns(t *testing.T) {

@@ -57,11 +57,9 @@ func (l *Listener) Report() Report {
 	l.mu.Unlock()
 
 	r := Report{Controller: ctrl, API: api, Closed: closed}
-	select {
-	case <-l.failed:
+	if isClosed(l.done) && l.failErr != nil {
 		r.Err = l.failErr
 		r.Controller.Open, r.API.Open = false, false
-	default:
 	}
 	return r
 }
