@@ -126,15 +126,11 @@ func (s *SessionStore) keepAlive(sess *session) {
 	var ka *keepAliveStream
 	defer func() { ka.close() }()
 	for backoff.SleepUntil(s.ctx.Done(), clk, next.Sub(clk.Now())) {
-		var err error
 		if ka == nil {
-			ka, err = openKeepAlive(s.ctx, s.cli, clk)
+			ka = newKeepAliveStream(s.ctx, s.cli, clk)
 		}
 		sent := clk.Now()
-		var renewed time.Duration
-		if err == nil {
-			renewed, err = ka.roundTrip(sess.id, keepAliveTimeout(ttl))
-		}
+		renewed, err := ka.roundTrip(sess.id, keepAliveTimeout(ttl))
 		switch {
 		case err != nil:
 			ka.close()
@@ -160,34 +156,41 @@ func (s *SessionStore) keepAlive(sess *session) {
 	}
 }
 
-// keepAliveStream is one LeaseKeepAlive stream with one request in flight
-// at a time, so that each answer is known to answer the request sent last.
+// keepAliveStream is one LeaseKeepAlive stream, opened by its first
+// keep-alive, with one request in flight at a time, so that each answer is
+// known to answer the request sent last.
 type keepAliveStream struct {
-	stream grpc.BidiStreamingClient[pb.LeaseKeepAliveRequest, pb.LeaseKeepAliveResponse]
-	cancel context.CancelFunc
+	cli    *clientv3.Client
 	clk    clock.Clock
+	ctx    context.Context
+	cancel context.CancelFunc
+	stream grpc.BidiStreamingClient[pb.LeaseKeepAliveRequest, pb.LeaseKeepAliveResponse]
 }
 
 // errKeepAliveLate is the cause when a keep-alive was not answered in time.
 var errKeepAliveLate = errors.New("keep-alive not answered in time")
 
-func openKeepAlive(ctx context.Context, cli *clientv3.Client, clk clock.Clock) (*keepAliveStream, error) {
+func newKeepAliveStream(ctx context.Context, cli *clientv3.Client, clk clock.Clock) *keepAliveStream {
 	// A member that loses the raft leader ends the stream rather than
 	// leave keep-alives unanswered.
 	ctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
-	stream, err := pb.NewLeaseClient(cli.ActiveConnection()).LeaseKeepAlive(ctx)
-	if err != nil {
-		cancel()
-		return nil, rpctypes.Error(err)
-	}
-	return &keepAliveStream{stream: stream, cancel: cancel, clk: clk}, nil
+	return &keepAliveStream{cli: cli, clk: clk, ctx: ctx, cancel: cancel}
 }
 
-// roundTrip sends one keep-alive of id and returns the TTL etcd renewed it
-// for: zero when etcd no longer has the lease.
+// roundTrip sends one keep-alive of id, opening the stream first if it is
+// not open, and returns the TTL etcd renewed the lease for: zero when etcd
+// no longer has it. All of it must be done within timeout (opening waits
+// for a connection when no member is reachable), or the stream is
+// cancelled and the keep-alive unconfirmed.
 func (k *keepAliveStream) roundTrip(id clientv3.LeaseID, timeout time.Duration) (time.Duration, error) {
 	timer := k.clk.AfterFunc(timeout, k.cancel)
-	err := k.stream.Send(&pb.LeaseKeepAliveRequest{ID: int64(id)})
+	var err error
+	if k.stream == nil {
+		k.stream, err = pb.NewLeaseClient(k.cli.ActiveConnection()).LeaseKeepAlive(k.ctx)
+	}
+	if err == nil {
+		err = k.stream.Send(&pb.LeaseKeepAliveRequest{ID: int64(id)})
+	}
 	var resp *pb.LeaseKeepAliveResponse
 	if err == nil {
 		resp, err = k.stream.Recv()

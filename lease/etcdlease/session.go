@@ -78,10 +78,10 @@ type session struct {
 type termState int
 
 const (
-	termLive      termState = iota
-	termUnsure              // a claim whose transaction was unconfirmed: token unknown
-	termExpired             // not extended in time; its key is yet to be deleted
-	termOver                // over, and its key gone (or someone else's)
+	termLive    termState = iota
+	termUnsure            // a claim whose transaction was unconfirmed: token unknown
+	termExpired           // not extended in time; its key is yet to be deleted
+	termOver              // over, and its key gone (or someone else's)
 )
 
 // term is a claim this store made, keyed by lease name. It stays in the map
