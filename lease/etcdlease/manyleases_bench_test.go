@@ -40,56 +40,58 @@ import (
 //
 // COLDSTART_LEASES sets the Ns (comma-separated; default 1000,10000),
 // COLDSTART_STEADY the steady-state window (default 10s: one renewal round
-// of NewStore's trackers).
+// of NewStore's trackers), COLDSTART_DURATION the trackers' Duration
+// (default 10s; the claim storm of the lease-timeout incident is 2s, whose
+// default CallTimeout is 500ms), COLDSTART_INFLIGHT the stores'
+// WithMaxInFlight.
 func BenchmarkManyLeases(b *testing.B) {
 	ns := envInts(b, "COLDSTART_LEASES", []int{1000, 10000})
 	steady := envDuration(b, "COLDSTART_STEADY", 10*time.Second)
+	d := envDuration(b, "COLDSTART_DURATION", 10*time.Second)
 	for _, n := range ns {
 		for _, kind := range manyLeaseKinds {
 			b.Run(fmt.Sprintf("%s/n=%d", kind.name, n), func(b *testing.B) {
 				for b.Loop() {
-					runManyLeases(b, kind, n, steady)
+					runManyLeases(b, kind, n, d, steady)
 				}
 			})
 		}
 	}
 }
 
-const (
-	manyDuration   = 10 * time.Second
-	claimAllWithin = 60 * time.Second
-)
+// claimAllWithin bounds the wait for every tracker to hold.
+const claimAllWithin = 60 * time.Second
 
-// manyLeaseKind makes the store of one side of the benchmark; cli is nil
-// for a store that needs no etcd.
+// manyLeaseKind makes the store of one side of the benchmark, for trackers
+// of Duration d; cli is nil for a store that needs no etcd.
 type manyLeaseKind struct {
 	name string
 	etcd bool
-	make func(b *testing.B, cli *clientv3.Client) lease.Store
+	make func(b *testing.B, cli *clientv3.Client, d time.Duration) lease.Store
 }
 
 var manyLeaseKinds = []manyLeaseKind{
-	{"Store", true, func(_ *testing.B, cli *clientv3.Client) lease.Store {
-		return etcdlease.NewStore(cli, "/many/")
+	{"Store", true, func(b *testing.B, cli *clientv3.Client, _ time.Duration) lease.Store {
+		return etcdlease.NewStore(cli, "/many/", inFlight(b))
 	}},
-	{"SessionStore", true, func(b *testing.B, cli *clientv3.Client) lease.Store {
+	{"SessionStore", true, func(b *testing.B, cli *clientv3.Client, d time.Duration) lease.Store {
 		// The TTL the SessionStore's doc asks for: three times the term
 		// the trackers claim (2 × Duration).
-		return newSessionStore(b, cli, "/many/", 3*2*manyDuration)
+		return newSessionStore(b, cli, "/many/", 3*2*d, inFlight(b))
 	}},
-	{"MemStore", false, func(*testing.B, *clientv3.Client) lease.Store {
+	{"MemStore", false, func(*testing.B, *clientv3.Client, time.Duration) lease.Store {
 		return lease.NewMemStore(nil)
 	}},
 }
 
-func runManyLeases(b *testing.B, kind manyLeaseKind, n int, steady time.Duration) {
+func runManyLeases(b *testing.B, kind manyLeaseKind, n int, d, steady time.Duration) {
 	var rpcs rpcCounter
 	var store lease.Store
 	if kind.etcd {
 		m, _ := startSingle(b)
-		store = kind.make(b, countingClient(b, m.clientURL, &rpcs))
+		store = kind.make(b, countingClient(b, m.clientURL, &rpcs), d)
 	} else {
-		store = kind.make(b, nil)
+		store = kind.make(b, nil, d)
 	}
 	heap0, g0 := heapInUse(), runtime.NumGoroutine()
 
@@ -98,7 +100,7 @@ func runManyLeases(b *testing.B, kind manyLeaseKind, n int, steady time.Duration
 	var held sync.WaitGroup
 	var unheld atomic.Int64
 	for i := range trackers {
-		tr, err := lease.NewTracker(lease.Config{Store: store, Name: fmt.Sprintf("app-%d", i), Holder: "controller-0", Duration: manyDuration})
+		tr, err := lease.NewTracker(lease.Config{Store: store, Name: fmt.Sprintf("app-%d", i), Holder: "controller-0", Duration: d})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -131,7 +133,7 @@ func runManyLeases(b *testing.B, kind manyLeaseKind, n int, steady time.Duration
 
 	rpcs.reset()
 	cpu0 := cpuTime(b)
-	p99 := checkP99(trackers, steady)
+	p99 := checkP99(trackers, d, steady)
 	cpu := cpuTime(b) - cpu0
 	calls := rpcs.total()
 
@@ -147,9 +149,9 @@ func runManyLeases(b *testing.B, kind manyLeaseKind, n int, steady time.Duration
 		rpcs.unary.Load(), rpcs.streams.Load(), rpcs.messages.Load())
 }
 
-// checkP99 checks the trackers in turn, one every millisecond, for window,
-// and returns the 99th percentile latency.
-func checkP99(trackers []*lease.Tracker, window time.Duration) time.Duration {
+// checkP99 checks the trackers in turn for atLeast, one every millisecond,
+// for window, and returns the 99th percentile latency.
+func checkP99(trackers []*lease.Tracker, atLeast, window time.Duration) time.Duration {
 	ctx, cancel := context.WithTimeout(context.Background(), window)
 	defer cancel()
 	tick := time.NewTicker(time.Millisecond)
@@ -166,7 +168,7 @@ func checkP99(trackers []*lease.Tracker, window time.Duration) time.Duration {
 		case <-tick.C:
 		}
 		t0 := time.Now()
-		_, _ = trackers[i%len(trackers)].Check(ctx, manyDuration)
+		_, _ = trackers[i%len(trackers)].Check(ctx, atLeast)
 		lat = append(lat, time.Since(t0))
 	}
 }
@@ -238,6 +240,12 @@ func cpuTime(b *testing.B) time.Duration {
 		b.Fatal(err)
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// inFlight is the stores' WithMaxInFlight: COLDSTART_INFLIGHT, or the
+// default.
+func inFlight(b *testing.B) etcdlease.Option {
+	return etcdlease.WithMaxInFlight(envInts(b, "COLDSTART_INFLIGHT", []int{etcdlease.DefaultMaxInFlight})[0])
 }
 
 func envInts(b *testing.B, name string, def []int) []int {

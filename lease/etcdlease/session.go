@@ -57,6 +57,8 @@ type SessionStore struct {
 	closed   bool
 	sess     *session         // nil before the first claim and after a loss
 	granting chan struct{}    // closed when the grant in flight is answered
+	claims   []*claimReq      // waiting to be sent, the newest last
+	sending  bool             // a goroutine sends claims
 	watching bool             // the prefix watch and the expiry loop run
 	terms    map[string]*term // by lease name
 	closeErr error
@@ -164,10 +166,6 @@ func (s *SessionStore) Claim(ctx context.Context, name, holder string, d time.Du
 	if err := checkArgs(name, holder, d); err != nil {
 		return lease.Grant{}, err
 	}
-	if err := s.slots.acquire(ctx); err != nil {
-		return lease.Grant{}, notSent("claim", name, err)
-	}
-	defer s.slots.release()
 	// A second attempt follows a lost session (etcd had expired it) or
 	// the deletion of our own term that had run out.
 	for attempt := 0; ; attempt++ {
@@ -182,35 +180,19 @@ func (s *SessionStore) claim(ctx context.Context, name, holder string, d time.Du
 	fail := func(err error) (lease.Grant, bool, error) {
 		return lease.Grant{}, false, &OpError{Op: "claim", Name: name, Holder: holder, Err: err}
 	}
-	sess, err := s.session(ctx)
-	if err != nil {
-		return fail(err)
+	r := &claimReq{ctx: ctx, name: name, holder: holder, d: d, done: make(chan struct{})}
+	if err := s.sendClaim(r); err != nil {
+		return lease.Grant{}, false, err
 	}
-	start := s.opts.clock.Now()
-	key := s.Key(name)
-	resp, err := s.cli.Txn(ctx).
-		If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
-		Then(clientv3.OpPut(key, holder, clientv3.WithLease(sess.id))).
-		Else(clientv3.OpGet(key)).
-		Commit()
 	switch {
-	case errors.Is(err, rpctypes.ErrLeaseNotFound):
-		s.sessionLost(sess)
-		return lease.Grant{}, true, &OpError{Op: "claim", Name: name, Holder: holder, Err: err}
-	case err != nil:
-		// The put may have been applied: remember it, so that a retry
-		// adopts the key and that it is deleted if nobody does.
-		s.mu.Lock()
-		if t := s.terms[name]; t == nil || t.state != termLive {
-			s.setTermLocked(name, &term{holder: holder, sess: sess, expires: start.Add(d), state: termUnsure})
-		}
-		s.mu.Unlock()
-		return fail(err)
-	case !resp.Succeeded:
-		return s.claimDenied(ctx, name, holder, d, sess, start, elseKV(resp))
+	case r.lostSession:
+		return lease.Grant{}, true, &OpError{Op: "claim", Name: name, Holder: holder, Err: r.err}
+	case r.err != nil:
+		return fail(r.err)
+	case r.kv != nil:
+		return s.claimDenied(ctx, name, holder, d, r.sess, r.start, r.kv)
 	}
-	// The transaction made exactly one revision: the key's create revision.
-	return s.granted(name, holder, uint64(resp.Header.Revision), sess, start, d)
+	return s.granted(name, holder, r.token, r.sess, r.start, d)
 }
 
 // claimDenied answers a claim whose key exists: someone else's term, ours
@@ -233,7 +215,12 @@ func (s *SessionStore) claimDenied(ctx context.Context, name, holder string, d t
 		// promised anything by it, so this claim takes it.
 		return s.granted(name, holder, uint64(kv.CreateRevision), sess, start, d)
 	case expired:
-		if _, _, err := deleteTerm(ctx, s.cli, s.Key(name), uint64(kv.CreateRevision)); err == nil {
+		if err := s.slots.acquire(ctx); err != nil {
+			break
+		}
+		_, _, err := deleteTerm(ctx, s.cli, s.Key(name), uint64(kv.CreateRevision))
+		s.slots.release()
+		if err == nil {
 			s.endTerm(name, uint64(kv.CreateRevision), termOver)
 			return lease.Grant{}, true, &lease.HeldError{Name: name, Holder: string(kv.Value)}
 		}
