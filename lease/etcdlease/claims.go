@@ -15,6 +15,10 @@ import (
 // (--max-txn-ops).
 const maxClaimsPerTxn = 128
 
+// maxClaimSenders is how many claim transactions a SessionStore has in
+// flight at most: a new one starts while a full batch waits.
+const maxClaimSenders = 4
+
 // claimReq is one Claim waiting for, or in, a batch. Its flags are guarded
 // by SessionStore.mu; its outcome is set before done is closed.
 type claimReq struct {
@@ -36,7 +40,7 @@ type claimReq struct {
 }
 
 // sendClaim queues r and waits until its batch is answered or r.ctx ends.
-// Claims are sent in batches, one transaction at a time, each claim a
+// Claims are sent in batches, a few transactions at a time, each claim a
 // nested put-if-absent: ten thousand claims take a hundred transactions
 // rather than ten thousand. The newest claims go first, as with the call
 // slots. A claim whose ctx ends before its batch is sent is dropped: it
@@ -49,11 +53,11 @@ func (s *SessionStore) sendClaim(r *claimReq) error {
 	}
 	if err := r.ctx.Err(); err != nil {
 		s.mu.Unlock()
-		return notSent("claim", r.name, err)
+		return notSent("claim", r.name, r.holder, 0, err)
 	}
 	s.claims = append(s.claims, r)
-	if !s.sending {
-		s.sending = true
+	if s.senders == 0 || (s.senders < maxClaimSenders && len(s.claims) >= maxClaimsPerTxn) {
+		s.senders++
 		s.wg.Add(1)
 		go s.sendClaims()
 	}
@@ -71,7 +75,7 @@ func (s *SessionStore) sendClaim(r *claimReq) error {
 		return nil
 	case !r.taken:
 		r.abandoned = true
-		return notSent("claim", r.name, r.ctx.Err())
+		return notSent("claim", r.name, r.holder, 0, r.ctx.Err())
 	}
 	// In flight: the batch will record what happened to the key.
 	r.abandoned = true
@@ -92,7 +96,7 @@ func (s *SessionStore) sendClaims() {
 
 // takeClaims takes the next batch: the newest claims, at most one per name
 // (etcd refuses a transaction that puts one key twice). It returns nil,
-// and stops the sender, when no claim waits.
+// and ends the sender, when no claim waits.
 func (s *SessionStore) takeClaims() []*claimReq {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -114,7 +118,7 @@ func (s *SessionStore) takeClaims() []*claimReq {
 	slices.Reverse(kept)
 	s.claims = kept
 	if len(batch) == 0 {
-		s.sending = false
+		s.senders--
 		return nil
 	}
 	return batch

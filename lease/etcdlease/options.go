@@ -59,12 +59,15 @@ func newOptions(opts []Option) options {
 	return o
 }
 
-// ErrNotSent means a call was not sent to etcd at all: its ctx ended while
-// it waited for one of the store's call slots (see WithMaxInFlight). Unlike
-// ErrUnconfirmed it is certain that etcd did not apply it. Errors matching it
-// also match the ctx's error.
+// ErrNotSent means a call was not sent to etcd at all: its ctx ended
+// before one of the store's call slots was free (see WithMaxInFlight), or
+// before its batch of claims was sent. Unlike other unconfirmed calls, it
+// is certain that etcd did not apply it. Errors matching it are *OpError
+// values, so they also match ErrUnconfirmed (the tracker treats them as any
+// unconfirmed call), and they unwrap to the ctx's error.
 var ErrNotSent = errors.New("etcd call not sent")
 
-func notSent(op, name string, err error) error {
-	return fmt.Errorf("etcdlease: %s lease %q: %w before a call slot was free: %w", op, name, ErrNotSent, err)
+func notSent(op, name, holder string, token uint64, err error) error {
+	return &OpError{Op: op, Name: name, Holder: holder, Token: token,
+		Err: fmt.Errorf("%w: %w", ErrNotSent, err)}
 }

@@ -58,7 +58,7 @@ type SessionStore struct {
 	sess     *session         // nil before the first claim and after a loss
 	granting chan struct{}    // closed when the grant in flight is answered
 	claims   []*claimReq      // waiting to be sent, the newest last
-	sending  bool             // a goroutine sends claims
+	senders  int              // goroutines sending claims
 	watching bool             // the prefix watch and the expiry loop run
 	terms    map[string]*term // by lease name
 	closeErr error
@@ -159,9 +159,8 @@ func (s *SessionStore) Key(name string) string { return s.prefix + name }
 // session first if there is none). The Grant's Duration is d, or less when
 // the session's confirmed keep-alive promises less. When another term holds
 // the key it returns a *lease.HeldError naming that holder. Invalid
-// arguments give an error matching errors.NotValid; a claim not sent (see
-// WithMaxInFlight) matches ErrNotSent; any other error matches
-// ErrUnconfirmed.
+// arguments give an error matching errors.NotValid; any other error
+// matches ErrUnconfirmed (and ErrNotSent if the claim was not sent).
 func (s *SessionStore) Claim(ctx context.Context, name, holder string, d time.Duration) (lease.Grant, error) {
 	if err := checkArgs(name, holder, d); err != nil {
 		return lease.Grant{}, err
@@ -319,7 +318,7 @@ func (s *SessionStore) adopt(ctx context.Context, g lease.Grant, d time.Duration
 		return lease.Grant{}, &OpError{Op: "extend", Name: g.Name, Holder: g.Holder, Token: g.Token, Err: err}
 	}
 	if err := s.slots.acquire(ctx); err != nil {
-		return lease.Grant{}, notSent("extend", g.Name, err)
+		return lease.Grant{}, notSent("extend", g.Name, g.Holder, g.Token, err)
 	}
 	defer s.slots.release()
 	key := s.Key(g.Name)
@@ -365,7 +364,7 @@ func (s *SessionStore) Revoke(ctx context.Context, g lease.Grant) error {
 		return jujuerrors.NotValidf("grant %+v", g)
 	}
 	if err := s.slots.acquire(ctx); err != nil {
-		return notSent("revoke", g.Name, err)
+		return notSent("revoke", g.Name, g.Holder, g.Token, err)
 	}
 	defer s.slots.release()
 	deleted, kv, err := deleteTerm(ctx, s.cli, s.Key(g.Name), g.Token)
@@ -385,7 +384,7 @@ func (s *SessionStore) Holder(ctx context.Context, name string) (lease.Grant, er
 		return lease.Grant{}, jujuerrors.NotValidf("empty lease name")
 	}
 	if err := s.slots.acquire(ctx); err != nil {
-		return lease.Grant{}, notSent("read", name, err)
+		return lease.Grant{}, notSent("read", name, "", 0, err)
 	}
 	defer s.slots.release()
 	return readHolder(ctx, s.cli, s.Key(name), name)

@@ -17,9 +17,10 @@ import (
 
 // ErrUnconfirmed marks every error of this package that is not a definitive
 // answer: etcd may or may not have applied the call (a timeout, "no leader",
-// an unavailable member, a cancelled context, a broken connection). Do not
-// treat it as a loss of the lease: keep the old deadline and retry. Errors
-// matching it are *OpError values and unwrap to etcd's own error.
+// an unavailable member, a cancelled context, a broken connection), or the
+// call was not sent at all (those also match ErrNotSent). Do not treat it
+// as a loss of the lease: keep the old deadline and retry. Errors matching
+// it are *OpError values and unwrap to etcd's own error.
 var ErrUnconfirmed = errors.New("etcd did not confirm the lease operation")
 
 // OpError is an ambiguous failure of one Store call. It names the call and
@@ -150,15 +151,14 @@ func checkGrant(g lease.Grant, d time.Duration) error {
 // seconds (etcd may raise it further to its minimum TTL); the returned
 // Grant's Duration is the TTL etcd granted. When another term holds the key
 // it returns a *lease.HeldError naming that holder. Invalid arguments give
-// an error matching errors.NotValid (github.com/juju/errors); a claim not
-// sent (see WithMaxInFlight) matches ErrNotSent; any other error matches
-// ErrUnconfirmed.
+// an error matching errors.NotValid (github.com/juju/errors); any other
+// error matches ErrUnconfirmed (and ErrNotSent if the claim was not sent).
 func (s *Store) Claim(ctx context.Context, name, holder string, d time.Duration) (lease.Grant, error) {
 	if err := checkArgs(name, holder, d); err != nil {
 		return lease.Grant{}, err
 	}
 	if err := s.slots.acquire(ctx); err != nil {
-		return lease.Grant{}, notSent("claim", name, err)
+		return lease.Grant{}, notSent("claim", name, holder, 0, err)
 	}
 	defer s.slots.release()
 	s.revokeOrphans(ctx)
@@ -205,14 +205,14 @@ func (s *Store) Claim(ctx context.Context, name, holder string, d time.Duration)
 // fresh etcd lease of ceil(d) seconds in a transaction guarded by g.Token
 // (the token is unchanged). It returns an error matching lease.ErrNotHeld
 // when etcd says the lease or the key is gone or the key belongs to a later
-// term; one not sent matches ErrNotSent; any other error matches
-// ErrUnconfirmed.
+// term; any other error matches ErrUnconfirmed (and ErrNotSent if the
+// call was not sent).
 func (s *Store) Extend(ctx context.Context, g lease.Grant, d time.Duration) (lease.Grant, error) {
 	if err := checkGrant(g, d); err != nil {
 		return lease.Grant{}, err
 	}
 	if err := s.slots.acquire(ctx); err != nil {
-		return lease.Grant{}, notSent("extend", g.Name, err)
+		return lease.Grant{}, notSent("extend", g.Name, g.Holder, g.Token, err)
 	}
 	defer s.slots.release()
 	fail := func(err error) (lease.Grant, error) {
@@ -325,7 +325,7 @@ func (s *Store) Revoke(ctx context.Context, g lease.Grant) error {
 		return jujuerrors.NotValidf("grant %+v", g)
 	}
 	if err := s.slots.acquire(ctx); err != nil {
-		return notSent("revoke", g.Name, err)
+		return notSent("revoke", g.Name, g.Holder, g.Token, err)
 	}
 	defer s.slots.release()
 	deleted, kv, err := deleteTerm(ctx, s.cli, s.Key(g.Name), g.Token)
@@ -382,7 +382,7 @@ func (s *Store) Holder(ctx context.Context, name string) (lease.Grant, error) {
 		return lease.Grant{}, jujuerrors.NotValidf("empty lease name")
 	}
 	if err := s.slots.acquire(ctx); err != nil {
-		return lease.Grant{}, notSent("read", name, err)
+		return lease.Grant{}, notSent("read", name, "", 0, err)
 	}
 	defer s.slots.release()
 	return readHolder(ctx, s.cli, s.Key(name), name)
