@@ -11,9 +11,10 @@ import (
 )
 
 // maxClaimsPerTxn is how many claims a SessionStore puts in one etcd
-// transaction: etcd's default limit of operations per transaction
-// (--max-txn-ops).
-const maxClaimsPerTxn = 128
+// transaction: half of etcd's default limit of operations per transaction
+// (--max-txn-ops, 128), which counts nested operations too (a transaction
+// of 128 claims is refused).
+const maxClaimsPerTxn = 64
 
 // maxClaimSenders is how many claim transactions a SessionStore has in
 // flight at most: a new one starts while a full batch waits.

@@ -45,7 +45,7 @@
 //
 // Both bound the calls they have in flight (DefaultMaxInFlight, newest
 // first), so that thousands of trackers starting together do not time out
-// their own claims; SessionStore also batches claims, a hundred to a
+// their own claims; SessionStore also batches claims, 64 to a
 // transaction. A call whose ctx ends before it is sent returns an error
 // matching ErrNotSent.
 //
