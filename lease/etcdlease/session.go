@@ -61,6 +61,11 @@ type SessionStore struct {
 	senders  int              // goroutines sending claims
 	watching bool             // the prefix watch and the expiry loop run
 	terms    map[string]*term // by lease name
+	// changed is, by lease name, the latest revision at which the watch
+	// saw the key deleted or created (or, after a resync, absent): a term
+	// whose token is older is over, even if it is recorded only after the
+	// watch saw that.
+	changed map[string]int64
 	closeErr error
 }
 
@@ -141,7 +146,7 @@ func NewSessionStore(cli *clientv3.Client, prefix string, ttl time.Duration, opt
 	ctx, cancel := context.WithCancel(context.Background())
 	return &SessionStore{
 		cli: cli, prefix: prefix, ttl: ttlFor(ttl), opts: o, slots: newSlots(o.maxInFlight),
-		ctx: ctx, cancel: cancel, terms: make(map[string]*term),
+		ctx: ctx, cancel: cancel, terms: make(map[string]*term), changed: make(map[string]int64),
 	}, nil
 }
 
@@ -235,6 +240,13 @@ func (s *SessionStore) granted(name, holder string, token uint64, sess *session,
 	grant := min(d, sess.until.Sub(start))
 	t := &term{token: token, holder: holder, sess: sess, expires: start.Add(max(grant, 0))}
 	s.setTermLocked(name, t)
+	if s.changed[name] > int64(token) {
+		// The watch saw the key deleted or created again after this
+		// term began, before the term was recorded.
+		t.end(termOver)
+		return lease.Grant{}, false, &OpError{Op: "claim", Name: name, Holder: holder, Token: token,
+			Err: errors.New("term ended as soon as it began: key deleted or created again")}
+	}
 	if grant <= 0 || sess.lost {
 		// The key was put, but the session's confirmed promise ran out
 		// before: nothing can be granted. The key is deleted as expired.
@@ -482,7 +494,11 @@ func (s *SessionStore) observe(evs []*clientv3.Event) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, ev := range evs {
-		t := s.terms[strings.TrimPrefix(string(ev.Kv.Key), s.prefix)]
+		name := strings.TrimPrefix(string(ev.Kv.Key), s.prefix)
+		if ev.Type == mvccpb.DELETE || ev.Kv.CreateRevision == ev.Kv.ModRevision {
+			s.changed[name] = ev.Kv.ModRevision
+		}
+		t := s.terms[name]
 		if t == nil || t.state == termUnsure || t.state == termOver || ev.Kv.ModRevision <= int64(t.token) {
 			continue
 		}
@@ -502,7 +518,13 @@ func (s *SessionStore) resync(kvs []*mvccpb.KeyValue, rev int64) bool {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	for name, created := range present {
+		s.changed[name] = max(s.changed[name], created)
+	}
 	for name, t := range s.terms {
+		if _, ok := present[name]; !ok {
+			s.changed[name] = rev
+		}
 		if (t.state == termLive || t.state == termExpired) && int64(t.token) <= rev && present[name] != int64(t.token) {
 			t.end(termOver)
 		}
