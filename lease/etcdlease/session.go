@@ -65,7 +65,7 @@ type SessionStore struct {
 	// saw the key deleted or created (or, after a resync, absent): a term
 	// whose token is older is over, even if it is recorded only after the
 	// watch saw that.
-	changed map[string]int64
+	changed  map[string]int64
 	closeErr error
 }
 
