@@ -94,7 +94,31 @@ func runManyLeases(b *testing.B, kind manyLeaseKind, n int, d, steady time.Durat
 		store = kind.make(b, nil, d)
 	}
 	heap0, g0 := heapInUse(), runtime.NumGoroutine()
+	trackers, claimAll, unheld := startTrackers(b, store, n, d)
+	heap1, g1 := heapInUse(), runtime.NumGoroutine()
 
+	rpcs.reset()
+	cpu0 := cpuTime(b)
+	p99 := checkP99(trackers, d, steady)
+	cpu := cpuTime(b) - cpu0
+	calls := rpcs.total()
+
+	b.ReportMetric(claimAll.Seconds(), "claim-all-s")
+	b.ReportMetric(float64(unheld), "unheld")
+	b.ReportMetric(float64(calls)/steady.Seconds(), "rpc/s")
+	b.ReportMetric(float64(cpu.Microseconds())/(float64(n)*steady.Seconds()), "cpu-µs/lease-s")
+	b.ReportMetric(float64(heap1-heap0)/float64(n), "heap-B/lease")
+	b.ReportMetric(float64(g1-g0)/float64(n), "goroutines/lease")
+	b.ReportMetric(float64(p99.Microseconds()), "check-p99-µs")
+	b.Logf("%s n=%d: all held after %v (%d never), steady %d etcd calls in %v (%d unary, %d streams, %d stream messages)",
+		kind.name, n, claimAll.Round(time.Millisecond), unheld, calls, steady,
+		rpcs.unary.Load(), rpcs.streams.Load(), rpcs.messages.Load())
+}
+
+// startTrackers starts n trackers of Duration d on store together, closed
+// at cleanup, and returns them once each has been Held (or claimAllWithin
+// has passed): the time that took, and how many were never Held.
+func startTrackers(b *testing.B, store lease.Store, n int, d time.Duration) ([]*lease.Tracker, time.Duration, int64) {
 	start := time.Now()
 	trackers := make([]*lease.Tracker, n)
 	var held sync.WaitGroup
@@ -128,25 +152,7 @@ func runManyLeases(b *testing.B, kind manyLeaseKind, n int, d, steady time.Durat
 		}
 	})
 	held.Wait()
-	claimAll := time.Since(start)
-	heap1, g1 := heapInUse(), runtime.NumGoroutine()
-
-	rpcs.reset()
-	cpu0 := cpuTime(b)
-	p99 := checkP99(trackers, d, steady)
-	cpu := cpuTime(b) - cpu0
-	calls := rpcs.total()
-
-	b.ReportMetric(claimAll.Seconds(), "claim-all-s")
-	b.ReportMetric(float64(unheld.Load()), "unheld")
-	b.ReportMetric(float64(calls)/steady.Seconds(), "rpc/s")
-	b.ReportMetric(float64(cpu.Microseconds())/(float64(n)*steady.Seconds()), "cpu-µs/lease-s")
-	b.ReportMetric(float64(heap1-heap0)/float64(n), "heap-B/lease")
-	b.ReportMetric(float64(g1-g0)/float64(n), "goroutines/lease")
-	b.ReportMetric(float64(p99.Microseconds()), "check-p99-µs")
-	b.Logf("%s n=%d: all held after %v (%d never), steady %d etcd calls in %v (%d unary, %d streams, %d stream messages)",
-		kind.name, n, claimAll.Round(time.Millisecond), unheld.Load(), calls, steady,
-		rpcs.unary.Load(), rpcs.streams.Load(), rpcs.messages.Load())
+	return trackers, time.Since(start), unheld.Load()
 }
 
 // checkP99 checks the trackers in turn for atLeast, one every millisecond,

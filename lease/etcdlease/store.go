@@ -206,7 +206,8 @@ func (s *Store) Claim(ctx context.Context, name, holder string, d time.Duration)
 // (the token is unchanged). It returns an error matching lease.ErrNotHeld
 // when etcd says the lease or the key is gone or the key belongs to a later
 // term; any other error matches ErrUnconfirmed (and ErrNotSent if the
-// call was not sent).
+// call was not sent). (It is long because its one loop — keep-alive, read,
+// follow a moved term once — reads best as a whole.)
 func (s *Store) Extend(ctx context.Context, g lease.Grant, d time.Duration) (lease.Grant, error) {
 	if err := checkGrant(g, d); err != nil {
 		return lease.Grant{}, err
