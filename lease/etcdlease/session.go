@@ -22,7 +22,8 @@ import (
 // Store's (prefix+name, the holder, the key's create revision), so the two
 // stores can share a prefix; only the key's etcd lease differs.
 //
-// Claim is one transaction. Extend sends nothing: it grants
+// Claim is one put-if-absent, sent with up to 63 other claims in one
+// transaction (a few transactions in flight). Extend sends nothing: it grants
 // min(d, send time of the latest confirmed keep-alive + TTL − now), so a
 // grant never reaches past what etcd promised, and it knows the key still
 // carries the term's token from a watch of the prefix. Steady-state traffic
@@ -159,9 +160,10 @@ var (
 // Key returns the etcd key that holds the named lease.
 func (s *SessionStore) Key(name string) string { return s.prefix + name }
 
-// Claim takes the named lease for holder in one transaction that puts its
-// key on the session's etcd lease if the key does not exist (granting the
-// session first if there is none). The Grant's Duration is d, or less when
+// Claim takes the named lease for holder: a put of its key on the
+// session's etcd lease if the key does not exist, nested in a transaction
+// with the other claims waiting (granting the session first if there is
+// none). The claims of one transaction share its revision as their token. The Grant's Duration is d, or less when
 // the session's confirmed keep-alive promises less. When another term holds
 // the key it returns a *lease.HeldError naming that holder. Invalid
 // arguments give an error matching errors.NotValid; any other error

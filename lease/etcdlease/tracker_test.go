@@ -137,7 +137,9 @@ func testTrackerLearnsRevokedTermDefinitively(t *testing.T, kind storeKind) {
 	held := nextStatus(t, tr.Changes(), 10*time.Second, isHeld, nil, "the first claim")
 
 	ctx := testCtx(t)
-	current, err := store.(lease.Reader).Holder(ctx, "singular")
+	current, err := store.(interface {
+		Holder(ctx context.Context, name string) (lease.Grant, error)
+	}).Holder(ctx, "singular")
 	require.NoError(t, err)
 	require.NoError(t, kind.make(t, cli, "/revoked/", 2*d).Revoke(ctx, current))
 
