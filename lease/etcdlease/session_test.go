@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/juju/clock/testclock"
 	jujuerrors "github.com/juju/errors"
 	"github.com/stretchr/testify/require"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -107,5 +108,62 @@ func TestNewSessionStoreRejectsBadArguments(t *testing.T) {
 	} {
 		_, err := etcdlease.NewSessionStore(c.cli, c.prefix, c.ttl)
 		require.ErrorIs(t, err, jujuerrors.NotValid, c.name)
+	}
+}
+
+// The grant arithmetic, on a testclock (etcd's TTLs still run on its own
+// clock, far longer than the few seconds of testclock time here): a grant
+// never reaches past the latest confirmed keep-alive's send time + TTL,
+// even when more is asked; a confirmed keep-alive moves that bound; a term
+// not extended within its grant is over and its key deleted by the store.
+func TestSessionStoreGrantsNoFurtherThanTheKeepAlive(t *testing.T) {
+	_, cli := startSingle(t)
+	clk := testclock.NewClock(time.Now())
+	const ttl = 6 * time.Second // a keep-alive every 2 s
+	s := newSessionStore(t, cli, "/grant/", ttl, etcdlease.WithClock(clk))
+	ctx := testCtx(t)
+	// The keep-alive and the expiry loops each wait on a timer.
+	advance := func(d time.Duration) { require.NoError(t, clk.WaitAdvance(d, 10*time.Second, 2)) }
+
+	g, err := s.Claim(ctx, "singular", "a", 10*time.Second)
+	require.NoError(t, err)
+	require.Equal(t, ttl, g.Duration, "no further than the session grant's send time + TTL")
+
+	advance(time.Second)
+	g, err = s.Extend(ctx, g, 10*time.Second)
+	require.NoError(t, err)
+	require.Equal(t, ttl-time.Second, g.Duration, "the same bound, one second closer")
+
+	advance(1500 * time.Millisecond) // past the keep-alive's 2 s: it is sent now
+	for {
+		g, err = s.Extend(ctx, g, 10*time.Second)
+		require.NoError(t, err)
+		if g.Duration == ttl {
+			break // confirmed: the bound is its send time + TTL
+		}
+		require.Equal(t, ttl-2500*time.Millisecond, g.Duration, "before the keep-alive is answered")
+		select {
+		case <-ctx.Done():
+			t.Fatal("the keep-alive was never confirmed")
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+
+	lost := s.Lost(ctx, g)
+	advance(ttl) // the term's grant runs out unextended
+	_, err = s.Extend(ctx, g, time.Second)
+	require.ErrorIs(t, err, lease.ErrNotHeld, "a term not extended within its grant is over")
+	requireClosed(t, lost, "Lost stayed open for an expired term")
+	for {
+		resp, err := cli.Get(ctx, "/grant/singular")
+		require.NoError(t, err)
+		if len(resp.Kvs) == 0 {
+			break // deleted by the store's expiry loop
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatal("the expired term's key was never deleted")
+		case <-time.After(10 * time.Millisecond):
+		}
 	}
 }
