@@ -167,3 +167,45 @@ func TestSessionStoreGrantsNoFurtherThanTheKeepAlive(t *testing.T) {
 		}
 	}
 }
+
+// A session etcd no longer has (here revoked by another client; in life,
+// expired while this process was cut off) ends every term definitively,
+// and the next claim gets a new session.
+func TestSessionStoreLostSessionEndsEveryTerm(t *testing.T) {
+	_, cli := startSingle(t)
+	other := newClient(t, cli.Endpoints()...)
+	s := newSessionStore(t, cli, "/lostsession/", 3*time.Second) // a keep-alive every second
+	ctx := testCtx(t)
+	var grants []lease.Grant
+	for _, name := range []string{"mysql", "wordpress"} {
+		g, err := s.Claim(ctx, name, "c0", time.Second)
+		require.NoError(t, err)
+		grants = append(grants, g)
+	}
+	resp, err := cli.Get(ctx, "/lostsession/mysql")
+	require.NoError(t, err)
+	session := clientv3.LeaseID(resp.Kvs[0].Lease)
+	_, err = other.Revoke(ctx, session)
+	require.NoError(t, err)
+
+	for _, g := range grants {
+		for {
+			_, err := s.Extend(ctx, g, time.Second)
+			if err != nil {
+				require.ErrorIs(t, err, lease.ErrNotHeld, "extend %s", g.Name)
+				break
+			}
+			select {
+			case <-ctx.Done():
+				t.Fatalf("%s still extended after its session was revoked", g.Name)
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
+	}
+	g, err := s.Claim(ctx, "mysql", "c0", time.Second)
+	require.NoError(t, err)
+	require.Greater(t, g.Token, grants[0].Token)
+	resp, err = cli.Get(ctx, "/lostsession/mysql")
+	require.NoError(t, err)
+	require.NotEqual(t, session, clientv3.LeaseID(resp.Kvs[0].Lease), "a new session")
+}
