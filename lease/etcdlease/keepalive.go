@@ -132,6 +132,9 @@ func (s *SessionStore) keepAlive(sess *session) {
 		sent := clk.Now()
 		renewed, err := ka.roundTrip(sess.id, keepAliveTimeout(ttl))
 		switch {
+		case renewed <= 0 && (err == nil || errors.Is(err, rpctypes.ErrLeaseNotFound)):
+			s.sessionLost(sess)
+			return
 		case err != nil:
 			ka.close()
 			ka = nil
@@ -139,9 +142,6 @@ func (s *SessionStore) keepAlive(sess *session) {
 			sess.err = err
 			s.mu.Unlock()
 			next = clk.Now().Add(retry.Next())
-		case renewed <= 0:
-			s.sessionLost(sess)
-			return
 		default:
 			retry.Reset()
 			ttl = renewed
