@@ -31,6 +31,24 @@
 //		Name:  "singular", Holder: "unit-0", Duration: 30 * time.Second,
 //	})
 //
+// Two stores, one mapping of keys: Store gives each term an etcd lease of
+// its own (every Extend is a keep-alive and a read: traffic grows with the
+// number of leases), SessionStore puts every key of a process on one etcd
+// lease, its session, kept alive by one stream, and answers Extend without
+// a call to etcd (traffic flat in the number of leases; a crashed
+// process's leases are free after the session's TTL). Pick SessionStore
+// for a controller that leads hundreds or thousands of applications:
+//
+//	store, err := etcdlease.NewSessionStore(cli, "/myapp/leases/", 3*2*30*time.Second)
+//	...
+//	defer store.Close()
+//
+// Both bound the calls they have in flight (DefaultMaxInFlight, newest
+// first), so that thousands of trackers starting together do not time out
+// their own claims; SessionStore also batches claims, 64 to a
+// transaction. A call whose ctx ends before it is sent returns an error
+// matching ErrNotSent.
+//
 // This package is its own Go module, so that importing the rest of coldstart
 // never pulls in etcd and gRPC. Its go.mod requires
 // github.com/coldstart-go/coldstart at v0.0.0 with a development replace

@@ -17,10 +17,12 @@ package etcdlease_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"net/url"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -282,4 +284,73 @@ func leaderOf(t testing.TB, ms []*member) int {
 		case <-time.After(clusterTickMs * time.Millisecond):
 		}
 	}
+}
+
+// proxy forwards TCP connections to a member's client port, so that a test
+// can cut a client off that member at once: an in-process member stopped
+// with HardStop keeps serving its open client streams (lease renewals
+// included) until its gRPC server's graceful stop ends them, which a
+// crashed process would not.
+type proxy struct {
+	l      net.Listener
+	target string
+	mu     sync.Mutex
+	conns  []net.Conn
+	wg     sync.WaitGroup
+}
+
+// startProxy forwards a loopback port to target (a member's clientURL) and
+// returns it; it is cut at cleanup.
+func startProxy(t testing.TB, target string) *proxy {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	p := &proxy{l: l, target: strings.TrimPrefix(target, "http://")}
+	p.wg.Add(1)
+	go p.accept()
+	t.Cleanup(p.cut)
+	return p
+}
+
+// url is the address clients dial instead of the member's.
+func (p *proxy) url() string { return "http://" + p.l.Addr().String() }
+
+func (p *proxy) accept() {
+	defer p.wg.Done()
+	for {
+		in, err := p.l.Accept()
+		if err != nil {
+			return
+		}
+		out, err := net.Dial("tcp", p.target)
+		if err != nil {
+			in.Close()
+			continue
+		}
+		p.mu.Lock()
+		p.conns = append(p.conns, in, out)
+		p.mu.Unlock()
+		p.wg.Add(2)
+		go p.copy(in, out)
+		go p.copy(out, in)
+	}
+}
+
+func (p *proxy) copy(dst, src net.Conn) {
+	defer p.wg.Done()
+	_, _ = io.Copy(dst, src)
+	dst.Close()
+	src.Close()
+}
+
+// cut closes the port and every forwarded connection, and waits for the
+// forwarding goroutines to end. It is idempotent.
+func (p *proxy) cut() {
+	p.l.Close()
+	p.mu.Lock()
+	for _, c := range p.conns {
+		c.Close()
+	}
+	p.mu.Unlock()
+	p.wg.Wait()
 }

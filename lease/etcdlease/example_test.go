@@ -122,3 +122,42 @@ func Example_tracker() {
 	// held unit-a <nil>
 	// not-held unit-a true
 }
+
+// A SessionStore for a controller that leads many applications: one etcd
+// lease carries every key, so renewing a thousand terms sends nothing but
+// the session's one keep-alive every TTL/3.
+func ExampleNewSessionStore() {
+	cli, stop, err := exampleEtcd()
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer stop()
+	ctx := context.Background()
+	// The trackers claim 2 × Duration = 2 s: a TTL of three times that.
+	store, err := etcdlease.NewSessionStore(cli, "/example/apps/", 6*time.Second)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer store.Close() // the keys then expire with the TTL
+
+	var trackers []*lease.Tracker
+	for _, app := range []string{"mysql", "wordpress", "haproxy"} {
+		tr, err := lease.NewTracker(lease.Config{Store: store, Name: app, Holder: "controller-0", Duration: time.Second})
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		defer tr.Close()
+		trackers = append(trackers, tr)
+	}
+	for _, tr := range trackers {
+		st, err := tr.Check(ctx, time.Second)
+		fmt.Println(st.State, st.Holder, err)
+	}
+	// Output:
+	// held controller-0 <nil>
+	// held controller-0 <nil>
+	// held controller-0 <nil>
+}

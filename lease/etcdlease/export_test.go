@@ -1,11 +1,19 @@
 package etcdlease
 
-import clientv3 "go.etcd.io/etcd/client/v3"
+import (
+	"context"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/coldstart-go/coldstart/lease"
+)
 
 // AddOrphan records id as the etcd lease of a claim whose outcome was
 // unconfirmed, as Claim does when its transaction fails ambiguously.
 func AddOrphan(s *Store, id clientv3.LeaseID) { s.addOrphan(id) }
 
-// SetWatchProgress makes every Lost watcher of s call f with the revision up
-// to which it has seen its key's events. Set it before calling Lost.
-func SetWatchProgress(s *Store, f func(rev int64)) { s.watchProgress = f }
+// LostWithProgress is Lost, with f told the revision up to which the watch
+// has seen every event of the key.
+func LostWithProgress(ctx context.Context, s *Store, g lease.Grant, f func(rev int64)) <-chan struct{} {
+	return s.lost(ctx, g, f)
+}

@@ -4,9 +4,11 @@ import (
 	"context"
 	"time"
 
+	"github.com/juju/clock"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/coldstart-go/coldstart/internal/backoff"
 	"github.com/coldstart-go/coldstart/lease"
 )
 
@@ -21,29 +23,78 @@ import (
 // interests you: nothing leaks). A watch cut off by compaction reads the key afresh and resumes; a
 // broken connection is resumed by the client on another endpoint.
 func (s *Store) Lost(ctx context.Context, g lease.Grant) <-chan struct{} {
+	return s.lost(ctx, g, nil)
+}
+
+// lost is Lost; progress, if not nil, is told the revision up to which the
+// watch has seen every event of the key.
+func (s *Store) lost(ctx context.Context, g lease.Grant, progress func(rev int64)) <-chan struct{} {
 	lost := make(chan struct{})
-	go s.watchTerm(ctx, s.Key(g.Name), int64(g.Token), lost)
+	token := int64(g.Token)
+	over := func() bool {
+		close(lost)
+		return true
+	}
+	w := &keyWatch{
+		cli: s.cli, clk: s.opts.clock, key: s.Key(g.Name),
+		events: func(evs []*clientv3.Event) bool {
+			for _, ev := range evs {
+				if ev.Type == mvccpb.DELETE || ev.Kv.CreateRevision != token {
+					return over()
+				}
+			}
+			return false
+		},
+		resync: func(kvs []*mvccpb.KeyValue, _ int64) bool {
+			if len(kvs) == 0 || kvs[0].CreateRevision != token {
+				return over()
+			}
+			return false
+		},
+		progress: progress,
+	}
+	// Every event after the put that created the term.
+	go w.run(ctx, token+1)
 	return lost
 }
 
-const (
-	lostRetryMin = 100 * time.Millisecond
-	lostRetryMax = 2 * time.Second
-)
+// watchRetry paces the reads after a watch was cut off, while they fail.
+var watchRetry = backoff.Policy{Min: 100 * time.Millisecond, Max: 2 * time.Second, Jitter: 0.2}
 
-func (s *Store) watchTerm(ctx context.Context, key string, token int64, lost chan<- struct{}) {
-	// Every event after the put that created the term.
-	rev := token + 1
-	retry := lostRetryMin
+// keyWatch follows the events of a key, or of every key under a prefix,
+// from a revision on, without missing one: a watch that etcd cuts off
+// (compacted past the revision, cancelled by the server) is followed by a
+// read of the key(s) and a new watch from the read's revision.
+type keyWatch struct {
+	cli    *clientv3.Client
+	clk    clock.Clock
+	key    string
+	prefix bool // watch every key under key
+	// events is given every batch of events in revision order; it returns
+	// true when the watch has learnt what it waited for.
+	events func(evs []*clientv3.Event) (done bool)
+	// resync is given the key(s) as read at revision rev after the watch
+	// was cut off; it returns true when the watch is done.
+	resync func(kvs []*mvccpb.KeyValue, rev int64) (done bool)
+	// progress, if not nil, is told the revision up to which every event
+	// has been given to events.
+	progress func(rev int64)
+}
+
+// run watches from revision rev until the watch is done, ctx ends or the
+// client is closed.
+func (w *keyWatch) run(ctx context.Context, rev int64) {
+	var opts []clientv3.OpOption
+	if w.prefix {
+		opts = append(opts, clientv3.WithPrefix())
+	}
+	retry := backoff.Backoff{Policy: watchRetry}
 	for {
 		wctx, cancel := context.WithCancel(ctx)
-		for wr := range s.cli.Watch(wctx, key, clientv3.WithRev(rev)) {
-			for _, ev := range wr.Events {
-				if ev.Type == mvccpb.DELETE || ev.Kv.CreateRevision != token {
-					cancel()
-					close(lost)
-					return
-				}
+		for wr := range w.cli.Watch(wctx, w.key, append(opts, clientv3.WithRev(rev))...) {
+			if len(wr.Events) > 0 && w.events(wr.Events) {
+				cancel()
+				return
 			}
 			if wr.Canceled {
 				break
@@ -52,35 +103,29 @@ func (s *Store) watchTerm(ctx context.Context, key string, token int64, lost cha
 			if wr.Header.Revision >= rev {
 				rev = wr.Header.Revision + 1
 			}
-			if s.watchProgress != nil {
-				s.watchProgress(rev - 1)
+			if w.progress != nil {
+				w.progress(rev - 1)
 			}
 		}
 		// Cancel drains the client's watcher for this ctx.
 		cancel()
-		if ctx.Err() != nil || s.cli.Ctx().Err() != nil {
+		if ctx.Err() != nil || w.cli.Ctx().Err() != nil {
 			// Done, or the client was closed under us: nothing more
 			// can be learnt.
 			return
 		}
 		// The watch ended without an answer (compacted past rev, or
-		// cancelled by the server): read the key to learn where we are.
-		resp, err := s.cli.Get(ctx, key)
+		// cancelled by the server): read to learn where we are.
+		resp, err := w.cli.Get(ctx, w.key, opts...)
 		if err != nil {
 			// Unconfirmed; back off, then watch again from rev.
-			t := time.NewTimer(retry)
-			select {
-			case <-ctx.Done():
-				t.Stop()
+			if backoff.Sleep(ctx, w.clk, retry.Next()) != nil {
 				return
-			case <-t.C:
 			}
-			retry = min(2*retry, lostRetryMax)
 			continue
 		}
-		retry = lostRetryMin
-		if len(resp.Kvs) == 0 || resp.Kvs[0].CreateRevision != token {
-			close(lost)
+		retry.Reset()
+		if w.resync(resp.Kvs, resp.Header.Revision) {
 			return
 		}
 		rev = resp.Header.Revision + 1

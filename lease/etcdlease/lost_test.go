@@ -34,10 +34,9 @@ func TestLostWhenRevokedElsewhere(t *testing.T) {
 	g, err := s.Claim(ctx, "singular", "a", 5*time.Second)
 	require.NoError(t, err)
 	seen := make(chan int64, 100)
-	etcdlease.SetWatchProgress(s, func(rev int64) { seen <- rev })
 	wctx, stop := context.WithCancel(ctx)
 	defer stop()
-	lost := s.Lost(wctx, g)
+	lost := etcdlease.LostWithProgress(wctx, s, g, func(rev int64) { seen <- rev })
 
 	// Extending, and moving the key to a longer etcd lease (a put that
 	// keeps the create revision), keep the term.

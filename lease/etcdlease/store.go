@@ -8,6 +8,7 @@ import (
 	"time"
 
 	jujuerrors "github.com/juju/errors"
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -16,9 +17,10 @@ import (
 
 // ErrUnconfirmed marks every error of this package that is not a definitive
 // answer: etcd may or may not have applied the call (a timeout, "no leader",
-// an unavailable member, a cancelled context, a broken connection). Do not
-// treat it as a loss of the lease: keep the old deadline and retry. Errors
-// matching it are *OpError values and unwrap to etcd's own error.
+// an unavailable member, a cancelled context, a broken connection), or the
+// call was not sent at all (those also match ErrNotSent). Do not treat it
+// as a loss of the lease: keep the old deadline and retry. Errors matching
+// it are *OpError values and unwrap to etcd's own error.
 var ErrUnconfirmed = errors.New("etcd did not confirm the lease operation")
 
 // OpError is an ambiguous failure of one Store call. It names the call and
@@ -61,6 +63,8 @@ func (e *OpError) Is(target error) bool { return target == ErrUnconfirmed }
 type Store struct {
 	cli    *clientv3.Client
 	prefix string
+	opts   options
+	slots  *slots
 
 	mu sync.Mutex
 	// leases caches token -> etcd lease of terms this Store granted or
@@ -72,10 +76,6 @@ type Store struct {
 	// half-applied claim does not keep the lease from everyone (including
 	// its own retry) for a whole TTL.
 	orphans []clientv3.LeaseID
-
-	// watchProgress, when set (by tests), is told the revision up to which
-	// a Lost watcher has seen every event of its key.
-	watchProgress func(rev int64)
 }
 
 // cachedLease is the etcd lease of the term of name with some token.
@@ -88,20 +88,23 @@ const (
 	maxOrphans = 64
 	// maxCached bounds the cache for callers that abandon grants without
 	// revoking them; when full it is emptied, which costs each live term
-	// one extra read on its next Extend.
-	maxCached = 1024
+	// one extra read on its next Extend. It is sized for a controller's
+	// tens of thousands of leases (an entry is ~50 bytes).
+	maxCached = 1 << 16
 )
 
 // NewStore returns a Store keeping leases under prefix (for example
 // "/coldstart/lease/") through cli. The caller owns cli and closes it after
 // the last call; the Store itself has nothing to close. Configure cli with
 // every member's endpoint so that a call can fail over to a surviving
-// quorum. NewStore panics if cli is nil.
-func NewStore(cli *clientv3.Client, prefix string) *Store {
+// quorum. At most DefaultMaxInFlight calls (see WithMaxInFlight) go to
+// etcd at once. NewStore panics if cli is nil.
+func NewStore(cli *clientv3.Client, prefix string, opts ...Option) *Store {
 	if cli == nil {
 		panic("etcdlease.NewStore: nil *clientv3.Client")
 	}
-	return &Store{cli: cli, prefix: prefix, leases: make(map[uint64]cachedLease)}
+	o := newOptions(opts)
+	return &Store{cli: cli, prefix: prefix, opts: o, slots: newSlots(o.maxInFlight), leases: make(map[uint64]cachedLease)}
 }
 
 var (
@@ -128,7 +131,17 @@ func checkArgs(name, holder string, d time.Duration) error {
 	case holder == "":
 		return jujuerrors.NotValidf("empty holder")
 	case d <= 0:
-		return jujuerrors.NotValidf("lease duration %v", d)
+		return jujuerrors.NotValidf("lease duration %v (must be positive)", d)
+	}
+	return nil
+}
+
+func checkGrant(g lease.Grant, d time.Duration) error {
+	if err := checkArgs(g.Name, g.Holder, d); err != nil {
+		return err
+	}
+	if g.Token == 0 {
+		return jujuerrors.NotValidf("grant with zero token")
 	}
 	return nil
 }
@@ -138,11 +151,15 @@ func checkArgs(name, holder string, d time.Duration) error {
 // Grant's Duration is the TTL etcd granted. When another term holds the key
 // it returns a *lease.HeldError naming that holder. Invalid arguments give
 // an error matching errors.NotValid (github.com/juju/errors); any other
-// error matches ErrUnconfirmed.
+// error matches ErrUnconfirmed (and ErrNotSent if the claim was not sent).
 func (s *Store) Claim(ctx context.Context, name, holder string, d time.Duration) (lease.Grant, error) {
 	if err := checkArgs(name, holder, d); err != nil {
 		return lease.Grant{}, err
 	}
+	if err := s.slots.acquire(ctx); err != nil {
+		return lease.Grant{}, notSent("claim", name, holder, 0, err)
+	}
+	defer s.slots.release()
 	s.revokeOrphans(ctx)
 	fail := func(err error) (lease.Grant, error) {
 		return lease.Grant{}, &OpError{Op: "claim", Name: name, Holder: holder, Err: err}
@@ -187,14 +204,17 @@ func (s *Store) Claim(ctx context.Context, name, holder string, d time.Duration)
 // fresh etcd lease of ceil(d) seconds in a transaction guarded by g.Token
 // (the token is unchanged). It returns an error matching lease.ErrNotHeld
 // when etcd says the lease or the key is gone or the key belongs to a later
-// term; any other error matches ErrUnconfirmed.
+// term; any other error matches ErrUnconfirmed (and ErrNotSent if the
+// call was not sent). (It is long because its one loop — keep-alive, read,
+// follow a moved term once — reads best as a whole.)
 func (s *Store) Extend(ctx context.Context, g lease.Grant, d time.Duration) (lease.Grant, error) {
-	if err := checkArgs(g.Name, g.Holder, d); err != nil {
+	if err := checkGrant(g, d); err != nil {
 		return lease.Grant{}, err
 	}
-	if g.Token == 0 {
-		return lease.Grant{}, jujuerrors.NotValidf("grant with zero token")
+	if err := s.slots.acquire(ctx); err != nil {
+		return lease.Grant{}, notSent("extend", g.Name, g.Holder, g.Token, err)
 	}
+	defer s.slots.release()
 	fail := func(err error) (lease.Grant, error) {
 		return lease.Grant{}, &OpError{Op: "extend", Name: g.Name, Holder: g.Holder, Token: g.Token, Err: err}
 	}
@@ -204,7 +224,7 @@ func (s *Store) Extend(ctx context.Context, g lease.Grant, d time.Duration) (lea
 	if !ok {
 		// Not granted by this Store (or forgotten): the key says which
 		// etcd lease carries the term, if the term is still alive.
-		kv, err := s.get(ctx, key)
+		kv, err := get(ctx, s.cli, key)
 		if err != nil {
 			return fail(err)
 		}
@@ -225,7 +245,7 @@ func (s *Store) Extend(ctx context.Context, g lease.Grant, d time.Duration) (lea
 		// the etcd lease is gone, the read tells whether the term went
 		// with it (etcd deletes a lease's keys as it ends it) or had
 		// moved to another etcd lease first.
-		kv, err := s.get(ctx, key)
+		kv, err := get(ctx, s.cli, key)
 		if err != nil {
 			return fail(err)
 		}
@@ -280,10 +300,7 @@ func (s *Store) relet(ctx context.Context, g lease.Grant, old clientv3.LeaseID, 
 	}
 	if !resp.Succeeded {
 		s.revokeQuietly(ctx, gr.ID)
-		var kv *keyValue
-		if rr := resp.Responses[0].GetResponseRange(); rr != nil && len(rr.Kvs) > 0 {
-			kv = &keyValue{CreateRevision: rr.Kvs[0].CreateRevision, Lease: rr.Kvs[0].Lease, Value: rr.Kvs[0].Value}
-		}
+		kv := elseKV(resp)
 		if kv != nil && uint64(kv.CreateRevision) == g.Token {
 			// Still our term, on another lease: a concurrent relet won.
 			return fail(fmt.Errorf("key %q moved to etcd lease %x concurrently", key, kv.Lease))
@@ -300,32 +317,57 @@ func (s *Store) relet(ctx context.Context, g lease.Grant, old clientv3.LeaseID, 
 // Revoke ends the term g at once: it deletes the key in a transaction
 // guarded by g.Token, then revokes the term's etcd lease. It returns an
 // error matching lease.ErrNotHeld when the term is already over; any other
-// error matches ErrUnconfirmed. Once the key is deleted the term is over,
-// so a failure to revoke the emptied etcd lease is not reported (it
-// expires by itself).
+// error matches ErrUnconfirmed (or ErrNotSent). Once the key is deleted the
+// term is over, so a failure to revoke the emptied etcd lease is not
+// reported (it expires by itself).
 func (s *Store) Revoke(ctx context.Context, g lease.Grant) error {
 	if g.Name == "" || g.Token == 0 {
 		return jujuerrors.NotValidf("grant %+v", g)
 	}
-	key := s.Key(g.Name)
-	resp, err := s.cli.Txn(ctx).
-		If(clientv3.Compare(clientv3.CreateRevision(key), "=", int64(g.Token))).
+	if err := s.slots.acquire(ctx); err != nil {
+		return notSent("revoke", g.Name, g.Holder, g.Token, err)
+	}
+	defer s.slots.release()
+	deleted, kv, err := deleteTerm(ctx, s.cli, s.Key(g.Name), g.Token)
+	if err != nil {
+		return &OpError{Op: "revoke", Name: g.Name, Holder: g.Holder, Token: g.Token, Err: err}
+	}
+	if deleted == nil {
+		return s.notHeld("revoke", g, kv)
+	}
+	s.forget(g.Token)
+	if deleted.Lease != 0 {
+		s.revokeQuietly(ctx, clientv3.LeaseID(deleted.Lease))
+	}
+	return nil
+}
+
+// deleteTerm deletes key if its create revision is token. It returns the
+// deleted key, or nil and the key as it is (nil when absent).
+func deleteTerm(ctx context.Context, cli *clientv3.Client, key string, token uint64) (deleted, kv *keyValue, err error) {
+	resp, err := cli.Txn(ctx).
+		If(clientv3.Compare(clientv3.CreateRevision(key), "=", int64(token))).
 		Then(clientv3.OpDelete(key, clientv3.WithPrevKV())).
 		Else(clientv3.OpGet(key)).
 		Commit()
 	if err != nil {
-		return &OpError{Op: "revoke", Name: g.Name, Holder: g.Holder, Token: g.Token, Err: err}
+		return nil, nil, err
 	}
 	if !resp.Succeeded {
-		var kv *keyValue
-		if rr := resp.Responses[0].GetResponseRange(); rr != nil && len(rr.Kvs) > 0 {
-			kv = &keyValue{CreateRevision: rr.Kvs[0].CreateRevision, Lease: rr.Kvs[0].Lease, Value: rr.Kvs[0].Value}
-		}
-		return s.notHeld("revoke", g, kv)
+		return nil, elseKV(resp), nil
 	}
-	s.forget(g.Token)
-	if dr := resp.Responses[0].GetResponseDeleteRange(); dr != nil && len(dr.PrevKvs) > 0 && dr.PrevKvs[0].Lease != 0 {
-		s.revokeQuietly(ctx, clientv3.LeaseID(dr.PrevKvs[0].Lease))
+	deleted = &keyValue{CreateRevision: int64(token)}
+	if dr := resp.Responses[0].GetResponseDeleteRange(); dr != nil && len(dr.PrevKvs) > 0 {
+		deleted = newKeyValue(dr.PrevKvs[0])
+	}
+	return deleted, nil, nil
+}
+
+// elseKV is the key read by the Else branch (a single OpGet) of a
+// transaction whose compare failed; nil when the key does not exist.
+func elseKV(resp *clientv3.TxnResponse) *keyValue {
+	if rr := resp.Responses[0].GetResponseRange(); rr != nil && len(rr.Kvs) > 0 {
+		return newKeyValue(rr.Kvs[0])
 	}
 	return nil
 }
@@ -333,15 +375,24 @@ func (s *Store) Revoke(ctx context.Context, g lease.Grant) error {
 // Holder reads the named lease's live term: its holder, token and, as
 // Duration, the time etcd gives it left (whole seconds, rounded down). It
 // returns an error matching lease.ErrNotHeld when nobody holds the lease;
-// any other error matches ErrUnconfirmed.
+// any other error matches ErrUnconfirmed (or ErrNotSent).
 func (s *Store) Holder(ctx context.Context, name string) (lease.Grant, error) {
 	if name == "" {
 		return lease.Grant{}, jujuerrors.NotValidf("empty lease name")
 	}
+	if err := s.slots.acquire(ctx); err != nil {
+		return lease.Grant{}, notSent("read", name, "", 0, err)
+	}
+	defer s.slots.release()
+	return readHolder(ctx, s.cli, s.Key(name), name)
+}
+
+// readHolder reads the live term of the lease name kept at key.
+func readHolder(ctx context.Context, cli *clientv3.Client, key, name string) (lease.Grant, error) {
 	fail := func(err error) (lease.Grant, error) {
 		return lease.Grant{}, &OpError{Op: "read", Name: name, Err: err}
 	}
-	kv, err := s.get(ctx, s.Key(name))
+	kv, err := get(ctx, cli, key)
 	if err != nil {
 		return fail(err)
 	}
@@ -349,7 +400,7 @@ func (s *Store) Holder(ctx context.Context, name string) (lease.Grant, error) {
 		return lease.Grant{}, fmt.Errorf("etcdlease: lease %q: nobody holds it: %w", name, lease.ErrNotHeld)
 	}
 	g := lease.Grant{Name: name, Holder: string(kv.Value), Token: uint64(kv.CreateRevision)}
-	ttl, err := s.cli.TimeToLive(ctx, clientv3.LeaseID(kv.Lease))
+	ttl, err := cli.TimeToLive(ctx, clientv3.LeaseID(kv.Lease))
 	if err != nil {
 		return fail(err)
 	}
@@ -368,23 +419,32 @@ type keyValue struct {
 	Value          []byte
 }
 
+func newKeyValue(kv *mvccpb.KeyValue) *keyValue {
+	return &keyValue{CreateRevision: kv.CreateRevision, Lease: kv.Lease, Value: kv.Value}
+}
+
 // get reads key with a linearizable read; nil when it does not exist.
-func (s *Store) get(ctx context.Context, key string) (*keyValue, error) {
-	resp, err := s.cli.Get(ctx, key)
+func get(ctx context.Context, cli *clientv3.Client, key string) (*keyValue, error) {
+	resp, err := cli.Get(ctx, key)
 	if err != nil {
 		return nil, err
 	}
 	if len(resp.Kvs) == 0 {
 		return nil, nil
 	}
-	kv := resp.Kvs[0]
-	return &keyValue{CreateRevision: kv.CreateRevision, Lease: kv.Lease, Value: kv.Value}, nil
+	return newKeyValue(resp.Kvs[0]), nil
 }
 
 // notHeld forgets g and describes why its term is over; kv is the key as
 // read, if it was.
 func (s *Store) notHeld(op string, g lease.Grant, kv *keyValue) error {
 	s.forget(g.Token)
+	return notHeld(op, g, kv)
+}
+
+// notHeld describes why the term g is over; kv is the key as read, if it
+// was.
+func notHeld(op string, g lease.Grant, kv *keyValue) error {
 	switch {
 	case kv == nil:
 		return fmt.Errorf("etcdlease: %s lease %q for %q (token %d): term over, key gone: %w", op, g.Name, g.Holder, g.Token, lease.ErrNotHeld)

@@ -62,12 +62,16 @@ func isNotHeld(st lease.Status) bool { return st.State == lease.NotHeld }
 // does; the leader's renewals carry it across several terms with one token;
 // when it releases, the other takes over with a larger token.
 func TestTrackersOnEtcdOneLeader(t *testing.T) {
+	forEachStore(t, testTrackersOnEtcdOneLeader)
+}
+
+func testTrackersOnEtcdOneLeader(t *testing.T, kind storeKind) {
 	_, cliA := startSingle(t)
 	cliB := newClient(t, cliA.Endpoints()...)
 	const d = time.Second // claims for 2 s
 	cfgFor := func(cli *clientv3.Client, holder string) lease.Config {
 		return lease.Config{
-			Store: etcdlease.NewStore(cli, "/trackers/"), Name: "singular", Holder: holder,
+			Store: kind.make(t, cli, "/trackers/", 2*d), Name: "singular", Holder: holder,
 			Duration: d, ReleaseOnClose: true, LateTimer: slowTimer, CallTimeout: d / 2,
 		}
 	}
@@ -122,16 +126,22 @@ func TestTrackersOnEtcdOneLeader(t *testing.T) {
 // is a definitive loss: the next renewal reports ErrNotLeader, not
 // ErrRenewalFailed, and the tracker claims a new term.
 func TestTrackerLearnsRevokedTermDefinitively(t *testing.T) {
+	forEachStore(t, testTrackerLearnsRevokedTermDefinitively)
+}
+
+func testTrackerLearnsRevokedTermDefinitively(t *testing.T, kind storeKind) {
 	_, cli := startSingle(t)
-	store := etcdlease.NewStore(cli, "/revoked/")
 	const d = time.Second
+	store := kind.make(t, cli, "/revoked/", 2*d)
 	tr := newTracker(t, lease.Config{Store: store, Name: "singular", Holder: "a", Duration: d, LateTimer: slowTimer})
 	held := nextStatus(t, tr.Changes(), 10*time.Second, isHeld, nil, "the first claim")
 
 	ctx := testCtx(t)
-	current, err := store.Holder(ctx, "singular")
+	current, err := store.(interface {
+		Holder(ctx context.Context, name string) (lease.Grant, error)
+	}).Holder(ctx, "singular")
 	require.NoError(t, err)
-	require.NoError(t, etcdlease.NewStore(cli, "/revoked/").Revoke(ctx, current))
+	require.NoError(t, kind.make(t, cli, "/revoked/", 2*d).Revoke(ctx, current))
 
 	nextStatus(t, tr.Changes(), 10*time.Second, isNotHeld, nil, "the loss")
 	again := nextStatus(t, tr.Changes(), 10*time.Second, isHeld, nil, "a new term")
@@ -144,10 +154,14 @@ func TestTrackerLearnsRevokedTermDefinitively(t *testing.T) {
 // within the test's 20 s ctx, although with a one-minute Duration the next
 // scheduled renewal would come only 57 s after the claim.
 func TestTrackerLearnsDeletedKeyBeforeScheduledRenewal(t *testing.T) {
+	forEachStore(t, testTrackerLearnsDeletedKeyBeforeScheduledRenewal)
+}
+
+func testTrackerLearnsDeletedKeyBeforeScheduledRenewal(t *testing.T, kind storeKind) {
 	_, cli := startSingle(t)
 	other := newClient(t, cli.Endpoints()...)
-	store := etcdlease.NewStore(cli, "/deleted/")
 	const d = time.Minute // claims for 2 min, renews after 57 s
+	store := kind.make(t, cli, "/deleted/", 2*d)
 	tr := newTracker(t, lease.Config{Store: store, Name: "singular", Holder: "a", Duration: d, Jitter: -1})
 	ctx := testCtx(t)
 	held := nextStatus(t, tr.Changes(), 10*time.Second, isHeld, isNotHeld, "the first claim")
@@ -166,7 +180,7 @@ func TestTrackerLearnsDeletedKeyBeforeScheduledRenewal(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatal("WithLeadership never ran")
 	}
-	resp, err := other.Delete(ctx, store.Key("singular"))
+	resp, err := other.Delete(ctx, "/deleted/singular")
 	require.NoError(t, err)
 	require.EqualValues(t, 1, resp.Deleted)
 
@@ -294,4 +308,77 @@ func TestFailoverRenewalFailsAmbiguouslyThenRecovers(t *testing.T) {
 	st, err := tr.Check(ctx, d)
 	require.NoError(t, err)
 	require.Equal(t, lease.Held, st.State)
+}
+
+// Failover, the incident on etcd, with a SessionStore: its Extend answers
+// from the session's latest confirmed keep-alive, so what makes renewals
+// ambiguous is the keep-alive itself, and an election that falls between
+// two keep-alives goes unnoticed (the promise held throughout). So the
+// client knows only the raft leader (through a proxy), which is killed and
+// cut off: no member is reachable, the session's keep-alive is
+// unconfirmed, and Extend is then
+// ambiguous, and a check that needs a renewal gets ErrRenewalFailed, never
+// ErrNotLeader. Once the client reaches the survivors, their new leader
+// (which renews every lease as it takes over) confirms a keep-alive, and
+// the same term (same token) is held again.
+func TestSessionFailoverRenewalFailsAmbiguouslyThenRecovers(t *testing.T) {
+	ms := startCluster(t, 3)
+	leader := leaderOf(t, ms)
+	toLeader := startProxy(t, ms[leader].clientURL)
+	cli := newClient(t, toLeader.url())
+	const d = time.Second // claims for 2 s
+	store := newSessionStore(t, cli, "/failover/", 3*2*d)
+	tr := newTracker(t, lease.Config{Store: store, Name: "singular", Holder: "a", Duration: d, Jitter: -1, LateTimer: slowTimer})
+	ctx := testCtx(t)
+	first := nextStatus(t, tr.Changes(), 15*time.Second, isHeld, isNotHeld, "the first claim")
+
+	killed := time.Now()
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		ms[leader].stop() // its graceful shutdown takes seconds
+	}()
+	toLeader.cut()
+	// Extend (local, as the tracker's renewals) until the session's
+	// keep-alive is unconfirmed; never "not held".
+	g := lease.Grant{Name: "singular", Holder: "a", Token: first.Token}
+	for {
+		_, err := store.Extend(ctx, g, 2*d)
+		if err != nil {
+			require.ErrorIs(t, err, etcdlease.ErrUnconfirmed, "Extend during the failover")
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatal("the session's keep-alive stayed confirmed with its only member cut off")
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	t.Logf("keep-alive unconfirmed %v after killing leader %s", time.Since(killed).Round(time.Millisecond), ms[leader].name)
+	// A check asking for the whole claimed term (less the Margin) needs a
+	// renewal, which the store cannot confirm.
+	st, err := tr.Check(ctx, 2*d-d/10)
+	require.ErrorIs(t, err, lease.ErrRenewalFailed, "the cluster could not confirm, got %v", err)
+	require.NotErrorIs(t, err, lease.ErrNotLeader)
+	require.NotEqual(t, lease.NotHeld, st.State)
+	var rf *lease.RenewalFailedError
+	require.ErrorAs(t, err, &rf)
+	require.ErrorIs(t, rf, etcdlease.ErrUnconfirmed, "the cause must be the store's unconfirmed call")
+
+	healed := time.Now()
+	var survivors []string
+	for i, m := range ms {
+		if i != leader {
+			survivors = append(survivors, m.clientURL)
+		}
+	}
+	cli.SetEndpoints(survivors...)
+	recovered := nextStatus(t, tr.Changes(), 15*time.Second,
+		// A renewal sent after healing: its validity is the whole claimed
+		// term (less the Margin) from then on.
+		func(st lease.Status) bool { return st.State == lease.Held && !st.Until.Before(healed.Add(2*d-d/10)) },
+		isNotHeld, "the renewal through the surviving quorum")
+	t.Logf("held again %v after the client reached the survivors", time.Since(healed).Round(time.Millisecond))
+	require.Equal(t, first.Token, recovered.Token)
+	<-stopped
 }

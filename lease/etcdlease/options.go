@@ -1,0 +1,73 @@
+package etcdlease
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/juju/clock"
+)
+
+// Option adjusts a Store or a SessionStore.
+type Option func(*options)
+
+type options struct {
+	clock         clock.Clock
+	maxInFlight   int
+	revokeOnClose bool
+}
+
+// DefaultMaxInFlight is how many etcd calls a store has in flight at most
+// unless WithMaxInFlight says otherwise.
+const DefaultMaxInFlight = 64
+
+// WithClock times the store's own waits (its watch retries; a
+// SessionStore's keep-alives, grants and expiries) on clk. Nil, the
+// default, means clock.WallClock. etcd's TTLs always run on etcd's clock.
+func WithClock(clk clock.Clock) Option {
+	return func(o *options) { o.clock = clk }
+}
+
+// WithMaxInFlight bounds the etcd calls the store makes at once (claims,
+// renewals, revokes and reads alike) to n; zero or less means
+// DefaultMaxInFlight. A call waits for a free slot, newest first (a waiter
+// that has waited longest is the closest to its deadline, so serving the
+// newest gets more calls done in time when thousands start together); one
+// whose ctx ends while it waits sends nothing and returns an error matching
+// ErrNotSent.
+func WithMaxInFlight(n int) Option {
+	return func(o *options) { o.maxInFlight = n }
+}
+
+// WithRevokeOnClose makes a SessionStore's Close revoke its etcd lease, so
+// that every key it holds is deleted at once rather than when the TTL runs
+// out. A Store ignores it.
+func WithRevokeOnClose() Option {
+	return func(o *options) { o.revokeOnClose = true }
+}
+
+func newOptions(opts []Option) options {
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.clock == nil {
+		o.clock = clock.WallClock
+	}
+	if o.maxInFlight <= 0 {
+		o.maxInFlight = DefaultMaxInFlight
+	}
+	return o
+}
+
+// ErrNotSent means a call was not sent to etcd at all: its ctx ended
+// before one of the store's call slots was free (see WithMaxInFlight), or
+// before its batch of claims was sent. Unlike other unconfirmed calls, it
+// is certain that etcd did not apply it. Errors matching it are *OpError
+// values, so they also match ErrUnconfirmed (the tracker treats them as any
+// unconfirmed call), and they unwrap to the ctx's error.
+var ErrNotSent = errors.New("etcd call not sent")
+
+func notSent(op, name, holder string, token uint64, err error) error {
+	return &OpError{Op: op, Name: name, Holder: holder, Token: token,
+		Err: fmt.Errorf("%w: %w", ErrNotSent, err)}
+}

@@ -1,0 +1,211 @@
+package etcdlease_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/juju/clock/testclock"
+	jujuerrors "github.com/juju/errors"
+	"github.com/stretchr/testify/require"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/coldstart-go/coldstart/lease"
+	"github.com/coldstart-go/coldstart/lease/etcdlease"
+)
+
+// Claims started together go out in batches of nested transactions; more
+// than one batch's worth all succeed, each key on the one session lease.
+func TestSessionStoreClaimStorm(t *testing.T) {
+	_, cli := startSingle(t)
+	s := newSessionStore(t, cli, "/storm/", 10*time.Second)
+	ctx := testCtx(t)
+	const n = 300
+	grants := make([]lease.Grant, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			grants[i], errs[i] = s.Claim(ctx, fmt.Sprintf("app-%d", i), "c0", 5*time.Second)
+		}()
+	}
+	wg.Wait()
+	for i := range n {
+		require.NoError(t, errs[i], "claim %d", i)
+		_, err := s.Extend(ctx, grants[i], 5*time.Second)
+		require.NoError(t, err, "extend %d", i)
+	}
+	resp, err := cli.Get(ctx, "/storm/", clientv3.WithPrefix())
+	require.NoError(t, err)
+	require.Len(t, resp.Kvs, n)
+	for _, kv := range resp.Kvs {
+		require.Equal(t, resp.Kvs[0].Lease, kv.Lease, "every key on the session's lease")
+	}
+}
+
+// A claim whose ctx has ended is not sent: its error says so, and it is
+// still an unconfirmed error to the tracker.
+func TestSessionStoreClaimNotSent(t *testing.T) {
+	_, cli := startSingle(t)
+	s := newSessionStore(t, cli, "/notsent/", 10*time.Second)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err := s.Claim(ctx, "singular", "a", time.Second)
+	require.ErrorIs(t, err, etcdlease.ErrNotSent)
+	require.ErrorIs(t, err, etcdlease.ErrUnconfirmed)
+	require.ErrorIs(t, err, context.Canceled)
+	resp, err := cli.Get(testCtx(t), "/notsent/singular")
+	require.NoError(t, err)
+	require.Empty(t, resp.Kvs, "a claim not sent put nothing")
+}
+
+// Close stops the keep-alive: the keys stay until the TTL runs out, or go
+// at once WithRevokeOnClose. Calls after Close are unconfirmed.
+func TestSessionStoreClose(t *testing.T) {
+	_, cli := startSingle(t)
+	ctx := testCtx(t)
+	for _, c := range []struct {
+		name   string
+		opts   []etcdlease.Option
+		remain bool
+	}{
+		{"keys expire with the TTL", nil, true},
+		{"WithRevokeOnClose", []etcdlease.Option{etcdlease.WithRevokeOnClose()}, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			prefix := "/close/" + t.Name() + "/"
+			s := newSessionStore(t, cli, prefix, 10*time.Second, c.opts...)
+			g, err := s.Claim(ctx, "singular", "a", time.Second)
+			require.NoError(t, err)
+			require.NoError(t, s.Close())
+			require.NoError(t, s.Close(), "Close is idempotent")
+			resp, err := cli.Get(ctx, prefix+"singular")
+			require.NoError(t, err)
+			require.Equal(t, c.remain, len(resp.Kvs) == 1)
+			_, err = s.Extend(ctx, g, time.Second)
+			require.ErrorIs(t, err, etcdlease.ErrUnconfirmed)
+			_, err = s.Claim(ctx, "other", "a", time.Second)
+			require.ErrorIs(t, err, etcdlease.ErrUnconfirmed)
+		})
+	}
+}
+
+func TestNewSessionStoreRejectsBadArguments(t *testing.T) {
+	_, cli := startSingle(t)
+	for _, c := range []struct {
+		name   string
+		cli    *clientv3.Client
+		prefix string
+		ttl    time.Duration
+	}{
+		{"nil client", nil, "/p/", time.Second},
+		{"empty prefix", cli, "", time.Second},
+		{"zero ttl", cli, "/p/", 0},
+	} {
+		_, err := etcdlease.NewSessionStore(c.cli, c.prefix, c.ttl)
+		require.ErrorIs(t, err, jujuerrors.NotValid, c.name)
+	}
+}
+
+// The grant arithmetic, on a testclock (etcd's TTLs still run on its own
+// clock, far longer than the few seconds of testclock time here): a grant
+// never reaches past the latest confirmed keep-alive's send time + TTL,
+// even when more is asked; a confirmed keep-alive moves that bound; a term
+// not extended within its grant is over and its key deleted by the store.
+func TestSessionStoreGrantsNoFurtherThanTheKeepAlive(t *testing.T) {
+	_, cli := startSingle(t)
+	clk := testclock.NewClock(time.Now())
+	const ttl = 6 * time.Second // a keep-alive every 2 s
+	s := newSessionStore(t, cli, "/grant/", ttl, etcdlease.WithClock(clk))
+	ctx := testCtx(t)
+	// The keep-alive and the expiry loops each wait on a timer.
+	advance := func(d time.Duration) { require.NoError(t, clk.WaitAdvance(d, 10*time.Second, 2)) }
+
+	g, err := s.Claim(ctx, "singular", "a", 10*time.Second)
+	require.NoError(t, err)
+	require.Equal(t, ttl, g.Duration, "no further than the session grant's send time + TTL")
+
+	advance(time.Second)
+	g, err = s.Extend(ctx, g, 10*time.Second)
+	require.NoError(t, err)
+	require.Equal(t, ttl-time.Second, g.Duration, "the same bound, one second closer")
+
+	advance(1500 * time.Millisecond) // past the keep-alive's 2 s: it is sent now
+	for {
+		g, err = s.Extend(ctx, g, 10*time.Second)
+		require.NoError(t, err)
+		if g.Duration == ttl {
+			break // confirmed: the bound is its send time + TTL
+		}
+		require.Equal(t, ttl-2500*time.Millisecond, g.Duration, "before the keep-alive is answered")
+		select {
+		case <-ctx.Done():
+			t.Fatal("the keep-alive was never confirmed")
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+
+	lost := s.Lost(ctx, g)
+	advance(ttl) // the term's grant runs out unextended
+	_, err = s.Extend(ctx, g, time.Second)
+	require.ErrorIs(t, err, lease.ErrNotHeld, "a term not extended within its grant is over")
+	requireClosed(t, lost, "Lost stayed open for an expired term")
+	for {
+		resp, err := cli.Get(ctx, "/grant/singular")
+		require.NoError(t, err)
+		if len(resp.Kvs) == 0 {
+			break // deleted by the store's expiry loop
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatal("the expired term's key was never deleted")
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+// A session etcd no longer has (here revoked by another client; in life,
+// expired while this process was cut off) ends every term definitively,
+// and the next claim gets a new session.
+func TestSessionStoreLostSessionEndsEveryTerm(t *testing.T) {
+	_, cli := startSingle(t)
+	other := newClient(t, cli.Endpoints()...)
+	s := newSessionStore(t, cli, "/lostsession/", 3*time.Second) // a keep-alive every second
+	ctx := testCtx(t)
+	var grants []lease.Grant
+	for _, name := range []string{"mysql", "wordpress"} {
+		g, err := s.Claim(ctx, name, "c0", time.Second)
+		require.NoError(t, err)
+		grants = append(grants, g)
+	}
+	resp, err := cli.Get(ctx, "/lostsession/mysql")
+	require.NoError(t, err)
+	session := clientv3.LeaseID(resp.Kvs[0].Lease)
+	_, err = other.Revoke(ctx, session)
+	require.NoError(t, err)
+
+	for _, g := range grants {
+		for {
+			_, err := s.Extend(ctx, g, time.Second)
+			if err != nil {
+				require.ErrorIs(t, err, lease.ErrNotHeld, "extend %s", g.Name)
+				break
+			}
+			select {
+			case <-ctx.Done():
+				t.Fatalf("%s still extended after its session was revoked", g.Name)
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
+	}
+	g, err := s.Claim(ctx, "mysql", "c0", time.Second)
+	require.NoError(t, err)
+	require.Greater(t, g.Token, grants[0].Token)
+	resp, err = cli.Get(ctx, "/lostsession/mysql")
+	require.NoError(t, err)
+	require.NotEqual(t, session, clientv3.LeaseID(resp.Kvs[0].Lease), "a new session")
+}
