@@ -27,8 +27,9 @@ type Grant struct {
 // Store is the back end a Tracker claims and extends leases in.
 //
 // Its contract is three-valued. ErrHeld (or a *HeldError) and ErrNotHeld
-// are definitive answers: the store did not apply the call. Any other error
-// is ambiguous: the store may or may not have applied it, and the caller
+// are definitive answers: the store did not apply the call. So is an error
+// matching ErrNotSent: the call never left the store, and nothing changed.
+// Any other error is ambiguous: the store may or may not have applied it, and the caller
 // must not treat it as a loss. Success means the lease is held until at
 // least the start of the call plus the granted Duration.
 //
@@ -76,6 +77,13 @@ var (
 	// revoked, or the lease changed hands. Do not retry the extend; claim
 	// afresh if you still want the lease.
 	ErrNotHeld = errors.New("lease not held")
+	// ErrNotSent means the store did not send the call at all (its ctx
+	// ended while the store was holding calls back, as stores that bound
+	// their calls in flight do): nothing changed. Retry later. Unlike other
+	// errors, it is not ambiguous, so the tracker keeps what it knew — a
+	// claim not sent leaves NotHeld as it was — rather than drop to
+	// Unknown.
+	ErrNotSent = errors.New("lease call not sent")
 )
 
 // HeldError is a definitive claim denial that names the current holder.

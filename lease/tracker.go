@@ -505,6 +505,12 @@ func (t *Tracker) lost(err error) time.Duration {
 
 func (t *Tracker) ambiguous(err error, now time.Time) time.Duration {
 	st := t.snap.Load().status
+	if st.State == NotHeld && errors.Is(err, ErrNotSent) {
+		// A claim the store did not send changed nothing: the holder
+		// we were told of still stands, and so does its answer; claim
+		// again when we would have after that answer.
+		return backoff.Jitter(t.cfg.RetryDelay, t.cfg.Jitter)
+	}
 	// Only a confirmation upgrades: an ambiguous failure keeps Held while
 	// the validity lasts, and leaves Unknown (or a claim's NotHeld) as
 	// Unknown — an ambiguous claim may have been applied.

@@ -3,8 +3,10 @@ package lease_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -925,4 +927,50 @@ func TestWithLeadershipPanicDoesNotLeak(t *testing.T) {
 		_ = f.tr.WithLeadership(context.Background(), func(context.Context) error { panic("boom") })
 	})
 	goleak.VerifyNone(t, before) // the watcher is gone while the tracker lives on
+}
+
+// unsentClaims is a Store whose next claims (as many as left says) are
+// not sent: they fail with an error matching lease.ErrNotSent, as a store
+// that bounds its calls in flight answers a call whose ctx ended while it
+// waited for a slot.
+type unsentClaims struct {
+	lease.Store
+	left *atomic.Int32
+}
+
+func (s unsentClaims) Claim(ctx context.Context, name, holder string, d time.Duration) (lease.Grant, error) {
+	if s.left.Add(-1) >= 0 {
+		return lease.Grant{}, fmt.Errorf("claim %q: %w: %w", name, lease.ErrNotSent, context.DeadlineExceeded)
+	}
+	return s.Store.Claim(ctx, name, holder, d)
+}
+
+func TestUnsentClaimKeepsNotHeld(t *testing.T) {
+	var unsent atomic.Int32
+	f := newFixture(t, func(c *lease.Config) {
+		c.Store = unsentClaims{Store: c.Store, left: &unsent}
+	}, func(f *fixture) {
+		_, err := f.mem.Claim(context.Background(), "singular", "unit-1", 2*dur)
+		require.NoError(t, err)
+	})
+	want := lease.Status{State: lease.NotHeld, Holder: "unit-1"}
+	require.Equal(t, want, f.next(t))
+
+	// The next claim is not sent: nothing changed, so the answer stays
+	// "not leader, held by unit-1" (an ambiguous claim would make it
+	// Unknown), and the tracker claims again on the NotHeld schedule.
+	unsent.Store(1)
+	f.expectIdle(t, 3*time.Second)
+	require.Equal(t, 3*time.Second, f.nextIdle(t), "after an unsent claim")
+	assert.Equal(t, int32(0), unsent.Load(), "the unsent claim was made")
+	st, err := f.check(t, dur)
+	var nle *lease.NotLeaderError
+	require.ErrorAs(t, err, &nle)
+	assert.Equal(t, "unit-1", nle.Holder)
+	assert.Equal(t, want, st)
+	select {
+	case st := <-f.tr.Changes():
+		t.Fatalf("an unsent claim published %+v", st)
+	default:
+	}
 }

@@ -45,7 +45,7 @@ type claimReq struct {
 // nested put-if-absent: ten thousand claims take a hundred transactions
 // rather than ten thousand. The newest claims go first, as with the call
 // slots. A claim whose ctx ends before its batch is sent is dropped: it
-// returns an error matching ErrNotSent.
+// returns an error matching lease.ErrNotSent.
 func (s *SessionStore) sendClaim(r *claimReq) error {
 	s.mu.Lock()
 	if s.closed {

@@ -47,7 +47,7 @@
 // first), so that thousands of trackers starting together do not time out
 // their own claims; SessionStore also batches claims, 64 to a
 // transaction. A call whose ctx ends before it is sent returns an error
-// matching ErrNotSent.
+// matching lease.ErrNotSent.
 //
 // This package is its own Go module, so that importing the rest of coldstart
 // never pulls in etcd and gRPC. Its go.mod requires

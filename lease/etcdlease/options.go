@@ -1,10 +1,11 @@
 package etcdlease
 
 import (
-	"errors"
 	"fmt"
 
 	"github.com/juju/clock"
+
+	"github.com/coldstart-go/coldstart/lease"
 )
 
 // Option adjusts a Store or a SessionStore.
@@ -33,7 +34,7 @@ func WithClock(clk clock.Clock) Option {
 // that has waited longest is the closest to its deadline, so serving the
 // newest gets more calls done in time when thousands start together); one
 // whose ctx ends while it waits sends nothing and returns an error matching
-// ErrNotSent.
+// lease.ErrNotSent.
 func WithMaxInFlight(n int) Option {
 	return func(o *options) { o.maxInFlight = n }
 }
@@ -59,15 +60,13 @@ func newOptions(opts []Option) options {
 	return o
 }
 
-// ErrNotSent means a call was not sent to etcd at all: its ctx ended
+// notSent is the error of a call not sent to etcd at all: its ctx ended
 // before one of the store's call slots was free (see WithMaxInFlight), or
-// before its batch of claims was sent. Unlike other unconfirmed calls, it
-// is certain that etcd did not apply it. Errors matching it are *OpError
-// values, so they also match ErrUnconfirmed (the tracker treats them as any
-// unconfirmed call), and they unwrap to the ctx's error.
-var ErrNotSent = errors.New("etcd call not sent")
-
+// before its batch of claims was sent. It is certain that etcd did not
+// apply it, so it matches lease.ErrNotSent (the tracker keeps what it knew);
+// as an *OpError it also matches ErrUnconfirmed, and it unwraps to the
+// ctx's error.
 func notSent(op, name, holder string, token uint64, err error) error {
 	return &OpError{Op: op, Name: name, Holder: holder, Token: token,
-		Err: fmt.Errorf("%w: %w", ErrNotSent, err)}
+		Err: fmt.Errorf("%w: %w", lease.ErrNotSent, err)}
 }

@@ -166,7 +166,7 @@ func (s *SessionStore) Key(name string) string { return s.prefix + name }
 // the session's confirmed keep-alive promises less. When another term holds
 // the key it returns a *lease.HeldError naming that holder. Invalid
 // arguments give an error matching errors.NotValid; any other error
-// matches ErrUnconfirmed (and ErrNotSent if the claim was not sent).
+// matches ErrUnconfirmed (and lease.ErrNotSent if the claim was not sent).
 func (s *SessionStore) Claim(ctx context.Context, name, holder string, d time.Duration) (lease.Grant, error) {
 	if err := checkArgs(name, holder, d); err != nil {
 		return lease.Grant{}, err
@@ -371,7 +371,7 @@ func (s *SessionStore) adopt(ctx context.Context, g lease.Grant, d time.Duration
 // Revoke ends the term g at once: it deletes the key in a transaction
 // guarded by g.Token (the session lives on for the other keys). It returns
 // an error matching lease.ErrNotHeld when the term is already over; any
-// other error matches ErrUnconfirmed (or ErrNotSent).
+// other error matches ErrUnconfirmed (or lease.ErrNotSent).
 func (s *SessionStore) Revoke(ctx context.Context, g lease.Grant) error {
 	if g.Name == "" || g.Token == 0 {
 		return jujuerrors.NotValidf("grant %+v", g)

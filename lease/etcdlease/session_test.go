@@ -55,7 +55,7 @@ func TestSessionStoreClaimNotSent(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	_, err := s.Claim(ctx, "singular", "a", time.Second)
-	require.ErrorIs(t, err, etcdlease.ErrNotSent)
+	require.ErrorIs(t, err, lease.ErrNotSent)
 	require.ErrorIs(t, err, etcdlease.ErrUnconfirmed)
 	require.ErrorIs(t, err, context.Canceled)
 	resp, err := cli.Get(testCtx(t), "/notsent/singular")

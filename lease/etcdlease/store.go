@@ -18,7 +18,7 @@ import (
 // ErrUnconfirmed marks every error of this package that is not a definitive
 // answer: etcd may or may not have applied the call (a timeout, "no leader",
 // an unavailable member, a cancelled context, a broken connection), or the
-// call was not sent at all (those also match ErrNotSent). Do not treat it
+// call was not sent at all (those also match lease.ErrNotSent). Do not treat it
 // as a loss of the lease: keep the old deadline and retry. Errors matching
 // it are *OpError values and unwrap to etcd's own error.
 var ErrUnconfirmed = errors.New("etcd did not confirm the lease operation")
@@ -151,7 +151,7 @@ func checkGrant(g lease.Grant, d time.Duration) error {
 // Grant's Duration is the TTL etcd granted. When another term holds the key
 // it returns a *lease.HeldError naming that holder. Invalid arguments give
 // an error matching errors.NotValid (github.com/juju/errors); any other
-// error matches ErrUnconfirmed (and ErrNotSent if the claim was not sent).
+// error matches ErrUnconfirmed (and lease.ErrNotSent if the claim was not sent).
 func (s *Store) Claim(ctx context.Context, name, holder string, d time.Duration) (lease.Grant, error) {
 	if err := checkArgs(name, holder, d); err != nil {
 		return lease.Grant{}, err
@@ -204,7 +204,7 @@ func (s *Store) Claim(ctx context.Context, name, holder string, d time.Duration)
 // fresh etcd lease of ceil(d) seconds in a transaction guarded by g.Token
 // (the token is unchanged). It returns an error matching lease.ErrNotHeld
 // when etcd says the lease or the key is gone or the key belongs to a later
-// term; any other error matches ErrUnconfirmed (and ErrNotSent if the
+// term; any other error matches ErrUnconfirmed (and lease.ErrNotSent if the
 // call was not sent). (It is long because its one loop — keep-alive, read,
 // follow a moved term once — reads best as a whole.)
 func (s *Store) Extend(ctx context.Context, g lease.Grant, d time.Duration) (lease.Grant, error) {
@@ -317,7 +317,7 @@ func (s *Store) relet(ctx context.Context, g lease.Grant, old clientv3.LeaseID, 
 // Revoke ends the term g at once: it deletes the key in a transaction
 // guarded by g.Token, then revokes the term's etcd lease. It returns an
 // error matching lease.ErrNotHeld when the term is already over; any other
-// error matches ErrUnconfirmed (or ErrNotSent). Once the key is deleted the
+// error matches ErrUnconfirmed (or lease.ErrNotSent). Once the key is deleted the
 // term is over, so a failure to revoke the emptied etcd lease is not
 // reported (it expires by itself).
 func (s *Store) Revoke(ctx context.Context, g lease.Grant) error {
@@ -375,7 +375,7 @@ func elseKV(resp *clientv3.TxnResponse) *keyValue {
 // Holder reads the named lease's live term: its holder, token and, as
 // Duration, the time etcd gives it left (whole seconds, rounded down). It
 // returns an error matching lease.ErrNotHeld when nobody holds the lease;
-// any other error matches ErrUnconfirmed (or ErrNotSent).
+// any other error matches ErrUnconfirmed (or lease.ErrNotSent).
 func (s *Store) Holder(ctx context.Context, name string) (lease.Grant, error) {
 	if name == "" {
 		return lease.Grant{}, jujuerrors.NotValidf("empty lease name")
