@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"flag"
 	"io"
@@ -33,7 +34,7 @@ func TestRunHoldsEveryInvariant(t *testing.T) {
 	o, err := parseFlags([]string{"-agents", "300", "-api-rate", "200", "-api-burst", "10", "-steps", "200ms", "-fault", "700ms"}, io.Discard)
 	require.NoError(t, err)
 	var out bytes.Buffer
-	require.NoError(t, run(o, &out), out.String())
+	require.NoError(t, run(context.Background(), o, &out), out.String())
 	s := out.String()
 	m := regexp.MustCompile(`controller self-dials     (\d+)/(\d+) local \(0 to peers\)`).FindStringSubmatch(s)
 	require.NotNil(t, m, s)
