@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -126,14 +127,17 @@ func newController(cfg controllerConfig) (_ *controller, err error) {
 	c.mux = c.newMux()
 	c.srv = c.newServer(c.mux)
 	// From here on each step holds something: undo them all on error.
+	defer func() {
+		if err != nil {
+			c.abandon()
+			if c.ln != nil {
+				_ = c.ln.Close()
+			}
+		}
+	}()
 	if c.ln, err = c.listen(cfg.apiAddr); err != nil {
 		return nil, err
 	}
-	defer func() {
-		if err != nil {
-			_ = c.ln.Close()
-		}
-	}()
 	if c.dial, err = c.newDialer(cfg.peers); err != nil {
 		return nil, err
 	}
@@ -511,6 +515,18 @@ func (c *controller) shutdown() {
 	_ = c.ln.Close()
 	<-c.served
 	_ = c.tracker.Close()
+	c.abandon()
+}
+
+// errShutdown ends what a controller still waited on when it shut down.
+var errShutdown = errors.New("controller shut down")
+
+// abandon fails the upgrade epoch and the stable gate if they are still
+// open (a no-op once they resolved), so that the goroutines following them
+// (the board's Watch, stable's wait on the upgrade) end.
+func (c *controller) abandon() {
+	c.up.Fail(errShutdown)
+	c.stable.Fail(errShutdown)
 }
 
 // acceptRates returns the most API connections that reached the server in
