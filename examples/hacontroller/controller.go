@@ -419,7 +419,9 @@ func (c *controller) selfHTTPClient() *http.Client {
 // controller's own call: a real upgrade would not wait for that, but the
 // demo must show a refused call in every run, and timing alone (a server
 // that comes up late, a slow self-dial) sometimes let the call arrive after
-// the upgrade.
+// the upgrade. Likewise they end no earlier than upgradeHold closes, so
+// that the main job's probe shows the controller waiting on its upgrade.
+// Its state reaches the board and stable through the gate's own channels.
 func (c *controller) runUpgrade(ctx context.Context) {
 	if !c.pause(ctx, c.o.checking) {
 		return
