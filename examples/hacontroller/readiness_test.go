@@ -3,8 +3,10 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"regexp"
 	"strings"
 	"sync"
@@ -16,6 +18,7 @@ import (
 
 	"github.com/coldstart-go/coldstart/gate"
 	"github.com/coldstart-go/coldstart/lease"
+	"github.com/coldstart-go/coldstart/upgrade"
 )
 
 // TestReadinessAcrossStartup probes one controller's /readyz on its
@@ -30,7 +33,7 @@ func TestReadinessAcrossStartup(t *testing.T) {
 		tl: newTimeline(io.Discard), store: lease.NewMemStore(nil), upgradeHold: held})
 	require.NoError(t, err)
 	defer c.shutdown()
-	require.NoError(t, c.up.SetRetryAfter(10*time.Millisecond)) // the refused self-call retries soon
+	require.NoError(t, c.up.SetRetryAfter(10*time.Millisecond)) // the refused self-call retries sooner
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 
@@ -147,5 +150,40 @@ func (w *waitWriter) waitFor(t *testing.T, s string) string {
 		case <-timeout:
 			t.Fatalf("no %q in the output within 30s:\n%s", s, text)
 		}
+	}
+}
+
+// TestReadyzPassesTheUpgradeGateInEveryPhase: /readyz is on the upgrade
+// middleware's allowlist, so the board answers in every phase, while a
+// call off the allowlist is refused until the upgrade completes.
+func TestReadyzPassesTheUpgradeGateInEveryPhase(t *testing.T) {
+	for _, tc := range []struct {
+		phase      string
+		enter      func(g *upgrade.Gate)
+		workerCode int // POST /controller/workers, off the allowlist
+	}{
+		{"checking", func(*upgrade.Gate) {}, http.StatusServiceUnavailable},
+		{"running-steps", func(g *upgrade.Gate) { require.NoError(t, g.Enter(upgrade.RunningSteps)) }, http.StatusServiceUnavailable},
+		{"failed", func(g *upgrade.Gate) { g.Fail(errors.New("steps failed")) }, http.StatusConflict},
+		{"complete", func(g *upgrade.Gate) { g.Complete() }, http.StatusOK},
+	} {
+		t.Run(tc.phase, func(t *testing.T) {
+			c := &controller{name: "c0", up: upgrade.NewGate(nil)}
+			c.newBoard()
+			defer c.abandon()
+			c.serving.Unlock()
+			h := c.newServer(c.newMux()).Handler
+			tc.enter(c.up)
+			require.Equal(t, tc.phase, c.up.Report().Phase.String())
+
+			readyz := httptest.NewRecorder()
+			h.ServeHTTP(readyz, httptest.NewRequest(http.MethodGet, "/readyz?verbose", nil))
+			assert.Equal(t, http.StatusServiceUnavailable, readyz.Code, "stable is still locked")
+			assert.Contains(t, readyz.Body.String(), "[+]serving ok\n", "the board answered, not the upgrade gate")
+
+			workers := httptest.NewRecorder()
+			h.ServeHTTP(workers, httptest.NewRequest(http.MethodPost, "/controller/workers", nil))
+			assert.Equal(t, tc.workerCode, workers.Code, workers.Body.String())
+		})
 	}
 }
