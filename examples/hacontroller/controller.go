@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -43,32 +44,37 @@ type controller struct {
 	ln      *listener.Listener
 	mux     *http.ServeMux // the routes of both ports; readiness endpoints go here and in upgradeAllowlist
 	srv     *http.Server
+	served  chan struct{} // closed when Serve returns
 	up      *upgrade.Gate
 	dial    *dialer.Dialer
 	faults  *leasetest.FaultStore
 	tracker *lease.Tracker
 
-	board                                                  *gate.Board
-	serving, selfDialed, upgraded, leaseKnown, stable, api *gate.Lock
-	workers                                                *gate.Lock // the call refused during the upgrade went through
+	board                                        *gate.Board
+	serving, selfDialed, leaseKnown, stable, api *gate.Lock
+	workers                                      *gate.Lock // the call refused during the upgrade went through
 
 	// callRefused is closed when the upgrade gate first refuses the
 	// controller's own call; the upgrade completes only after that, so
 	// that every run shows a refused call going through (see runUpgrade).
 	callRefused     chan struct{}
 	callRefusedOnce sync.Once
+	// upgradeHold, when not nil, also holds the upgrade's completion until
+	// it closes: the main job probes one controller's /readyz first.
+	upgradeHold <-chan struct{}
 
 	ctrlAddr string // the controller port's real address, set in newController
 
-	mu          sync.Mutex
-	apiAddr     string         // the API port's real address, from OnBound (again on each OpenAPI)
-	earlyAPI    int            // API conns that arrived while stable was still locked: must stay 0
-	routes      []dialer.Route // every self-dial
-	selfRefused int            // self calls refused with "upgrade in progress" and retried
-	apiAccepts  []time.Time    // when each API-port conn reached the server
-	stableAfter time.Duration
-	status      lease.Status // first definitive lease status
-	leaseErr    error
+	mu           sync.Mutex
+	apiAddr      string         // the API port's real address, from OnBound (again on each OpenAPI)
+	earlyAPI     int            // API conns that arrived while stable was still locked: must stay 0
+	routes       []dialer.Route // every self-dial
+	selfRefused  int            // self calls refused with "upgrade in progress" and retried
+	apiAccepts   []time.Time    // when each API-port conn reached the server
+	stableAfter  time.Duration
+	status       lease.Status // first definitive lease status
+	leaseErr     error
+	upgradeAtAPI upgrade.Phase // the upgrade's phase when the api port opened
 }
 
 // apiHost returns the loopback address for controller i's API port: one of
@@ -94,32 +100,44 @@ type controllerConfig struct {
 	tl      *timeline
 	store   lease.Store
 	peers   func() []string // the other controllers' controller ports
+	// upgradeHold, when not nil, holds the upgrade's completion until it
+	// closes (see controller.upgradeHold).
+	upgradeHold <-chan struct{}
 }
 
 // newController binds the controller's ports (closing the API port again at
-// once: agents are refused until it is stable), and starts its lease
-// tracker. On error it releases whatever it had bound.
+// once: agents are refused until it is stable), starts its lease tracker,
+// and serves the controller port: /readyz answers from then on, the other
+// routes once the server is up (the serving gate). On error it releases
+// whatever it had bound.
 func newController(cfg controllerConfig) (_ *controller, err error) {
 	c := &controller{
 		name: cfg.name, o: cfg.o, tl: cfg.tl, clk: clock.WallClock,
-		callRefused: make(chan struct{}),
+		callRefused: make(chan struct{}), upgradeHold: cfg.upgradeHold, served: make(chan struct{}),
 	}
-	c.newBoard()
 	c.up = upgrade.NewGate(c.clk)
 	c.up.OnTransition(func(from, to upgrade.Phase, err error) {
+		if err != nil {
+			c.tl.log(c.name, "upgrade %s -> %s: %v", from, to, err)
+			return
+		}
 		c.tl.log(c.name, "upgrade %s -> %s", from, to)
 	})
+	c.newBoard()
 	c.mux = c.newMux()
 	c.srv = c.newServer(c.mux)
 	// From here on each step holds something: undo them all on error.
+	defer func() {
+		if err != nil {
+			c.abandon()
+			if c.ln != nil {
+				_ = c.ln.Close()
+			}
+		}
+	}()
 	if c.ln, err = c.listen(cfg.apiAddr); err != nil {
 		return nil, err
 	}
-	defer func() {
-		if err != nil {
-			_ = c.ln.Close()
-		}
-	}()
 	if c.dial, err = c.newDialer(cfg.peers); err != nil {
 		return nil, err
 	}
@@ -134,21 +152,43 @@ func newController(cfg controllerConfig) (_ *controller, err error) {
 	if err != nil {
 		return nil, err
 	}
+	go func() {
+		defer close(c.served)
+		_ = c.srv.Serve(c.ln)
+	}()
 	return c, nil
 }
 
 // newBoard makes the controller's gates: stable is all of serving,
-// self-dial, upgrade and lease; the API port opens after it.
+// self-dial, upgrade and lease; the API port opens after it. The upgrade
+// gate is on the board through its own channels, and stable waits on the
+// same epoch's Completed channel: no state is copied by hand.
 func (c *controller) newBoard() {
 	c.board = gate.NewBoard(c.clk)
 	c.serving = c.board.New("serving")
 	c.selfDialed = c.board.New("self-dial")
-	c.upgraded = c.board.New("upgrade")
+	c.board.Watch("upgrade", c.up.Completed(), c.up.Failed())
 	c.leaseKnown = c.board.New("lease")
-	c.stable = gate.AllOf("stable", c.serving, c.selfDialed, c.upgraded, c.leaseKnown)
+	c.stable = gate.AllOf("stable", c.serving, c.selfDialed, closedWaiter(c.up.Completed()), c.leaseKnown)
 	c.board.Add(c.stable)
 	c.api = c.board.New("api-port")
 	c.workers = c.board.New("workers")
+}
+
+// closedWaiter is a channel as a gate.Waiter: it unlocks when the channel
+// closes. It cannot fail: a failed upgrade leaves stable locked (the API
+// port never opens), and the board's "upgrade" line says it failed.
+type closedWaiter <-chan struct{}
+
+func (w closedWaiter) Unlocked() <-chan struct{} { return w }
+
+func (w closedWaiter) IsUnlocked() bool {
+	select {
+	case <-w:
+		return true
+	default:
+		return false
+	}
 }
 
 // listen binds the controller port and the API port, and closes the API
@@ -208,9 +248,11 @@ func (c *controller) newDialer(peers func() []string) (*dialer.Dialer, error) {
 }
 
 // newMux returns the controller's routes. Agents log in on the API port;
-// the controller calls itself on the controller port.
+// the controller calls itself on the controller port; a probe reads the
+// board at /readyz.
 func (c *controller) newMux() *http.ServeMux {
 	mux := http.NewServeMux()
+	mux.Handle("GET /readyz", c.board.Handler())
 	mux.HandleFunc("GET /ping", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "pong") })
 	mux.Handle("GET /ready", upgrade.ReadyHandler(c.up))
 	mux.HandleFunc("POST /controller/workers", func(w http.ResponseWriter, r *http.Request) {
@@ -229,14 +271,31 @@ func (c *controller) newMux() *http.ServeMux {
 // upgradeAllowlist says which calls the upgrade gate lets through while it
 // refuses: the liveness and readiness endpoints.
 func upgradeAllowlist(r *http.Request) bool {
-	return r.URL.Path == "/ping" || r.URL.Path == "/ready"
+	switch r.URL.Path {
+	case "/ping", "/ready", "/readyz":
+		return true
+	}
+	return false
+}
+
+// whenServing answers 503 to everything but /readyz until the serving gate
+// opens: the port accepts from the start, so a probe can read a controller
+// that is still starting, but its server comes up only later.
+func (c *controller) whenServing(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/readyz" && !c.serving.IsUnlocked() {
+			http.Error(w, "server starting", http.StatusServiceUnavailable)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // newServer serves mux behind the upgrade gate, and records when each API
 // connection arrives (and whether the controller was stable by then).
 func (c *controller) newServer(mux *http.ServeMux) *http.Server {
 	return &http.Server{
-		Handler:           upgrade.Middleware(c.up, upgradeAllowlist)(mux),
+		Handler:           c.whenServing(upgrade.Middleware(c.up, upgradeAllowlist)(mux)),
 		ConnContext:       listener.ConnContext,
 		ReadHeaderTimeout: 5 * time.Second,
 		ConnState: func(conn net.Conn, s http.ConnState) {
@@ -270,26 +329,25 @@ func (c *controller) start(ctx context.Context, serveAfter time.Duration) {
 		if !c.pause(ctx, serveAfter) {
 			return
 		}
-		run(func() { _ = c.srv.Serve(c.ln) })
-		c.tl.log(c.name, "serving on the controller port")
+		c.tl.log(c.name, "server up: serving every route on the controller port")
 		c.serving.Unlock()
 	})
 
 	if err := gate.Wait(ctx, c.stable); err == nil {
 		c.mu.Lock()
 		c.stableAfter = c.tl.since() - startedAt
+		c.upgradeAtAPI = c.up.Report().Phase
 		c.mu.Unlock()
 		if err := c.ln.OpenAPI(); err != nil {
 			c.api.Fail(err)
 			c.tl.log(c.name, "cannot open the api port: %v", err)
 		} else {
 			c.api.Unlock()
-			c.tl.log(c.name, "stable after %v (gates opened: %v): api port open, %g conn/s, burst %d",
-				c.stableAfter.Round(time.Millisecond), c.board.Report().Opened(), c.o.apiRate, c.o.apiBurst)
+			c.tl.log(c.name, "stable after %v: api port open, %g conn/s, burst %d",
+				c.stableAfter.Round(time.Millisecond), c.o.apiRate, c.o.apiBurst)
 		}
 	}
 	<-ctx.Done()
-	c.shutdown() // ends Serve
 	wg.Wait()
 }
 
@@ -361,7 +419,9 @@ func (c *controller) selfHTTPClient() *http.Client {
 // controller's own call: a real upgrade would not wait for that, but the
 // demo must show a refused call in every run, and timing alone (a server
 // that comes up late, a slow self-dial) sometimes let the call arrive after
-// the upgrade.
+// the upgrade. Likewise they end no earlier than upgradeHold closes, so
+// that the main job's probe shows the controller waiting on its upgrade.
+// Its state reaches the board and stable through the gate's own channels.
 func (c *controller) runUpgrade(ctx context.Context) {
 	if !c.pause(ctx, c.o.checking) {
 		return
@@ -375,24 +435,31 @@ func (c *controller) runUpgrade(ctx context.Context) {
 	b, err := binaries.Match(available, agentVersion, platform)
 	if err != nil {
 		c.up.Fail(err)
-		c.upgraded.Fail(err)
 		return
 	}
 	c.tl.log(c.name, "agent binary %s for %s is the one running: no restart needed", b.Version, b.Platform)
 	if err := c.up.Enter(upgrade.RunningSteps); err != nil {
-		c.upgraded.Fail(err)
+		c.up.Fail(err)
 		return
 	}
-	if !c.pause(ctx, c.o.steps) {
-		return
-	}
-	select {
-	case <-c.callRefused:
-	case <-ctx.Done():
+	if !c.pause(ctx, c.o.steps) || !closed(ctx, c.callRefused) || !closed(ctx, c.upgradeHold) {
 		return
 	}
 	c.up.Complete()
-	c.upgraded.Unlock()
+}
+
+// closed waits for ch to close (a nil ch is no wait at all); it reports
+// false if ctx ended first.
+func closed(ctx context.Context, ch <-chan struct{}) bool {
+	if ch == nil {
+		return true
+	}
+	select {
+	case <-ch:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
 
 // pause waits d on the controller's clock; it reports false if ctx ended
@@ -441,13 +508,27 @@ func (c *controller) apiAddress() string {
 	return c.apiAddr
 }
 
-// shutdown stops serving and releases the lease tracker; it is idempotent.
+// shutdown stops serving, waits for Serve to return and releases the lease
+// tracker; it is idempotent.
 func (c *controller) shutdown() {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	_ = c.srv.Shutdown(ctx)
 	_ = c.ln.Close()
+	<-c.served
 	_ = c.tracker.Close()
+	c.abandon()
+}
+
+// errShutdown ends what a controller still waited on when it shut down.
+var errShutdown = errors.New("controller shut down")
+
+// abandon fails the upgrade epoch and the stable gate if they are still
+// open (a no-op once they resolved), so that the goroutines following them
+// (the board's Watch, stable's wait on the upgrade) end.
+func (c *controller) abandon() {
+	c.up.Fail(errShutdown)
+	c.stable.Fail(errShutdown)
 }
 
 // acceptRates returns the most API connections that reached the server in

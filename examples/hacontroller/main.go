@@ -16,8 +16,15 @@
 // cached promise no longer covers the lease term, so it must answer
 // ErrRenewalFailed.
 //
+// Each controller serves its gate board at /readyz on its controller port,
+// which accepts from the start: the run prints each readiness address, and
+// one /readyz?verbose answer taken while the first controller still waits
+// (its upgrade completes only after that probe) and one once it is stable.
+//
 // It prints a timeline and a summary and exits non-zero, naming them, if a
-// story did not happen or an invariant broke.
+// story did not happen or an invariant broke. With -hold the controllers
+// keep serving after the summary until interrupted, so you can probe them
+// with curl.
 package main
 
 import (
@@ -28,8 +35,10 @@ import (
 	"io"
 	"net"
 	"os"
+	"os/signal"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/coldstart-go/coldstart/gate"
@@ -48,6 +57,7 @@ type options struct {
 	fault        time.Duration
 	agentBackoff time.Duration
 	timeout      time.Duration
+	hold         bool
 }
 
 // The run is bounded in count as well as time: one process, loopback only.
@@ -71,6 +81,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.DurationVar(&o.fault, "fault", 800*time.Millisecond, "how long the leader's lease store times out midway, starting just after a renewal and cut short so the term it holds outlives it (0: no fault; else between 1.2× and 1.7× -lease)")
 	fs.DurationVar(&o.agentBackoff, "agent-backoff", 50*time.Millisecond, "first retry backoff of an agent (capped at 4x, full jitter)")
 	fs.DurationVar(&o.timeout, "timeout", 20*time.Second, "give up (and fail) after this long")
+	fs.BoolVar(&o.hold, "hold", false, "after the summary, keep the controllers serving /readyz until interrupted (SIGINT, SIGTERM)")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: go run ./examples/hacontroller [flags]\n\n"+
 			"Runs an HA controller startup in one process on loopback and prints its timeline.\n\nFlags:\n")
@@ -111,19 +122,23 @@ func main() {
 		fmt.Fprintln(os.Stderr, "hacontroller:", err)
 		os.Exit(2)
 	}
-	if err := run(o, os.Stdout); err != nil {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err = run(ctx, o, os.Stdout)
+	stop()
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "hacontroller: FAILED:", err)
 		os.Exit(1)
 	}
 }
 
 // run runs the whole scenario and returns an error naming every story that
-// did not happen and every broken invariant.
-func run(o options, out io.Writer) error {
-	ctx, cancel := context.WithTimeout(context.Background(), o.timeout)
-	defer cancel()
+// did not happen and every broken invariant. The controllers live until
+// run returns: with -hold, until ctx ends after the summary; ending ctx
+// earlier stops the run.
+func run(ctx context.Context, o options, out io.Writer) error {
 	tl := newTimeline(out)
-	ctrls, err := newControllers(o, tl)
+	probed := make(chan struct{}) // the first controller's upgrade waits for its probe
+	ctrls, err := newControllers(o, tl, probed)
 	if err != nil {
 		return err
 	}
@@ -132,14 +147,47 @@ func run(o options, out io.Writer) error {
 			c.shutdown()
 		}
 	}()
+	for _, c := range ctrls {
+		tl.log(c.name, "readiness %s", readinessURL(c))
+	}
+	// The controllers run until run returns, starting once the scenario
+	// closes begin; the scenario must end within -timeout.
+	begin := make(chan struct{})
+	stop := startControllers(ctx, o, ctrls, begin)
+	defer stop()
+	deadline, cancel := context.WithTimeout(ctx, o.timeout)
+	defer cancel()
+	s := scenario(deadline, o, tl, ctrls, begin, probed)
+	s.print(out)
+	problems := s.violations()
+	if deadline.Err() != nil {
+		problems = append(problems, fmt.Sprintf("did not finish within -timeout %v (or was interrupted): %s", o.timeout, pending(ctrls)))
+	}
+	if len(problems) == 0 {
+		fmt.Fprintln(out, "ok: every invariant held, every story happened")
+	}
+	if o.hold && ctx.Err() == nil {
+		hold(ctx, out, ctrls)
+	}
+	if len(problems) > 0 {
+		return errors.New(strings.Join(problems, "; "))
+	}
+	return nil
+}
 
+// scenario starts the controllers (closing begin) against the herd of
+// agents, faults the leader's lease store, probes the first controller's
+// readiness before and after it is stable, and measures what happened. It
+// closes probed once the first probe is answered: the first controller's
+// upgrade completes only then.
+func scenario(ctx context.Context, o options, tl *timeline, ctrls []*controller, begin, probed chan struct{}) *summary {
 	// The herd is at the door before the controllers start: every API
 	// port has refused an agent, and its agents are retrying.
 	agents := startAgents(ctx, o, tl, ctrls)
 	agents.refusedEverywhere(ctx)
 	tl.log("agents", "refused by every api port (closed until stable), retrying: the controllers start")
-	stop := startControllers(ctx, o, ctrls)
-	defer stop()
+	close(begin)
+	starting := probeWhileStarting(ctx, tl, ctrls[0], func() { close(probed) })
 
 	for _, c := range ctrls {
 		select {
@@ -153,34 +201,33 @@ func run(o options, out io.Writer) error {
 	for _, c := range ctrls {
 		_ = gate.Wait(ctx, c.workers) // a failure is the upgrade-refusal check's to report
 	}
+	stable := probeReadyz(ctx, ctrls[0])
+	tl.log("probe", "%s stable: %v", ctrls[0].name, stable)
 
 	s := measure(o, ctrls, stats, lead, fault)
-	s.print(out)
-	problems := s.violations()
-	if ctx.Err() != nil {
-		problems = append(problems, fmt.Sprintf("did not finish within -timeout %v: %s", o.timeout, pending(ctrls)))
-	}
-	if len(problems) > 0 {
-		return errors.New(strings.Join(problems, "; "))
-	}
-	fmt.Fprintln(out, "ok: every invariant held, every story happened")
-	return nil
+	s.starting, s.stable = starting, stable
+	return s
 }
 
 // newControllers makes o.controllers controllers, each with its API port on
-// its own loopback address; on error it shuts down those it made.
-func newControllers(o options, tl *timeline) ([]*controller, error) {
+// its own loopback address; the first one's upgrade completes only once
+// probed closes. On error it shuts down those it made.
+func newControllers(o options, tl *timeline, probed <-chan struct{}) ([]*controller, error) {
 	store := lease.NewMemStore(nil)
 	ctrls := make([]*controller, 0, o.controllers)
 	for i := range o.controllers {
-		c, err := newController(controllerConfig{
+		cfg := controllerConfig{
 			name:    fmt.Sprintf("c%d", i),
 			apiAddr: net.JoinHostPort(apiHost(i), "0"),
 			o:       o,
 			tl:      tl,
 			store:   store,
 			peers:   func() []string { return peerAddrs(ctrls, i) },
-		})
+		}
+		if i == 0 {
+			cfg.upgradeHold = probed
+		}
+		c, err := newController(cfg)
 		if err != nil {
 			for _, c := range ctrls {
 				c.shutdown()
@@ -203,16 +250,19 @@ func peerAddrs(ctrls []*controller, i int) []string {
 	return addrs
 }
 
-// startControllers starts every controller's startup, the i-th one's server
-// coming up after (i+1)×serveAfter; stop ends them and waits.
-func startControllers(ctx context.Context, o options, ctrls []*controller) (stop func()) {
+// startControllers starts every controller's startup once begin closes,
+// the i-th one's server coming up after (i+1)×serveAfter; stop ends them
+// and waits.
+func startControllers(ctx context.Context, o options, ctrls []*controller, begin <-chan struct{}) (stop func()) {
 	runCtx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	for i, c := range ctrls {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			c.start(runCtx, o.serveAfter*time.Duration(i+1))
+			if closed(runCtx, begin) {
+				c.start(runCtx, o.serveAfter*time.Duration(i+1))
+			}
 		}()
 	}
 	return func() {

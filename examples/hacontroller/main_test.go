@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"flag"
 	"io"
@@ -18,6 +19,7 @@ import (
 	"github.com/coldstart-go/coldstart/dialer"
 	"github.com/coldstart-go/coldstart/gate"
 	"github.com/coldstart-go/coldstart/lease"
+	"github.com/coldstart-go/coldstart/upgrade"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -33,7 +35,7 @@ func TestRunHoldsEveryInvariant(t *testing.T) {
 	o, err := parseFlags([]string{"-agents", "300", "-api-rate", "200", "-api-burst", "10", "-steps", "200ms", "-fault", "700ms"}, io.Discard)
 	require.NoError(t, err)
 	var out bytes.Buffer
-	require.NoError(t, run(o, &out), out.String())
+	require.NoError(t, run(context.Background(), o, &out), out.String())
 	s := out.String()
 	m := regexp.MustCompile(`controller self-dials     (\d+)/(\d+) local \(0 to peers\)`).FindStringSubmatch(s)
 	require.NotNil(t, m, s)
@@ -47,6 +49,10 @@ func TestRunHoldsEveryInvariant(t *testing.T) {
 		assert.Contains(t, s, c+"      POST /controller/workers accepted once the upgrade completed")
 	}
 	assert.Contains(t, s, "check during the fault: ErrRenewalFailed")
+	assert.Regexp(t, `c0      readiness http://127\.0\.0\.1:\d+/readyz`, s)
+	assert.Regexp(t, `probe   c0 still starting: GET http://127\.0\.0\.1:\d+/readyz\?verbose -> 503 Service Unavailable\n(?s:.*)\[-\]upgrade locked for \d+ms\n(?s:.*)readyz check failed`, s)
+	assert.Regexp(t, `probe   c0 stable: GET http://127\.0\.0\.1:\d+/readyz\?verbose -> 200 OK\n(?s:.*)\[\+\]upgrade ok\n(?s:.*)readyz check passed`, s)
+	assert.NotContains(t, s, "holding:", "no -hold, no hold")
 	assert.Regexp(t, `refusals retried          [1-9]\d* agent dials refused while an api port was closed; [1-9]\d* controller calls refused`, s)
 }
 
@@ -100,6 +106,7 @@ func TestSummaryNamesEveryBrokenInvariant(t *testing.T) {
 	}
 	c0 := mk("c0", "api-port", "serving", "self-dial", "upgrade", "lease", "stable") // api port first
 	c1 := mk("c1", order...)
+	c0.upgradeAtAPI, c1.upgradeAtAPI = upgrade.RunningSteps, upgrade.Complete
 	c0.routes = []dialer.Route{{Addr: "127.0.0.1:1", Local: true}, {Addr: "127.0.0.1:2", Local: false}}
 	c1.routes = []dialer.Route{{Addr: "127.0.0.1:3", Local: true}}
 	c0.earlyAPI = 1
@@ -114,7 +121,10 @@ func TestSummaryNamesEveryBrokenInvariant(t *testing.T) {
 	agents.perCtrl[1].admitted.Store(4)
 	agents.upgrading.Store(3)
 
-	problems := strings.Join(measure(o, []*controller{c0, c1}, agents, c0, faultReport{}).violations(), "\n")
+	s := measure(o, []*controller{c0, c1}, agents, c0, faultReport{})
+	s.starting = readyzAnswer{who: "c0", url: "http://127.0.0.1:1/readyz?verbose", err: errors.New("connection refused")}
+	s.stable = readyzAnswer{who: "c0", code: 503, body: "[-]workers locked for 1s\nreadyz check failed\n"}
+	problems := strings.Join(s.violations(), "\n")
 	for _, want := range []string{
 		"1 of 3 self-dials went to a peer",
 		"1 agents not admitted",
@@ -126,6 +136,9 @@ func TestSummaryNamesEveryBrokenInvariant(t *testing.T) {
 		"c0: none of its 5 agents was refused before its api port opened",
 		"c1: its call was never refused during the upgrade",
 		"c1: the call refused during the upgrade never went through: still refused when the run ended",
+		"c0: the api port opened while the upgrade was running-steps",
+		"GET http://127.0.0.1:1/readyz?verbose: connection refused",
+		"c0 answered 503, not 200",
 	} {
 		assert.Contains(t, problems, want)
 	}
@@ -135,11 +148,14 @@ func TestSummaryNamesEveryBrokenInvariant(t *testing.T) {
 // every invariant held.
 func healthySummary() *summary {
 	o := options{agents: 200, apiRate: 100, apiBurst: 5, fault: 600 * time.Millisecond}
-	s := &summary{o: o, leader: "c0", leaderToken: 1}
+	s := &summary{o: o, leader: "c0", leaderToken: 1,
+		starting: readyzAnswer{who: "c0", code: 503, body: "[+]serving ok\n[-]upgrade locked for 300ms\nreadyz check failed\n"},
+		stable:   readyzAnswer{who: "c0", code: 200, body: "[+]serving ok\n[+]upgrade ok\nreadyz check passed\n"},
+	}
 	s.agents.admitted, s.agents.refused = 200, 40
 	for _, name := range []string{"c0", "c1"} {
 		c := ctrlSummary{
-			name: name, selfDials: 2, local: 2, callsRefused: 1, workersAccepted: true,
+			name: name, selfDials: 2, local: 2, callsRefused: 1, workersAccepted: true, upgradeAtAPI: upgrade.Complete,
 			agents: 100, admitted: 100, refused: 20, peak: 30, throttled: 800 * time.Millisecond,
 			opened: []string{"serving", "lease", "self-dial", "upgrade", "stable", "api-port"},
 		}
@@ -167,6 +183,7 @@ func TestChecksCatchEachMissingStory(t *testing.T) {
 		{"agents admitted", func(s *summary) { s.agents.admitted = 199 }, "1 agents not admitted"},
 		{"agents refused while the api port was closed", func(s *summary) { s.ctrls[1].refused = 0 }, "c1: none of its 100 agents was refused"},
 		{"api port opens only once stable", func(s *summary) { s.ctrls[0].earlyAPI = 2 }, "c0: the api port accepted 2 agent connections"},
+		{"api port opens only once stable", func(s *summary) { s.ctrls[1].upgradeAtAPI = upgrade.Failed }, "c1: the api port opened while the upgrade was failed"},
 		{"rate limit", func(s *summary) { s.ctrls[0].peak = 40 }, "c0 accepted 40 API conns in 250ms"},
 		{"rate limit", func(s *summary) { s.ctrls[1].throttled = 0 }, "c1: the limiter never held back its 100 agents"},
 		{"controller call refused during the upgrade, then accepted", func(s *summary) { s.ctrls[0].callsRefused = 0 }, "c0: its call was never refused"},
@@ -180,6 +197,17 @@ func TestChecksCatchEachMissingStory(t *testing.T) {
 			s.fault.notLeader, s.fault.firstNotLeader = 1, lease.ErrNotLeader
 		}, `leader c0 was told "not the leader" 1 times`},
 		{"lease fault: renewal failed, never not-leader", func(s *summary) { s.fault.after.Token = 2 }, "leader c0 lost its term: token 1 became 2"},
+		{"readiness probe: 503 while starting, 200 once stable", func(s *summary) { s.starting.code = 200 }, "c0 answered 200, not 503 with [-] lines, while starting"},
+		{"readiness probe: 503 while starting, 200 once stable", func(s *summary) {
+			s.starting.body = "[+]serving ok\nreadyz check failed\n"
+		}, "c0 answered 503, not 503 with [-] lines"},
+		{"readiness probe: 503 while starting, 200 once stable", func(s *summary) { s.stable.code = 503 }, "c0 answered 503, not 200"},
+		{"readiness probe: 503 while starting, 200 once stable", func(s *summary) {
+			s.stable.body = "[+]serving ok\n[-]upgrade locked for 1s\nreadyz check passed\n"
+		}, "c0 answered 200, not 200"},
+		{"readiness probe: 503 while starting, 200 once stable", func(s *summary) {
+			s.stable.err = errors.New("connection refused")
+		}, "connection refused"},
 	} {
 		t.Run(tc.want, func(t *testing.T) {
 			s := healthySummary()

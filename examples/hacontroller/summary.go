@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/coldstart-go/coldstart/lease"
+	"github.com/coldstart-go/coldstart/upgrade"
 )
 
 // summary is what a run measured, read once the scenario is over. The
@@ -23,6 +24,9 @@ type summary struct {
 	leader      string // "" when no controller holds the lease
 	leaderToken uint64
 	fault       faultReport
+	// starting and stable are the first controller's /readyz?verbose
+	// answers before it was stable and after.
+	starting, stable readyzAnswer
 }
 
 // ctrlSummary is what one controller did.
@@ -37,6 +41,7 @@ type ctrlSummary struct {
 	sustained         float64       // API accept rate beyond the first burst, per second
 	throttled         time.Duration // time the API port's limiter held conns back
 	earlyAPI          int           // API conns before the controller was stable
+	upgradeAtAPI      upgrade.Phase // the upgrade's phase when the api port opened
 	opened            []string      // gates in the order they opened
 	stableAfter       time.Duration // from start to stable
 	leaseErr          error         // the first definitive lease answer (ErrNotLeader for followers)
@@ -92,6 +97,7 @@ func (c *controller) measure(o options) ctrlSummary {
 		}
 	}
 	cs.callsRefused, cs.earlyAPI, cs.stableAfter, cs.leaseErr = c.selfRefused, c.earlyAPI, c.stableAfter, c.leaseErr
+	cs.upgradeAtAPI = c.upgradeAtAPI
 	return cs
 }
 
@@ -112,6 +118,7 @@ var checks = []check{
 	{"controller call refused during the upgrade, then accepted", checkUpgradeRefusal},
 	{"followers told who leads", checkLeader},
 	{"lease fault: renewal failed, never not-leader", checkLeaseFault},
+	{"readiness probe: 503 while starting, 200 once stable", checkReadiness},
 }
 
 // violations runs every check and returns each problem prefixed by the
@@ -164,6 +171,11 @@ func checkAgentsRefused(s *summary) []string {
 	return problems
 }
 
+// checkAPIOrder: the api port opened after every gate stable is made of.
+// The upgrade is judged by its own gate's phase when the port opened, not
+// by the board's order: the board records a Watch entry on the goroutine
+// Watch starts, which may run after stable (waiting on the same channel)
+// has already opened the port.
 func checkAPIOrder(s *summary) []string {
 	var problems []string
 	for _, c := range s.ctrls {
@@ -171,10 +183,13 @@ func checkAPIOrder(s *summary) []string {
 			problems = append(problems, fmt.Sprintf("%s: the api port accepted %d agent connections before the controller was stable", c.name, c.earlyAPI))
 		}
 		api := slices.Index(c.opened, "api-port")
-		for _, before := range []string{"serving", "self-dial", "upgrade", "lease", "stable"} {
+		for _, before := range []string{"serving", "self-dial", "lease", "stable"} {
 			if i := slices.Index(c.opened, before); i < 0 || api < 0 || i > api {
 				problems = append(problems, fmt.Sprintf("%s: the api port did not open after %q: %v", c.name, before, c.opened))
 			}
+		}
+		if api >= 0 && c.upgradeAtAPI != upgrade.Complete {
+			problems = append(problems, fmt.Sprintf("%s: the api port opened while the upgrade was %v", c.name, c.upgradeAtAPI))
 		}
 	}
 	return problems
@@ -267,6 +282,20 @@ func checkLeaseFault(s *summary) []string {
 	}
 	if f.after.State == lease.Held && f.after.Token != f.before.Token {
 		problems = append(problems, fmt.Sprintf("leader %s lost its term: token %d became %d", s.leader, f.before.Token, f.after.Token))
+	}
+	return problems
+}
+
+// checkReadiness: the probe taken while the controller was starting
+// (probeWhileStarting holds its upgrade until then) failed with what it
+// waited on; the one taken once it was stable passed.
+func checkReadiness(s *summary) []string {
+	var problems []string
+	if p := s.starting.problem(false); p != "" {
+		problems = append(problems, p)
+	}
+	if p := s.stable.problem(true); p != "" {
+		problems = append(problems, p)
 	}
 	return problems
 }

@@ -1,0 +1,189 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/coldstart-go/coldstart/gate"
+	"github.com/coldstart-go/coldstart/lease"
+	"github.com/coldstart-go/coldstart/upgrade"
+)
+
+// TestReadinessAcrossStartup probes one controller's /readyz on its
+// controller port before its startup, while its upgrade is held, and once
+// it is stable: 503 naming what it waits on, then 200. Each probe's place
+// is fixed by gates and channels, not by timing.
+func TestReadinessAcrossStartup(t *testing.T) {
+	o, err := parseFlags([]string{"-controllers", "1", "-agents", "0", "-serve-after", "10ms", "-checking", "10ms", "-steps", "10ms"}, io.Discard)
+	require.NoError(t, err)
+	held := make(chan struct{})
+	c, err := newController(controllerConfig{name: "c0", apiAddr: "127.0.0.1:0", o: o,
+		tl: newTimeline(io.Discard), store: lease.NewMemStore(nil), upgradeHold: held})
+	require.NoError(t, err)
+	defer c.shutdown()
+	require.NoError(t, c.up.SetRetryAfter(10*time.Millisecond)) // the refused self-call retries sooner
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+
+	before := probeReadyz(ctx, c)
+	assert.Empty(t, before.problem(false), "before the startup")
+	for _, g := range []string{"serving", "self-dial", "upgrade", "lease", "stable", "api-port", "workers"} {
+		assert.Regexp(t, `(?m)^\[-\]`+g+` locked for \d`, before.body)
+	}
+	assert.Equal(t, http.StatusServiceUnavailable, get(ctx, t, c, "/ping"), "only /readyz answers before the server is up")
+
+	stop := startControllers(context.Background(), o, []*controller{c}, closedChan())
+	defer stop()
+	require.True(t, closed(ctx, c.callRefused))
+	during := probeReadyz(ctx, c)
+	assert.Empty(t, during.problem(false), "while the upgrade is held")
+	for _, line := range []string{"[+]serving ok", "[+]self-dial ok", "[-]upgrade locked for ", "[-]stable locked for "} {
+		assert.Contains(t, during.body, line)
+	}
+	assert.Equal(t, http.StatusOK, get(ctx, t, c, "/ping"), "the server is up")
+
+	close(held)
+	require.NoError(t, gate.Wait(ctx, c.workers))
+	after := probeReadyz(ctx, c)
+	assert.Empty(t, after.problem(true), "once stable")
+	assert.Contains(t, after.body, "[+]upgrade ok\n[+]lease ok\n[+]stable ok\n[+]api-port ok\n[+]workers ok\nreadyz check passed\n")
+}
+
+// get returns the status of GET path on c's controller port.
+func get(ctx context.Context, t *testing.T, c *controller, path string) int {
+	t.Helper()
+	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+c.ctrlAddr+path, nil)
+	require.NoError(t, err)
+	resp, err := client.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+func closedChan() chan struct{} {
+	ch := make(chan struct{})
+	close(ch)
+	return ch
+}
+
+// TestHoldServesUntilInterrupted runs the main job with -hold: after the
+// summary it prints a curl line per controller, each of which answers 200;
+// ending ctx (what SIGINT does in main) shuts it down, run returns nil, and
+// TestMain's goleak finds nothing left running.
+func TestHoldServesUntilInterrupted(t *testing.T) {
+	// 15 agents per port, within the burst: the rate-limit check has
+	// nothing to hold back.
+	o, err := parseFlags([]string{"-hold", "-controllers", "2", "-agents", "30", "-api-burst", "20", "-steps", "100ms", "-fault", "0s"}, io.Discard)
+	require.NoError(t, err)
+	out := newWaitWriter()
+	ctx, interrupt := context.WithCancel(context.Background())
+	defer interrupt()
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, o, out) }()
+
+	holding := out.waitFor(t, "# c1\n")
+	urls := regexp.MustCompile(`curl -s '(http://\S+/readyz\?verbose)'   # (c\d)`).FindAllStringSubmatch(holding, -1)
+	require.Len(t, urls, 2, holding)
+	for _, u := range urls {
+		resp, err := (&http.Client{Transport: &http.Transport{DisableKeepAlives: true}}).Get(u[1])
+		require.NoError(t, err, u[2])
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		assert.Equal(t, http.StatusOK, resp.StatusCode, u[2])
+		assert.True(t, strings.HasSuffix(string(body), "readyz check passed\n"), "%s: %s", u[2], body)
+	}
+	interrupt()
+	require.NoError(t, <-done)
+	assert.Contains(t, out.String(), "ok: every invariant held")
+	assert.True(t, strings.HasSuffix(out.String(), "interrupted: shutting down\n"), out.String())
+}
+
+// waitWriter is a buffer whose reader can wait for some text to appear.
+type waitWriter struct {
+	mu      sync.Mutex
+	buf     bytes.Buffer
+	changed chan struct{} // closed and replaced on every write
+}
+
+func newWaitWriter() *waitWriter { return &waitWriter{changed: make(chan struct{})} }
+
+func (w *waitWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	close(w.changed)
+	w.changed = make(chan struct{})
+	return w.buf.Write(p)
+}
+
+func (w *waitWriter) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.buf.String()
+}
+
+// waitFor returns the output once it contains s.
+func (w *waitWriter) waitFor(t *testing.T, s string) string {
+	t.Helper()
+	timeout := time.After(30 * time.Second)
+	for {
+		w.mu.Lock()
+		text, changed := w.buf.String(), w.changed
+		w.mu.Unlock()
+		if strings.Contains(text, s) {
+			return text
+		}
+		select {
+		case <-changed:
+		case <-timeout:
+			t.Fatalf("no %q in the output within 30s:\n%s", s, text)
+		}
+	}
+}
+
+// TestReadyzPassesTheUpgradeGateInEveryPhase: /readyz is on the upgrade
+// middleware's allowlist, so the board answers in every phase, while a
+// call off the allowlist is refused until the upgrade completes.
+func TestReadyzPassesTheUpgradeGateInEveryPhase(t *testing.T) {
+	for _, tc := range []struct {
+		phase      string
+		enter      func(g *upgrade.Gate)
+		workerCode int // POST /controller/workers, off the allowlist
+	}{
+		{"checking", func(*upgrade.Gate) {}, http.StatusServiceUnavailable},
+		{"running-steps", func(g *upgrade.Gate) { require.NoError(t, g.Enter(upgrade.RunningSteps)) }, http.StatusServiceUnavailable},
+		{"failed", func(g *upgrade.Gate) { g.Fail(errors.New("steps failed")) }, http.StatusConflict},
+		{"complete", func(g *upgrade.Gate) { g.Complete() }, http.StatusOK},
+	} {
+		t.Run(tc.phase, func(t *testing.T) {
+			c := &controller{name: "c0", up: upgrade.NewGate(nil)}
+			c.newBoard()
+			defer c.abandon()
+			c.serving.Unlock()
+			h := c.newServer(c.newMux()).Handler
+			tc.enter(c.up)
+			require.Equal(t, tc.phase, c.up.Report().Phase.String())
+
+			readyz := httptest.NewRecorder()
+			h.ServeHTTP(readyz, httptest.NewRequest(http.MethodGet, "/readyz?verbose", nil))
+			assert.Equal(t, http.StatusServiceUnavailable, readyz.Code, "stable is still locked")
+			assert.Contains(t, readyz.Body.String(), "[+]serving ok\n", "the board answered, not the upgrade gate")
+
+			workers := httptest.NewRecorder()
+			h.ServeHTTP(workers, httptest.NewRequest(http.MethodPost, "/controller/workers", nil))
+			assert.Equal(t, tc.workerCode, workers.Code, workers.Body.String())
+		})
+	}
+}
