@@ -104,22 +104,24 @@ func (b *Board) Track(name string, w Waiter) {
 }
 
 // Watch puts on the board an entry fed by two channels, for state kept
-// outside this package: the entry unlocks when opened closes and fails when
-// failed closes (a nil channel never closes), whichever happens first; if
-// both are closed when the board first looks, it shows failed. Its place
-// in the opening order is when the board saw the channel close: at once if
-// it already has, else on the one goroutine Watch starts, which ends when
-// either channel closes. A pair that never closes keeps that goroutine, as
-// a gate that never resolves keeps its waiters. Both channels nil is a
-// programming error and panics.
-func (b *Board) Watch(name string, opened, failed <-chan struct{}) {
+// outside this package, and returns the entry's gate: it unlocks when
+// opened closes and fails when failed closes (a nil channel never closes),
+// whichever happens first; if both are closed when the board first looks,
+// it fails. Build composites on the returned gate (AllOf("stable", ...,
+// w)), not on the channels, and they resolve after it, in the board's
+// order too. Its place in the opening order is when the board saw the
+// channel close: at once if it already has, else on the one goroutine
+// Watch starts, which ends when either channel closes. A pair that never
+// closes keeps that goroutine, as a gate that never resolves keeps its
+// waiters. Both channels nil is a programming error and panics.
+func (b *Board) Watch(name string, opened, failed <-chan struct{}) *Lock {
 	if opened == nil && failed == nil {
 		panic(fmt.Sprintf("gate.Board.Watch(%q): nil opened and failed channels", name))
 	}
 	l := New(name)
 	b.Add(l)
 	if settle(l, opened, failed) {
-		return
+		return l
 	}
 	go func() {
 		select {
@@ -128,6 +130,7 @@ func (b *Board) Watch(name string, opened, failed <-chan struct{}) {
 		}
 		settle(l, opened, failed)
 	}()
+	return l
 }
 
 // settle resolves l if either channel has closed, failed first, and

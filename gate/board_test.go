@@ -193,8 +193,7 @@ func TestBoardWatch(t *testing.T) {
 			if tc.failedClosed {
 				close(failed)
 			}
-			b.Watch("upgrade", opened, failed)
-			l := gate.WatchedLock(b, "upgrade")
+			l := b.Watch("upgrade", opened, failed)
 			if tc.close == "" {
 				assert.True(t, isClosed(l.Done()), "resolved at once, with no goroutine")
 			} else {
@@ -220,15 +219,37 @@ func TestBoardWatch(t *testing.T) {
 func TestBoardWatchOrderIsCloseOrder(t *testing.T) {
 	b := gate.NewBoard(nil)
 	a, c := make(chan struct{}), make(chan struct{})
-	b.Watch("a", a, nil)
+	wa := b.Watch("a", a, nil)
 	lock := b.New("b")
-	b.Watch("c", c, nil)
+	wc := b.Watch("c", c, nil)
 	close(c)
-	<-gate.WatchedLock(b, "c").Done()
+	<-wc.Done()
 	lock.Unlock()
 	close(a)
-	<-gate.WatchedLock(b, "a").Done()
+	<-wa.Done()
 	assert.Equal(t, []string{"c", "b", "a"}, b.Report().Opened())
+}
+
+// A composite built on Watch's gate opens after it on the board, and fails
+// with it: the order hacontroller's "stable" relies on, which a composite
+// on the raw channel could not promise (the board records a Watch entry on
+// the goroutine Watch starts, which may run after the composite opened).
+func TestBoardCompositeOnWatchFollowsIt(t *testing.T) {
+	for range 100 {
+		b := gate.NewBoard(nil)
+		completed := make(chan struct{})
+		stable := gate.AllOf("stable", b.Watch("upgrade", completed, nil))
+		b.Add(stable)
+		close(completed)
+		<-stable.Unlocked()
+		require.Equal(t, []string{"upgrade", "stable"}, b.Report().Opened())
+	}
+	failed := make(chan struct{})
+	b := gate.NewBoard(nil)
+	stable := gate.AllOf("stable", b.Watch("upgrade", nil, failed))
+	close(failed)
+	<-stable.Done()
+	assert.ErrorContains(t, stable.Err(), "its failed channel is closed")
 }
 
 func TestBoardWatchNilChannelsPanics(t *testing.T) {

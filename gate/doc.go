@@ -14,10 +14,11 @@
 //
 //	board := gate.NewBoard(nil)
 //	portOpen := board.New("controller-port")
-//	board.Watch("upgrade", upgrades.Completed(), upgrades.Failed()) // any pair of channels
+//	upgraded := board.Watch("upgrade", upgrades.Completed(), upgrades.Failed()) // any pair of channels
+//	stable := gate.AllOf("stable", portOpen, upgraded)
 //	http.Handle("/readyz", board.Handler()) // 200 "ok", or 503 and a line per gate
 //	go func() { bind(); portOpen.Unlock() }()
-//	if err := gate.Wait(ctx, portOpen); err != nil { return err }
+//	if err := gate.Wait(ctx, stable); err != nil { return err }
 //
 // The Waiter and Unlocker interfaces have the method sets of juju's
 // worker/gate, so juju code accepts these gates unchanged. Package gatetest

@@ -13,15 +13,3 @@ var ErrFailed = errFailed
 // FailedError is the type of a failed gate's error.
 type FailedError = failedError
 
-// WatchedLock returns the lock behind the entry Watch put on b under name,
-// so that a test can wait until Watch's goroutine has seen a channel close.
-func WatchedLock(b *Board, name string) *Lock {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	for _, e := range b.entries {
-		if e.name == name {
-			return e.w.(*Lock)
-		}
-	}
-	return nil
-}

@@ -182,13 +182,14 @@ func TestHandlerWhileBoardChanges(t *testing.T) {
 
 	const gates = 50
 	var wg sync.WaitGroup
+	watched := make([]*gate.Lock, gates) // read after wg.Wait
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
 		for i := range gates {
 			l := b.New(fmt.Sprintf("g%d", i))
 			opened := make(chan struct{})
-			b.Watch(fmt.Sprintf("w%d", i), opened, nil)
+			watched[i] = b.Watch(fmt.Sprintf("w%d", i), opened, nil)
 			if i%10 == 9 {
 				l.Fail(errors.New("boom"))
 			}
@@ -232,11 +233,9 @@ func TestHandlerWhileBoardChanges(t *testing.T) {
 		}
 	}
 	assert.Equal(t, gates/10, failed)
-	for _, e := range b.Report() {
-		if e.State == gate.StateLocked {
-			// A watched entry resolves on Watch's goroutine: wait for it.
-			require.NoError(t, gate.Wait(bounded(t), gate.WatchedLock(b, e.Name)))
-		}
+	for _, w := range watched {
+		// A watched entry resolves on Watch's goroutine: wait for it.
+		require.NoError(t, gate.Wait(bounded(t), w))
 	}
 	var names []string
 	for _, e := range b.Report() {

@@ -161,34 +161,19 @@ func newController(cfg controllerConfig) (_ *controller, err error) {
 
 // newBoard makes the controller's gates: stable is all of serving,
 // self-dial, upgrade and lease; the API port opens after it. The upgrade
-// gate is on the board through its own channels, and stable waits on the
-// same epoch's Completed channel: no state is copied by hand.
+// gate is on the board through its own channels (no state copied by hand),
+// and stable is built on the board's entry for them, so it opens after the
+// upgrade, and fails with it.
 func (c *controller) newBoard() {
 	c.board = gate.NewBoard(c.clk)
 	c.serving = c.board.New("serving")
 	c.selfDialed = c.board.New("self-dial")
-	c.board.Watch("upgrade", c.up.Completed(), c.up.Failed())
+	upgraded := c.board.Watch("upgrade", c.up.Completed(), c.up.Failed())
 	c.leaseKnown = c.board.New("lease")
-	c.stable = gate.AllOf("stable", c.serving, c.selfDialed, closedWaiter(c.up.Completed()), c.leaseKnown)
+	c.stable = gate.AllOf("stable", c.serving, c.selfDialed, upgraded, c.leaseKnown)
 	c.board.Add(c.stable)
 	c.api = c.board.New("api-port")
 	c.workers = c.board.New("workers")
-}
-
-// closedWaiter is a channel as a gate.Waiter: it unlocks when the channel
-// closes. It cannot fail: a failed upgrade leaves stable locked (the API
-// port never opens), and the board's "upgrade" line says it failed.
-type closedWaiter <-chan struct{}
-
-func (w closedWaiter) Unlocked() <-chan struct{} { return w }
-
-func (w closedWaiter) IsUnlocked() bool {
-	select {
-	case <-w:
-		return true
-	default:
-		return false
-	}
 }
 
 // listen binds the controller port and the API port, and closes the API
@@ -523,12 +508,11 @@ func (c *controller) shutdown() {
 // errShutdown ends what a controller still waited on when it shut down.
 var errShutdown = errors.New("controller shut down")
 
-// abandon fails the upgrade epoch and the stable gate if they are still
-// open (a no-op once they resolved), so that the goroutines following them
-// (the board's Watch, stable's wait on the upgrade) end.
+// abandon fails the upgrade epoch if it is still open (a no-op once it
+// ended), so that the goroutine the board's Watch keeps on its channels
+// ends; stable, built on that entry, fails with it.
 func (c *controller) abandon() {
 	c.up.Fail(errShutdown)
-	c.stable.Fail(errShutdown)
 }
 
 // acceptRates returns the most API connections that reached the server in

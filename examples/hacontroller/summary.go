@@ -171,11 +171,8 @@ func checkAgentsRefused(s *summary) []string {
 	return problems
 }
 
-// checkAPIOrder: the api port opened after every gate stable is made of.
-// The upgrade is judged by its own gate's phase when the port opened, not
-// by the board's order: the board records a Watch entry on the goroutine
-// Watch starts, which may run after stable (waiting on the same channel)
-// has already opened the port.
+// checkAPIOrder: the api port opened after every gate stable is made of,
+// in the board's order, and while the upgrade gate itself said complete.
 func checkAPIOrder(s *summary) []string {
 	var problems []string
 	for _, c := range s.ctrls {
@@ -183,7 +180,7 @@ func checkAPIOrder(s *summary) []string {
 			problems = append(problems, fmt.Sprintf("%s: the api port accepted %d agent connections before the controller was stable", c.name, c.earlyAPI))
 		}
 		api := slices.Index(c.opened, "api-port")
-		for _, before := range []string{"serving", "self-dial", "lease", "stable"} {
+		for _, before := range []string{"serving", "self-dial", "upgrade", "lease", "stable"} {
 			if i := slices.Index(c.opened, before); i < 0 || api < 0 || i > api {
 				problems = append(problems, fmt.Sprintf("%s: the api port did not open after %q: %v", c.name, before, c.opened))
 			}
