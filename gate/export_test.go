@@ -12,4 +12,3 @@ var ErrFailed = errFailed
 
 // FailedError is the type of a failed gate's error.
 type FailedError = failedError
-
