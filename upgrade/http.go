@@ -237,10 +237,24 @@ func ErrorFromResponse(resp *http.Response) error {
 	case Code:
 		return &InProgressError{Phase: parsePhase(body.Phase), RetryDelay: parseRetryAfter(resp.Header)}
 	case CodeFailed:
-		cause := cmp.Or(strings.TrimSpace(body.Cause), strings.TrimSpace(body.Message), "the server gave no cause")
+		cause := cmp.Or(strings.TrimSpace(body.Cause), causeInMessage(body.Message), "the server gave no cause")
 		return &FailedError{Err: remoteError(cause)}
 	}
 	return nil
+}
+
+// causeInMessage is the cause inside a failed refusal's message, for a
+// server that sent no separate cause (round 1's did not): its message is a
+// FailedError's text, which FailedError would otherwise wrap again.
+func causeInMessage(msg string) string {
+	msg = strings.TrimSpace(msg)
+	for {
+		cut := strings.TrimSuffix(strings.TrimPrefix(msg, "upgrade failed: "), "; call not executed")
+		if cut == msg {
+			return msg
+		}
+		msg = cut
+	}
 }
 
 // isCode reports whether code is one of ours for a response of status.

@@ -213,7 +213,8 @@ func (b *trackingBody) Close() error               { b.closed = true; return nil
 
 func TestErrorFromResponse(t *testing.T) {
 	ours := `{"code":"upgrade-in-progress","phase":"running-steps","message":"upgrade in progress"}`
-	failed := `{"code":"upgrade-failed","phase":"failed","message":"step 3: no space"}` // a round-1 server: no cause, a 503
+	// A round-1 server: a 503, no cause, the message a FailedError's text.
+	failed := `{"code":"upgrade-failed","phase":"failed","message":"upgrade failed: step 3: no space; call not executed"}`
 	failed409 := `{"code":"upgrade-failed","phase":"failed","message":"upgrade failed: step 3: no space; call not executed","cause":"step 3: no space"}`
 	type want struct {
 		is         error // nil: not a refusal
@@ -282,6 +283,10 @@ func TestErrorFromResponse(t *testing.T) {
 					assert.Equal(t, tc.want.retryAfter, ip.RetryAfter())
 				}
 				assert.ErrorContains(t, err, tc.want.contains)
+				if errors.Is(err, upgrade.ErrUpgradeFailed) {
+					assert.Equal(t, 1, strings.Count(err.Error(), "upgrade failed"), "the cause is named once: %v", err)
+					assert.Equal(t, 1, strings.Count(err.Error(), "call not executed"), "%v", err)
+				}
 			}
 			if tc.status != 503 && tc.status != 409 {
 				assert.False(t, body.read, "a body that cannot be a refusal is not touched")

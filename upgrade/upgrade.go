@@ -129,8 +129,11 @@ type state struct {
 	guard   error         // what Err returns
 	refusal *refusal      // the HTTP answer to a refused request; nil when Complete
 	next    chan struct{} // closed when this state is superseded
-	// completed and failed belong to the epoch: every state of one epoch
-	// shares them, and the transition that ends the epoch closes one.
+	// completed and failed: every state of one epoch shares them, and the
+	// transition that ends the epoch closes one. Only a closed one is
+	// replaced when the next epoch begins; the other carries over, so that
+	// a pair taken at different moments (Completed, then a Fail and Enter,
+	// then Failed) still closes one of its channels at the next outcome.
 	completed, failed chan struct{}
 }
 
@@ -157,10 +160,15 @@ func NewGate(clk clock.Clock) *Gate {
 // the first): a state of the same epoch keeps its epoch's channels.
 func (g *Gate) newState(r Report, prev *state) *state {
 	s := &state{Report: r, next: make(chan struct{})}
-	if prev != nil && prev.Epoch == r.Epoch {
-		s.completed, s.failed = prev.completed, prev.failed
-	} else {
+	switch {
+	case prev == nil:
 		s.completed, s.failed = make(chan struct{}), make(chan struct{})
+	case prev.Epoch == r.Epoch:
+		s.completed, s.failed = prev.completed, prev.failed
+	case prev.Phase == Complete: // a new epoch after a completed one
+		s.completed, s.failed = make(chan struct{}), prev.failed
+	default: // a new epoch after a failed one
+		s.completed, s.failed = prev.completed, make(chan struct{})
 	}
 	switch r.Phase {
 	case Complete:
@@ -261,18 +269,25 @@ func (g *Gate) Phase() Phase { return g.st.Load().Phase }
 // Report returns a snapshot of the gate.
 func (g *Gate) Report() Report { return g.st.Load().Report }
 
-// Completed returns a channel closed when the current epoch completes. A
-// new epoch (Enter after Complete or Fail) gets a new channel, so take the
-// channel again after Enter; one taken before keeps the old epoch's
-// answer. With Failed it puts the gate on a board of gates without copying
-// its state, e.g. board.Watch("upgrade", g.Completed(), g.Failed()).
+// Completed returns a channel closed the next time an epoch completes: the
+// current one, or, if it fails, the first later epoch that completes. A
+// channel is replaced only once it has closed, so take it again after
+// Enter to wait for the new epoch; one taken before keeps its answer. With
+// Failed it puts the gate on a board of gates without copying its state,
+// e.g. board.Watch("upgrade", g.Completed(), g.Failed()): whatever happens
+// between the two calls, one of the pair closes at the next outcome.
+//
+// A board entry resolves once: after a completed upgrade, Enter (a new
+// upgrade) does not make the entry locked again; watch the new epoch's
+// pair under a new entry if readiness must follow it.
 //
 // (Not Done: a Done channel with an Err method means "resolved, failed if
 // Err" elsewhere, and Err is non-nil while an upgrade runs.)
 func (g *Gate) Completed() <-chan struct{} { return g.st.Load().completed }
 
-// Failed returns a channel closed when the current epoch fails; like
-// Completed, a new epoch gets a new channel.
+// Failed returns a channel closed the next time an epoch fails: the
+// current one, or, if it completes, the first later epoch that fails. Like
+// Completed's, a channel is replaced only once it has closed.
 func (g *Gate) Failed() <-chan struct{} { return g.st.Load().failed }
 
 // Err is the per-call guard: nil when the upgrade is complete, an

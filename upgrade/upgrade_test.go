@@ -365,8 +365,8 @@ func TestCompletedAndFailedChannelsPerEpoch(t *testing.T) {
 
 	require.NoError(t, g.Enter(upgrade.Checking)) // epoch 2
 	done2, failed2 := g.Completed(), g.Failed()
-	assert.NotEqual(t, done1, done2, "a new epoch gets a new channel")
-	assert.NotEqual(t, failed1, failed2)
+	assert.NotEqual(t, done1, done2, "a new epoch replaces the closed channel")
+	assert.Equal(t, failed1, failed2, "and keeps the open one")
 	assert.False(t, isClosed(done2) || isClosed(failed2))
 	assert.True(t, isClosed(done1), "the old epoch's answer stays")
 
@@ -376,5 +376,26 @@ func TestCompletedAndFailedChannelsPerEpoch(t *testing.T) {
 	assert.False(t, isClosed(done2))
 
 	require.NoError(t, g.Enter(upgrade.RunningSteps)) // epoch 3
+	assert.NotEqual(t, failed2, g.Failed())
+	assert.Equal(t, done2, g.Completed())
 	assert.False(t, isClosed(g.Completed()) || isClosed(g.Failed()))
+}
+
+// The pair board.Watch takes is read in two calls; a failed epoch retried
+// between them must not leave a pair that never closes (the entry would
+// stay locked and /readyz answer 503 after the retry completed).
+func TestCompletedFailedPairSurvivesARetryBetweenReads(t *testing.T) {
+	g := upgrade.NewGate(testclock.NewClock(t0))
+	completed := g.Completed()
+	g.Fail(errors.New("step 2"))
+	require.NoError(t, g.Enter(upgrade.RunningSteps))
+	failed := g.Failed()
+	g.Complete()
+	select {
+	case <-completed:
+	case <-failed:
+		t.Fatal("the retried epoch completed, but the pair says failed")
+	default:
+		t.Fatal("neither channel of the pair closed when the retried epoch completed")
+	}
 }

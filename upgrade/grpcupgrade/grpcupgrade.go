@@ -75,7 +75,8 @@ func UnaryServerInterceptor(g *upgrade.Gate, allow func(fullMethod string) bool)
 			_ = grpc.SetTrailer(ctx, metadata.MD{pushbackKey: {pushback}})
 			return nil, err
 		}
-		return handler(ctx, req)
+		resp, err := handler(ctx, req)
+		return resp, executed(err)
 	}
 }
 
@@ -92,8 +93,35 @@ func StreamServerInterceptor(g *upgrade.Gate, allow func(fullMethod string) bool
 			ss.SetTrailer(metadata.MD{pushbackKey: {pushback}})
 			return err
 		}
-		return handler(srv, ss)
+		return executed(handler(srv, ss))
 	}
+}
+
+// executed is a handler's error as its client must see it. A refusal the
+// handler passed on from a call of its own (a downstream server still
+// upgrading) carries our ErrorInfo, which promises "not executed" — but
+// this handler ran, so it goes out with its code and message and without
+// our details: neither FromError nor the client interceptor takes it for a
+// refusal of this call, and nothing retries it as one.
+func executed(err error) error {
+	if err == nil {
+		return nil
+	}
+	st, ok := status.FromError(err)
+	if !ok || ourInfo(st) == nil {
+		return err
+	}
+	return status.Error(st.Code(), st.Message())
+}
+
+// ourInfo returns st's ErrorInfo in our Domain, or nil.
+func ourInfo(st *status.Status) *errdetails.ErrorInfo {
+	for _, d := range st.Details() {
+		if info, ok := d.(*errdetails.ErrorInfo); ok && info.GetDomain() == Domain {
+			return info
+		}
+	}
+	return nil
 }
 
 // refuser builds one interceptor's refusals. What every call refused in
@@ -173,22 +201,17 @@ func FromError(err error) error {
 	if !ok || st == nil || st.Code() == codes.OK {
 		return err
 	}
-	var info *errdetails.ErrorInfo
+	info := ourInfo(st)
+	if info == nil {
+		return err
+	}
 	var delay time.Duration
 	for _, d := range st.Details() {
-		switch d := d.(type) {
-		case *errdetails.ErrorInfo:
-			if d.GetDomain() == Domain && info == nil {
-				info = d
-			}
-		case *errdetails.RetryInfo:
-			if rd := d.GetRetryDelay(); rd.IsValid() {
+		if ri, ok := d.(*errdetails.RetryInfo); ok {
+			if rd := ri.GetRetryDelay(); rd.IsValid() {
 				delay = max(rd.AsDuration(), 0)
 			}
 		}
-	}
-	if info == nil {
-		return err
 	}
 	switch info.GetReason() {
 	case ReasonInProgress:
@@ -196,7 +219,9 @@ func FromError(err error) error {
 		_ = phase.UnmarshalText([]byte(info.GetMetadata()[MetadataPhase])) // unknown: the zero Phase
 		return &statusError{err: &upgrade.InProgressError{Phase: phase, RetryDelay: delay}, st: st}
 	case ReasonFailed:
-		cause := cmp.Or(strings.TrimSpace(info.GetMetadata()[MetadataCause]), st.Message(), "the server gave no cause")
+		// Our servers send the cause on its own; the status message
+		// already says "upgrade failed" around it and must not be nested.
+		cause := cmp.Or(strings.TrimSpace(info.GetMetadata()[MetadataCause]), "the server gave no cause")
 		return &statusError{err: &upgrade.FailedError{Err: errors.New(cause)}, st: st}
 	}
 	return err

@@ -361,7 +361,8 @@ func TestFromError(t *testing.T) {
 	err = grpcupgrade.FromError(withDetails(codes.FailedPrecondition, "upgrade failed: step 3; call not executed",
 		&errdetails.ErrorInfo{Reason: grpcupgrade.ReasonFailed, Domain: grpcupgrade.Domain}))
 	assert.ErrorIs(t, err, upgrade.ErrUpgradeFailed)
-	assert.ErrorContains(t, err, "step 3", "no cause in the metadata: the message stands in")
+	assert.EqualError(t, err, "upgrade failed: the server gave no cause; call not executed",
+		"no cause in the metadata: the message, which already wraps one, is not nested")
 
 	// The one hint mechanism: a reader that knows nothing of upgrade.
 	g := upgrade.NewGate(nil)
@@ -370,4 +371,36 @@ func TestFromError(t *testing.T) {
 	var hint interface{ RetryAfter() time.Duration }
 	require.True(t, errors.As(grpcupgrade.FromError(refusal), &hint))
 	assert.True(t, hint.RetryAfter() >= time.Second && hint.RetryAfter() <= 2*time.Second)
+}
+
+// A handler that passes on a refusal from a call of its own (a downstream
+// server still upgrading) has run: its error must not promise "not
+// executed", or the client interceptor would execute it again.
+func TestAForwardedRefusalIsNotARefusalOfThisCall(t *testing.T) {
+	downstream := upgrade.NewGate(nil)
+	_, refusal := grpcupgrade.UnaryServerInterceptor(downstream, nil)(context.Background(), nil,
+		&grpc.UnaryServerInfo{FullMethod: "/b.B/Get"}, nil)
+	require.ErrorIs(t, grpcupgrade.FromError(refusal), upgrade.ErrUpgradeInProgress, "the downstream refusal is ours")
+
+	ours := upgrade.NewGate(nil)
+	ours.Complete()
+	ran := 0
+	_, err := grpcupgrade.UnaryServerInterceptor(ours, nil)(context.Background(), nil,
+		&grpc.UnaryServerInfo{FullMethod: "/a.A/Put"}, func(context.Context, any) (any, error) {
+			ran++
+			return nil, refusal
+		})
+	assert.Equal(t, 1, ran)
+	assert.Equal(t, codes.Unavailable, status.Code(err), "code and message pass through")
+	assert.Equal(t, status.Convert(refusal).Message(), status.Convert(err).Message())
+	assert.NotErrorIs(t, grpcupgrade.FromError(err), upgrade.ErrUpgradeInProgress, "but not as a refusal of this call")
+
+	err = grpcupgrade.StreamServerInterceptor(ours, nil)(nil, nil, &grpc.StreamServerInfo{FullMethod: "/a.A/Watch"},
+		func(any, grpc.ServerStream) error { return refusal })
+	assert.NotErrorIs(t, grpcupgrade.FromError(err), upgrade.ErrUpgradeInProgress, "streams too")
+
+	plain := errors.New("disk full")
+	_, err = grpcupgrade.UnaryServerInterceptor(ours, nil)(context.Background(), nil,
+		&grpc.UnaryServerInfo{FullMethod: "/a.A/Put"}, func(context.Context, any) (any, error) { return nil, plain })
+	assert.Same(t, plain, err, "other errors are untouched")
 }
