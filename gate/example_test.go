@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http/httptest"
 	"time"
 
 	"github.com/juju/clock/testclock"
@@ -57,6 +58,42 @@ func ExampleBoard() {
 	// A stalled startup says what it waits on, e.g. in a log line.
 	fmt.Println(board.Report())
 	// Output: waiting on upgrade-steps (11.5s), lease (11.5s); 1 open
+}
+
+// A board answers a readiness probe the Kubernetes /readyz way; a state
+// kept outside this package (here an upgrade's pair of channels) goes on it
+// with Watch, and composites are built on the gate Watch returns.
+func ExampleBoard_Handler() {
+	clk := testclock.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	board := gate.NewBoard(clk)
+	serving := board.New("serving")
+	completed, failed := make(chan struct{}), make(chan struct{})
+	upgraded := board.Watch("upgrade", completed, failed)
+	stable := gate.AllOf("stable", serving, upgraded)
+	board.Add(stable)
+
+	probe := func() {
+		rec := httptest.NewRecorder()
+		board.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/readyz?verbose", nil))
+		fmt.Print(rec.Code, "\n", rec.Body)
+	}
+	serving.Unlock()
+	clk.Advance(12 * time.Second)
+	probe()
+	close(completed)
+	_ = gate.Wait(context.Background(), stable)
+	probe()
+	// Output:
+	// 503
+	// [+]serving ok
+	// [-]upgrade locked for 12s
+	// [-]stable locked for 12s
+	// readyz check failed
+	// 200
+	// [+]serving ok
+	// [+]upgrade ok
+	// [+]stable ok
+	// readyz check passed
 }
 
 func ExampleFlag() {

@@ -117,13 +117,19 @@ func verboseText(report Report, excluded []string, passed bool) []byte {
 	return buf.Bytes()
 }
 
-// acceptsJSON reports whether an Accept header names application/json.
+// acceptsJSON reports whether an Accept header names application/json,
+// other than with q=0 ("not acceptable", RFC 9110 12.4.2).
 func acceptsJSON(accept []string) bool {
 	for _, header := range accept {
 		for _, part := range strings.Split(header, ",") {
-			if mt, _, err := mime.ParseMediaType(part); err == nil && mt == "application/json" {
-				return true
+			mt, params, err := mime.ParseMediaType(part)
+			if err != nil || mt != "application/json" {
+				continue
 			}
+			if q, err := strconv.ParseFloat(params["q"], 64); err == nil && q == 0 {
+				continue
+			}
+			return true
 		}
 	}
 	return false
