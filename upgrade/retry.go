@@ -148,8 +148,9 @@ func Retry(ctx context.Context, clk clock.Clock, fn func(context.Context) error,
 		if deadline, ok := ctx.Deadline(); ok {
 			switch left := time.Until(deadline); {
 			case hint > 0 && hint >= left:
-				return fmt.Errorf("upgrade: server asks to retry after %v but ctx's deadline is %v away: %w (%w)",
-					hint, max(left, 0).Round(time.Millisecond), err, context.DeadlineExceeded)
+				// err names the server's wait; say only what it outlasts.
+				return fmt.Errorf("upgrade: the server's wait outlasts ctx's deadline, %v away: %w (%w)",
+					max(left, 0).Round(time.Millisecond), err, context.DeadlineExceeded)
 			case left <= 0: // the deadline passed during fn; ctx is about to say so
 				<-ctx.Done()
 				return stopped(ctx, attempt, last)
