@@ -311,7 +311,11 @@ func (s *SessionStore) extendLocked(t *term, g lease.Grant, d time.Duration, now
 	if grant <= 0 {
 		return fail(s.unconfirmedLocked(t.sess))
 	}
-	t.expires = now.Add(grant)
+	// An earlier grant may reach further than this one (it asked more):
+	// its promise stands, so the term's end only ever moves later.
+	if end := now.Add(grant); end.After(t.expires) {
+		t.expires = end
+	}
 	g.Duration = grant
 	return g, nil
 }

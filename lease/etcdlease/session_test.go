@@ -209,3 +209,33 @@ func TestSessionStoreLostSessionEndsEveryTerm(t *testing.T) {
 	require.NoError(t, err)
 	require.NotEqual(t, session, clientv3.LeaseID(resp.Kvs[0].Lease), "a new session")
 }
+
+// A later Extend asking less than an earlier one does not cut the earlier
+// promise short: the term stays held, and its key stays, until the end of
+// the furthest grant.
+func TestSessionStoreExtendNeverShortensAPromise(t *testing.T) {
+	_, cli := startSingle(t)
+	clk := testclock.NewClock(time.Now())
+	s := newSessionStore(t, cli, "/shorten/", 30*time.Second, etcdlease.WithClock(clk))
+	other := newSessionStore(t, cli, "/shorten/", 30*time.Second)
+	ctx := testCtx(t)
+	g, err := s.Claim(ctx, "x", "a", 10*time.Second)
+	require.NoError(t, err)
+	long, err := s.Extend(ctx, g, 10*time.Second) // held until t0 + 10 s
+	require.NoError(t, err)
+	require.Equal(t, 10*time.Second, long.Duration)
+	short, err := s.Extend(ctx, g, time.Second) // asks only until t0 + 1 s
+	require.NoError(t, err)
+	require.Equal(t, time.Second, short.Duration)
+
+	// t0 + 2 s, the expiry loop having run twice: within the first promise.
+	for range 2 {
+		require.NoError(t, clk.WaitAdvance(time.Second, 10*time.Second, 2))
+	}
+	_, err = other.Claim(ctx, "x", "b", 10*time.Second)
+	var held *lease.HeldError
+	require.ErrorAs(t, err, &held, "b claimed x while a's first grant stood")
+	require.Equal(t, "a", held.Holder)
+	_, err = s.Extend(ctx, g, 10*time.Second)
+	require.NoError(t, err, "the term is held until t0 + 10 s")
+}
