@@ -17,3 +17,17 @@ func AddOrphan(s *Store, id clientv3.LeaseID) { s.addOrphan(id) }
 func LostWithProgress(ctx context.Context, s *Store, g lease.Grant, f func(rev int64)) <-chan struct{} {
 	return s.lost(ctx, g, f)
 }
+
+// RecordUnsure records an unconfirmed claim of name for holder on the
+// store's current session, already due for expiry, as a claim whose
+// transaction failed ambiguously does. It returns the session's etcd lease
+// (to put the key on, as if the claim's put was applied after all) and a
+// func that runs the expiry's deletion of it.
+func RecordUnsure(s *SessionStore, name, holder string) (clientv3.LeaseID, func()) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sess := s.sess
+	t := &term{holder: holder, sess: sess, expires: s.opts.clock.Now(), state: termUnsure}
+	s.setTermLocked(name, t)
+	return sess.id, func() { s.deleteExpired(expiredTerm{name, t}) }
+}

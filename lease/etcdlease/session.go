@@ -204,33 +204,35 @@ func (s *SessionStore) claim(ctx context.Context, name, holder string, d time.Du
 // from an unconfirmed claim (adopted), or ours that ran out (deleted, and
 // the claim tried again).
 func (s *SessionStore) claimDenied(ctx context.Context, name, holder string, d time.Duration, sess *session, start time.Time, kv *keyValue) (lease.Grant, bool, error) {
-	s.mu.Lock()
-	t := s.terms[name]
-	ours := kv != nil && t != nil && kv.Lease == int64(sess.id)
-	unsure := ours && t.state == termUnsure && string(kv.Value) == holder
-	expired := ours && t.state == termExpired && uint64(kv.CreateRevision) == t.token
-	s.mu.Unlock()
-	switch {
-	case kv == nil:
+	if kv == nil {
 		// Deleted between the compare and the read: cannot be, the
 		// transaction is atomic; report it as unconfirmed anyway.
 		return lease.Grant{}, false, &OpError{Op: "claim", Name: name, Holder: holder, Err: errors.New("key gone after a failed create compare")}
-	case unsure:
-		// The put of our unconfirmed claim was applied; nobody was
-		// promised anything by it, so this claim takes it.
-		return s.granted(name, holder, uint64(kv.CreateRevision), sess, start, d)
-	case expired:
-		if err := s.slots.acquire(ctx); err != nil {
-			break
-		}
-		_, _, err := deleteTerm(ctx, s.cli, s.Key(name), uint64(kv.CreateRevision))
-		s.slots.release()
-		if err == nil {
-			s.endTerm(name, uint64(kv.CreateRevision), termOver)
-			return lease.Grant{}, true, &lease.HeldError{Name: name, Holder: string(kv.Value)}
-		}
 	}
-	return lease.Grant{}, false, &lease.HeldError{Name: name, Holder: string(kv.Value)}
+	held := &lease.HeldError{Name: name, Holder: string(kv.Value)}
+	s.mu.Lock()
+	t := s.terms[name]
+	ours := t != nil && kv.Lease == int64(sess.id)
+	if ours && t.state == termUnsure && string(kv.Value) == holder {
+		// The put of our unconfirmed claim was applied; nobody was
+		// promised anything by it, so this claim takes it. Decided and
+		// recorded under one lock: the expiry, which may take the same
+		// term to delete its key, sees either the unsure term or ours.
+		defer s.mu.Unlock()
+		return s.grantedLocked(name, holder, uint64(kv.CreateRevision), sess, start, d)
+	}
+	expired := ours && t.state == termExpired && uint64(kv.CreateRevision) == t.token
+	s.mu.Unlock()
+	if !expired || s.slots.acquire(ctx) != nil {
+		return lease.Grant{}, false, held
+	}
+	_, _, err := deleteTerm(ctx, s.cli, s.Key(name), uint64(kv.CreateRevision))
+	s.slots.release()
+	if err != nil {
+		return lease.Grant{}, false, held
+	}
+	s.endTerm(name, uint64(kv.CreateRevision), termOver)
+	return lease.Grant{}, true, held
 }
 
 // granted records the live term token and returns its grant: d, or less if
@@ -238,6 +240,11 @@ func (s *SessionStore) claimDenied(ctx context.Context, name, holder string, d t
 func (s *SessionStore) granted(name, holder string, token uint64, sess *session, start time.Time, d time.Duration) (lease.Grant, bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return s.grantedLocked(name, holder, token, sess, start, d)
+}
+
+// grantedLocked is granted with s.mu held.
+func (s *SessionStore) grantedLocked(name, holder string, token uint64, sess *session, start time.Time, d time.Duration) (lease.Grant, bool, error) {
 	grant := min(d, sess.until.Sub(start))
 	t := &term{token: token, holder: holder, sess: sess, expires: start.Add(max(grant, 0))}
 	s.setTermLocked(name, t)
@@ -284,8 +291,25 @@ func (s *SessionStore) Extend(ctx context.Context, g lease.Grant, d time.Duratio
 		s.mu.Unlock()
 		return lease.Grant{}, notHeld("extend", g, &keyValue{CreateRevision: int64(t.token), Value: []byte(t.holder)})
 	}
+	seen := seenTerm{t: t}
+	if t != nil {
+		seen.state = t.state
+	}
 	s.mu.Unlock()
-	return s.adopt(ctx, g, d)
+	return s.adopt(ctx, g, d, seen)
+}
+
+// seenTerm is the term of a lease name as a call saw it, and its state then.
+type seenTerm struct {
+	t     *term
+	state termState
+}
+
+// unchangedLocked says whether the term of name is still the one seen, in
+// the same state. Called with s.mu held.
+func (s *SessionStore) unchangedLocked(name string, seen seenTerm) bool {
+	t := s.terms[name]
+	return t == seen.t && (t == nil || t.state == seen.state)
 }
 
 func (s *SessionStore) extendLocked(t *term, g lease.Grant, d time.Duration, now time.Time) (lease.Grant, error) {
@@ -329,8 +353,12 @@ func (s *SessionStore) unconfirmedLocked(sess *session) error {
 }
 
 // adopt extends a term this store did not grant: it reads the key and, if
-// the term is live, moves it onto this store's session.
-func (s *SessionStore) adopt(ctx context.Context, g lease.Grant, d time.Duration) (lease.Grant, error) {
+// the term is live, moves it onto this store's session. seen is the term
+// Extend found recorded for g.Name: the grant is recorded only if it is
+// still that one, in the same state (the expiry may meanwhile have taken
+// the key, once on our session, for an unconfirmed claim's and be deleting
+// it).
+func (s *SessionStore) adopt(ctx context.Context, g lease.Grant, d time.Duration, seen seenTerm) (lease.Grant, error) {
 	fail := func(err error) (lease.Grant, error) {
 		return lease.Grant{}, &OpError{Op: "extend", Name: g.Name, Holder: g.Holder, Token: g.Token, Err: err}
 	}
@@ -368,7 +396,12 @@ func (s *SessionStore) adopt(ctx context.Context, g lease.Grant, d time.Duration
 			return fail(fmt.Errorf("key %q moved between etcd leases concurrently", key))
 		}
 	}
-	g, _, err = s.granted(g.Name, g.Holder, g.Token, sess, start, d)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.unchangedLocked(g.Name, seen) {
+		return fail(fmt.Errorf("the term of %q changed while its key was moved onto this session", g.Name))
+	}
+	g, _, err = s.grantedLocked(g.Name, g.Holder, g.Token, sess, start, d)
 	return g, err
 }
 
