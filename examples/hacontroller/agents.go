@@ -35,7 +35,7 @@ type agentStats struct {
 	admitted  atomic.Int64 // over all ports
 	upgrading atomic.Int64
 	failed    atomic.Int64
-	firstErr  atomic.Value
+	firstErr  atomic.Pointer[error] // agents fail with errors of many types
 }
 
 // portStats is what the agents of one controller's API port saw.
@@ -150,7 +150,7 @@ func (h *herd) agent(ctx context.Context, client *http.Client, url string, port 
 		}))
 	if err != nil {
 		h.stats.failed.Add(1)
-		h.stats.firstErr.CompareAndSwap(nil, err)
+		h.stats.firstErr.CompareAndSwap(nil, &err)
 		return
 	}
 	port.admitted.Add(1)

@@ -18,6 +18,7 @@ import (
 
 	"github.com/coldstart-go/coldstart/dialer"
 	"github.com/coldstart-go/coldstart/gate"
+	"github.com/coldstart-go/coldstart/internal/backoff"
 	"github.com/coldstart-go/coldstart/lease"
 	"github.com/coldstart-go/coldstart/lease/leasetest"
 	"github.com/coldstart-go/coldstart/listener"
@@ -450,12 +451,7 @@ func closed(ctx context.Context, ch <-chan struct{}) bool {
 // pause waits d on the controller's clock; it reports false if ctx ended
 // first.
 func (c *controller) pause(ctx context.Context, d time.Duration) bool {
-	select {
-	case <-c.clk.After(d):
-		return true
-	case <-ctx.Done():
-		return false
-	}
+	return backoff.Sleep(ctx, c.clk, d) == nil
 }
 
 // followLease waits for the tracker's first definitive answer.

@@ -107,10 +107,13 @@ func checkDuringFault(ctx context.Context, o options, tl *timeline, leader *cont
 			}
 		case errors.Is(err, lease.ErrRenewalFailed):
 			if r.failed++; r.failed == 1 {
+				cause := err
 				var rf *lease.RenewalFailedError
-				errors.As(err, &rf)
+				if errors.As(err, &rf) {
+					cause = rf.Err
+				}
 				tl.log(leader.name, "check during the fault: ErrRenewalFailed (%v), state %s until +%v, token %d: not \"not leader\"",
-					rf.Err, st.State, time.Until(st.Until).Round(time.Millisecond), st.Token)
+					cause, st.State, time.Until(st.Until).Round(time.Millisecond), st.Token)
 			}
 		case err == nil:
 			r.held++

@@ -56,6 +56,16 @@ func TestRunHoldsEveryInvariant(t *testing.T) {
 	assert.Regexp(t, `refusals retried          [1-9]\d* agent dials refused while an api port was closed; [1-9]\d* controller calls refused`, s)
 }
 
+// A run cut short (by -timeout here, by Ctrl-C under -hold) ends with an
+// error naming what did not finish, not a panic: agents stopped mid-call
+// fail with errors of different types (ctx's, *url.Error, Retry's).
+func TestRunCutShortIsAnErrorNotAPanic(t *testing.T) {
+	o, err := parseFlags([]string{"-agents", "300", "-timeout", "300ms"}, io.Discard)
+	require.NoError(t, err)
+	var out bytes.Buffer
+	assert.Error(t, run(context.Background(), o, &out), out.String())
+}
+
 func TestFlags(t *testing.T) {
 	o, err := parseFlags(nil, io.Discard)
 	require.NoError(t, err)

@@ -19,7 +19,7 @@ type summary struct {
 	ctrls  []ctrlSummary
 	agents struct {
 		admitted, refused, upgrading int64
-		firstErr                     any
+		firstErr                     error
 	}
 	leader      string // "" when no controller holds the lease
 	leaderToken uint64
@@ -56,7 +56,9 @@ const acceptWindow = 250 * time.Millisecond
 func measure(o options, ctrls []*controller, agents *agentStats, leader *controller, fault faultReport) *summary {
 	s := &summary{o: o, fault: fault}
 	s.agents.upgrading = agents.upgrading.Load()
-	s.agents.firstErr = agents.firstErr.Load()
+	if p := agents.firstErr.Load(); p != nil {
+		s.agents.firstErr = *p
+	}
 	for i, c := range ctrls {
 		cs := c.measure(o)
 		cs.agents = agents.perCtrl[i].agents
