@@ -205,9 +205,10 @@ func (s *SessionStore) sendBatch(batch []*claimReq) {
 // unsureLocked records that r's put may have been applied with nobody told:
 // a retry of the claim adopts the key, and if none comes, the key is
 // deleted once r's duration has passed. A live term of the name is left
-// alone.
+// alone, and so is an expired one: its key may be being deleted, and must
+// not be adopted (a key r put meanwhile is an orphan to the watch).
 func (s *SessionStore) unsureLocked(r *claimReq, sess *session, start time.Time) {
-	if t := s.terms[r.name]; t == nil || t.state != termLive {
+	if t := s.terms[r.name]; t == nil || t.state == termOver || t.state == termUnsure {
 		s.setTermLocked(r.name, &term{holder: r.holder, sess: sess, expires: start.Add(r.d), state: termUnsure})
 	}
 }

@@ -66,7 +66,10 @@ type SessionStore struct {
 	// saw the key deleted or created (or, after a resync, absent): a term
 	// whose token is older is over, even if it is recorded only after the
 	// watch saw that.
-	changed  map[string]int64
+	changed map[string]int64
+	// busy counts, by lease name, the claims and adoptions in progress:
+	// a key of ours they may have put is not yet recorded as a term.
+	busy     map[string]int
 	closeErr error
 }
 
@@ -147,7 +150,7 @@ func NewSessionStore(cli *clientv3.Client, prefix string, ttl time.Duration, opt
 	ctx, cancel := context.WithCancel(context.Background())
 	return &SessionStore{
 		cli: cli, prefix: prefix, ttl: ttlFor(ttl), opts: o, slots: newSlots(o.maxInFlight),
-		ctx: ctx, cancel: cancel, terms: make(map[string]*term), changed: make(map[string]int64),
+		ctx: ctx, cancel: cancel, terms: make(map[string]*term), changed: make(map[string]int64), busy: make(map[string]int),
 	}, nil
 }
 
@@ -182,6 +185,7 @@ func (s *SessionStore) Claim(ctx context.Context, name, holder string, d time.Du
 }
 
 func (s *SessionStore) claim(ctx context.Context, name, holder string, d time.Duration) (g lease.Grant, again bool, err error) {
+	defer s.busyWith(name)()
 	fail := func(err error) (lease.Grant, bool, error) {
 		return lease.Grant{}, false, &OpError{Op: "claim", Name: name, Holder: holder, Err: err}
 	}
@@ -212,8 +216,8 @@ func (s *SessionStore) claimDenied(ctx context.Context, name, holder string, d t
 	held := &lease.HeldError{Name: name, Holder: string(kv.Value)}
 	s.mu.Lock()
 	t := s.terms[name]
-	ours := t != nil && kv.Lease == int64(sess.id)
-	if ours && t.state == termUnsure && string(kv.Value) == holder {
+	ours := kv.Lease == int64(sess.id)
+	if ours && t != nil && t.state == termUnsure && string(kv.Value) == holder {
 		// The put of our unconfirmed claim was applied; nobody was
 		// promised anything by it, so this claim takes it. Decided and
 		// recorded under one lock: the expiry, which may take the same
@@ -221,7 +225,12 @@ func (s *SessionStore) claimDenied(ctx context.Context, name, holder string, d t
 		defer s.mu.Unlock()
 		return s.grantedLocked(name, holder, uint64(kv.CreateRevision), sess, start, d)
 	}
-	expired := ours && t.state == termExpired && uint64(kv.CreateRevision) == t.token
+	if ours {
+		// If no term owns our key, and no other call of ours is putting
+		// it, it is an orphan: deleted, and the claim tried again.
+		t = s.orphanLocked(name, kv.CreateRevision, kv.Lease, kv.Value, 1)
+	}
+	expired := ours && t != nil && t.state == termExpired && uint64(kv.CreateRevision) == t.token
 	s.mu.Unlock()
 	if !expired || s.slots.acquire(ctx) != nil {
 		return lease.Grant{}, false, held
@@ -296,6 +305,7 @@ func (s *SessionStore) Extend(ctx context.Context, g lease.Grant, d time.Duratio
 		seen.state = t.state
 	}
 	s.mu.Unlock()
+	defer s.busyWith(g.Name)()
 	return s.adopt(ctx, g, d, seen)
 }
 
@@ -527,28 +537,32 @@ func (s *SessionStore) endTerm(name string, token uint64, state termState) {
 }
 
 // observe applies watched events: a term whose key was deleted or created
-// again after the term began is over.
+// again after the term began is over; a key created on our session that no
+// term owns is an orphan.
 func (s *SessionStore) observe(evs []*clientv3.Event) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, ev := range evs {
 		name := strings.TrimPrefix(string(ev.Kv.Key), s.prefix)
-		if ev.Type == mvccpb.DELETE || ev.Kv.CreateRevision == ev.Kv.ModRevision {
+		created := ev.Type == mvccpb.PUT && ev.Kv.CreateRevision == ev.Kv.ModRevision
+		if ev.Type == mvccpb.DELETE || created {
 			s.changed[name] = ev.Kv.ModRevision
 		}
 		t := s.terms[name]
-		if t == nil || t.state == termUnsure || t.state == termOver || ev.Kv.ModRevision <= int64(t.token) {
-			continue
-		}
-		if ev.Type == mvccpb.DELETE || ev.Kv.CreateRevision != int64(t.token) {
+		if t != nil && t.state != termUnsure && t.state != termOver && ev.Kv.ModRevision > int64(t.token) &&
+			(ev.Type == mvccpb.DELETE || ev.Kv.CreateRevision != int64(t.token)) {
 			t.end(termOver)
+		}
+		if created {
+			s.orphanLocked(name, ev.Kv.CreateRevision, ev.Kv.Lease, ev.Kv.Value, 0)
 		}
 	}
 	return false
 }
 
 // resync applies a read of every key under the prefix at revision rev: a
-// term that began before rev and whose key is not there is over.
+// term that began before rev and whose key is not there is over; a key on
+// our session that no term owns is an orphan.
 func (s *SessionStore) resync(kvs []*mvccpb.KeyValue, rev int64) bool {
 	present := make(map[string]int64, len(kvs))
 	for _, kv := range kvs {
@@ -567,5 +581,45 @@ func (s *SessionStore) resync(kvs []*mvccpb.KeyValue, rev int64) bool {
 			t.end(termOver)
 		}
 	}
+	for _, kv := range kvs {
+		s.orphanLocked(strings.TrimPrefix(string(kv.Key), s.prefix), kv.CreateRevision, kv.Lease, kv.Value, 0)
+	}
 	return false
+}
+
+// orphanLocked records the key of name created at rev on etcd lease id
+// with value holder as an expired term, for the expiry to delete (or a
+// claim of the same holder to delete and claim again), if it is on our
+// current session, no term owns it and no call of ours but the caller's
+// own ones (mine of them) is putting it: the put of a claim that was found
+// not applied, and then was. It returns the term that owns the key, if
+// any. Called with s.mu held.
+func (s *SessionStore) orphanLocked(name string, rev, id int64, holder []byte, mine int) *term {
+	t := s.terms[name]
+	switch {
+	case t != nil && (t.state == termUnsure || int64(t.token) == rev):
+		return t // an unsure claim's key is checked by the expiry
+	case s.sess == nil || id != int64(s.sess.id) || s.busy[name] > mine:
+		return nil
+	case s.changed[name] > rev || (t != nil && int64(t.token) > rev):
+		return nil // not the latest key of the name
+	}
+	t = &term{token: uint64(rev), holder: string(holder), sess: s.sess, expires: s.opts.clock.Now(), state: termExpired}
+	s.setTermLocked(name, t)
+	return t
+}
+
+// busyWith counts a call on name in progress until the func it returns
+// is called.
+func (s *SessionStore) busyWith(name string) func() {
+	s.mu.Lock()
+	s.busy[name]++
+	s.mu.Unlock()
+	return func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if s.busy[name]--; s.busy[name] == 0 {
+			delete(s.busy, name)
+		}
+	}
 }

@@ -239,3 +239,41 @@ func TestSessionStoreExtendNeverShortensAPromise(t *testing.T) {
 	_, err = s.Extend(ctx, g, 10*time.Second)
 	require.NoError(t, err, "the term is held until t0 + 10 s")
 }
+
+// The put of an unconfirmed claim that the store found not applied, applied
+// after all (etcd may apply a transaction late), leaves a key on the
+// session that no term owns. The store deletes it — from the watch's view
+// of it, or when a claim of the name finds it — rather than keep it alive
+// and deny every claim of the name until the process ends.
+func TestSessionStoreOrphanOfLateUnsurePut(t *testing.T) {
+	_, cli := startSingle(t)
+	clk := testclock.NewClock(time.Now())
+	s := newSessionStore(t, cli, "/orphan/", 30*time.Second, etcdlease.WithClock(clk))
+	ctx := testCtx(t)
+	_, err := s.Claim(ctx, "warm", "a", time.Second) // makes the session
+	require.NoError(t, err)
+	latePut := func(name string) int64 {
+		id, expire := etcdlease.RecordUnsure(s, name, "a")
+		expire() // the key is absent: the claim was not applied
+		resp, err := cli.Put(ctx, "/orphan/"+name, "a", clientv3.WithLease(id))
+		require.NoError(t, err)
+		return resp.Header.Revision
+	}
+
+	t.Run("a claim finds it", func(t *testing.T) {
+		rev := latePut("claimed")
+		g, err := s.Claim(ctx, "claimed", "a", time.Second)
+		require.NoError(t, err, "the orphan is ours: deleted and claimed again")
+		require.Greater(t, g.Token, uint64(rev))
+	})
+	t.Run("the watch sees it", func(t *testing.T) {
+		latePut("watched")
+		require.Eventually(t, func() bool {
+			// The expiry looks every second, on the store's clock.
+			require.NoError(t, clk.WaitAdvance(time.Second, 10*time.Second, 2))
+			resp, err := cli.Get(ctx, "/orphan/watched")
+			require.NoError(t, err)
+			return len(resp.Kvs) == 0
+		}, 10*time.Second, 10*time.Millisecond, "the orphan was never deleted")
+	})
+}
