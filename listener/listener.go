@@ -208,14 +208,20 @@ func (l *Listener) end(failErr error) {
 }
 
 // fail ends the listener on a permanent accept error, and with it the API
-// session, if one is open.
+// session, if one is open. It releases the API socket too: nothing will
+// accept on it again, and a bound socket nobody accepts on would park
+// agents in the kernel's accept queue instead of refusing them.
 func (l *Listener) fail(err error) {
 	l.end(err)
 	l.mu.Lock()
-	sess := l.apiSess
+	sess, apiLn := l.apiSess, l.apiLn
+	l.apiSess, l.apiLn = nil, nil
 	l.mu.Unlock()
 	if sess != nil {
-		sess.end()
+		sess.end() // before the socket: its Accept error means "stop"
+	}
+	if apiLn != nil {
+		_ = closeSocket(apiLn)
 	}
 }
 
