@@ -3,11 +3,15 @@ package etcdlease
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/coldstart-go/coldstart/lease"
 )
 
 // maxClaimsPerTxn is how many claims a SessionStore puts in one etcd
@@ -28,7 +32,7 @@ type claimReq struct {
 	d            time.Duration
 	done         chan struct{}
 
-	taken     bool // in a batch being sent
+	sent      bool // in a batch whose transaction is being sent
 	abandoned bool // its caller's ctx ended first
 	delivered bool // done is closed
 
@@ -44,8 +48,8 @@ type claimReq struct {
 // Claims are sent in batches, a few transactions at a time, each claim a
 // nested put-if-absent: ten thousand claims take a hundred transactions
 // rather than ten thousand. The newest claims go first, as with the call
-// slots. A claim whose ctx ends before its batch is sent is dropped: it
-// returns an error matching lease.ErrNotSent.
+// slots. A claim whose ctx ends before its batch's transaction is sent is
+// dropped from it: it returns an error matching lease.ErrNotSent.
 func (s *SessionStore) sendClaim(r *claimReq) error {
 	s.mu.Lock()
 	if s.closed {
@@ -74,7 +78,7 @@ func (s *SessionStore) sendClaim(r *claimReq) error {
 	switch {
 	case r.delivered:
 		return nil
-	case !r.taken:
+	case !r.sent:
 		r.abandoned = true
 		return notSent("claim", r.name, r.holder, 0, r.ctx.Err())
 	}
@@ -109,7 +113,6 @@ func (s *SessionStore) takeClaims() []*claimReq {
 		case r.abandoned:
 		case len(batch) < maxClaimsPerTxn && !names[r.name]:
 			names[r.name] = true
-			r.taken = true
 			batch = append(batch, r)
 		default:
 			kept = append(kept, r)
@@ -125,24 +128,32 @@ func (s *SessionStore) takeClaims() []*claimReq {
 	return batch
 }
 
-// batchContext ends when the store closes or the last of the batch's
-// deadlines passes (never, if one of them has none).
+// batchContext ends when the store closes or every claim of the batch has
+// had its ctx end (a lease.Tracker ends its calls with a timer, not a
+// deadline).
 func (s *SessionStore) batchContext(batch []*claimReq) (context.Context, context.CancelFunc) {
-	var latest time.Time
-	for _, r := range batch {
-		dl, ok := r.ctx.Deadline()
-		if !ok {
-			return context.WithCancel(s.ctx)
-		}
-		if dl.After(latest) {
-			latest = dl
-		}
+	ctx, cancel := context.WithCancel(s.ctx)
+	var left atomic.Int64
+	left.Store(int64(len(batch)))
+	stops := make([]func() bool, len(batch))
+	for i, r := range batch {
+		stops[i] = context.AfterFunc(r.ctx, func() {
+			if left.Add(-1) == 0 {
+				cancel()
+			}
+		})
 	}
-	return context.WithDeadline(s.ctx, latest)
+	return ctx, func() {
+		for _, stop := range stops {
+			stop()
+		}
+		cancel()
+	}
 }
 
 // sendBatch sends one transaction of nested put-if-absent claims and
-// delivers each outcome.
+// delivers each outcome. The claims whose callers are gone by the time it
+// is sent are left out.
 func (s *SessionStore) sendBatch(batch []*claimReq) {
 	ctx, cancel := s.batchContext(batch)
 	defer cancel()
@@ -152,16 +163,10 @@ func (s *SessionStore) sendBatch(batch []*claimReq) {
 	start := s.opts.clock.Now()
 	if err == nil {
 		if err = s.slots.acquire(ctx); err == nil {
-			ops := make([]clientv3.Op, len(batch))
-			for i, r := range batch {
-				key := s.Key(r.name)
-				ops[i] = clientv3.OpTxn(
-					[]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(key), "=", 0)},
-					[]clientv3.Op{clientv3.OpPut(key, r.holder, clientv3.WithLease(sess.id))},
-					[]clientv3.Op{clientv3.OpGet(key)})
+			if batch = s.markSent(batch); len(batch) > 0 {
+				sent = true
+				resp, err = s.cli.Txn(ctx).Then(s.claimOps(batch, sess)...).Commit()
 			}
-			sent = true
-			resp, err = s.cli.Txn(ctx).Then(ops...).Commit()
 			s.slots.release()
 		}
 	}
@@ -177,12 +182,12 @@ func (s *SessionStore) sendBatch(batch []*claimReq) {
 		switch {
 		case lost:
 			r.err, r.lostSession = err, true
+		case err != nil && !sent:
+			r.err = fmt.Errorf("%w: %w", lease.ErrNotSent, err)
 		case err != nil:
+			// The puts may have been applied.
 			r.err = err
-			if sent {
-				// The puts may have been applied.
-				s.unsureLocked(r, sess, start)
-			}
+			s.unsureLocked(r, sess, start)
 		default:
 			sub := (*clientv3.TxnResponse)(resp.Responses[i].GetResponseTxn())
 			if !sub.Succeeded {
@@ -200,6 +205,31 @@ func (s *SessionStore) sendBatch(batch []*claimReq) {
 			close(r.done)
 		}
 	}
+}
+
+// markSent marks the claims of batch whose callers still wait as sent, and
+// returns them.
+func (s *SessionStore) markSent(batch []*claimReq) []*claimReq {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.DeleteFunc(batch, func(r *claimReq) bool {
+		r.sent = !r.abandoned
+		return r.abandoned
+	})
+}
+
+// claimOps returns the batch's claims as nested put-if-absent transactions
+// of their keys on sess.
+func (s *SessionStore) claimOps(batch []*claimReq, sess *session) []clientv3.Op {
+	ops := make([]clientv3.Op, len(batch))
+	for i, r := range batch {
+		key := s.Key(r.name)
+		ops[i] = clientv3.OpTxn(
+			[]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(key), "=", 0)},
+			[]clientv3.Op{clientv3.OpPut(key, r.holder, clientv3.WithLease(sess.id))},
+			[]clientv3.Op{clientv3.OpGet(key)})
+	}
+	return ops
 }
 
 // unsureLocked records that r's put may have been applied with nobody told:

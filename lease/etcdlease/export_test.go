@@ -31,3 +31,11 @@ func RecordUnsure(s *SessionStore, name, holder string) (clientv3.LeaseID, func(
 	s.setTermLocked(name, t)
 	return sess.id, func() { s.deleteExpired(expiredTerm{name, t}) }
 }
+
+// ClaimSenders returns how many claims wait to be taken into a batch, and
+// how many goroutines send batches.
+func ClaimSenders(s *SessionStore) (waiting, senders int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.claims), s.senders
+}

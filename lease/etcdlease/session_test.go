@@ -11,6 +11,7 @@ import (
 	jujuerrors "github.com/juju/errors"
 	"github.com/stretchr/testify/require"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 
 	"github.com/coldstart-go/coldstart/lease"
 	"github.com/coldstart-go/coldstart/lease/etcdlease"
@@ -276,4 +277,34 @@ func TestSessionStoreOrphanOfLateUnsurePut(t *testing.T) {
 			return len(resp.Kvs) == 0
 		}, 10*time.Second, 10*time.Millisecond, "the orphan was never deleted")
 	})
+}
+
+// A lease.Tracker ends a call with a timer that cancels its ctx, not with a
+// deadline. A claim taken into a batch that cannot be sent (no member
+// reachable) returns, when its ctx ends, an error saying it was not sent,
+// and the batch ends with its last caller rather than at Close.
+func TestSessionStoreBatchEndsWithItsCallers(t *testing.T) {
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{"127.0.0.1:1"}, Logger: zap.NewNop()})
+	require.NoError(t, err)
+	t.Cleanup(func() { cli.Close() })
+	s := newSessionStore(t, cli, "/unreachable/", 6*time.Second)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	claimed := make(chan error, 1)
+	go func() {
+		_, err := s.Claim(ctx, "x", "a", time.Second)
+		claimed <- err
+	}()
+	require.Eventually(t, func() bool {
+		waiting, senders := etcdlease.ClaimSenders(s)
+		return waiting == 0 && senders == 1
+	}, 10*time.Second, time.Millisecond, "the claim was never taken into a batch")
+	cancel() // as the tracker's timer does
+	err = <-claimed
+	require.ErrorIs(t, err, lease.ErrNotSent)
+	require.ErrorIs(t, err, etcdlease.ErrUnconfirmed)
+	require.Eventually(t, func() bool {
+		_, senders := etcdlease.ClaimSenders(s)
+		return senders == 0
+	}, 10*time.Second, time.Millisecond, "the batch outlived its only caller")
 }
