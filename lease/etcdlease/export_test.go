@@ -2,6 +2,7 @@ package etcdlease
 
 import (
 	"context"
+	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -38,4 +39,13 @@ func ClaimSenders(s *SessionStore) (waiting, senders int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return len(s.claims), s.senders
+}
+
+// SetSessionPromise moves the end of etcd's promise for the store's current
+// session to until, as if its latest confirmed keep-alive had been sent at
+// until − TTL.
+func SetSessionPromise(s *SessionStore, until time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.sess.until = until
 }

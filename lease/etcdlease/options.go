@@ -41,7 +41,9 @@ func WithMaxInFlight(n int) Option {
 
 // WithRevokeOnClose makes a SessionStore's Close revoke its etcd lease, so
 // that every key it holds is deleted at once rather than when the TTL runs
-// out. A Store ignores it.
+// out. Revoking ends every term of the store before its grant runs out:
+// close the store only after every tracker on it is closed. A Store
+// ignores it.
 func WithRevokeOnClose() Option {
 	return func(o *options) { o.revokeOnClose = true }
 }

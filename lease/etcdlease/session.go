@@ -266,7 +266,13 @@ func (s *SessionStore) grantedLocked(name, holder string, token uint64, sess *se
 	}
 	if grant <= 0 || sess.lost {
 		// The key was put, but the session's confirmed promise ran out
-		// before: nothing can be granted. The key is deleted as expired.
+		// before: nothing can be granted. The key is deleted as expired
+		// (a live term would have a retry denied, naming ourselves).
+		if sess.lost {
+			t.end(termOver) // etcd deleted the key with the session
+		} else {
+			t.end(termExpired)
+		}
 		return lease.Grant{}, false, &OpError{Op: "claim", Name: name, Holder: holder, Err: s.unconfirmedLocked(sess)}
 	}
 	return lease.Grant{Name: name, Holder: holder, Token: token, Duration: grant}, false, nil
@@ -423,6 +429,9 @@ func (s *SessionStore) Revoke(ctx context.Context, g lease.Grant) error {
 	if g.Name == "" || g.Token == 0 {
 		return jujuerrors.NotValidf("grant %+v", g)
 	}
+	if s.isClosed() {
+		return &OpError{Op: "revoke", Name: g.Name, Holder: g.Holder, Token: g.Token, Err: errClosed}
+	}
 	if err := s.slots.acquire(ctx); err != nil {
 		return notSent("revoke", g.Name, g.Holder, g.Token, err)
 	}
@@ -442,6 +451,9 @@ func (s *SessionStore) Revoke(ctx context.Context, g lease.Grant) error {
 func (s *SessionStore) Holder(ctx context.Context, name string) (lease.Grant, error) {
 	if name == "" {
 		return lease.Grant{}, jujuerrors.NotValidf("empty lease name")
+	}
+	if s.isClosed() {
+		return lease.Grant{}, &OpError{Op: "read", Name: name, Err: errClosed}
 	}
 	if err := s.slots.acquire(ctx); err != nil {
 		return lease.Grant{}, notSent("read", name, "", 0, err)
@@ -483,9 +495,11 @@ func (s *SessionStore) Lost(ctx context.Context, g lease.Grant) <-chan struct{} 
 // Close stops the keep-alive, the watch and the expiry of terms, and waits
 // for them. The keys then expire with the session's TTL, unless the store
 // was made WithRevokeOnClose, when Close revokes the session (bounded by
-// the keep-alive's wait) and returns the error if etcd did not confirm it.
-// Calls after Close fail with an error matching ErrUnconfirmed. Close is
-// idempotent.
+// the keep-alive's wait) and returns the error if etcd did not confirm it:
+// every key of the store goes at once, so close every tracker on the store
+// first (a tracker still running holds a grant that would be cut short).
+// Calls after Close fail with an error matching ErrUnconfirmed, without a
+// call to etcd. Close is idempotent.
 func (s *SessionStore) Close() error {
 	s.mu.Lock()
 	if s.closed {
@@ -516,6 +530,13 @@ func (s *SessionStore) revokeSession(sess *session) error {
 		return fmt.Errorf("etcdlease: revoke session lease %x on close: %w", sess.id, err)
 	}
 	return nil
+}
+
+// isClosed says whether Close was called.
+func (s *SessionStore) isClosed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closed
 }
 
 // setTermLocked records t as the term of name, replacing (and ending) the

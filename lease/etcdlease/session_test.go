@@ -91,6 +91,15 @@ func TestSessionStoreClose(t *testing.T) {
 			require.ErrorIs(t, err, etcdlease.ErrUnconfirmed)
 			_, err = s.Claim(ctx, "other", "a", time.Second)
 			require.ErrorIs(t, err, etcdlease.ErrUnconfirmed)
+			// Neither sends anything: the key is neither read nor deleted.
+			err = s.Revoke(ctx, g)
+			require.ErrorIs(t, err, etcdlease.ErrUnconfirmed)
+			require.NotErrorIs(t, err, lease.ErrNotHeld)
+			_, err = s.Holder(ctx, "singular")
+			require.ErrorIs(t, err, etcdlease.ErrUnconfirmed)
+			resp, err = cli.Get(ctx, prefix+"singular")
+			require.NoError(t, err)
+			require.Equal(t, c.remain, len(resp.Kvs) == 1)
 		})
 	}
 }
@@ -307,4 +316,31 @@ func TestSessionStoreBatchEndsWithItsCallers(t *testing.T) {
 		_, senders := etcdlease.ClaimSenders(s)
 		return senders == 0
 	}, 10*time.Second, time.Millisecond, "the batch outlived its only caller")
+}
+
+// A claim whose key was put when the session's confirmed promise had run
+// out is granted nothing (its error is ambiguous); its key is ours to
+// delete, so a retry once the session is confirmed again gets the lease
+// instead of being denied in our own name.
+func TestSessionStoreRetryAfterUngrantableClaim(t *testing.T) {
+	_, cli := startSingle(t)
+	clk := testclock.NewClock(time.Now())
+	const ttl = 30 * time.Second
+	s := newSessionStore(t, cli, "/ungrantable/", ttl, etcdlease.WithClock(clk))
+	ctx := testCtx(t)
+	_, err := s.Claim(ctx, "warm", "a", time.Second) // makes the session
+	require.NoError(t, err)
+
+	etcdlease.SetSessionPromise(s, clk.Now()) // no keep-alive confirmed for a TTL
+	_, err = s.Claim(ctx, "x", "a", time.Second)
+	require.ErrorIs(t, err, etcdlease.ErrUnconfirmed)
+	require.NotErrorIs(t, err, lease.ErrHeld)
+	resp, err := cli.Get(ctx, "/ungrantable/x")
+	require.NoError(t, err)
+	require.Len(t, resp.Kvs, 1, "the claim's key was put")
+
+	etcdlease.SetSessionPromise(s, clk.Now().Add(ttl)) // a keep-alive confirmed
+	g, err := s.Claim(ctx, "x", "a", time.Second)
+	require.NoError(t, err, "the ungranted key is not someone else's term")
+	require.Greater(t, g.Token, uint64(resp.Kvs[0].CreateRevision))
 }
