@@ -49,3 +49,12 @@ func SetSessionPromise(s *SessionStore, until time.Time) {
 	defer s.mu.Unlock()
 	s.sess.until = until
 }
+
+// HoldSlot takes one of the store's call slots (see WithMaxInFlight) and
+// returns the func that frees it.
+func HoldSlot(s *SessionStore) func() {
+	if err := s.slots.acquire(context.Background()); err != nil {
+		panic(err)
+	}
+	return s.slots.release
+}

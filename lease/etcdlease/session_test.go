@@ -344,3 +344,60 @@ func TestSessionStoreRetryAfterUngrantableClaim(t *testing.T) {
 	require.NoError(t, err, "the ungranted key is not someone else's term")
 	require.Greater(t, g.Token, uint64(resp.Kvs[0].CreateRevision))
 }
+
+// A batch waiting for a call slot (here held by the test) is sent with only
+// the claims whose callers still wait: one whose ctx ended meanwhile
+// returned an error saying it was not sent, and its key is not put; a batch
+// whose every caller is gone is not sent at all.
+func TestSessionStoreBatchLeavesOutGoneCallers(t *testing.T) {
+	_, cli := startSingle(t)
+	s := newSessionStore(t, cli, "/gone/", 30*time.Second, etcdlease.WithMaxInFlight(1))
+	ctx := testCtx(t)
+	_, err := s.Claim(ctx, "warm", "a", time.Second) // makes the session
+	require.NoError(t, err)
+	senders := func(waiting, senders int) func() bool {
+		return func() bool {
+			w, s := etcdlease.ClaimSenders(s)
+			return w == waiting && s == senders
+		}
+	}
+	type result struct {
+		g   lease.Grant
+		err error
+	}
+	claim := func(name string) (context.CancelFunc, chan result) {
+		cctx, cancel := context.WithCancel(ctx)
+		done := make(chan result, 1)
+		go func() {
+			g, err := s.Claim(cctx, name, "a", time.Second)
+			done <- result{g, err}
+		}()
+		return cancel, done
+	}
+
+	release := etcdlease.HoldSlot(s)
+	cancelAlone, alone := claim("alone")
+	require.Eventually(t, senders(0, 1), 10*time.Second, time.Millisecond, "alone was never taken")
+	cancelGone, gone := claim("gone")
+	_, stays := claim("stays")
+	require.Eventually(t, senders(2, 1), 10*time.Second, time.Millisecond, "gone and stays never queued")
+	cancelAlone()
+	require.ErrorIs(t, (<-alone).err, lease.ErrNotSent)
+	// alone's batch ends with its only caller: gone and stays are taken.
+	require.Eventually(t, senders(0, 1), 10*time.Second, time.Millisecond, "alone's batch never ended")
+	cancelGone()
+	require.ErrorIs(t, (<-gone).err, lease.ErrNotSent)
+	release()
+	r := <-stays
+	require.NoError(t, r.err)
+	require.Eventually(t, senders(0, 0), 10*time.Second, time.Millisecond)
+	for _, name := range []string{"alone", "gone"} {
+		resp, err := cli.Get(ctx, "/gone/"+name)
+		require.NoError(t, err)
+		require.Empty(t, resp.Kvs, "%s was put for a caller long gone", name)
+	}
+	resp, err := cli.Get(ctx, "/gone/stays")
+	require.NoError(t, err)
+	require.Len(t, resp.Kvs, 1)
+	require.Equal(t, int64(r.g.Token), resp.Kvs[0].CreateRevision)
+}
