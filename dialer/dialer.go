@@ -324,6 +324,12 @@ func (c *connector[T]) race(ctx context.Context, addrs []string, abort <-chan st
 					closeQuietly(res.v)
 					return r.stop(ctxDone)
 				}
+				if isClosed(abort) {
+					// Likewise for LocalReady: a peer that connects as
+					// the local server becomes ready loses to it.
+					closeQuietly(res.v)
+					return r.stop(readyFired)
+				}
 				r.drain()
 				return res.v, res.addr, won
 			}
