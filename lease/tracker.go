@@ -367,6 +367,8 @@ func (t *Tracker) wait(delay time.Duration) bool {
 	clk := t.cfg.Clock
 	if delay > 0 {
 		scheduled := clk.Now().Add(delay)
+		// The renewer's wait is the tracker's only NewTimer (call timeouts
+		// use AfterFunc); the tests tell "idle" by it.
 		timer := clk.NewTimer(delay)
 	loop:
 		for {
