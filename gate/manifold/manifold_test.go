@@ -118,6 +118,19 @@ func (r *recorder) dump() string {
 func startEngine(t *testing.T, manifolds dependency.Manifolds) (*dependency.Engine, *testclock.Clock, *recorder) {
 	t.Helper()
 	clk := testclock.NewClock(time.Date(2026, 11, 30, 1, 0, 0, 0, time.UTC))
+	engine, rec := newEngine(t, clk)
+	t.Cleanup(func() {
+		engine.Kill()
+		assert.NoError(t, engine.Wait())
+	})
+	require.NoError(t, dependency.Install(engine, manifolds))
+	return engine, clk, rec
+}
+
+// newEngine makes a real dependency engine on clk that never gives up and
+// reports its logs and metrics to the returned recorder.
+func newEngine(t *testing.T, clk *testclock.Clock) (*dependency.Engine, *recorder) {
+	t.Helper()
 	rec := newRecorder()
 	engine, err := dependency.NewEngine(dependency.EngineConfig{
 		IsFatal:    func(error) bool { return false },
@@ -128,12 +141,7 @@ func startEngine(t *testing.T, manifolds dependency.Manifolds) (*dependency.Engi
 		Logger:     rec,
 	})
 	require.NoError(t, err)
-	t.Cleanup(func() {
-		engine.Kill()
-		assert.NoError(t, engine.Wait())
-	})
-	require.NoError(t, dependency.Install(engine, manifolds))
-	return engine, clk, rec
+	return engine, rec
 }
 
 // idle is a worker that runs until killed.
@@ -425,17 +433,7 @@ func TestEngineShutdownLeavesNoGoroutines(t *testing.T) {
 		t.Run(state, func(t *testing.T) {
 			l := gate.New("upgrade-steps")
 			var api userManifold
-			clk := testclock.NewClock(time.Time{})
-			rec := newRecorder()
-			engine, err := dependency.NewEngine(dependency.EngineConfig{
-				IsFatal:    func(error) bool { return false },
-				WorstError: func(err, _ error) error { return err },
-				ErrorDelay: errorDelay,
-				Clock:      clk,
-				Metrics:    rec,
-				Logger:     rec,
-			})
-			require.NoError(t, err)
+			engine, rec := newEngine(t, testclock.NewClock(time.Time{}))
 			require.NoError(t, dependency.Install(engine, dependency.Manifolds{
 				"upgrade-steps-gate": manifold.Lock(l),
 				"upgrade-steps-flag": manifold.Flag("upgrade-steps-gate"),
