@@ -85,9 +85,6 @@ func (b *Backoff) Next() time.Duration {
 // Reset forgets the failures: the next delay is Min again.
 func (b *Backoff) Reset() { b.n = 0 }
 
-// Failures is the number of Next calls since the last Reset.
-func (b *Backoff) Failures() int { return b.n }
-
 // Sleep waits d on clk, or until ctx ends, whichever is first; it returns
 // ctx.Err() in the latter case. A d ≤ 0 returns at once (nil unless ctx
 // has already ended).
