@@ -70,7 +70,7 @@ func (m *MemStore) Claim(ctx context.Context, name, holder string, d time.Durati
 	case holder == "":
 		return Grant{}, errors.NotValidf("empty holder for lease %q", name)
 	case d <= 0:
-		return Grant{}, errors.NotValidf("lease %q duration %v", name, d)
+		return Grant{}, errors.NotValidf("lease %q duration %v (must be positive)", name, d)
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -92,7 +92,7 @@ func (m *MemStore) Extend(ctx context.Context, g Grant, d time.Duration) (Grant,
 		return Grant{}, errors.Annotatef(err, "extend lease %q", g.Name)
 	}
 	if d <= 0 {
-		return Grant{}, errors.NotValidf("lease %q duration %v", g.Name, d)
+		return Grant{}, errors.NotValidf("lease %q duration %v (must be positive)", g.Name, d)
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()

@@ -427,7 +427,7 @@ func (s *SessionStore) adopt(ctx context.Context, g lease.Grant, d time.Duration
 // other error matches ErrUnconfirmed (or lease.ErrNotSent).
 func (s *SessionStore) Revoke(ctx context.Context, g lease.Grant) error {
 	if g.Name == "" || g.Token == 0 {
-		return jujuerrors.NotValidf("grant %+v", g)
+		return jujuerrors.NotValidf("grant %+v (must have a Name and a Token)", g)
 	}
 	if s.isClosed() {
 		return &OpError{Op: "revoke", Name: g.Name, Holder: g.Holder, Token: g.Token, Err: errClosed}

@@ -141,7 +141,7 @@ func checkGrant(g lease.Grant, d time.Duration) error {
 		return err
 	}
 	if g.Token == 0 {
-		return jujuerrors.NotValidf("grant with zero token")
+		return jujuerrors.NotValidf("grant with Token 0 (must come from Claim)")
 	}
 	return nil
 }
@@ -322,7 +322,7 @@ func (s *Store) relet(ctx context.Context, g lease.Grant, old clientv3.LeaseID, 
 // reported (it expires by itself).
 func (s *Store) Revoke(ctx context.Context, g lease.Grant) error {
 	if g.Name == "" || g.Token == 0 {
-		return jujuerrors.NotValidf("grant %+v", g)
+		return jujuerrors.NotValidf("grant %+v (must have a Name and a Token)", g)
 	}
 	if err := s.slots.acquire(ctx); err != nil {
 		return notSent("revoke", g.Name, g.Holder, g.Token, err)
