@@ -99,7 +99,7 @@ func (m *MemStore) Extend(ctx context.Context, g Grant, d time.Duration) (Grant,
 	now := m.clk.Now()
 	cur, ok := m.live(g, now)
 	if !ok {
-		return Grant{}, termOver("extend", g)
+		return Grant{}, m.termOver("extend", g, now)
 	}
 	if exp := now.Add(d); exp.After(cur.expiry) {
 		cur.expiry = exp
@@ -117,8 +117,9 @@ func (m *MemStore) Revoke(ctx context.Context, g Grant) error {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if _, ok := m.live(g, m.clk.Now()); !ok {
-		return termOver("revoke", g)
+	now := m.clk.Now()
+	if _, ok := m.live(g, now); !ok {
+		return m.termOver("revoke", g, now)
 	}
 	delete(m.terms, g.Name)
 	m.endTerms(g.Name)
@@ -145,9 +146,15 @@ func (m *MemStore) Holder(ctx context.Context, name string) (Grant, error) {
 	return out, nil
 }
 
-// termOver is the definitive answer to op on a term that is over.
-func termOver(op string, g Grant) error {
-	return fmt.Errorf("%s lease %q for %q (token %d): term over: %w", op, g.Name, g.Holder, g.Token, ErrNotHeld)
+// termOver is the definitive answer to op on a term that is over, naming
+// the holder of the live term, if any. m.mu must be held.
+func (m *MemStore) termOver(op string, g Grant, now time.Time) error {
+	e := &NotHeldError{Name: g.Name, Token: g.Token, Reason: fmt.Sprintf("%s for %q: expired or revoked", op, g.Holder)}
+	if cur, ok := m.terms[g.Name]; ok && now.Before(cur.expiry) {
+		e.Holder = cur.grant.Holder
+		e.Reason = fmt.Sprintf("%s for %q: lease claimed again (token %d)", op, g.Holder, cur.grant.Token)
+	}
+	return e
 }
 
 // live returns the term g belongs to if it is still live at now.

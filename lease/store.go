@@ -26,12 +26,22 @@ type Grant struct {
 
 // Store is the back end a Tracker claims and extends leases in.
 //
-// Its contract is three-valued. ErrHeld (or a *HeldError) and ErrNotHeld
-// are definitive answers: the store did not apply the call. So is an error
-// matching ErrNotSent: the call never left the store, and nothing changed.
-// Any other error is ambiguous: the store may or may not have applied it, and the caller
-// must not treat it as a loss. Success means the lease is held until at
-// least the start of the call plus the granted Duration.
+// Its answers fall in three classes, and every Store, this package's
+// Tracker and its test kits treat them alike:
+//
+//   - Definitive: ErrHeld (a *HeldError naming the holder) from Claim, and
+//     ErrNotHeld (a *NotHeldError naming the term that is over and, when
+//     the store knows, who holds the lease now) from Extend and Revoke. The
+//     store did not apply the call, and the answer is the truth.
+//   - Not sent: an error matching ErrNotSent. The call never left the
+//     store (its ctx ended while the store held it back); nothing changed.
+//     Such an error matches nothing that says "unconfirmed".
+//   - Ambiguous: every other error (a timeout, a lost connection, a back
+//     end without quorum). The store may or may not have applied the call;
+//     the caller must not treat it as a loss.
+//
+// Success means the lease is held until at least the start of the call
+// plus the granted Duration.
 //
 // Implementations must be safe for concurrent use.
 type Store interface {
@@ -67,15 +77,17 @@ type LossNotifier interface {
 	Lost(ctx context.Context, g Grant) <-chan struct{}
 }
 
-// Store errors. Only these two are definitive; a Store reports anything it
-// cannot confirm (a timeout, a lost connection) as some other error.
+// Store errors: ErrHeld and ErrNotHeld are the definitive answers,
+// ErrNotSent is "nothing was sent"; a Store reports anything it cannot
+// confirm (a timeout, a lost connection) as some other error, which is
+// ambiguous (see Store).
 var (
 	// ErrHeld means a claim was denied because another holder has the
 	// lease. Do not retry at once: wait for the term to end.
 	ErrHeld = errors.New("lease held by another holder")
 	// ErrNotHeld means the grant is no longer held: it expired, was
 	// revoked, or the lease changed hands. Do not retry the extend; claim
-	// afresh if you still want the lease.
+	// afresh if you still want the lease. Stores return a *NotHeldError.
 	ErrNotHeld = errors.New("lease not held")
 	// ErrNotSent means the store did not send the call at all (its ctx
 	// ended while the store was holding calls back, as stores that bound
@@ -99,3 +111,31 @@ func (e *HeldError) Error() string {
 
 // Is reports whether target is ErrHeld.
 func (e *HeldError) Is(target error) bool { return target == ErrHeld }
+
+// NotHeldError is the definitive answer "term Token of the lease is over"
+// to an Extend or a Revoke. It matches ErrNotHeld with errors.Is. Holder
+// names who holds the lease now when the store knows (empty when nobody
+// does, or the store could not tell), so a tracker that loses its term can
+// say at once who leads instead.
+type NotHeldError struct {
+	Name   string // the lease
+	Holder string // who holds it now; empty when nobody does or it is not known
+	Token  uint64 // the term that is over
+	// Reason says what the store saw, e.g. "expired", "key re-created at
+	// revision 812"; it may be empty.
+	Reason string
+}
+
+func (e *NotHeldError) Error() string {
+	msg := fmt.Sprintf("lease %q: term %d is over", e.Name, e.Token)
+	if e.Reason != "" {
+		msg += ": " + e.Reason
+	}
+	if e.Holder != "" {
+		msg += fmt.Sprintf(" (held by %q now)", e.Holder)
+	}
+	return msg
+}
+
+// Is reports whether target is ErrNotHeld.
+func (e *NotHeldError) Is(target error) bool { return target == ErrNotHeld }

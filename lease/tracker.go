@@ -491,11 +491,7 @@ func (t *Tracker) lost(err error) time.Duration {
 	t.grant, t.hasGrant = Grant{}, false
 	t.retry.Reset()
 	t.loss.end()
-	var he *HeldError
-	holder := ""
-	if errors.As(err, &he) {
-		holder = he.Holder
-	}
+	holder := holderOf(err)
 	t.publish(Status{State: NotHeld, Holder: holder},
 		&NotLeaderError{Name: t.cfg.Name, Holder: holder, Err: err})
 	if wasExtending {
@@ -621,4 +617,17 @@ func (w *lossWatch) end() {
 		w.stop()
 	}
 	*w = lossWatch{notifier: w.notifier}
+}
+
+// holderOf is the holder a definitive store answer names, if any.
+func holderOf(err error) string {
+	var he *HeldError
+	if errors.As(err, &he) {
+		return he.Holder
+	}
+	var nh *NotHeldError
+	if errors.As(err, &nh) {
+		return nh.Holder
+	}
+	return ""
 }

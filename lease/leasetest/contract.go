@@ -37,8 +37,10 @@ type Harness struct {
 //     revoke it, and then gets a new token.
 //   - Extend of the live term succeeds with the same token and Duration ≥
 //     the duration requested.
-//   - Extend with a stale or foreign token returns lease.ErrNotHeld, even
-//     for the same holder name.
+//   - Extend with a stale or foreign token returns a *lease.NotHeldError
+//     (matching lease.ErrNotHeld) naming the lease and that token, even for
+//     the same holder name; once another term is live, it names that
+//     term's holder.
 //   - Revoke then Extend returns ErrNotHeld; a second Revoke returns
 //     ErrNotHeld.
 //   - After Revoke, or after a term nobody extends has run its Duration,
@@ -180,10 +182,21 @@ func wantHeldBy(t *testing.T, op string, err error, holder string) {
 	}
 }
 
-func wantNotHeld(t *testing.T, op string, err error) {
+// wantNotHeld checks that err is the definitive loss of term g: a
+// *lease.NotHeldError naming g's lease and token, and naming holder as
+// the holder now when holder is not empty.
+func wantNotHeld(t *testing.T, op string, err error, g lease.Grant, holder string) {
 	t.Helper()
-	if !errors.Is(err, lease.ErrNotHeld) {
+	var nh *lease.NotHeldError
+	switch {
+	case !errors.Is(err, lease.ErrNotHeld):
 		t.Fatalf("%s: got error %v, want lease.ErrNotHeld", op, err)
+	case !errors.As(err, &nh):
+		t.Fatalf("%s: got error %v, want a *lease.NotHeldError", op, err)
+	case nh.Name != g.Name || nh.Token != g.Token:
+		t.Fatalf("%s: NotHeldError names lease %q token %d, want %q token %d", op, nh.Name, nh.Token, g.Name, g.Token)
+	case holder != "" && nh.Holder != holder:
+		t.Fatalf("%s: NotHeldError names holder %q, want %q (who holds the lease now)", op, nh.Holder, holder)
 	}
 }
 
@@ -244,13 +257,13 @@ func testExtendForeignTokenIsNotHeld(t *testing.T, h Harness, name string) {
 	forged := g
 	forged.Token = g.Token + 1_000_003
 	_, err := h.Store.Extend(context.Background(), forged, h.Term)
-	wantNotHeld(t, "Extend with a token the store never issued for this term", err)
+	wantNotHeld(t, "Extend with a token the store never issued for this term", err, forged, "")
 	other := mustClaim(t, h, name+"-other", "a")
 	crossed := g
 	crossed.Token = other.Token
 	if crossed.Token != g.Token {
 		_, err = h.Store.Extend(context.Background(), crossed, h.Term)
-		wantNotHeld(t, "Extend with the token of another lease", err)
+		wantNotHeld(t, "Extend with the token of another lease", err, crossed, "")
 	}
 	// The real term is unaffected.
 	if _, err := h.Store.Extend(context.Background(), g, h.Term); err != nil {
@@ -269,7 +282,7 @@ func testExtendOldTermOfSameHolderIsNotHeld(t *testing.T, h Harness, name string
 		t.Fatalf("re-claim by the same holder name got token %d, want > %d", fresh.Token, old.Token)
 	}
 	_, err := h.Store.Extend(context.Background(), old, h.Term)
-	wantNotHeld(t, "Extend of the old term after a same-name re-claim", err)
+	wantNotHeld(t, "Extend of the old term after a same-name re-claim", err, old, "a")
 	if _, err := h.Store.Extend(context.Background(), fresh, h.Term); err != nil {
 		t.Fatalf("Extend of the new term: %v", err)
 	}
@@ -281,7 +294,7 @@ func testRevokeThenExtendIsNotHeld(t *testing.T, h Harness, name string) {
 		t.Fatalf("Revoke of the live term: %v", err)
 	}
 	_, err := h.Store.Extend(context.Background(), g, h.Term)
-	wantNotHeld(t, "Extend after Revoke", err)
+	wantNotHeld(t, "Extend after Revoke", err, g, "")
 }
 
 func testRevokeTwiceIsNotHeld(t *testing.T, h Harness, name string) {
@@ -289,7 +302,7 @@ func testRevokeTwiceIsNotHeld(t *testing.T, h Harness, name string) {
 	if err := h.Store.Revoke(context.Background(), g); err != nil {
 		t.Fatalf("first Revoke: %v", err)
 	}
-	wantNotHeld(t, "second Revoke", h.Store.Revoke(context.Background(), g))
+	wantNotHeld(t, "second Revoke", h.Store.Revoke(context.Background(), g), g, "")
 }
 
 func testClaimAfterRevokeGetsLargerToken(t *testing.T, h Harness, name string) {
@@ -301,7 +314,7 @@ func testClaimAfterRevokeGetsLargerToken(t *testing.T, h Harness, name string) {
 	if b.Token <= a.Token {
 		t.Fatalf("claim after revoke got token %d, want > %d", b.Token, a.Token)
 	}
-	wantNotHeld(t, "Revoke of the old term after a new claim", h.Store.Revoke(context.Background(), a))
+	wantNotHeld(t, "Revoke of the old term after a new claim", h.Store.Revoke(context.Background(), a), a, "b")
 	if _, err := h.Store.Extend(context.Background(), b, h.Term); err != nil {
 		t.Fatalf("the new holder's term was disturbed by the old term's revoke: %v", err)
 	}
@@ -333,7 +346,7 @@ func testUnextendedTermExpires(t *testing.T, h Harness, name string) {
 		t.Fatalf("claim after expiry got token %d, want > %d", b.Token, a.Token)
 	}
 	_, err := h.Store.Extend(context.Background(), a, h.Term)
-	wantNotHeld(t, "Extend of the expired term", err)
+	wantNotHeld(t, "Extend of the expired term", err, a, "b")
 	if lost != nil {
 		wantLost(t, lost, "the term expired")
 	}
@@ -411,7 +424,7 @@ func testCancelledContextIsNeverDefinitive(t *testing.T, h Harness, name string)
 	err2 := h.Store.Revoke(context.Background(), g)
 	switch {
 	case err == nil:
-		wantNotHeld(t, "Revoke after a successful cancelled-ctx Revoke", err2)
+		wantNotHeld(t, "Revoke after a successful cancelled-ctx Revoke", err2, g, "")
 	case err2 != nil && !errors.Is(err2, lease.ErrNotHeld):
 		t.Fatalf("Revoke after an ambiguous Revoke: %v", err2)
 	}

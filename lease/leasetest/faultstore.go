@@ -298,7 +298,7 @@ func (f *FaultStore) Extend(ctx context.Context, g lease.Grant, d time.Duration)
 		return lease.Grant{}, ErrInjectedTimeout
 	case Lost:
 		_ = f.store.Revoke(ctx, g) // the term is gone, whatever its state was
-		return lease.Grant{}, lease.ErrNotHeld
+		return lease.Grant{}, injectedLoss(g)
 	}
 	g2, err := f.store.Extend(ctx, g, d)
 	if fault == AppliedTimeout {
@@ -321,7 +321,7 @@ func (f *FaultStore) Revoke(ctx context.Context, g lease.Grant) error {
 		return ErrInjectedTimeout
 	case Lost:
 		_ = f.store.Revoke(ctx, g)
-		return lease.ErrNotHeld
+		return injectedLoss(g)
 	}
 	err = f.store.Revoke(ctx, g)
 	if fault == AppliedTimeout {
@@ -406,4 +406,9 @@ func (f *FaultStore) dropWatch(w *faultWatch) {
 	if len(f.watches[w.name]) == 0 {
 		delete(f.watches, w.name)
 	}
+}
+
+// injectedLoss is the definitive answer of a Lost fault on term g.
+func injectedLoss(g lease.Grant) error {
+	return &lease.NotHeldError{Name: g.Name, Token: g.Token, Reason: "leasetest: injected loss"}
 }
