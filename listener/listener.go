@@ -54,14 +54,13 @@ type Listener struct {
 	closeOnce sync.Once      // Close's work runs once; later calls wait for it
 	wg        sync.WaitGroup // the accept goroutines and the OpenAPIWhen watcher
 
-	// apiOpened closes the first time the API port opens. apiFailed
-	// closes if the open asked for by Config.OpenAPIWhen fails, or the
-	// listener ends before the API port ever opened; apiErr, written
-	// before apiFailed closes and read only after, says why. At most one
-	// of the two closes first; they are one-shot, as a gate is.
-	apiOpened, apiFailed chan struct{}
-	apiOutcome           sync.Once
-	apiErr               error
+	// apiOpened closes the first time the API port opens (under mu).
+	// apiFailed closes if the open asked for by Config.OpenAPIWhen fails,
+	// or the listener ends before the API port ever opened; apiErr,
+	// written before apiFailed closes and read only after, says why.
+	apiOpened, apiFailed   chan struct{}
+	openedOnce, failedOnce sync.Once
+	apiErr                 error
 
 	openMu sync.Mutex // serialises OpenAPI and CloseAPI; never held by Close
 
@@ -176,18 +175,13 @@ func (l *Listener) openAPIWhen(when <-chan struct{}) {
 		return
 	}
 	if err := l.OpenAPI(); err != nil {
-		l.resolveAPI(err)
+		l.apiFailedWith(err)
 	}
 }
 
-// resolveAPI records the API port's first outcome: opened (err nil) or
-// failed with err. Only the first call counts.
-func (l *Listener) resolveAPI(err error) {
-	l.apiOutcome.Do(func() {
-		if err == nil {
-			close(l.apiOpened)
-			return
-		}
+// apiFailedWith closes apiFailed with err; only the first call counts.
+func (l *Listener) apiFailedWith(err error) {
+	l.failedOnce.Do(func() {
 		l.apiErr = err
 		close(l.apiFailed)
 	})
@@ -279,10 +273,14 @@ func (l *Listener) end(failErr error) {
 func (l *Listener) stop(failErr error) error {
 	l.end(failErr)
 	_, err := l.stopAPI()
-	if failErr == nil {
-		failErr = errOpenClosed
+	// If the API port never opened, it never will. OpenAPI closes
+	// apiOpened under mu before the session stopAPI detached (if any).
+	if !isClosed(l.apiOpened) {
+		if failErr == nil {
+			failErr = errOpenClosed
+		}
+		l.apiFailedWith(failErr)
 	}
-	l.resolveAPI(failErr) // if the API port never opened, it never will
 	return err
 }
 
@@ -392,7 +390,7 @@ func (l *Listener) OpenAPI() error {
 	l.apiSess = sess
 	l.wg.Add(1) // under mu with the listener not ended: Close's Wait comes after
 	go l.serve(&l.api, ln, sess.quit, l.apiCh, sess.exited)
-	l.resolveAPI(nil)
+	l.openedOnce.Do(func() { close(l.apiOpened) })
 	return nil
 }
 
