@@ -72,10 +72,9 @@ func NewTransport(d *Dialer, base *http.Transport) (*Transport, error) {
 	}
 	t := &Transport{d: d, conns: make(map[*beforeConn]struct{})}
 	t.after = cloneFor(base, t.dialAfter)
-	ready := d.cfg.LocalReady
 	// Under RequireLocal every connection is local already; with no
-	// local controller (LocalPort 0) there is nowhere to move to.
-	if d.cfg.LocalPort != 0 && d.cfg.Policy != RequireLocal && ready != nil && !isClosed(ready) {
+	// local controller (LocalPort 0: ready is nil) there is nowhere to go.
+	if ready := d.LocalReady(); d.cfg.Policy != RequireLocal && ready != nil && !isClosed(ready) {
 		t.ready = ready
 		t.before = cloneFor(base, t.dialBefore)
 	} else {
