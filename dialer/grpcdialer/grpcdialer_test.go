@@ -35,17 +35,18 @@ type grpcServer struct {
 	entered chan struct{} // a value per Hold that arrived
 	release chan struct{}
 
-	mu     sync.Mutex
-	open   int
-	whos   int
-	closed chan struct{} // a value per connection closed; buffered
+	mu       sync.Mutex
+	open     int
+	whos     int
+	accepted chan struct{} // a value per connection accepted; buffered
+	closed   chan struct{} // a value per connection closed; buffered
 }
 
 func startGRPC(t *testing.T, name string, ln net.Listener) *grpcServer {
 	t.Helper()
 	s := &grpcServer{
 		name: name, entered: make(chan struct{}, 16), release: make(chan struct{}),
-		closed: make(chan struct{}, 64),
+		accepted: make(chan struct{}, 64), closed: make(chan struct{}, 64),
 	}
 	s.srv = grpc.NewServer(grpc.UnknownServiceHandler(s.handle))
 	served := make(chan struct{})
@@ -98,6 +99,19 @@ func (s *grpcServer) waitEntered(t *testing.T) {
 	}
 }
 
+// waitAccepted waits for the server's first connection. For the local
+// server it says the ClientConn has moved: its balancer replaced the
+// picker (with one that queues RPCs until the new connection is ready)
+// before it dialled.
+func (s *grpcServer) waitAccepted(t *testing.T) {
+	t.Helper()
+	select {
+	case <-s.accepted:
+	case <-time.After(waitFor):
+		t.Fatalf("%s: no connection arrived", s.name)
+	}
+}
+
 func (s *grpcServer) waitClosedConn(t *testing.T) {
 	t.Helper()
 	select {
@@ -121,6 +135,7 @@ func (l *countingListener) Accept() (net.Conn, error) {
 	l.s.mu.Lock()
 	l.s.open++
 	l.s.mu.Unlock()
+	l.s.accepted <- struct{}{}
 	return &countedConn{Conn: c, s: l.s}, nil
 }
 
@@ -226,10 +241,7 @@ func TestClientMovesHomeWhenLocalReadyCloses(t *testing.T) {
 	require.NoError(t, err)
 	home := startGRPC(t, "local", ln)
 	close(ready)
-	// The resolver's new address takes the ClientConn out of READY (into
-	// CONNECTING) before any RPC below is sent, so that each of them goes
-	// to the new connection.
-	waitLeaves(t, cc, connectivity.Ready)
+	home.waitAccepted(t) // the move is asynchronous: wait for it
 	for range 3 {
 		assert.Equal(t, "local", mustCall(t, cc, whoMethod))
 	}
