@@ -25,9 +25,10 @@ import (
 // over plain TCP) hands requests with a gRPC content type to grpc-go's
 // ServeHTTP and everything else to the HTTP mux. With TLS, set
 // Protocols.SetHTTP2 instead and serve with ServeTLS; the split is the
-// same. (grpc.Server.ServeHTTP runs on net/http's HTTP/2 server, which
-// lacks some of grpc-go's own transport features, such as keepalive
-// enforcement; a process that needs them serves gRPC on a port of its own.)
+// same. (grpc.Server.ServeHTTP runs gRPC on net/http's HTTP/2 server, not
+// grpc-go's own; grpc-go marks it experimental and says some features and
+// performance differ. A process that needs grpc-go's transport serves gRPC
+// on a listener of its own.)
 //
 // The agent side: dialer.Transport for HTTP and grpcdialer.NewClient for
 // gRPC, both through one Dialer, both moving home when LocalReady closes.
