@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -177,13 +178,15 @@ func ExampleNewClient() {
 	}
 	check()
 	go local.Serve(localLn)
-	state := cc.GetState() // READY, on the peer
+	// The move is asynchronous: an RPC sent at the very moment LocalReady
+	// closes may still go to the peer. The ClientConn leaves READY when it
+	// moves; wait for that (bounded, in case it is READY again already).
+	for s := cc.GetState(); s != connectivity.Ready; s = cc.GetState() {
+		cc.WaitForStateChange(ctx, s) // the state is published just after the RPC
+	}
 	close(serving)
-	// The move is asynchronous: an RPC sent at this very moment may still
-	// go to the peer. The ClientConn leaves READY when it moves (bounded
-	// in case it has moved and is READY again already).
 	wait, stop := context.WithTimeout(ctx, time.Second)
-	cc.WaitForStateChange(wait, state)
+	cc.WaitForStateChange(wait, connectivity.Ready)
 	stop()
 	check()
 	// Output:
