@@ -278,3 +278,80 @@ func TestTransportGivesUpWithTheRequestContext(t *testing.T) {
 	_, err = tr.RoundTrip(req)
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 }
+
+// An upgraded connection to a peer (a websocket, say) is a request that
+// lasts: the move leaves it working, and closes nothing under it.
+func TestTransportLeavesAnUpgradedPeerConnectionAlone(t *testing.T) {
+	peerLn := listenLoopback(t)
+	peer := startHTTP(t, "peer", peerLn)
+	ended := make(chan struct{})
+	peer.srv.Handler.(*http.ServeMux).HandleFunc("/upgrade", func(w http.ResponseWriter, r *http.Request) {
+		c, rw, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			return
+		}
+		defer close(ended)
+		defer c.Close()
+		rw.WriteString("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: echo\r\n\r\n")
+		rw.Flush()
+		buf := make([]byte, 64)
+		for {
+			n, err := rw.Read(buf)
+			if err != nil {
+				return
+			}
+			rw.Write(buf[:n])
+			rw.Flush()
+		}
+	})
+	local := reserve(t)
+	ready := make(chan struct{})
+	d := mustNew(t, dialer.Config{
+		LocalPort:       local.port,
+		Remote:          func() []string { return []string{peerLn.Addr().String()} },
+		LocalReady:      ready,
+		LocalReadyGrace: time.Millisecond,
+	})
+	tr, err := dialer.NewTransport(d, nil)
+	require.NoError(t, err)
+	client := &http.Client{Transport: tr}
+	defer client.CloseIdleConnections()
+
+	req, err := http.NewRequest(http.MethodGet, "http://controller/upgrade", nil)
+	require.NoError(t, err)
+	req.Header.Set("Connection", "Upgrade")
+	req.Header.Set("Upgrade", "echo")
+	resp, err := client.Do(req)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusSwitchingProtocols, resp.StatusCode)
+	ws, ok := resp.Body.(io.ReadWriteCloser)
+	require.True(t, ok, "the body of a 101 must stay writable")
+	echo := func(msg string) {
+		t.Helper()
+		_, err := io.WriteString(ws, msg)
+		require.NoError(t, err)
+		buf := make([]byte, len(msg))
+		_, err = io.ReadFull(ws, buf)
+		require.NoError(t, err)
+		require.Equal(t, msg, string(buf))
+	}
+	echo("before")
+
+	ln, err := local.listen()
+	require.NoError(t, err)
+	startHTTP(t, "local", ln)
+	close(ready)
+	assert.Equal(t, "local", getBody(t, client, "http://controller/who"))
+	echo("after the move")
+	select {
+	case <-ended:
+		t.Fatal("the upgraded connection was closed by the move")
+	default:
+	}
+	require.NoError(t, ws.Close())
+	select {
+	case <-ended:
+	case <-time.After(waitFor):
+		t.Fatal("closing the upgraded body did not close the connection")
+	}
+}
