@@ -269,7 +269,8 @@ func (l *Listener) end(failErr error) {
 
 // stop ends the listener: done closes (recording failErr, nil for Close),
 // then the API port stops. It is how Close and a permanent accept failure
-// both end the listener; only the first call's failErr counts. It returns the error of releasing the API socket.
+// both end the listener; only the first call's failErr counts. It returns
+// the error of releasing the API socket.
 func (l *Listener) stop(failErr error) error {
 	l.end(failErr)
 	_, err := l.stopAPI()

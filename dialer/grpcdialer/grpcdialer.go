@@ -12,11 +12,9 @@ import (
 	"github.com/coldstart-go/coldstart/dialer"
 )
 
-// Target is the target NewClient gives grpc.NewClient. Its authority,
-// "controller", is what the ClientConn sends as :authority and checks a
-// TLS certificate against, unless grpc.WithAuthority (or the TLS config's
-// ServerName) says otherwise.
-const Target = scheme + ":///controller"
+// target is what NewClient gives grpc.NewClient; its authority is
+// "controller".
+const target = scheme + ":///controller"
 
 const scheme = "coldstart-dialer"
 
@@ -59,7 +57,7 @@ func NewClient(d *dialer.Dialer, opts ...grpc.DialOption) (*grpc.ClientConn, err
 			return c, err
 		}),
 	)
-	return grpc.NewClient(Target, opts...)
+	return grpc.NewClient(target, opts...)
 }
 
 // builder builds the resolver of one ClientConn (again after it leaves
