@@ -61,8 +61,11 @@ var _ http.RoundTripper = (*Transport)(nil)
 // and base itself is not modified. A nil d, or a Dialer not made by New,
 // is reported as an error satisfying errors.Is(err, errors.NotValid).
 func NewTransport(d *Dialer, base *http.Transport) (*Transport, error) {
-	if d == nil || d.holdoff == nil {
-		return nil, jujuerrors.NotValidf("Dialer %v (must be made by New)", d)
+	switch {
+	case d == nil:
+		return nil, jujuerrors.NotValidf("nil Dialer")
+	case d.holdoff == nil:
+		return nil, jujuerrors.NotValidf("Dialer not made by New")
 	}
 	if base == nil {
 		base, _ = http.DefaultTransport.(*http.Transport)
@@ -99,7 +102,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return t.after.RoundTrip(req)
 	}
 	if isClosed(t.ready) {
-		t.move() // LocalReady closed while no watcher ran (no connection yet)
+		t.move() // before the watcher did, or with no watcher (no connection yet)
 		return t.after.RoundTrip(req)
 	}
 	t.inflight.Add(1)
