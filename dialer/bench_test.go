@@ -2,9 +2,11 @@ package dialer_test
 
 import (
 	"context"
+	"io"
 	"math"
 	"math/rand/v2"
 	"net"
+	"net/http"
 	"slices"
 	"strconv"
 	"sync"
@@ -229,4 +231,69 @@ func acceptAndClose(b *testing.B) int {
 	})
 	b.Cleanup(func() { ln.Close(); wg.Wait() })
 	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// BenchmarkTransport is a keep-alive GET on loopback through a Transport
+// beside a bare http.Transport to the same server, in the same run: after
+// the move (the steady state: one pool, no wrapper) and before it (each
+// request counted and its body wrapped).
+func BenchmarkTransport(b *testing.B) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "ok")
+	})}
+	go srv.Serve(ln)
+	b.Cleanup(func() { srv.Close() })
+	port := ln.Addr().(*net.TCPAddr).Port
+	run := func(b *testing.B, rt http.RoundTripper, url string) {
+		client := &http.Client{Transport: rt}
+		defer client.CloseIdleConnections()
+		b.ReportAllocs()
+		for b.Loop() {
+			resp, err := client.Get(url)
+			if err != nil {
+				b.Fatal(err)
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+	}
+	b.Run("http.Transport", func(b *testing.B) {
+		run(b, &http.Transport{}, "http://"+ln.Addr().String()+"/")
+	})
+	b.Run("after-move", func(b *testing.B) {
+		ready := make(chan struct{})
+		close(ready)
+		d, err := dialer.New(dialer.Config{LocalPort: port, LocalReady: ready})
+		if err != nil {
+			b.Fatal(err)
+		}
+		tr, err := dialer.NewTransport(d, &http.Transport{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		run(b, tr, "http://controller/")
+	})
+	b.Run("before-move", func(b *testing.B) {
+		// A controller whose local server is not ready yet, working
+		// through a "peer" (the same server), pays the bookkeeping of
+		// the move to come.
+		d, err := dialer.New(dialer.Config{
+			LocalPort:       1, // never dialled: LocalReady stays open
+			Remote:          func() []string { return []string{ln.Addr().String()} },
+			LocalReady:      make(chan struct{}),
+			LocalReadyGrace: time.Nanosecond,
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+		tr, err := dialer.NewTransport(d, &http.Transport{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		run(b, tr, "http://controller/")
+	})
 }

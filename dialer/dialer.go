@@ -114,6 +114,18 @@ func New(cfg Config) (*Dialer, error) {
 	return d, nil
 }
 
+// LocalReady returns Config.LocalReady, the channel that closes once this
+// machine's controller is serving, or nil when LocalPort is 0 (there is no
+// local controller to move to). An adapter that holds connections (a
+// pool, an RPC client) selects on it to move them home; Route.LocalReady
+// is the same channel.
+func (d *Dialer) LocalReady() <-chan struct{} {
+	if d.cfg.LocalPort == 0 {
+		return nil
+	}
+	return d.cfg.LocalReady
+}
+
 // Dial connects to the controller chosen by the policy. It keeps trying,
 // with jittered capped exponential backoff between rounds, until it
 // connects or ctx ends; it then returns a *DialError that wraps ctx.Err()
@@ -573,11 +585,7 @@ func (d *Dialer) peers() []string {
 func (d *Dialer) isLocal(addr string) bool { return slices.Contains(d.local, addr) }
 
 func (d *Dialer) route(addr string) Route {
-	r := Route{Addr: addr, Local: d.isLocal(addr)}
-	if d.cfg.LocalPort != 0 {
-		r.LocalReady = d.cfg.LocalReady
-	}
-	return r
+	return Route{Addr: addr, Local: d.isLocal(addr), LocalReady: d.LocalReady()}
 }
 
 // endedCtx reports whether err only says that a context or deadline ended

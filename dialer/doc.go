@@ -33,4 +33,23 @@
 //		serve(conn) // until the conn drops, or until <-route.LocalReady
 //		            // when !route.Local: then close it and dial again
 //	}
+//
+// # Moving home
+//
+// A client that pools its connections cannot close one under a request in
+// flight, and a pool that keeps a peer connection idle reuses it after the
+// local server is ready. Two adapters move home for you when LocalReady
+// closes, with no request failing on the way. Transport, an
+// http.RoundTripper, sends new requests to a fresh pool (hence local),
+// closes the idle peer connections at once and a busy one after its
+// request:
+//
+//	tr, err := dialer.NewTransport(d, nil) // nil: http.DefaultTransport's settings
+//	client := &http.Client{Transport: tr}
+//	resp, err := client.Get("https://controller/api") // the host names the service
+//
+// For gRPC, grpcdialer.NewClient (module
+// github.com/coldstart-go/coldstart/dialer/grpcdialer) returns a
+// grpc.ClientConn whose resolver hands it the local address, so that gRPC
+// connects there and drains the peer connection itself.
 package dialer

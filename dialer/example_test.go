@@ -4,7 +4,9 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"strings"
 	"time"
 
@@ -144,4 +146,57 @@ func ExampleDialer_Dial() {
 	// Output:
 	// dialing controller (prefer-local): context canceled; no address to dial
 	// dialing controller (prefer-local): context deadline exceeded; tried 192.0.2.1:17070: no route to 192.0.2.1:17070
+}
+
+// A controller's own HTTP client moves home: through a peer while its own
+// server is starting, then local, with no request failing on the way.
+func ExampleTransport() {
+	serve := func(name string, ln net.Listener) *http.Server {
+		srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			fmt.Fprint(w, name)
+		})}
+		go srv.Serve(ln)
+		return srv
+	}
+	peerLn, _ := net.Listen("tcp", "127.0.0.1:0")
+	defer serve("peer", peerLn).Close()
+	localLn, _ := net.Listen("tcp", "127.0.0.1:0") // this machine's controller port
+
+	serving := make(chan struct{}) // closed once the local server serves
+	d, err := dialer.New(dialer.Config{
+		LocalPort:       localLn.Addr().(*net.TCPAddr).Port,
+		Remote:          func() []string { return []string{peerLn.Addr().String()} },
+		LocalReady:      serving,
+		LocalReadyGrace: 10 * time.Millisecond,
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	tr, err := dialer.NewTransport(d, nil)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	client := &http.Client{Transport: tr, Timeout: 10 * time.Second}
+	defer client.CloseIdleConnections()
+	get := func() {
+		// The host names the service; the Dialer picks the machine.
+		resp, err := client.Get("http://controller/whoami")
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		fmt.Println("served by", string(body))
+	}
+
+	get()
+	defer serve("local", localLn).Close()
+	close(serving) // the idle peer connection closes; new requests go local
+	get()
+	// Output:
+	// served by peer
+	// served by local
 }

@@ -27,4 +27,41 @@
 //
 // In a handler, listener.PortFromContext(r.Context()) tells which port a
 // request came in on, e.g. to refuse agent logins on the controller port.
+//
+// # Opening the API port when stable
+//
+// Config.OpenAPIWhen takes the channel the controller waits on (a gate's
+// Unlocked()) and opens the API port when it closes, so no goroutine of
+// yours waits for it. A bind failure is not lost: APIFailed closes and
+// APIErr (and Report().API.OpenErr) says why, while the controller port
+// serves on; APIOpened closes once the port is open. The pair goes on a
+// readiness board as it is:
+//
+//	l, err := listener.New(listener.Config{..., OpenAPIWhen: stable.Unlocked()})
+//	board.Watch("api-port", l.APIOpened(), l.APIFailed())
+//
+// # HTTP and gRPC on one listener
+//
+// gRPC clients speak HTTP/2; over plain TCP that is h2c with prior
+// knowledge, which net/http's server speaks once asked to. Route requests
+// with a gRPC content type to grpc-go's (*grpc.Server).ServeHTTP:
+//
+//	var protocols http.Protocols
+//	protocols.SetHTTP1(true)
+//	protocols.SetUnencryptedHTTP2(true) // with TLS: SetHTTP2, and ServeTLS
+//	srv := &http.Server{Protocols: &protocols, ConnContext: listener.ConnContext,
+//		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+//			if r.ProtoMajor == 2 && strings.HasPrefix(r.Header.Get("Content-Type"), "application/grpc") {
+//				grpcServer.ServeHTTP(w, r)
+//				return
+//			}
+//			mux.ServeHTTP(w, r)
+//		})}
+//	go srv.Serve(l)
+//
+// The runnable example is in github.com/coldstart-go/coldstart/dialer/grpcdialer
+// (this module does not import grpc). ServeHTTP runs gRPC on net/http's
+// HTTP/2 server, not grpc-go's own: grpc-go marks it experimental and says
+// some features and performance differ. A process that needs grpc-go's
+// transport serves gRPC on a listener of its own.
 package listener

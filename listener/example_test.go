@@ -2,6 +2,7 @@ package listener_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log"
@@ -97,6 +98,40 @@ func ExampleListener_CloseAPI() {
 	// new agent refused: true
 	// api open: false, conns: 1, accepted: 1
 	// same address again: true
+}
+
+// OpenAPIWhen opens the API port when a channel closes (a gate's
+// Unlocked(), say) with no goroutine of the caller's; APIOpened and
+// APIFailed report the outcome, and APIErr the bind failure, if any. Here
+// the API address is taken, so the open fails where it can be seen.
+func ExampleConfig_openAPIWhen() {
+	squatter, _ := net.Listen("tcp", "127.0.0.1:0") // someone else holds the API address
+	stable := make(chan struct{})
+	l, err := listener.New(listener.Config{
+		ControllerAddr: "127.0.0.1:0",
+		APIAddr:        squatter.Addr().String(),
+		OpenAPIWhen:    stable,
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer l.Close()
+
+	close(stable) // ... the controller is stable ...
+	select {
+	case <-l.APIOpened():
+		fmt.Println("api port open")
+	case <-l.APIFailed():
+		fmt.Println("api port failed:", errors.Is(l.APIErr(), listener.ErrBind))
+	}
+	squatter.Close()
+	if err := l.OpenAPI(); err == nil { // the caller may retry
+		<-l.APIOpened()
+		fmt.Println("api port open on retry")
+	}
+	// Output:
+	// api port failed: true
+	// api port open on retry
 }
 
 func fetch(url string) string {

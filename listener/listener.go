@@ -52,7 +52,15 @@ type Listener struct {
 	failErr  error // the permanent accept error; nil if Close came first
 
 	closeOnce sync.Once      // Close's work runs once; later calls wait for it
-	wg        sync.WaitGroup // the accept goroutines
+	wg        sync.WaitGroup // the accept goroutines and the OpenAPIWhen watcher
+
+	// apiOpened closes the first time the API port opens (under mu).
+	// apiFailed closes if the open asked for by Config.OpenAPIWhen fails,
+	// or the listener ends before the API port ever opened; apiErr,
+	// written before apiFailed closes and read only after, says why.
+	apiOpened, apiFailed   chan struct{}
+	openedOnce, failedOnce sync.Once
+	apiErr                 error
 
 	openMu sync.Mutex // serialises OpenAPI and CloseAPI; never held by Close
 
@@ -119,6 +127,8 @@ func newListener(cfg Config, listen func(network, addr string) (net.Listener, er
 		ctrlCh:      make(chan *conn),
 		apiCh:       make(chan *conn),
 		done:        make(chan struct{}),
+		apiOpened:   make(chan struct{}),
+		apiFailed:   make(chan struct{}),
 		apiBindAddr: cfg.APIAddr,
 	}
 	if l.clk == nil {
@@ -147,7 +157,57 @@ func newListener(cfg Config, listen func(network, addr string) (net.Listener, er
 	}
 	l.wg.Add(1)
 	go l.serve(&l.ctrl, ctrlLn, l.done, l.ctrlCh, nil)
+	if cfg.OpenAPIWhen != nil {
+		l.wg.Add(1)
+		go l.openAPIWhen(cfg.OpenAPIWhen)
+	}
 	return l, nil
+}
+
+// openAPIWhen is the goroutine of Config.OpenAPIWhen: it opens the API
+// port when when closes, once, and reports a failure no caller would
+// otherwise see on APIFailed. The end of the listener ends it.
+func (l *Listener) openAPIWhen(when <-chan struct{}) {
+	defer l.wg.Done()
+	select {
+	case <-when:
+	case <-l.done:
+		return
+	}
+	if err := l.OpenAPI(); err != nil {
+		l.apiFailedWith(err)
+	}
+}
+
+// apiFailedWith closes apiFailed with err; only the first call counts.
+func (l *Listener) apiFailedWith(err error) {
+	l.failedOnce.Do(func() {
+		l.apiErr = err
+		close(l.apiFailed)
+	})
+}
+
+// APIOpened returns a channel that is closed the first time the API port
+// opens, by OpenAPI or Config.OpenAPIWhen. With APIFailed and APIErr it
+// lets a readiness board show the API port (for example
+// gate.Board.Watch("api-port", l.APIOpened(), l.APIFailed())).
+func (l *Listener) APIOpened() <-chan struct{} { return l.apiOpened }
+
+// APIFailed returns a channel that is closed, if the API port has not
+// opened yet, when the open asked for by Config.OpenAPIWhen fails or the
+// listener ends (Close, or a permanent accept failure); APIErr then says
+// why. A failed OpenAPI call does not close it: its caller has the error.
+// A later OpenAPI may still open the port; APIFailed stays closed.
+func (l *Listener) APIFailed() <-chan struct{} { return l.apiFailed }
+
+// APIErr returns why APIFailed closed: a *PortError matching ErrBind, an
+// error matching net.ErrClosed, or the listener's accept failure. It is
+// nil while APIFailed is open.
+func (l *Listener) APIErr() error {
+	if !isClosed(l.apiFailed) {
+		return nil
+	}
+	return l.apiErr
 }
 
 func (l *Listener) notify(p Port, addr net.Addr) {
@@ -207,22 +267,44 @@ func (l *Listener) end(failErr error) {
 	})
 }
 
-// fail ends the listener on a permanent accept error, and with it the API
-// session, if one is open. It releases the API socket too: nothing will
-// accept on it again, and a bound socket nobody accepts on would park
-// agents in the kernel's accept queue instead of refusing them.
-func (l *Listener) fail(err error) {
-	l.end(err)
+// stop ends the listener: done closes (recording failErr, nil for Close),
+// then the API port stops. It is how Close and a permanent accept failure
+// both end the listener; only the first call's failErr counts. It returns
+// the error of releasing the API socket.
+func (l *Listener) stop(failErr error) error {
+	l.end(failErr)
+	_, err := l.stopAPI()
+	// If the API port never opened, it never will. OpenAPI closes
+	// apiOpened under mu before the session stopAPI detached (if any).
+	if !isClosed(l.apiOpened) {
+		if failErr == nil {
+			failErr = errOpenClosed
+		}
+		l.apiFailedWith(failErr)
+	}
+	return err
+}
+
+// stopAPI is the one way the API port stops, for CloseAPI, Close and a
+// failure alike: it detaches the open session and the bound socket, ends
+// the session (before closing the socket, so its accept loop reads the
+// socket's error as "stop", not as a failure) and releases the socket,
+// even one bound early and never opened: a bound port nobody accepts on
+// would park agents in the kernel's accept queue instead of refusing them.
+// It returns the session's exited channel (nil if none was open).
+func (l *Listener) stopAPI() (exited <-chan struct{}, err error) {
 	l.mu.Lock()
-	sess, apiLn := l.apiSess, l.apiLn
-	l.apiSess, l.apiLn = nil, nil
+	ln, sess := l.apiLn, l.apiSess
+	l.apiLn, l.apiSess = nil, nil
 	l.mu.Unlock()
 	if sess != nil {
-		sess.end() // before the socket: its Accept error means "stop"
+		sess.end()
+		exited = sess.exited
 	}
-	if apiLn != nil {
-		_ = closeSocket(apiLn)
+	if ln != nil {
+		err = closeSocket(ln)
 	}
+	return exited, err
 }
 
 // Close stops both ports and unblocks every pending Accept. It closes the
@@ -236,20 +318,12 @@ func (l *Listener) Close() error {
 	l.closeOnce.Do(func() {
 		l.mu.Lock()
 		l.closed = true
-		l.end(nil)
-		ctrlLn, apiLn, sess := l.ctrlLn, l.apiLn, l.apiSess
-		l.apiLn, l.apiSess = nil, nil
 		l.mu.Unlock()
-		// done and quit are closed before the sockets, so the accept
-		// goroutines read the resulting errors as "stop", not as failures.
-		if sess != nil {
-			sess.end()
-		}
-		err = closeSocket(ctrlLn)
-		if apiLn != nil {
-			if apiErr := closeSocket(apiLn); err == nil {
-				err = apiErr
-			}
+		// done and the API session end before the controller socket
+		// closes, so its accept goroutine reads the error as "stop".
+		apiErr := l.stop(nil)
+		if err = closeSocket(l.ctrlLn); err == nil {
+			err = apiErr
 		}
 		l.wg.Wait()
 	})
@@ -290,25 +364,14 @@ func (l *Listener) OpenAPI() error {
 	l.openMu.Lock()
 	defer l.openMu.Unlock()
 	l.mu.Lock()
-	if l.closed {
-		l.mu.Unlock()
-		return errOpenClosed
-	}
-	select {
-	case <-l.done: // not closed, so failed, even if the port is open
-		l.mu.Unlock()
-		return l.failErr
-	default:
-	}
-	if l.apiSess != nil {
-		l.mu.Unlock()
-		return nil
-	}
+	err, open := l.endedLocked(), l.apiSess != nil
 	ln, addr := l.apiLn, l.apiBindAddr
 	l.mu.Unlock()
+	if err != nil || open {
+		return err
+	}
 
 	if ln == nil {
-		var err error
 		if ln, err = l.listen("tcp", addr); err != nil {
 			return &PortError{Port: API, Op: opBind, Addr: addr, Err: err}
 		}
@@ -317,24 +380,31 @@ func (l *Listener) OpenAPI() error {
 
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.closed {
-		// Close ran while we were binding: it did not see this socket.
+	if err := l.endedLocked(); err != nil {
+		// The listener ended while we were binding; stop, which takes mu
+		// after closing done, looked for a session before this one existed.
 		_ = ln.Close()
-		return errOpenClosed
-	}
-	select {
-	case <-l.done:
-		// A port failed while we were binding. fail, which takes mu after
-		// closing done, looked for a session before this one existed.
-		_ = ln.Close()
-		return l.failErr
-	default:
+		return err
 	}
 	l.apiLn, l.apiBindAddr = ln, ln.Addr().String()
 	sess := newSession()
 	l.apiSess = sess
-	l.wg.Add(1) // under mu with closed false: Close's Wait comes after
+	l.wg.Add(1) // under mu with the listener not ended: Close's Wait comes after
 	go l.serve(&l.api, ln, sess.quit, l.apiCh, sess.exited)
+	l.openedOnce.Do(func() { close(l.apiOpened) })
+	return nil
+}
+
+// endedLocked returns nil while the listener runs, else what OpenAPI
+// returns: errOpenClosed after Close, the failure after a failure. l.mu
+// must be held.
+func (l *Listener) endedLocked() error {
+	switch {
+	case l.closed:
+		return errOpenClosed
+	case isClosed(l.done):
+		return l.failErr
+	}
 	return nil
 }
 
@@ -359,23 +429,9 @@ var errOpenClosed = fmt.Errorf("listener: open API port: %w", net.ErrClosed)
 func (l *Listener) CloseAPI() error {
 	l.openMu.Lock()
 	defer l.openMu.Unlock()
-	l.mu.Lock()
-	if l.closed {
-		l.mu.Unlock()
-		return nil
-	}
-	ln, sess := l.apiLn, l.apiSess
-	l.apiLn, l.apiSess = nil, nil
-	l.mu.Unlock()
-	if sess != nil {
-		sess.end() // before the socket: its Accept error means "stop"
-	}
-	var err error
-	if ln != nil {
-		err = closeSocket(ln)
-	}
-	if sess != nil {
-		<-sess.exited
+	exited, err := l.stopAPI()
+	if exited != nil {
+		<-exited
 	}
 	return err
 }
@@ -437,7 +493,7 @@ func (l *Listener) retryAccept(p *portState, ln net.Listener, err error, retry *
 		return false
 	}
 	if !temporary(err) {
-		l.fail(&PortError{Port: p.port, Op: opAccept, Addr: ln.Addr().String(), Err: err})
+		l.stop(&PortError{Port: p.port, Op: opAccept, Addr: ln.Addr().String(), Err: err})
 		return false
 	}
 	p.noteTempErr(err, l.clk.Now())

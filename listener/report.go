@@ -39,6 +39,9 @@ type PortReport struct {
 	// (injected clock); nil if none.
 	LastTemporaryError   error
 	LastTemporaryErrorAt time.Time
+	// OpenErr is, for the API port, APIErr: why it failed to open when
+	// Config.OpenAPIWhen closed, or why it never will; nil otherwise.
+	OpenErr error
 }
 
 // Report returns a snapshot of the listener's state.
@@ -55,6 +58,7 @@ func (l *Listener) Report() Report {
 	}
 	api := l.api.report(apiAddr, l.apiSess != nil)
 	l.mu.Unlock()
+	api.OpenErr = l.APIErr()
 
 	r := Report{Controller: ctrl, API: api, Closed: closed}
 	if isClosed(l.done) && l.failErr != nil {

@@ -1,0 +1,128 @@
+package grpcdialer
+
+import (
+	"context"
+	"net"
+	"sync"
+
+	jujuerrors "github.com/juju/errors"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/resolver"
+
+	"github.com/coldstart-go/coldstart/dialer"
+)
+
+// target is what NewClient gives grpc.NewClient; its authority is
+// "controller".
+const target = scheme + ":///controller"
+
+const scheme = "coldstart-dialer"
+
+// The two addresses the resolver reports. Neither is dialled as such: the
+// Dialer picks the real one. What matters is that they differ, so that the
+// ClientConn leaves the connection it has for a new one when LocalReady
+// closes.
+var (
+	// anyRoute is the address before LocalReady closes: the Dialer may go
+	// to a peer (it waits out LocalReadyGrace first).
+	anyRoute = resolver.Address{Addr: "dialer:any"}
+	// localRoute is the address after it: the Dialer goes local only
+	// (under RequireLocalWhenReady; PreferLocal still falls back).
+	localRoute = resolver.Address{Addr: "dialer:local"}
+)
+
+// NewClient returns a gRPC ClientConn whose connections d dials, that
+// moves home when d's LocalReady closes. Until then the ClientConn holds
+// the connection the Dialer gave it (a peer's, before this machine's
+// controller serves); when LocalReady closes, its resolver reports a new
+// address, and gRPC connects anew (the Dialer now dials loopback only) and
+// drains the old connection itself: RPCs in flight on it run to their end,
+// new RPCs wait for the local connection (they are not failed), and the
+// ClientConn is never closed under them.
+//
+// opts are given to grpc.NewClient before NewClient's own two, a resolver
+// and a context dialer, which therefore win: the Dialer's Config.DialContext
+// is the place to change how connections are made, and transport
+// credentials (required by grpc) come in opts. Close the ClientConn as
+// usual; that also stops the resolver. A nil d is reported as an error
+// satisfying errors.Is(err, errors.NotValid) (github.com/juju/errors).
+func NewClient(d *dialer.Dialer, opts ...grpc.DialOption) (*grpc.ClientConn, error) {
+	if d == nil {
+		return nil, jujuerrors.NotValidf("nil Dialer")
+	}
+	opts = append(opts[:len(opts):len(opts)],
+		grpc.WithResolvers(&builder{ready: d.LocalReady()}),
+		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) {
+			c, _, err := d.Dial(ctx)
+			return c, err
+		}),
+	)
+	return grpc.NewClient(target, opts...)
+}
+
+// builder builds the resolver of one ClientConn (again after it leaves
+// idle mode).
+type builder struct{ ready <-chan struct{} }
+
+func (b *builder) Scheme() string { return scheme }
+
+func (b *builder) Build(_ resolver.Target, cc resolver.ClientConn, _ resolver.BuildOptions) (resolver.Resolver, error) {
+	r := &moveResolver{quit: make(chan struct{}), exited: make(chan struct{})}
+	if b.ready == nil || isClosed(b.ready) {
+		close(r.exited)
+		return r, cc.UpdateState(resolver.State{Addresses: []resolver.Address{b.route()}})
+	}
+	if err := cc.UpdateState(resolver.State{Addresses: []resolver.Address{anyRoute}}); err != nil {
+		close(r.exited)
+		return nil, err
+	}
+	go r.watch(b.ready, cc)
+	return r, nil
+}
+
+// route is the address for a resolver built once LocalReady has closed,
+// or with no local controller (anyRoute: never moves).
+func (b *builder) route() resolver.Address {
+	if b.ready == nil {
+		return anyRoute
+	}
+	return localRoute
+}
+
+// moveResolver reports anyRoute, then localRoute once LocalReady closes.
+type moveResolver struct {
+	quit     chan struct{}
+	quitOnce sync.Once
+	exited   chan struct{} // closed when watch has returned (or never ran)
+}
+
+func (r *moveResolver) watch(ready <-chan struct{}, cc resolver.ClientConn) {
+	defer close(r.exited)
+	select {
+	case <-ready:
+		// The balancer (pick_first, or any other) drops the anyRoute
+		// SubConn, which closes its transport gracefully.
+		_ = cc.UpdateState(resolver.State{Addresses: []resolver.Address{localRoute}})
+	case <-r.quit:
+	}
+}
+
+// ResolveNow does nothing: the addresses change only when LocalReady
+// closes.
+func (r *moveResolver) ResolveNow(resolver.ResolveNowOptions) {}
+
+// Close stops the resolver and waits for its goroutine; gRPC calls it once
+// the ClientConn no longer uses it, and never calls cc after.
+func (r *moveResolver) Close() {
+	r.quitOnce.Do(func() { close(r.quit) })
+	<-r.exited
+}
+
+func isClosed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}

@@ -1,0 +1,162 @@
+package listener_test
+
+import (
+	"io"
+	"net"
+	"net/http"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/coldstart-go/coldstart/listener"
+)
+
+// waitClosed fails the test unless ch closes within guard.
+func waitClosed(t *testing.T, ch <-chan struct{}, what string) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-time.After(guard):
+		t.Fatalf("%s did not close", what)
+	}
+}
+
+func assertOpen(t *testing.T, ch <-chan struct{}, what string) {
+	t.Helper()
+	select {
+	case <-ch:
+		t.Fatalf("%s closed", what)
+	default:
+	}
+}
+
+// The API port opens when the channel it was given closes, with no
+// goroutine of the caller's: agents are refused before, served after, by a
+// real http.Server.
+func TestOpenAPIWhenOpensTheAPIPortWhenTheChannelCloses(t *testing.T) {
+	stable := make(chan struct{})
+	var apiAddr net.Addr
+	bound := make(chan struct{})
+	l := newListener(t, listener.Config{
+		OpenAPIWhen: stable,
+		OnBound: func(p listener.Port, a net.Addr) {
+			if p == listener.API {
+				apiAddr = a
+				close(bound)
+			}
+		},
+	})
+	srv := &http.Server{Handler: loginHandler(), ConnContext: listener.ConnContext}
+	defer serve(t, srv, func() error { return srv.Serve(l) })()
+	client := &http.Client{Transport: &http.Transport{}, Timeout: guard}
+	defer client.CloseIdleConnections()
+
+	_, body := get(t, client, "http://"+l.Addr().String()+"/port")
+	assert.Equal(t, "controller", body)
+	assert.Nil(t, l.APIAddr(), "the API port is bound before the channel closes")
+	assertOpen(t, l.APIOpened(), "APIOpened")
+
+	close(stable)
+	waitClosed(t, l.APIOpened(), "APIOpened")
+	<-bound
+	assertOpen(t, l.APIFailed(), "APIFailed")
+	require.NoError(t, l.APIErr())
+	assert.Equal(t, apiAddr.String(), l.APIAddr().String())
+	code, body := get(t, client, "http://"+apiAddr.String()+"/agent-login")
+	assert.Equal(t, http.StatusOK, code)
+	assert.Equal(t, "welcome", body)
+	assert.True(t, l.Report().API.Open)
+}
+
+// A bind failure of the open nobody called is not lost: APIFailed closes,
+// APIErr and Report say why, the listener stays controller-only, and a
+// later OpenAPI may still open the port.
+func TestOpenAPIWhenBindFailureIsReported(t *testing.T) {
+	squatter, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer squatter.Close()
+	addr := squatter.Addr().String()
+	stable := make(chan struct{})
+	l := newListener(t, listener.Config{APIAddr: addr, OpenAPIWhen: stable})
+
+	close(stable)
+	waitClosed(t, l.APIFailed(), "APIFailed")
+	assertOpen(t, l.APIOpened(), "APIOpened")
+	err = l.APIErr()
+	require.ErrorIs(t, err, listener.ErrBind)
+	require.ErrorIs(t, err, syscall.EADDRINUSE)
+	var pe *listener.PortError
+	require.ErrorAs(t, err, &pe)
+	assert.Equal(t, listener.API, pe.Port)
+	assert.Equal(t, addr, pe.Addr)
+	rep := l.Report()
+	assert.Equal(t, err, rep.API.OpenErr)
+	assert.False(t, rep.API.Open)
+	assert.NoError(t, rep.Err, "a bind failure does not kill the listener")
+
+	dial(t, l.Addr())
+	mustAccept(t, l, listener.Controller)
+
+	require.NoError(t, squatter.Close())
+	require.NoError(t, l.OpenAPI())
+	waitClosed(t, l.APIOpened(), "APIOpened after a later OpenAPI")
+	dial(t, l.APIAddr())
+	mustAccept(t, l, listener.API)
+}
+
+// Close before the channel closes ends the wait (goleak checks the
+// goroutine is gone) and resolves APIFailed with net.ErrClosed, so a board
+// watching the port does not show it locked for ever; closing the channel
+// afterwards binds nothing.
+func TestCloseBeforeOpenAPIWhenBindsNothing(t *testing.T) {
+	stable := make(chan struct{})
+	seq := &listenSeq{fakes: []net.Listener{newFake(1), newFake(2)}}
+	l, err := listener.NewWithListen(loopback(listener.Config{OpenAPIWhen: stable}), seq.listen)
+	require.NoError(t, err)
+	require.NoError(t, l.Close())
+	close(stable)
+	waitClosed(t, l.APIFailed(), "APIFailed")
+	require.ErrorIs(t, l.APIErr(), net.ErrClosed)
+	assert.Equal(t, 1, seq.count(), "the API port was bound after Close")
+	assertOpen(t, l.APIOpened(), "APIOpened")
+}
+
+// With BindAPIEarly and CloseAPI (to learn the port, then refuse agents),
+// the channel still opens the port, at the number first bound.
+func TestOpenAPIWhenAfterEarlyBindAndCloseAPI(t *testing.T) {
+	stable := make(chan struct{})
+	l := newListener(t, listener.Config{BindAPIEarly: true, OpenAPIWhen: stable})
+	first := l.APIAddr()
+	require.NotNil(t, first)
+	require.NoError(t, l.CloseAPI())
+	require.Nil(t, l.APIAddr())
+
+	close(stable)
+	waitClosed(t, l.APIOpened(), "APIOpened")
+	require.Equal(t, first.String(), l.APIAddr().String())
+	c := dial(t, l.APIAddr())
+	s := mustAccept(t, l, listener.API)
+	_, err := io.WriteString(c, "x")
+	require.NoError(t, err)
+	buf := make([]byte, 1)
+	_, err = io.ReadFull(s, buf)
+	require.NoError(t, err)
+}
+
+// A permanent accept failure before the API port opened resolves APIFailed
+// with that failure.
+func TestAFailureBeforeTheAPIPortOpenedIsItsErr(t *testing.T) {
+	ctrl := newFake(1)
+	seq := &listenSeq{fakes: []net.Listener{ctrl, newFake(2)}}
+	l, err := listener.NewWithListen(loopback(listener.Config{OpenAPIWhen: make(chan struct{})}), seq.listen)
+	require.NoError(t, err)
+	defer l.Close()
+	ctrl.give(t, nil, syscall.EBADF)
+	_, failure := l.Accept()
+	require.ErrorIs(t, failure, listener.ErrAcceptFailed)
+	waitClosed(t, l.APIFailed(), "APIFailed")
+	require.Equal(t, failure, l.APIErr())
+}
