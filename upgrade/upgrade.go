@@ -290,6 +290,67 @@ func (g *Gate) Completed() <-chan struct{} { return g.st.Load().completed }
 // Completed's, a channel is replaced only once it has closed.
 func (g *Gate) Failed() <-chan struct{} { return g.st.Load().failed }
 
+// Cause returns the cause of the gate's most recent failure (Report's
+// LastErr, kept across epochs), or nil if it has never failed. With
+// Completed, Failed and Detail it makes the gate a gate.Component, so
+// board.Follow("upgrade", g) shows why an upgrade failed.
+func (g *Gate) Cause() error { return g.st.Load().LastErr }
+
+// Detail says in words what the gate is waiting on while the upgrade is
+// in progress — "checking whether new agent binaries are needed" or
+// "running upgrade steps" — and is empty once the epoch has ended
+// (Complete has nothing to wait on; Cause says why it Failed).
+func (g *Gate) Detail() string {
+	switch p := g.st.Load().Phase; p {
+	case Complete, Failed:
+		return ""
+	default:
+		return p.describe()
+	}
+}
+
+// RunSteps runs an upgrade's steps behind the gate: it enters
+// RunningSteps (from Complete or Failed, in a new epoch), calls steps(ctx)
+// and ends the epoch by what the steps did, not by why they stopped:
+//
+//   - steps returned nil: Complete, and RunSteps returns nil;
+//   - steps failed on their own while ctx was live: Fail with the cause
+//     "upgrade steps: <err>", which RunSteps returns (matching err);
+//   - ctx ended (a SIGTERM mid-upgrade) and steps returned an error: the
+//     gate stays in RunningSteps, in progress, and RunSteps returns an
+//     error matching both ctx's error and the steps'. The steps did not
+//     fail, they were stopped: failing the gate would answer every client
+//     409 "upgrade failed: context canceled", telling them to stop for
+//     good, where the agent's next start runs the steps again.
+//
+// If ctx has already ended, RunSteps returns its error and changes
+// nothing. The documented alternative, "if err := steps(ctx); err != nil
+// { g.Fail(err) }", turns a cancelled upgrade into a permanent failure.
+func (g *Gate) RunSteps(ctx context.Context, steps func(context.Context) error) error {
+	if steps == nil {
+		return jujuerrors.NotValidf("nil steps")
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("upgrade steps not started: %w", err)
+	}
+	if err := g.Enter(RunningSteps); err != nil {
+		return err // cannot happen: RunningSteps is valid
+	}
+	err := steps(ctx)
+	switch {
+	case err == nil:
+		g.Complete()
+		return nil
+	case ctx.Err() != nil && errors.Is(err, ctx.Err()):
+		return fmt.Errorf("upgrade steps stopped, upgrade still in progress: %w", err)
+	case ctx.Err() != nil:
+		return fmt.Errorf("upgrade steps stopped, upgrade still in progress: %w (%w)", ctx.Err(), err)
+	}
+	err = fmt.Errorf("upgrade steps: %w", err)
+	g.Fail(err)
+	return err
+}
+
 // Err is the per-call guard: nil when the upgrade is complete, an
 // *InProgressError (matching ErrUpgradeInProgress) while it is in progress,
 // and a *FailedError (matching ErrUpgradeFailed, unwrapping to the cause)
