@@ -273,9 +273,9 @@ func (g *Gate) Report() Report { return g.st.Load().Report }
 // current one, or, if it fails, the first later epoch that completes. A
 // channel is replaced only once it has closed, so take it again after
 // Enter to wait for the new epoch; one taken before keeps its answer. With
-// Failed it puts the gate on a board of gates without copying its state,
-// e.g. board.Watch("upgrade", g.Completed(), g.Failed()): whatever happens
-// between the two calls, one of the pair closes at the next outcome.
+// Failed, Cause and Detail it puts the gate on a board of gates without
+// copying its state, board.Follow("upgrade", g); whatever happens between
+// the calls that take the pair, one of it closes at the next outcome.
 //
 // A board entry resolves once: after a completed upgrade, Enter (a new
 // upgrade) does not make the entry locked again; watch the new epoch's
@@ -386,8 +386,11 @@ func (g *Gate) Wait(ctx context.Context) error {
 // herd refused together, whose generic clients sleep exactly what they are
 // told, comes back spread over R rather than in lock-step. The spread
 // follows R and is not set on its own: the longer the wait, the wider the
-// window a herd needs. d must be positive. It takes effect at once and is
-// not a transition.
+// window a herd needs. This is the only jitter: Retry, RetryTransport and
+// grpcupgrade's clients wait exactly the hint they are given. An RPC layer
+// of your own that sends Err's RetryAfter on should draw each refusal's
+// hint from [R, 2R] too. d must be positive. It takes effect at once and
+// is not a transition.
 func (g *Gate) SetRetryAfter(d time.Duration) error {
 	if d <= 0 {
 		return jujuerrors.NotValidf("RetryAfter %v (must be positive)", d)
