@@ -46,7 +46,7 @@ const (
 type Lock struct {
 	name     string
 	state    atomic.Uint32 // stateLocked until resolved; written once, under mu
-	init     sync.Once     // makes the channels of a zero Lock
+	lazy     sync.Once     // makes the channels of a zero Lock
 	unlocked chan struct{} // closed on Unlock
 	done     chan struct{} // closed on Unlock or Fail
 
@@ -93,7 +93,7 @@ func (l *Lock) Fail(err error) {
 // New makes them before the Lock is shared, so they are read without a
 // lock after this; the Once is one atomic load on every later call.
 func (l *Lock) chans() {
-	l.init.Do(func() {
+	l.lazy.Do(func() {
 		if l.done == nil {
 			l.unlocked, l.done = make(chan struct{}), make(chan struct{})
 		}

@@ -324,8 +324,9 @@ func (g *Gate) Detail() string {
 //     good, where the agent's next start runs the steps again.
 //
 // If ctx has already ended, RunSteps returns its error and changes
-// nothing. The documented alternative, "if err := steps(ctx); err != nil
-// { g.Fail(err) }", turns a cancelled upgrade into a permanent failure.
+// nothing. (Calling Fail with whatever the steps returned, as this
+// package's docs once showed, turns a cancelled upgrade into a permanent
+// failure.)
 func (g *Gate) RunSteps(ctx context.Context, steps func(context.Context) error) error {
 	if steps == nil {
 		return jujuerrors.NotValidf("nil steps")
