@@ -51,6 +51,7 @@ type Board struct {
 type entry struct {
 	name     string
 	w        Waiter
+	detail   func() string // what the entry's component says while locked; nil if nothing
 	since    time.Time
 	resolved time.Time // zero until seen resolved
 	seq      uint64    // place in resolveSeq; 0 while locked
@@ -90,11 +91,23 @@ func (b *Board) Track(name string, w Waiter) {
 		panic(fmt.Sprintf("gate.Board.Track(%q): nil Waiter", name))
 	}
 	e := &entry{name: name, w: w}
+	if d, ok := w.(detailer); ok {
+		e.detail = d.Detail
+	}
+	b.add(e)
+}
+
+// detailer is a Waiter (or Component) that says what it is doing.
+type detailer interface{ Detail() string }
+
+// add appends e, stamped now, and records its *Lock's resolution as it
+// happens.
+func (b *Board) add(e *entry) {
 	b.mu.Lock()
 	e.since = b.clk.Now()
 	b.entries = append(b.entries, e)
 	b.mu.Unlock()
-	if l, ok := w.(*Lock); ok {
+	if l, ok := e.w.(*Lock); ok {
 		l.onResolve(func() {
 			b.mu.Lock()
 			defer b.mu.Unlock()
@@ -114,13 +127,56 @@ func (b *Board) Track(name string, w Waiter) {
 // Watch starts, which ends when either channel closes. A pair that never
 // closes keeps that goroutine, as a gate that never resolves keeps its
 // waiters. Both channels nil is a programming error and panics.
+//
+// A failed entry says only that its failed channel closed; Follow shows a
+// component's own cause and detail.
 func (b *Board) Watch(name string, opened, failed <-chan struct{}) *Lock {
 	if opened == nil && failed == nil {
 		panic(fmt.Sprintf("gate.Board.Watch(%q): nil opened and failed channels", name))
 	}
+	return b.watch(name, opened, failed, nil, nil)
+}
+
+// Component is state kept outside this package that a board shows in the
+// component's own words (Follow): two channels, as Watch takes, and what
+// the component says about itself. *upgrade.Gate is one, so a board shows
+// "[-]upgrade locked for 3s (running upgrade steps)" and "[-]upgrade
+// failed: upgrade steps: disk full" with no state copied by hand.
+type Component interface {
+	// Completed returns a channel closed when the component next succeeds.
+	Completed() <-chan struct{}
+	// Failed returns a channel closed when the component next fails.
+	Failed() <-chan struct{}
+	// Cause returns why the component last failed, or nil if it never has.
+	Cause() error
+	// Detail says in a few words what the component is doing, shown while
+	// its entry is locked ("running upgrade steps"); "" adds nothing.
+	Detail() string
+}
+
+// Follow is Watch for a Component: the entry unlocks when c.Completed()
+// closes and fails with c.Cause() when c.Failed() closes (matching it with
+// errors.Is); while it is locked, every report asks c.Detail() and shows it
+// beside the time it has waited (Entry.Detail). Like Watch's, the entry
+// resolves once, and its gate is what composites should be built on. A nil
+// c, or one whose channels are both nil, is a programming error and panics.
+func (b *Board) Follow(name string, c Component) *Lock {
+	if c == nil {
+		panic(fmt.Sprintf("gate.Board.Follow(%q): nil Component", name))
+	}
+	opened, failed := c.Completed(), c.Failed()
+	if opened == nil && failed == nil {
+		panic(fmt.Sprintf("gate.Board.Follow(%q): nil Completed and Failed channels", name))
+	}
+	return b.watch(name, opened, failed, c.Cause, c.Detail)
+}
+
+// watch is Watch and Follow: cause (nil: errFailedChannel) is what the
+// entry fails with, detail what it shows while locked.
+func (b *Board) watch(name string, opened, failed <-chan struct{}, cause func() error, detail func() string) *Lock {
 	l := New(name)
-	b.Add(l)
-	if settle(l, opened, failed) {
+	b.add(&entry{name: name, w: l, detail: detail})
+	if settle(l, opened, failed, cause) {
 		return l
 	}
 	go func() {
@@ -128,17 +184,24 @@ func (b *Board) Watch(name string, opened, failed <-chan struct{}) *Lock {
 		case <-opened:
 		case <-failed:
 		}
-		settle(l, opened, failed)
+		settle(l, opened, failed, cause)
 	}()
 	return l
 }
 
 // settle resolves l if either channel has closed, failed first, and
 // reports whether it did.
-func settle(l *Lock, opened, failed <-chan struct{}) bool {
+func settle(l *Lock, opened, failed <-chan struct{}, cause func() error) bool {
 	select {
 	case <-failed:
-		l.Fail(errFailedChannel)
+		var err error
+		if cause != nil {
+			err = cause()
+		}
+		if err == nil {
+			err = errFailedChannel
+		}
+		l.Fail(err)
 		return true
 	default:
 	}
@@ -205,21 +268,42 @@ type Entry struct {
 	// Order is 1 for the first gate on the board to open or fail, 2 for
 	// the next, and so on; 0 while the gate is locked.
 	Order int
-	// Err is the failure of a gate that failed: it names the gate and
-	// matches the cause (errors.Is).
+	// Err is the failure of a gate that failed: a *FailedError, which
+	// names the gate and matches the cause (errors.Is).
 	Err error
+	// Detail is what a locked entry's component says it is doing (see
+	// Follow; a tracked Waiter with a Detail() string method says it too);
+	// empty once the entry has resolved.
+	Detail string
 }
 
 // Report is a board's snapshot: every gate, in the order they were added.
 type Report []Entry
 
-// Report returns the state of every gate on the board.
+// Report returns the state of every gate on the board. It asks each locked
+// entry's component for its Detail after releasing the board, so a Detail
+// method may itself read the board.
 func (b *Board) Report() Report {
+	r, details := b.report()
+	for i, d := range details {
+		if d != nil {
+			r[i].Detail = d()
+		}
+	}
+	return r
+}
+
+// report is Report under the board's lock, with the Detail funcs of the
+// locked entries (nil where there is none) still to call.
+func (b *Board) report() (Report, []func() string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	now := b.clk.Now()
 	r := make(Report, len(b.entries))
-	var seqs []uint64
+	var (
+		seqs    []uint64
+		details []func() string
+	)
 	for _, e := range b.entries {
 		if e.seq == 0 {
 			b.look(e)
@@ -238,6 +322,12 @@ func (b *Board) Report() Report {
 		switch {
 		case e.seq == 0:
 			s.State, s.For = StateLocked, now.Sub(e.since)
+			if e.detail != nil {
+				if details == nil {
+					details = make([]func() string, len(b.entries))
+				}
+				details[i] = e.detail
+			}
 		case e.err != nil:
 			s.State, s.For = StateFailed, e.resolved.Sub(e.since)
 		default:
@@ -245,7 +335,7 @@ func (b *Board) Report() Report {
 		}
 		r[i] = s
 	}
-	return r
+	return r, details
 }
 
 // Opened returns the names of the gates that have unlocked, in the order
@@ -267,14 +357,18 @@ func (r Report) Opened() []string {
 
 // String summarises the report on one line, for logs:
 //
-//	waiting on api-caller (12s), upgrade-steps (3s); failed: mongo (5s: no quorum); 4 open
+//	waiting on api-caller (12s), upgrade (3s: running upgrade steps); failed: mongo (5s: no quorum); 4 open
 func (r Report) String() string {
 	var waiting, failed []string
 	open := 0
 	for _, s := range r {
 		switch s.State {
 		case StateLocked:
-			waiting = append(waiting, fmt.Sprintf("%s (%s)", s.Name, s.For.Round(time.Millisecond)))
+			if s.Detail != "" {
+				waiting = append(waiting, fmt.Sprintf("%s (%s: %s)", s.Name, s.For.Round(time.Millisecond), s.Detail))
+			} else {
+				waiting = append(waiting, fmt.Sprintf("%s (%s)", s.Name, s.For.Round(time.Millisecond)))
+			}
 		case StateFailed:
 			cause := causeOf(s.Err)
 			failed = append(failed, fmt.Sprintf("%s (%s: %v)", s.Name, s.For.Round(time.Millisecond), cause))
@@ -296,7 +390,7 @@ func (r Report) String() string {
 // causeOf returns the cause inside a gate's failure, for lines that already
 // name the gate.
 func causeOf(err error) error {
-	if fe, ok := err.(*failedError); ok {
+	if fe, ok := err.(*FailedError); ok {
 		return fe.Err
 	}
 	return err

@@ -14,11 +14,21 @@
 //
 //	board := gate.NewBoard(nil)
 //	portOpen := board.New("controller-port")
-//	upgraded := board.Watch("upgrade", upgrades.Completed(), upgrades.Failed()) // any pair of channels
+//	upgraded := board.Follow("upgrade", upgrades) // an *upgrade.Gate: its phase and cause on the board
 //	stable := gate.AllOf("stable", portOpen, upgraded)
 //	http.Handle("/readyz", board.Handler()) // 200 "ok", or 503 and a line per gate
 //	go func() { bind(); portOpen.Unlock() }()
 //	if err := gate.Wait(ctx, stable); err != nil { return err }
+//
+// A component kept outside this package joins the board through Follow
+// (any Component: Completed and Failed channels, a Cause and a Detail, as
+// *upgrade.Gate has), and its entry speaks in the component's words —
+// "[-]upgrade locked for 3s (running upgrade steps)", "[-]upgrade failed:
+// upgrade steps: disk full" — with no state copied by hand; Watch takes a
+// bare pair of channels. A failed gate's error is a *FailedError (the
+// gate's Name and the cause) matching ErrFailed, so a custom engine's
+// filter tells "this gate failed" from its workers' own errors and names
+// it. The zero Lock is a locked gate with no name, ready to use.
 //
 // The Waiter and Unlocker interfaces have the method sets of juju's
 // worker/gate, so juju code accepts these gates unchanged. Package gatetest

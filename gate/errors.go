@@ -8,13 +8,17 @@ import (
 var (
 	// ErrUnlocked is how a Flag made on a locked gate ends once the gate
 	// unlocks. It is not a fault: a dependency engine should restart the
-	// flag, and with it every worker that depends on the flag, so they see
-	// the new value.
+	// flag, and with it every worker that depends on it, so they see the
+	// new value.
 	ErrUnlocked = errors.New("gate unlocked: restart to see the new value")
 
-	// errFailed is in the chain of every failed gate's error, beside the
-	// cause given to Fail (the cause itself when Fail was given nil).
-	errFailed = errors.New("gate failed")
+	// ErrFailed is in the chain of every failed gate's error (a
+	// *FailedError), beside the cause given to Fail. The gate will never
+	// unlock: do not wait for it again; show the error, which names the
+	// gate and its cause, or stop what depended on it. A dependency
+	// engine's filter tells "a gate failed" from its workers' own errors
+	// with errors.Is(err, ErrFailed), and names it with errors.As.
+	ErrFailed = errors.New("gate failed")
 
 	// errNoParts fails AnyOf with no parts, which can never unlock.
 	errNoParts = errors.New("no parts, so it can never unlock")
@@ -23,17 +27,18 @@ var (
 	errFailedChannel = errors.New("its failed channel is closed")
 )
 
-// failedError is the error of a gate that failed: it names the gate and
-// carries the cause, which callers match with errors.Is.
-type failedError struct {
-	Gate string // the failed gate's name
-	Err  error  // the cause given to Fail
+// FailedError is the error of a gate that failed, as Err, Wait, a Flag and
+// a Board's entries return it: it names the gate and carries the cause. It
+// matches ErrFailed and, through Unwrap, the cause (errors.Is).
+type FailedError struct {
+	Name string // the failed gate's name
+	Err  error  // the cause given to Fail (ErrFailed itself for Fail(nil))
 }
 
-func (e *failedError) Error() string { return fmt.Sprintf("gate %q failed: %v", e.Gate, e.Err) }
+func (e *FailedError) Error() string { return fmt.Sprintf("gate %q failed: %v", e.Name, e.Err) }
 
 // Unwrap returns the cause.
-func (e *failedError) Unwrap() error { return e.Err }
+func (e *FailedError) Unwrap() error { return e.Err }
 
-// Is reports whether target is errFailed.
-func (e *failedError) Is(target error) bool { return target == errFailed }
+// Is reports whether target is ErrFailed.
+func (e *FailedError) Is(target error) bool { return target == ErrFailed }

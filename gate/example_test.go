@@ -136,3 +136,45 @@ func ExampleOutput() {
 	// true
 	// true
 }
+
+// migration is a component kept outside package gate (as an upgrade.Gate
+// is): channels for its outcome, and what it says about itself.
+type migration struct {
+	done, failed chan struct{}
+	cause        error
+}
+
+func (m *migration) Completed() <-chan struct{} { return m.done }
+func (m *migration) Failed() <-chan struct{}    { return m.failed }
+func (m *migration) Cause() error               { return m.cause }
+func (m *migration) Detail() string             { return "migrating schema 41 to 42" }
+
+// A component on the board speaks in its own words: its detail while the
+// entry is locked, its cause once it failed. (An *upgrade.Gate is such a
+// component: board.Follow("upgrade", g).)
+func ExampleBoard_Follow() {
+	clk := testclock.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	board := gate.NewBoard(clk)
+	m := &migration{done: make(chan struct{}), failed: make(chan struct{})}
+	entry := board.Follow("schema", m)
+
+	probe := func() {
+		rec := httptest.NewRecorder()
+		board.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/readyz", nil))
+		fmt.Print(rec.Body)
+	}
+	clk.Advance(3 * time.Second)
+	probe()
+	m.cause = errors.New("table agents: disk full")
+	close(m.failed)
+	<-entry.Done()
+	probe()
+	var failed *gate.FailedError
+	fmt.Println(errors.As(entry.Err(), &failed), failed.Name, errors.Is(entry.Err(), gate.ErrFailed))
+	// Output:
+	// [-]schema locked for 3s (migrating schema 41 to 42)
+	// readyz check failed
+	// [-]schema failed: table agents: disk full
+	// readyz check failed
+	// true schema true
+}

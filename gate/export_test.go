@@ -6,9 +6,3 @@ func HoldBoard(b *Board) (release func()) {
 	b.mu.Lock()
 	return b.mu.Unlock
 }
-
-// ErrFailed is in the chain of every failed gate's error.
-var ErrFailed = errFailed
-
-// FailedError is the type of a failed gate's error.
-type FailedError = failedError

@@ -40,16 +40,18 @@ const (
 // and Fail marks it as never going to open. Whichever of the two is called
 // first wins; later calls of either are no-ops.
 //
-// The zero Lock is not usable: make one with New. A Lock is safe for
-// concurrent use.
+// The zero Lock is a locked gate with no name, ready to use, as a
+// sync.Mutex is; New gives it a name, which errors and reports show. A Lock
+// must not be copied after first use. It is safe for concurrent use.
 type Lock struct {
 	name     string
 	state    atomic.Uint32 // stateLocked until resolved; written once, under mu
+	lazy     sync.Once     // makes the channels of a zero Lock
 	unlocked chan struct{} // closed on Unlock
 	done     chan struct{} // closed on Unlock or Fail
 
 	mu    sync.Mutex
-	err   *failedError // set before done is closed, never changed after
+	err   *FailedError // set before done is closed, never changed after
 	seq   uint64       // resolution's place in resolveSeq; 0 while locked
 	hooks []func()     // run once on resolution; nil after
 }
@@ -82,12 +84,24 @@ func (l *Lock) Unlock() { l.resolve(nil) }
 // "gate failed", so a failed gate always has a non-nil Err.
 func (l *Lock) Fail(err error) {
 	if err == nil {
-		err = errFailed
+		err = ErrFailed
 	}
-	l.resolve(&failedError{Gate: l.name, Err: err})
+	l.resolve(&FailedError{Name: l.name, Err: err})
 }
 
-func (l *Lock) resolve(failure *failedError) {
+// chans makes the channels of a Lock that New did not make (a zero Lock).
+// New makes them before the Lock is shared, so they are read without a
+// lock after this; the Once is one atomic load on every later call.
+func (l *Lock) chans() {
+	l.lazy.Do(func() {
+		if l.done == nil {
+			l.unlocked, l.done = make(chan struct{}), make(chan struct{})
+		}
+	})
+}
+
+func (l *Lock) resolve(failure *FailedError) {
+	l.chans()
 	l.mu.Lock()
 	if l.state.Load() != stateLocked {
 		l.mu.Unlock()
@@ -135,10 +149,16 @@ func (l *Lock) onResolve(f func()) {
 
 // Unlocked returns a channel that is closed once the gate unlocks. It is
 // never closed if the gate fails; use Done or Wait to learn of failure.
-func (l *Lock) Unlocked() <-chan struct{} { return l.unlocked }
+func (l *Lock) Unlocked() <-chan struct{} {
+	l.chans()
+	return l.unlocked
+}
 
 // Done returns a channel that is closed once the gate unlocks or fails.
-func (l *Lock) Done() <-chan struct{} { return l.done }
+func (l *Lock) Done() <-chan struct{} {
+	l.chans()
+	return l.done
+}
 
 // IsUnlocked reports whether the gate has unlocked.
 func (l *Lock) IsUnlocked() bool { return l.state.Load() == stateUnlocked }
@@ -160,7 +180,7 @@ func (l *Lock) String() string {
 	case stateUnlocked:
 		return l.name + " (unlocked)"
 	case stateFailed:
-		return fmt.Sprintf("%s (failed: %v)", l.name, l.Err().(*failedError).Err)
+		return fmt.Sprintf("%s (failed: %v)", l.name, l.Err().(*FailedError).Err)
 	}
 	return l.name + " (locked)"
 }
@@ -203,7 +223,7 @@ func Wait(ctx context.Context, w Waiter) error {
 }
 
 // outcome is the result of a resolved failer: nil if it unlocked, else its
-// error — errFailed for a foreign failer that closed Done without one.
+// error — ErrFailed for a foreign failer that closed Done without one.
 func outcome(w Waiter, f failer) error {
 	if w.IsUnlocked() {
 		return nil
@@ -211,7 +231,7 @@ func outcome(w Waiter, f failer) error {
 	if err := f.Err(); err != nil {
 		return err
 	}
-	return errFailed
+	return ErrFailed
 }
 
 // alreadyUnlocked is the one closed channel every AlreadyUnlocked shares.

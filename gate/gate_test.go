@@ -88,7 +88,7 @@ func TestFailReleasesWaitersWithCause(t *testing.T) {
 	assert.ErrorIs(t, err, gate.ErrFailed)
 	var fe *gate.FailedError
 	require.ErrorAs(t, err, &fe)
-	assert.Equal(t, "state", fe.Gate)
+	assert.Equal(t, "state", fe.Name)
 	assert.EqualError(t, err, `gate "state" failed: mongo not in replica set`)
 	assert.False(t, l.IsUnlocked())
 	assert.False(t, isClosed(l.Unlocked()), "a failed gate never closes Unlocked")

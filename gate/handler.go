@@ -21,7 +21,7 @@ import (
 //     verdict:
 //
 //     [+]controller-port ok
-//     [-]upgrade-steps locked for 12s
+//     [-]upgrade locked for 12s (running upgrade steps)
 //     [-]lease failed: no quorum
 //     readyz check failed
 //
@@ -29,8 +29,8 @@ import (
 //     ("[+]name excluded: ok"); a name on no gate gets a "warn:" line;
 //
 //   - "Accept: application/json" returns the gates as JSON — name, state
-//     (locked, unlocked, failed), since, for, opened order, error — with the
-//     same status code.
+//     (locked, unlocked, failed), since, for, opened order, detail, error —
+//     with the same status code.
 //
 // It never blocks: each request reads a Report.
 func (b *Board) Handler() http.Handler { return readyz{b} }
@@ -95,7 +95,11 @@ func verboseText(report Report, excluded []string, passed bool) []byte {
 		case e.State == StateUnlocked:
 			line("[+]", e.Name, " ok")
 		case e.State == StateLocked:
-			line("[-]", e.Name, " locked for ", e.For.Round(time.Millisecond).String())
+			if e.Detail != "" {
+				line("[-]", e.Name, " locked for ", e.For.Round(time.Millisecond).String(), " (", e.Detail, ")")
+			} else {
+				line("[-]", e.Name, " locked for ", e.For.Round(time.Millisecond).String())
+			}
 		default:
 			line("[-]", e.Name, " failed: ", causeOf(e.Err).Error())
 		}
@@ -137,12 +141,13 @@ func acceptsJSON(accept []string) bool {
 
 // jsonEntry is an Entry on the wire.
 type jsonEntry struct {
-	Name  string `json:"name"`
-	State string `json:"state"`
-	Since string `json:"since"` // RFC 3339
-	For   string `json:"for"`
-	Order int    `json:"order,omitempty"`
-	Error string `json:"error,omitempty"`
+	Name   string `json:"name"`
+	State  string `json:"state"`
+	Since  string `json:"since"` // RFC 3339
+	For    string `json:"for"`
+	Order  int    `json:"order,omitempty"`
+	Detail string `json:"detail,omitempty"`
+	Error  string `json:"error,omitempty"`
 }
 
 // serveJSON writes the gates not excluded as a JSON array.
@@ -153,7 +158,7 @@ func serveJSON(w http.ResponseWriter, code int, report Report, excluded []string
 			continue
 		}
 		j := jsonEntry{Name: e.Name, State: e.State.String(), Since: e.Since.Format(time.RFC3339Nano),
-			For: e.For.Round(time.Millisecond).String(), Order: e.Order}
+			For: e.For.Round(time.Millisecond).String(), Order: e.Order, Detail: e.Detail}
 		if e.Err != nil {
 			j.Error = causeOf(e.Err).Error()
 		}

@@ -19,19 +19,34 @@
 //
 //	g := upgrade.NewGate(nil)                   // starts in Checking
 //	h := upgrade.Middleware(g, isStatusCall)(mux)
+//	board.Follow("upgrade", g)                  // readyz: phase while locked, cause once failed
 //	// ... check binaries (see upgrade/binaries), then
-//	_ = g.Enter(upgrade.RunningSteps)           // errors only for an invalid phase
-//	if err := runSteps(); err != nil {
-//		g.Fail(err) // clients get ErrUpgradeFailed and stop
-//	} else {
-//		g.Complete() // the full API is served
-//	}
+//	err := g.RunSteps(ctx, runSteps)            // Complete, or Fail on a step's own error
+//
+// RunSteps fails the gate only on a step's own error: when ctx ends (a
+// SIGTERM mid-upgrade) the gate stays in progress, so clients keep waiting
+// (503) rather than stopping for good (409 "upgrade failed: context
+// canceled"), and the agent's next start runs the steps again. Enter,
+// Complete and Fail remain for servers that drive the phases themselves.
 //
 // RPC servers guard each call that is not on their allowlist with g.Err(),
-// per call; gRPC servers use the interceptors of upgrade/grpcupgrade. A
-// board of gates watches g.Completed() and g.Failed().
+// per call; gRPC servers use the interceptors of upgrade/grpcupgrade. The
+// gate is a gate.Component (Completed, Failed, Cause, Detail), so a board
+// of gates shows it in its own words.
 //
-// Client (build the request inside fn: each attempt needs a fresh body):
+// Client: an http.Client whose transport waits refusals out, resending a
+// request only when it can replay its body (req.GetBody):
+//
+//	client := &http.Client{Transport: upgrade.RetryTransport(nil)}
+//	resp, err := client.Post(url, "application/json", bytes.NewReader(payload))
+//
+// One jitter, the server's: each refusal's Retry-After is drawn by the
+// server from [R, 2R] (R is its gate's RetryAfter), and clients wait
+// exactly that, so a herd refused together comes back spread over R and no
+// client waits more than 2R per refusal.
+//
+// Any other call waits refusals out with Retry (build the request inside
+// fn: each attempt needs a fresh body):
 //
 //	err := upgrade.Retry(ctx, nil, func(ctx context.Context) error {
 //		req, _ := http.NewRequestWithContext(ctx, "POST", url, bytes.NewReader(payload))

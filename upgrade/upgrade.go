@@ -273,9 +273,9 @@ func (g *Gate) Report() Report { return g.st.Load().Report }
 // current one, or, if it fails, the first later epoch that completes. A
 // channel is replaced only once it has closed, so take it again after
 // Enter to wait for the new epoch; one taken before keeps its answer. With
-// Failed it puts the gate on a board of gates without copying its state,
-// e.g. board.Watch("upgrade", g.Completed(), g.Failed()): whatever happens
-// between the two calls, one of the pair closes at the next outcome.
+// Failed, Cause and Detail it puts the gate on a board of gates without
+// copying its state, board.Follow("upgrade", g); whatever happens between
+// the calls that take the pair, one of it closes at the next outcome.
 //
 // A board entry resolves once: after a completed upgrade, Enter (a new
 // upgrade) does not make the entry locked again; watch the new epoch's
@@ -289,6 +289,68 @@ func (g *Gate) Completed() <-chan struct{} { return g.st.Load().completed }
 // current one, or, if it completes, the first later epoch that fails. Like
 // Completed's, a channel is replaced only once it has closed.
 func (g *Gate) Failed() <-chan struct{} { return g.st.Load().failed }
+
+// Cause returns the cause of the gate's most recent failure (Report's
+// LastErr, kept across epochs), or nil if it has never failed. With
+// Completed, Failed and Detail it makes the gate a gate.Component, so
+// board.Follow("upgrade", g) shows why an upgrade failed.
+func (g *Gate) Cause() error { return g.st.Load().LastErr }
+
+// Detail says in words what the gate is waiting on while the upgrade is
+// in progress — "checking whether new agent binaries are needed" or
+// "running upgrade steps" — and is empty once the epoch has ended
+// (Complete has nothing to wait on; Cause says why it Failed).
+func (g *Gate) Detail() string {
+	switch p := g.st.Load().Phase; p {
+	case Complete, Failed:
+		return ""
+	default:
+		return p.describe()
+	}
+}
+
+// RunSteps runs an upgrade's steps behind the gate: it enters
+// RunningSteps (from Complete or Failed, in a new epoch), calls steps(ctx)
+// and ends the epoch by what the steps did, not by why they stopped:
+//
+//   - steps returned nil: Complete, and RunSteps returns nil;
+//   - steps failed on their own while ctx was live: Fail with the cause
+//     "upgrade steps: <err>", which RunSteps returns (matching err);
+//   - ctx ended (a SIGTERM mid-upgrade) and steps returned an error: the
+//     gate stays in RunningSteps, in progress, and RunSteps returns an
+//     error matching both ctx's error and the steps'. The steps did not
+//     fail, they were stopped: failing the gate would answer every client
+//     409 "upgrade failed: context canceled", telling them to stop for
+//     good, where the agent's next start runs the steps again.
+//
+// If ctx has already ended, RunSteps returns its error and changes
+// nothing. (Calling Fail with whatever the steps returned, as this
+// package's docs once showed, turns a cancelled upgrade into a permanent
+// failure.)
+func (g *Gate) RunSteps(ctx context.Context, steps func(context.Context) error) error {
+	if steps == nil {
+		return jujuerrors.NotValidf("nil steps")
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("upgrade steps not started: %w", err)
+	}
+	if err := g.Enter(RunningSteps); err != nil {
+		return err // cannot happen: RunningSteps is valid
+	}
+	err := steps(ctx)
+	switch {
+	case err == nil:
+		g.Complete()
+		return nil
+	case ctx.Err() != nil && errors.Is(err, ctx.Err()):
+		return fmt.Errorf("upgrade steps stopped, upgrade still in progress: %w", err)
+	case ctx.Err() != nil:
+		return fmt.Errorf("upgrade steps stopped, upgrade still in progress: %w (%w)", ctx.Err(), err)
+	}
+	err = fmt.Errorf("upgrade steps: %w", err)
+	g.Fail(err)
+	return err
+}
 
 // Err is the per-call guard: nil when the upgrade is complete, an
 // *InProgressError (matching ErrUpgradeInProgress) while it is in progress,
@@ -325,8 +387,11 @@ func (g *Gate) Wait(ctx context.Context) error {
 // herd refused together, whose generic clients sleep exactly what they are
 // told, comes back spread over R rather than in lock-step. The spread
 // follows R and is not set on its own: the longer the wait, the wider the
-// window a herd needs. d must be positive. It takes effect at once and is
-// not a transition.
+// window a herd needs. This is the only jitter: Retry, RetryTransport and
+// grpcupgrade's clients wait exactly the hint they are given. An RPC layer
+// of your own that sends Err's RetryAfter on should draw each refusal's
+// hint from [R, 2R] too. d must be positive. It takes effect at once and
+// is not a transition.
 func (g *Gate) SetRetryAfter(d time.Duration) error {
 	if d <= 0 {
 		return jujuerrors.NotValidf("RetryAfter %v (must be positive)", d)

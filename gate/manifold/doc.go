@@ -18,6 +18,13 @@
 //		"api-server":         manifold.Gated(apiServerManifold, "upgrade-steps-flag"),
 //	})
 //
+// The workers report through the engine's Report (what juju_engine_report
+// shows): the gate's name, its state (locked, unlocked, failed), since when,
+// and a failure's cause; a flag adds the value it checked. Make the Lock
+// manifolds with Config{Clock: engineClock}.Lock(l) to stamp "since" on the
+// engine's clock.
+//
 // It is its own module, so that importing package gate never pulls in
-// juju's worker packages.
+// juju's worker packages. Package gate/manifoldv5 is the same adapter for
+// github.com/juju/worker/v5; both share one core, so they behave alike.
 package manifold

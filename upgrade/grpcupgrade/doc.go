@@ -13,7 +13,11 @@
 // policy waits the pushback out; a failed upgrade is
 // codes.FailedPrecondition, Reason UPGRADE_FAILED, pushback -1, so it stops.
 // Built-in retry gives up after 5 attempts; UnaryClientInterceptor retries
-// refusals with upgrade.Retry for as long as ctx allows.
+// refusals with upgrade.Retry for as long as ctx allows, and
+// StreamClientInterceptor does the same for streams: a refused stream is
+// opened again, and what the client sent on it sent again, until a message
+// is received. Clients wait exactly the server's delay, which the server
+// drew from [R, 2R]: one jitter.
 //
 // Server:
 //
@@ -28,7 +32,8 @@
 // Client:
 //
 //	conn, err := grpc.NewClient(addr, creds,
-//		grpc.WithUnaryInterceptor(grpcupgrade.UnaryClientInterceptor(nil)))
+//		grpc.WithUnaryInterceptor(grpcupgrade.UnaryClientInterceptor(nil)),
+//		grpc.WithStreamInterceptor(grpcupgrade.StreamClientInterceptor()))
 //	// calls refused during the upgrade are retried; errors.Is(err,
 //	// upgrade.ErrUpgradeFailed) once it failed; status.Code(err) still works
 //

@@ -53,3 +53,35 @@ func Example() {
 	// SERVING <nil>
 	// true upgrade failed: upgrade step 7: disk full; call not executed
 }
+
+// A server-streaming call during a short upgrade: the stream is refused
+// before its handler runs, opened again after the server's delay by the
+// stream interceptor, and its first Recv returns the admitted stream's
+// first message.
+func ExampleStreamClientInterceptor() {
+	g := upgrade.NewGate(nil) // refusing from the start: Checking
+	_ = g.SetRetryAfter(20 * time.Millisecond)
+	l, _ := net.Listen("tcp", "127.0.0.1:0")
+	srv := grpc.NewServer(grpc.StreamInterceptor(grpcupgrade.StreamServerInterceptor(g, nil)))
+	healthpb.RegisterHealthServer(srv, &health{executed: map[string]int{}})
+	go func() { _ = srv.Serve(l) }()
+	defer srv.Stop()
+
+	conn, _ := grpc.NewClient(l.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithStreamInterceptor(grpcupgrade.StreamClientInterceptor(
+			upgrade.WithNotify(func(attempt int, err error, _ time.Duration) {
+				fmt.Println("refused:", errors.Is(err, upgrade.ErrUpgradeInProgress))
+				g.Complete() // the upgrade ends while the client waits
+			}))))
+	defer conn.Close()
+	stream, err := healthpb.NewHealthClient(conn).Watch(context.Background(), &healthpb.HealthCheckRequest{})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	resp, err := stream.Recv()
+	fmt.Println(resp.GetStatus(), err)
+	// Output:
+	// refused: true
+	// SERVING <nil>
+}

@@ -5,9 +5,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -239,30 +241,178 @@ func (e *statusError) Unwrap() error              { return e.err }
 func (e *statusError) GRPCStatus() *status.Status { return e.st }
 
 // UnaryClientInterceptor retries calls refused while the server upgrades,
-// with upgrade.Retry: it waits at least the server's RetryInfo delay plus
-// jitter, has no attempt cap (grpc-go's built-in retry gives up after 5
-// attempts, about 4 s into an upgrade pushing back 1 s) and stops when ctx
-// ends, at once on a failed upgrade, and on any other error. It returns
-// FromError's error, which still answers status.Code: a refusal's code, or
-// codes.Canceled / codes.DeadlineExceeded when ctx ended while it waited
-// (the error then also matches the context error and the last refusal).
-// clk times the waits (nil means clock.WallClock); opts are upgrade.Retry's.
+// with upgrade.Retry: it waits exactly the server's RetryInfo delay (which
+// the server drew from [R, 2R]: the one jitter), has no attempt cap
+// (grpc-go's built-in retry gives up after 5 attempts, about 4 s into an
+// upgrade pushing back 1 s) and stops when ctx ends, at once on a failed
+// upgrade, and on any other error. It returns FromError's error, which
+// still answers status.Code: a refusal's code, or codes.Canceled /
+// codes.DeadlineExceeded when ctx ended while it waited (the error then
+// also matches the context error and the last refusal). clk times the
+// waits (nil means clock.WallClock); opts are upgrade.Retry's.
 //
 // Only refused calls are retried, which is safe because a refused call was
 // not executed. Combine it with a built-in retry policy if you like: the
 // server's pushback governs both.
 func UnaryClientInterceptor(clk clock.Clock, opts ...upgrade.RetryOption) grpc.UnaryClientInterceptor {
 	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, callOpts ...grpc.CallOption) error {
-		err := upgrade.Retry(ctx, clk, func(ctx context.Context) error {
+		return ended(upgrade.Retry(ctx, clk, func(ctx context.Context) error {
 			return FromError(invoker(ctx, method, req, reply, cc, callOpts...))
-		}, opts...)
-		// Retry's own "stopped" errors wrap a context error (a gRPC status
-		// never does): answer status.Code with how the call ended.
-		if err != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
-			return &statusError{err: err, st: status.FromContextError(err)}
+		}, opts...))
+	}
+}
+
+// ended gives Retry's own "stopped" errors, which wrap a context error (a
+// gRPC status never does), the status of how the call ended.
+func ended(err error) error {
+	if err != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
+		return &statusError{err: err, st: status.FromContextError(err)}
+	}
+	return err
+}
+
+// maxReplay bounds the messages a stream keeps to send again after a
+// refusal; a stream that has sent more before receiving anything is no
+// longer retried.
+const maxReplay = 64
+
+// StreamClientInterceptor is UnaryClientInterceptor for streams. A stream
+// the server refused (before its handler ran, so nothing it sent was
+// executed) is opened again after exactly the server's delay, and what the
+// client had sent on it is sent again, until the stream is admitted, the
+// upgrade fails, or the stream's ctx ends — all inside the client's first
+// RecvMsg (a server-streaming call's first Recv, a client-streaming call's
+// CloseAndRecv), which returns the first message of the admitted stream.
+// Once a message has been received the stream is committed and never
+// retried: its handler has run.
+//
+// While a stream is not yet committed, SendMsg keeps each message (grpc-go
+// forbids changing a message after SendMsg, so nothing is copied) and
+// reports a stream the server ended as sent (nil, not io.EOF): the status
+// comes from RecvMsg, which retries a refusal and resends them. A stream
+// that has sent more than 64 messages before receiving one is committed
+// then. Header and Context are the current attempt's. Errors are
+// FromError's, as the unary interceptor's; opts are upgrade.Retry's
+// (upgrade.WithClock times the waits).
+func StreamClientInterceptor(opts ...upgrade.RetryOption) grpc.StreamClientInterceptor {
+	return func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, callOpts ...grpc.CallOption) (grpc.ClientStream, error) {
+		s := &retryStream{ctx: ctx, opts: opts, open: func(ctx context.Context) (grpc.ClientStream, error) {
+			return streamer(ctx, desc, cc, method, callOpts...)
+		}}
+		err := ended(upgrade.Retry(ctx, nil, func(ctx context.Context) error {
+			cs, err := s.open(ctx)
+			s.cs = cs
+			return FromError(err)
+		}, opts...))
+		if err != nil {
+			return nil, err
 		}
+		return s, nil
+	}
+}
+
+// retryStream is a client stream that is opened again while the server
+// refuses it, until it is committed.
+type retryStream struct {
+	ctx  context.Context
+	opts []upgrade.RetryOption
+	open func(context.Context) (grpc.ClientStream, error)
+
+	// mu guards the fields below. RecvMsg holds it while it retries, so
+	// that a concurrent SendMsg waits and goes to the stream that follows.
+	mu        sync.Mutex
+	cs        grpc.ClientStream // the current attempt
+	sent      []any             // messages sent while not committed
+	closed    bool              // CloseSend was called while not committed
+	committed bool
+}
+
+func (s *retryStream) current() grpc.ClientStream {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cs
+}
+
+func (s *retryStream) Header() (metadata.MD, error) { return s.current().Header() }
+func (s *retryStream) Trailer() metadata.MD         { return s.current().Trailer() }
+func (s *retryStream) Context() context.Context     { return s.current().Context() }
+
+func (s *retryStream) CloseSend() error {
+	s.mu.Lock()
+	s.closed = !s.committed
+	cs := s.cs
+	s.mu.Unlock()
+	return cs.CloseSend()
+}
+
+func (s *retryStream) SendMsg(m any) error {
+	s.mu.Lock()
+	if !s.committed {
+		if len(s.sent) < maxReplay {
+			s.sent = append(s.sent, m)
+		} else {
+			s.commit()
+		}
+	}
+	cs, committed := s.cs, s.committed
+	s.mu.Unlock()
+	err := cs.SendMsg(m)
+	if err == io.EOF && !committed {
+		return nil // the server ended the stream: RecvMsg learns why, and may resend m
+	}
+	return err
+}
+
+// commit ends the stream's retries; s.mu is held.
+func (s *retryStream) commit() {
+	s.committed, s.sent = true, nil
+}
+
+func (s *retryStream) RecvMsg(m any) error {
+	s.mu.Lock()
+	cs, committed := s.cs, s.committed
+	s.mu.Unlock()
+	err := cs.RecvMsg(m)
+	if committed {
 		return err
 	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err == nil || !errors.Is(FromError(err), upgrade.ErrUpgradeInProgress) || s.committed {
+		s.commit()
+		return FromError(err)
+	}
+	refusal := FromError(err)
+	err = upgrade.Retry(s.ctx, nil, func(ctx context.Context) error {
+		if refusal != nil { // the refusal in hand: wait it out first
+			err, refusal = refusal, nil
+			return err
+		}
+		return FromError(s.reopen(ctx, m))
+	}, s.opts...)
+	s.commit()
+	return ended(err)
+}
+
+// reopen opens the stream again, resends what was sent, and receives
+// into m; s.mu is held.
+func (s *retryStream) reopen(ctx context.Context, m any) error {
+	cs, err := s.open(ctx)
+	if err != nil {
+		return err
+	}
+	s.cs = cs
+	for _, sent := range s.sent {
+		if err := cs.SendMsg(sent); err == io.EOF {
+			break // ended by the server: RecvMsg says why
+		} else if err != nil {
+			return err
+		}
+	}
+	if s.closed {
+		_ = cs.CloseSend()
+	}
+	return cs.RecvMsg(m)
 }
 
 // AllowMethods returns an allow func for the server interceptors that

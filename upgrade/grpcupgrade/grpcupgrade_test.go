@@ -103,7 +103,7 @@ func TestInterceptorClientRidesOutATenSecondUpgrade(t *testing.T) {
 		upgrade.WithNotify(func(_ int, err error, wait time.Duration) {
 			var ip *upgrade.InProgressError
 			if assert.ErrorAs(t, err, &ip) {
-				assert.GreaterOrEqual(t, wait, ip.RetryAfter(), "waits at least the server's RetryInfo delay")
+				assert.Equal(t, ip.RetryAfter(), wait, "waits exactly the server's RetryInfo delay: one jitter")
 				assert.True(t, ip.RetryAfter() >= 500*time.Millisecond && ip.RetryAfter() <= time.Second, "delay %v not in [R, 2R]", ip.RetryAfter())
 			}
 			waits <- wait

@@ -1,0 +1,113 @@
+package upgrade
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+)
+
+// RetryTransport returns an http.RoundTripper that waits upgrades out: it
+// sends each request through next (nil means http.DefaultTransport) and,
+// while the server refuses it because an upgrade is in progress (a 503
+// that ErrorFromResponse decodes to ErrUpgradeInProgress), waits as Retry
+// does — exactly the server's Retry-After, no attempt cap, the request's
+// context decides — and sends it again. A refused request was not executed,
+// which is what makes sending it again safe; nothing else is resent:
+//
+//   - A request with a body is resent only with a fresh body from
+//     req.GetBody (set by http.NewRequest for bytes, strings and
+//     bytes.Reader bodies). A request that cannot be replayed gets its
+//     refusal back as the response, unread, for the caller to decode.
+//   - A failed upgrade's refusal (409, ErrUpgradeFailed), any other
+//     response and any transport error are returned as they came.
+//   - When the request's context ends while it waits, or the server's wait
+//     outlasts its deadline, RoundTrip returns Retry's error, which
+//     matches both the context's error and ErrUpgradeInProgress (through
+//     the *url.Error http.Client wraps it in).
+//
+// Each refusal's body is drained and closed before the wait, so the
+// connection goes back to the pool. opts are Retry's (WithBackoff for
+// refusals without a hint, WithNotify, WithClock); WithRetryIf has no
+// effect, since only refusals are known not to have been executed.
+func RetryTransport(next http.RoundTripper, opts ...RetryOption) http.RoundTripper {
+	if next == nil {
+		next = http.DefaultTransport
+	}
+	c, err := newRetryConfig(opts)
+	c.retryIf = isInProgress
+	return &retryTransport{next: next, c: c, err: err}
+}
+
+type retryTransport struct {
+	next http.RoundTripper
+	c    retryConfig
+	err  error // an invalid option: every RoundTrip returns it
+}
+
+func isInProgress(err error) bool { return errors.Is(err, ErrUpgradeInProgress) }
+
+func (t *retryTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if t.err != nil {
+		closeBody(req)
+		return nil, t.err
+	}
+	replayable := req.Body == nil || req.Body == http.NoBody || req.GetBody != nil
+	var (
+		resp  *http.Response
+		rtErr error
+		sent  bool
+	)
+	err := t.c.run(req.Context(), func(context.Context) error {
+		attempt := req
+		if sent { // every attempt after the first needs its own body
+			if attempt, rtErr = rewind(req); rtErr != nil {
+				return nil
+			}
+		}
+		sent = true
+		resp, rtErr = t.next.RoundTrip(attempt)
+		if rtErr != nil || !replayable {
+			return nil
+		}
+		refusal := ErrorFromResponse(resp)
+		if !errors.Is(refusal, ErrUpgradeInProgress) {
+			return nil
+		}
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxWireBody))
+		_ = resp.Body.Close()
+		resp = nil
+		return refusal
+	})
+	if err != nil { // ctx ended: while waiting (the last refusal is closed) or before the first send
+		if !sent {
+			closeBody(req)
+		}
+		return nil, err
+	}
+	return resp, rtErr
+}
+
+// rewind returns req with a fresh body from GetBody, or req itself when it
+// has no body.
+func rewind(req *http.Request) (*http.Request, error) {
+	if req.Body == nil || req.Body == http.NoBody {
+		return req, nil
+	}
+	body, err := req.GetBody()
+	if err != nil {
+		return nil, fmt.Errorf("upgrade: cannot resend %s %s after a refusal: GetBody: %w", req.Method, req.URL.Redacted(), err)
+	}
+	again := *req // as net/http rewinds a body: a shallow copy, a new Body
+	again.Body = body
+	return &again, nil
+}
+
+// closeBody closes a request's body, which a RoundTripper must do even
+// when it fails.
+func closeBody(req *http.Request) {
+	if req.Body != nil {
+		_ = req.Body.Close()
+	}
+}
