@@ -99,9 +99,9 @@ func (e *StaleTokenError) Is(target error) bool { return target == ErrStaleToken
 var (
 	errNotClaimed  = errors.New("no claim has been answered yet")
 	errSteppedDown = errors.New("this tracker stepped down")
-	errLateTimer  = errors.New("renewal timer fired late: the process may have been paused")
-	errShortTerm  = errors.New("lease confirmed, but for less time than the check asked")
-	errRanOut     = errors.New("validity ran out before the store confirmed a renewal")
+	errLateTimer   = errors.New("renewal timer fired late: the process may have been paused")
+	errShortTerm   = errors.New("lease confirmed, but for less time than the check asked")
+	errRanOut      = errors.New("validity ran out before the store confirmed a renewal")
 )
 
 // lateTimerError says by how much the renewal timer was late.

@@ -585,11 +585,17 @@ func TestCallTimeoutIsNamed(t *testing.T) {
 	f := newFixture(t, func(c *lease.Config) { c.LateTimer = time.Hour }, nil)
 	first := f.held(t)
 	f.store.Next(leasetest.OpExtend, leasetest.Hang)
+	_, changed := f.tr.Current()
 	f.clk.Advance(renewAt)
 	f.waitBlocked(t)
 	f.clk.Advance(callTimeout)
 	rep := settle(t, f)
 	require.Equal(t, lease.Held, rep.State)
+	select {
+	case <-changed:
+		t.Fatal("Current's channel closed for an ambiguous failure that changed no status")
+	default:
+	}
 	err := rep.Err
 	assert.ErrorContains(t, err, "lease call timeout 7.5s", "says what cut the call off")
 	assert.ErrorIs(t, err, context.DeadlineExceeded)

@@ -53,7 +53,7 @@ type instance struct {
 	name, holder string
 	store        *leasetest.FaultStore
 	tr           *lease.Tracker
-	closedAt     time.Time // zero while open; written by the test goroutine only
+	closedAt     time.Time     // zero while open; written by the test goroutine only
 	closed       chan struct{} // closed once Close has returned
 }
 
