@@ -26,10 +26,12 @@ type leaderRun struct {
 // leading is a Lead running in the background on f's tracker; each run of
 // its fn is reported on runs and returns what the test sends on its ret.
 type leading struct {
-	runs    chan leaderRun
-	done    chan error
-	cancel  context.CancelFunc
-	running atomic.Int32 // runs that have not returned
+	runs   chan leaderRun
+	done   chan error
+	cancel context.CancelFunc
+
+	mu      sync.Mutex
+	started []leaderRun // every run, so that the cleanup can end them
 }
 
 func startLead(t *testing.T, tr *lease.Tracker) *leading {
@@ -38,23 +40,29 @@ func startLead(t *testing.T, tr *lease.Tracker) *leading {
 	l := &leading{runs: make(chan leaderRun), done: make(chan error, 1), cancel: cancel}
 	go func() {
 		l.done <- tr.Lead(ctx, func(ctx context.Context, st lease.Status) error {
-			l.running.Add(1)
-			defer l.running.Add(-1)
-			r := leaderRun{ctx: ctx, st: st, ret: make(chan error)}
-			l.runs <- r
+			r := leaderRun{ctx: ctx, st: st, ret: make(chan error, 1)}
+			l.mu.Lock()
+			l.started = append(l.started, r)
+			l.mu.Unlock()
+			select {
+			case l.runs <- r:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
 			return <-r.ret
 		})
 	}()
 	t.Cleanup(func() {
 		cancel()
-		for {
+		l.mu.Lock()
+		for _, r := range l.started {
 			select {
-			case r := <-l.runs: // a run that started meanwhile
-				r.ret <- nil
-			case <-l.done:
-				return
+			case r.ret <- nil: // a run the test left running
+			default:
 			}
 		}
+		l.mu.Unlock()
+		<-l.done
 	})
 	return l
 }
@@ -66,6 +74,7 @@ func (l *leading) next(t *testing.T) leaderRun {
 	case r := <-l.runs:
 		return r
 	case err := <-l.done:
+		l.done <- err // for the cleanup
 		t.Fatalf("Lead returned %v instead of running fn", err)
 	case <-time.After(wait):
 		t.Fatal("Lead never ran fn")
