@@ -67,7 +67,7 @@ type RenewalFailedError struct {
 
 func (e *RenewalFailedError) Error() string {
 	if e.Until.IsZero() {
-		return fmt.Sprintf("lease %q: not leader until a claim is confirmed: %v", e.Name, e.Err)
+		return fmt.Sprintf("lease %q: claim not confirmed: %v", e.Name, e.Err)
 	}
 	return fmt.Sprintf("lease %q: renewal not confirmed (last confirmed until %s): %v",
 		e.Name, e.Until.Format(time.RFC3339Nano), e.Err)
@@ -97,7 +97,7 @@ func (e *StaleTokenError) Is(target error) bool { return target == ErrStaleToken
 // Errors a tracker puts in a RenewalFailedError or NotLeaderError besides a
 // store's error.
 var (
-	errNotClaimed  = errors.New("no claim has been answered yet")
+	errNotClaimed  = errors.New("no answer from the store yet")
 	errSteppedDown = errors.New("this tracker stepped down")
 	errLateTimer   = errors.New("renewal timer fired late: the process may have been paused")
 	errShortTerm   = errors.New("lease confirmed, but for less time than the check asked")
@@ -126,13 +126,3 @@ func (e callTimeoutError) Error() string {
 }
 
 func (e callTimeoutError) Is(target error) bool { return target == context.DeadlineExceeded }
-
-// claimNotConfirmedError is the cause of an Unknown status while no claim
-// of this term has been confirmed: the store's ambiguous answer to a claim.
-type claimNotConfirmedError struct{ Err error }
-
-func (e *claimNotConfirmedError) Error() string {
-	return fmt.Sprintf("claim not confirmed: %v", e.Err)
-}
-
-func (e *claimNotConfirmedError) Unwrap() error { return e.Err }

@@ -355,7 +355,7 @@ func TestStepDownReleasesAfterFnAndStaysFollower(t *testing.T) {
 	f.clk.Advance(dur)
 	rep := settle(t, f)
 	assert.Equal(t, lease.NotHeld, rep.State)
-	assert.Equal(t, "unit-1", rep.Holder, "the follower names the new holder")
+	assert.Equal(t, "unit-1", rep.Holder, "the follower names the new holder: %+v at %v", rep, f.clk.Now())
 	assert.Greater(t, other.Token, first.Token)
 	select {
 	case r := <-l.runs:
@@ -522,7 +522,7 @@ func TestAliveThroughStoreOutage(t *testing.T) {
 	f := newFixture(t, nil, nil)
 	first := f.held(t)
 	f.store.Always(leasetest.OpExtend|leasetest.OpClaim, leasetest.Hang)
-	f.clk.Advance(renewAt)
+	f.expectIdle(t, renewAt)
 	for i := range 20 {
 		f.waitBlocked(t)
 		require.NoError(t, f.tr.Alive(), "call %d in flight", i)
@@ -595,7 +595,7 @@ func TestCallTimeoutIsNamed(t *testing.T) {
 	first := f.held(t)
 	f.store.Next(leasetest.OpExtend, leasetest.Hang)
 	_, changed := f.tr.Current()
-	f.clk.Advance(renewAt)
+	f.expectIdle(t, renewAt)
 	f.waitBlocked(t)
 	f.clk.Advance(callTimeout)
 	rep := settle(t, f)

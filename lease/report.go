@@ -18,8 +18,9 @@ type Report struct {
 	Until  time.Time // the promise, while State is Held
 	// Since is when the tracker entered State.
 	Since time.Time
-	// Err is why the lease is not Held (or, while Held, the latest
-	// ambiguous renewal failure); nil when the last call succeeded.
+	// Err is why the lease is not Held, as Check would say it, or, while
+	// Held, the latest ambiguous renewal failure; nil when the last call
+	// succeeded.
 	Err    error
 	Closed bool
 
@@ -51,12 +52,18 @@ type Report struct {
 	// none is.
 	InCall time.Duration
 	// NextCall is when the renewer will next call the store, if nothing
-	// asks it sooner; zero while a call is in flight or asked for.
+	// asks it sooner; zero while a call is in flight or asked for, or while
+	// the renewer was busy as the Report was taken.
 	NextCall time.Time
 }
 
 // Report returns the tracker's state and counters now.
 func (t *Tracker) Report() Report {
+	// next is read before and after the rest: only if the renewer was
+	// waiting throughout is the Report one state, with its NextCall.
+	t.mu.Lock()
+	next := t.next
+	t.mu.Unlock()
 	s := t.snap.Load()
 	now := t.cfg.Clock.Now()
 	c := &t.counters
@@ -69,10 +76,14 @@ func (t *Tracker) Report() Report {
 		UnknownFor:  time.Duration(c.unknownNanos.Load()),
 		LastCall:    time.Duration(c.lastLatency.Load()),
 	}
-	if s.closed {
+	switch {
+	case s.closed:
 		r.Err = nil
-	} else if s.status.State == Unknown {
+	case s.status.State == Unknown:
 		r.UnknownFor += now.Sub(s.since)
+		fallthrough
+	case s.status.State == NotHeld:
+		_, r.Err = t.evaluate(s, now, 0) // as Check says it
 	}
 	if end := c.lastEnd.Load(); end != 0 {
 		r.LastCallEnd = time.Unix(0, end).In(now.Location())
@@ -81,7 +92,9 @@ func (t *Tracker) Report() Report {
 		r.InCall = now.Sub(time.Unix(0, start))
 	}
 	t.mu.Lock()
-	r.NextCall = t.next
+	if t.next.Equal(next) {
+		r.NextCall = next
+	}
 	t.mu.Unlock()
 	return r
 }

@@ -540,9 +540,6 @@ func (t *Tracker) ambiguous(err error, now time.Time) time.Duration {
 	// Unknown — an ambiguous claim may have been applied.
 	if !(t.hasGrant && st.State == Held && now.Before(st.Until)) {
 		st.State, st.Holder = Unknown, ""
-		if !t.hasGrant {
-			err = &claimNotConfirmedError{Err: err}
-		}
 	}
 	t.publish(st, err)
 	return t.retryDelay(now)

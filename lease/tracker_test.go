@@ -909,7 +909,7 @@ func TestErrorsMatchTheirSentinels(t *testing.T) {
 	assert.ErrorIs(t, rfe, cause)
 	assert.NotErrorIs(t, rfe, lease.ErrNotLeader)
 	assert.Contains(t, rfe.Error(), "2026-11-30T06:26:00Z")
-	assert.Equal(t, `lease "l": not leader until a claim is confirmed: i/o timeout`,
+	assert.Equal(t, `lease "l": claim not confirmed: i/o timeout`,
 		(&lease.RenewalFailedError{Name: "l", Err: cause}).Error())
 }
 
