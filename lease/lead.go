@@ -134,8 +134,8 @@ func causedBy(err, cause error) bool {
 // the lease error that says why not otherwise.
 func (t *Tracker) promised(s *snapshot, token uint64) error {
 	if !s.closed && s.status.State == Held && s.status.Token != token {
-		return &NotLeaderError{Name: t.cfg.Name, Holder: s.status.Holder,
-			Err: fmt.Errorf("term %d is over (now %d): %w", token, s.status.Token, ErrNotHeld)}
+		return &NotLeaderError{Name: t.cfg.Name,
+			Err: fmt.Errorf("term %d is over (this tracker now leads term %d): %w", token, s.status.Token, ErrNotHeld)}
 	}
 	_, err := t.evaluate(s, t.cfg.Clock.Now(), 0)
 	return err
