@@ -681,3 +681,24 @@ func TestTokenGuard(t *testing.T) {
 	require.ErrorIs(t, g2.Admit(998), lease.ErrStaleToken)
 	require.NoError(t, g2.Admit(999))
 }
+
+func TestCheckFastPathWithFollowersDoesNotAllocate(t *testing.T) {
+	f := newFixture(t, nil, nil)
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer close(done)
+	for range 20 {
+		wg.Go(func() {
+			for {
+				_, changed := f.tr.Current()
+				select {
+				case <-changed:
+				case <-done:
+					return
+				}
+			}
+		})
+	}
+	assertCheckDoesNotAllocate(t, f)
+}
