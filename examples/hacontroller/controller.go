@@ -75,8 +75,8 @@ type controller struct {
 	stableAfter  time.Duration
 	status       lease.Status // first definitive lease status
 	leaseErr     error
-	leadRuns     int   // runs of the singular worker (under Lead)
-	leadStop     error // why the lease ended a run, if it did (not Close)
+	leadRuns     int           // runs of the singular worker (under Lead)
+	leadStop     error         // why the lease ended a run, if it did (not Close)
 	upgradeAtAPI upgrade.Phase // the upgrade's phase when the api port opened
 }
 
