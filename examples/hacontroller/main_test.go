@@ -50,7 +50,7 @@ func TestRunHoldsEveryInvariant(t *testing.T) {
 	}
 	assert.Contains(t, s, "check during the fault: ErrRenewalFailed")
 	assert.Contains(t, s, "c0      singular worker started under Lead (token")
-	assert.Regexp(t, `singular worker           c\d under Lead: [1-9]\d* runs`, s)
+	assert.Regexp(t, `singular worker           c\d under Lead \([1-9]\d* runs?\)`, s)
 	assert.Regexp(t, `c0      readiness http://127\.0\.0\.1:\d+/readyz`, s)
 	assert.Regexp(t, `probe   c0 still starting: GET http://127\.0\.0\.1:\d+/readyz\?verbose -> 503 Service Unavailable\n(?s:.*)\[-\]upgrade locked for \d+ms\n(?s:.*)readyz check failed`, s)
 	assert.Regexp(t, `probe   c0 stable: GET http://127\.0\.0\.1:\d+/readyz\?verbose -> 200 OK\n(?s:.*)\[\+\]upgrade ok\n(?s:.*)readyz check passed`, s)

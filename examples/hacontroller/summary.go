@@ -344,7 +344,11 @@ func (s *summary) print(out io.Writer) {
 		if s.leadStop != nil {
 			stopped = fmt.Sprintf("last stopped when the promise ran out: %v", s.leadStop)
 		}
-		fmt.Fprintf(out, "  singular worker           %s under Lead: %d runs, %s\n", s.leader, s.leadRuns, stopped)
+		runs := fmt.Sprintf("%d runs", s.leadRuns)
+		if s.leadRuns == 1 {
+			runs = "1 run"
+		}
+		fmt.Fprintf(out, "  singular worker           %s under Lead (%s): %s\n", s.leader, runs, stopped)
 	}
 	fmt.Fprintf(out, "  time to stable            %s\n", strings.Join(toStable, ", "))
 }
