@@ -58,8 +58,8 @@
 // store's answer decides.
 //
 // A process may lead thousands of leases, one Tracker each. A tracker is
-// one goroutine and a timer — about 6.5 KB (2.4 KB of heap, a 4 KB stack),
-// 8 KB with MemStore's loss watch; BenchmarkManyTrackers measures it — and
+// one goroutine and an alarm — about 6.7 KB (2.7 KB of heap, a 4 KB stack),
+// 8.5 KB with MemStore's loss watch; BenchmarkManyTrackers measures it — and
 // the store's load grows as leases / Duration. Trackers started together
 // against a slow store do not pile up in step: each store call is cut off at
 // CallTimeout (its error says so: "lease call timeout 500ms"), and a retry

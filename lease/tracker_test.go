@@ -866,13 +866,15 @@ func TestClaimStormRetriesAreBoundedAndSpread(t *testing.T) {
 		name   string
 		jitter float64
 		low    float64 // the least fraction of the un-jittered delay
+		renew  float64 // Jitter, for renewals only: never the retries'
 	}{
-		{"DefaultRetryJitter", 0, 0.5},
-		{"RetryJitter0.8", 0.8, 0.2},
-		{"RetryJitterOff", -1, 1},
+		{"DefaultRetryJitter", 0, 0.5, -1},
+		{"RetryJitter0.8", 0.8, 0.2, -1},
+		{"RetryJitterOff", -1, 1, -1},
+		{"RenewalJitterLeavesRetriesAlone", -1, 1, 0.8},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f := newFixture(t, func(c *lease.Config) { c.RetryJitter = tc.jitter }, func(f *fixture) {
+			f := newFixture(t, func(c *lease.Config) { c.RetryJitter, c.Jitter = tc.jitter, tc.renew }, func(f *fixture) {
 				f.store.Always(leasetest.OpClaim, leasetest.Hang)
 			})
 			full := []time.Duration{firstRetry, 2 * firstRetry, 4 * firstRetry}
@@ -963,4 +965,20 @@ func TestUnsentClaimKeepsNotHeld(t *testing.T) {
 	assert.Equal(t, "unit-1", nle.Holder)
 	assert.Equal(t, want, st)
 	f.noChange(t, "an unsent claim published nothing")
+}
+
+// TestClaimIntervalIsItsOwnKnob: while another holder has the lease the
+// tracker claims every ClaimInterval; after ambiguous failures it backs off
+// from RetryDelay/8 to RetryDelay, whatever ClaimInterval is.
+func TestClaimIntervalIsItsOwnKnob(t *testing.T) {
+	f := newFixture(t, func(c *lease.Config) { c.ClaimInterval, c.RetryDelay = 5*time.Second, time.Second },
+		func(f *fixture) {
+			_, err := f.mem.Claim(context.Background(), "singular", "unit-1", 2*dur)
+			require.NoError(t, err)
+		})
+	require.Equal(t, lease.NotHeld, f.next(t).State)
+	f.store.Next(leasetest.OpClaim, leasetest.Timeout)
+	f.expectIdle(t, 5*time.Second) // after the claim unit-1 denied
+	f.expectIdle(t, time.Second/8) // an ambiguous claim: the retry backoff
+	require.Equal(t, 5*time.Second, f.nextIdle(t), "denied again: ClaimInterval")
 }
