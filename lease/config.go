@@ -32,11 +32,11 @@ type Config struct {
 	// often and leaves more time for retries. Zero means 0.5; any other
 	// value must be in (0, 1).
 	RenewFraction float64
-	// Jitter brings each scheduled renewal forward by a random fraction,
-	// up to Jitter, of its interval, so that trackers spread their calls;
-	// it never makes a renewal later. It also spreads claims while another
-	// holder has the lease (ClaimInterval). Zero means 0.1; a negative
-	// value means none; it must be below 1.
+	// Jitter spreads the tracker's scheduled calls — renewals, and claims
+	// while another holder has the lease — so that trackers do not call in
+	// step: each comes early by a random fraction, up to Jitter, of its
+	// interval, never late. Zero means 0.1; a negative value means none;
+	// it must be below 1. (Retries have RetryJitter.)
 	Jitter float64
 	// RetryJitter shortens each retry after an ambiguous failure (see
 	// RetryDelay) by a random fraction, up to RetryJitter, of its delay,
