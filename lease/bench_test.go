@@ -42,7 +42,9 @@ func (c *mutexCache) Check(_ context.Context, atLeast time.Duration) (lease.Stat
 // renewal every millisecond (on 2 saturated cores the ticker goroutine gets
 // far fewer; renewals/s says how many happened; production renews every few
 // seconds); renewer=busy renews back to back, so the renewer also competes
-// for the CPU. Goal: ≤ 50 ns/op and 0 allocs/op. (With renewer=busy, B/op
+// for the CPU. impl=tracker-20-followers adds 20 goroutines that follow
+// every change through Current. Goal: ≤ 50 ns/op and 0 allocs/op, with or
+// without followers. (With renewer=busy, B/op
 // shows the renewer's snapshots amortised over the checks;
 // TestCheckFastPathDoesNotAllocate shows Check itself allocates nothing.)
 func BenchmarkCheckFastPath(b *testing.B) {
@@ -52,26 +54,13 @@ func BenchmarkCheckFastPath(b *testing.B) {
 		if every > 0 {
 			name = "renewer=" + every.String()
 		}
-		b.Run(name+"/impl=tracker", func(b *testing.B) {
-			tr, err := lease.NewTracker(lease.Config{
-				Store: lease.NewMemStore(nil), Name: "bench", Holder: "h", Duration: d, Clock: clock.WallClock,
-			})
-			if err != nil {
-				b.Fatal(err)
+		for _, followers := range []int{0, 20} {
+			impl := "/impl=tracker"
+			if followers > 0 {
+				impl = fmt.Sprintf("/impl=tracker-%d-followers", followers)
 			}
-			defer tr.Close()
-			ctx := context.Background()
-			if _, err := tr.Check(ctx, d); err != nil {
-				b.Fatal(err)
-			}
-			stop := renewEvery(every, func() bool {
-				// The longest promise is never cached: each call renews.
-				_, err := tr.Check(ctx, 2*d-d/10)
-				return err == nil || errors.Is(err, lease.ErrRenewalFailed)
-			})
-			runParallelChecks(b, tr)
-			b.ReportMetric(float64(stop())/b.Elapsed().Seconds(), "renewals/s")
-		})
+			b.Run(name+impl, func(b *testing.B) { benchTracker(b, d, every, followers) })
+		}
 		b.Run(name+"/impl=rwmutex-baseline", func(b *testing.B) {
 			c := &mutexCache{st: lease.Status{State: lease.Held, Holder: "h", Until: time.Now().Add(2 * d), Token: 1}}
 			stop := renewEvery(every, func() bool {
@@ -83,6 +72,51 @@ func BenchmarkCheckFastPath(b *testing.B) {
 			runParallelChecks(b, c)
 			b.ReportMetric(float64(stop())/b.Elapsed().Seconds(), "renewals/s")
 		})
+	}
+}
+
+// benchTracker is BenchmarkCheckFastPath's tracker: checks in parallel
+// while the renewer renews every `every`, and `followers` goroutines follow
+// every change through Current.
+func benchTracker(b *testing.B, d, every time.Duration, followers int) {
+	tr, err := lease.NewTracker(lease.Config{
+		Store: lease.NewMemStore(nil), Name: "bench", Holder: "h", Duration: d, Clock: clock.WallClock,
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer tr.Close()
+	ctx := context.Background()
+	if _, err := tr.Check(ctx, d); err != nil {
+		b.Fatal(err)
+	}
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	var seen atomic.Int64
+	for range followers {
+		wg.Go(func() {
+			for {
+				_, changed := tr.Current()
+				select {
+				case <-changed:
+					seen.Add(1)
+				case <-done:
+					return
+				}
+			}
+		})
+	}
+	stop := renewEvery(every, func() bool {
+		// The longest promise is never cached: each call renews.
+		_, err := tr.Check(ctx, 2*d-d/10)
+		return err == nil || errors.Is(err, lease.ErrRenewalFailed)
+	})
+	runParallelChecks(b, tr)
+	b.ReportMetric(float64(stop())/b.Elapsed().Seconds(), "renewals/s")
+	close(done)
+	wg.Wait()
+	if followers > 0 {
+		b.ReportMetric(float64(seen.Load())/float64(followers)/b.Elapsed().Seconds(), "wakes/s/follower")
 	}
 }
 

@@ -12,6 +12,8 @@ import (
 
 // Config configures a Tracker. Store, Name, Holder and Duration are
 // required; every other zero value has the default its comment gives.
+// Validate checks everything but Store, so settings (flags) can be checked
+// before the store is dialled; NewTracker also requires Store.
 type Config struct {
 	// Store is where the lease is claimed and extended.
 	Store Store
@@ -30,26 +32,33 @@ type Config struct {
 	// often and leaves more time for retries. Zero means 0.5; any other
 	// value must be in (0, 1).
 	RenewFraction float64
-	// Jitter brings each renewal forward by a random fraction, up to
-	// Jitter, of its interval, so that trackers spread their calls; it
-	// never makes a renewal later. Retries after an ambiguous failure or a
-	// lost term are shortened by up to half their delay (or Jitter, if
-	// larger), so that trackers whose calls failed together — thousands
-	// started at once against a store that bounds its calls in flight — do
-	// not retry in lock-step. Zero means 0.1; a negative value turns all
-	// jitter off (tests with a testclock usually want that); it must be
-	// below 1.
+	// Jitter spreads the tracker's scheduled calls — renewals, and claims
+	// while another holder has the lease — so that trackers do not call in
+	// step: each comes early by a random fraction, up to Jitter, of its
+	// interval, never late. Zero means 0.1; a negative value means none;
+	// it must be below 1. (Retries have RetryJitter.)
 	Jitter float64
+	// RetryJitter shortens each retry after an ambiguous failure (see
+	// RetryDelay) by a random fraction, up to RetryJitter, of its delay,
+	// so that trackers whose calls failed together — thousands started at
+	// once against a store that bounds its calls in flight — do not retry
+	// in lock-step. Zero means 0.5; a negative value means none; it must
+	// be below 1.
+	RetryJitter float64
 	// Margin is taken off every deadline (until = sent + granted − Margin)
 	// to cover the drift between this clock and the store's. Zero means
 	// Duration/10; it must be below Duration.
 	Margin time.Duration
 	// RetryDelay caps the backoff between attempts after an ambiguous
-	// failure (which starts at RetryDelay/8 and doubles), and is the
-	// interval between claims while another holder has the lease. Zero
-	// means Duration/10; it must be at most Duration/2, so that the tracker
-	// reconfirms soon after the store recovers.
+	// failure, which starts at RetryDelay/8 and doubles; the first claim
+	// after our own term was found over also waits RetryDelay/8. Zero
+	// means Duration/10; it must be at most Duration/2, so that the
+	// tracker reconfirms soon after the store recovers.
 	RetryDelay time.Duration
+	// ClaimInterval is the wait between claims while another holder has
+	// the lease: how soon after its term ends this tracker may take over.
+	// Zero means Duration/10; it must be at most Duration.
+	ClaimInterval time.Duration
 	// CallTimeout bounds each store call; a call that runs out is
 	// ambiguous. A call is also cut off when the validity it would extend
 	// runs out. Zero means Duration/4; it must be at most Duration.
@@ -61,10 +70,11 @@ type Config struct {
 	LateTimer time.Duration
 	// ReleaseOnClose makes Close revoke the held term, so that a successor
 	// can claim at once instead of waiting up to 2×Duration for the term to
-	// run out. The trade-off: work this process started under the lease
-	// may still be finishing when the successor starts, so only resources
-	// that check the fencing token are safe; without release, no successor
-	// can start before the term ends.
+	// run out. Close revokes only once the functions Lead runs have
+	// returned, waiting for them no longer than the promise (Until); work
+	// done outside Lead may still be finishing when the successor starts,
+	// so guard it with the fencing token (TokenGuard). Without release, no
+	// successor can start before the term ends.
 	ReleaseOnClose bool
 	// Clock times everything. If it's nil, clock.WallClock will be used.
 	Clock clock.Clock
@@ -74,11 +84,10 @@ type Config struct {
 const maxDuration = time.Duration(math.MaxInt64 / 4)
 
 // Validate returns an error satisfying errors.Is(err, errors.NotValid)
-// (github.com/juju/errors) if the Config cannot be used.
+// (github.com/juju/errors) if the settings cannot be used. It does not
+// look at Store, which may still be nil: NewTracker checks that.
 func (c Config) Validate() error {
 	switch {
-	case c.Store == nil:
-		return errors.NotValidf("nil Store")
 	case c.Name == "":
 		return errors.NotValidf("empty Name")
 	case c.Holder == "":
@@ -90,11 +99,15 @@ func (c Config) Validate() error {
 	case !(c.RenewFraction >= 0 && c.RenewFraction < 1): // also rejects NaN
 		return errors.NotValidf("RenewFraction %v (must be in (0, 1), or 0 for the default 0.5)", c.RenewFraction)
 	case c.Jitter != c.Jitter || c.Jitter >= 1: // NaN or too large
-		return errors.NotValidf("Jitter %v (must be below 1)", c.Jitter)
+		return errors.NotValidf("Jitter %v (must be below 1; 0 for the default 0.1, negative for none)", c.Jitter)
+	case c.RetryJitter != c.RetryJitter || c.RetryJitter >= 1:
+		return errors.NotValidf("RetryJitter %v (must be below 1; 0 for the default 0.5, negative for none)", c.RetryJitter)
 	case c.Margin < 0 || c.Margin >= c.Duration:
 		return errors.NotValidf("Margin %v (must be in [0, Duration=%v))", c.Margin, c.Duration)
 	case c.RetryDelay < 0 || c.RetryDelay > c.Duration/2:
 		return errors.NotValidf("RetryDelay %v (must be in [0, Duration/2=%v])", c.RetryDelay, c.Duration/2)
+	case c.ClaimInterval < 0 || c.ClaimInterval > c.Duration:
+		return errors.NotValidf("ClaimInterval %v (must be in [0, Duration=%v])", c.ClaimInterval, c.Duration)
 	case c.CallTimeout < 0 || c.CallTimeout > c.Duration:
 		return errors.NotValidf("CallTimeout %v (must be in [0, Duration=%v])", c.CallTimeout, c.Duration)
 	case c.LateTimer < 0:
@@ -103,20 +116,11 @@ func (c Config) Validate() error {
 	return nil
 }
 
-// retryJitter is the least jitter of the retry backoff while jitter is on:
-// "equal jitter", each delay drawn from [d/2, d]. Renewals need only a
-// small spread, being scheduled from each tracker's own claim time; retries
-// after a failure shared by many trackers start in step and need more.
-const retryJitter = 0.5
-
 // retryPolicy is the backoff after ambiguous failures: RetryDelay/8,
-// doubling to RetryDelay, jittered. c must have its defaults.
+// doubling to RetryDelay, shortened by up to RetryJitter. c must have its
+// defaults.
 func (c Config) retryPolicy() backoff.Policy {
-	jitter := c.Jitter
-	if jitter > 0 {
-		jitter = max(jitter, retryJitter)
-	}
-	return backoff.Policy{Min: max(c.RetryDelay/8, 1), Max: c.RetryDelay, Jitter: jitter}
+	return backoff.Policy{Min: max(c.RetryDelay/8, 1), Max: c.RetryDelay, Jitter: c.RetryJitter}
 }
 
 // withDefaults returns c with every zero knob set to its default.
@@ -124,12 +128,8 @@ func (c Config) withDefaults() Config {
 	if c.RenewFraction == 0 {
 		c.RenewFraction = 0.5
 	}
-	switch {
-	case c.Jitter == 0:
-		c.Jitter = 0.1
-	case c.Jitter < 0:
-		c.Jitter = 0
-	}
+	c.Jitter = jitterOrDefault(c.Jitter, 0.1)
+	c.RetryJitter = jitterOrDefault(c.RetryJitter, 0.5)
 	if c.Margin == 0 {
 		c.Margin = c.Duration / 10
 	}
@@ -138,6 +138,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.RetryDelay <= 0 {
 		c.RetryDelay = 1 // a 1ns Duration still gets a positive delay
+	}
+	if c.ClaimInterval == 0 {
+		c.ClaimInterval = max(c.Duration/10, 1)
 	}
 	if c.CallTimeout == 0 {
 		c.CallTimeout = c.Duration / 4
@@ -152,4 +155,16 @@ func (c Config) withDefaults() Config {
 		c.Clock = clock.WallClock
 	}
 	return c
+}
+
+// jitterOrDefault is a jitter knob's value: zero is the default, negative
+// is none.
+func jitterOrDefault(j, def float64) float64 {
+	switch {
+	case j == 0:
+		return def
+	case j < 0:
+		return 0
+	}
+	return j
 }

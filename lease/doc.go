@@ -25,20 +25,48 @@
 //	case errors.Is(err, lease.ErrRenewalFailed): // unconfirmed; still leader until st.Until if st.State == lease.Held
 //	}
 //
-// To act only while leading, use WithLeadership: its ctx ends when the
-// promise does. A Store that is also a LossNotifier (MemStore, and the etcd
-// store in lease/etcdlease) lets the tracker learn within moments that its
-// term was revoked or taken over: it then asks the store at once, and only
-// the store's answer decides.
+// To act while leading, use Lead, the leadership loop: it runs fn each
+// time the tracker comes to hold the lease, and fn's ctx ends — with a
+// cause matching ErrNotLeader or ErrRenewalFailed — as soon as the lease
+// can no longer be promised, never at an ambiguous failure while the
+// promise stands (WithLeadership is its one-run form):
+//
+//	err := tr.Lead(ctx, func(ctx context.Context, st lease.Status) error {
+//		return runSingularWorker(ctx, st.Token) // stop when ctx ends
+//	})
+//
+// Any number of goroutines follow the status with Current (the latest
+// status and a channel closed at its next change; none can block the
+// renewer or each other). Report gives people, logs and metrics the state
+// and counters; Alive is for /livez and fails only when the tracker itself
+// is stuck (a store call that ignores its ctx), never because the store
+// fails or someone else leads.
+//
+// Hand-over: with ReleaseOnClose, Close releases the lease only after the
+// running Lead function has returned (waiting no longer than the promise),
+// so a successor never starts while this process still does leader work;
+// StepDown does the same without closing, and the tracker stays a follower.
+//
+// Fencing: pass Status.Token with every write to a guarded resource. A
+// resource outside the lease's store keeps a TokenGuard, which refuses a
+// token older than one it has admitted — a leader paused past its term
+// cannot write after its successor did.
+//
+// A Store that is also a LossNotifier (MemStore, and the etcd store in
+// lease/etcdlease) lets the tracker learn within moments that its term was
+// revoked or taken over: it then asks the store at once, and only the
+// store's answer decides.
 //
 // A process may lead thousands of leases, one Tracker each. A tracker is
-// one goroutine and a timer — about 6.5 KB (2.4 KB of heap, a 4 KB stack),
-// 8 KB with MemStore's loss watch; BenchmarkManyTrackers measures it — and
+// one goroutine and an alarm — about 6.7 KB (2.7 KB of heap, a 4 KB stack),
+// 8.5 KB with MemStore's loss watch; BenchmarkManyTrackers measures it — and
 // the store's load grows as leases / Duration. Trackers started together
 // against a slow store do not pile up in step: each store call is cut off at
-// CallTimeout, and a retry waits a doubling delay drawn from at least its
-// upper half (see Config.Jitter and RetryDelay).
+// CallTimeout (its error says so: "lease call timeout 500ms"), and a retry
+// waits a doubling delay shortened at random (see Config.RetryDelay and
+// RetryJitter).
 //
-// Package leasetest tests a Store against the contract (RunStoreContract)
-// and injects store faults (FaultStore) into code built on a Tracker.
+// Package leasetest tests a Store against the contract (RunStoreContract),
+// drives a Tracker on a testclock with no sleeps (Settle, Step) and injects
+// store faults (FaultStore) into code built on a Tracker.
 package lease

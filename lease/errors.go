@@ -1,6 +1,7 @@
 package lease
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -8,10 +9,10 @@ import (
 
 // Tracker errors. Store errors (ErrHeld, ErrNotHeld) are in store.go.
 var (
-	// ErrNotLeader is definitive: another holder has the lease, or the
-	// store said our term is over. Do not act as leader; follow Changes or
-	// check again later. The error is a *NotLeaderError naming the holder
-	// when it is known.
+	// ErrNotLeader is definitive: another holder has the lease, the store
+	// said our term is over, or this tracker stepped down. Do not act as
+	// leader; follow Current, or check again later. The error is a
+	// *NotLeaderError naming the holder when it is known.
 	ErrNotLeader = errors.New("not the leader")
 	// ErrRenewalFailed is ambiguous: the store could not confirm the lease
 	// for as long as the check asked. It is not a loss. While the Status
@@ -24,6 +25,10 @@ var (
 	// ErrClosed means the tracker was closed. It never leads again; make a
 	// new tracker to claim the lease again.
 	ErrClosed = errors.New("lease tracker closed")
+	// ErrStaleToken is a TokenGuard's refusal: the token is older than one
+	// it has admitted, so its holder has been deposed. Do not apply the
+	// write; the caller is no longer the leader (a *StaleTokenError).
+	ErrStaleToken = errors.New("stale fencing token")
 )
 
 // NotLeaderError is the definitive answer "another holder has the lease"
@@ -62,7 +67,7 @@ type RenewalFailedError struct {
 
 func (e *RenewalFailedError) Error() string {
 	if e.Until.IsZero() {
-		return fmt.Sprintf("lease %q: not confirmed: %v", e.Name, e.Err)
+		return fmt.Sprintf("lease %q: claim not confirmed: %v", e.Name, e.Err)
 	}
 	return fmt.Sprintf("lease %q: renewal not confirmed (last confirmed until %s): %v",
 		e.Name, e.Until.Format(time.RFC3339Nano), e.Err)
@@ -74,12 +79,29 @@ func (e *RenewalFailedError) Is(target error) bool { return target == ErrRenewal
 // Unwrap returns the cause.
 func (e *RenewalFailedError) Unwrap() error { return e.Err }
 
-// Errors a tracker puts in a RenewalFailedError besides a store's error.
+// StaleTokenError is a TokenGuard's refusal of Token, older than Newest,
+// the newest token it has admitted. It matches ErrStaleToken.
+type StaleTokenError struct {
+	Token  uint64
+	Newest uint64
+}
+
+func (e *StaleTokenError) Error() string {
+	return fmt.Sprintf("fencing token %d refused: token %d was admitted, so its holder has been deposed",
+		e.Token, e.Newest)
+}
+
+// Is reports whether target is ErrStaleToken.
+func (e *StaleTokenError) Is(target error) bool { return target == ErrStaleToken }
+
+// Errors a tracker puts in a RenewalFailedError or NotLeaderError besides a
+// store's error.
 var (
-	errNotClaimed = errors.New("no claim has been answered yet")
-	errLateTimer  = errors.New("renewal timer fired late: the process may have been paused")
-	errShortTerm  = errors.New("lease confirmed, but for less time than the check asked")
-	errRanOut     = errors.New("validity ran out before the store confirmed a renewal")
+	errNotClaimed  = errors.New("no answer from the store yet")
+	errSteppedDown = errors.New("this tracker stepped down")
+	errLateTimer   = errors.New("renewal timer fired late: the process may have been paused")
+	errShortTerm   = errors.New("lease confirmed, but for less time than the check asked")
+	errRanOut      = errors.New("validity ran out before the store confirmed a renewal")
 )
 
 // lateTimerError says by how much the renewal timer was late.
@@ -87,3 +109,20 @@ type lateTimerError struct{ late time.Duration }
 
 func (e lateTimerError) Error() string { return fmt.Sprintf("%v (%v late)", errLateTimer, e.late) }
 func (e lateTimerError) Unwrap() error { return errLateTimer }
+
+// callTimeoutError is the cause of a store call cut off by the tracker: at
+// CallTimeout, or earlier at the end of the validity it would extend. It
+// matches context.DeadlineExceeded.
+type callTimeoutError struct {
+	timeout  time.Duration
+	validity bool // cut off at the end of the validity
+}
+
+func (e callTimeoutError) Error() string {
+	if e.validity {
+		return fmt.Sprintf("lease call cut off after %v, when the validity it would extend ran out", e.timeout)
+	}
+	return fmt.Sprintf("lease call timeout %v", e.timeout)
+}
+
+func (e callTimeoutError) Is(target error) bool { return target == context.DeadlineExceeded }

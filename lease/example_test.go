@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"time"
 
 	"github.com/juju/clock/testclock"
@@ -109,4 +111,171 @@ func ExampleTracker_WithLeadership() {
 	// stopped: true
 	// WithLeadership: true
 	// clock moved: 0s
+}
+
+// Lead is the leadership loop: it runs fn each time the tracker holds the
+// lease, and fn's ctx ends when the promise does. Here the term is revoked
+// behind the leader's back; fn stops, the tracker claims a new term, and
+// fn runs again under the new token.
+func ExampleTracker_Lead() {
+	clk := testclock.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	store := lease.NewMemStore(clk)
+	tr, err := lease.NewTracker(lease.Config{
+		Store: store, Name: "singular", Holder: "unit-0", Duration: 30 * time.Second, Clock: clk,
+	})
+	if err != nil {
+		panic(err)
+	}
+	defer tr.Close()
+
+	ctx, cancel := context.WithCancel(context.Background())
+	terms := make(chan lease.Status)
+	done := make(chan error)
+	go func() {
+		done <- tr.Lead(ctx, func(ctx context.Context, st lease.Status) error {
+			fmt.Println("leading with token", st.Token)
+			terms <- st
+			<-ctx.Done() // real work stops here too, and passes st.Token on
+			fmt.Println("stopped, not leader:", errors.Is(context.Cause(ctx), lease.ErrNotLeader))
+			return ctx.Err()
+		})
+	}()
+
+	st := <-terms
+	_ = store.Revoke(ctx, lease.Grant{Name: "singular", Holder: "unit-0", Token: st.Token})
+	for st, changed := tr.Current(); st.State == lease.Held; st, changed = tr.Current() {
+		<-changed // follow the status until the tracker has learned of the loss
+	}
+	if _, err := leasetest.Step(ctx, tr, clk); err != nil { // on to its next claim
+		panic(err)
+	}
+	<-terms
+	cancel()
+	fmt.Println("Lead:", <-done)
+	// Output:
+	// leading with token 1
+	// stopped, not leader: true
+	// leading with token 2
+	// stopped, not leader: false
+	// Lead: context canceled
+}
+
+// StepDown hands leadership over without exiting: the leader stops leading
+// at once, releases the lease once its Lead function has returned, and
+// stays a follower that reports the new holder.
+func ExampleTracker_StepDown() {
+	clk := testclock.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	store := lease.NewMemStore(clk)
+	cfg := lease.Config{Store: store, Name: "singular", Duration: 30 * time.Second, Clock: clk}
+	cfg.Holder = "unit-0"
+	a, err := lease.NewTracker(cfg)
+	if err != nil {
+		panic(err)
+	}
+	defer a.Close()
+	ctx := context.Background()
+	if _, err := a.Check(ctx, 0); err != nil {
+		panic(err)
+	}
+	cfg.Holder = "unit-1"
+	b, err := lease.NewTracker(cfg)
+	if err != nil {
+		panic(err)
+	}
+	defer b.Close()
+	if _, err := b.Check(ctx, 0); !errors.Is(err, lease.ErrNotLeader) {
+		panic(err)
+	}
+
+	fmt.Println("step down:", a.StepDown(ctx))
+	for {
+		r, err := leasetest.Step(ctx, b, clk) // b claims at its next attempt
+		if err != nil {
+			panic(err)
+		}
+		if r.State == lease.Held {
+			fmt.Println("now leading:", r.Holder, "token", r.Token)
+			break
+		}
+	}
+	for {
+		r, err := leasetest.Step(ctx, a, clk) // a claims again after one Duration
+		if err != nil {
+			panic(err)
+		}
+		if r.Holder != "" {
+			fmt.Println("unit-0 follows:", r.State, r.Holder)
+			break
+		}
+	}
+	// Output:
+	// step down: <nil>
+	// now leading: unit-1 token 2
+	// unit-0 follows: not-held unit-1
+}
+
+// Alive is for /livez: it fails only when the tracker itself is stuck, never
+// because the store is down or another holder leads — a restart would not
+// fix those. Readiness asks Check.
+func ExampleTracker_Alive() {
+	clk := testclock.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	store := leasetest.NewFaultStore(lease.NewMemStore(clk), clk)
+	tr, err := lease.NewTracker(lease.Config{
+		Store: store, Name: "singular", Holder: "unit-0", Duration: 30 * time.Second, Clock: clk,
+	})
+	if err != nil {
+		panic(err)
+	}
+	defer tr.Close()
+	livez := func(w http.ResponseWriter, _ *http.Request) {
+		if err := tr.Alive(); err != nil {
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+		}
+	}
+	ctx := context.Background()
+	if _, err := tr.Check(ctx, 0); err != nil {
+		panic(err)
+	}
+
+	store.Always(leasetest.OpExtend, leasetest.Timeout) // the store is down
+	for range 20 {
+		if _, err := leasetest.Step(ctx, tr, clk); err != nil {
+			panic(err)
+		}
+	}
+	rec := httptest.NewRecorder()
+	livez(rec, httptest.NewRequest("GET", "/livez", nil))
+	fmt.Println("livez:", rec.Code)
+	_, err = tr.Check(ctx, 0)
+	fmt.Println("ready:", err == nil, errors.Is(err, lease.ErrRenewalFailed))
+	// Output:
+	// livez: 200
+	// ready: false true
+}
+
+// A TokenGuard at the resource refuses a paused leader's late write: by
+// the time it wakes, its successor's newer token has been admitted.
+func ExampleTokenGuard() {
+	clk := testclock.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	store := lease.NewMemStore(clk)
+	ctx := context.Background()
+	var guard lease.TokenGuard // kept by the resource, e.g. beside a file
+	write := func(who string, token uint64) {
+		if err := guard.Admit(token); err != nil {
+			fmt.Println(who, "refused:", errors.Is(err, lease.ErrStaleToken), err)
+			return
+		}
+		fmt.Println(who, "wrote with token", token)
+	}
+
+	a, _ := store.Claim(ctx, "singular", "unit-0", time.Minute)
+	write("unit-0", a.Token)
+	clk.Advance(2 * time.Minute) // unit-0 is paused (a GC stall, a frozen VM) past its term
+	b, _ := store.Claim(ctx, "singular", "unit-1", time.Minute)
+	write("unit-1", b.Token)
+	write("unit-0", a.Token) // unit-0 wakes up and finishes its write
+	// Output:
+	// unit-0 wrote with token 1
+	// unit-1 wrote with token 2
+	// unit-0 refused: true fencing token 1 refused: token 2 was admitted, so its holder has been deposed
 }

@@ -1,15 +1,8 @@
 package lease
 
-// Errors the tracker puts in a RenewalFailedError, for tests to match.
-var (
-	ErrLateTimerForTest = errLateTimer
-	ErrShortTermForTest = errShortTerm
-	ErrRanOutForTest    = errRanOut
-)
-
-// CheckPending reports whether a check has asked for a store call that the
-// renewer has not started yet.
-func CheckPending(t *Tracker) bool { return t.hasPending() }
+// ErrShortTermForTest is the error the tracker puts in a RenewalFailedError
+// when the store confirmed less than a check asked.
+var ErrShortTermForTest = errShortTerm
 
 // MemStoreWatches returns how many Lost watches m has open.
 func MemStoreWatches(m *MemStore) int {

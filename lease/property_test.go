@@ -51,10 +51,10 @@ type promise struct {
 type instance struct {
 	id           int
 	name, holder string
-	clk          *renewerClock // the shared clock, following this tracker's renewer
 	store        *leasetest.FaultStore
 	tr           *lease.Tracker
-	closedAt     time.Time // zero while open; written by the test goroutine only
+	closedAt     time.Time     // zero while open; written by the test goroutine only
+	closed       chan struct{} // closed once Close has returned
 }
 
 type propertyRun struct {
@@ -192,23 +192,29 @@ func drainAlarms(clk *testclock.Clock) (stop func()) {
 	return func() { close(done); <-drained }
 }
 
-// start runs a new tracker in slot i, following its Changes.
+// start runs a new tracker in slot i, following its Current status.
 func (p *propertyRun) start(i int) *instance {
 	p.ids++
 	in := &instance{id: p.ids, name: []string{"a", "b"}[i%2], holder: fmt.Sprintf("h%d", (i/2)%2)}
-	in.clk = newRenewerClock(p.clk, nil)
+	in.closed = make(chan struct{})
 	in.store = leasetest.NewFaultStore(p.rec, p.clk)
 	tr, err := lease.NewTracker(lease.Config{
 		Store: in.store, Name: in.name, Holder: in.holder, Duration: propDur,
-		Jitter: -1, Clock: in.clk, ReleaseOnClose: p.r.IntN(2) == 0,
+		Jitter: -1, RetryJitter: -1, Clock: p.clk, ReleaseOnClose: p.r.IntN(2) == 0,
 	})
 	require.NoError(p.t, err)
 	in.tr = tr
 	p.wg.Add(1)
-	go func() { // follow Changes until the tracker closes
+	go func() { // follow Current until the tracker closes
 		defer p.wg.Done()
-		for st := range tr.Changes() {
+		for {
+			st, changed := tr.Current()
 			p.observe(in, st, nil, p.clk.Now())
+			select {
+			case <-changed:
+			case <-in.closed:
+				return
+			}
 		}
 	}()
 	return in
@@ -271,6 +277,7 @@ func (p *propertyRun) close(in *instance) {
 	go func() {
 		defer p.wg.Done()
 		_ = in.tr.Close()
+		close(in.closed)
 		p.instMu.Lock()
 		delete(p.closing, in)
 		p.instMu.Unlock()
@@ -294,7 +301,7 @@ func (p *propertyRun) closedAt(in *instance) time.Time {
 // interleaving.
 func (p *propertyRun) settle() {
 	for _, in := range p.slots {
-		for i := 0; i < 2000 && !settled(in.clk, in.tr) && !blocked(in.store); i++ {
+		for i := 0; i < 2000 && !settled(p.clk, in.tr) && !blocked(in.store); i++ {
 			runtime.Gosched()
 		}
 	}

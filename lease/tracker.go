@@ -26,8 +26,9 @@ const (
 	// leader until then, and pass Status.Token to what you guard.
 	Held
 	// NotHeld: the store said definitively that another holder has the
-	// lease (or that our term is over). Do not act as leader; the tracker
-	// keeps claiming, and Changes reports when it leads again.
+	// lease (or that our term is over), or this tracker stepped down. Do
+	// not act as leader; the tracker keeps claiming, and Current reports
+	// when it leads again.
 	NotHeld
 )
 
@@ -65,7 +66,9 @@ type Status struct {
 //
 // It claims for 2×Duration and extends once RenewFraction of the validity
 // has passed. Check answers from a cached snapshot while enough validity
-// remains; otherwise it waits for a renewal. A Tracker is safe for
+// remains; otherwise it waits for a renewal. Lead runs leader work while
+// the lease is held, Current follows the status, Report and Alive tell
+// people and health checks what the tracker does. A Tracker is safe for
 // concurrent use; Close stops it.
 //
 // If the Store is also a LossNotifier, the tracker watches each term it
@@ -82,20 +85,32 @@ type Tracker struct {
 	// Check's fast path is one atomic load and one clock read.
 	snap atomic.Pointer[snapshot]
 
-	// mu guards inflight and pending, the rounds checks wait on.
+	// mu guards inflight, pending and next: the rounds checks wait on, and
+	// the renewer's next scheduled call (zero while one is asked for).
 	mu       sync.Mutex
 	inflight *round // the store call now running
 	pending  *round // asked for by a check, not started yet
+	next     time.Time
 	kick     chan struct{}
+	stepDown chan *stepDownRequest
 
-	changes chan Status // capacity 1, latest wins
+	// running counts Lead (and WithLeadership) functions that have not
+	// returned; runDone is closed when it drops to zero. Guarded by runMu.
+	runMu   sync.Mutex
+	running int
+	runDone chan struct{}
 
-	ctx       context.Context // cancelled by Close: ends an in-flight call
-	cancel    context.CancelFunc
+	changesOnce sync.Once
+	changes     chan Status // Changes' channel, made on first use
+
+	ctx       context.Context // cancelled (cause ErrClosed) by Close: ends an in-flight call
+	cancel    context.CancelCauseFunc
 	done      chan struct{} // closed by Close
 	closeOnce sync.Once
 	exited    chan struct{} // closed when the renewer has returned
 	closeErr  error         // the release error; written before exited closes
+
+	counters counters
 
 	// Owned by the renewer goroutine.
 	grant    Grant
@@ -116,8 +131,9 @@ type lossWatch struct {
 	signalled bool
 }
 
-// snapshot is one published state. It is never modified once stored;
-// changed is closed when a newer snapshot replaces it.
+// snapshot is one published state. It is never modified once stored.
+// changed is closed when a snapshot with a different status (or closed)
+// replaces it; a new snapshot with the same status shares its channel.
 type snapshot struct {
 	status Status
 	// cause is, for Held, the ambiguous error of the latest failed renewal
@@ -126,24 +142,36 @@ type snapshot struct {
 	cause   error
 	closed  bool
 	changed chan struct{}
+	// since is when the tracker entered status.State (on its clock).
+	since time.Time
 }
 
 // round is one store call that checks can wait for.
 type round struct{ done chan struct{} }
 
-// NewTracker validates cfg and starts claiming the lease in the
-// background: the first claim goes at once. Call Close to stop.
+// stepDownRequest is a StepDown waiting for the renewer.
+type stepDownRequest struct {
+	done chan struct{}
+	err  error // the release's error; written before done closes
+}
+
+// NewTracker validates cfg, which must have a Store, and starts claiming
+// the lease in the background: the first claim goes at once. Call Close to
+// stop.
 func NewTracker(cfg Config) (*Tracker, error) {
+	if cfg.Store == nil {
+		return nil, jujuerrors.NotValidf("nil Store")
+	}
 	if err := cfg.Validate(); err != nil {
 		return nil, jujuerrors.Trace(err)
 	}
 	cfg = cfg.withDefaults()
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancelCause(context.Background())
 	t := &Tracker{
 		cfg:        cfg,
 		maxPromise: 2*cfg.Duration - cfg.Margin,
 		kick:       make(chan struct{}, 1),
-		changes:    make(chan Status, 1),
+		stepDown:   make(chan *stepDownRequest),
 		ctx:        ctx,
 		cancel:     cancel,
 		done:       make(chan struct{}),
@@ -151,7 +179,7 @@ func NewTracker(cfg Config) (*Tracker, error) {
 		retry:      backoff.Backoff{Policy: cfg.retryPolicy()},
 	}
 	t.loss.notifier, _ = cfg.Store.(LossNotifier)
-	t.snap.Store(&snapshot{cause: errNotClaimed, changed: make(chan struct{})})
+	t.snap.Store(&snapshot{cause: errNotClaimed, changed: make(chan struct{}), since: cfg.Clock.Now()})
 	go t.run()
 	return t, nil
 }
@@ -165,10 +193,10 @@ func NewTracker(cfg Config) (*Tracker, error) {
 // renewal at once (or joins the one in flight) and waits for it, bounded by
 // ctx:
 //   - confirmed for atLeast: (Held, nil);
-//   - the store says another holder has it or our term is over:
-//     (NotHeld, *NotLeaderError matching ErrNotLeader). While NotHeld,
-//     Check answers from cache; the tracker keeps claiming in the
-//     background every RetryDelay;
+//   - the store says another holder has it or our term is over, or the
+//     tracker stepped down: (NotHeld, *NotLeaderError matching
+//     ErrNotLeader). While NotHeld, Check answers from cache; the tracker
+//     keeps claiming in the background every ClaimInterval;
 //   - the store could not confirm: a *RenewalFailedError matching
 //     ErrRenewalFailed, with State Held and the old Until while that
 //     validity lasts, Unknown after it;
@@ -235,90 +263,28 @@ func (t *Tracker) evaluate(s *snapshot, now time.Time, atLeast time.Duration) (S
 	return st, &RenewalFailedError{Name: t.cfg.Name, Err: cause, Until: st.Until}
 }
 
-// Changes returns a channel that receives the tracker's status whenever it
-// changes: a claim, each renewal (a new Until), a loss, a downgrade to
-// Unknown. It holds only the latest status — a slow reader skips
-// intermediate ones and the renewer never waits for it. A Held status is a
-// promise only until its Until. The channel is closed, after a final
-// NotHeld status, when the tracker is closed. Read it from one goroutine.
-func (t *Tracker) Changes() <-chan Status { return t.changes }
-
-// Close stops renewing and waits for the renewer to return. With
-// ReleaseOnClose it revokes the held term first (waiting at most
-// CallTimeout on the clock) and returns the store's error if the revoke
-// could not be confirmed. Close is idempotent and safe to call
-// concurrently; every call returns the same result. Checks after Close
-// return ErrClosed, and WithLeadership's contexts are cancelled.
+// Close stops renewing and waits for the renewer to return. The functions
+// Lead and WithLeadership run see their ctx end with a cause matching
+// ErrClosed.
+//
+// With ReleaseOnClose it then revokes the held term, so a successor can
+// claim at once — but only after every running Lead function has
+// returned, and waiting for them no longer than the promise (Until), so
+// that a successor never starts while this process still does leader
+// work it was promised time for. The revoke waits at most CallTimeout;
+// Close returns the store's error if it could not be confirmed.
+//
+// Close is idempotent and safe to call concurrently; every call returns
+// the same result. Checks after Close return ErrClosed. Do not call Close
+// from a Lead function with ReleaseOnClose: it would wait for itself until
+// the promise runs out.
 func (t *Tracker) Close() error {
 	t.closeOnce.Do(func() {
 		close(t.done)
-		t.cancel()
+		t.cancel(ErrClosed)
 	})
 	<-t.exited
 	return t.closeErr
-}
-
-// WithLeadership runs fn only if this tracker holds the lease, with a ctx
-// that is cancelled when the leadership fn started under can no longer be
-// promised: at the Until of the latest renewal (which already lies Margin
-// before the store's end of term), on a definitive loss, when the term
-// changes (a new token), on a late-timer downgrade, or on Close. It is the
-// safe form of "check, then act". Ambiguous renewal failures do not cancel
-// fn while the validity lasts.
-//
-// If the lease is not held, WithLeadership returns Check's error without
-// calling fn. Otherwise it returns fn's error; when fn fails because its ctx
-// was cancelled for the lease, the error also matches the lease error
-// (ErrNotLeader, ErrRenewalFailed or ErrClosed). context.Cause(ctx) inside
-// fn tells the same.
-func (t *Tracker) WithLeadership(ctx context.Context, fn func(ctx context.Context) error) error {
-	st, err := t.Check(ctx, 0)
-	if err != nil {
-		return err
-	}
-	lctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	stop := make(chan struct{})
-	lost := make(chan error, 1)
-	go func() { lost <- t.watch(st.Token, cancel, stop) }()
-	err = func() error {
-		defer close(stop) // even if fn panics: the watcher must not leak
-		return fn(lctx)
-	}()
-	if cause := <-lost; cause != nil && err != nil && errors.Is(err, context.Canceled) {
-		return fmt.Errorf("%w: %w", cause, err)
-	}
-	return err
-}
-
-// watch cancels with a lease error when the term token stops being
-// promised, and returns that error; it returns nil once stop closes.
-func (t *Tracker) watch(token uint64, cancel context.CancelCauseFunc, stop <-chan struct{}) error {
-	for {
-		s := t.snap.Load()
-		now := t.cfg.Clock.Now()
-		var err error
-		switch {
-		case !s.closed && s.status.State == Held && s.status.Token != token:
-			err = &NotLeaderError{Name: t.cfg.Name, Holder: s.status.Holder,
-				Err: fmt.Errorf("term %d is over (now %d): %w", token, s.status.Token, ErrNotHeld)}
-		default:
-			_, err = t.evaluate(s, now, 0)
-		}
-		if err != nil {
-			cancel(err)
-			return err
-		}
-		alarm := t.cfg.Clock.NewAlarm(s.status.Until)
-		select {
-		case <-s.changed:
-		case <-alarm.Chan():
-		case <-stop:
-			alarm.Stop()
-			return nil
-		}
-		alarm.Stop()
-	}
 }
 
 // awaitRound returns the store call a check should wait for: the one in
@@ -331,6 +297,7 @@ func (t *Tracker) awaitRound() *round {
 	}
 	if t.pending == nil {
 		t.pending = &round{done: make(chan struct{})}
+		t.next = time.Time{} // the renewer is about to call the store
 		select {
 		case t.kick <- struct{}{}:
 		default: // a kick is already queued
@@ -347,49 +314,77 @@ func (t *Tracker) hasPending() bool {
 	return t.pending != nil
 }
 
+// setNext records when the renewer next calls the store (zero: now, or
+// busy), unless a check has already asked for a call.
+func (t *Tracker) setNext(at time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.pending == nil {
+		t.next = at
+	}
+}
+
 // run is the renewer: the only goroutine that calls the store and
 // publishes snapshots.
 func (t *Tracker) run() {
 	defer close(t.exited)
 	defer t.shutdown()
 	var delay time.Duration // the first claim goes at once
-	for t.wait(delay) {
-		delay = t.attempt()
+	for {
+		req, ok := t.wait(delay)
+		switch {
+		case !ok:
+			return
+		case req != nil:
+			delay = t.stepDownNow(req)
+		default:
+			delay = t.attempt()
+		}
 	}
 }
 
-// wait blocks for delay, or until a check asks for a store call; it returns
-// false once the tracker is closed. A wake much later than scheduled means
-// the process (or its clock) was paused: the validity computed before the
-// pause cannot be trusted, so a Held status drops to Unknown until the store
-// confirms again.
-func (t *Tracker) wait(delay time.Duration) bool {
+// wait blocks for delay, until a check asks for a store call, or until
+// StepDown asks the renewer to step down (then it returns the request); it
+// returns false once the tracker is closed. A wake much later than
+// scheduled means the process (or its clock) was paused: the validity
+// computed before the pause cannot be trusted, so a Held status drops to
+// Unknown until the store confirms again.
+func (t *Tracker) wait(delay time.Duration) (*stepDownRequest, bool) {
 	clk := t.cfg.Clock
 	if delay > 0 {
 		scheduled := clk.Now().Add(delay)
-		// The renewer's wait is the tracker's only NewTimer (call timeouts
-		// use AfterFunc); the tests tell "idle" by it.
-		timer := clk.NewTimer(delay)
+		// next is set before the alarm is armed: the alarm is for a time,
+		// not a delay, so a clock moved past it in between fires it at once.
+		t.setNext(scheduled)
+		alarm := clk.NewAlarm(scheduled)
+		var req *stepDownRequest
 	loop:
 		for {
 			select {
 			case <-t.done:
-				timer.Stop()
-				return false
-			case <-timer.Chan():
+				alarm.Stop()
+				return nil, false
+			case <-alarm.Chan():
 				break loop
 			case <-t.loss.lost:
 				// The store says our term may be over: ask it now
 				// rather than at the scheduled renewal.
 				t.loss.fired()
-				timer.Stop()
+				alarm.Stop()
 				break loop
 			case <-t.kick:
 				if t.hasPending() {
-					timer.Stop()
+					alarm.Stop()
 					break loop
 				}
+			case req = <-t.stepDown:
+				alarm.Stop()
+				break loop
 			}
+		}
+		t.setNext(time.Time{})
+		if req != nil {
+			return req, true
 		}
 		if late := clk.Now().Sub(scheduled); late > t.cfg.LateTimer {
 			if s := t.snap.Load(); s.status.State == Held {
@@ -401,9 +396,11 @@ func (t *Tracker) wait(delay time.Duration) bool {
 	}
 	select {
 	case <-t.done:
-		return false
+		return nil, false
+	case req := <-t.stepDown:
+		return req, true
 	default:
-		return true
+		return nil, true
 	}
 }
 
@@ -415,7 +412,7 @@ func (t *Tracker) attempt() time.Duration {
 	if r == nil {
 		r = &round{done: make(chan struct{})}
 	}
-	t.pending, t.inflight = nil, r
+	t.pending, t.inflight, t.next = nil, r, time.Time{}
 	t.mu.Unlock()
 	defer func() {
 		t.mu.Lock()
@@ -428,7 +425,7 @@ func (t *Tracker) attempt() time.Duration {
 	// sent is read before the call: the store's term can have begun no
 	// earlier, so sent + granted is a safe lower bound for its end.
 	sent := clk.Now()
-	timeout := t.cfg.CallTimeout
+	timeout := callTimeoutError{timeout: t.cfg.CallTimeout}
 	if s := t.snap.Load(); s.status.State == Held {
 		left := s.status.Until.Sub(sent)
 		if left <= 0 {
@@ -440,23 +437,25 @@ func (t *Tracker) attempt() time.Duration {
 				cause = errRanOut
 			}
 			t.publish(st, cause)
-		} else if left < timeout {
+		} else if left < timeout.timeout {
 			// Cut the call off when the validity ends, so Unknown is
 			// published on time rather than when a hung call gives up.
-			timeout = left
+			timeout = callTimeoutError{timeout: left, validity: true}
 		}
 	}
-	ctx, cancel := context.WithCancel(t.ctx)
-	timer := clk.AfterFunc(timeout, cancel)
 	var g Grant
 	var err error
 	if t.hasGrant {
-		g, err = t.cfg.Store.Extend(ctx, t.grant, 2*t.cfg.Duration)
+		err = t.call(t.ctx, opExtend, timeout, func(ctx context.Context) (err error) {
+			g, err = t.cfg.Store.Extend(ctx, t.grant, 2*t.cfg.Duration)
+			return err
+		})
 	} else {
-		g, err = t.cfg.Store.Claim(ctx, t.cfg.Name, t.cfg.Holder, 2*t.cfg.Duration)
+		err = t.call(t.ctx, opClaim, timeout, func(ctx context.Context) (err error) {
+			g, err = t.cfg.Store.Claim(ctx, t.cfg.Name, t.cfg.Holder, 2*t.cfg.Duration)
+			return err
+		})
 	}
-	timer.Stop()
-	cancel()
 	now := clk.Now()
 	switch {
 	case err == nil:
@@ -466,6 +465,27 @@ func (t *Tracker) attempt() time.Duration {
 	default:
 		return t.ambiguous(err, now)
 	}
+}
+
+// call runs one store call under parent, cut off by timeout, and counts
+// it. A call cut off says so: its error wraps the timeout (which matches
+// context.DeadlineExceeded) or Close's ErrClosed, not a bare "context
+// canceled".
+func (t *Tracker) call(parent context.Context, op storeOp, timeout callTimeoutError, fn func(ctx context.Context) error) error {
+	ctx, cancel := context.WithCancelCause(parent)
+	defer cancel(nil)
+	timer := t.cfg.Clock.AfterFunc(timeout.timeout, func() { cancel(timeout) })
+	start := t.cfg.Clock.Now()
+	t.counters.callStart.Store(start.UnixNano())
+	err := fn(ctx)
+	end := t.cfg.Clock.Now()
+	t.counters.callStart.Store(0)
+	timer.Stop()
+	if cause := context.Cause(ctx); err != nil && cause != nil && !errors.Is(err, cause) {
+		err = fmt.Errorf("%w: %w", cause, err)
+	}
+	t.counters.called(op, err, end.Sub(start), end)
+	return err
 }
 
 func (t *Tracker) confirmed(g Grant, sent, now time.Time) time.Duration {
@@ -498,7 +518,13 @@ func (t *Tracker) lost(err error) time.Duration {
 		// Our term is over; the lease may well be free. Claim again soon.
 		return t.retry.Policy.Next(1)
 	}
-	return backoff.Jitter(t.cfg.RetryDelay, t.cfg.Jitter)
+	return t.claimDelay()
+}
+
+// claimDelay is the wait before the next claim while another holder has
+// the lease.
+func (t *Tracker) claimDelay() time.Duration {
+	return backoff.Jitter(t.cfg.ClaimInterval, t.cfg.Jitter)
 }
 
 func (t *Tracker) ambiguous(err error, now time.Time) time.Duration {
@@ -507,7 +533,7 @@ func (t *Tracker) ambiguous(err error, now time.Time) time.Duration {
 		// A claim the store did not send changed nothing: the holder
 		// we were told of still stands, and so does its answer; claim
 		// again when we would have after that answer.
-		return backoff.Jitter(t.cfg.RetryDelay, t.cfg.Jitter)
+		return t.claimDelay()
 	}
 	// Only a confirmation upgrades: an ambiguous failure keeps Held while
 	// the validity lasts, and leaves Unknown (or a claim's NotHeld) as
@@ -532,52 +558,102 @@ func (t *Tracker) retryDelay(now time.Time) time.Duration {
 	return d
 }
 
-// publish stores a new snapshot, wakes watchers of the old one, and offers
-// the status on Changes if it differs. Only the renewer calls it.
-func (t *Tracker) publish(st Status, cause error) {
-	t.store(&snapshot{status: st, cause: cause, changed: make(chan struct{})})
+// stepDownNow is StepDown's work, on the renewer: stop leading at once,
+// release once the Lead functions have returned (waiting no longer than
+// the promise), then stay a follower for one Duration before claiming.
+func (t *Tracker) stepDownNow(req *stepDownRequest) time.Duration {
+	defer close(req.done)
+	s := t.snap.Load()
+	t.loss.end()
+	t.publish(Status{State: NotHeld}, &NotLeaderError{Name: t.cfg.Name, Err: errSteppedDown})
+	if t.hasGrant {
+		t.awaitLeaders(s, t.done)
+		req.err = t.release()
+		t.grant, t.hasGrant = Grant{}, false
+	}
+	t.retry.Reset()
+	return t.cfg.Duration
 }
 
-func (t *Tracker) store(s *snapshot) {
-	old := t.snap.Swap(s)
-	close(old.changed)
-	if old.closed != s.closed || old.status.State != s.status.State ||
-		old.status.Holder != s.status.Holder || old.status.Token != s.status.Token ||
-		!old.status.Until.Equal(s.status.Until) {
-		// Latest wins: replace an unread status rather than wait. The
-		// renewer is the only sender, so after the drain there is room.
-		select {
-		case <-t.changes:
-		default:
+// awaitLeaders waits until no Lead function runs, or the promise of s runs
+// out, or stop closes.
+func (t *Tracker) awaitLeaders(s *snapshot, stop <-chan struct{}) {
+	if s.status.State != Held {
+		return
+	}
+	alarm := t.cfg.Clock.NewAlarm(s.status.Until)
+	defer alarm.Stop()
+	for {
+		t.runMu.Lock()
+		n, ch := t.running, t.runDone
+		t.runMu.Unlock()
+		if n == 0 {
+			return
 		}
 		select {
-		case t.changes <- s.status:
-		default:
+		case <-ch:
+		case <-alarm.Chan():
+			return
+		case <-stop:
+			return // Close: shutdown waits again, then releases
 		}
 	}
 }
 
-// shutdown releases the lease if configured and publishes the final,
-// closed snapshot.
+// publish stores a new snapshot of st and cause. Only the renewer calls it.
+func (t *Tracker) publish(st Status, cause error) {
+	t.store(&snapshot{status: st, cause: cause})
+}
+
+// store publishes s, filling in its changed channel and since: a snapshot
+// whose status is the old one's shares its channel, so followers of
+// Current wake only for a change.
+func (t *Tracker) store(s *snapshot) {
+	old := t.snap.Load()
+	now := t.cfg.Clock.Now()
+	s.since = old.since
+	if s.status.State != old.status.State {
+		s.since = now
+		t.counters.transitions.Add(1)
+		if old.status.State == Unknown && !old.closed {
+			t.counters.unknownNanos.Add(int64(now.Sub(old.since)))
+		}
+	}
+	o, n := old.status, s.status
+	same := old.closed == s.closed && o.State == n.State && o.Holder == n.Holder &&
+		o.Token == n.Token && o.Until.Equal(n.Until)
+	if same {
+		s.changed = old.changed
+		t.snap.Store(s)
+		return
+	}
+	s.changed = make(chan struct{})
+	t.snap.Store(s)
+	close(old.changed)
+}
+
+// shutdown publishes the final, closed snapshot and releases the lease if
+// configured, once the Lead functions have returned.
 func (t *Tracker) shutdown() {
 	t.loss.end()
+	last := t.snap.Load()
+	t.store(&snapshot{status: Status{State: NotHeld}, closed: true})
 	if t.cfg.ReleaseOnClose && t.hasGrant {
+		t.awaitLeaders(last, nil)
 		t.closeErr = t.release()
 	}
-	t.store(&snapshot{status: Status{State: NotHeld}, closed: true, changed: make(chan struct{})})
-	close(t.changes)
 }
 
+// release revokes the held term, bounded by CallTimeout.
 func (t *Tracker) release() error {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	timer := t.cfg.Clock.AfterFunc(t.cfg.CallTimeout, cancel)
-	defer timer.Stop()
-	err := t.cfg.Store.Revoke(ctx, t.grant)
+	// Not under t.ctx: Close has cancelled it, and releasing is part of
+	// closing.
+	err := t.call(context.Background(), opRevoke, callTimeoutError{timeout: t.cfg.CallTimeout},
+		func(ctx context.Context) error { return t.cfg.Store.Revoke(ctx, t.grant) })
 	if err == nil || errors.Is(err, ErrNotHeld) {
 		return nil // released, or the term was over already
 	}
-	return fmt.Errorf("lease %q: release on close not confirmed: %w", t.cfg.Name, err)
+	return fmt.Errorf("lease %q: release not confirmed: %w", t.cfg.Name, err)
 }
 
 // follow keeps the term of g watched after the store confirmed it. A new

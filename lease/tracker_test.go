@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/juju/clock"
 	"github.com/juju/clock/testclock"
 	jujuerrors "github.com/juju/errors"
 	"github.com/stretchr/testify/assert"
@@ -36,69 +35,21 @@ const (
 var t0 = time.Date(2026, 11, 30, 6, 26, 0, 0, time.UTC)
 
 type fixture struct {
-	clk   *renewerClock
+	clk   *testclock.Clock
 	mem   *lease.MemStore
 	store *leasetest.FaultStore
 	tr    *lease.Tracker
+	// calls is how many store calls the idle waits seen so far followed.
+	calls uint64
+	// seen is the Current channel of the status next returned last.
+	seen <-chan struct{}
 }
 
-// renewerClock is a testclock that also follows the tracker's renewer. A
-// Tracker arms a Timer (NewTimer) only to wait for its next store call —
-// its call timeouts are AfterFuncs, WithLeadership's deadlines Alarms — so
-// each NewTimer is the renewer going idle, for the Timer's delay.
-type renewerClock struct {
-	*testclock.Clock
-	waits chan time.Duration // each wait's delay; nil: not reported
-
-	mu   sync.Mutex
-	cur  *renewerTimer // the latest wait's timer, until stopped
-	wake time.Time     // when that wait ends
-}
-
-func newRenewerClock(clk *testclock.Clock, waits chan time.Duration) *renewerClock {
-	return &renewerClock{Clock: clk, waits: waits}
-}
-
-// NewTimer arms the renewer's wait and reports its delay.
-func (c *renewerClock) NewTimer(d time.Duration) clock.Timer {
-	t := &renewerTimer{Timer: c.Clock.NewTimer(d), c: c}
-	c.mu.Lock()
-	c.cur, c.wake = t, c.Clock.Now().Add(d)
-	c.mu.Unlock()
-	if c.waits != nil {
-		c.waits <- d
-	}
-	return t
-}
-
-// asleep reports whether the renewer waits until after now: its latest
-// wait's timer is neither stopped nor due.
-func (c *renewerClock) asleep(now time.Time) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.cur != nil && c.wake.After(now)
-}
-
-// renewerTimer tells its clock when the renewer stops waiting early. (The
-// tracker never resets a timer.)
-type renewerTimer struct {
-	clock.Timer
-	c *renewerClock
-}
-
-func (t *renewerTimer) Stop() bool {
-	t.c.mu.Lock()
-	if t.c.cur == t {
-		t.c.cur = nil
-	}
-	t.c.mu.Unlock()
-	return t.Timer.Stop()
-}
-
-// settled reports whether tr's renewer is asleep past now with no check
-// waiting for a call: nothing happens until the clock moves.
-func settled(clk *renewerClock, tr *lease.Tracker) bool {
-	return clk.asleep(clk.Now()) && !lease.CheckPending(tr)
+// settled reports whether tr's renewer waits for the clock with no store
+// call in flight or asked for: nothing happens until the clock moves.
+func settled(clk *testclock.Clock, tr *lease.Tracker) bool {
+	r := tr.Report()
+	return r.Closed || !r.NextCall.IsZero() && r.NextCall.After(clk.Now())
 }
 
 // newFixture starts a tracker "unit-0" on lease "singular" over a
@@ -127,7 +78,7 @@ type storeOnly struct{ lease.Store }
 func startFixture(t *testing.T, notify bool, mod func(*lease.Config), before func(f *fixture)) *fixture {
 	t.Helper()
 	clk := testclock.NewClock(t0)
-	f := &fixture{clk: newRenewerClock(clk, make(chan time.Duration, 1000))}
+	f := &fixture{clk: clk}
 	f.mem = lease.NewMemStore(clk)
 	if notify {
 		f.store = leasetest.NewFaultStore(f.mem, clk)
@@ -136,7 +87,7 @@ func startFixture(t *testing.T, notify bool, mod func(*lease.Config), before fun
 	}
 	cfg := lease.Config{
 		Store: f.store, Name: "singular", Holder: "unit-0", Duration: dur,
-		Jitter: -1, Clock: f.clk,
+		Jitter: -1, RetryJitter: -1, Clock: f.clk,
 	}
 	if mod != nil {
 		mod(&cfg)
@@ -151,41 +102,56 @@ func startFixture(t *testing.T, notify bool, mod func(*lease.Config), before fun
 	return f
 }
 
-// nextIdle returns the delay of the renewer's next wait.
+// nextIdle waits for the renewer's next wait — the one after its next
+// store call — with leasetest.Settle, and returns its delay.
 func (f *fixture) nextIdle(t *testing.T) time.Duration {
 	t.Helper()
-	select {
-	case d := <-f.clk.waits:
-		return d
-	case <-time.After(wait):
-		t.Fatal("the renewer never went idle")
-		return 0
-	}
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	f.calls++
+	r, err := leasetest.Settle(ctx, f.tr, f.clk, f.calls)
+	require.NoError(t, err, "the renewer never went idle")
+	return r.NextCall.Sub(f.clk.Now())
 }
 
 // expectIdle asserts the renewer's next wait is want, then advances the
-// clock by it so that the renewer wakes. (The wait's timer is armed before
-// nextIdle sees it, so the advance cannot come too early.)
+// clock by it so that the renewer wakes.
 func (f *fixture) expectIdle(t *testing.T, want time.Duration) {
 	t.Helper()
 	require.Equal(t, want, f.nextIdle(t), "renewer's wait")
 	f.clk.Advance(want)
 }
 
-// next returns the next status from Changes.
+// next returns the tracker's status after the last one next returned, as
+// a follower of Current sees it (the first call skips the initial Unknown
+// status, from before any claim was answered).
 func (f *fixture) next(t *testing.T) lease.Status {
 	t.Helper()
-	select {
-	case st, ok := <-f.tr.Changes():
-		require.True(t, ok, "Changes closed")
-		return st
-	case <-time.After(wait):
-		t.Fatal("no status change")
-		return lease.Status{}
+	for {
+		st, changed := f.tr.Current()
+		if changed != f.seen && (f.seen != nil || st != lease.Status{}) {
+			f.seen = changed
+			return st
+		}
+		select {
+		case <-changed:
+		case <-time.After(wait):
+			t.Fatal("no status change")
+			return lease.Status{}
+		}
 	}
 }
 
-// nextState reads Changes until a status in state s arrives.
+// noChange asserts that the status has not changed since next last
+// returned.
+func (f *fixture) noChange(t *testing.T, why string) {
+	t.Helper()
+	if st, changed := f.tr.Current(); changed != f.seen {
+		t.Fatalf("%s: status changed to %+v", why, st)
+	}
+}
+
+// nextState reads statuses until a status in state s arrives.
 func (f *fixture) nextState(t *testing.T, s lease.State) lease.Status {
 	t.Helper()
 	for {
@@ -523,20 +489,42 @@ func TestLateTimerIsUnknown(t *testing.T) {
 	assert.Equal(t, t0.Add(renewAt+10*time.Second+callTimeout+firstRetry+until0), st.Until)
 }
 
-func TestChangesNeverBlocksRenewer(t *testing.T) {
+func TestCurrentNeverBlocksRenewer(t *testing.T) {
 	f := newFixture(t, nil, nil)
-	// Nobody reads Changes while the tracker claims and renews 50 times.
+	// Nobody follows Current while the tracker claims and renews 50 times.
 	for range 50 {
 		f.expectIdle(t, renewAt)
 	}
 	require.Equal(t, renewAt, f.nextIdle(t))
 	st := f.next(t)
-	assert.Equal(t, t0.Add(50*renewAt+until0), st.Until, "the channel holds the latest status only")
-	select {
-	case st := <-f.tr.Changes():
-		t.Fatalf("a stale status was queued: %+v", st)
-	default:
+	assert.Equal(t, t0.Add(50*renewAt+until0), st.Until, "a late follower sees the latest status only")
+	f.noChange(t, "no backlog")
+}
+
+// TestDeprecatedChangesFollowsCurrent: Changes, kept for its callers, holds
+// the latest status, never blocks the renewer, and closes after the final
+// NotHeld.
+func TestDeprecatedChangesFollowsCurrent(t *testing.T) {
+	f := newFixture(t, nil, nil)
+	ch := f.tr.Changes()
+	for range 5 {
+		f.expectIdle(t, renewAt)
 	}
+	require.Equal(t, renewAt, f.nextIdle(t))
+	want, _ := f.tr.Current()
+	for st := (lease.Status{}); st != want; {
+		select {
+		case st = <-ch:
+		case <-time.After(wait):
+			t.Fatalf("the latest status %+v never arrived", want)
+		}
+	}
+	require.NoError(t, f.tr.Close())
+	var last lease.Status
+	for st := range ch {
+		last = st
+	}
+	assert.Equal(t, lease.Status{State: lease.NotHeld}, last, "final status before the channel closes")
 }
 
 // TestRenewalTimeoutIsNotNotLeader is the field regression: is-leader asked
@@ -648,11 +636,8 @@ func TestCloseIsIdempotentAndConcurrent(t *testing.T) {
 	st, err := f.check(t, 0)
 	require.ErrorIs(t, err, lease.ErrClosed)
 	assert.Equal(t, lease.NotHeld, st.State)
-	var last lease.Status
-	for st := range f.tr.Changes() {
-		last = st
-	}
-	assert.Equal(t, lease.Status{State: lease.NotHeld}, last, "final status before the channel closes")
+	last, _ := f.tr.Current()
+	assert.Equal(t, lease.Status{State: lease.NotHeld}, last, "final status")
 
 	// Without ReleaseOnClose the term runs on in the store.
 	_, err = f.mem.Claim(context.Background(), "singular", "unit-1", dur)
@@ -781,8 +766,13 @@ func TestWithLeadership(t *testing.T) {
 func TestConfigValidate(t *testing.T) {
 	valid := lease.Config{Store: lease.NewMemStore(nil), Name: "n", Holder: "h", Duration: dur}
 	require.NoError(t, valid.Validate())
+	noStore := valid
+	noStore.Store = nil
+	require.NoError(t, noStore.Validate(), "settings are checked before a store exists")
+	_, err := lease.NewTracker(noStore)
+	require.ErrorIs(t, err, jujuerrors.NotValid)
+	assert.ErrorContains(t, err, "nil Store")
 	for name, mod := range map[string]func(*lease.Config){
-		"nil Store":              func(c *lease.Config) { c.Store = nil },
 		"empty Name":             func(c *lease.Config) { c.Name = "" },
 		"empty Holder":           func(c *lease.Config) { c.Holder = "" },
 		"zero Duration":          func(c *lease.Config) { c.Duration = 0 },
@@ -792,6 +782,10 @@ func TestConfigValidate(t *testing.T) {
 		"negative RenewFraction": func(c *lease.Config) { c.RenewFraction = -0.1 },
 		"Jitter 1":               func(c *lease.Config) { c.Jitter = 1 },
 		"NaN Jitter":             func(c *lease.Config) { c.Jitter = math.NaN() },
+		"RetryJitter 1":          func(c *lease.Config) { c.RetryJitter = 1 },
+		"NaN RetryJitter":        func(c *lease.Config) { c.RetryJitter = math.NaN() },
+		"negative ClaimInterval": func(c *lease.Config) { c.ClaimInterval = -1 },
+		"ClaimInterval > D":      func(c *lease.Config) { c.ClaimInterval = dur + 1 },
 		"NaN RenewFraction":      func(c *lease.Config) { c.RenewFraction = math.NaN() },
 		"negative Margin":        func(c *lease.Config) { c.Margin = -time.Second },
 		"Margin of Duration":     func(c *lease.Config) { c.Margin = dur },
@@ -864,21 +858,23 @@ func TestRenewalIsJitteredEarlyNeverLate(t *testing.T) {
 // TestClaimStormRetriesAreBoundedAndSpread: thousands of trackers started
 // together against a store that bounds its calls in flight see their claims
 // time out together. Each claim is cut off at CallTimeout, and the retries
-// back off (RetryDelay/8 doubling to RetryDelay) with at least equal jitter
-// (each delay drawn from [d/2, d]), so the trackers do not retry in
-// lock-step; with jitter off they are exact.
+// back off (RetryDelay/8 doubling to RetryDelay) with RetryJitter (by
+// default each delay drawn from [d/2, d]), so the trackers do not retry in
+// lock-step; with it off they are exact (Jitter, for renewals, is off).
 func TestClaimStormRetriesAreBoundedAndSpread(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		jitter float64
 		low    float64 // the least fraction of the un-jittered delay
+		renew  float64 // Jitter, for renewals only: never the retries'
 	}{
-		{"DefaultJitter", 0, 0.5},
-		{"Jitter0.8", 0.8, 0.2},
-		{"JitterOff", -1, 1},
+		{"DefaultRetryJitter", 0, 0.5, -1},
+		{"RetryJitter0.8", 0.8, 0.2, -1},
+		{"RetryJitterOff", -1, 1, -1},
+		{"RenewalJitterLeavesRetriesAlone", -1, 1, 0.8},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f := newFixture(t, func(c *lease.Config) { c.Jitter = tc.jitter }, func(f *fixture) {
+			f := newFixture(t, func(c *lease.Config) { c.RetryJitter, c.Jitter = tc.jitter, tc.renew }, func(f *fixture) {
 				f.store.Always(leasetest.OpClaim, leasetest.Hang)
 			})
 			full := []time.Duration{firstRetry, 2 * firstRetry, 4 * firstRetry}
@@ -915,7 +911,7 @@ func TestErrorsMatchTheirSentinels(t *testing.T) {
 	assert.ErrorIs(t, rfe, cause)
 	assert.NotErrorIs(t, rfe, lease.ErrNotLeader)
 	assert.Contains(t, rfe.Error(), "2026-11-30T06:26:00Z")
-	assert.Equal(t, `lease "l": not confirmed: i/o timeout`,
+	assert.Equal(t, `lease "l": claim not confirmed: i/o timeout`,
 		(&lease.RenewalFailedError{Name: "l", Err: cause}).Error())
 }
 
@@ -968,9 +964,21 @@ func TestUnsentClaimKeepsNotHeld(t *testing.T) {
 	require.ErrorAs(t, err, &nle)
 	assert.Equal(t, "unit-1", nle.Holder)
 	assert.Equal(t, want, st)
-	select {
-	case st := <-f.tr.Changes():
-		t.Fatalf("an unsent claim published %+v", st)
-	default:
-	}
+	f.noChange(t, "an unsent claim published nothing")
+}
+
+// TestClaimIntervalIsItsOwnKnob: while another holder has the lease the
+// tracker claims every ClaimInterval; after ambiguous failures it backs off
+// from RetryDelay/8 to RetryDelay, whatever ClaimInterval is.
+func TestClaimIntervalIsItsOwnKnob(t *testing.T) {
+	f := newFixture(t, func(c *lease.Config) { c.ClaimInterval, c.RetryDelay = 5*time.Second, time.Second },
+		func(f *fixture) {
+			_, err := f.mem.Claim(context.Background(), "singular", "unit-1", 2*dur)
+			require.NoError(t, err)
+		})
+	require.Equal(t, lease.NotHeld, f.next(t).State)
+	f.store.Next(leasetest.OpClaim, leasetest.Timeout)
+	f.expectIdle(t, 5*time.Second) // after the claim unit-1 denied
+	f.expectIdle(t, time.Second/8) // an ambiguous claim: the retry backoff
+	require.Equal(t, 5*time.Second, f.nextIdle(t), "denied again: ClaimInterval")
 }

@@ -75,6 +75,8 @@ type controller struct {
 	stableAfter  time.Duration
 	status       lease.Status // first definitive lease status
 	leaseErr     error
+	leadRuns     int           // runs of the singular worker (under Lead)
+	leadStop     error         // why the lease ended a run, if it did (not Close)
 	upgradeAtAPI upgrade.Phase // the upgrade's phase when the api port opened
 }
 
@@ -311,6 +313,7 @@ func (c *controller) start(ctx context.Context, serveAfter time.Duration) {
 	run(func() { c.selfClient(ctx) })
 	run(func() { c.runUpgrade(ctx) })
 	run(func() { c.followLease(ctx) })
+	run(func() { c.leadSingular(ctx) })
 	run(func() {
 		if !c.pause(ctx, serveAfter) {
 			return
@@ -457,14 +460,8 @@ func (c *controller) pause(ctx context.Context, d time.Duration) bool {
 // followLease waits for the tracker's first definitive answer.
 func (c *controller) followLease(ctx context.Context) {
 	for {
-		select {
-		case st, ok := <-c.tracker.Changes():
-			if !ok {
-				return
-			}
-			if st.State == lease.Unknown {
-				continue
-			}
+		st, changed := c.tracker.Current()
+		if st.State != lease.Unknown {
 			_, err := c.tracker.Check(ctx, 0)
 			c.mu.Lock()
 			c.status, c.leaseErr = st, err
@@ -476,10 +473,34 @@ func (c *controller) followLease(ctx context.Context) {
 			}
 			c.leaseKnown.Unlock()
 			return
+		}
+		select {
+		case <-changed:
 		case <-ctx.Done():
 			return
 		}
 	}
+}
+
+// leadSingular runs the controller's singular worker under Lead: it starts
+// each time this controller comes to hold the lease, and its ctx ends the
+// moment the lease can no longer be promised — not when a renewal merely
+// fails, as during the store fault.
+func (c *controller) leadSingular(ctx context.Context) {
+	_ = c.tracker.Lead(ctx, func(ctx context.Context, st lease.Status) error {
+		c.mu.Lock()
+		c.leadRuns++
+		c.mu.Unlock()
+		c.tl.log(c.name, "singular worker started under Lead (token %d)", st.Token)
+		<-ctx.Done() // a real worker works here, fencing with st.Token
+		if cause := context.Cause(ctx); errors.Is(cause, lease.ErrNotLeader) || errors.Is(cause, lease.ErrRenewalFailed) {
+			c.mu.Lock()
+			c.leadStop = cause
+			c.mu.Unlock()
+			c.tl.log(c.name, "singular worker stopped: %v", cause)
+		}
+		return nil
+	})
 }
 
 // apiAddress returns the API port's real address.

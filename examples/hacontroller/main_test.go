@@ -49,6 +49,8 @@ func TestRunHoldsEveryInvariant(t *testing.T) {
 		assert.Contains(t, s, c+"      POST /controller/workers accepted once the upgrade completed")
 	}
 	assert.Contains(t, s, "check during the fault: ErrRenewalFailed")
+	assert.Contains(t, s, "c0      singular worker started under Lead (token")
+	assert.Regexp(t, `singular worker           c\d under Lead \([1-9]\d* runs?\)`, s)
 	assert.Regexp(t, `c0      readiness http://127\.0\.0\.1:\d+/readyz`, s)
 	assert.Regexp(t, `probe   c0 still starting: GET http://127\.0\.0\.1:\d+/readyz\?verbose -> 503 Service Unavailable\n(?s:.*)\[-\]upgrade locked for \d+ms\n(?s:.*)readyz check failed`, s)
 	assert.Regexp(t, `probe   c0 stable: GET http://127\.0\.0\.1:\d+/readyz\?verbose -> 200 OK\n(?s:.*)\[\+\]upgrade ok\n(?s:.*)readyz check passed`, s)
@@ -158,7 +160,7 @@ func TestSummaryNamesEveryBrokenInvariant(t *testing.T) {
 // every invariant held.
 func healthySummary() *summary {
 	o := options{agents: 200, apiRate: 100, apiBurst: 5, fault: 600 * time.Millisecond}
-	s := &summary{o: o, leader: "c0", leaderToken: 1,
+	s := &summary{o: o, leader: "c0", leaderToken: 1, leadRuns: 1,
 		starting: readyzAnswer{who: "c0", code: 503, body: "[+]serving ok\n[-]upgrade locked for 300ms\nreadyz check failed\n"},
 		stable:   readyzAnswer{who: "c0", code: 200, body: "[+]serving ok\n[+]upgrade ok\nreadyz check passed\n"},
 	}
@@ -207,6 +209,10 @@ func TestChecksCatchEachMissingStory(t *testing.T) {
 			s.fault.notLeader, s.fault.firstNotLeader = 1, lease.ErrNotLeader
 		}, `leader c0 was told "not the leader" 1 times`},
 		{"lease fault: renewal failed, never not-leader", func(s *summary) { s.fault.after.Token = 2 }, "leader c0 lost its term: token 1 became 2"},
+		{"lease fault: renewal failed, never not-leader", func(s *summary) {
+			s.leadStop = &lease.NotLeaderError{Name: leaseName, Err: lease.ErrNotHeld}
+		}, "leader c0's singular worker was stopped by: lease"},
+		{"lease fault: renewal failed, never not-leader", func(s *summary) { s.leadRuns = 0 }, "leader c0's singular worker never ran under Lead"},
 		{"readiness probe: 503 while starting, 200 once stable", func(s *summary) { s.starting.code = 200 }, "c0 answered 200, not 503 with [-] lines, while starting"},
 		{"readiness probe: 503 while starting, 200 once stable", func(s *summary) {
 			s.starting.body = "[+]serving ok\nreadyz check failed\n"

@@ -23,6 +23,8 @@ type summary struct {
 	}
 	leader      string // "" when no controller holds the lease
 	leaderToken uint64
+	leadRuns    int   // the leader's runs of its singular worker
+	leadStop    error // why the lease stopped it, if it did
 	fault       faultReport
 	// starting and stable are the first controller's /readyz?verbose
 	// answers before it was stable and after.
@@ -71,6 +73,7 @@ func measure(o options, ctrls []*controller, agents *agentStats, leader *control
 	if leader != nil {
 		leader.mu.Lock()
 		s.leader, s.leaderToken = leader.name, leader.status.Token
+		s.leadRuns, s.leadStop = leader.leadRuns, leader.leadStop
 		leader.mu.Unlock()
 	}
 	return s
@@ -282,6 +285,15 @@ func checkLeaseFault(s *summary) []string {
 	if f.after.State == lease.Held && f.after.Token != f.before.Token {
 		problems = append(problems, fmt.Sprintf("leader %s lost its term: token %d became %d", s.leader, f.before.Token, f.after.Token))
 	}
+	// Lead stops the singular worker when the promise runs out (a process
+	// stalled past LateTimer on a loaded machine does that), never because
+	// a renewal failed while the promise stood.
+	switch {
+	case s.leadRuns == 0:
+		problems = append(problems, fmt.Sprintf("leader %s's singular worker never ran under Lead", s.leader))
+	case errors.Is(s.leadStop, lease.ErrNotLeader):
+		problems = append(problems, fmt.Sprintf("leader %s's singular worker was stopped by: %v", s.leader, s.leadStop))
+	}
 	return problems
 }
 
@@ -328,6 +340,15 @@ func (s *summary) print(out io.Writer) {
 			told = []string{"(no other controller)"}
 		}
 		fmt.Fprintf(out, "  leader                    %s (token %d); told \"held by %s\": %s\n", s.leader, s.leaderToken, s.leader, strings.Join(told, ", "))
+		stopped := "never stopped by the lease"
+		if s.leadStop != nil {
+			stopped = fmt.Sprintf("last stopped when the promise ran out: %v", s.leadStop)
+		}
+		runs := fmt.Sprintf("%d runs", s.leadRuns)
+		if s.leadRuns == 1 {
+			runs = "1 run"
+		}
+		fmt.Fprintf(out, "  singular worker           %s under Lead (%s): %s\n", s.leader, runs, stopped)
 	}
 	fmt.Fprintf(out, "  time to stable            %s\n", strings.Join(toStable, ", "))
 }

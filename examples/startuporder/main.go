@@ -1,10 +1,12 @@
 // Command startuporder shows a controller's startup ordering rule written
-// with gates, and (in startup_test.go) how to unit-test it with testclock
-// and gatetest: no sleeps, no ports, no flakes.
+// with gates, a leader-only worker that runs after it (singular.go: Lead in
+// a few lines), and (in startup_test.go) how to unit-test both with
+// testclock, gatetest and leasetest: no sleeps, no ports, no flakes.
 //
 // The rule: the public API port opens only once the controller port is
 // bound, the controller has dialled itself, and the upgrade steps have run.
-// A failed upgrade never opens it.
+// A failed upgrade never opens it. The singular worker runs only once the
+// API port is open, and only while this controller holds the lease.
 package main
 
 import (
@@ -18,6 +20,7 @@ import (
 	"github.com/juju/clock"
 
 	"github.com/coldstart-go/coldstart/gate"
+	"github.com/coldstart-go/coldstart/lease"
 )
 
 // Steps are the actions a controller's startup sequences. Real code binds
@@ -154,4 +157,26 @@ func main() {
 		os.Exit(1)
 	}
 	fmt.Println("opened in order:", s.Board.Report().Opened())
+
+	tr, err := lease.NewTracker(lease.Config{
+		Store: lease.NewMemStore(nil), Name: "singular", Holder: "c0", Duration: time.Second,
+	})
+	if err != nil {
+		panic(err)
+	}
+	defer tr.Close()
+	err = s.RunSingular(ctx, tr, func(ctx context.Context, token uint64) error {
+		say("leading (token %d): the singular worker runs", token)
+		time.AfterFunc(100*time.Millisecond, func() { _ = tr.StepDown(context.Background()) }) // hand over
+		<-ctx.Done()
+		say("singular worker stopped: %v", context.Cause(ctx))
+		return errStop // done for this demo
+	})
+	if !errors.Is(err, errStop) {
+		fmt.Fprintln(os.Stderr, "singular worker:", err)
+		os.Exit(1)
+	}
 }
+
+// errStop ends the demo's singular worker.
+var errStop = errors.New("demo over")

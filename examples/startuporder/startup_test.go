@@ -14,6 +14,8 @@ import (
 
 	"github.com/coldstart-go/coldstart/gate"
 	"github.com/coldstart-go/coldstart/gate/gatetest"
+	"github.com/coldstart-go/coldstart/lease"
+	"github.com/coldstart-go/coldstart/lease/leasetest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -159,4 +161,63 @@ func TestCancelledStartupLeavesNothingRunning(t *testing.T) {
 	assert.ErrorIs(t, result(t, done), context.Canceled)
 	gatetest.AssertLocked(t, s.APIOpen)
 	// goleak (TestMain) checks the self-dial and upgrade goroutines ended.
+}
+
+// The singular worker runs only once the API port is open and only while
+// the controller holds the lease; a rival's takeover stops it, and it runs
+// again when the controller leads again.
+func TestSingularWorkerRunsOnlyWhileLeadingAfterAPIPortOpens(t *testing.T) {
+	clk := testclock.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	store := lease.NewMemStore(clk)
+	tr, err := lease.NewTracker(lease.Config{Store: store, Name: "singular", Holder: "c0",
+		Duration: 10 * time.Second, Jitter: -1, RetryJitter: -1, Clock: clk})
+	require.NoError(t, err)
+	defer tr.Close()
+
+	f := newFakes(0)
+	s := NewStartup(testclock.NewClock(time.Time{}), f.steps(), retry)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	runs := make(chan uint64)
+	stopped := make(chan error)
+	singular := make(chan error, 1)
+	go func() {
+		singular <- s.RunSingular(ctx, tr, func(ctx context.Context, token uint64) error {
+			runs <- token
+			<-ctx.Done()
+			stopped <- context.Cause(ctx)
+			return nil
+		})
+	}()
+	if _, err := tr.Check(ctx, 0); err != nil { // the tracker leads...
+		t.Fatal(err)
+	}
+	select { // ...but the API port is not open yet
+	case token := <-runs:
+		t.Fatalf("the worker ran (token %d) before the API port opened", token)
+	default:
+	}
+	done := start(t, s)
+	f.upgradeDone <- nil
+	require.NoError(t, result(t, done))
+	first := <-runs
+
+	// A rival takes over behind our back (the store tells the tracker).
+	require.NoError(t, store.Revoke(ctx, lease.Grant{Name: "singular", Holder: "c0", Token: first}))
+	_, err = store.Claim(ctx, "singular", "c1", 5*time.Second)
+	require.NoError(t, err)
+	assert.ErrorIs(t, <-stopped, lease.ErrNotLeader)
+
+	// The rival's term runs out; c0 claims again and the worker runs again.
+	for {
+		r, err := leasetest.Step(ctx, tr, clk)
+		require.NoError(t, err)
+		if r.State == lease.Held {
+			break
+		}
+	}
+	assert.Greater(t, <-runs, first)
+	cancel()
+	<-stopped
+	require.ErrorIs(t, <-singular, context.Canceled)
 }

@@ -1,5 +1,7 @@
 // Package leasetest helps test code built on package lease: a contract test
-// that any lease.Store implementation can run (RunStoreContract), and a
+// that any lease.Store implementation can run (RunStoreContract), a way to
+// drive a lease.Tracker on a testclock with no sleeps (Settle waits until it
+// waits for the clock, Step moves the clock to its next store call), and a
 // fault-injecting Store wrapper (FaultStore) that makes a store time out,
 // hang, lose a lease, apply a call but report it as timed out, or answer
 // late on a test clock, so users can check that their own code tells
@@ -15,7 +17,10 @@
 //	}
 //
 //	store := leasetest.NewFaultStore(lease.NewMemStore(clk), clk)
+//	tr, _ := lease.NewTracker(lease.Config{Store: store, Clock: clk, ...})
+//	store.Always(leasetest.OpExtend, leasetest.Timeout) // renewals fail
+//	r, err := leasetest.Step(ctx, tr, clk) // the next renewal, answered
 //	store.Always(leasetest.OpExtend, leasetest.Hang) // renewals never answer
-//	// ... drive a lease.Tracker; store.WaitBlocked(ctx, 1) tells when a
-//	// call is in flight, so the test can advance clk past its timeout.
+//	// store.WaitBlocked(ctx, 1) tells when a call is in flight, so the
+//	// test can advance clk past its timeout; then Settle.
 package leasetest

@@ -1,0 +1,251 @@
+package lease
+
+import (
+	"context"
+	"errors"
+	"fmt"
+)
+
+// Lead runs fn each time this tracker comes to hold the lease, one run at a
+// time, and returns when ctx ends (ctx.Err()), when the tracker is closed
+// (an error matching ErrClosed), or with fn's own error.
+//
+// fn gets the Status it leads under and a ctx that ends — with a cause
+// (context.Cause) matching ErrNotLeader or ErrRenewalFailed — as soon as
+// that leadership can no longer be promised: at a definitive loss, a new
+// term, a step-down, a late-timer downgrade, or at the Until of the
+// latest confirmed renewal when no renewal was confirmed in time. An
+// ambiguous renewal failure while the promise still stands does not end
+// it. So fn that stops when its ctx ends never acts past a promise: pass
+// st.Token to what you guard, and stop on ctx.Done.
+//
+// When fn returns, Lead waits for the next time the tracker holds the
+// lease: if fn returns while this leadership lasts, Lead does not run it
+// again until the tracker has stopped leading and leads again. An error
+// fn returns because its ctx ended (one matching context.Canceled or the
+// ctx's cause) is not fn's own: Lead goes on. Any other error from fn ends
+// Lead and is returned as is.
+func (t *Tracker) Lead(ctx context.Context, fn func(ctx context.Context, st Status) error) error {
+	for {
+		s, err := t.awaitHeld(ctx)
+		if err != nil {
+			return err
+		}
+		ran, cause, err := t.runLeader(ctx, s, fn)
+		switch {
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case err != nil && !causedBy(err, cause):
+			return err
+		}
+		if ran && cause == nil {
+			// fn returned while still leading: wait for this leadership
+			// to end before the next.
+			if t.watch(s.status.Token, nil, ctx.Done()) == nil {
+				return ctx.Err()
+			}
+		}
+	}
+}
+
+// WithLeadership is Lead's one-run form: it runs fn once if this tracker
+// holds the lease now, with a ctx that ends as Lead's does, and returns
+// fn's error. When fn fails because its ctx ended for the lease, the error
+// also matches the lease error (ErrNotLeader, ErrRenewalFailed or
+// ErrClosed); context.Cause(ctx) inside fn tells the same.
+//
+// If the lease is not held, WithLeadership returns Check's error without
+// calling fn.
+func (t *Tracker) WithLeadership(ctx context.Context, fn func(ctx context.Context) error) error {
+	if _, err := t.Check(ctx, 0); err != nil {
+		return err
+	}
+	s := t.snap.Load()
+	ran, cause, err := t.runLeader(ctx, s, func(ctx context.Context, _ Status) error { return fn(ctx) })
+	switch {
+	case !ran:
+		return cause
+	case cause != nil && err != nil && errors.Is(err, context.Canceled) && !errors.Is(err, cause):
+		return fmt.Errorf("%w: %w", cause, err)
+	}
+	return err
+}
+
+// awaitHeld waits until the tracker holds the lease with a promise ahead,
+// and returns that snapshot.
+func (t *Tracker) awaitHeld(ctx context.Context) (*snapshot, error) {
+	for {
+		s := t.snap.Load()
+		switch {
+		case s.closed:
+			return nil, fmt.Errorf("lease %q: %w", t.cfg.Name, ErrClosed)
+		case s.status.State == Held && t.cfg.Clock.Now().Before(s.status.Until):
+			return s, nil
+		}
+		select {
+		case <-s.changed:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// runLeader runs fn under the leadership of s, unless that is already over
+// (ran false, and cause says why). cause is the lease error that ended
+// fn's ctx, nil if fn returned first.
+func (t *Tracker) runLeader(ctx context.Context, s *snapshot, fn func(context.Context, Status) error) (ran bool, cause, err error) {
+	token := s.status.Token
+	if cause := t.promised(t.snap.Load(), token); cause != nil {
+		return false, cause, nil
+	}
+	t.runMu.Lock()
+	if t.running == 0 {
+		t.runDone = make(chan struct{})
+	}
+	t.running++
+	t.runMu.Unlock()
+
+	lctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	stop := make(chan struct{})
+	lost := make(chan error, 1)
+	go func() { lost <- t.watch(token, cancel, stop) }()
+	err = func() error {
+		defer func() {
+			close(stop) // even if fn panics: the watcher must not leak
+			t.runMu.Lock()
+			if t.running--; t.running == 0 {
+				close(t.runDone)
+			}
+			t.runMu.Unlock()
+		}()
+		return fn(lctx, s.status)
+	}()
+	return true, <-lost, err
+}
+
+// causedBy reports whether fn's error err comes from its leadership ctx
+// ending with cause.
+func causedBy(err, cause error) bool {
+	return cause != nil && (errors.Is(err, context.Canceled) || errors.Is(err, cause))
+}
+
+// promised returns nil while snapshot s still promises the term token, and
+// the lease error that says why not otherwise.
+func (t *Tracker) promised(s *snapshot, token uint64) error {
+	if !s.closed && s.status.State == Held && s.status.Token != token {
+		return &NotLeaderError{Name: t.cfg.Name,
+			Err: fmt.Errorf("term %d is over (this tracker now leads term %d): %w", token, s.status.Token, ErrNotHeld)}
+	}
+	_, err := t.evaluate(s, t.cfg.Clock.Now(), 0)
+	return err
+}
+
+// watch waits until the term token stops being promised, calls cancel (if
+// not nil) with the lease error that says why, and returns it; it returns
+// nil once stop closes.
+func (t *Tracker) watch(token uint64, cancel context.CancelCauseFunc, stop <-chan struct{}) error {
+	for {
+		s := t.snap.Load()
+		if err := t.promised(s, token); err != nil {
+			if cancel != nil {
+				cancel(err)
+			}
+			return err
+		}
+		alarm := t.cfg.Clock.NewAlarm(s.status.Until)
+		select {
+		case <-s.changed:
+		case <-alarm.Chan():
+		case <-stop:
+			alarm.Stop()
+			return nil
+		}
+		alarm.Stop()
+	}
+}
+
+// Current returns the tracker's latest status and a channel that is closed
+// when it next changes: a claim, a renewal (a new Until), a loss, a drop to
+// Unknown, a step-down, Close. Any number of goroutines may follow the
+// tracker this way, each at its own pace; none can block the renewer or
+// another follower, and a follower that comes back late sees the latest
+// status, not a backlog:
+//
+//	for {
+//		st, changed := tr.Current()
+//		show(st)
+//		select {
+//		case <-changed:
+//		case <-ctx.Done():
+//			return
+//		}
+//	}
+//
+// A Held status is a promise only until its Until. After Close the status
+// is NotHeld and its channel is never closed: stop following on your own
+// ctx (Check tells ErrClosed).
+func (t *Tracker) Current() (Status, <-chan struct{}) {
+	s := t.snap.Load()
+	return s.status, s.changed
+}
+
+// Changes returns a channel that receives the tracker's status whenever it
+// changes, holding only the latest; it is closed, after a final NotHeld
+// status, when the tracker is closed. Read it from one goroutine.
+//
+// Deprecated: use Current, which any number of goroutines can follow.
+func (t *Tracker) Changes() <-chan Status {
+	t.changesOnce.Do(func() {
+		t.changes = make(chan Status, 1)
+		go t.feedChanges()
+	})
+	return t.changes
+}
+
+// feedChanges follows Current into Changes' channel, latest wins.
+func (t *Tracker) feedChanges() {
+	for {
+		s := t.snap.Load()
+		select {
+		case <-t.changes:
+		default:
+		}
+		t.changes <- s.status // the only sender, and the buffer is empty
+		if s.closed {
+			close(t.changes)
+			return
+		}
+		<-s.changed
+	}
+}
+
+// StepDown makes this tracker stop leading without closing it: its status
+// becomes NotHeld at once (Check answers ErrNotLeader, Lead functions see
+// their ctx end), it releases the term once every running Lead function
+// has returned (waiting no longer than the promise), and it stays a
+// follower — claiming again no sooner than one Duration later, when its
+// claim's answer names the new holder (NotHeld, Status.Holder). While it
+// does not lead, StepDown releases nothing and only holds back the next
+// claim.
+//
+// StepDown returns once released, with the store's error if the release
+// could not be confirmed (the term then runs out on its own), an error
+// wrapping ctx.Err() if ctx ends first (the step-down goes on), or an
+// error matching ErrClosed once the tracker is closed.
+func (t *Tracker) StepDown(ctx context.Context) error {
+	req := &stepDownRequest{done: make(chan struct{})}
+	select {
+	case t.stepDown <- req:
+	case <-t.exited:
+		return fmt.Errorf("lease %q: step down: %w", t.cfg.Name, ErrClosed)
+	case <-ctx.Done():
+		return fmt.Errorf("lease %q: step down: %w", t.cfg.Name, ctx.Err())
+	}
+	select {
+	case <-req.done:
+		return req.err
+	case <-ctx.Done():
+		return fmt.Errorf("lease %q: step down (still under way): %w", t.cfg.Name, ctx.Err())
+	}
+}

@@ -1,0 +1,50 @@
+package leasetest
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/juju/clock/testclock"
+
+	"github.com/coldstart-go/coldstart/lease"
+)
+
+// Settle waits until tr, running on clk, has settled: it has finished at
+// least minCalls store calls (lease.Report.Calls; 0 for any) and its
+// renewer waits for the clock — no store call in flight or asked for, the
+// next one scheduled at Report.NextCall, after clk.Now(). Nothing more
+// happens in tr until clk moves, a check or StepDown asks for a call, or a
+// LossNotifier signals. It returns tr's Report at that moment, or an
+// error wrapping ctx.Err() if ctx ends first (a store call blocked on
+// clk, such as FaultStore latency or a Hang, keeps tr from settling).
+//
+// Settle synchronises on clk.Alarms() (the renewer arms an alarm when it
+// goes idle), with no sleeps: do not read clk.Alarms() elsewhere while it
+// runs. A tracker that has been closed has settled.
+func Settle(ctx context.Context, tr *lease.Tracker, clk *testclock.Clock, minCalls uint64) (lease.Report, error) {
+	for {
+		r := tr.Report()
+		if r.Closed || r.Calls >= minCalls && !r.NextCall.IsZero() && r.NextCall.After(clk.Now()) {
+			return r, nil
+		}
+		select {
+		case <-clk.Alarms():
+		case <-ctx.Done():
+			return r, fmt.Errorf("leasetest: tracker %q not settled after %d of %d calls (state %v, a call in flight for %v): %w",
+				r.Name, r.Calls, minCalls, r.State, r.InCall, ctx.Err())
+		}
+	}
+}
+
+// Step settles tr, advances clk to the renewer's next store call, and
+// settles tr again once that call is done. It returns the Report then:
+// tr driven through one renewal, retry or claim with no sleeps. Step does
+// not move clk for store calls that wait on it (FaultStore latency).
+func Step(ctx context.Context, tr *lease.Tracker, clk *testclock.Clock) (lease.Report, error) {
+	r, err := Settle(ctx, tr, clk, 0)
+	if err != nil || r.Closed {
+		return r, err
+	}
+	clk.Advance(r.NextCall.Sub(clk.Now()))
+	return Settle(ctx, tr, clk, r.Calls+1)
+}

@@ -1,0 +1,163 @@
+package lease
+
+import (
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+)
+
+// Report is a point-in-time picture of a Tracker for people, logs, status
+// pages and metrics. Reading it costs a few atomic loads and a brief lock
+// that no Check answered from cache takes.
+type Report struct {
+	Name   string
+	State  State
+	Holder string    // as in Status
+	Token  uint64    // the fencing token of the term last confirmed
+	Until  time.Time // the promise, while State is Held
+	// Since is when the tracker entered State.
+	Since time.Time
+	// Err is why the lease is not Held, as Check would say it, or, while
+	// Held, the latest ambiguous renewal failure; nil when the last call
+	// succeeded.
+	Err    error
+	Closed bool
+
+	// Calls counts the store calls that finished (claims, extends and
+	// revokes), whatever their answer.
+	Calls uint64
+	// Claims counts the terms this tracker's claims were granted.
+	Claims uint64
+	// Renewals counts the extends the store confirmed.
+	Renewals uint64
+	// Ambiguous counts the calls whose outcome is unknown: a timeout, a
+	// lost connection, a store without quorum (not ErrNotSent).
+	Ambiguous uint64
+	// NotSent counts the calls the store never sent (ErrNotSent).
+	NotSent uint64
+	// Losses counts the definitive answers that the lease is not ours: a
+	// claim denied (someone else holds it) or a term over.
+	Losses uint64
+	// Transitions counts the changes of State.
+	Transitions uint64
+	// UnknownFor is the total time spent Unknown, the current stretch
+	// included.
+	UnknownFor time.Duration
+	// LastCall is how long the last finished store call took; LastCallEnd
+	// is when it finished (zero before the first).
+	LastCall    time.Duration
+	LastCallEnd time.Time
+	// InCall is how long the store call now in flight has run; zero when
+	// none is.
+	InCall time.Duration
+	// NextCall is when the renewer will next call the store, if nothing
+	// asks it sooner; zero while a call is in flight or asked for, or while
+	// the renewer was busy as the Report was taken.
+	NextCall time.Time
+}
+
+// Report returns the tracker's state and counters now.
+func (t *Tracker) Report() Report {
+	// next is read before and after the rest: only if the renewer was
+	// waiting throughout is the Report one state, with its NextCall.
+	t.mu.Lock()
+	next := t.next
+	t.mu.Unlock()
+	s := t.snap.Load()
+	now := t.cfg.Clock.Now()
+	c := &t.counters
+	r := Report{
+		Name: t.cfg.Name, State: s.status.State, Holder: s.status.Holder, Token: s.status.Token,
+		Until: s.status.Until, Since: s.since, Err: s.cause, Closed: s.closed,
+		Calls: c.calls.Load(), Claims: c.claims.Load(), Renewals: c.renewals.Load(),
+		Ambiguous: c.ambiguous.Load(), NotSent: c.notSent.Load(), Losses: c.losses.Load(),
+		Transitions: c.transitions.Load(),
+		UnknownFor:  time.Duration(c.unknownNanos.Load()),
+		LastCall:    time.Duration(c.lastLatency.Load()),
+	}
+	switch {
+	case s.closed:
+		r.Err = nil
+	case s.status.State == Unknown:
+		r.UnknownFor += now.Sub(s.since)
+		fallthrough
+	case s.status.State == NotHeld:
+		_, r.Err = t.evaluate(s, now, 0) // as Check says it
+	}
+	if end := c.lastEnd.Load(); end != 0 {
+		r.LastCallEnd = time.Unix(0, end).In(now.Location())
+	}
+	if start := c.callStart.Load(); start != 0 {
+		r.InCall = now.Sub(time.Unix(0, start))
+	}
+	t.mu.Lock()
+	if t.next.Equal(next) {
+		r.NextCall = next
+	}
+	t.mu.Unlock()
+	return r
+}
+
+// Alive is a liveness check for /livez: it returns an error only when the
+// tracker itself is stuck — a store call has been in flight for more than
+// twice CallTimeout, although every call is cut off at CallTimeout, so the
+// Store ignores its ctx and the renewer cannot go on. A restart may fix
+// that. A store that fails or is slow, and another holder leading, are not
+// the tracker being stuck, and Alive stays nil: restarting would not help
+// (use Check or Report for readiness). After Close, Alive returns nil.
+func (t *Tracker) Alive() error {
+	start := t.counters.callStart.Load()
+	if start == 0 {
+		return nil
+	}
+	in := t.cfg.Clock.Now().Sub(time.Unix(0, start))
+	if in <= 2*t.cfg.CallTimeout {
+		return nil
+	}
+	return fmt.Errorf("lease %q: tracker stuck: a store call has not returned for %v "+
+		"(CallTimeout %v): the Store does not end calls when their context does",
+		t.cfg.Name, in, t.cfg.CallTimeout)
+}
+
+// storeOp is the kind of a store call, for the counters.
+type storeOp int
+
+const (
+	opClaim storeOp = iota
+	opExtend
+	opRevoke
+)
+
+// counters are the Report's counters: written by the renewer, read by
+// Report with atomic loads.
+type counters struct {
+	calls, claims, renewals, ambiguous, notSent, losses, transitions atomic.Uint64
+	unknownNanos                                                     atomic.Int64
+	lastLatency, lastEnd                                             atomic.Int64
+	// callStart is when the store call in flight started (UnixNano on the
+	// tracker's clock), 0 when none is.
+	callStart atomic.Int64
+}
+
+// called counts a finished store call.
+func (c *counters) called(op storeOp, err error, latency time.Duration, end time.Time) {
+	c.calls.Add(1)
+	c.lastLatency.Store(int64(latency))
+	c.lastEnd.Store(end.UnixNano())
+	switch {
+	case err == nil && op == opClaim:
+		c.claims.Add(1)
+	case err == nil && op == opExtend:
+		c.renewals.Add(1)
+	case err == nil:
+	case errors.Is(err, ErrHeld) || errors.Is(err, ErrNotHeld):
+		if op != opRevoke {
+			c.losses.Add(1)
+		}
+	case errors.Is(err, ErrNotSent):
+		c.notSent.Add(1)
+	default:
+		c.ambiguous.Add(1)
+	}
+}
