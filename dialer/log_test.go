@@ -123,6 +123,39 @@ func TestPreferLocalFallbackSaysWhy(t *testing.T) {
 	assert.Equal(t, dialer.Report{PeerDials: 1, Fallbacks: 1}, d.Report())
 }
 
+// TestPreferLocalFallbackToASlowLocalSaysSo: a local controller that does
+// not answer is not "context canceled" (its attempts are cut short when
+// the peer wins), but too slow.
+func TestPreferLocalFallbackToASlowLocalSaysSo(t *testing.T) {
+	h := logtest.New()
+	peer := startServer(t, "peer", "127.0.0.1:0", nil)
+	clk := newClock()
+	const port = 17071
+	d := mustNew(t, dialer.Config{
+		LocalPort: port, Policy: dialer.PreferLocal,
+		Remote: func() []string { return []string{peer.addr()} },
+		Clock:  clk, Logger: h.Logger(),
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			if addr != peer.addr() {
+				<-ctx.Done() // the local controller never answers
+				return nil, ctx.Err()
+			}
+			return (&net.Dialer{}).DialContext(ctx, network, addr)
+		},
+	})
+	defer d.Close()
+	done := goDial(context.Background(), d)
+	require.NoError(t, clk.WaitAdvance(250*time.Millisecond, waitFor, 1)) // 127.0.0.1's head start
+	require.NoError(t, clk.WaitAdvance(250*time.Millisecond, waitFor, 1)) // [::1]'s
+	r := result(t, done)
+	require.NoError(t, r.err)
+	require.NoError(t, r.conn.Close())
+	assert.Equal(t, peer.addr(), r.route.Addr)
+	recs := h.Matching(msgRoute)
+	require.Len(t, recs, 1)
+	assert.Equal(t, "local controller did not answer within HeadStart 250ms", recs[0].Str("err"))
+}
+
 // TestPeersOnlyIsNoFallback: a machine without a controller dials peers
 // as its route: no fallback, and no "why" to give.
 func TestPeersOnlyIsNoFallback(t *testing.T) {

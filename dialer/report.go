@@ -103,10 +103,12 @@ func (c *connector[T]) whyPeer() error {
 	if cfg.Policy == RequireLocalWhenReady {
 		return fmt.Errorf("%w within LocalReadyGrace %v", ErrLocalNotReady, cfg.LocalReadyGrace)
 	}
+	// A local attempt cut short by the peer's win failed with the round's
+	// cancellation, which says nothing about the local controller.
 	var last error
 	for _, a := range c.attempts {
-		if a.Local && a.Err != nil {
-			last = a.Err
+		if err := c.real[a.Addr]; a.Local && err != nil {
+			last = err
 		}
 	}
 	if last != nil {

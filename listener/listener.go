@@ -35,7 +35,6 @@ var acceptBackoff = backoff.Policy{Min: 5 * time.Millisecond, Max: time.Second}
 type Listener struct {
 	cfg      Config
 	clk      clock.Clock
-	log      *slog.Logger         // nil: no logs
 	agg      *logcount.Aggregator // the ports' per-connection counts
 	listen   func(network, addr string) (net.Listener, error)
 	limiter  *rate.Limiter // nil: API port unlimited; used only by the API goroutine
@@ -129,7 +128,6 @@ func newListener(cfg Config, listen func(network, addr string) (net.Listener, er
 	l := &Listener{
 		cfg:         cfg,
 		clk:         cfg.Clock,
-		log:         cfg.Logger,
 		listen:      listen,
 		ctrl:        portState{port: Controller},
 		api:         portState{port: API},
@@ -233,15 +231,16 @@ func (l *Listener) bound(p Port, addr net.Addr) {
 
 // logPort logs a port's transition, with its address and error if any.
 func (l *Listener) logPort(level slog.Level, msg string, p Port, addr string, err error) {
-	if l.log == nil {
+	log := l.cfg.Logger
+	if log == nil {
 		return
 	}
 	if err != nil {
-		l.log.LogAttrs(context.Background(), level, msg,
+		log.LogAttrs(context.Background(), level, msg,
 			slog.String("port", p.String()), slog.String("addr", addr), slog.Any("err", err))
 		return
 	}
-	l.log.LogAttrs(context.Background(), level, msg, slog.String("port", p.String()), slog.String("addr", addr))
+	log.LogAttrs(context.Background(), level, msg, slog.String("port", p.String()), slog.String("addr", addr))
 }
 
 // counters makes the port's logged counters, one record per interval for
