@@ -648,3 +648,58 @@ func percentile(ds []time.Duration, p float64) time.Duration {
 	i := int(math.Ceil(p/100*float64(len(s)))) - 1
 	return s[max(i, 0)]
 }
+
+// BenchmarkAcceptPath is the Listener's own work per connection, without
+// the sockets that dominate BenchmarkAccept (and its noise): the inner
+// listener hands out a no-op conn at once, so an op is the port
+// goroutine's accept, wrap and hand-off, and Accept's receive and Close.
+// Each case runs bare and with a Logger; the accept path never calls the
+// logger, so the pair should match.
+func BenchmarkAcceptPath(b *testing.B) {
+	for _, port := range []listener.Port{listener.Controller, listener.API} {
+		for _, logged := range []bool{false, true} {
+			name := port.String()
+			cfg := listener.Config{}
+			if logged {
+				name, cfg.Logger = name+"+logger", discardLogger()
+			}
+			b.Run(name, func(b *testing.B) {
+				fakes := []net.Listener{instantListener{}, nil}
+				if port == listener.API {
+					fakes = []net.Listener{nil, instantListener{}}
+				}
+				l, err := listener.NewWithListen(loopback(cfg), (&listenSeq{fakes: fakes}).listen)
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer l.Close()
+				if port == listener.API {
+					if err := l.OpenAPI(); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.ReportAllocs()
+				for b.Loop() {
+					c, err := l.Accept()
+					if err != nil {
+						b.Fatal(err)
+					}
+					c.Close()
+				}
+			})
+		}
+	}
+}
+
+// instantListener accepts a no-op conn at once, until it is closed (it
+// never is: the Listener's Close ends the loop by its quit channel, and
+// the conn it holds then is closed unserved).
+type instantListener struct{}
+
+func (instantListener) Accept() (net.Conn, error) { return nopConn{}, nil }
+func (instantListener) Close() error              { return nil }
+func (instantListener) Addr() net.Addr            { return &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 9} }
+
+type nopConn struct{ net.Conn }
+
+func (nopConn) Close() error { return nil }
