@@ -10,10 +10,10 @@
 //	g := agg.Group(slog.LevelInfo, "connections rate-limited or refused", slog.String("port", "api"))
 //	limited, refused := g.Counter("rate_limited"), g.Counter("refused")
 //	...
-//	limited.Inc()            // on the hot path
+//	limited.Inc()                  // on the hot path
 //	r.RateLimited = limited.Load() // in Report
 //	...
-//	agg.Close()              // flushes what is pending
+//	agg.Close()                    // logs what is pending
 package logcount
 
 import (
