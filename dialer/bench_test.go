@@ -3,6 +3,7 @@ package dialer_test
 import (
 	"context"
 	"io"
+	"log/slog"
 	"math"
 	"math/rand/v2"
 	"net"
@@ -179,26 +180,37 @@ func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond)
 
 // BenchmarkDialReady is the steady state of a ready controller: Dial on
 // loopback beside a bare net.Dialer to the same listener, showing the
-// dialer's own overhead.
+// dialer's own overhead, and with a Logger (a call counts with an atomic
+// add either way; with a Logger it also loads two atomics; the route is
+// logged once, the counts once per 10 s). 12 rounds, each running the
+// three in turn: dialer+logger / dialer, median of the per-round ratios,
+// 0.996 (single rounds 0.71-1.26); 42 allocs and 2,636 B an op in both.
 func BenchmarkDialReady(b *testing.B) {
 	ready := make(chan struct{})
 	close(ready)
 	port := acceptAndClose(b)
-	d, err := dialer.New(dialer.Config{LocalPort: port, LocalReady: ready})
-	if err != nil {
-		b.Fatal(err)
-	}
 	ctx := context.Background()
-	b.Run("dialer", func(b *testing.B) {
-		b.ReportAllocs()
-		for b.Loop() {
-			conn, _, err := d.Dial(ctx)
-			if err != nil {
-				b.Fatal(err)
-			}
-			conn.Close()
+	for _, logged := range []bool{false, true} {
+		name, cfg := "dialer", dialer.Config{LocalPort: port, LocalReady: ready}
+		if logged {
+			name, cfg.Logger = "dialer+logger", slog.New(slog.NewTextHandler(io.Discard, nil))
 		}
-	})
+		d, err := dialer.New(cfg)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Run(name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				conn, _, err := d.Dial(ctx)
+				if err != nil {
+					b.Fatal(err)
+				}
+				conn.Close()
+			}
+		})
+		d.Close()
+	}
 	b.Run("net.Dialer", func(b *testing.B) {
 		b.ReportAllocs()
 		var nd net.Dialer

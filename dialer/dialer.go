@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"log/slog"
 	"math/rand/v2"
 	"net"
 	"os"
@@ -11,12 +12,14 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/juju/clock"
 	jujuerrors "github.com/juju/errors"
 
 	"github.com/coldstart-go/coldstart/internal/backoff"
+	"github.com/coldstart-go/coldstart/internal/logcount"
 )
 
 // Policy decides which addresses a Dial may use.
@@ -83,6 +86,12 @@ type Dialer struct {
 	local []string       // literal loopback addresses, IPv4 first; empty with LocalPort 0
 	retry backoff.Policy // the pause between failed rounds
 
+	// The calls' counts for Report, logged per interval by agg.
+	agg                              *logcount.Aggregator
+	localDials, peerDials, fallbacks *logcount.Counter
+	failures                         *logcount.Counter
+	lastRoute                        atomic.Int32 // the routeKind last logged
+
 	// mu guards holdoff: addresses whose server asked for a pause, shared by
 	// every Dial so that a caller looping on Dial does not hammer them.
 	mu      sync.Mutex
@@ -101,6 +110,10 @@ func New(cfg Config) (*Dialer, error) {
 	}
 	cfg = cfg.withDefaults()
 	d := &Dialer{cfg: cfg, holdoff: make(map[string]holdoff)}
+	d.agg = logcount.New(logcount.Config{Logger: cfg.Logger, Clock: cfg.Clock})
+	g := d.agg.Group(slog.LevelInfo, "dials")
+	d.localDials, d.peerDials, d.fallbacks = g.Counter("local"), g.Counter("peer"), g.Counter("fallbacks")
+	d.failures = d.agg.Group(slog.LevelWarn, "dials failed").Counter("failures")
 	// MinBackoff doubled per failed round, capped at MaxBackoff, drawn
 	// from [b/2, b] so that agents failing together spread out.
 	d.retry = backoff.Policy{Min: cfg.MinBackoff, Max: cfg.MaxBackoff, Jitter: 0.5}
@@ -189,6 +202,7 @@ type connector[T io.Closer] struct {
 	ready     bool            // LocalReady has been seen closed
 	graceOver bool            // LocalReadyGrace ran out before LocalReady closed
 	retry     backoff.Backoff // failed rounds (since local became ready)
+	fellBack  bool            // a peer has been dialled although there is a local controller
 }
 
 type outcome int
@@ -218,7 +232,7 @@ func (c *connector[T]) connect(ctx context.Context) (T, Route, error) {
 			v, addr, out := c.race(ctx, eligible, p.abort)
 			switch out {
 			case won:
-				return v, c.d.route(addr), nil
+				return v, c.won(addr), nil
 			case readyFired:
 				c.localReady()
 				continue
@@ -383,6 +397,10 @@ func (r *round[T]) launch() bool {
 	r.next++
 	r.inflight++
 	r.c.tried(addr)
+	if c := r.c; !c.fellBack && c.d.cfg.LocalPort != 0 && !c.d.isLocal(addr) {
+		c.fellBack = true
+		c.d.fallbacks.Inc()
+	}
 	// The attempt gets only what it needs, not r, so that r stays on
 	// race's stack.
 	go openOne(r.ctx, r.c.open, addr, r.results)
@@ -547,6 +565,12 @@ func (c *connector[T]) failed(addr string, err error, cancelled bool) {
 }
 
 func (c *connector[T]) fail(err error) error {
+	derr := c.dialError(err)
+	c.d.failures.IncErr(derr)
+	return derr
+}
+
+func (c *connector[T]) dialError(err error) *DialError {
 	cfg := &c.d.cfg
 	attempts := slices.Clone(c.attempts)
 	for i, a := range attempts {

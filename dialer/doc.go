@@ -52,4 +52,19 @@
 // github.com/coldstart-go/coldstart/dialer/grpcdialer) returns a
 // grpc.ClientConn whose resolver hands it the local address, so that gRPC
 // connects there and drains the peer connection itself.
+//
+// # Logs and counters
+//
+// With Config.Logger set, a Dialer logs its route each time it changes:
+// "route chosen" (Info) with route ("local" or "peer"), addr and, for a
+// peer of a machine that has a controller, err — why it fell back: the
+// local controller was not ready within LocalReadyGrace, or the local
+// dial's failure. Transport and grpcdialer log their move home once ("http
+// transport moved home", with inflight, and "grpc client moved home";
+// route=local). Calls are never a record each: at most once per 10 s
+// while they happen, "dials" (Info; the counts local, peer and fallbacks
+// since the last record, and interval) and "dials failed" (Warn; failures,
+// interval, and err, the latest *DialError). Report has the same counters,
+// cumulative: LocalDials, PeerDials, Fallbacks, Failures. Close logs the
+// counts still pending; a Dialer without a Logger needs no Close.
 package dialer

@@ -3,6 +3,7 @@ package dialer
 import (
 	"context"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"sync"
@@ -17,7 +18,9 @@ import (
 // the idle connections to peers are closed at once, and a connection busy
 // with a request (or an upgraded connection, such as a websocket) is left
 // to finish it and closed only after. No request fails because of the
-// move.
+// move. With the Dialer's Config.Logger, the move is logged once ("http
+// transport moved home", route=local, inflight: the requests still
+// finishing on peer connections).
 //
 // The request's URL names the service, not the machine: its host is sent
 // as the Host header (and, over https, checked against the certificate),
@@ -141,6 +144,10 @@ func (t *Transport) CloseIdleConnections() {
 func (t *Transport) move() {
 	if !t.moved.CompareAndSwap(false, true) {
 		return
+	}
+	if log := t.d.cfg.Logger; log != nil {
+		log.LogAttrs(context.Background(), slog.LevelInfo, "http transport moved home",
+			slog.String("route", routeLocal.String()), slog.Int64("inflight", t.inflight.Load()))
 	}
 	t.before.CloseIdleConnections()
 	if t.inflight.Load() == 0 {

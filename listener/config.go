@@ -1,6 +1,7 @@
 package listener
 
 import (
+	"log/slog"
 	"math"
 	"net"
 	"strconv"
@@ -89,9 +90,17 @@ type Config struct {
 	// number first, still works); Close does.
 	OpenAPIWhen <-chan struct{}
 
-	// Clock times the API rate limit and the accept-error backoff. If it
-	// is nil, clock.WallClock is used.
+	// Clock times the API rate limit, the accept-error backoff and the
+	// interval of the counts logged. If it is nil, clock.WallClock is used.
 	Clock clock.Clock
+
+	// Logger, if not nil, receives a record when a port is bound, opened
+	// or closed, when the API port fails to open and when an accept fails
+	// for good (keys port, addr, err), and, at most once per 10 s while
+	// they happen, the counts of connections rate-limited or refused and
+	// of accept errors retried (never a record per connection). nil means
+	// no logs. Close logs the counts still pending.
+	Logger *slog.Logger
 
 	// OnBound, if not nil, is called with each real bound address (the
 	// kernel's choice for port 0) when a port is bound: the controller

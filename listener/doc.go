@@ -40,6 +40,22 @@
 //	l, err := listener.New(listener.Config{..., OpenAPIWhen: stable.Unlocked()})
 //	board.Watch("api-port", l.APIOpened(), l.APIFailed())
 //
+// # Logs and counters
+//
+// With Config.Logger set, the listener logs each transition of a port as
+// one record with the keys port ("controller" or "api") and addr: "port
+// bound", "port opened" and "port closed" at Info, "port failed to open"
+// (the API port's bind failure) and "accept failed" (the listener is dead)
+// at Error, with err. Per-connection events are never a record each: at
+// most once per 10 s while they happen, each port logs
+// "connections rate-limited or refused" (Info; the counts rate_limited and
+// refused since its last record, and interval) and "accept errors retried"
+// (Warn; errors, interval, and err, the latest). Close logs the counts
+// still pending. Report has the same counts per port, cumulative —
+// Accepted, RateLimited, Refused, TemporaryErrors — beside Throttled (the
+// time waited) and Conns (open now). The accept path never touches the
+// logger: a count is an atomic add.
+//
 // # HTTP and gRPC on one listener
 //
 // gRPC clients speak HTTP/2; over plain TCP that is h2c with prior

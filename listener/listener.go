@@ -1,9 +1,11 @@
 package listener
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -14,6 +16,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/coldstart-go/coldstart/internal/backoff"
+	"github.com/coldstart-go/coldstart/internal/logcount"
 )
 
 // acceptBackoff paces retries of temporary accept errors as
@@ -32,6 +35,7 @@ var acceptBackoff = backoff.Policy{Min: 5 * time.Millisecond, Max: time.Second}
 type Listener struct {
 	cfg      Config
 	clk      clock.Clock
+	agg      *logcount.Aggregator // the ports' per-connection counts
 	listen   func(network, addr string) (net.Listener, error)
 	limiter  *rate.Limiter // nil: API port unlimited; used only by the API goroutine
 	sem      chan struct{} // nil: no API cap; a slot per open API conn
@@ -90,13 +94,16 @@ func newSession() *session {
 // end closes quit; it is safe to call more than once.
 func (s *session) end() { s.quitOnce.Do(func() { close(s.quit) }) }
 
-// portState holds one port's counters for Report.
+// portState holds one port's counters for Report. The logcount counters
+// are also logged, as counts per interval.
 type portState struct {
 	port      Port
 	accepted  atomic.Uint64
 	throttled atomic.Int64 // nanoseconds
 	conns     atomic.Int64
-	tempErrs  atomic.Uint64
+
+	rateLimited, refused *logcount.Counter
+	tempErrs             *logcount.Counter
 
 	errMu       sync.Mutex
 	lastTempErr error
@@ -134,6 +141,9 @@ func newListener(cfg Config, listen func(network, addr string) (net.Listener, er
 	if l.clk == nil {
 		l.clk = clock.WallClock
 	}
+	l.agg = logcount.New(logcount.Config{Logger: cfg.Logger, Clock: l.clk})
+	l.ctrl.counters(l.agg)
+	l.api.counters(l.agg)
 	if cfg.limited() {
 		l.limiter = rate.NewLimiter(cfg.APIRate, cfg.burst())
 	}
@@ -145,7 +155,7 @@ func newListener(cfg Config, listen func(network, addr string) (net.Listener, er
 		return nil, &PortError{Port: Controller, Op: opBind, Addr: cfg.ControllerAddr, Err: err}
 	}
 	l.ctrlLn, l.ctrlAddr = ctrlLn, ctrlLn.Addr()
-	l.notify(Controller, l.ctrlAddr)
+	l.bound(Controller, l.ctrlAddr)
 	if cfg.BindAPIEarly {
 		apiLn, err := listen("tcp", cfg.APIAddr)
 		if err != nil {
@@ -153,10 +163,11 @@ func newListener(cfg Config, listen func(network, addr string) (net.Listener, er
 			return nil, &PortError{Port: API, Op: opBind, Addr: cfg.APIAddr, Err: err}
 		}
 		l.apiLn, l.apiBindAddr = apiLn, apiLn.Addr().String()
-		l.notify(API, apiLn.Addr())
+		l.bound(API, apiLn.Addr())
 	}
 	l.wg.Add(1)
 	go l.serve(&l.ctrl, ctrlLn, l.done, l.ctrlCh, nil)
+	l.logPort(slog.LevelInfo, "port opened", Controller, l.ctrlAddr.String(), nil)
 	if cfg.OpenAPIWhen != nil {
 		l.wg.Add(1)
 		go l.openAPIWhen(cfg.OpenAPIWhen)
@@ -210,10 +221,35 @@ func (l *Listener) APIErr() error {
 	return l.apiErr
 }
 
-func (l *Listener) notify(p Port, addr net.Addr) {
+// bound logs a port's bound address and reports it to OnBound.
+func (l *Listener) bound(p Port, addr net.Addr) {
+	l.logPort(slog.LevelInfo, "port bound", p, addr.String(), nil)
 	if l.cfg.OnBound != nil {
 		l.cfg.OnBound(p, addr)
 	}
+}
+
+// logPort logs a port's transition, with its address and error if any.
+func (l *Listener) logPort(level slog.Level, msg string, p Port, addr string, err error) {
+	log := l.cfg.Logger
+	if log == nil {
+		return
+	}
+	if err != nil {
+		log.LogAttrs(context.Background(), level, msg,
+			slog.String("port", p.String()), slog.String("addr", addr), slog.Any("err", err))
+		return
+	}
+	log.LogAttrs(context.Background(), level, msg, slog.String("port", p.String()), slog.String("addr", addr))
+}
+
+// counters makes the port's logged counters, one record per interval for
+// each group.
+func (p *portState) counters(agg *logcount.Aggregator) {
+	port := slog.String("port", p.port.String())
+	g := agg.Group(slog.LevelInfo, "connections rate-limited or refused", port)
+	p.rateLimited, p.refused = g.Counter("rate_limited"), g.Counter("refused")
+	p.tempErrs = agg.Group(slog.LevelWarn, "accept errors retried", port).Counter("errors")
 }
 
 // Accept waits for and returns the next connection from either port,
@@ -239,6 +275,7 @@ func (l *Listener) Accept() (net.Conn, error) {
 	select {
 	case <-l.done:
 		_ = c.Close()
+		c.state.refused.Inc()
 		return nil, l.doneErr()
 	default:
 	}
@@ -303,6 +340,7 @@ func (l *Listener) stopAPI() (exited <-chan struct{}, err error) {
 	}
 	if ln != nil {
 		err = closeSocket(ln)
+		l.logPort(slog.LevelInfo, "port closed", API, ln.Addr().String(), nil)
 	}
 	return exited, err
 }
@@ -326,6 +364,8 @@ func (l *Listener) Close() error {
 			err = apiErr
 		}
 		l.wg.Wait()
+		l.logPort(slog.LevelInfo, "port closed", Controller, l.ctrlAddr.String(), nil)
+		l.agg.Close() // after the accept loops: their last counts are in
 	})
 	return err
 }
@@ -373,11 +413,23 @@ func (l *Listener) OpenAPI() error {
 
 	if ln == nil {
 		if ln, err = l.listen("tcp", addr); err != nil {
-			return &PortError{Port: API, Op: opBind, Addr: addr, Err: err}
+			err = &PortError{Port: API, Op: opBind, Addr: addr, Err: err}
+			l.logPort(slog.LevelError, "port failed to open", API, addr, err)
+			return err
 		}
-		l.notify(API, ln.Addr())
+		l.bound(API, ln.Addr())
 	}
 
+	if err := l.startAPI(ln); err != nil {
+		return err
+	}
+	l.logPort(slog.LevelInfo, "port opened", API, ln.Addr().String(), nil)
+	return nil
+}
+
+// startAPI starts the API port's accept loop on ln, unless the listener
+// has ended meanwhile.
+func (l *Listener) startAPI(ln net.Listener) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if err := l.endedLocked(); err != nil {
@@ -468,6 +520,7 @@ func (l *Listener) serve(p *portState, ln net.Listener, quit <-chan struct{}, ou
 		p.accepted.Add(1)
 		if limiter != nil && !l.throttle(p, limiter, quit) {
 			_ = c.Close()
+			p.refused.Inc()
 			if sem != nil {
 				<-sem
 			}
@@ -479,6 +532,7 @@ func (l *Listener) serve(p *portState, ln net.Listener, quit <-chan struct{}, ou
 		case out <- wc:
 		case <-quit:
 			_ = wc.Close()
+			p.refused.Inc()
 			return
 		}
 	}
@@ -493,7 +547,9 @@ func (l *Listener) retryAccept(p *portState, ln net.Listener, err error, retry *
 		return false
 	}
 	if !temporary(err) {
-		l.stop(&PortError{Port: p.port, Op: opAccept, Addr: ln.Addr().String(), Err: err})
+		perr := &PortError{Port: p.port, Op: opAccept, Addr: ln.Addr().String(), Err: err}
+		l.logPort(slog.LevelError, "accept failed", p.port, perr.Addr, err)
+		l.stop(perr)
 		return false
 	}
 	p.noteTempErr(err, l.clk.Now())
@@ -518,6 +574,7 @@ func (l *Listener) throttle(p *portState, limiter *rate.Limiter, quit <-chan str
 	if d <= 0 {
 		return true
 	}
+	p.rateLimited.Inc()
 	ok := backoff.SleepUntil(quit, l.clk, d)
 	end := l.clk.Now()
 	p.throttled.Add(int64(end.Sub(now)))
@@ -562,7 +619,7 @@ func temporary(err error) bool {
 }
 
 func (p *portState) noteTempErr(err error, at time.Time) {
-	p.tempErrs.Add(1)
+	p.tempErrs.IncErr(err)
 	p.errMu.Lock()
 	p.lastTempErr, p.lastTempAt = err, at
 	p.errMu.Unlock()

@@ -27,6 +27,16 @@ type PortReport struct {
 	// Accepted counts connections accepted from the kernel on the port,
 	// including one held while the rate limit delays its hand-off.
 	Accepted uint64
+	// RateLimited counts the accepted connections whose hand-off the rate
+	// limit delayed (the API port's; always 0 on the controller port).
+	RateLimited uint64
+	// Refused counts the accepted connections the listener closed unserved
+	// because the port closed under them (CloseAPI or Close while one
+	// waited for the rate limit or for Accept). Agents refused by the
+	// kernel never reach the process and are not counted: those dialling
+	// an API port not open (unbound), and those still in the kernel's
+	// accept queue when CloseAPI releases the socket.
+	Refused uint64
 	// Throttled is the total time the port's accept loop waited for the
 	// rate limit or the connection cap (on the injected clock).
 	Throttled time.Duration
@@ -73,6 +83,8 @@ func (p *portState) report(addr net.Addr, open bool) PortReport {
 		Addr:            addr,
 		Open:            open,
 		Accepted:        p.accepted.Load(),
+		RateLimited:     p.rateLimited.Load(),
+		Refused:         p.refused.Load(),
 		Throttled:       time.Duration(p.throttled.Load()),
 		Conns:           int(p.conns.Load()),
 		TemporaryErrors: p.tempErrs.Load(),

@@ -2,6 +2,7 @@ package grpcdialer
 
 import (
 	"context"
+	"log/slog"
 	"net"
 	"sync"
 
@@ -38,7 +39,8 @@ var (
 // address, and gRPC connects anew (the Dialer now dials loopback only) and
 // drains the old connection itself: RPCs in flight on it run to their end,
 // new RPCs wait for the local connection (they are not failed), and the
-// ClientConn is never closed under them.
+// ClientConn is never closed under them. With the Dialer's Config.Logger,
+// the move is logged once ("grpc client moved home", route=local).
 //
 // opts are given to grpc.NewClient before NewClient's own two, a resolver
 // and a context dialer, which therefore win: the Dialer's Config.DialContext
@@ -51,7 +53,7 @@ func NewClient(d *dialer.Dialer, opts ...grpc.DialOption) (*grpc.ClientConn, err
 		return nil, jujuerrors.NotValidf("nil Dialer")
 	}
 	opts = append(opts[:len(opts):len(opts)],
-		grpc.WithResolvers(&builder{ready: d.LocalReady()}),
+		grpc.WithResolvers(&builder{ready: d.LocalReady(), log: d.Logger()}),
 		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) {
 			c, _, err := d.Dial(ctx)
 			return c, err
@@ -62,7 +64,11 @@ func NewClient(d *dialer.Dialer, opts ...grpc.DialOption) (*grpc.ClientConn, err
 
 // builder builds the resolver of one ClientConn (again after it leaves
 // idle mode).
-type builder struct{ ready <-chan struct{} }
+type builder struct {
+	ready <-chan struct{}
+	log   *slog.Logger // the Dialer's; nil: no logs
+	moved sync.Once    // the move is logged once per ClientConn
+}
 
 func (b *builder) Scheme() string { return scheme }
 
@@ -76,7 +82,7 @@ func (b *builder) Build(_ resolver.Target, cc resolver.ClientConn, _ resolver.Bu
 		close(r.exited)
 		return nil, err
 	}
-	go r.watch(b.ready, cc)
+	go r.watch(b, cc)
 	return r, nil
 }
 
@@ -96,13 +102,18 @@ type moveResolver struct {
 	exited   chan struct{} // closed when watch has returned (or never ran)
 }
 
-func (r *moveResolver) watch(ready <-chan struct{}, cc resolver.ClientConn) {
+func (r *moveResolver) watch(b *builder, cc resolver.ClientConn) {
 	defer close(r.exited)
 	select {
-	case <-ready:
+	case <-b.ready:
 		// The balancer (pick_first, or any other) drops the anyRoute
 		// SubConn, which closes its transport gracefully.
 		_ = cc.UpdateState(resolver.State{Addresses: []resolver.Address{localRoute}})
+		if b.log != nil {
+			b.moved.Do(func() {
+				b.log.LogAttrs(context.Background(), slog.LevelInfo, "grpc client moved home", slog.String("route", "local"))
+			})
+		}
 	case <-r.quit:
 	}
 }

@@ -2,6 +2,7 @@ package grpcdialer_test
 
 import (
 	"context"
+	"log/slog"
 	"net"
 	"sync"
 	"testing"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/coldstart-go/coldstart/dialer"
 	"github.com/coldstart-go/coldstart/dialer/grpcdialer"
+	"github.com/coldstart-go/coldstart/internal/logtest"
 )
 
 const waitFor = 5 * time.Second // how long a test waits for an event that must happen
@@ -216,19 +218,23 @@ func waitLeaves(t *testing.T, cc *grpc.ClientConn, s connectivity.State) {
 // listening the ClientConn works through a peer; when LocalReady closes it
 // connects locally, the RPC in flight on the peer runs to its end there,
 // new RPCs go local (none fails, none reaches the peer), the peer
-// connection closes once drained, and the ClientConn is never closed.
+// connection closes once drained, and the ClientConn is never closed. The
+// Dialer's logger has the move once, beside the two routes.
 func TestClientMovesHomeWhenLocalReadyCloses(t *testing.T) {
 	peerLn := listenLoopback(t)
 	peer := startGRPC(t, "peer", peerLn)
 	local := reserve(t) // not listening yet
 	ready := make(chan struct{})
+	h := logtest.New()
 	d, err := dialer.New(dialer.Config{
 		LocalPort:       local.port,
 		Remote:          func() []string { return []string{peerLn.Addr().String()} },
 		LocalReady:      ready,
 		LocalReadyGrace: time.Millisecond, // fall back to the peer at once
+		Logger:          h.Logger(),
 	})
 	require.NoError(t, err)
+	defer d.Close()
 	cc := newClient(t, d)
 
 	assert.Equal(t, "peer", mustCall(t, cc, whoMethod))
@@ -262,6 +268,16 @@ func TestClientMovesHomeWhenLocalReadyCloses(t *testing.T) {
 	_, homeWhos := home.counts()
 	assert.Equal(t, 3, homeWhos)
 	assert.Equal(t, "local", mustCall(t, cc, whoMethod), "the ClientConn still works")
+
+	moved := h.WaitMessage(t, "grpc client moved home", 1)
+	require.Len(t, moved, 1)
+	assert.Equal(t, slog.LevelInfo, moved[0].Level)
+	assert.Equal(t, "local", moved[0].Str("route"))
+	routes := h.Matching("route chosen")
+	require.Len(t, routes, 2, "%v", routes)
+	assert.Equal(t, "peer", routes[0].Str("route"))
+	assert.Equal(t, "local", routes[1].Str("route"))
+	assert.Equal(t, dialer.Report{LocalReady: true, LocalDials: 1, PeerDials: 1, Fallbacks: 1}, d.Report())
 }
 
 // An RPC sent while the Dialer still waits out its grace for a local
