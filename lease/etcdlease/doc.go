@@ -26,8 +26,10 @@
 //	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{"10.0.0.1:2379", "10.0.0.2:2379", "10.0.0.3:2379"}})
 //	...
 //	defer cli.Close()
+//	store, err := etcdlease.NewStore(cli, "/myapp/leases/")
+//	...
 //	tr, err := lease.NewTracker(lease.Config{
-//		Store: etcdlease.NewStore(cli, "/myapp/leases/"),
+//		Store: store,
 //		Name:  "singular", Holder: "unit-0", Duration: 30 * time.Second,
 //	})
 //

@@ -3,6 +3,7 @@ package etcdlease
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/juju/clock"
@@ -60,7 +61,7 @@ func (s *SessionStore) grant(ctx context.Context) (*session, error) {
 		return nil, err
 	}
 	ttl := time.Duration(resp.TTL) * time.Second
-	sess := &session{id: resp.ID, ttl: ttl, until: sent.Add(ttl)}
+	sess := &session{id: resp.ID, ttl: ttl, until: sent.Add(ttl), reachable: sent}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
@@ -103,6 +104,21 @@ func (s *SessionStore) sessionLost(sess *session) {
 	}
 }
 
+// confirm sends the linearizable read that confirms a keep-alive answered
+// in raft term kaTerm (see confirmedInTerm), within timeout.
+func (s *SessionStore) confirm(kaTerm uint64, timeout time.Duration) error {
+	ctx, cancel := context.WithCancel(s.ctx)
+	defer cancel()
+	timer := s.opts.clock.AfterFunc(timeout, cancel)
+	defer timer.Stop()
+	// Any key will do; the prefix itself is one nobody writes.
+	_, readTerm, err := get(ctx, s.cli, s.prefix)
+	if err != nil {
+		return fmt.Errorf("keep-alive not confirmed by a linearizable read: %w", rpctypes.Error(err))
+	}
+	return confirmedInTerm(kaTerm, readTerm)
+}
+
 // keepAliveTimeout is how long a keep-alive may go unanswered before it is
 // unconfirmed.
 func keepAliveTimeout(ttl time.Duration) time.Duration {
@@ -131,6 +147,11 @@ func (s *SessionStore) keepAlive(sess *session) {
 		}
 		sent := clk.Now()
 		renewed, err := ka.roundTrip(sess.id, keepAliveTimeout(ttl))
+		if renewed > 0 && err == nil {
+			// One linearizable read per keep-alive, whatever the
+			// number of keys: see confirmedInTerm.
+			err = s.confirm(ka.term, keepAliveTimeout(ttl))
+		}
 		switch {
 		case renewed <= 0 && (err == nil || errors.Is(err, rpctypes.ErrLeaseNotFound)):
 			s.sessionLost(sess)
@@ -146,6 +167,12 @@ func (s *SessionStore) keepAlive(sess *session) {
 			retry.Reset()
 			ttl = renewed
 			s.mu.Lock()
+			if !sess.confirmed(clk.Now()) {
+				// etcd answers again after an outage (or a pause of
+				// this process): holders get their whole duration from
+				// now to ask again before a term counts as abandoned.
+				sess.reachable = sent
+			}
 			if until := sent.Add(ttl); until.After(sess.until) {
 				sess.until = until
 			}
@@ -165,6 +192,7 @@ type keepAliveStream struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	stream grpc.BidiStreamingClient[pb.LeaseKeepAliveRequest, pb.LeaseKeepAliveResponse]
+	term   uint64 // the raft term the latest answer was given in
 }
 
 // errKeepAliveLate is the cause when a keep-alive was not answered in time.
@@ -203,6 +231,7 @@ func (k *keepAliveStream) roundTrip(id clientv3.LeaseID, timeout time.Duration) 
 	if err != nil {
 		return 0, rpctypes.Error(err)
 	}
+	k.term = resp.GetHeader().GetRaftTerm()
 	return max(time.Duration(resp.TTL)*time.Second, 0), nil
 }
 
@@ -238,7 +267,7 @@ func (s *SessionStore) expired() []expiredTerm {
 	var due []expiredTerm
 	for name, t := range s.terms {
 		switch {
-		case t.state == termLive && !now.Before(t.expires):
+		case t.state == termLive && t.abandoned(now):
 			t.end(termExpired)
 			fallthrough
 		case t.state == termExpired, t.state == termUnsure && !now.Before(t.expires):
@@ -265,7 +294,7 @@ func (s *SessionStore) deleteExpired(x expiredTerm) {
 	token, state, sess := x.t.token, x.t.state, x.t.sess
 	s.mu.Unlock()
 	if state == termUnsure {
-		kv, err := get(ctx, s.cli, key)
+		kv, _, err := get(ctx, s.cli, key)
 		if err != nil {
 			return
 		}

@@ -82,8 +82,18 @@ type session struct {
 	// the latest confirmed keep-alive (or of the grant) plus the TTL.
 	until time.Time
 	// err is why the latest keep-alive was not confirmed; nil once one is.
-	err  error
-	lost bool // etcd said the lease is gone
+	err error
+	// reachable is the send time of the first keep-alive confirmed after
+	// the latest unconfirmed one (or of the grant): the store has been
+	// able to reach etcd since.
+	reachable time.Time
+	lost      bool // etcd said the lease is gone
+}
+
+// confirmed says whether etcd's promise for the session stands at now: the
+// latest keep-alive was confirmed, and the promise has not run out.
+func (sess *session) confirmed(now time.Time) bool {
+	return sess.err == nil && now.Before(sess.until)
 }
 
 type termState int
@@ -103,8 +113,22 @@ type term struct {
 	holder  string
 	sess    *session
 	expires time.Time // the end of the latest grant, on the store's clock
-	state   termState
+	// asked is the duration the holder asked for last (its claim's or its
+	// latest Extend's, answered or not).
+	asked time.Duration
+	state termState
 	lost    map[chan struct{}]struct{} // Lost channels to close when it ends
+}
+
+// abandoned says whether the holder of the live term t stopped asking for
+// it while the store could reach etcd: the session is confirmed at now,
+// and neither the latest grant nor the holder's latest ask since the store
+// could reach etcd again reaches now. An outage alone never abandons a
+// term: while the session is unconfirmed nothing is, and once etcd answers
+// again a holder that kept asking through it asks again within its
+// duration. Called with SessionStore.mu held.
+func (t *term) abandoned(now time.Time) bool {
+	return t.sess.confirmed(now) && !now.Before(t.expires) && !now.Before(t.sess.reachable.Add(t.asked))
 }
 
 // end marks t over (or expired, when its key is still to be deleted) and
@@ -146,7 +170,10 @@ func NewSessionStore(cli *clientv3.Client, prefix string, ttl time.Duration, opt
 	case ttl <= 0:
 		return nil, jujuerrors.NotValidf("ttl %v (must be positive)", ttl)
 	}
-	o := newOptions(opts)
+	o, err := newOptions(opts, true)
+	if err != nil {
+		return nil, err
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &SessionStore{
 		cli: cli, prefix: prefix, ttl: ttlFor(ttl), opts: o, slots: newSlots(o.maxInFlight),
@@ -255,7 +282,7 @@ func (s *SessionStore) granted(name, holder string, token uint64, sess *session,
 // grantedLocked is granted with s.mu held.
 func (s *SessionStore) grantedLocked(name, holder string, token uint64, sess *session, start time.Time, d time.Duration) (lease.Grant, bool, error) {
 	grant := min(d, sess.until.Sub(start))
-	t := &term{token: token, holder: holder, sess: sess, expires: start.Add(max(grant, 0))}
+	t := &term{token: token, holder: holder, sess: sess, expires: start.Add(max(grant, 0)), asked: d}
 	s.setTermLocked(name, t)
 	if s.changed[name] > int64(token) {
 		// The watch saw the key deleted or created again after this
@@ -333,7 +360,7 @@ func (s *SessionStore) extendLocked(t *term, g lease.Grant, d time.Duration, now
 		return lease.Grant{}, &OpError{Op: "extend", Name: g.Name, Holder: g.Holder, Token: g.Token, Err: err}
 	}
 	over := func(why string) (lease.Grant, error) {
-		return lease.Grant{}, fmt.Errorf("etcdlease: extend lease %q for %q (token %d): %s: %w", g.Name, g.Holder, g.Token, why, lease.ErrNotHeld)
+		return lease.Grant{}, termEnded("extend", g, "", why)
 	}
 	switch {
 	case t.state == termExpired || t.state == termOver:
@@ -341,10 +368,12 @@ func (s *SessionStore) extendLocked(t *term, g lease.Grant, d time.Duration, now
 	case t.sess.lost:
 		t.end(termOver)
 		return over("etcd lost the session's lease, and its keys with it")
-	case !now.Before(t.expires):
+	case t.abandoned(now):
 		t.end(termExpired)
 		return over("term not extended within its grant")
-	case t.sess.err != nil:
+	}
+	t.asked = d
+	if !t.sess.confirmed(now) {
 		return fail(s.unconfirmedLocked(t.sess))
 	}
 	grant := min(d, t.sess.until.Sub(now))
@@ -383,7 +412,7 @@ func (s *SessionStore) adopt(ctx context.Context, g lease.Grant, d time.Duration
 	}
 	defer s.slots.release()
 	key := s.Key(g.Name)
-	kv, err := get(ctx, s.cli, key)
+	kv, _, err := get(ctx, s.cli, key)
 	if err != nil {
 		return fail(err)
 	}

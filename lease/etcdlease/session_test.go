@@ -48,8 +48,8 @@ func TestSessionStoreClaimStorm(t *testing.T) {
 	}
 }
 
-// A claim whose ctx has ended is not sent: its error says so, and it is
-// still an unconfirmed error to the tracker.
+// A claim whose ctx has ended is not sent: its error says so, and only so
+// (not sent is certain, not "unconfirmed"); it still names the call.
 func TestSessionStoreClaimNotSent(t *testing.T) {
 	_, cli := startSingle(t)
 	s := newSessionStore(t, cli, "/notsent/", 10*time.Second)
@@ -57,8 +57,12 @@ func TestSessionStoreClaimNotSent(t *testing.T) {
 	cancel()
 	_, err := s.Claim(ctx, "singular", "a", time.Second)
 	require.ErrorIs(t, err, lease.ErrNotSent)
-	require.ErrorIs(t, err, etcdlease.ErrUnconfirmed)
+	require.NotErrorIs(t, err, etcdlease.ErrUnconfirmed)
 	require.ErrorIs(t, err, context.Canceled)
+	var oe *etcdlease.OpError
+	require.ErrorAs(t, err, &oe)
+	require.Equal(t, "claim", oe.Op)
+	require.Equal(t, "singular", oe.Name)
 	resp, err := cli.Get(testCtx(t), "/notsent/singular")
 	require.NoError(t, err)
 	require.Empty(t, resp.Kvs, "a claim not sent put nothing")
@@ -311,7 +315,7 @@ func TestSessionStoreBatchEndsWithItsCallers(t *testing.T) {
 	cancel() // as the tracker's timer does
 	err = <-claimed
 	require.ErrorIs(t, err, lease.ErrNotSent)
-	require.ErrorIs(t, err, etcdlease.ErrUnconfirmed)
+	require.NotErrorIs(t, err, etcdlease.ErrUnconfirmed)
 	require.Eventually(t, func() bool {
 		_, senders := etcdlease.ClaimSenders(s)
 		return senders == 0

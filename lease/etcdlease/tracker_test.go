@@ -252,7 +252,7 @@ func TestFailoverRenewalFailsAmbiguouslyThenRecovers(t *testing.T) {
 		endpoints = append(endpoints, m.clientURL)
 	}
 	cli := newClient(t, endpoints...)
-	store := &stallingStore{Store: etcdlease.NewStore(cli, "/failover/")}
+	store := &stallingStore{Store: newEtcdStore(t, cli, "/failover/")}
 	const d = 2 * time.Second // claims for 4 s; CallTimeout 500 ms
 	tr := newTracker(t, lease.Config{Store: store, Name: "singular", Holder: "a", Duration: d, Jitter: -1, LateTimer: slowTimer})
 	ctx := testCtx(t)
