@@ -8,7 +8,6 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
-
 )
 
 // BenchmarkClaim measures claims per second against the embedded

@@ -58,3 +58,11 @@ func HoldSlot(s *SessionStore) func() {
 	}
 	return s.slots.release
 }
+
+// SessionConfirmedUntil returns the end of etcd's promise for the store's
+// current session, and whether its latest keep-alive was confirmed.
+func SessionConfirmedUntil(s *SessionStore) (time.Time, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.sess.until, s.sess.err == nil
+}

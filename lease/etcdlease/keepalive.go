@@ -61,7 +61,7 @@ func (s *SessionStore) grant(ctx context.Context) (*session, error) {
 		return nil, err
 	}
 	ttl := time.Duration(resp.TTL) * time.Second
-	sess := &session{id: resp.ID, ttl: ttl, until: sent.Add(ttl), reachable: sent}
+	sess := &session{id: resp.ID, ttl: ttl, until: sent.Add(ttl)}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {

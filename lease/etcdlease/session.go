@@ -84,8 +84,8 @@ type session struct {
 	// err is why the latest keep-alive was not confirmed; nil once one is.
 	err error
 	// reachable is the send time of the first keep-alive confirmed after
-	// the latest unconfirmed one (or of the grant): the store has been
-	// able to reach etcd since.
+	// a time the session was not confirmed (zero if it always was): the
+	// store has been able to reach etcd since.
 	reachable time.Time
 	lost      bool // etcd said the lease is gone
 }
@@ -117,7 +117,7 @@ type term struct {
 	// latest Extend's, answered or not).
 	asked time.Duration
 	state termState
-	lost    map[chan struct{}]struct{} // Lost channels to close when it ends
+	lost  map[chan struct{}]struct{} // Lost channels to close when it ends
 }
 
 // abandoned says whether the holder of the live term t stopped asking for

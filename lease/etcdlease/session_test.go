@@ -163,8 +163,24 @@ func TestSessionStoreGrantsNoFurtherThanTheKeepAlive(t *testing.T) {
 		}
 	}
 
+	// The term's grant runs out unextended while the store can reach etcd
+	// (each keep-alive, every 2 s, is confirmed before the clock moves on):
+	// its holder stopped asking, so it is over.
 	lost := s.Lost(ctx, g)
-	advance(ttl) // the term's grant runs out unextended
+	for range ttl / (2 * time.Second) {
+		advance(2 * time.Second) // a keep-alive is due
+		for {
+			until, ok := etcdlease.SessionConfirmedUntil(s)
+			if ok && until.Equal(clk.Now().Add(ttl)) {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				t.Fatal("the keep-alive was never confirmed")
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
+	}
 	_, err = s.Extend(ctx, g, time.Second)
 	require.ErrorIs(t, err, lease.ErrNotHeld, "a term not extended within its grant is over")
 	requireClosed(t, lost, "Lost stayed open for an expired term")
