@@ -365,10 +365,11 @@ func TestSessionStoreRetryAfterUngrantableClaim(t *testing.T) {
 	require.Greater(t, g.Token, uint64(resp.Kvs[0].CreateRevision))
 }
 
-// A batch waiting for a call slot (here held by the test) is sent with only
-// the claims whose callers still wait: one whose ctx ended meanwhile
-// returned an error saying it was not sent, and its key is not put; a batch
-// whose every caller is gone is not sent at all.
+// Claims wait for a call slot (here held by the test) before they are
+// taken into a batch, and only the claims whose callers still wait are
+// sent: one whose ctx ended meanwhile returned an error saying it was not
+// sent, and its key is not put; when every caller waiting is gone, nothing
+// is sent at all and the sender ends.
 func TestSessionStoreBatchLeavesOutGoneCallers(t *testing.T) {
 	_, cli := startSingle(t)
 	s := newSessionStore(t, cli, "/gone/", 30*time.Second, etcdlease.WithMaxInFlight(1))
@@ -397,16 +398,16 @@ func TestSessionStoreBatchLeavesOutGoneCallers(t *testing.T) {
 
 	release := etcdlease.HoldSlot(s)
 	cancelAlone, alone := claim("alone")
-	require.Eventually(t, senders(0, 1), 10*time.Second, time.Millisecond, "alone was never taken")
+	require.Eventually(t, senders(1, 1), 10*time.Second, time.Millisecond, "alone never queued")
+	cancelAlone()
+	require.ErrorIs(t, (<-alone).err, lease.ErrNotSent)
+	require.Eventually(t, senders(0, 0), 10*time.Second, time.Millisecond, "the sender outlived alone's caller")
 	cancelGone, gone := claim("gone")
 	_, stays := claim("stays")
 	require.Eventually(t, senders(2, 1), 10*time.Second, time.Millisecond, "gone and stays never queued")
-	cancelAlone()
-	require.ErrorIs(t, (<-alone).err, lease.ErrNotSent)
-	// alone's batch ends with its only caller: gone and stays are taken.
-	require.Eventually(t, senders(0, 1), 10*time.Second, time.Millisecond, "alone's batch never ended")
 	cancelGone()
 	require.ErrorIs(t, (<-gone).err, lease.ErrNotSent)
+	require.Eventually(t, senders(1, 1), 10*time.Second, time.Millisecond, "gone still waits")
 	release()
 	r := <-stays
 	require.NoError(t, r.err)
