@@ -16,6 +16,16 @@ import (
 // values and unwrap to etcd's own error.
 var ErrUnconfirmed = errors.New("etcd did not confirm the lease operation")
 
+// ErrOverCapacity marks a call not sent because every one of the store's
+// call slots (WithMaxInFlight) stayed busy until its ctx ended: etcd is
+// answering the store's calls more slowly than they come. Either etcd is
+// slow or unreachable (then it passes), or the store has more terms than
+// etcd can renew in time (then it does not: with Store, every term is a
+// keep-alive and a read per renewal; see the README's "Claim storms" for
+// the measured limit, and use a SessionStore, whose renewals cost nothing
+// per term). Such errors also match lease.ErrNotSent and the ctx's error.
+var ErrOverCapacity = errors.New("etcdlease: over capacity")
+
 // OpError is a failure of one store call that is not definitive. It names
 // the call and the lease, and unwraps to the cause, so errors.Is(err,
 // context.DeadlineExceeded) or errors.Is(err, rpctypes.ErrNoLeader) work.
