@@ -126,7 +126,17 @@ func (b *claimBatcher) sendOne() {
 	for {
 		ctx, cancel := context.WithCancel(b.store.ctx)
 		b.mu.Lock()
-		if !slices.ContainsFunc(b.queue, func(r *claimReq) bool { return !r.abandoned }) || b.store.ctx.Err() != nil {
+		if b.store.ctx.Err() != nil {
+			// Closed: the claims still waiting fail without being sent.
+			for _, r := range b.queue {
+				if !r.abandoned {
+					r.err, r.delivered = errClosed, true
+					close(r.done)
+				}
+			}
+			b.queue = nil
+		}
+		if !slices.ContainsFunc(b.queue, func(r *claimReq) bool { return !r.abandoned }) {
 			b.waiting = false
 			b.senders--
 			b.mu.Unlock()

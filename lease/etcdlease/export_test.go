@@ -64,3 +64,12 @@ func SessionConfirmedUntil(s *SessionStore) (time.Time, bool) {
 	p := s.sess.promise()
 	return p.until, p.err == nil
 }
+
+// HoldStoreSlot takes one of a Store's call slots and returns the func
+// that frees it.
+func HoldStoreSlot(s *Store) func() {
+	if err := s.slots.acquire(context.Background()); err != nil {
+		panic(err)
+	}
+	return s.slots.release
+}

@@ -322,3 +322,31 @@ func TestCallNotSentIsNotUnconfirmed(t *testing.T) {
 		}
 	})
 }
+
+// A store whose calls wait out its call slots says so: the tracker's check
+// carries an error matching ErrOverCapacity (and lease.ErrNotSent), so an
+// overloaded store is visible at once rather than as a slow drift of
+// unconfirmed renewals.
+func TestOverCapacityIsVisibleToTheTracker(t *testing.T) {
+	_, cli := startSingle(t)
+	s := newEtcdStore(t, cli, "/overcapacity/", etcdlease.WithMaxInFlight(1))
+	release := etcdlease.HoldStoreSlot(s)
+	defer release()
+	tr := newTracker(t, lease.Config{Store: s, Name: "singular", Holder: "a", Duration: time.Second, LateTimer: slowTimer})
+	ctx := testCtx(t)
+	for {
+		_, err := tr.Check(ctx, 0)
+		require.Error(t, err, "no claim can be sent")
+		if errors.Is(err, etcdlease.ErrOverCapacity) {
+			require.ErrorIs(t, err, lease.ErrNotSent)
+			require.NotErrorIs(t, err, lease.ErrNotLeader)
+			require.ErrorContains(t, err, "over capacity")
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("the tracker never said the store is over capacity; last error %v", err)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}

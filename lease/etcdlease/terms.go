@@ -41,10 +41,10 @@ type termTable struct {
 	busy map[string]int
 }
 
-// keyChange is a creation (holder set) or deletion of a key at rev.
+// keyChange is a creation or deletion of a key at rev.
 type keyChange struct {
 	rev    int64
-	holder string // who created the key; "" for a deletion
+	holder string // who created the key, if another process did
 }
 
 func newTermTable() termTable {
@@ -226,7 +226,13 @@ func (tt *termTable) observe(evs []keyEvent, cur clientv3.LeaseID, now time.Time
 		case ev.deleted:
 			tt.changed[ev.name] = keyChange{rev: ev.mod}
 		case ev.isCreated:
-			tt.changed[ev.name] = keyChange{rev: ev.mod, holder: ev.holder}
+			c := keyChange{rev: ev.mod}
+			if ev.lease != int64(cur) {
+				// Another process's: name it when our term is lost to it
+				// (our own claims are recorded as terms, holder and all).
+				c.holder = ev.holder
+			}
+			tt.changed[ev.name] = c
 		}
 		t := tt.terms[ev.name]
 		if t != nil && t.state != termUnsure && t.state != termOver && ev.mod > int64(t.token) &&
@@ -247,7 +253,11 @@ func (tt *termTable) resync(kvs []keyEvent, rev int64, cur clientv3.LeaseID, now
 	for _, kv := range kvs {
 		present[kv.name] = kv.create
 		if kv.create > tt.changed[kv.name].rev {
-			tt.changed[kv.name] = keyChange{rev: kv.create, holder: kv.holder}
+			c := keyChange{rev: kv.create}
+			if kv.lease != int64(cur) {
+				c.holder = kv.holder
+			}
+			tt.changed[kv.name] = c
 		}
 	}
 	for name, t := range tt.terms {
