@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -12,6 +13,9 @@ import (
 	"github.com/stretchr/testify/require"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/coldstart-go/coldstart/lease"
 	"github.com/coldstart-go/coldstart/lease/etcdlease"
@@ -421,4 +425,61 @@ func TestSessionStoreBatchLeavesOutGoneCallers(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, resp.Kvs, 1)
 	require.Equal(t, int64(r.g.Token), resp.Kvs[0].CreateRevision)
+}
+
+// A keep-alive answer alone never extends the session's promise: a raft
+// leader cut off from its quorum answers keep-alives from its own lessor.
+// Here the client's linearizable reads are cut (a gRPC interceptor fails
+// every Range) while keep-alives still reach etcd and are answered: the
+// store must stop trusting them — every Extend turns ambiguous once the
+// promise confirmed before the cut runs low — and trust them again, same
+// term, once reads pass. Before the confirming read, the answered
+// keep-alives alone kept every Extend granted.
+func TestSessionKeepAliveNeedsItsConfirmingRead(t *testing.T) {
+	m, _ := startSingle(t)
+	var cutReads atomic.Bool
+	cli := newClientWith(t, []grpc.DialOption{grpc.WithChainUnaryInterceptor(
+		func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+			if cutReads.Load() && method == "/etcdserverpb.KV/Range" {
+				return status.Error(codes.Unavailable, "test: reads cut")
+			}
+			return invoker(ctx, method, req, reply, cc, opts...)
+		})}, m.clientURL)
+	const ttl = 3 * time.Second // a keep-alive every second
+	s := newSessionStore(t, cli, "/confirm/", ttl)
+	ctx := testCtx(t)
+	g, err := s.Claim(ctx, "singular", "a", time.Second)
+	require.NoError(t, err)
+
+	cutReads.Store(true)
+	for {
+		_, err := s.Extend(ctx, g, time.Second)
+		if err != nil {
+			require.ErrorIs(t, err, etcdlease.ErrUnconfirmed, "a session not confirmed is ambiguous")
+			require.NotErrorIs(t, err, lease.ErrNotHeld)
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatal("answered keep-alives kept extending the session without a confirming read")
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	_, confirmed := etcdlease.SessionConfirmedUntil(s)
+	require.False(t, confirmed)
+
+	cutReads.Store(false)
+	for {
+		g2, err := s.Extend(ctx, g, time.Second)
+		if err == nil {
+			require.Equal(t, g.Token, g2.Token, "the same term")
+			return
+		}
+		require.ErrorIs(t, err, etcdlease.ErrUnconfirmed)
+		select {
+		case <-ctx.Done():
+			t.Fatal("the session was never confirmed again")
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
 }
