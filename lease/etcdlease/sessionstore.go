@@ -57,8 +57,9 @@ import (
 // lease, its keep-alive and the promise a quorum confirmed), the term
 // table (terms.go: what the store knows of each term; pure state), the
 // claim batcher (claims.go) and the call slots (slots.go: the one bound on
-// calls in flight). This file joins them; mu guards the term table and
-// which session is current.
+// calls in flight). This file joins them; mu guards the term table, which
+// session is current, and the store's life (closed, the grant in flight,
+// the watch started).
 type SessionStore struct {
 	cli    *clientv3.Client
 	prefix string

@@ -407,7 +407,7 @@ func readHolder(ctx context.Context, cli *clientv3.Client, key, name string) (le
 		return fail(err)
 	}
 	if kv == nil {
-		return lease.Grant{}, &lease.NotHeldError{Name: name, Reason: "read: nobody holds it"}
+		return lease.Grant{}, fmt.Errorf("etcdlease: lease %q: nobody holds it: %w", name, lease.ErrNotHeld)
 	}
 	g := lease.Grant{Name: name, Holder: string(kv.Value), Token: uint64(kv.CreateRevision)}
 	ttl, err := cli.TimeToLive(ctx, clientv3.LeaseID(kv.Lease))
