@@ -362,3 +362,16 @@ func (p *proxy) cut() {
 	p.mu.Unlock()
 	p.wg.Wait()
 }
+
+// reopen listens again on the port cut closed, forwarding to the same
+// target, as a member restarted on its old address would.
+func (p *proxy) reopen(t testing.TB) {
+	t.Helper()
+	l, err := net.Listen("tcp", p.l.Addr().String())
+	require.NoError(t, err)
+	p.mu.Lock()
+	p.l, p.conns = l, nil
+	p.mu.Unlock()
+	p.wg.Add(1)
+	go p.accept()
+}

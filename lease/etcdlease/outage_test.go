@@ -68,6 +68,10 @@ func testOutageNeverEndsATerm(t *testing.T, kind storeKind) {
 	const d = 500 * time.Millisecond // claims for 1 s; a SessionStore of TTL 3 s
 	const names = 3
 	etcd := startRestartable(t)
+	// The client reaches etcd through a proxy, cut when etcd stops: a
+	// stopping member's gRPC server otherwise waits for the client's open
+	// streams for seconds (a crashed process would not).
+	toEtcd := startProxy(t, etcd.client.String())
 	// etcd gives its leases TTL + an election timeout after a restart: a
 	// term whose etcd lease is not renewed in that time is over, by etcd's
 	// word. grpc's default reconnect backoff (1 s growing to 120 s) would
@@ -75,7 +79,7 @@ func testOutageNeverEndsATerm(t *testing.T, kind storeKind) {
 	cli := newClientWith(t, []grpc.DialOption{grpc.WithConnectParams(grpc.ConnectParams{
 		Backoff:           grpcbackoff.Config{BaseDelay: 50 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 200 * time.Millisecond},
 		MinConnectTimeout: time.Second,
-	})}, etcd.client.String())
+	})}, toEtcd.url())
 	store := kind.make(t, cli, "/outage/", 2*d)
 	trackers := make([]*lease.Tracker, names)
 	tokens := make([]uint64, names)
@@ -102,10 +106,13 @@ func testOutageNeverEndsATerm(t *testing.T, kind storeKind) {
 		return st
 	}
 
-	// Stopping takes a while (etcd's gRPC server stops gracefully): check
-	// throughout, and for outage once it is down.
+	// Raft stops first (no lease expires from then on), then the client's
+	// connections are cut and the member closes. Check throughout, and
+	// for outage once it is down.
 	var stopped time.Time
 	stopDone := make(chan struct{})
+	etcd.m.etcd.Server.HardStop()
+	toEtcd.cut()
 	go func() {
 		defer close(stopDone)
 		etcd.m.stop()
@@ -132,6 +139,7 @@ func testOutageNeverEndsATerm(t *testing.T, kind storeKind) {
 	require.NotZero(t, unsure, "the outage outlasted every promise: some checks must have been Unknown")
 
 	etcd.start()
+	toEtcd.reopen(t)
 	restarted := time.Now()
 	for i := range trackers {
 		for {
