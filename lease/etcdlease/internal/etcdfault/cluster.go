@@ -343,12 +343,27 @@ func (c *Cluster) Isolate(i int) {
 	c.event(fmt.Sprintf("isolate %s", memberName(i)), false)
 }
 
-// HealAll heals every link.
+// HoldClients makes what clients send member i wait (its answers still
+// flow) until ReleaseClients: a slow network between the clients and the
+// member, or a member that has not yet read its sockets.
+func (c *Cluster) HoldClients(i int) {
+	c.clients[i].clientsIn.cut()
+	c.event(fmt.Sprintf("hold clients -> %s", memberName(i)), false)
+}
+
+// ReleaseClients lets what clients send member i through again.
+func (c *Cluster) ReleaseClients(i int) {
+	c.clients[i].clientsIn.heal()
+	c.event(fmt.Sprintf("release clients -> %s", memberName(i)), true)
+}
+
+// HealAll heals every link between members and releases every client link.
 func (c *Cluster) HealAll() {
 	for i := range c.Size() {
 		for j := range c.Size() {
 			c.links.get(i, j).heal()
 		}
+		c.clients[i].clientsIn.heal()
 	}
 	c.event("heal all links", true)
 }
@@ -449,6 +464,9 @@ func (c *Cluster) healthyLocked() bool {
 		}
 	}
 	for i := range c.procs {
+		if c.clients[i].clientsIn.isCut() {
+			return false
+		}
 		for j := range c.procs {
 			if i != j && c.links.get(i, j).isCut() {
 				return false

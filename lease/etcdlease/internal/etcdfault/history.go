@@ -392,3 +392,50 @@ func roundAll(ds []time.Duration) []time.Duration {
 	}
 	return out
 }
+
+// Timeline lists the events and each node's changes of answer (state,
+// term or class of error; not every renewal) in time order, times relative
+// to the history's start: what happened, for a failing test's log.
+func Timeline(h History, events []Event) string {
+	type line struct {
+		at   time.Time
+		text string
+	}
+	var lines []line
+	for _, e := range events {
+		lines = append(lines, line{e.At, "** " + e.What})
+	}
+	last := make(map[string]Answer)
+	for _, a := range h.Answers {
+		p, seen := last[a.Node]
+		last[a.Node] = a
+		if seen && p.Status.State == a.Status.State && p.Status.Token == a.Status.Token && p.Class == a.Class {
+			continue
+		}
+		text := fmt.Sprintf("%s %s token %d", a.Node, a.Status.State, a.Status.Token)
+		if promises(a) {
+			text += fmt.Sprintf(" until %.3fs", a.Status.Until.Sub(h.Start).Seconds())
+		}
+		if a.Err != nil {
+			text += fmt.Sprintf(" (%s: %v)", a.Class, a.Err)
+		}
+		lines = append(lines, line{a.First, text})
+	}
+	sort.SliceStable(lines, func(i, j int) bool { return lines[i].at.Before(lines[j].at) })
+	var b strings.Builder
+	for _, l := range lines {
+		fmt.Fprintf(&b, "%8.3fs %s\n", l.at.Sub(h.Start).Seconds(), l.text)
+	}
+	return b.String()
+}
+
+// Heals returns the times of the events that healed every fault.
+func Heals(events []Event) []time.Time {
+	var hs []time.Time
+	for _, e := range events {
+		if e.Healed {
+			hs = append(hs, e.At)
+		}
+	}
+	return hs
+}

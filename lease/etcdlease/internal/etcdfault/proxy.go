@@ -21,7 +21,10 @@ import (
 type proxy struct {
 	l     net.Listener
 	index int    // the member it forwards to
-	links *links // nil for a client proxy: nothing is cut
+	links *links // the links between members; nil for a client proxy
+	// clientsIn, for a client proxy, is the link from every client to the
+	// member: cut, what clients send waits.
+	clientsIn *link
 	// dialler names the member that dialled a connection, -1 if unknown.
 	dialler func(c net.Conn) int
 
@@ -40,7 +43,7 @@ func newProxy(index int, ls *links, dialler func(net.Conn) int) (*proxy, error) 
 		return nil, err
 	}
 	p := &proxy{
-		l: l, index: index, links: ls, dialler: dialler,
+		l: l, index: index, links: ls, dialler: dialler, clientsIn: &link{},
 		done: make(chan struct{}), changed: make(chan struct{}), conns: make(map[net.Conn]struct{}),
 	}
 	p.wg.Add(1)
@@ -127,7 +130,7 @@ func (p *proxy) serve(in net.Conn) {
 		p.untrack(in)
 		return
 	}
-	var up, down *link // nil: never cut
+	up, down := p.clientsIn, (*link)(nil) // nil: never cut
 	if p.links != nil {
 		up, down = p.links.get(from, p.index), p.links.get(p.index, from)
 	}

@@ -213,3 +213,41 @@ func (w *Workload) Stop() History {
 	}
 	return h
 }
+
+// AwaitFresh waits until some node has been promised the lease anew since
+// t — in an answer returned after t, reaching past every promise answered
+// before t — and reports whether that came within d (or before ctx ended).
+func (w *Workload) AwaitFresh(ctx context.Context, t time.Time, d time.Duration) bool {
+	ctx, cancel := context.WithDeadline(ctx, t.Add(d))
+	defer cancel()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if w.freshSince(t) {
+			return true
+		}
+		select {
+		case <-ctx.Done():
+			return w.freshSince(t)
+		case <-tick.C:
+		}
+	}
+}
+
+func (w *Workload) freshSince(t time.Time) bool {
+	var before, after time.Time
+	for _, o := range w.nodes {
+		o.mu.Lock()
+		for _, a := range o.answers {
+			switch {
+			case !promises(a):
+			case a.First.Before(t):
+				before = later(before, a.Status.Until)
+			default:
+				after = later(after, a.Status.Until)
+			}
+		}
+		o.mu.Unlock()
+	}
+	return after.After(before)
+}
