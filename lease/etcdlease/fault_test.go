@@ -58,6 +58,10 @@ const (
 	// another node has claimed, and the stale promise (up to 2 × Duration
 	// from the renewal the stale leader answered) has run out.
 	staleHeal = 5 * time.Second
+	// faultOutage is how long every member is down in an outage: past
+	// the longest grant either store gives (the claim, 4s), and past the
+	// session's TTL.
+	faultOutage = 5 * time.Second
 )
 
 // recoverWithin is the liveness bound: after a heal, some node holds a
@@ -162,16 +166,16 @@ func (r *faultRig) staleLeader(ctx context.Context, t *testing.T) {
 }
 
 // settle waits, after a heal, until some node holds a fresh term (at most
-// the liveness bound, which the checker judges), then one Duration more:
-// what a node does once it hears of the heal is part of the history.
+// the liveness bound, which the checker judges), then half a Duration
+// more: what a node does once it hears of the heal is part of the history.
 func (r *faultRig) settle(ctx context.Context) {
 	r.w.AwaitFresh(ctx, time.Now(), recoverWithin)
-	pass(ctx, faultDuration)
+	pass(ctx, faultDuration/2)
 }
 
 // judge stops the workload, reads etcd's history of the lease and the
 // writes, and fails the test with every broken promise.
-func (r *faultRig) judge(ctx context.Context, t *testing.T, kind storeKind) {
+func (r *faultRig) judge(ctx context.Context, t *testing.T, kind storeKind) etcdfault.History {
 	t.Helper()
 	h := r.w.Stop()
 	events := r.c.Events()
@@ -190,6 +194,7 @@ func (r *faultRig) judge(ctx context.Context, t *testing.T, kind storeKind) {
 	if !v.OK() {
 		t.Errorf("%s broke %d promises under faults (see VIOLATION lines above)", kind.name, len(v.Violations))
 	}
+	return h
 }
 
 // Under a stale etcd leader, no two trackers are ever promised the lease
@@ -205,6 +210,45 @@ func TestFaultStaleLeaderNeverTwoLeaders(t *testing.T) {
 		r.staleLeader(ctx, t)
 		r.settle(ctx)
 		r.judge(ctx, t, kind)
+	})
+}
+
+// Through an etcd outage longer than any grant — every member killed,
+// then restarted on its data — the holder never says "not leader" (it
+// answers Held until its promise, then ErrRenewalFailed), and once etcd
+// is back it holds the same term: nobody could claim while etcd was down,
+// and a restarted etcd extends its leases. The issue saw SessionStore
+// answer ErrNotLeader ~150 times through such an outage.
+func TestFaultOutageIsNeverNotLeader(t *testing.T) {
+	forEachStore(t, func(t *testing.T, kind storeKind) {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		r := startFaultRig(t, kind)
+		holder := r.holder(ctx, t)
+		_, before, _ := r.w.Holder()
+		pass(ctx, faultDuration)
+		down := time.Now()
+		r.outage(ctx, t, faultOutage)
+		r.settle(ctx)
+		h := r.judge(ctx, t, kind)
+		var after *etcdfault.Answer
+		for i, a := range h.Answers {
+			if a.Node != holder || a.First.Before(down) {
+				continue
+			}
+			if a.Class == etcdfault.AnswerNotLeader {
+				t.Errorf("%s, holding term %d when etcd went down, answered ErrNotLeader %.3fs after: %v",
+					holder, before.Token, a.First.Sub(down).Seconds(), a.Err)
+			}
+			if after == nil && a.Status.State == lease.Held && a.First.After(down.Add(faultOutage)) {
+				after = &h.Answers[i]
+			}
+		}
+		if after == nil {
+			t.Errorf("%s never held the lease again after the outage", holder)
+		} else if after.Status.Token != before.Token {
+			t.Errorf("%s held term %d after the outage, not its term %d", holder, after.Status.Token, before.Token)
+		}
 	})
 }
 
@@ -226,16 +270,27 @@ func TestFaultScheduleNeverTwoLeaders(t *testing.T) {
 		rng := rand.New(rand.NewPCG(seed, 17))
 		r := startFaultRig(t, kind)
 		end := time.Now().Add(total)
+		var kinds []string
 		for time.Now().Before(end) && ctx.Err() == nil {
-			r.randomFault(ctx, t, rng)
+			if len(kinds) == 0 {
+				kinds = append(kinds, faultKinds...)
+				rng.Shuffle(len(kinds), func(i, j int) { kinds[i], kinds[j] = kinds[j], kinds[i] })
+			}
+			t.Logf("fault: %s", kinds[0])
+			r.randomFault(ctx, t, rng, kinds[0])
+			kinds = kinds[1:]
 			r.settle(ctx)
 		}
 		r.judge(ctx, t, kind)
 	})
 }
 
-// randomFault applies one fault and heals it.
-func (r *faultRig) randomFault(ctx context.Context, t *testing.T, rng *rand.Rand) {
+// faultKinds are the faults of a random schedule: each round of
+// len(faultKinds) faults applies every kind once, in a random order.
+var faultKinds = []string{"stale-leader", "partition", "one-way-out", "one-way-in", "crash", "pause", "outage"}
+
+// randomFault applies one fault of the kind and heals it.
+func (r *faultRig) randomFault(ctx context.Context, t *testing.T, rng *rand.Rand, kind string) {
 	t.Helper()
 	n := r.c.Size()
 	hold := func() time.Duration { return time.Duration(1000+rng.IntN(6000)) * time.Millisecond }
@@ -249,32 +304,54 @@ func (r *faultRig) randomFault(ctx context.Context, t *testing.T, rng *rand.Rand
 		}
 		return rng.IntN(n)
 	}
-	switch rng.IntN(5) {
-	case 0:
+	switch kind {
+	case "stale-leader":
 		r.staleLeader(ctx, t)
-	case 1: // a member partitioned off
+	case "partition": // a member partitioned off
 		m := target()
 		r.c.Isolate(m)
 		pass(ctx, hold())
 		r.c.HealAll()
-	case 2: // one-way: a member's words stop reaching the others (it hears them)
+	case "one-way-out", "one-way-in": // a member cannot send to the others, or cannot hear them
 		m := target()
 		for j := range n {
-			if j != m {
+			if j == m {
+				continue
+			}
+			if kind == "one-way-out" {
 				r.c.Cut(m, j)
+			} else {
+				r.c.Cut(j, m)
 			}
 		}
 		pass(ctx, hold())
 		r.c.HealAll()
-	case 3: // a crash, and a restart on the same data
+	case "crash": // a crash, and a restart on the same data
 		m := target()
 		require.NoError(t, r.c.Kill(m))
 		pass(ctx, hold())
 		require.NoError(t, r.c.Restart(m))
-	case 4: // a pause (a VM frozen, a long GC)
+	case "pause": // a VM frozen, a long GC
 		m := target()
 		require.NoError(t, r.c.Pause(m))
 		pass(ctx, hold()/2)
 		require.NoError(t, r.c.Resume(m))
+	case "outage":
+		r.outage(ctx, t, faultOutage)
+	default:
+		t.Fatalf("unknown fault %q", kind)
+	}
+}
+
+// outage kills every member, waits down, and restarts them all on their
+// data.
+func (r *faultRig) outage(ctx context.Context, t *testing.T, down time.Duration) {
+	t.Helper()
+	for i := range r.c.Size() {
+		require.NoError(t, r.c.Kill(i))
+	}
+	pass(ctx, down)
+	for i := range r.c.Size() {
+		require.NoError(t, r.c.Restart(i))
 	}
 }
