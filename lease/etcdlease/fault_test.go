@@ -1,3 +1,5 @@
+//go:build linux
+
 package etcdlease_test
 
 // Jepsen-style fault tests on a real three-member etcd: each member is its
@@ -189,7 +191,7 @@ func (r *faultRig) judge(ctx context.Context, t *testing.T, kind storeKind) etcd
 	applied, err := etcdfault.ReadApplied(ctx, admin, faultWrites)
 	require.NoError(t, err)
 	v := etcdfault.Check(h, terms, applied, etcdfault.Heals(events), recoverWithin)
-	t.Logf("%s: %d faults; %s", kind.name, len(events), v)
+	t.Logf("%s: %d fault events; %s", kind.name, len(events), v)
 	t.Logf("timeline:\n%s", etcdfault.Timeline(h, events))
 	if !v.OK() {
 		t.Errorf("%s broke %d promises under faults (see VIOLATION lines above)", kind.name, len(v.Violations))

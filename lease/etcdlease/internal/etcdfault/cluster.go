@@ -1,3 +1,5 @@
+//go:build linux
+
 package etcdfault
 
 import (
@@ -157,8 +159,8 @@ func (c *Cluster) Size() int { return len(c.specs) }
 // ClientURL is where clients reach member i, across its restarts.
 func (c *Cluster) ClientURL(i int) string { return c.clients[i].url() }
 
-// ID is member i's etcd member ID.
-func (c *Cluster) ID(i int) uint64 {
+// id is member i's etcd member ID.
+func (c *Cluster) id(i int) uint64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.ids[i]
@@ -311,7 +313,7 @@ func (c *Cluster) MoveLeader(ctx context.Context, to int) error {
 			return err
 		}
 		mctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		_, err = cli.MoveLeader(mctx, c.ID(to))
+		_, err = cli.MoveLeader(mctx, c.id(to))
 		cancel()
 		cli.Close()
 		if err != nil && ctx.Err() != nil {
