@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 )
@@ -70,6 +71,7 @@ type Cluster struct {
 	links   *links
 	peers   []*proxy
 	clients []*proxy
+	admins  []*clientv3.Client // one per member, for Status and MoveLeader
 	specs   []memberSpec
 	pids    atomic.Pointer[[]int] // by member; 0 while down
 
@@ -123,6 +125,13 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 		}
 		c.clients = append(c.clients, cp)
 		initial = append(initial, memberName(i)+"="+pp.url())
+		cli, err := clientv3.New(clientv3.Config{
+			Endpoints: []string{cp.url()}, DialTimeout: time.Second, Logger: zap.NewNop(),
+		})
+		if err != nil {
+			return nil, err
+		}
+		c.admins = append(c.admins, cli)
 	}
 	for i := range n {
 		c.specs = append(c.specs, memberSpec{
@@ -210,23 +219,12 @@ func (c *Cluster) memberID(ctx context.Context, i int) (uint64, error) {
 	}
 }
 
-// status asks member i for its status, bounded by a second.
-func (c *Cluster) status(ctx context.Context, i int) (*clientv3.StatusResponse, error) {
+// status asks member i for its status, bounded by a second, on its own
+// connection (not a new one per call, as clientv3's Status would dial).
+func (c *Cluster) status(ctx context.Context, i int) (*pb.StatusResponse, error) {
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
-	cli, err := c.admin(i)
-	if err != nil {
-		return nil, err
-	}
-	defer cli.Close()
-	return cli.Status(ctx, c.ClientURL(i))
-}
-
-// admin returns a new client of member i alone.
-func (c *Cluster) admin(i int) (*clientv3.Client, error) {
-	return clientv3.New(clientv3.Config{
-		Endpoints: []string{c.ClientURL(i)}, DialTimeout: time.Second, Logger: zap.NewNop(),
-	})
+	return pb.NewMaintenanceClient(c.admins[i].ActiveConnection()).Status(ctx, &pb.StatusRequest{})
 }
 
 // Leader returns the member that a majority of the members name as their
@@ -308,14 +306,9 @@ func (c *Cluster) MoveLeader(ctx context.Context, to int) error {
 			return nil
 		}
 		c.event(fmt.Sprintf("move raft leadership %s -> %s", memberName(from), memberName(to)), false)
-		cli, err := c.admin(from)
-		if err != nil {
-			return err
-		}
 		mctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		_, err = cli.MoveLeader(mctx, c.id(to))
+		_, err = c.admins[from].MoveLeader(mctx, c.id(to))
 		cancel()
-		cli.Close()
 		if err != nil && ctx.Err() != nil {
 			return fmt.Errorf("etcdfault: moving leadership to %s: %w", memberName(to), err)
 		}
@@ -488,12 +481,19 @@ func (c *Cluster) Events() []Event {
 // Close kills every member and closes the proxies. It is idempotent.
 func (c *Cluster) Close() {
 	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return
+	}
 	c.closed = true
 	procs := append([]*process(nil), c.procs...)
 	for i := range c.procs {
 		c.procs[i] = nil
 	}
 	c.mu.Unlock()
+	for _, cli := range c.admins {
+		cli.Close()
+	}
 	for _, p := range procs {
 		if p != nil {
 			p.kill()
