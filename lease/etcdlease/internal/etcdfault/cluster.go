@@ -177,8 +177,14 @@ func (c *Cluster) id(i int) uint64 {
 
 // start runs member i's process and points its proxies at it.
 func (c *Cluster) start(i int) error {
-	p, err := startProcess(c.specs[i], filepath.Join(c.cfg.Dir, memberName(i)+".log"), c.cfg.StartTimeout)
+	setPID := func(pid int) {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		c.setPIDLocked(i, pid)
+	}
+	p, err := startProcess(c.specs[i], filepath.Join(c.cfg.Dir, memberName(i)+".log"), c.cfg.StartTimeout, setPID)
 	if err != nil {
+		setPID(0)
 		return err
 	}
 	c.mu.Lock()
@@ -188,7 +194,6 @@ func (c *Cluster) start(i int) error {
 		return errors.New("etcdfault: cluster closed")
 	}
 	c.procs[i], c.paused[i] = p, false
-	c.setPIDLocked(i, p.pid())
 	c.mu.Unlock()
 	c.peers[i].setTarget(p.peer)
 	c.clients[i].setTarget(p.addr)

@@ -122,7 +122,9 @@ type process struct {
 
 // startProcess starts a member and waits, at most timeout, for it to say
 // where it listens. Its stderr (etcd's log) is appended to logPath.
-func startProcess(spec memberSpec, logPath string, timeout time.Duration) (*process, error) {
+// started is told its pid at once: it dials its peers before it says it
+// listens.
+func startProcess(spec memberSpec, logPath string, timeout time.Duration, started func(pid int)) (*process, error) {
 	js, err := json.Marshal(spec)
 	if err != nil {
 		return nil, err
@@ -151,6 +153,7 @@ func startProcess(spec memberSpec, logPath string, timeout time.Duration) (*proc
 		return nil, err
 	}
 	p := &process{cmd: cmd, out: r}
+	started(p.pid())
 	if err := p.readReady(timeout); err != nil {
 		p.kill()
 		return nil, fmt.Errorf("member %s (pid %d): %w (its log: %s)", spec.Name, cmd.Process.Pid, err, logPath)
