@@ -10,10 +10,15 @@ package etcdlease_test
 // recorded and judged at the end by etcdfault.Check against etcd's own
 // history of the key (see its doc for the rules).
 //
-// Default run: one stale-leader fault per store (~20s each). A longer run
-// of random faults (partitions, one-way cuts, crashes, pauses, stale
-// leaders): COLDSTART_FAULT_DURATION=35s (per store), with
-// COLDSTART_FAULT_SEED to replay a schedule.
+// Default run, per store: one stale-leader fault (~12s) and one outage
+// (~10s), each judged on every rule of etcdfault.Check (no two leaders at
+// one instant, no "not leader" inside a promise, terms owned and ordered
+// as etcd records them, writes inside their term, a fresh term within
+// 3 × Duration of the heal) plus, for the outage, no "not leader" at all
+// and the same term after. A longer run cycles through every kind of
+// fault (stale leaders, partitions, one-way cuts both ways, crashes,
+// pauses, outages) for COLDSTART_FAULT_DURATION per store (35s: about
+// six faults), with COLDSTART_FAULT_SEED to replay a schedule.
 
 import (
 	"context"
