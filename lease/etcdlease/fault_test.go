@@ -10,8 +10,8 @@ package etcdlease_test
 // recorded and judged at the end by etcdfault.Check against etcd's own
 // history of the key (see its doc for the rules).
 //
-// Default run, per store: one stale-leader fault (~12s) and one outage
-// (~10s), each judged on every rule of etcdfault.Check (no two leaders at
+// Default run, per store: one stale-leader fault (~15s) and one outage
+// (~11s), each judged on every rule of etcdfault.Check (no two leaders at
 // one instant, no "not leader" inside a promise, terms owned and ordered
 // as etcd records them, writes inside their term, a fresh term within
 // 3 × Duration of the heal) plus, for the outage, no "not leader" at all
@@ -52,13 +52,14 @@ const (
 	faultLease      = "singular"
 	faultWrites     = "/fault-writes/"
 	// stalePause is how long the stale leader is stopped: longer than an
-	// election, and short enough that the member still has the session's
+	// election, and short enough that the member still has the holder's
 	// etcd lease unexpired when it resumes (etcd holds back a renewal of
-	// an expired lease until it is revoked): its copy was renewed at most
-	// TTL/3 before the pause, so it lasts at least 2/3 TTL = 2.67s into
-	// it. (The issue paused for 3.4s, past that bound, and so reproduced
-	// the fault only in some of its rounds.)
-	stalePause = 2400 * time.Millisecond
+	// an expired lease until it is revoked). The pause starts just after
+	// a renewal (afterRenewal), so the member's copy lasts a TTL (4s)
+	// into it; an unaligned pause could rely on only 2/3 TTL (a renewal
+	// every TTL/3), which the issue's 3.4s pause exceeded, so it
+	// reproduced the fault only in some rounds.
+	stalePause = 3200 * time.Millisecond
 	// staleHeal is how long after its resumption the stale leader stays
 	// cut off: until the majority has expired its holder's session (the
 	// election, then the TTL and the new leader's 500ms extension) and
@@ -156,7 +157,7 @@ func (r *faultRig) staleLeader(ctx context.Context, t *testing.T) {
 	m := r.memberOf[holder]
 	require.NoError(t, r.c.MoveLeader(ctx, m), "making %s's member the raft leader", holder)
 	t.Logf("%s holds the lease through m%d, the raft leader", holder, m)
-	pass(ctx, faultDuration) // renewals through the new raft leader
+	r.afterRenewal(ctx, t, m) // a renewal by the new raft leader
 	r.c.Isolate(m)
 	// What clients send during the pause reaches the member after it
 	// resumed and its raft ticked (on a real machine, a race between the
@@ -170,6 +171,39 @@ func (r *faultRig) staleLeader(ctx context.Context, t *testing.T) {
 	r.c.ReleaseClients(m)
 	pass(ctx, staleHeal)
 	r.c.HealAll()
+}
+
+// afterRenewal returns just after the holder's etcd lease (its session, or
+// its term's lease) was renewed on member m, the raft leader: polled with
+// TimeToLive, whose whole seconds go up only at a renewal. A pause that
+// starts then leaves the member a full TTL before its own copy of the
+// lease expires.
+func (r *faultRig) afterRenewal(ctx context.Context, t *testing.T, m int) {
+	t.Helper()
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{r.c.ClientURL(m)}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	require.NoError(t, err)
+	defer cli.Close()
+	get, err := cli.Get(ctx, faultPrefix+faultLease)
+	require.NoError(t, err)
+	require.Len(t, get.Kvs, 1, "the lease key")
+	id := clientv3.LeaseID(get.Kvs[0].Lease)
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	last := int64(-1)
+	for deadline := time.Now().Add(2 * faultDuration); time.Now().Before(deadline); {
+		if resp, err := cli.TimeToLive(ctx, id); err == nil {
+			if last >= 0 && resp.TTL > last {
+				return
+			}
+			last = resp.TTL
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+	t.Logf("no renewal of the holder's etcd lease %x seen on m%d in %v; pausing anyway", id, m, 2*faultDuration)
 }
 
 // settle waits, after a heal, until some node holds a fresh term (at most
@@ -233,7 +267,7 @@ func TestFaultOutageIsNeverNotLeader(t *testing.T) {
 		r := startFaultRig(t, kind)
 		holder := r.holder(ctx, t)
 		_, before, _ := r.w.Holder()
-		pass(ctx, faultDuration)
+		pass(ctx, faultDuration/2)
 		down := time.Now()
 		r.outage(ctx, t, faultOutage)
 		r.settle(ctx)
