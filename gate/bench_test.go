@@ -190,7 +190,7 @@ func BenchmarkWake10kPaired(b *testing.B) {
 // board20 is a 20-gate board a controller might have mid-startup: 14 open,
 // 5 still locked, 1 failed.
 func board20() *gate.Board {
-	b := gate.NewBoard(nil)
+	b := gate.NewBoard(gate.BoardConfig{})
 	for i := range 20 {
 		l := b.New(fmt.Sprintf("gate-%02d", i))
 		switch {
@@ -215,7 +215,7 @@ func (d *discard) WriteHeader(int)             {}
 // beside the Board.Report it is made from.
 func BenchmarkHandler(b *testing.B) {
 	mid := board20()
-	ready := gate.NewBoard(nil)
+	ready := gate.NewBoard(gate.BoardConfig{})
 	for i := range 20 {
 		ready.New(fmt.Sprintf("gate-%02d", i)).Unlock()
 	}

@@ -12,7 +12,7 @@
 // and Output adapt a gate to a dependency engine without importing one;
 // package gate/manifold (its own module) does the whole wiring for juju's.
 //
-//	board := gate.NewBoard(nil)
+//	board := gate.NewBoard(gate.BoardConfig{})
 //	portOpen := board.New("controller-port")
 //	upgraded := board.Follow("upgrade", upgrades) // an *upgrade.Gate: its phase and cause on the board
 //	stable := gate.AllOf("stable", portOpen, upgraded)
