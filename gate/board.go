@@ -63,9 +63,11 @@ type BoardConfig struct {
 	Clock clock.Clock
 	// Logger receives one Info record as each entry opens ("gate opened")
 	// or fails ("gate failed"), with the keys gate (its name), waited (how
-	// long since it was added) and, for a failure, err (the cause). Nothing
-	// else logs: waiting on or asking a gate never touches the logger.
-	// nil means no logs.
+	// long since it was added) and, for a failure, err (the cause). An
+	// entry's record is written as its gate resolves; a tracked Waiter
+	// that is not a *Lock is seen to resolve, and logged, by the first
+	// Report or Timeline after. Nothing else logs: waiting on or asking a
+	// gate never touches the logger. nil means no logs.
 	Logger *slog.Logger
 }
 
@@ -154,7 +156,9 @@ func (b *Board) add(e *entry) {
 // waiters. Both channels nil is a programming error and panics.
 //
 // A failed entry says only that its failed channel closed; Follow shows a
-// component's own cause and detail.
+// component's own cause and detail. What the entry waited for is not
+// known to the board: declare it with After on the returned gate
+// (board.Watch("api-port", ...).After(stable)) for the Timeline.
 func (b *Board) Watch(name string, opened, failed <-chan struct{}) *Lock {
 	if opened == nil && failed == nil {
 		panic(fmt.Sprintf("gate.Board.Watch(%q): nil opened and failed channels", name))

@@ -14,7 +14,8 @@ import (
 // Parts that are *Lock values are followed without a goroutine. Any other
 // Waiter is followed by one goroutine that ends when that part unlocks or
 // the composite resolves, whichever is first. A nil part is a programming
-// error and panics.
+// error and panics. The composite records its *Lock parts as what it waits
+// for (see Lock.After), so a Board's Timeline follows them.
 func AllOf(name string, parts ...Waiter) *Lock {
 	checkParts("AllOf", name, parts)
 	all := New(name)
