@@ -32,7 +32,8 @@ type Span struct {
 	Ended time.Duration
 	// Took is how long it took after the later of Added and its critical
 	// input's Ended (systemd's "+"); while it is locked, how long it has
-	// waited so far.
+	// waited so far, counted the same way (from Added if its critical
+	// input is locked too).
 	Took time.Duration
 	// Order is its place in the order of openings and failures, as in a
 	// Report; 0 while it is locked.
@@ -126,6 +127,9 @@ func (b *Board) rows() (rows []entry, now time.Time, marked []*entry) {
 // each and in the order given, not counting self: a gate not on the board
 // stands for the board entries it waited for in turn.
 func onBoard(l *Lock, self int, index map[*Lock]int) []int {
+	if len(l.inputs()) == 0 {
+		return nil // most entries: no map to make
+	}
 	var (
 		out  []int
 		seen = map[*Lock]bool{l: true}

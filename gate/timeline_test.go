@@ -1,6 +1,7 @@
 package gate_test
 
 import (
+	"context"
 	"errors"
 	"testing"
 	"time"
@@ -156,7 +157,6 @@ func TestTimelineOfAStalledStartupFollowsWhatIsStillLocked(t *testing.T) {
 	b := gate.NewBoard(gate.BoardConfig{Clock: clk})
 	port := b.New("controller-port")
 	steps := newComponent("running upgrade steps")
-	t.Cleanup(func() { close(steps.completed) }) // ends the board's goroutine on it
 	upgrade := b.Follow("upgrade", steps)
 	lease := b.New("lease")
 	stable := gate.AllOf("stable", port, upgrade, lease)
@@ -171,6 +171,21 @@ func TestTimelineOfAStalledStartupFollowsWhatIsStillLocked(t *testing.T) {
 	assert.Equal(t, `api-port locked +12s
 └─stable locked +12s
   └─upgrade locked +12s (running upgrade steps)
+`, b.Timeline().CriticalChain("").String())
+
+	// Once stable opens, api-port's wait counts from then: our own code is
+	// what it now waits on.
+	// upgrade opens on the board's goroutine, which records stable in its
+	// hook after closing stable's channels: a gate following stable from
+	// now on opens only once that hook has run.
+	recorded := gate.AllOf("stable-recorded", stable)
+	lease.Unlock()
+	close(steps.completed)
+	require.NoError(t, gate.Wait(context.Background(), recorded))
+	clk.Advance(3 * time.Second)
+	assert.Equal(t, `api-port locked +3s
+└─stable @12s
+  └─upgrade @12s +12s
 `, b.Timeline().CriticalChain("").String())
 }
 
