@@ -1,0 +1,195 @@
+// Package logtest is a capturing slog.Handler for the library's tests: it
+// keeps every record, with its attributes flattened into a map, and lets a
+// test wait for the records it expects without sleeping.
+package logtest
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// Record is a captured slog record.
+type Record struct {
+	Level   slog.Level
+	Message string
+	// Attrs holds every attribute, the handler's (WithAttrs) first, keyed
+	// by name (group members as "group.name"), resolved.
+	Attrs map[string]slog.Value
+}
+
+// String prints the record as slog's text handler would, roughly.
+func (r Record) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%v %q", r.Level, r.Message)
+	for k, v := range r.Attrs {
+		fmt.Fprintf(&b, " %s=%v", k, v)
+	}
+	return b.String()
+}
+
+// Uint64 returns the attribute key as a uint64, failing t if it is
+// missing or not one.
+func (r Record) Uint64(t testing.TB, key string) uint64 {
+	t.Helper()
+	v, ok := r.Attrs[key]
+	if !ok || v.Kind() != slog.KindUint64 {
+		t.Fatalf("record %v: attribute %q is not a uint64", r, key)
+	}
+	return v.Uint64()
+}
+
+// Str returns the attribute key as a string (any kind, formatted), or ""
+// if it is missing.
+func (r Record) Str(key string) string {
+	v, ok := r.Attrs[key]
+	if !ok {
+		return ""
+	}
+	return v.String()
+}
+
+// Handler captures records. The zero value is not usable: call New.
+type Handler struct {
+	s      *store
+	attrs  []slog.Attr
+	prefix string
+}
+
+type store struct {
+	mu      sync.Mutex
+	records []Record
+	changed chan struct{} // closed and replaced on every record
+}
+
+// New returns an empty Handler capturing records at every level.
+func New() *Handler {
+	return &Handler{s: &store{changed: make(chan struct{})}}
+}
+
+// Logger returns a logger writing to h.
+func (h *Handler) Logger() *slog.Logger { return slog.New(h) }
+
+// Enabled implements slog.Handler: every level is captured.
+func (h *Handler) Enabled(context.Context, slog.Level) bool { return true }
+
+// Handle implements slog.Handler.
+func (h *Handler) Handle(_ context.Context, r slog.Record) error {
+	rec := Record{Level: r.Level, Message: r.Message, Attrs: make(map[string]slog.Value)}
+	for _, a := range h.attrs {
+		add(rec.Attrs, "", a)
+	}
+	r.Attrs(func(a slog.Attr) bool {
+		add(rec.Attrs, h.prefix, a)
+		return true
+	})
+	h.s.mu.Lock()
+	h.s.records = append(h.s.records, rec)
+	close(h.s.changed)
+	h.s.changed = make(chan struct{})
+	h.s.mu.Unlock()
+	return nil
+}
+
+func add(m map[string]slog.Value, prefix string, a slog.Attr) {
+	v := a.Value.Resolve()
+	if v.Kind() == slog.KindGroup {
+		p := prefix
+		if a.Key != "" {
+			p += a.Key + "."
+		}
+		for _, ga := range v.Group() {
+			add(m, p, ga)
+		}
+		return
+	}
+	m[prefix+a.Key] = v
+}
+
+// WithAttrs implements slog.Handler.
+func (h *Handler) WithAttrs(attrs []slog.Attr) slog.Handler {
+	h2 := *h
+	h2.attrs = make([]slog.Attr, 0, len(h.attrs)+len(attrs))
+	h2.attrs = append(h2.attrs, h.attrs...)
+	for _, a := range attrs {
+		h2.attrs = append(h2.attrs, slog.Attr{Key: h.prefix + a.Key, Value: a.Value})
+	}
+	return &h2
+}
+
+// WithGroup implements slog.Handler.
+func (h *Handler) WithGroup(name string) slog.Handler {
+	if name == "" {
+		return h
+	}
+	h2 := *h
+	h2.prefix += name + "."
+	return &h2
+}
+
+// Records returns the records captured so far.
+func (h *Handler) Records() []Record {
+	h.s.mu.Lock()
+	defer h.s.mu.Unlock()
+	return append([]Record(nil), h.s.records...)
+}
+
+// Matching returns the records captured so far with message msg.
+func (h *Handler) Matching(msg string) []Record {
+	var out []Record
+	for _, r := range h.Records() {
+		if r.Message == msg {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// Guard bounds WaitFor: reaching it is a failure, never part of the
+// expected timing.
+const Guard = 5 * time.Second
+
+// WaitFor waits until ok holds for the records captured so far, and
+// returns them; it fails t after Guard. It wakes on each new record.
+func (h *Handler) WaitFor(t testing.TB, what string, ok func([]Record) bool) []Record {
+	t.Helper()
+	timeout := time.NewTimer(Guard)
+	defer timeout.Stop()
+	for {
+		h.s.mu.Lock()
+		recs, changed := append([]Record(nil), h.s.records...), h.s.changed
+		h.s.mu.Unlock()
+		if ok(recs) {
+			return recs
+		}
+		select {
+		case <-changed:
+		case <-timeout.C:
+			t.Fatalf("no %s in %d records after %v: %v", what, len(recs), Guard, recs)
+			return nil
+		}
+	}
+}
+
+// WaitMessage waits for n records with message msg and returns them.
+func (h *Handler) WaitMessage(t testing.TB, msg string, n int) []Record {
+	t.Helper()
+	h.WaitFor(t, fmt.Sprintf("%d %q records", n, msg), func(rs []Record) bool {
+		return count(rs, msg) >= n
+	})
+	return h.Matching(msg)
+}
+
+func count(rs []Record, msg string) int {
+	n := 0
+	for _, r := range rs {
+		if r.Message == msg {
+			n++
+		}
+	}
+	return n
+}
