@@ -40,7 +40,7 @@ func BenchmarkMiddlewareOverhead(b *testing.B) {
 	}
 	for name, build := range cases {
 		b.Run(name, func(b *testing.B) {
-			h := build(upgrade.NewGate(nil))
+			h := build(upgrade.NewGate(upgrade.GateConfig{}))
 			w := &nopWriter{h: http.Header{}}
 			r := httptest.NewRequest("GET", "/status", nil)
 			b.ReportAllocs()
@@ -71,7 +71,7 @@ func BenchmarkMiddlewareOverhead(b *testing.B) {
 // BenchmarkRefusal is the cost of refusing a request, beside a bare handler
 // that writes the same 503 by hand with Header().Set and a fresh body.
 func BenchmarkRefusal(b *testing.B) {
-	g := upgrade.NewGate(nil)
+	g := upgrade.NewGate(upgrade.GateConfig{})
 	_ = g.Enter(upgrade.RunningSteps)
 	r := httptest.NewRequest("POST", "/deploy", nil)
 	b.Run("middleware", func(b *testing.B) {
@@ -122,7 +122,7 @@ func BenchmarkRefusal(b *testing.B) {
 
 // BenchmarkErr is the per-call guard an RPC server runs on every call.
 func BenchmarkErr(b *testing.B) {
-	g := upgrade.NewGate(nil)
+	g := upgrade.NewGate(upgrade.GateConfig{})
 	b.Run("gate", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {

@@ -17,7 +17,7 @@
 //
 // Server:
 //
-//	g := upgrade.NewGate(nil)                   // starts in Checking
+//	g := upgrade.NewGate(upgrade.GateConfig{})                   // starts in Checking
 //	h := upgrade.Middleware(g, isStatusCall)(mux)
 //	board.Follow("upgrade", g)                  // readyz: phase while locked, cause once failed
 //	// ... check binaries (see upgrade/binaries), then
@@ -48,7 +48,7 @@
 // Any other call waits refusals out with Retry (build the request inside
 // fn: each attempt needs a fresh body):
 //
-//	err := upgrade.Retry(ctx, nil, func(ctx context.Context) error {
+//	err := upgrade.Retry(ctx, func(ctx context.Context) error {
 //		req, _ := http.NewRequestWithContext(ctx, "POST", url, bytes.NewReader(payload))
 //		resp, err := client.Do(req)
 //		if err != nil {

@@ -21,7 +21,7 @@
 //
 // Server:
 //
-//	g := upgrade.NewGate(nil)
+//	g := upgrade.NewGate(upgrade.GateConfig{})
 //	allow := grpcupgrade.AllowMethods(healthpb.Health_Check_FullMethodName)
 //	srv := grpc.NewServer(
 //		grpc.UnaryInterceptor(grpcupgrade.UnaryServerInterceptor(g, allow)),
@@ -32,7 +32,7 @@
 // Client:
 //
 //	conn, err := grpc.NewClient(addr, creds,
-//		grpc.WithUnaryInterceptor(grpcupgrade.UnaryClientInterceptor(nil)),
+//		grpc.WithUnaryInterceptor(grpcupgrade.UnaryClientInterceptor()),
 //		grpc.WithStreamInterceptor(grpcupgrade.StreamClientInterceptor()))
 //	// calls refused during the upgrade are retried; errors.Is(err,
 //	// upgrade.ErrUpgradeFailed) once it failed; status.Code(err) still works
