@@ -39,4 +39,11 @@
 //
 // A client without the interceptor turns a refusal into an upgrade error
 // with FromError.
+//
+// The server interceptors count each call they decide while the gate
+// refuses in the gate's Report().Calls and refusal records (see
+// upgrade.Gate.Admit), so HTTP and gRPC refusals add up in one place. The
+// client interceptors take upgrade.WithClock and upgrade.WithLogger in
+// their options; since they keep their options, the waits of all their
+// calls make one record per interval.
 package grpcupgrade
