@@ -186,12 +186,12 @@ func hintOf(err error) time.Duration {
 // fixed hint to every client brings them back together; that is the
 // server's choice. Without a hint Retry waits a capped exponential backoff
 // with full jitter (see WithBackoff). Waits run on the clock of WithClock
-// (by default clock.WallClock), and are logged, counted, with WithLogger.
-// If the server asks for a wait that ends after ctx's
-// deadline, Retry returns at once with an error that says so and matches
-// both the refusal (ErrUpgradeInProgress) and context.DeadlineExceeded; a
-// backoff that would overrun the deadline is instead shortened so the last
-// attempt still happens.
+// (by default clock.WallClock), and WithLogger counts them. If the server
+// asks for a wait that ends after ctx's deadline, Retry returns at once
+// with an error that says so and matches both the refusal
+// (ErrUpgradeInProgress) and context.DeadlineExceeded; a backoff that
+// would overrun the deadline is instead shortened so the last attempt
+// still happens.
 //
 // fn receives ctx. Retrying is safe because a refused call was not executed
 // (see Middleware); fn must itself turn responses into errors, e.g. with

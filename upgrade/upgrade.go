@@ -502,8 +502,9 @@ func (g *Gate) SetRetryAfter(d time.Duration) error {
 	return nil
 }
 
-// OnTransition sets the hook called after every phase change, for logs and
-// metrics (nil removes it). err is the cause when to is Failed, else nil.
+// OnTransition sets the hook called after every phase change, for your
+// own logs and metrics (GateConfig.Logger already logs each change; nil
+// removes the hook), after the change's record. err is the cause when to is Failed, else nil.
 // Hooks run in transition order, outside the gate's lock, on the goroutine
 // of one of the callers that changed the phase (so one caller may run the
 // hook for another's transition). A hook may call the gate's methods,
