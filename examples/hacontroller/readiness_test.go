@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"encoding/xml"
 	"errors"
 	"io"
 	"net/http"
@@ -46,7 +48,7 @@ func TestReadinessAcrossStartup(t *testing.T) {
 
 	stop := startControllers(context.Background(), o, []*controller{c}, closedChan())
 	defer stop()
-	require.True(t, closed(ctx, c.callRefused))
+	require.True(t, c.allRefused(ctx))
 	during := probeReadyz(ctx, c)
 	assert.Empty(t, during.problem(false), "while the upgrade is held")
 	for _, line := range []string{"[+]serving ok", "[+]self-dial ok", "[-]upgrade locked for ", "[-]stable locked for "} {
@@ -92,18 +94,37 @@ func TestHoldServesUntilInterrupted(t *testing.T) {
 	ctx, interrupt := context.WithCancel(context.Background())
 	defer interrupt()
 	done := make(chan error, 1)
-	go func() { done <- run(ctx, o, out) }()
+	go func() { done <- run(ctx, o, out, nil) }()
 
-	holding := out.waitFor(t, "# c1\n")
-	urls := regexp.MustCompile(`curl -s '(http://\S+/readyz\?verbose)'   # (c\d)`).FindAllStringSubmatch(holding, -1)
-	require.Len(t, urls, 2, holding)
+	holding := out.waitFor(t, "format=svg'   # c1")
+	urls := regexp.MustCompile(`curl -s '(http://\S+)'   # (c\d): `).FindAllStringSubmatch(holding, -1)
+	require.Len(t, urls, 2*len(holdEndpoints), holding)
 	for _, u := range urls {
 		resp, err := (&http.Client{Transport: &http.Transport{DisableKeepAlives: true}}).Get(u[1])
-		require.NoError(t, err, u[2])
+		require.NoError(t, err, u[1])
 		body, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
-		assert.Equal(t, http.StatusOK, resp.StatusCode, u[2])
-		assert.True(t, strings.HasSuffix(string(body), "readyz check passed\n"), "%s: %s", u[2], body)
+		assert.Equal(t, http.StatusOK, resp.StatusCode, u[1])
+		switch path := u[1][strings.Index(u[1][len("http://"):], "/")+len("http://"):]; path {
+		case "/readyz?verbose":
+			assert.True(t, strings.HasSuffix(string(body), "readyz check passed\n"), "%s: %s", u[1], body)
+		case "/timeline": // the board's critical chain, back to a gate that waited for nothing
+			assert.Regexp(t, `(?m)^(workers|api-port) @\S+ \+\S+\n└─`, string(body), u[1])
+		case "/timeline?format=json":
+			var tl struct {
+				Entries []struct{ Name, State string }
+			}
+			require.NoError(t, json.Unmarshal(body, &tl), u[1])
+			assert.Len(t, tl.Entries, 7, u[1])
+			for _, e := range tl.Entries {
+				assert.Equal(t, "unlocked", e.State, "%s: %s", u[1], e.Name)
+			}
+		case "/timeline?format=svg":
+			assert.Equal(t, "image/svg+xml", strings.Split(resp.Header.Get("Content-Type"), ";")[0], u[1])
+			assert.NoError(t, xml.Unmarshal(body, new(struct{ XMLName xml.Name })), "well-formed XML: %s", u[1])
+		default:
+			t.Errorf("unexpected endpoint %s", u[1])
+		}
 	}
 	interrupt()
 	require.NoError(t, <-done)
@@ -172,7 +193,8 @@ func TestReadyzPassesTheUpgradeGateInEveryPhase(t *testing.T) {
 			c.newBoard()
 			defer c.abandon()
 			c.serving.Unlock()
-			h := c.newServer(c.newMux()).Handler
+			c.mux, c.grpc = c.newMux(), c.newGRPC()
+			h := c.handler()
 			tc.enter(c.up)
 			require.Equal(t, tc.phase, c.up.Report().Phase.String())
 
