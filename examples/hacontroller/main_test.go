@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"io"
@@ -34,8 +35,10 @@ func TestRunHoldsEveryInvariant(t *testing.T) {
 	o, err := parseFlags([]string{"-agents", "300", "-api-rate", "200", "-api-burst", "10", "-steps", "200ms", "-fault", "700ms"}, io.Discard)
 	require.NoError(t, err)
 	var out bytes.Buffer
-	require.NoError(t, run(context.Background(), o, &out, nil), out.String())
+	logs := newWaitWriter() // a timer's count record may come late, from another goroutine
+	require.NoError(t, run(context.Background(), o, &out, newLogger("json", logs)), out.String())
 	s := out.String()
+	assertLogRecords(t, logs.String())
 	m := regexp.MustCompile(`controller self-dials     (\d+)/(\d+) local \(0 to peers\)`).FindStringSubmatch(s)
 	require.NotNil(t, m, s)
 	assert.Equal(t, m[1], m[2], "every self-dial local")
@@ -65,6 +68,40 @@ func TestRunHoldsEveryInvariant(t *testing.T) {
 	assert.Regexp(t, `\ncritical chain of c0 \(@ when each gate opened, \+ how long it took after its input\)\n  (workers|api-port) @\S+ \+\S+\n  └─`, s)
 	assert.NotContains(t, s, "holding:", "no -hold, no hold")
 	assert.Regexp(t, `refusals retried          [1-9]\d* agent dials refused while an api port was closed; [1-9]\d* controller calls \(HTTP, gRPC unary and stream\) refused`, s)
+}
+
+// assertLogRecords checks that every component was given the logger: each
+// controller's board, listener, dialer (and its HTTP transport) and upgrade
+// gate wrote their records, with the house keys and the controller's name.
+func assertLogRecords(t *testing.T, logs string) {
+	t.Helper()
+	seen := map[string]map[string]bool{} // msg -> controllers
+	for _, line := range strings.Split(strings.TrimSpace(logs), "\n") {
+		var r map[string]any
+		require.NoError(t, json.Unmarshal([]byte(line), &r), line)
+		msg, _ := r["msg"].(string)
+		ctrl, _ := r["controller"].(string)
+		if seen[msg] == nil {
+			seen[msg] = map[string]bool{}
+		}
+		seen[msg][ctrl] = true
+		switch msg {
+		case "gate opened":
+			assert.Contains(t, r, "gate", line)
+		case "port bound", "port opened", "port closed":
+			assert.Contains(t, r, "port", line)
+			assert.Contains(t, r, "addr", line)
+		case "route chosen":
+			assert.Equal(t, "local", r["route"], line)
+		case "upgrade phase changed":
+			assert.Contains(t, r, "phase", line)
+		}
+	}
+	for _, msg := range []string{"gate opened", "port bound", "port opened", "port closed", "route chosen", "dials", "http transport moved home", "upgrade phase changed"} {
+		for _, c := range []string{"c0", "c1", "c2"} {
+			assert.True(t, seen[msg][c], "no %q record from %s:\n%s", msg, c, logs)
+		}
+	}
 }
 
 // A run cut short (by -timeout here, by Ctrl-C under -hold) ends with an

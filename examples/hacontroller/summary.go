@@ -35,21 +35,22 @@ type summary struct {
 // ctrlSummary is what one controller did.
 type ctrlSummary struct {
 	name              string
-	selfDials, local  int           // self-dials, and those that stayed on loopback
-	callsRefused      int           // own calls refused during the upgrade
-	neverRefused      []string      // own calls the upgrade never refused
-	callErr           error         // why a refused call never went through; nil if all did
-	agents            int           // agents logging in on its API port
-	admitted, refused int64         // of those: admitted, dials refused while the port was closed
-	peak              int           // most API conns in one acceptWindow
-	sustained         float64       // API accept rate beyond the first burst, per second
-	throttled         time.Duration // time the API port's limiter held conns back
-	earlyAPI          int           // API conns before the controller was stable
-	upgradeAtAPI      upgrade.Phase // the upgrade's phase when the api port opened
-	opened            []string      // gates in the order they opened
-	stableAfter       time.Duration // from start to stable
-	leaseErr          error         // the first definitive lease answer (ErrNotLeader for followers)
-	workersAccepted   bool          // the refused calls went through
+	selfDials, local  int                   // self-dials, and those that stayed on loopback
+	callsRefused      int                   // own calls refused during the upgrade
+	neverRefused      []string              // own calls the upgrade never refused
+	callErr           error                 // why a refused call never went through; nil if all did
+	agents            int                   // agents logging in on its API port
+	admitted, refused int64                 // of those: admitted, dials refused while the port was closed
+	peak              int                   // most API conns in one acceptWindow
+	sustained         float64               // API accept rate beyond the first burst, per second
+	throttled         time.Duration         // time the API port's limiter held conns back
+	earlyAPI          int                   // API conns before the controller was stable
+	upgradeAtAPI      upgrade.Phase         // the upgrade's phase when the api port opened
+	upgradeCalls      []upgrade.CallsReport // what the upgrade gate decided, by phase
+	opened            []string              // gates in the order they opened
+	stableAfter       time.Duration         // from start to stable
+	leaseErr          error                 // the first definitive lease answer (ErrNotLeader for followers)
+	workersAccepted   bool                  // the refused calls went through
 }
 
 // acceptWindow is the window the API accept rate is checked over.
@@ -88,6 +89,9 @@ func (c *controller) measure(o options) ctrlSummary {
 	cs.peak, cs.sustained = c.acceptRates(acceptWindow, o.apiBurst)
 	if c.ln != nil { // nil only in a controller assembled without ports (the summary tests')
 		cs.throttled = c.ln.Report().API.Throttled
+	}
+	if c.up != nil {
+		cs.upgradeCalls = c.up.Report().Calls
 	}
 	if c.dial != nil {
 		r := c.dial.Report()
@@ -328,13 +332,20 @@ func checkReadiness(s *summary) []string {
 
 // print writes the summary.
 func (s *summary) print(out io.Writer) {
-	var per, peaks, toStable []string
+	var per, peaks, toStable, decided []string
 	local, total, callsRefused := 0, 0, 0
 	for _, c := range s.ctrls {
 		local, total, callsRefused = local+c.local, total+c.selfDials, callsRefused+c.callsRefused
 		per = append(per, fmt.Sprintf("%s %d", c.name, c.admitted))
 		peaks = append(peaks, fmt.Sprintf("%s %.0f/s (peak %d in %v, held back %v)", c.name, c.sustained, c.peak, acceptWindow, c.throttled.Round(time.Millisecond)))
 		toStable = append(toStable, fmt.Sprintf("%s %v", c.name, c.stableAfter.Round(time.Millisecond)))
+		var phases []string
+		for _, p := range c.upgradeCalls {
+			if p.Refused+p.Admitted > 0 {
+				phases = append(phases, fmt.Sprintf("%d refused + %d admitted in %s", p.Refused, p.Admitted, p.Phase))
+			}
+		}
+		decided = append(decided, fmt.Sprintf("%s %s", c.name, strings.Join(phases, " and ")))
 	}
 	limit, _ := rateLimit(s.o)
 	fmt.Fprintln(out, "\nsummary")
@@ -342,6 +353,7 @@ func (s *summary) print(out io.Writer) {
 	fmt.Fprintf(out, "  agents admitted           %d/%d (%s)\n", s.agents.admitted, s.o.agents, strings.Join(per, ", "))
 	fmt.Fprintf(out, "  refusals retried          %d agent dials refused while an api port was closed; %d controller calls (HTTP, gRPC unary and stream) refused during the upgrade (not executed), waited out until accepted\n",
 		s.agents.refused, callsRefused)
+	fmt.Fprintf(out, "  upgrade gate calls        %s (HTTP and gRPC; admitted: allowlisted)\n", strings.Join(decided, ", "))
 	fmt.Fprintf(out, "  api accept rate           %s; limit %.0f/s, so at most %.0f in %v with burst %d\n",
 		strings.Join(peaks, ", "), s.o.apiRate, limit, acceptWindow, s.o.apiBurst)
 	if s.leader != "" {
