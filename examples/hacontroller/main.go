@@ -1,28 +1,37 @@
 // Command hacontroller is coldstart's main job: an HA controller startup
 // you can watch. Three controllers and a few thousand agents run in one
 // process on loopback ports the kernel picks (nothing else is ever
-// dialled). Each controller binds its controller port, dials itself through
-// the dialer (which waits for its own server instead of a peer), runs
-// upgrade steps behind the upgrade gate, competes for the singular lease,
-// and opens its rate-limited API port only once all of that is done. The
-// agents storm the API ports from the start and retry refusals. Midway the
-// leader's lease store faults: its checks must say "renewal failed, still
-// held", never "not leader".
+// dialled). Each controller serves HTTP and gRPC on its dual listener and
+// binds its controller port; its own API clients (net/http through
+// dialer.NewTransport, gRPC through grpcdialer.NewClient) dial it through
+// the dialer, which waits for its own server instead of a peer; it runs
+// upgrade steps behind the upgrade gate (Gate.RunSteps), which refuses its
+// own calls meanwhile (waited out by upgrade.RetryTransport and
+// grpcupgrade's client interceptors); it competes for the singular lease
+// and runs its singular worker under Lead; and its rate-limited API port
+// opens by itself once all of that is done (listener Config.OpenAPIWhen).
+// The agents storm the API ports from the start and retry refusals. Midway
+// the leader's lease store faults: its checks must say "renewal failed,
+// still held", never "not leader".
 //
 // Every story happens in every run by construction, not by timing: the
 // controllers start only once every API port has refused an agent; a
 // controller's upgrade steps complete only after the upgrade gate refused
-// its own call; the leader's last check during the fault comes when its
-// cached promise no longer covers the lease term, so it must answer
-// ErrRenewalFailed.
+// each of its own calls; the leader's last check during the fault comes
+// when its cached promise no longer covers the lease term, so it must
+// answer ErrRenewalFailed.
 //
-// Each controller serves its gate board at /readyz on its controller port,
-// which accepts from the start: the run prints each readiness address, and
-// one /readyz?verbose answer taken while the first controller still waits
-// (its upgrade completes only after that probe) and one once it is stable.
+// Each controller serves its gate board at /readyz and the board's
+// timeline at /timeline on its controller port, which accepts from the
+// start: the run prints each readiness address, one /readyz?verbose answer
+// taken while the first controller still waits (its upgrade completes only
+// after that probe) and one once it is stable, and at the end the first
+// controller's critical chain: the gates, back from the one that opened
+// last, that made its startup take as long as it did.
 //
 // It prints a timeline and a summary and exits non-zero, naming them, if a
-// story did not happen or an invariant broke. With -hold the controllers
+// story did not happen or an invariant broke. -log json (or text) writes
+// every component's slog records to stderr. With -hold the controllers
 // keep serving after the summary until interrupted, so you can probe them
 // with curl.
 package main
