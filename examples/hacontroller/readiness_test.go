@@ -7,6 +7,7 @@ import (
 	"encoding/xml"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
@@ -20,6 +21,7 @@ import (
 
 	"github.com/coldstart-go/coldstart/gate"
 	"github.com/coldstart-go/coldstart/lease"
+	"github.com/coldstart-go/coldstart/listener"
 	"github.com/coldstart-go/coldstart/upgrade"
 )
 
@@ -208,4 +210,33 @@ func TestReadyzPassesTheUpgradeGateInEveryPhase(t *testing.T) {
 			assert.Equal(t, tc.workerCode, workers.Code, workers.Body.String())
 		})
 	}
+}
+
+// TestAPIPortBindFailureIsOnTheBoard: the API port opens by itself once
+// stable (OpenAPIWhen); when its address has been taken meanwhile, the
+// bind failure is not lost in a goroutine but shown on the board, with its
+// cause, and the controller port serves on.
+func TestAPIPortBindFailureIsOnTheBoard(t *testing.T) {
+	o, err := parseFlags([]string{"-controllers", "1", "-agents", "0"}, io.Discard)
+	require.NoError(t, err)
+	c, err := newController(controllerConfig{name: "c0", apiAddr: "127.0.0.1:0", o: o,
+		tl: newTimeline(io.Discard), store: lease.NewMemStore(nil)})
+	require.NoError(t, err)
+	defer c.shutdown()
+	taken, err := net.Listen("tcp", c.apiAddress()) // released by CloseAPI until stable
+	require.NoError(t, err)
+	defer taken.Close()
+
+	c.serving.Unlock()
+	c.selfDialed.Unlock()
+	c.leaseKnown.Unlock()
+	c.up.Complete()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	require.True(t, closed(ctx, c.api.Done()))
+	require.ErrorIs(t, c.api.Err(), listener.ErrBind)
+	a := probeReadyz(ctx, c)
+	assert.Equal(t, http.StatusServiceUnavailable, a.code)
+	assert.Regexp(t, `\[-\]api-port failed: listener: bind api port \S+: .*address already in use\n`, a.body)
+	assert.Contains(t, a.body, "[+]stable ok\n")
 }
