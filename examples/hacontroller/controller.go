@@ -79,7 +79,6 @@ type controller struct {
 	earlyAPI     int         // API conns that arrived while stable was still locked: must stay 0
 	apiAccepts   []time.Time // when each API-port conn reached the server
 	startedAt    time.Time   // when start began
-	selfAddr     string      // where the first self-dial went
 	status       lease.Status
 	leaseErr     error // first definitive lease answer
 	leadRuns     int   // runs of the singular worker (under Lead)

@@ -198,7 +198,7 @@ func run(ctx context.Context, o options, out io.Writer, log *slog.Logger) error 
 		}
 	})
 	if o.hold && ctx.Err() == nil {
-		hold(ctx, out, ctrls)
+		hold(ctx, tl, ctrls)
 	}
 	if len(problems) > 0 {
 		return errors.New(strings.Join(problems, "; "))

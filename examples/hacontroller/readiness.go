@@ -91,15 +91,17 @@ func probeWhileStarting(ctx context.Context, tl *timeline, c *controller, releas
 // hold keeps the controllers serving until ctx ends (an interrupt), after
 // saying how to probe them: each controller port serves its board's
 // readiness and its timeline.
-func hold(ctx context.Context, out io.Writer, ctrls []*controller) {
-	fmt.Fprintln(out, "\nholding: the controllers keep serving until interrupted (Ctrl-C); probe them with")
-	for _, c := range ctrls {
-		for _, e := range holdEndpoints {
-			fmt.Fprintf(out, "  curl -s '%s%s'   # %s: %s\n", baseURL(c), e.path, c.name, e.what)
+func hold(ctx context.Context, tl *timeline, ctrls []*controller) {
+	tl.write(func(out io.Writer) {
+		fmt.Fprintln(out, "\nholding: the controllers keep serving until interrupted (Ctrl-C); probe them with")
+		for _, c := range ctrls {
+			for _, e := range holdEndpoints {
+				fmt.Fprintf(out, "  curl -s '%s%s'   # %s: %s\n", baseURL(c), e.path, c.name, e.what)
+			}
 		}
-	}
+	})
 	<-ctx.Done()
-	fmt.Fprintln(out, "interrupted: shutting down")
+	tl.write(func(out io.Writer) { fmt.Fprintln(out, "interrupted: shutting down") })
 }
 
 // holdEndpoints are what -hold prints a curl line for, on each controller

@@ -97,9 +97,6 @@ func (c *controller) selfClient(ctx context.Context) {
 		c.selfDialed.Fail(fmt.Errorf("grpc health check: %w", err))
 		return
 	}
-	c.mu.Lock()
-	c.selfAddr = selfAddr
-	c.mu.Unlock()
 	c.tl.log(c.name, "self-dial -> %s (local: %t), over HTTP and gRPC", selfAddr, selfAddr == c.ctrlAddr)
 	c.selfDialed.Unlock()
 
