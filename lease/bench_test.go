@@ -80,7 +80,7 @@ func BenchmarkCheckFastPath(b *testing.B) {
 // every change through Current.
 func benchTracker(b *testing.B, d, every time.Duration, followers int) {
 	tr, err := lease.NewTracker(lease.Config{
-		Store: lease.NewMemStore(nil), Name: "bench", Holder: "h", Duration: d, Clock: clock.WallClock,
+		Store: lease.NewMemStore(lease.MemStoreConfig{}), Name: "bench", Holder: "h", Duration: d, Clock: clock.WallClock,
 	})
 	if err != nil {
 		b.Fatal(err)
@@ -183,7 +183,7 @@ func BenchmarkMemStore(b *testing.B) {
 }
 
 func benchMemStore(b *testing.B, keys, contenders int) {
-	store := lease.NewMemStore(nil)
+	store := lease.NewMemStore(lease.MemStoreConfig{})
 	ctx := context.Background()
 	names := make([]string, keys)
 	for i := range names {

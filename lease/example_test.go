@@ -17,7 +17,7 @@ import (
 func ExampleTracker_Check() {
 	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	clk := testclock.NewClock(start)
-	store := lease.NewMemStore(clk)
+	store := lease.NewMemStore(lease.MemStoreConfig{Clock: clk})
 	cfg := lease.Config{Store: store, Name: "singular", Holder: "unit-0", Duration: 30 * time.Second, Clock: clk}
 	leader, err := lease.NewTracker(cfg)
 	if err != nil {
@@ -48,7 +48,7 @@ func ExampleTracker_Check() {
 // not "not the leader".
 func ExampleTracker_Check_renewalTimeout() {
 	clk := testclock.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	store := leasetest.NewFaultStore(lease.NewMemStore(clk), clk)
+	store := leasetest.NewFaultStore(lease.NewMemStore(lease.MemStoreConfig{Clock: clk}), leasetest.FaultStoreConfig{Clock: clk})
 	tr, err := lease.NewTracker(lease.Config{
 		Store: store, Name: "singular", Holder: "unit-0", Duration: 30 * time.Second,
 		Jitter: -1, Clock: clk,
@@ -83,7 +83,7 @@ func ExampleTracker_Check_renewalTimeout() {
 // ends — without waiting for the next scheduled renewal.
 func ExampleTracker_WithLeadership() {
 	clk := testclock.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	store := lease.NewMemStore(clk)
+	store := lease.NewMemStore(lease.MemStoreConfig{Clock: clk})
 	tr, err := lease.NewTracker(lease.Config{
 		Store: store, Name: "singular", Holder: "unit-0", Duration: 30 * time.Second, Clock: clk,
 	})
@@ -119,7 +119,7 @@ func ExampleTracker_WithLeadership() {
 // fn runs again under the new token.
 func ExampleTracker_Lead() {
 	clk := testclock.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	store := lease.NewMemStore(clk)
+	store := lease.NewMemStore(lease.MemStoreConfig{Clock: clk})
 	tr, err := lease.NewTracker(lease.Config{
 		Store: store, Name: "singular", Holder: "unit-0", Duration: 30 * time.Second, Clock: clk,
 	})
@@ -165,7 +165,7 @@ func ExampleTracker_Lead() {
 // stays a follower that reports the new holder.
 func ExampleTracker_StepDown() {
 	clk := testclock.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	store := lease.NewMemStore(clk)
+	store := lease.NewMemStore(lease.MemStoreConfig{Clock: clk})
 	cfg := lease.Config{Store: store, Name: "singular", Duration: 30 * time.Second, Clock: clk}
 	cfg.Holder = "unit-0"
 	a, err := lease.NewTracker(cfg)
@@ -219,7 +219,7 @@ func ExampleTracker_StepDown() {
 // fix those. Readiness asks Check.
 func ExampleTracker_Alive() {
 	clk := testclock.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	store := leasetest.NewFaultStore(lease.NewMemStore(clk), clk)
+	store := leasetest.NewFaultStore(lease.NewMemStore(lease.MemStoreConfig{Clock: clk}), leasetest.FaultStoreConfig{Clock: clk})
 	tr, err := lease.NewTracker(lease.Config{
 		Store: store, Name: "singular", Holder: "unit-0", Duration: 30 * time.Second, Clock: clk,
 	})
@@ -257,7 +257,7 @@ func ExampleTracker_Alive() {
 // the time it wakes, its successor's newer token has been admitted.
 func ExampleTokenGuard() {
 	clk := testclock.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	store := lease.NewMemStore(clk)
+	store := lease.NewMemStore(lease.MemStoreConfig{Clock: clk})
 	ctx := context.Background()
 	var guard lease.TokenGuard // kept by the resource, e.g. beside a file
 	write := func(who string, token uint64) {

@@ -44,9 +44,17 @@ type memTerm struct {
 	expiry time.Time // the term is live while now < expiry
 }
 
-// NewMemStore returns an empty store whose terms expire on clk (nil means
-// clock.WallClock).
-func NewMemStore(clk clock.Clock) *MemStore {
+// MemStoreConfig is what a MemStore is timed on. The zero value is ready to
+// use: the wall clock.
+type MemStoreConfig struct {
+	// Clock is what terms expire on. If it's nil, clock.WallClock will be
+	// used.
+	Clock clock.Clock
+}
+
+// NewMemStore returns an empty store timed on cfg.Clock.
+func NewMemStore(cfg MemStoreConfig) *MemStore {
+	clk := cfg.Clock
 	if clk == nil {
 		clk = clock.WallClock
 	}

@@ -16,7 +16,7 @@
 //		})
 //	}
 //
-//	store := leasetest.NewFaultStore(lease.NewMemStore(clk), clk)
+//	store := leasetest.NewFaultStore(lease.NewMemStore(lease.MemStoreConfig{Clock: clk}), leasetest.FaultStoreConfig{Clock: clk})
 //	tr, _ := lease.NewTracker(lease.Config{Store: store, Clock: clk, ...})
 //	store.Always(leasetest.OpExtend, leasetest.Timeout) // renewals fail
 //	r, err := leasetest.Step(ctx, tr, clk) // the next renewal, answered

@@ -118,12 +118,20 @@ var _ interface {
 	lease.LossNotifier
 } = (*FaultStore)(nil)
 
-// NewFaultStore wraps store; latency is timed on clk (nil means
-// clock.WallClock). It starts with no faults.
-func NewFaultStore(store lease.Store, clk clock.Clock) *FaultStore {
+// FaultStoreConfig is what a FaultStore is timed on. The zero value is
+// ready to use: the wall clock.
+type FaultStoreConfig struct {
+	// Clock times the latency set with SetLatency. If it's nil,
+	// clock.WallClock will be used.
+	Clock clock.Clock
+}
+
+// NewFaultStore wraps store, timed on cfg.Clock. It starts with no faults.
+func NewFaultStore(store lease.Store, cfg FaultStoreConfig) *FaultStore {
 	if store == nil {
 		panic("leasetest.NewFaultStore: nil store")
 	}
+	clk := cfg.Clock
 	if clk == nil {
 		clk = clock.WallClock
 	}

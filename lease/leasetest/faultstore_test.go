@@ -20,8 +20,8 @@ const term = time.Minute
 
 func newStores() (*testclock.Clock, *lease.MemStore, *leasetest.FaultStore) {
 	clk := testclock.NewClock(t0)
-	mem := lease.NewMemStore(clk)
-	return clk, mem, leasetest.NewFaultStore(mem, clk)
+	mem := lease.NewMemStore(lease.MemStoreConfig{Clock: clk})
+	return clk, mem, leasetest.NewFaultStore(mem, leasetest.FaultStoreConfig{Clock: clk})
 }
 
 // A FaultStore without faults is a Store like the one it wraps.
@@ -211,8 +211,8 @@ func TestFaultStoreLostForwardsAndSignals(t *testing.T) {
 // Over a store that cannot watch, only SignalLost closes a Lost channel;
 // a watch whose ctx ended is never signalled.
 func TestFaultStoreLostOverStoreWithoutNotifier(t *testing.T) {
-	mem := lease.NewMemStore(testclock.NewClock(t0))
-	fs := leasetest.NewFaultStore(struct{ lease.Store }{mem}, nil)
+	mem := lease.NewMemStore(lease.MemStoreConfig{Clock: testclock.NewClock(t0)})
+	fs := leasetest.NewFaultStore(struct{ lease.Store }{mem}, leasetest.FaultStoreConfig{})
 	g, err := fs.Claim(context.Background(), "l", "h", term)
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
