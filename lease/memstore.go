@@ -15,7 +15,8 @@ import (
 // tests. Tokens come from one counter, so they strictly increase per lease
 // and across leases. The zero value is not usable; call NewMemStore.
 type MemStore struct {
-	clk clock.Clock
+	clk   clock.Clock
+	calls StoreCounters
 
 	mu    sync.Mutex
 	terms map[string]memTerm // by lease name; may hold expired terms
@@ -64,11 +65,14 @@ func NewMemStore(cfg MemStoreConfig) *MemStore {
 var _ interface {
 	Store
 	LossNotifier
+	StoreReporter
 } = (*MemStore)(nil)
 
 // Claim implements Store. It returns a *HeldError naming the holder while a
 // term is live, even when that holder has the same name as the claimant.
-func (m *MemStore) Claim(ctx context.Context, name, holder string, d time.Duration) (Grant, error) {
+func (m *MemStore) Claim(ctx context.Context, name, holder string, d time.Duration) (_ Grant, err error) {
+	done := m.calls.BeginClaim()
+	defer func() { done(err) }()
 	if err := ctx.Err(); err != nil {
 		return Grant{}, errors.Annotatef(err, "claim lease %q", name)
 	}
@@ -95,7 +99,9 @@ func (m *MemStore) Claim(ctx context.Context, name, holder string, d time.Durati
 
 // Extend implements Store. It extends only the live term g.Token; it never
 // shortens a term, and reports the time left from now as the Duration.
-func (m *MemStore) Extend(ctx context.Context, g Grant, d time.Duration) (Grant, error) {
+func (m *MemStore) Extend(ctx context.Context, g Grant, d time.Duration) (_ Grant, err error) {
+	done := m.calls.BeginExtend()
+	defer func() { done(err) }()
 	if err := ctx.Err(); err != nil {
 		return Grant{}, errors.Annotatef(err, "extend lease %q", g.Name)
 	}
@@ -119,7 +125,9 @@ func (m *MemStore) Extend(ctx context.Context, g Grant, d time.Duration) (Grant,
 }
 
 // Revoke implements Store.
-func (m *MemStore) Revoke(ctx context.Context, g Grant) error {
+func (m *MemStore) Revoke(ctx context.Context, g Grant) (err error) {
+	done := m.calls.BeginRevoke()
+	defer func() { done(err) }()
 	if err := ctx.Err(); err != nil {
 		return errors.Annotatef(err, "revoke lease %q", g.Name)
 	}
@@ -133,6 +141,10 @@ func (m *MemStore) Revoke(ctx context.Context, g Grant) error {
 	m.endTerms(g.Name)
 	return nil
 }
+
+// StoreReport implements StoreReporter: the calls of Claim, Extend and
+// Revoke so far, by outcome.
+func (m *MemStore) StoreReport() StoreReport { return m.calls.StoreReport() }
 
 // Holder returns the live term of the named lease, with the time it has
 // left as Duration, or ErrNotHeld when nobody holds it: who leads now, for

@@ -1,0 +1,124 @@
+package lease
+
+import (
+	"errors"
+	"sync/atomic"
+)
+
+// StoreReport is a point-in-time picture of a Store's calls, for people,
+// logs, status pages and metrics: the finished calls of each operation by
+// outcome, and the calls in flight. Every store that has one counts alike
+// (with StoreCounters), so one collector serves them all.
+type StoreReport struct {
+	Claim, Extend, Revoke StoreCalls
+	// InFlight is the calls begun and not yet returned, including calls a
+	// store holds back while it bounds its calls in flight.
+	InFlight int
+}
+
+// StoreCalls counts the finished calls of one operation by the class of
+// their answer (see Store).
+type StoreCalls struct {
+	OK uint64
+	// Definitive counts the definitive refusals: ErrHeld from Claim,
+	// ErrNotHeld from Extend and Revoke.
+	Definitive uint64
+	// NotSent counts the calls that never left the store (ErrNotSent).
+	NotSent uint64
+	// Ambiguous counts every other error: the store may have applied the
+	// call.
+	Ambiguous uint64
+}
+
+// StoreReporter is a Store that counts its calls: what a metrics collector
+// asks of any store. MemStore, leasetest.FaultStore and the stores of
+// lease/etcdlease implement it.
+type StoreReporter interface {
+	StoreReport() StoreReport
+}
+
+// StoreCounters counts a Store's calls for its StoreReport, classifying
+// each answer as Store says, so that every store counts the same way. A
+// store holds one and brackets each call:
+//
+//	func (s *MyStore) Claim(ctx context.Context, name, holder string, d time.Duration) (g lease.Grant, err error) {
+//		done := s.calls.BeginClaim()
+//		defer func() { done(err) }()
+//		...
+//	}
+//
+//	func (s *MyStore) StoreReport() lease.StoreReport { return s.calls.StoreReport() }
+//
+// Each Begin method counts a call in flight and returns the function that
+// ends it, to be called once with the call's error. The zero value is
+// ready to use; it is safe for concurrent use, lock-free, and allocates
+// nothing.
+type StoreCounters struct {
+	inFlight              atomic.Int64
+	claim, extend, revoke callCounters
+}
+
+type callCounters struct{ ok, definitive, notSent, ambiguous atomic.Uint64 }
+
+// BeginClaim begins a Claim.
+func (c *StoreCounters) BeginClaim() (done func(err error)) { return c.begin(&c.claim) }
+
+// BeginExtend begins an Extend.
+func (c *StoreCounters) BeginExtend() (done func(err error)) { return c.begin(&c.extend) }
+
+// BeginRevoke begins a Revoke.
+func (c *StoreCounters) BeginRevoke() (done func(err error)) { return c.begin(&c.revoke) }
+
+func (c *StoreCounters) begin(op *callCounters) func(error) {
+	c.inFlight.Add(1)
+	return func(err error) {
+		switch classify(err) {
+		case outcomeOK:
+			op.ok.Add(1)
+		case outcomeDefinitive:
+			op.definitive.Add(1)
+		case outcomeNotSent:
+			op.notSent.Add(1)
+		default:
+			op.ambiguous.Add(1)
+		}
+		c.inFlight.Add(-1)
+	}
+}
+
+// StoreReport returns the counts now. Each count is read atomically; a
+// call that ends meanwhile may show in one count and not yet in another.
+func (c *StoreCounters) StoreReport() StoreReport {
+	return StoreReport{
+		Claim: c.claim.load(), Extend: c.extend.load(), Revoke: c.revoke.load(),
+		InFlight: int(c.inFlight.Load()),
+	}
+}
+
+func (c *callCounters) load() StoreCalls {
+	return StoreCalls{OK: c.ok.Load(), Definitive: c.definitive.Load(),
+		NotSent: c.notSent.Load(), Ambiguous: c.ambiguous.Load()}
+}
+
+// outcome is the class of a store call's answer (see Store).
+type outcome int
+
+const (
+	outcomeOK outcome = iota
+	outcomeDefinitive
+	outcomeNotSent
+	outcomeAmbiguous
+)
+
+// classify returns the class of err, a store call's answer.
+func classify(err error) outcome {
+	switch {
+	case err == nil:
+		return outcomeOK
+	case errors.Is(err, ErrHeld) || errors.Is(err, ErrNotHeld):
+		return outcomeDefinitive
+	case errors.Is(err, ErrNotSent):
+		return outcomeNotSent
+	}
+	return outcomeAmbiguous
+}
