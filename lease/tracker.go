@@ -624,18 +624,20 @@ func (t *Tracker) store(s *snapshot) {
 			t.counters.unknownNanos.Add(int64(now.Sub(old.since)))
 		}
 	}
+	// Logged before it is published, so that the record of a change comes
+	// before any record of what followers do about it.
+	t.logChange(old, s)
 	o, n := old.status, s.status
 	same := old.closed == s.closed && o.State == n.State && o.Holder == n.Holder &&
 		o.Token == n.Token && o.Until.Equal(n.Until)
 	if same {
 		s.changed = old.changed
 		t.snap.Store(s)
-	} else {
-		s.changed = make(chan struct{})
-		t.snap.Store(s)
-		close(old.changed)
+		return
 	}
-	t.logChange(old, s)
+	s.changed = make(chan struct{})
+	t.snap.Store(s)
+	close(old.changed)
 }
 
 // shutdown publishes the final, closed snapshot and releases the lease if
