@@ -40,8 +40,8 @@ func (r record) String() string {
 }
 
 func (c *capture) Enabled(context.Context, slog.Level) bool { return true }
-func (c *capture) WithAttrs([]slog.Attr) slog.Handler      { panic("capture: WithAttrs not used") }
-func (c *capture) WithGroup(string) slog.Handler           { panic("capture: WithGroup not used") }
+func (c *capture) WithAttrs([]slog.Attr) slog.Handler       { panic("capture: WithAttrs not used") }
+func (c *capture) WithGroup(string) slog.Handler            { panic("capture: WithGroup not used") }
 
 func (c *capture) Handle(_ context.Context, r slog.Record) error {
 	rec := record{level: r.Level, msg: r.Message, attrs: map[string]slog.Value{}}
