@@ -54,7 +54,10 @@ type StoreReporter interface {
 // ready to use; it is safe for concurrent use, lock-free, and allocates
 // nothing.
 type StoreCounters struct {
-	inFlight              atomic.Int64
+	// begun counts the calls begun; the calls in flight are those begun
+	// less those finished (counted by outcome): one atomic add at each end
+	// of a call.
+	begun                 atomic.Uint64
 	claim, extend, revoke callCounters
 }
 
@@ -70,7 +73,7 @@ func (c *StoreCounters) BeginExtend() (done func(err error)) { return c.begin(&c
 func (c *StoreCounters) BeginRevoke() (done func(err error)) { return c.begin(&c.revoke) }
 
 func (c *StoreCounters) begin(op *callCounters) func(error) {
-	c.inFlight.Add(1)
+	c.begun.Add(1)
 	return func(err error) {
 		switch classify(err) {
 		case outcomeOK:
@@ -82,23 +85,26 @@ func (c *StoreCounters) begin(op *callCounters) func(error) {
 		default:
 			op.ambiguous.Add(1)
 		}
-		c.inFlight.Add(-1)
 	}
 }
 
 // StoreReport returns the counts now. Each count is read atomically; a
 // call that ends meanwhile may show in one count and not yet in another.
 func (c *StoreCounters) StoreReport() StoreReport {
-	return StoreReport{
-		Claim: c.claim.load(), Extend: c.extend.load(), Revoke: c.revoke.load(),
-		InFlight: int(c.inFlight.Load()),
-	}
+	// The finished calls are read before the begun ones: every call
+	// counted finished was counted begun before, so InFlight is never
+	// negative.
+	r := StoreReport{Claim: c.claim.load(), Extend: c.extend.load(), Revoke: c.revoke.load()}
+	r.InFlight = int(c.begun.Load() - r.Claim.total() - r.Extend.total() - r.Revoke.total())
+	return r
 }
 
 func (c *callCounters) load() StoreCalls {
 	return StoreCalls{OK: c.ok.Load(), Definitive: c.definitive.Load(),
 		NotSent: c.notSent.Load(), Ambiguous: c.ambiguous.Load()}
 }
+
+func (c StoreCalls) total() uint64 { return c.OK + c.Definitive + c.NotSent + c.Ambiguous }
 
 // outcome is the class of a store call's answer (see Store).
 type outcome int
