@@ -31,8 +31,7 @@ type StoreCalls struct {
 }
 
 // StoreReporter is a Store that counts its calls: what a metrics collector
-// asks of any store. MemStore, leasetest.FaultStore and the stores of
-// lease/etcdlease implement it.
+// asks of any store. MemStore and leasetest.FaultStore implement it.
 type StoreReporter interface {
 	StoreReport() StoreReport
 }
