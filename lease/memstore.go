@@ -70,9 +70,14 @@ var _ interface {
 
 // Claim implements Store. It returns a *HeldError naming the holder while a
 // term is live, even when that holder has the same name as the claimant.
-func (m *MemStore) Claim(ctx context.Context, name, holder string, d time.Duration) (_ Grant, err error) {
+func (m *MemStore) Claim(ctx context.Context, name, holder string, d time.Duration) (Grant, error) {
 	done := m.calls.BeginClaim()
-	defer func() { done(err) }()
+	g, err := m.claim(ctx, name, holder, d)
+	done(err)
+	return g, err
+}
+
+func (m *MemStore) claim(ctx context.Context, name, holder string, d time.Duration) (Grant, error) {
 	if err := ctx.Err(); err != nil {
 		return Grant{}, errors.Annotatef(err, "claim lease %q", name)
 	}
@@ -99,9 +104,14 @@ func (m *MemStore) Claim(ctx context.Context, name, holder string, d time.Durati
 
 // Extend implements Store. It extends only the live term g.Token; it never
 // shortens a term, and reports the time left from now as the Duration.
-func (m *MemStore) Extend(ctx context.Context, g Grant, d time.Duration) (_ Grant, err error) {
+func (m *MemStore) Extend(ctx context.Context, g Grant, d time.Duration) (Grant, error) {
 	done := m.calls.BeginExtend()
-	defer func() { done(err) }()
+	g, err := m.extend(ctx, g, d)
+	done(err)
+	return g, err
+}
+
+func (m *MemStore) extend(ctx context.Context, g Grant, d time.Duration) (Grant, error) {
 	if err := ctx.Err(); err != nil {
 		return Grant{}, errors.Annotatef(err, "extend lease %q", g.Name)
 	}
@@ -125,9 +135,14 @@ func (m *MemStore) Extend(ctx context.Context, g Grant, d time.Duration) (_ Gran
 }
 
 // Revoke implements Store.
-func (m *MemStore) Revoke(ctx context.Context, g Grant) (err error) {
+func (m *MemStore) Revoke(ctx context.Context, g Grant) error {
 	done := m.calls.BeginRevoke()
-	defer func() { done(err) }()
+	err := m.revoke(ctx, g)
+	done(err)
+	return err
+}
+
+func (m *MemStore) revoke(ctx context.Context, g Grant) error {
 	if err := ctx.Err(); err != nil {
 		return errors.Annotatef(err, "revoke lease %q", g.Name)
 	}

@@ -40,10 +40,11 @@ type StoreReporter interface {
 // each answer as Store says, so that every store counts the same way. A
 // store holds one and brackets each call:
 //
-//	func (s *MyStore) Claim(ctx context.Context, name, holder string, d time.Duration) (g lease.Grant, err error) {
+//	func (s *MyStore) Claim(ctx context.Context, name, holder string, d time.Duration) (lease.Grant, error) {
 //		done := s.calls.BeginClaim()
-//		defer func() { done(err) }()
-//		...
+//		g, err := s.claim(ctx, name, holder, d)
+//		done(err)
+//		return g, err
 //	}
 //
 //	func (s *MyStore) StoreReport() lease.StoreReport { return s.calls.StoreReport() }

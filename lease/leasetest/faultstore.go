@@ -285,9 +285,14 @@ func (f *FaultStore) block(ctx context.Context, c <-chan time.Time) error {
 }
 
 // Claim implements lease.Store.
-func (f *FaultStore) Claim(ctx context.Context, name, holder string, d time.Duration) (_ lease.Grant, err error) {
+func (f *FaultStore) Claim(ctx context.Context, name, holder string, d time.Duration) (lease.Grant, error) {
 	done := f.count.BeginClaim()
-	defer func() { done(err) }()
+	g, err := f.claim(ctx, name, holder, d)
+	done(err)
+	return g, err
+}
+
+func (f *FaultStore) claim(ctx context.Context, name, holder string, d time.Duration) (lease.Grant, error) {
 	fault, err := f.begin(ctx, OpClaim)
 	if err != nil {
 		return lease.Grant{}, err
@@ -311,9 +316,14 @@ func (f *FaultStore) Claim(ctx context.Context, name, holder string, d time.Dura
 }
 
 // Extend implements lease.Store.
-func (f *FaultStore) Extend(ctx context.Context, g lease.Grant, d time.Duration) (_ lease.Grant, err error) {
+func (f *FaultStore) Extend(ctx context.Context, g lease.Grant, d time.Duration) (lease.Grant, error) {
 	done := f.count.BeginExtend()
-	defer func() { done(err) }()
+	g, err := f.extend(ctx, g, d)
+	done(err)
+	return g, err
+}
+
+func (f *FaultStore) extend(ctx context.Context, g lease.Grant, d time.Duration) (lease.Grant, error) {
 	fault, err := f.begin(ctx, OpExtend)
 	if err != nil {
 		return lease.Grant{}, err
@@ -338,9 +348,14 @@ func (f *FaultStore) Extend(ctx context.Context, g lease.Grant, d time.Duration)
 }
 
 // Revoke implements lease.Store.
-func (f *FaultStore) Revoke(ctx context.Context, g lease.Grant) (err error) {
+func (f *FaultStore) Revoke(ctx context.Context, g lease.Grant) error {
 	done := f.count.BeginRevoke()
-	defer func() { done(err) }()
+	err := f.revoke(ctx, g)
+	done(err)
+	return err
+}
+
+func (f *FaultStore) revoke(ctx context.Context, g lease.Grant) error {
 	fault, err := f.begin(ctx, OpRevoke)
 	if err != nil {
 		return err
