@@ -19,6 +19,7 @@ type StoreReport struct {
 // StoreCalls counts the finished calls of one operation by the class of
 // their answer (see Store).
 type StoreCalls struct {
+	// OK counts the calls that succeeded.
 	OK uint64
 	// Definitive counts the definitive refusals: ErrHeld from Claim,
 	// ErrNotHeld from Extend and Revoke.
@@ -51,8 +52,9 @@ type StoreReporter interface {
 //
 // Each Begin method counts a call in flight and returns the function that
 // ends it, to be called once with the call's error. The zero value is
-// ready to use; it is safe for concurrent use, lock-free, and allocates
-// nothing.
+// ready to use; it is safe for concurrent use and lock-free (an atomic add
+// at each end of a call), and allocates nothing while done stays in the
+// calling function, as above.
 type StoreCounters struct {
 	// begun counts the calls begun; the calls in flight are those begun
 	// less those finished (counted by outcome): one atomic add at each end
