@@ -95,9 +95,15 @@ func assertLogRecords(t *testing.T, logs string) {
 			assert.Equal(t, "local", r["route"], line)
 		case "upgrade phase changed":
 			assert.Contains(t, r, "phase", line)
+		case "lease held", "lease held by another":
+			assert.Equal(t, leaseName, r["lease"], line)
+			assert.Contains(t, r, "holder", line)
 		}
 	}
-	for _, msg := range []string{"gate opened", "port bound", "port opened", "port closed", "route chosen", "dials", "http transport moved home", "upgrade phase changed"} {
+	// One controller holds the lease, the others are told who does.
+	assert.Len(t, seen["lease held"], 1, logs)
+	assert.Len(t, seen["lease held by another"], 2, logs)
+	for _, msg := range []string{"gate opened", "port bound", "port opened", "port closed", "route chosen", "dials", "http transport moved home", "upgrade phase changed", "lease tracker closed"} {
 		for _, c := range []string{"c0", "c1", "c2"} {
 			assert.True(t, seen[msg][c], "no %q record from %s:\n%s", msg, c, logs)
 		}
@@ -308,7 +314,7 @@ func TestNewControllerReleasesPortsOnError(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var out bytes.Buffer
-			cfg := controllerConfig{name: "c0", apiAddr: "127.0.0.1:0", o: o, tl: newTimeline(&out), store: lease.NewMemStore(nil)}
+			cfg := controllerConfig{name: "c0", apiAddr: "127.0.0.1:0", o: o, tl: newTimeline(&out), store: lease.NewMemStore(lease.MemStoreConfig{})}
 			tc.setup(&cfg)
 			c, err := newController(cfg)
 			require.Error(t, err)

@@ -161,7 +161,7 @@ func main() {
 	fmt.Print("critical chain:\n", s.Board.Timeline().CriticalChain("api-port"))
 
 	tr, err := lease.NewTracker(lease.Config{
-		Store: lease.NewMemStore(nil), Name: "singular", Holder: "c0", Duration: time.Second,
+		Store: lease.NewMemStore(lease.MemStoreConfig{}), Name: "singular", Holder: "c0", Duration: time.Second,
 	})
 	if err != nil {
 		panic(err)
