@@ -103,6 +103,11 @@ func assertLogRecords(t *testing.T, logs string) {
 	// One controller holds the lease, the others are told who does.
 	assert.Len(t, seen["lease held"], 1, logs)
 	assert.Len(t, seen["lease held by another"], 2, logs)
+	// The store fault, as an operator reads it: renewals not confirmed,
+	// then confirmed again — never "lease lost".
+	assert.Len(t, seen["lease renewal not confirmed"], 1, logs)
+	assert.Len(t, seen["lease confirmed again"], 1, logs)
+	assert.Empty(t, seen["lease lost"], logs)
 	for _, msg := range []string{"gate opened", "port bound", "port opened", "port closed", "route chosen", "dials", "http transport moved home", "upgrade phase changed", "lease tracker closed"} {
 		for _, c := range []string{"c0", "c1", "c2"} {
 			assert.True(t, seen[msg][c], "no %q record from %s:\n%s", msg, c, logs)
