@@ -8,6 +8,8 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/coldstart-go/coldstart/lease/etcdlease/etcdtest"
 )
 
 // BenchmarkClaim measures claims per second against the embedded
@@ -15,7 +17,7 @@ import (
 // etcd's lease count stays flat). The baseline beside it is a bare etcd Put
 // on the same server, the cheapest write there is.
 func BenchmarkClaim(b *testing.B) {
-	_, cli := startSingle(b)
+	cli := etcdtest.Start(b).Client()
 	s := newEtcdStore(b, cli, "/bench/claim/")
 	ctx := context.Background()
 
@@ -50,7 +52,7 @@ func BenchmarkClaim(b *testing.B) {
 // BenchmarkExtend measures the latency of Extend of one live term (a
 // keep-alive plus a read), with p50 and p99, beside a bare KeepAliveOnce.
 func BenchmarkExtend(b *testing.B) {
-	_, cli := startSingle(b)
+	cli := etcdtest.Start(b).Client()
 	s := newEtcdStore(b, cli, "/bench/extend/")
 	ctx := context.Background()
 	g, err := s.Claim(ctx, "singular", "h", 10*time.Second)

@@ -82,7 +82,7 @@ func (c *Cluster) start(n, attempt int) error {
 	initial := initialCluster(ms)
 	stopAll := func() {
 		for _, m := range ms {
-			m.Stop()
+			m.stopLocked() // nobody else sees them yet
 		}
 	}
 	launched := make([]chan error, n)
@@ -95,7 +95,7 @@ func (c *Cluster) start(n, attempt int) error {
 			return err
 		}
 		launched[i] = make(chan error, 1)
-		go func() { launched[i] <- m.awaitReady(e, deadline) }()
+		go func() { launched[i] <- awaitReady(m.name, e, deadline) }()
 	}
 	var errs []error
 	for _, ch := range launched {

@@ -41,7 +41,11 @@ type Member struct {
 	initial          string
 	tick, electionMs uint
 
-	mu        sync.Mutex
+	// life serializes starts and stops, so that a Stop (or Close) returns
+	// only once the member is down, even while another Stop is under way.
+	life sync.Mutex
+
+	mu        sync.Mutex  // guards the fields below
 	etcd      *embed.Etcd // nil while stopped
 	clientURL url.URL     // bound at the first start, reused by Restart
 	client    *clientv3.Client
@@ -143,6 +147,14 @@ func (m *Member) Etcd() *embed.Etcd {
 // streams gracefully, which can take seconds). Its data stays for Restart.
 // Stop is idempotent.
 func (m *Member) Stop() {
+	m.life.Lock()
+	defer m.life.Unlock()
+	m.stopLocked()
+}
+
+// stopLocked stops the member; called with m.life held (or before anyone
+// else can see the member).
+func (m *Member) stopLocked() {
 	m.mu.Lock()
 	e := m.etcd
 	m.etcd = nil
@@ -182,14 +194,21 @@ func (m *Member) Close() {
 
 // start starts the member and waits until it serves.
 func (m *Member) start() error {
+	m.life.Lock()
+	defer m.life.Unlock()
 	e, err := m.launch()
 	if err != nil {
 		return err
 	}
-	return m.awaitReady(e, time.Now().Add(readyWithin))
+	if err := awaitReady(m.name, e, time.Now().Add(readyWithin)); err != nil {
+		m.stopLocked()
+		return err
+	}
+	return nil
 }
 
-// launch starts the member's server without waiting for it to serve.
+// launch starts the member's server without waiting for it to serve;
+// called with m.life held (or before anyone else can see the member).
 func (m *Member) launch() (*embed.Etcd, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -210,20 +229,17 @@ func (m *Member) launch() (*embed.Etcd, error) {
 	return e, nil
 }
 
-// awaitReady waits until the member launched as e serves, or fails and
-// stops it.
-func (m *Member) awaitReady(e *embed.Etcd, deadline time.Time) error {
+// awaitReady waits until the member name, launched as e, serves.
+func awaitReady(name string, e *embed.Etcd, deadline time.Time) error {
 	timeout := time.NewTimer(time.Until(deadline))
 	defer timeout.Stop()
 	select {
 	case <-e.Server.ReadyNotify():
 		return nil
 	case err := <-e.Err():
-		m.Stop()
-		return fmt.Errorf("etcdtest: member %s failed to start: %w", m.name, err)
+		return fmt.Errorf("etcdtest: member %s failed to start: %w", name, err)
 	case <-timeout.C:
-		m.Stop()
-		return fmt.Errorf("etcdtest: member %s not ready after %v", m.name, readyWithin)
+		return fmt.Errorf("etcdtest: member %s not ready after %v", name, readyWithin)
 	}
 }
 
