@@ -24,14 +24,14 @@ const (
 	clusterElectionMs = 1000
 	// readyWithin bounds the wait for a member to serve.
 	readyWithin = 20 * time.Second
-	// startAttempts bounds the retries of a start whose reserved peer
-	// port was taken meanwhile (see reservePorts).
+	// startAttempts bounds the retries of a cluster's start whose reserved
+	// peer ports were taken meanwhile (see reservePorts).
 	startAttempts = 3
 )
 
 // Member is one etcd server running in this process. Its client address
-// and its peer address stay the same across Stop and Restart, and so does
-// its data directory. A Member is safe for concurrent use.
+// (and a cluster member's peer address) stay the same across Stop and
+// Restart, and so does its data. A Member is safe for concurrent use.
 type Member struct {
 	name   string
 	dir    string
@@ -74,27 +74,16 @@ func NewMember() (*Member, error) {
 	if err != nil {
 		return nil, fmt.Errorf("etcdtest: data directory: %w", err)
 	}
-	var lastErr error
-	for range startAttempts {
-		ports, err := reservePorts(1)
-		if err != nil {
-			os.RemoveAll(dir)
-			return nil, err
-		}
-		m := newMember("single", dir, ports[0], memberTickMs, memberElectionMs)
-		m.ownDir = true
-		m.initial = m.name + "=" + m.peer.String()
-		if lastErr = m.start(); lastErr == nil {
-			return m, nil
-		}
-		// A failed first start may have written part of a data dir.
-		if err := clearDir(dir); err != nil {
-			os.RemoveAll(dir)
-			return nil, err
-		}
+	// Port 0 for the peer URL too: nobody dials a single member's peer
+	// port, and a restart binds it afresh.
+	m := newMember("single", dir, 0, memberTickMs, memberElectionMs)
+	m.ownDir = true
+	m.initial = m.name + "=" + m.peer.String()
+	if err := m.start(); err != nil {
+		os.RemoveAll(dir)
+		return nil, err
 	}
-	os.RemoveAll(dir)
-	return nil, fmt.Errorf("etcdtest: starting etcd: %w", lastErr)
+	return m, nil
 }
 
 func newMember(name, dir string, peerPort int, tick, election uint) *Member {
@@ -300,20 +289,6 @@ func reservePorts(n int) ([]int, error) {
 		ports[i] = l.Addr().(*net.TCPAddr).Port
 	}
 	return ports, nil
-}
-
-// clearDir empties dir, keeping it.
-func clearDir(dir string) error {
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		return fmt.Errorf("etcdtest: %w", err)
-	}
-	for _, e := range entries {
-		if err := os.RemoveAll(dir + string(os.PathSeparator) + e.Name()); err != nil {
-			return fmt.Errorf("etcdtest: %w", err)
-		}
-	}
-	return nil
 }
 
 // initialCluster is the InitialCluster setting of members ms.
