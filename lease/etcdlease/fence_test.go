@@ -82,7 +82,7 @@ func TestFenceRefusesPausedLeadersLateWrite(t *testing.T) {
 func testFenceRefusesPausedLeadersLateWrite(t *testing.T, kind storeKind) {
 	m := etcdtest.Start(t)
 	cliA, cliB := m.Client(), newClient(t, m.Endpoints()...)
-	const d = time.Second // claims for 2 s
+	const d = 500 * time.Millisecond // claims for 1 s
 	cfg := func(s lease.Store, holder string) lease.Config {
 		return lease.Config{Store: s, Name: "singular", Holder: holder, Duration: d, LateTimer: slowTimer, CallTimeout: d / 2}
 	}
