@@ -199,36 +199,6 @@ func (t *Tracker) Current() (Status, <-chan struct{}) {
 	return s.status, s.changed
 }
 
-// Changes returns a channel that receives the tracker's status whenever it
-// changes, holding only the latest; it is closed, after a final NotHeld
-// status, when the tracker is closed. Read it from one goroutine.
-//
-// Deprecated: use Current, which any number of goroutines can follow.
-func (t *Tracker) Changes() <-chan Status {
-	t.changesOnce.Do(func() {
-		t.changes = make(chan Status, 1)
-		go t.feedChanges()
-	})
-	return t.changes
-}
-
-// feedChanges follows Current into Changes' channel, latest wins.
-func (t *Tracker) feedChanges() {
-	for {
-		s := t.snap.Load()
-		select {
-		case <-t.changes:
-		default:
-		}
-		t.changes <- s.status // the only sender, and the buffer is empty
-		if s.closed {
-			close(t.changes)
-			return
-		}
-		<-s.changed
-	}
-}
-
 // StepDown makes this tracker stop leading without closing it: its status
 // becomes NotHeld at once (Check answers ErrNotLeader, Lead functions see
 // their ctx end), it releases the term once every running Lead function

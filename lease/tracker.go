@@ -100,9 +100,6 @@ type Tracker struct {
 	running int
 	runDone chan struct{}
 
-	changesOnce sync.Once
-	changes     chan Status // Changes' channel, made on first use
-
 	ctx       context.Context // cancelled (cause ErrClosed) by Close: ends an in-flight call
 	cancel    context.CancelCauseFunc
 	done      chan struct{} // closed by Close

@@ -501,32 +501,6 @@ func TestCurrentNeverBlocksRenewer(t *testing.T) {
 	f.noChange(t, "no backlog")
 }
 
-// TestDeprecatedChangesFollowsCurrent: Changes, kept for its callers, holds
-// the latest status, never blocks the renewer, and closes after the final
-// NotHeld.
-func TestDeprecatedChangesFollowsCurrent(t *testing.T) {
-	f := newFixture(t, nil, nil)
-	ch := f.tr.Changes()
-	for range 5 {
-		f.expectIdle(t, renewAt)
-	}
-	require.Equal(t, renewAt, f.nextIdle(t))
-	want, _ := f.tr.Current()
-	for st := (lease.Status{}); st != want; {
-		select {
-		case st = <-ch:
-		case <-time.After(wait):
-			t.Fatalf("the latest status %+v never arrived", want)
-		}
-	}
-	require.NoError(t, f.tr.Close())
-	var last lease.Status
-	for st := range ch {
-		last = st
-	}
-	assert.Equal(t, lease.Status{State: lease.NotHeld}, last, "final status before the channel closes")
-}
-
 // TestRenewalTimeoutIsNotNotLeader is the field regression: is-leader asked
 // for 30 s exactly at renewal time while the lease back end timed out. The
 // unit still held ~28.5 s of its term; the answer must be "renewal failed,

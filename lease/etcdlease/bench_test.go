@@ -8,6 +8,8 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/coldstart-go/coldstart/lease/etcdlease/etcdtest"
 )
 
 // BenchmarkClaim measures claims per second against the embedded
@@ -15,7 +17,7 @@ import (
 // etcd's lease count stays flat). The baseline beside it is a bare etcd Put
 // on the same server, the cheapest write there is.
 func BenchmarkClaim(b *testing.B) {
-	_, cli := startSingle(b)
+	cli := etcdtest.Start(b).Client()
 	s := newEtcdStore(b, cli, "/bench/claim/")
 	ctx := context.Background()
 
@@ -50,7 +52,7 @@ func BenchmarkClaim(b *testing.B) {
 // BenchmarkExtend measures the latency of Extend of one live term (a
 // keep-alive plus a read), with p50 and p99, beside a bare KeepAliveOnce.
 func BenchmarkExtend(b *testing.B) {
-	_, cli := startSingle(b)
+	cli := etcdtest.Start(b).Client()
 	s := newEtcdStore(b, cli, "/bench/extend/")
 	ctx := context.Background()
 	g, err := s.Claim(ctx, "singular", "h", 10*time.Second)
@@ -91,3 +93,31 @@ func BenchmarkExtend(b *testing.B) {
 }
 
 func clientv3LeaseID(id int64) clientv3.LeaseID { return clientv3.LeaseID(id) }
+
+// BenchmarkFencedPut measures what a fence adds to a write: a put in a
+// transaction guarded by Store.Fence of a live term, beside the same put in
+// a transaction with no compare, on the embedded single-member etcd.
+func BenchmarkFencedPut(b *testing.B) {
+	cli := etcdtest.Start(b).Client()
+	s := newEtcdStore(b, cli, "/bench/fence/")
+	ctx := context.Background()
+	g, err := s.Claim(ctx, "singular", "h", 30*time.Second)
+	if err != nil {
+		b.Fatal(err)
+	}
+	put := func(b *testing.B, txn func() clientv3.Txn) {
+		b.ReportAllocs()
+		for b.Loop() {
+			resp, err := txn().Then(clientv3.OpPut("/bench/data", "v")).Commit()
+			if err != nil || !resp.Succeeded {
+				b.Fatal(err, resp.Succeeded)
+			}
+		}
+	}
+	b.Run("unfenced", func(b *testing.B) {
+		put(b, func() clientv3.Txn { return cli.Txn(ctx) })
+	})
+	b.Run("fenced", func(b *testing.B) {
+		put(b, func() clientv3.Txn { return cli.Txn(ctx).If(s.Fence("singular", g.Token)) })
+	})
+}

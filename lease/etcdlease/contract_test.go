@@ -9,6 +9,7 @@ import (
 
 	"github.com/coldstart-go/coldstart/lease"
 	"github.com/coldstart-go/coldstart/lease/etcdlease"
+	"github.com/coldstart-go/coldstart/lease/etcdlease/etcdtest"
 	"github.com/coldstart-go/coldstart/lease/leasetest"
 )
 
@@ -59,7 +60,7 @@ func forEachStore(t *testing.T, test func(t *testing.T, kind storeKind)) {
 // MemStore runs) against one real single-member etcd, for both stores. Each
 // subtest uses lease names of its own, so they share the server.
 func TestStoreContract(t *testing.T) {
-	_, cli := startSingle(t)
+	cli := etcdtest.Start(t).Client()
 	const term = time.Second
 	forEachStore(t, func(t *testing.T, kind storeKind) {
 		store := kind.make(t, cli, "/contract/"+kind.name+"/", term)

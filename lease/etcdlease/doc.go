@@ -72,6 +72,30 @@
 // matching lease.ErrNotSent (and ErrOverCapacity if it waited for a slot:
 // a Store whose terms need more renewals than etcd serves says so early).
 //
+// Fencing: a leader paused past its term (a GC stall, a frozen VM) may
+// wake up believing it still leads. A write to etcd guarded by Fence —
+// a compare for the caller's own transaction that holds only while the
+// term with that token still holds its key, as etcd's Mutex.IsOwner — is
+// refused once another term has taken the lease:
+//
+//	st, err := tr.Check(ctx, 0) // or the Status Lead passes to its fn
+//	...
+//	resp, err := cli.Txn(ctx).
+//		If(store.Fence("singular", st.Token)).
+//		Then(clientv3.OpPut("/myapp/config", cfg)).
+//		Commit()
+//	if err == nil && !resp.Succeeded {
+//		// our term is over: nothing was written
+//	}
+//
+// For resources outside etcd, lease.TokenGuard checks the token where the
+// write lands.
+//
+// Tests: package etcdtest (lease/etcdlease/etcdtest) starts real etcd
+// servers in the test binary — one member, or a cluster whose leader a
+// test can find, stop and restart — which is what this package's own
+// tests run on.
+//
 // This package is its own Go module, so that importing the rest of coldstart
 // never pulls in etcd and gRPC. Its go.mod requires
 // github.com/coldstart-go/coldstart at v0.0.0 with a development replace

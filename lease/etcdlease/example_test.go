@@ -4,57 +4,23 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/url"
-	"os"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.etcd.io/etcd/server/v3/embed"
-	"go.uber.org/zap"
 
 	"github.com/coldstart-go/coldstart/lease"
 	"github.com/coldstart-go/coldstart/lease/etcdlease"
+	"github.com/coldstart-go/coldstart/lease/etcdlease/etcdtest"
 )
 
-// exampleEtcd starts a throw-away single-member etcd on loopback and returns
-// a client of it and a func that stops both.
-func exampleEtcd() (*clientv3.Client, func(), error) {
-	dir, err := os.MkdirTemp("", "etcdlease-example")
-	if err != nil {
-		return nil, nil, err
-	}
-	cfg := embed.NewConfig()
-	cfg.Dir = dir
-	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
-	cfg.TickMs, cfg.ElectionMs = tickMs, electionMs
-	loopback := url.URL{Scheme: "http", Host: "127.0.0.1:0"}
-	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{loopback}, []url.URL{loopback}
-	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{loopback}, []url.URL{loopback}
-	cfg.InitialCluster = cfg.Name + "=" + loopback.String()
-	e, err := embed.StartEtcd(cfg)
-	if err != nil {
-		os.RemoveAll(dir)
-		return nil, nil, err
-	}
-	<-e.Server.ReadyNotify()
-	cli, err := clientv3.New(clientv3.Config{
-		Endpoints: []string{e.Clients[0].Addr().String()}, Logger: zap.NewNop(),
-	})
-	if err != nil {
-		e.Close()
-		os.RemoveAll(dir)
-		return nil, nil, err
-	}
-	return cli, func() { cli.Close(); e.Close(); os.RemoveAll(dir) }, nil
-}
-
 func Example() {
-	cli, stop, err := exampleEtcd()
+	etcd, err := etcdtest.NewMember() // a throw-away etcd in this process
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
-	defer stop()
+	defer etcd.Close()
+	cli := etcd.Client()
 	ctx := context.Background()
 	store, err := etcdlease.NewStore(cli, "/example/")
 	if err != nil {
@@ -96,12 +62,13 @@ func Example() {
 // A Tracker on etcd: the leader is told Held, the other party is told
 // definitively who leads.
 func Example_tracker() {
-	cli, stop, err := exampleEtcd()
+	etcd, err := etcdtest.NewMember() // a throw-away etcd in this process
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
-	defer stop()
+	defer etcd.Close()
+	cli := etcd.Client()
 	ctx := context.Background()
 	store, err := etcdlease.NewStore(cli, "/example/")
 	if err != nil {
@@ -135,12 +102,13 @@ func Example_tracker() {
 // lease carries every key, so renewing a thousand terms sends nothing but
 // the session's one keep-alive every TTL/3.
 func ExampleNewSessionStore() {
-	cli, stop, err := exampleEtcd()
+	etcd, err := etcdtest.NewMember() // a throw-away etcd in this process
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
-	defer stop()
+	defer etcd.Close()
+	cli := etcd.Client()
 	ctx := context.Background()
 	// The trackers claim 2 × Duration = 2 s: a TTL of three times that.
 	store, err := etcdlease.NewSessionStore(cli, "/example/apps/", 6*time.Second)
@@ -168,4 +136,71 @@ func ExampleNewSessionStore() {
 	// held controller-0 <nil>
 	// held controller-0 <nil>
 	// held controller-0 <nil>
+}
+
+// Fencing a write with the term's token: a leader froze (its renewals
+// stopped, as a paused process's would) and etcd expired its term; another
+// tracker took over. The frozen leader wakes up and writes under the token
+// it still has: fenced, the write is refused (unfenced, it would have
+// overwritten the new leader's data).
+func ExampleStore_Fence() {
+	etcd, err := etcdtest.NewMember()
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer etcd.Close()
+	cli := etcd.Client()
+	ctx := context.Background()
+	store, err := etcdlease.NewStore(cli, "/example/leases/")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	// write puts the config in one transaction with the fence of term token.
+	write := func(token uint64, value string) bool {
+		resp, err := cli.Txn(ctx).
+			If(store.Fence("singular", token)).
+			Then(clientv3.OpPut("/example/config", value)).
+			Commit()
+		return err == nil && resp.Succeeded
+	}
+
+	a, err := lease.NewTracker(lease.Config{Store: store, Name: "singular", Holder: "unit-a", Duration: time.Second})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	st, err := a.Check(ctx, 0)
+	fmt.Println("unit-a", st.State, err)
+	fmt.Println("unit-a writes while it leads:", write(st.Token, "from unit-a"))
+	a.Close() // unit-a freezes: no more renewals; etcd expires its term
+
+	b, err := lease.NewTracker(lease.Config{Store: store, Name: "singular", Holder: "unit-b", Duration: time.Second})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer b.Close()
+	bst, changed := b.Current()
+	for bst.State != lease.Held {
+		<-changed
+		bst, changed = b.Current()
+	}
+	fmt.Println("unit-b", bst.State)
+	fmt.Println("unit-a wakes up and writes:", write(st.Token, "late, from unit-a"))
+	fmt.Println("unit-b writes:", write(bst.Token, "from unit-b"))
+	resp, err := cli.Get(ctx, "/example/config")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println(string(resp.Kvs[0].Value))
+	// Output:
+	// unit-a held <nil>
+	// unit-a writes while it leads: true
+	// unit-b held
+	// unit-a wakes up and writes: false
+	// unit-b writes: true
+	// from unit-b
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/coldstart-go/coldstart/lease/etcdlease"
+	"github.com/coldstart-go/coldstart/lease/etcdlease/etcdtest"
 )
 
 func requireOpen(t *testing.T, ch <-chan struct{}, why string) {
@@ -100,8 +101,7 @@ func TestLostStopsWithContext(t *testing.T) {
 // Closing the client ends the watch too (goleak checks its goroutine is
 // gone) without reporting the term lost.
 func TestLostStopsWithClient(t *testing.T) {
-	m, _ := startSingle(t)
-	cli := newClient(t, m.clientURL)
+	cli := newClient(t, etcdtest.Start(t).Endpoints()...)
 	s := newEtcdStore(t, cli, "/"+t.Name()+"/")
 	ctx := testCtx(t)
 	g, err := s.Claim(ctx, "singular", "a", 5*time.Second)

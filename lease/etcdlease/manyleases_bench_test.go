@@ -20,6 +20,7 @@ import (
 
 	"github.com/coldstart-go/coldstart/lease"
 	"github.com/coldstart-go/coldstart/lease/etcdlease"
+	"github.com/coldstart-go/coldstart/lease/etcdlease/etcdtest"
 )
 
 // BenchmarkManyLeases is a controller's start and steady state: N trackers
@@ -88,8 +89,7 @@ func runManyLeases(b *testing.B, kind manyLeaseKind, n int, d, steady time.Durat
 	var rpcs rpcCounter
 	var store lease.Store
 	if kind.etcd {
-		m, _ := startSingle(b)
-		store = kind.make(b, countingClient(b, m.clientURL, &rpcs), d)
+		store = kind.make(b, countingClient(b, etcdtest.Start(b).Endpoints()[0], &rpcs), d)
 	} else {
 		store = kind.make(b, nil, d)
 	}
@@ -134,11 +134,12 @@ func startTrackers(b *testing.B, store lease.Store, n int, d time.Duration) ([]*
 			defer held.Done()
 			deadline := time.After(claimAllWithin)
 			for {
+				st, changed := tr.Current()
+				if st.State == lease.Held {
+					return
+				}
 				select {
-				case st := <-tr.Changes():
-					if st.State == lease.Held {
-						return
-					}
+				case <-changed:
 				case <-deadline:
 					unheld.Add(1)
 					return

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/coldstart-go/coldstart/lease"
+	"github.com/coldstart-go/coldstart/lease/etcdlease/etcdtest"
 )
 
 // The partition property on etcd, for both stores: the leader's process is
@@ -23,17 +24,18 @@ func TestPartitionedLeaderIsSucceededWithoutOverlap(t *testing.T) {
 }
 
 func testPartitionedLeaderIsSucceededWithoutOverlap(t *testing.T, kind storeKind) {
-	m, cliB := startSingle(t)
-	toA := startProxy(t, m.clientURL)
+	m := etcdtest.Start(t)
+	cliB := m.Client()
+	toA := startProxy(t, m.Endpoints()[0])
 	cliA := newClient(t, toA.url())
 	const d = time.Second // claims for 2 s
 	cfg := func(s lease.Store, holder string) lease.Config {
 		return lease.Config{Store: s, Name: "singular", Holder: holder, Duration: d, LateTimer: slowTimer, CallTimeout: d / 2}
 	}
 	a := newTracker(t, cfg(kind.make(t, cliA, "/partition/", 2*d), "a"))
-	nextStatus(t, a.Changes(), 10*time.Second, isHeld, isNotHeld, "a to lead")
+	nextStatus(t, a, 10*time.Second, isHeld, isNotHeld, "a to lead")
 	b := newTracker(t, cfg(kind.make(t, cliB, "/partition/", 2*d), "b"))
-	nextStatus(t, b.Changes(), 10*time.Second, isNotHeld, isHeld, "b to learn a leads")
+	nextStatus(t, b, 10*time.Second, isNotHeld, isHeld, "b to learn a leads")
 
 	ctx := testCtx(t)
 	cut := time.Now()
@@ -64,8 +66,8 @@ func testPartitionedLeaderIsSucceededWithoutOverlap(t *testing.T, kind storeKind
 	}
 
 	// Healed: a reaches etcd again and is told who leads.
-	cliA.SetEndpoints(m.clientURL)
-	told := nextStatus(t, a.Changes(), 15*time.Second,
+	cliA.SetEndpoints(m.Endpoints()...)
+	told := nextStatus(t, a, 15*time.Second,
 		func(st lease.Status) bool { return st.State == lease.NotHeld && st.Holder == "b" }, isHeld, "a to learn b leads")
 	require.Equal(t, "b", told.Holder)
 }

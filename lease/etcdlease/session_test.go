@@ -19,12 +19,13 @@ import (
 
 	"github.com/coldstart-go/coldstart/lease"
 	"github.com/coldstart-go/coldstart/lease/etcdlease"
+	"github.com/coldstart-go/coldstart/lease/etcdlease/etcdtest"
 )
 
 // Claims started together go out in batches of nested transactions; more
 // than one batch's worth all succeed, each key on the one session lease.
 func TestSessionStoreClaimStorm(t *testing.T) {
-	_, cli := startSingle(t)
+	cli := etcdtest.Start(t).Client()
 	s := newSessionStore(t, cli, "/storm/", 10*time.Second)
 	ctx := testCtx(t)
 	const n = 300
@@ -55,7 +56,7 @@ func TestSessionStoreClaimStorm(t *testing.T) {
 // A claim whose ctx has ended is not sent: its error says so, and only so
 // (not sent is certain, not "unconfirmed"); it still names the call.
 func TestSessionStoreClaimNotSent(t *testing.T) {
-	_, cli := startSingle(t)
+	cli := etcdtest.Start(t).Client()
 	s := newSessionStore(t, cli, "/notsent/", 10*time.Second)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -75,7 +76,7 @@ func TestSessionStoreClaimNotSent(t *testing.T) {
 // Close stops the keep-alive: the keys stay until the TTL runs out, or go
 // at once WithRevokeOnClose. Calls after Close are unconfirmed.
 func TestSessionStoreClose(t *testing.T) {
-	_, cli := startSingle(t)
+	cli := etcdtest.Start(t).Client()
 	ctx := testCtx(t)
 	for _, c := range []struct {
 		name   string
@@ -113,7 +114,7 @@ func TestSessionStoreClose(t *testing.T) {
 }
 
 func TestNewSessionStoreRejectsBadArguments(t *testing.T) {
-	_, cli := startSingle(t)
+	cli := etcdtest.Start(t).Client()
 	for _, c := range []struct {
 		name   string
 		cli    *clientv3.Client
@@ -135,7 +136,7 @@ func TestNewSessionStoreRejectsBadArguments(t *testing.T) {
 // even when more is asked; a confirmed keep-alive moves that bound; a term
 // not extended within its grant is over and its key deleted by the store.
 func TestSessionStoreGrantsNoFurtherThanTheKeepAlive(t *testing.T) {
-	_, cli := startSingle(t)
+	cli := etcdtest.Start(t).Client()
 	clk := testclock.NewClock(time.Now())
 	const ttl = 6 * time.Second // a keep-alive every 2 s
 	s := newSessionStore(t, cli, "/grant/", ttl, etcdlease.WithClock(clk))
@@ -206,7 +207,7 @@ func TestSessionStoreGrantsNoFurtherThanTheKeepAlive(t *testing.T) {
 // expired while this process was cut off) ends every term definitively,
 // and the next claim gets a new session.
 func TestSessionStoreLostSessionEndsEveryTerm(t *testing.T) {
-	_, cli := startSingle(t)
+	cli := etcdtest.Start(t).Client()
 	other := newClient(t, cli.Endpoints()...)
 	s := newSessionStore(t, cli, "/lostsession/", 3*time.Second) // a keep-alive every second
 	ctx := testCtx(t)
@@ -248,7 +249,7 @@ func TestSessionStoreLostSessionEndsEveryTerm(t *testing.T) {
 // promise short: the term stays held, and its key stays, until the end of
 // the furthest grant.
 func TestSessionStoreExtendNeverShortensAPromise(t *testing.T) {
-	_, cli := startSingle(t)
+	cli := etcdtest.Start(t).Client()
 	clk := testclock.NewClock(time.Now())
 	s := newSessionStore(t, cli, "/shorten/", 30*time.Second, etcdlease.WithClock(clk))
 	other := newSessionStore(t, cli, "/shorten/", 30*time.Second)
@@ -280,7 +281,7 @@ func TestSessionStoreExtendNeverShortensAPromise(t *testing.T) {
 // of it, or when a claim of the name finds it — rather than keep it alive
 // and deny every claim of the name until the process ends.
 func TestSessionStoreOrphanOfLateUnsurePut(t *testing.T) {
-	_, cli := startSingle(t)
+	cli := etcdtest.Start(t).Client()
 	clk := testclock.NewClock(time.Now())
 	s := newSessionStore(t, cli, "/orphan/", 30*time.Second, etcdlease.WithClock(clk))
 	ctx := testCtx(t)
@@ -347,7 +348,7 @@ func TestSessionStoreBatchEndsWithItsCallers(t *testing.T) {
 // delete, so a retry once the session is confirmed again gets the lease
 // instead of being denied in our own name.
 func TestSessionStoreRetryAfterUngrantableClaim(t *testing.T) {
-	_, cli := startSingle(t)
+	cli := etcdtest.Start(t).Client()
 	clk := testclock.NewClock(time.Now())
 	const ttl = 30 * time.Second
 	s := newSessionStore(t, cli, "/ungrantable/", ttl, etcdlease.WithClock(clk))
@@ -375,7 +376,7 @@ func TestSessionStoreRetryAfterUngrantableClaim(t *testing.T) {
 // sent, and its key is not put; when every caller waiting is gone, nothing
 // is sent at all and the sender ends.
 func TestSessionStoreBatchLeavesOutGoneCallers(t *testing.T) {
-	_, cli := startSingle(t)
+	cli := etcdtest.Start(t).Client()
 	s := newSessionStore(t, cli, "/gone/", 30*time.Second, etcdlease.WithMaxInFlight(1))
 	ctx := testCtx(t)
 	_, err := s.Claim(ctx, "warm", "a", time.Second) // makes the session
@@ -436,7 +437,7 @@ func TestSessionStoreBatchLeavesOutGoneCallers(t *testing.T) {
 // term, once reads pass. Before the confirming read, the answered
 // keep-alives alone kept every Extend granted.
 func TestSessionKeepAliveNeedsItsConfirmingRead(t *testing.T) {
-	m, _ := startSingle(t)
+	m := etcdtest.Start(t)
 	var cutReads atomic.Bool
 	cli := newClientWith(t, []grpc.DialOption{grpc.WithChainUnaryInterceptor(
 		func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
@@ -444,7 +445,7 @@ func TestSessionKeepAliveNeedsItsConfirmingRead(t *testing.T) {
 				return status.Error(codes.Unavailable, "test: reads cut")
 			}
 			return invoker(ctx, method, req, reply, cc, opts...)
-		})}, m.clientURL)
+		})}, m.Endpoints()...)
 	const ttl = 3 * time.Second // a keep-alive every second
 	s := newSessionStore(t, cli, "/confirm/", ttl)
 	ctx := testCtx(t)

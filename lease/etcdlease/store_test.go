@@ -13,10 +13,11 @@ import (
 
 	"github.com/coldstart-go/coldstart/lease"
 	"github.com/coldstart-go/coldstart/lease/etcdlease"
+	"github.com/coldstart-go/coldstart/lease/etcdlease/etcdtest"
 )
 
 func TestClaimExtendRevoke(t *testing.T) {
-	_, cli := startSingle(t)
+	cli := etcdtest.Start(t).Client()
 	s := newEtcdStore(t, cli, "/test/")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -49,9 +50,9 @@ func TestClaimExtendRevoke(t *testing.T) {
 	require.Greater(t, g3.Token, g.Token)
 }
 
-func newStore(t *testing.T) (*etcdlease.Store, *clientv3.Client, *member) {
-	m, cli := startSingle(t)
-	return newEtcdStore(t, cli, "/"+t.Name()+"/"), cli, m
+func newStore(t *testing.T) (*etcdlease.Store, *clientv3.Client, *etcdtest.Member) {
+	m := etcdtest.Start(t)
+	return newEtcdStore(t, m.Client(), "/"+t.Name()+"/"), m.Client(), m
 }
 
 func testCtx(t *testing.T) context.Context {
@@ -96,7 +97,7 @@ func TestUnreachableEtcdIsUnconfirmedNotNotHeld(t *testing.T) {
 	g, err := s.Claim(ctx, "singular", "a", 5*time.Second)
 	require.NoError(t, err)
 
-	m.stop()
+	m.Stop()
 
 	short := func() context.Context {
 		c, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
@@ -259,7 +260,7 @@ func TestBadArgumentsAreNotValid(t *testing.T) {
 // a panic, and an option that does not apply to the store is rejected
 // rather than ignored.
 func TestConstructorsRejectBadArguments(t *testing.T) {
-	_, cli := startSingle(t)
+	cli := etcdtest.Start(t).Client()
 	for _, c := range []struct {
 		name string
 		opts []etcdlease.Option
@@ -304,7 +305,7 @@ func TestExtendFollowsTermToItsNewEtcdLease(t *testing.T) {
 // A call whose ctx ended before it was sent is "not sent" — certain, so
 // it matches lease.ErrNotSent and not ErrUnconfirmed — on both stores.
 func TestCallNotSentIsNotUnconfirmed(t *testing.T) {
-	_, cli := startSingle(t)
+	cli := etcdtest.Start(t).Client()
 	forEachStore(t, func(t *testing.T, kind storeKind) {
 		s := kind.make(t, cli, "/notsent/"+kind.name+"/", time.Second)
 		ctx, cancel := context.WithCancel(context.Background())
@@ -328,7 +329,7 @@ func TestCallNotSentIsNotUnconfirmed(t *testing.T) {
 // overloaded store is visible at once rather than as a slow drift of
 // unconfirmed renewals.
 func TestOverCapacityIsVisibleToTheTracker(t *testing.T) {
-	_, cli := startSingle(t)
+	cli := etcdtest.Start(t).Client()
 	s := newEtcdStore(t, cli, "/overcapacity/", etcdlease.WithMaxInFlight(1))
 	release := etcdlease.HoldStoreSlot(s)
 	defer release()

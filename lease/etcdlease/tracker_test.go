@@ -1,8 +1,8 @@
 package etcdlease_test
 
 // The lease.Tracker on etcd. etcd's TTLs run on its wall clock, so these
-// tests use the wall clock too, with short terms (1–2 s), and wait on the
-// tracker's Changes channel rather than sleeping.
+// tests use the wall clock too, with short terms (1–2 s), and follow the
+// tracker's Current status rather than sleeping.
 
 import (
 	"context"
@@ -16,6 +16,7 @@ import (
 
 	"github.com/coldstart-go/coldstart/lease"
 	"github.com/coldstart-go/coldstart/lease/etcdlease"
+	"github.com/coldstart-go/coldstart/lease/etcdlease/etcdtest"
 )
 
 func newTracker(t *testing.T, cfg lease.Config) *lease.Tracker {
@@ -26,24 +27,24 @@ func newTracker(t *testing.T, cfg lease.Config) *lease.Tracker {
 	return tr
 }
 
-// nextStatus reads statuses from ch until want accepts one, failing the test
-// if bad accepts any on the way or nothing arrives in time. It returns the
-// accepted status.
-func nextStatus(t *testing.T, ch <-chan lease.Status, timeout time.Duration, want, bad func(lease.Status) bool, what string) lease.Status {
+// nextStatus follows tr's Current status, from the one it has now, until
+// want accepts one, failing the test if bad accepts any on the way or none
+// is accepted in time. It returns the accepted status.
+func nextStatus(t *testing.T, tr *lease.Tracker, timeout time.Duration, want, bad func(lease.Status) bool, what string) lease.Status {
 	t.Helper()
 	deadline := time.After(timeout)
 	for {
+		st, changed := tr.Current()
+		if bad != nil && bad(st) {
+			t.Fatalf("while waiting for %s: got %+v", what, st)
+		}
+		if want(st) {
+			return st
+		}
 		select {
-		case st, ok := <-ch:
-			require.True(t, ok, "Changes closed while waiting for %s", what)
-			if bad != nil && bad(st) {
-				t.Fatalf("while waiting for %s: got %+v", what, st)
-			}
-			if want(st) {
-				return st
-			}
+		case <-changed:
 		case <-deadline:
-			t.Fatalf("no %s within %v", what, timeout)
+			t.Fatalf("no %s within %v (last %+v)", what, timeout, st)
 		}
 	}
 }
@@ -65,8 +66,8 @@ func TestTrackersOnEtcdOneLeader(t *testing.T) {
 }
 
 func testTrackersOnEtcdOneLeader(t *testing.T, kind storeKind) {
-	_, cliA := startSingle(t)
-	cliB := newClient(t, cliA.Endpoints()...)
+	m := etcdtest.Start(t)
+	cliA, cliB := m.Client(), newClient(t, m.Endpoints()...)
 	const d = time.Second // claims for 2 s
 	cfgFor := func(cli *clientv3.Client, holder string) lease.Config {
 		return lease.Config{
@@ -75,11 +76,11 @@ func testTrackersOnEtcdOneLeader(t *testing.T, kind storeKind) {
 		}
 	}
 	a := newTracker(t, cfgFor(cliA, "a"))
-	first := nextStatus(t, a.Changes(), 10*time.Second, isHeld, isNotHeld, "a to hold the lease")
+	first := nextStatus(t, a, 10*time.Second, isHeld, isNotHeld, "a to hold the lease")
 	require.Equal(t, "a", first.Holder)
 
 	b := newTracker(t, cfgFor(cliB, "b"))
-	nextStatus(t, b.Changes(), 10*time.Second, isNotHeld, isHeld, "b to learn a leads")
+	nextStatus(t, b, 10*time.Second, isNotHeld, isHeld, "b to learn a leads")
 	ctx := testCtx(t)
 	st, err := b.Check(ctx, d)
 	require.ErrorIs(t, err, lease.ErrNotLeader)
@@ -92,9 +93,10 @@ func testTrackersOnEtcdOneLeader(t *testing.T, kind storeKind) {
 
 	// Renewals: a keeps the same term past two whole claimed terms.
 	end := first.Until.Add(2 * 2 * d)
-	var last lease.Status
+	last := first
 	for last.Until.Before(end) {
-		last = nextStatus(t, a.Changes(), 10*time.Second, func(lease.Status) bool { return true },
+		prev := last.Until
+		last = nextStatus(t, a, 10*time.Second, func(st lease.Status) bool { return st.Until.After(prev) },
 			func(st lease.Status) bool { return st.State != lease.Held || st.Token != first.Token },
 			"a's next renewal")
 		st, err := a.Check(ctx, d)
@@ -116,7 +118,7 @@ func testTrackersOnEtcdOneLeader(t *testing.T, kind storeKind) {
 
 	// a releases on Close; b claims the freed lease with a larger token.
 	require.NoError(t, a.Close())
-	took := nextStatus(t, b.Changes(), 10*time.Second, isHeld, nil, "b to take over")
+	took := nextStatus(t, b, 10*time.Second, isHeld, nil, "b to take over")
 	require.Equal(t, "b", took.Holder)
 	require.Greater(t, took.Token, first.Token)
 }
@@ -129,11 +131,11 @@ func TestTrackerLearnsRevokedTermDefinitively(t *testing.T) {
 }
 
 func testTrackerLearnsRevokedTermDefinitively(t *testing.T, kind storeKind) {
-	_, cli := startSingle(t)
+	cli := etcdtest.Start(t).Client()
 	const d = time.Second
 	store := kind.make(t, cli, "/revoked/", 2*d)
 	tr := newTracker(t, lease.Config{Store: store, Name: "singular", Holder: "a", Duration: d, LateTimer: slowTimer})
-	held := nextStatus(t, tr.Changes(), 10*time.Second, isHeld, nil, "the first claim")
+	held := nextStatus(t, tr, 10*time.Second, isHeld, nil, "the first claim")
 
 	ctx := testCtx(t)
 	current, err := store.(interface {
@@ -142,64 +144,82 @@ func testTrackerLearnsRevokedTermDefinitively(t *testing.T, kind storeKind) {
 	require.NoError(t, err)
 	require.NoError(t, kind.make(t, cli, "/revoked/", 2*d).Revoke(ctx, current))
 
-	nextStatus(t, tr.Changes(), 10*time.Second, isNotHeld, nil, "the loss")
-	again := nextStatus(t, tr.Changes(), 10*time.Second, isHeld, nil, "a new term")
+	// The loss may pass quickly (the tracker claims again at once, the key
+	// being free): the report counts it.
+	again := nextStatus(t, tr, 10*time.Second, func(st lease.Status) bool { return st.State == lease.Held && st.Token > held.Token },
+		nil, "a new term")
 	require.Greater(t, again.Token, held.Token)
+	rep := tr.Report()
+	require.NotZero(t, rep.Losses, "the revoked term was learned definitively")
+	require.Equal(t, uint64(2), rep.Claims)
 }
 
 // Another client deletes the leader's key: etcdlease's Lost watch tells
 // the tracker, which renews at once and learns definitively that its term
-// is over. Leader work under WithLeadership is cancelled with ErrNotLeader
-// within the test's 20 s ctx, although with a one-minute Duration the next
-// scheduled renewal would come only 57 s after the claim.
+// is over. The leader work Lead runs sees its ctx end with a cause matching
+// ErrNotLeader within the test's 20 s ctx, although with a one-minute
+// Duration the next scheduled renewal would come only 57 s after the
+// claim; the key being free, the tracker claims a new term and Lead runs
+// the work again under it.
 func TestTrackerLearnsDeletedKeyBeforeScheduledRenewal(t *testing.T) {
 	forEachStore(t, testTrackerLearnsDeletedKeyBeforeScheduledRenewal)
 }
 
 func testTrackerLearnsDeletedKeyBeforeScheduledRenewal(t *testing.T, kind storeKind) {
-	_, cli := startSingle(t)
-	other := newClient(t, cli.Endpoints()...)
+	m := etcdtest.Start(t)
+	cli, other := m.Client(), newClient(t, m.Endpoints()...)
 	const d = time.Minute // claims for 2 min, renews after 57 s
 	store := kind.make(t, cli, "/deleted/", 2*d)
 	tr := newTracker(t, lease.Config{Store: store, Name: "singular", Holder: "a", Duration: d, Jitter: -1})
 	ctx := testCtx(t)
-	held := nextStatus(t, tr.Changes(), 10*time.Second, isHeld, isNotHeld, "the first claim")
+	held := nextStatus(t, tr, 10*time.Second, isHeld, isNotHeld, "the first claim")
 
-	started := make(chan struct{})
+	runs := make(chan lease.Status, 2)
+	ended := make(chan error, 2)
+	leadCtx, stopLeading := context.WithCancel(ctx)
 	led := make(chan error, 1)
 	go func() {
-		led <- tr.WithLeadership(ctx, func(ctx context.Context) error {
-			close(started)
+		led <- tr.Lead(leadCtx, func(ctx context.Context, st lease.Status) error {
+			runs <- st
 			<-ctx.Done()
+			ended <- context.Cause(ctx)
 			return ctx.Err()
 		})
 	}()
-	select {
-	case <-started:
-	case <-ctx.Done():
-		t.Fatal("WithLeadership never ran")
+	receive := func(ch <-chan lease.Status, what string) lease.Status {
+		t.Helper()
+		select {
+		case st := <-ch:
+			return st
+		case <-ctx.Done():
+			t.Fatalf("%s: the test's ctx ended first", what)
+			return lease.Status{}
+		}
 	}
+	require.Equal(t, held.Token, receive(runs, "the first run").Token)
 	resp, err := other.Delete(ctx, "/deleted/singular")
 	require.NoError(t, err)
 	require.EqualValues(t, 1, resp.Deleted)
 
 	select {
-	case err = <-led:
+	case err = <-ended:
 	case <-ctx.Done():
 		t.Fatal("the deleted key was not learned before the test's ctx ended")
 	}
 	require.ErrorIs(t, err, lease.ErrNotLeader)
 	require.ErrorIs(t, err, lease.ErrNotHeld, "the store's definitive answer")
 	require.NotErrorIs(t, err, lease.ErrRenewalFailed)
-	require.ErrorIs(t, err, context.Canceled)
 	var nh *lease.NotHeldError
 	require.ErrorAs(t, err, &nh)
 	require.Equal(t, "singular", nh.Name)
 	require.Equal(t, held.Token, nh.Token, "the loss names the term that is over")
 
-	// The key is free: the tracker claims a new term.
-	again := nextStatus(t, tr.Changes(), 10*time.Second, isHeld, nil, "a new term")
+	// The key is free: the tracker claims a new term, and Lead runs the
+	// work again under it.
+	again := receive(runs, "the run under a new term")
 	require.Greater(t, again.Token, held.Token)
+	stopLeading()
+	require.ErrorIs(t, <-led, context.Canceled)
 }
 
 // stallingStore holds one armed Extend at its start until the test lets it
@@ -247,17 +267,13 @@ func (s *stallingStore) Extend(ctx context.Context, g lease.Grant, d time.Durati
 // same term (same token: etcd's new leader keeps the leases alive) is
 // confirmed again.
 func TestFailoverRenewalFailsAmbiguouslyThenRecovers(t *testing.T) {
-	ms := startCluster(t, 3)
-	var endpoints []string
-	for _, m := range ms {
-		endpoints = append(endpoints, m.clientURL)
-	}
-	cli := newClient(t, endpoints...)
+	c := etcdtest.StartCluster(t, 3)
+	cli := c.Client()
 	store := &stallingStore{Store: newEtcdStore(t, cli, "/failover/")}
 	const d = 2 * time.Second // claims for 4 s; CallTimeout 500 ms
 	tr := newTracker(t, lease.Config{Store: store, Name: "singular", Holder: "a", Duration: d, Jitter: -1, LateTimer: slowTimer})
 	ctx := testCtx(t)
-	first := nextStatus(t, tr.Changes(), 15*time.Second, isHeld, isNotHeld, "the first claim")
+	first := nextStatus(t, tr, 15*time.Second, isHeld, isNotHeld, "the first claim")
 
 	store.arm()
 	select {
@@ -281,14 +297,15 @@ func TestFailoverRenewalFailsAmbiguouslyThenRecovers(t *testing.T) {
 		st, err := tr.Check(ctx, 3*time.Second)
 		checked <- answer{st, err}
 	}()
-	leader := leaderOf(t, ms)
+	leader, err := c.Leader()
+	require.NoError(t, err)
 	killed := time.Now()
 	// Raft stops at once; closing the member's listeners (its gRPC server
 	// stops gracefully) takes longer than the renewal's CallTimeout, so
 	// the renewal goes on while they close.
-	ms[leader].etcd.Server.HardStop()
+	leader.Etcd().Server.HardStop()
 	close(store.proceed)
-	ms[leader].stop()
+	leader.Stop()
 
 	got := <-checked
 	require.ErrorIs(t, got.err, lease.ErrRenewalFailed, "the cluster could not confirm, got %v", got.err)
@@ -302,10 +319,10 @@ func TestFailoverRenewalFailsAmbiguouslyThenRecovers(t *testing.T) {
 	// The survivors elect a leader and the client reaches them: the same
 	// term is confirmed again. It may pass through Unknown on the way if
 	// the election outlasts the validity, but never NotHeld.
-	recovered := nextStatus(t, tr.Changes(), 15*time.Second,
+	recovered := nextStatus(t, tr, 15*time.Second,
 		func(st lease.Status) bool {
 			t.Logf("%v after killing leader %s: %v until %v", time.Since(killed).Round(time.Millisecond),
-				ms[leader].name, st.State, st.Until.Sub(before.Until).Round(time.Millisecond))
+				leader.Name(), st.State, st.Until.Sub(before.Until).Round(time.Millisecond))
 			return st.State == lease.Held && st.Until.After(before.Until)
 		},
 		isNotHeld, "the renewal through the surviving quorum")
@@ -327,21 +344,22 @@ func TestFailoverRenewalFailsAmbiguouslyThenRecovers(t *testing.T) {
 // (which renews every lease as it takes over) confirms a keep-alive, and
 // the same term (same token) is held again.
 func TestSessionFailoverRenewalFailsAmbiguouslyThenRecovers(t *testing.T) {
-	ms := startCluster(t, 3)
-	leader := leaderOf(t, ms)
-	toLeader := startProxy(t, ms[leader].clientURL)
+	c := etcdtest.StartCluster(t, 3)
+	leader, err := c.Leader()
+	require.NoError(t, err)
+	toLeader := startProxy(t, leader.Endpoints()[0])
 	cli := newClient(t, toLeader.url())
 	const d = time.Second // claims for 2 s
 	store := newSessionStore(t, cli, "/failover/", 3*2*d)
 	tr := newTracker(t, lease.Config{Store: store, Name: "singular", Holder: "a", Duration: d, Jitter: -1, LateTimer: slowTimer})
 	ctx := testCtx(t)
-	first := nextStatus(t, tr.Changes(), 15*time.Second, isHeld, isNotHeld, "the first claim")
+	first := nextStatus(t, tr, 15*time.Second, isHeld, isNotHeld, "the first claim")
 
 	killed := time.Now()
 	stopped := make(chan struct{})
 	go func() {
 		defer close(stopped)
-		ms[leader].stop() // its graceful shutdown takes seconds
+		leader.Stop() // its graceful shutdown takes seconds
 	}()
 	toLeader.cut()
 	// Extend (local, as the tracker's renewals) until the session's
@@ -359,7 +377,7 @@ func TestSessionFailoverRenewalFailsAmbiguouslyThenRecovers(t *testing.T) {
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
-	t.Logf("keep-alive unconfirmed %v after killing leader %s", time.Since(killed).Round(time.Millisecond), ms[leader].name)
+	t.Logf("keep-alive unconfirmed %v after killing leader %s", time.Since(killed).Round(time.Millisecond), leader.Name())
 	// A check asking for the whole claimed term (less the Margin) needs a
 	// renewal, which the store cannot confirm.
 	st, err := tr.Check(ctx, 2*d-d/10)
@@ -372,13 +390,13 @@ func TestSessionFailoverRenewalFailsAmbiguouslyThenRecovers(t *testing.T) {
 
 	healed := time.Now()
 	var survivors []string
-	for i, m := range ms {
-		if i != leader {
-			survivors = append(survivors, m.clientURL)
+	for _, m := range c.Members() {
+		if m != leader {
+			survivors = append(survivors, m.Endpoints()...)
 		}
 	}
 	cli.SetEndpoints(survivors...)
-	recovered := nextStatus(t, tr.Changes(), 15*time.Second,
+	recovered := nextStatus(t, tr, 15*time.Second,
 		// A renewal sent after healing: its validity is the whole claimed
 		// term (less the Margin) from then on.
 		func(st lease.Status) bool { return st.State == lease.Held && !st.Until.Before(healed.Add(2*d-d/10)) },
