@@ -32,7 +32,12 @@ func TestRunHoldsEveryInvariant(t *testing.T) {
 	// 100 agents per API port at 200/s with burst 10: the accept-rate
 	// check has something to bite on (a missing limiter admits them all in
 	// one 250ms window, above its 60).
-	o, err := parseFlags([]string{"-agents", "300", "-api-rate", "200", "-api-burst", "10", "-steps", "200ms", "-fault", "700ms"}, io.Discard)
+	//
+	// A 1s lease, not the default 500ms: under -race on a loaded machine a
+	// renewal was once held up long enough (its 125ms call timeout hit
+	// again and again) that c0's term ran out before the fault began and c1
+	// took over — the lease doing its job, but not the story under test.
+	o, err := parseFlags([]string{"-agents", "300", "-api-rate", "200", "-api-burst", "10", "-steps", "200ms", "-lease", "1s", "-fault", "1.4s"}, io.Discard)
 	require.NoError(t, err)
 	var out bytes.Buffer
 	logs := newWaitWriter() // a timer's count record may come late, from another goroutine
