@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -190,7 +192,7 @@ func BenchmarkWake10kPaired(b *testing.B) {
 // board20 is a 20-gate board a controller might have mid-startup: 14 open,
 // 5 still locked, 1 failed.
 func board20() *gate.Board {
-	b := gate.NewBoard(nil)
+	b := gate.NewBoard(gate.BoardConfig{})
 	for i := range 20 {
 		l := b.New(fmt.Sprintf("gate-%02d", i))
 		switch {
@@ -215,7 +217,7 @@ func (d *discard) WriteHeader(int)             {}
 // beside the Board.Report it is made from.
 func BenchmarkHandler(b *testing.B) {
 	mid := board20()
-	ready := gate.NewBoard(nil)
+	ready := gate.NewBoard(gate.BoardConfig{})
 	for i := range 20 {
 		ready.New(fmt.Sprintf("gate-%02d", i)).Unlock()
 	}
@@ -240,6 +242,143 @@ func BenchmarkHandler(b *testing.B) {
 			if tc.accept != "" {
 				req.Header.Set("Accept", tc.accept)
 			}
+			w := &discard{h: http.Header{}}
+			b.ReportAllocs()
+			for b.Loop() {
+				clear(w.h)
+				h.ServeHTTP(w, req)
+			}
+		})
+	}
+}
+
+// boardGates returns a locked and an open gate on a board with logger
+// (nil: none), for the hot paths with and without logs.
+func boardGates(logger *slog.Logger) (locked, open *gate.Lock) {
+	b := gate.NewBoard(gate.BoardConfig{Logger: logger})
+	locked, open = b.New("locked"), b.New("open")
+	open.Unlock()
+	return locked, open
+}
+
+// BenchmarkBoardGateLogger is IsUnlocked and Wait on a board's gates with
+// and without a logger: the logger must cost the hot paths nothing. The
+// machines are shared and noisy, so each iteration times a batch of calls
+// on both gates back to back (alternating which goes first) and the
+// benchmark reports the median of the logger/no-logger ratios, beside the
+// time of one call with the logger.
+func BenchmarkBoardGateLogger(b *testing.B) {
+	ctx := context.Background()
+	plainLocked, plainOpen := boardGates(nil)
+	loggedLocked, loggedOpen := boardGates(slog.New(slog.NewTextHandler(io.Discard, nil)))
+	isUnlocked := func(l *gate.Lock) func(int) {
+		return func(n int) {
+			for range n {
+				sink = l.IsUnlocked()
+			}
+		}
+	}
+	wait := func(l *gate.Lock) func(int) {
+		return func(n int) {
+			for range n {
+				if err := gate.Wait(ctx, l); err != nil {
+					panic(err)
+				}
+			}
+		}
+	}
+	for _, tc := range []struct {
+		name          string
+		plain, logged func(n int)
+	}{
+		{"IsUnlocked-open", isUnlocked(plainOpen), isUnlocked(loggedOpen)},
+		{"IsUnlocked-locked", isUnlocked(plainLocked), isUnlocked(loggedLocked)},
+		{"Wait-open", wait(plainOpen), wait(loggedOpen)},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			const batch = 100_000
+			var (
+				ratios []float64
+				logged time.Duration
+				calls  int
+			)
+			b.ReportAllocs()
+			for i := 0; b.Loop(); i++ {
+				var tp, tl time.Duration
+				if i%2 == 0 {
+					tp, tl = timed(tc.plain, batch), timed(tc.logged, batch)
+				} else {
+					tl, tp = timed(tc.logged, batch), timed(tc.plain, batch)
+				}
+				ratios = append(ratios, float64(tl)/float64(tp))
+				logged += tl
+				calls += batch
+			}
+			slices.Sort(ratios)
+			b.ReportMetric(ratios[len(ratios)/2], "logger/no-logger-median")
+			b.ReportMetric(float64(logged.Nanoseconds())/float64(calls), "logger-ns/call")
+		})
+	}
+}
+
+func timed(f func(int), n int) time.Duration {
+	start := time.Now()
+	f(n)
+	return time.Since(start)
+}
+
+// timelineBoard20 is a 20-gate board mid-startup with composites and
+// declared inputs, so its chains are several links long: 16 leaves, 14 of
+// them open, one failed; two AllOf; two gates after them.
+func timelineBoard20() *gate.Board {
+	b := gate.NewBoard(gate.BoardConfig{})
+	leaves := make([]*gate.Lock, 16)
+	for i := range leaves {
+		leaves[i] = b.New(fmt.Sprintf("gate-%02d", i))
+	}
+	first := gate.AllOf("first-half", gate.Waiter(leaves[0]), leaves[1], leaves[2], leaves[3], leaves[4], leaves[5], leaves[6], leaves[7])
+	b.Add(first)
+	stable := gate.AllOf("stable", gate.Waiter(first), leaves[8], leaves[9], leaves[10], leaves[11], leaves[12], leaves[13])
+	b.Add(stable)
+	api := b.New("api-port").After(stable)
+	b.New("workers").After(api)
+	for i, l := range leaves {
+		switch {
+		case i < 14:
+			l.Unlock()
+		case i == 15:
+			l.Fail(errors.New("no quorum"))
+		}
+	}
+	api.Unlock()
+	return b
+}
+
+// BenchmarkTimeline is the cost of a timeline of a 20-gate board, and of
+// each of its answers, beside the /readyz?verbose answer of the same board
+// in the same run.
+func BenchmarkTimeline(b *testing.B) {
+	board := timelineBoard20()
+	b.Run("readyz-verbose", func(b *testing.B) {
+		h := board.Handler()
+		req := httptest.NewRequest(http.MethodGet, "/readyz?verbose", nil)
+		w := &discard{h: http.Header{}}
+		b.ReportAllocs()
+		for b.Loop() {
+			clear(w.h)
+			h.ServeHTTP(w, req)
+		}
+	})
+	b.Run("Timeline", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			_ = board.Timeline().CriticalChain("")
+		}
+	})
+	for _, format := range []string{"text", "json", "svg"} {
+		b.Run(format, func(b *testing.B) {
+			h := board.TimelineHandler()
+			req := httptest.NewRequest(http.MethodGet, "/timeline?format="+format, nil)
 			w := &discard{h: http.Header{}}
 			b.ReportAllocs()
 			for b.Loop() {

@@ -1,7 +1,9 @@
 package gate
 
 import (
+	"context"
 	"fmt"
+	"log/slog"
 	"slices"
 	"sort"
 	"strings"
@@ -33,19 +35,40 @@ func (s State) String() string {
 	return fmt.Sprintf("State(%d)", int(s))
 }
 
-// A Board answers "what is startup still waiting on?". Register the gates a
-// process starts with; Report lists each one's state, how long it has been
-// locked (or took to open), the order in which they opened, and why any
-// failed. It is cheap enough to call from a status endpoint or a log line,
-// and Handler serves it as a Kubernetes-style /readyz.
+// A Board answers "what is startup still waiting on?" and, afterwards,
+// "what did it wait on?". Register the gates a process starts with; Report
+// lists each one's state, how long it has been locked (or took to open),
+// the order in which they opened, and why any failed; Timeline keeps when
+// each was added, opened or failed and what it waited for, and finds each
+// one's critical chain. Both are cheap enough to call from a status
+// endpoint or a log line: Handler serves the report as a Kubernetes-style
+// /readyz, TimelineHandler the timeline as text, JSON and SVG.
 //
 // A Board is safe for concurrent use; the zero Board is not usable, make one
 // with NewBoard.
 type Board struct {
-	clk clock.Clock
+	clk   clock.Clock
+	log   *slog.Logger // nil: no logs
+	start time.Time    // when NewBoard made it: the timeline's zero
 
 	mu      sync.Mutex
 	entries []*entry
+}
+
+// BoardConfig is what a Board is timed on and logs to. The zero value is
+// ready to use: the wall clock, no logs.
+type BoardConfig struct {
+	// Clock stamps when the board starts and when each entry is added,
+	// opened or failed. nil means clock.WallClock.
+	Clock clock.Clock
+	// Logger receives one Info record as each entry opens ("gate opened")
+	// or fails ("gate failed"), with the keys gate (its name), waited (how
+	// long since it was added) and, for a failure, err (the cause). An
+	// entry's record is written as its gate resolves; a tracked Waiter
+	// that is not a *Lock is seen to resolve, and logged, by the first
+	// Report or Timeline after. Nothing else logs: waiting on or asking a
+	// gate never touches the logger. nil means no logs.
+	Logger *slog.Logger
 }
 
 type entry struct {
@@ -58,12 +81,13 @@ type entry struct {
 	err      error
 }
 
-// NewBoard returns an empty board timed on clk (nil means clock.WallClock).
-func NewBoard(clk clock.Clock) *Board {
+// NewBoard returns an empty board, started now on cfg.Clock.
+func NewBoard(cfg BoardConfig) *Board {
+	clk := cfg.Clock
 	if clk == nil {
 		clk = clock.WallClock
 	}
-	return &Board{clk: clk}
+	return &Board{clk: clk, log: cfg.Logger, start: clk.Now()}
 }
 
 // New makes a gate with gate.New and adds it to the board.
@@ -110,8 +134,11 @@ func (b *Board) add(e *entry) {
 	if l, ok := e.w.(*Lock); ok {
 		l.onResolve(func() {
 			b.mu.Lock()
-			defer b.mu.Unlock()
-			b.markResolved(e, l.Err(), l.resolvedSeq())
+			marked := b.markResolved(e, l.Err(), l.resolvedSeq())
+			b.mu.Unlock()
+			if marked {
+				b.logResolved(e)
+			}
 		})
 	}
 }
@@ -129,7 +156,9 @@ func (b *Board) add(e *entry) {
 // waiters. Both channels nil is a programming error and panics.
 //
 // A failed entry says only that its failed channel closed; Follow shows a
-// component's own cause and detail.
+// component's own cause and detail. What the entry waited for is not
+// known to the board: declare it with After on the returned gate
+// (board.Watch("api-port", ...).After(stable)) for the Timeline.
 func (b *Board) Watch(name string, opened, failed <-chan struct{}) *Lock {
 	if opened == nil && failed == nil {
 		panic(fmt.Sprintf("gate.Board.Watch(%q): nil opened and failed channels", name))
@@ -214,9 +243,21 @@ func settle(l *Lock, opened, failed <-chan struct{}, cause func() error) bool {
 	}
 }
 
+// lookAll records the resolution of every entry whose gate has resolved
+// but that no hook has recorded yet, and returns those it recorded, to be
+// logged once b.mu is released; b.mu must be held.
+func (b *Board) lookAll() (marked []*entry) {
+	for _, e := range b.entries {
+		if e.seq == 0 && b.look(e) {
+			marked = append(marked, e)
+		}
+	}
+	return marked
+}
+
 // look records the resolution of e's gate if it has resolved but no hook
-// has recorded it yet; b.mu must be held.
-func (b *Board) look(e *entry) {
+// has recorded it yet, and reports whether it did; b.mu must be held.
+func (b *Board) look(e *entry) bool {
 	switch w := e.w.(type) {
 	case *Lock:
 		// Resolved, but the board's hook has not run yet (the resolving
@@ -224,29 +265,31 @@ func (b *Board) look(e *entry) {
 		// order is already fixed, and a gate opened after it and reported
 		// before this look must stay after it.
 		if seq := w.resolvedSeq(); seq != 0 {
-			b.markResolved(e, w.Err(), seq)
+			return b.markResolved(e, w.Err(), seq)
 		}
 	default:
 		if e.w.IsUnlocked() {
-			b.markResolved(e, nil, 0)
-			return
+			return b.markResolved(e, nil, 0)
 		}
 		if f, ok := e.w.(failer); ok {
 			select {
 			case <-f.Done(): // a foreign failer's Done without Err is a failure too
-				b.markResolved(e, outcome(e.w, f), 0)
+				return b.markResolved(e, outcome(e.w, f), 0)
 			default:
 			}
 		}
 	}
+	return false
 }
 
-// markResolved records e's resolution once; b.mu must be held. A seq of 0
-// (a foreign Waiter, seen resolved only now) takes the next place in the
-// order.
-func (b *Board) markResolved(e *entry, err error, seq uint64) {
+// markResolved records e's resolution once, and reports whether this call
+// did; b.mu must be held. A seq of 0 (a foreign Waiter, seen resolved only
+// now) takes the next place in the order. Once recorded, e's fields never
+// change again, so the goroutine that recorded them may read them after
+// releasing b.mu.
+func (b *Board) markResolved(e *entry, err error, seq uint64) bool {
 	if e.seq != 0 {
-		return
+		return false
 	}
 	if seq == 0 {
 		seq = resolveSeq.Add(1)
@@ -254,6 +297,23 @@ func (b *Board) markResolved(e *entry, err error, seq uint64) {
 	e.seq = seq
 	e.resolved = b.clk.Now()
 	e.err = err
+	return true
+}
+
+// logResolved writes the record of each entry's opening or failure, with
+// b.mu released: a handler may itself read the board.
+func (b *Board) logResolved(es ...*entry) {
+	if b.log == nil {
+		return
+	}
+	for _, e := range es {
+		gateAttr, waited := slog.String("gate", e.name), slog.Duration("waited", e.resolved.Sub(e.since))
+		if e.err == nil {
+			b.log.LogAttrs(context.Background(), slog.LevelInfo, "gate opened", gateAttr, waited)
+		} else {
+			b.log.LogAttrs(context.Background(), slog.LevelInfo, "gate failed", gateAttr, waited, slog.Any("err", causeOf(e.err)))
+		}
+	}
 }
 
 // Entry is one gate's line in a Report.
@@ -284,7 +344,8 @@ type Report []Entry
 // entry's component for its Detail after releasing the board, so a Detail
 // method may itself read the board.
 func (b *Board) Report() Report {
-	r, details := b.report()
+	r, details, marked := b.report()
+	b.logResolved(marked...)
 	for i, d := range details {
 		if d != nil {
 			r[i].Detail = d()
@@ -294,8 +355,9 @@ func (b *Board) Report() Report {
 }
 
 // report is Report under the board's lock, with the Detail funcs of the
-// locked entries (nil where there is none) still to call.
-func (b *Board) report() (Report, []func() string) {
+// locked entries (nil where there is none) still to call and the entries
+// it saw resolve still to log.
+func (b *Board) report() (_ Report, _ []func() string, marked []*entry) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	now := b.clk.Now()
@@ -304,10 +366,8 @@ func (b *Board) report() (Report, []func() string) {
 		seqs    []uint64
 		details []func() string
 	)
+	marked = b.lookAll()
 	for _, e := range b.entries {
-		if e.seq == 0 {
-			b.look(e)
-		}
 		if e.seq != 0 {
 			seqs = append(seqs, e.seq)
 		}
@@ -335,7 +395,7 @@ func (b *Board) report() (Report, []func() string) {
 		}
 		r[i] = s
 	}
-	return r, details
+	return r, details, marked
 }
 
 // Opened returns the names of the gates that have unlocked, in the order

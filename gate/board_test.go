@@ -16,7 +16,7 @@ var t0 = time.Date(2026, 11, 30, 1, 0, 0, 0, time.UTC)
 
 func TestBoardReportsWhatStartupWaitsOn(t *testing.T) {
 	clk := testclock.NewClock(t0)
-	b := gate.NewBoard(clk)
+	b := gate.NewBoard(gate.BoardConfig{Clock: clk})
 	ctrl := b.New("controller-port")
 	steps := b.New("upgrade-steps")
 	clk.Advance(2 * time.Second)
@@ -66,7 +66,7 @@ func locked(r gate.Report) []gate.Entry {
 }
 
 func TestBoardOrderIsUnlockOrderEvenAtTheSameInstant(t *testing.T) {
-	b := gate.NewBoard(testclock.NewClock(t0)) // the clock never moves
+	b := gate.NewBoard(gate.BoardConfig{Clock: testclock.NewClock(t0)}) // the clock never moves
 	names := []string{"e", "d", "c", "b", "a"}
 	locks := map[string]*gate.Lock{}
 	for _, n := range names {
@@ -80,7 +80,7 @@ func TestBoardOrderIsUnlockOrderEvenAtTheSameInstant(t *testing.T) {
 
 func TestBoardTracksForeignWaitersWhenReported(t *testing.T) {
 	clk := testclock.NewClock(t0)
-	b := gate.NewBoard(clk)
+	b := gate.NewBoard(gate.BoardConfig{Clock: clk})
 	c := make(chanWaiter)
 	b.Track("local-ready", c)
 	b.Track("always", gate.AlreadyUnlocked)
@@ -98,7 +98,7 @@ func TestBoardTracksForeignWaitersWhenReported(t *testing.T) {
 }
 
 func TestBoardAddsAlreadyResolvedGates(t *testing.T) {
-	b := gate.NewBoard(nil)
+	b := gate.NewBoard(gate.BoardConfig{})
 	l := gate.New("early")
 	l.Unlock()
 	b.Add(l)
@@ -109,10 +109,10 @@ func TestBoardAddsAlreadyResolvedGates(t *testing.T) {
 }
 
 func TestBoardTrackNilPanics(t *testing.T) {
-	assert.PanicsWithValue(t, `gate.Board.Track("x"): nil Waiter`, func() { gate.NewBoard(nil).Track("x", nil) })
+	assert.PanicsWithValue(t, `gate.Board.Track("x"): nil Waiter`, func() { gate.NewBoard(gate.BoardConfig{}).Track("x", nil) })
 	var nilLock *gate.Lock
-	assert.PanicsWithValue(t, `gate.Board.Track("y"): nil Waiter`, func() { gate.NewBoard(nil).Track("y", nilLock) })
-	assert.PanicsWithValue(t, `gate.Board.Add: nil *Lock`, func() { gate.NewBoard(nil).Add(nil) })
+	assert.PanicsWithValue(t, `gate.Board.Track("y"): nil Waiter`, func() { gate.NewBoard(gate.BoardConfig{}).Track("y", nilLock) })
+	assert.PanicsWithValue(t, `gate.Board.Add: nil *Lock`, func() { gate.NewBoard(gate.BoardConfig{}).Add(nil) })
 }
 
 // A report made while a gate's resolving goroutine is still running the
@@ -120,7 +120,7 @@ func TestBoardTrackNilPanics(t *testing.T) {
 // the gate where it resolved, not where the report first saw it. Seen in
 // hacontroller: "stable" reported after "api-port", which opened after it.
 func TestBoardOrderWhenReportedBeforeItsHookRan(t *testing.T) {
-	other, b := gate.NewBoard(nil), gate.NewBoard(nil)
+	other, b := gate.NewBoard(gate.BoardConfig{}), gate.NewBoard(gate.BoardConfig{})
 	stable, api := gate.New("stable"), gate.New("api-port")
 	other.Add(stable) // stable's first hook: blocks while other is held
 	b.Add(stable)
@@ -138,7 +138,7 @@ func TestBoardOrderWhenReportedBeforeItsHookRan(t *testing.T) {
 }
 
 func TestBoardSeesForeignFailures(t *testing.T) {
-	b := gate.NewBoard(nil)
+	b := gate.NewBoard(gate.BoardConfig{})
 	broken := brokenFailer{done: make(chan struct{})}
 	b.Track("foreign", broken)
 	assert.Equal(t, gate.StateLocked, b.Report()[0].State)
@@ -161,7 +161,7 @@ func TestStateString(t *testing.T) {
 func TestBoardRecordsPartBeforeCompositeAddedEarlier(t *testing.T) {
 	part := gate.New("self-dial")
 	stable := gate.AllOf("stable", part) // hooks part before the board does
-	b := gate.NewBoard(nil)
+	b := gate.NewBoard(gate.BoardConfig{})
 	b.Add(stable)
 	b.Add(part)
 	part.Unlock()
@@ -185,7 +185,7 @@ func TestBoardWatch(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			clk := testclock.NewClock(t0)
-			b := gate.NewBoard(clk)
+			b := gate.NewBoard(gate.BoardConfig{Clock: clk})
 			opened, failed := make(chan struct{}), make(chan struct{})
 			if tc.openedClosed {
 				close(opened)
@@ -217,7 +217,7 @@ func TestBoardWatch(t *testing.T) {
 }
 
 func TestBoardWatchOrderIsCloseOrder(t *testing.T) {
-	b := gate.NewBoard(nil)
+	b := gate.NewBoard(gate.BoardConfig{})
 	a, c := make(chan struct{}), make(chan struct{})
 	wa := b.Watch("a", a, nil)
 	lock := b.New("b")
@@ -236,7 +236,7 @@ func TestBoardWatchOrderIsCloseOrder(t *testing.T) {
 // the goroutine Watch starts, which may run after the composite opened).
 func TestBoardCompositeOnWatchFollowsIt(t *testing.T) {
 	for range 100 {
-		b := gate.NewBoard(nil)
+		b := gate.NewBoard(gate.BoardConfig{})
 		completed := make(chan struct{})
 		stable := gate.AllOf("stable", b.Watch("upgrade", completed, nil))
 		b.Add(stable)
@@ -245,7 +245,7 @@ func TestBoardCompositeOnWatchFollowsIt(t *testing.T) {
 		require.Equal(t, []string{"upgrade", "stable"}, b.Report().Opened())
 	}
 	failed := make(chan struct{})
-	b := gate.NewBoard(nil)
+	b := gate.NewBoard(gate.BoardConfig{})
 	stable := gate.AllOf("stable", b.Watch("upgrade", nil, failed))
 	close(failed)
 	<-stable.Done()
@@ -253,5 +253,5 @@ func TestBoardCompositeOnWatchFollowsIt(t *testing.T) {
 }
 
 func TestBoardWatchNilChannelsPanics(t *testing.T) {
-	assert.PanicsWithValue(t, `gate.Board.Watch("x"): nil opened and failed channels`, func() { gate.NewBoard(nil).Watch("x", nil, nil) })
+	assert.PanicsWithValue(t, `gate.Board.Watch("x"): nil opened and failed channels`, func() { gate.NewBoard(gate.BoardConfig{}).Watch("x", nil, nil) })
 }

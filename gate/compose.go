@@ -14,10 +14,12 @@ import (
 // Parts that are *Lock values are followed without a goroutine. Any other
 // Waiter is followed by one goroutine that ends when that part unlocks or
 // the composite resolves, whichever is first. A nil part is a programming
-// error and panics.
+// error and panics. The composite records its *Lock parts as what it waits
+// for (see Lock.After), so a Board's Timeline follows them.
 func AllOf(name string, parts ...Waiter) *Lock {
 	checkParts("AllOf", name, parts)
 	all := New(name)
+	all.after = lockParts(parts)
 	if len(parts) == 0 {
 		all.Unlock()
 		return all
@@ -44,6 +46,7 @@ func AllOf(name string, parts ...Waiter) *Lock {
 func AnyOf(name string, parts ...Waiter) *Lock {
 	checkParts("AnyOf", name, parts)
 	anyGate := New(name)
+	anyGate.after = lockParts(parts)
 	if len(parts) == 0 {
 		anyGate.Fail(errNoParts)
 		return anyGate
@@ -76,6 +79,18 @@ func checkParts(fn, name string, parts []Waiter) {
 			panic(fmt.Sprintf("gate.%s(%q): part %d is nil", fn, name, i))
 		}
 	}
+}
+
+// lockParts returns the parts that are *Lock values: the inputs a Board's
+// timeline can place (another Waiter has no entry to point at).
+func lockParts(parts []Waiter) []*Lock {
+	var locks []*Lock
+	for _, p := range parts {
+		if l, ok := p.(*Lock); ok {
+			locks = append(locks, l)
+		}
+	}
+	return locks
 }
 
 // follow calls f once with nil when part unlocks or with its error when it

@@ -46,7 +46,7 @@ func ExampleAllOf() {
 
 func ExampleBoard() {
 	clk := testclock.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	board := gate.NewBoard(clk)
+	board := gate.NewBoard(gate.BoardConfig{Clock: clk})
 	ctrlPort := board.New("controller-port")
 	board.New("upgrade-steps")
 	board.New("lease")
@@ -65,7 +65,7 @@ func ExampleBoard() {
 // with Watch, and composites are built on the gate Watch returns.
 func ExampleBoard_Handler() {
 	clk := testclock.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	board := gate.NewBoard(clk)
+	board := gate.NewBoard(gate.BoardConfig{Clock: clk})
 	serving := board.New("serving")
 	completed, failed := make(chan struct{}), make(chan struct{})
 	upgraded := board.Watch("upgrade", completed, failed)
@@ -154,7 +154,7 @@ func (m *migration) Detail() string             { return "migrating schema 41 to
 // component: board.Follow("upgrade", g).)
 func ExampleBoard_Follow() {
 	clk := testclock.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	board := gate.NewBoard(clk)
+	board := gate.NewBoard(gate.BoardConfig{Clock: clk})
 	m := &migration{done: make(chan struct{}), failed: make(chan struct{})}
 	entry := board.Follow("schema", m)
 

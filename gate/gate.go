@@ -3,6 +3,7 @@ package gate
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 )
@@ -54,6 +55,7 @@ type Lock struct {
 	err   *FailedError // set before done is closed, never changed after
 	seq   uint64       // resolution's place in resolveSeq; 0 while locked
 	hooks []func()     // run once on resolution; nil after
+	after []*Lock      // what it waits for, for a Board's timeline (After, AllOf, AnyOf)
 }
 
 // resolveSeq orders the resolutions of all gates in the process. A Board
@@ -132,6 +134,35 @@ func (l *Lock) resolvedSeq() uint64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.seq
+}
+
+// After records that l opens or fails only after inputs have: a Board's
+// Timeline follows these links to build each entry's critical chain. AllOf
+// and AnyOf record their parts themselves; call After for a gate that your
+// own code opens once others have ("api-port" once "stable" has), as
+// systemd's After= orders units. It changes nothing else: l still opens
+// only when Unlock is called. It returns l, so that
+//
+//	api := board.New("api-port").After(stable)
+//
+// reads as the dependency it declares. A nil input panics.
+func (l *Lock) After(inputs ...*Lock) *Lock {
+	for i, in := range inputs {
+		if in == nil {
+			panic(fmt.Sprintf("gate.Lock(%q).After: input %d is nil", l.name, i))
+		}
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.after = append(l.after, inputs...)
+	return l
+}
+
+// inputs returns what l was recorded to wait for.
+func (l *Lock) inputs() []*Lock {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clip(l.after)
 }
 
 // onResolve arranges for f to run once the gate unlocks or fails: at once if

@@ -123,20 +123,24 @@ func verboseText(report Report, excluded []string, passed bool) []byte {
 
 // acceptsJSON reports whether an Accept header names application/json,
 // other than with q=0 ("not acceptable", RFC 9110 12.4.2).
-func acceptsJSON(accept []string) bool {
+func acceptsJSON(accept []string) bool { return acceptable(accept, "application/json") != "" }
+
+// acceptable returns the first media type of an Accept header that is one
+// of types, other than with q=0; "" if none is.
+func acceptable(accept []string, types ...string) string {
 	for _, header := range accept {
 		for _, part := range strings.Split(header, ",") {
 			mt, params, err := mime.ParseMediaType(part)
-			if err != nil || mt != "application/json" {
+			if err != nil || !slices.Contains(types, mt) {
 				continue
 			}
 			if q, err := strconv.ParseFloat(params["q"], 64); err == nil && q == 0 {
 				continue
 			}
-			return true
+			return mt
 		}
 	}
-	return false
+	return ""
 }
 
 // jsonEntry is an Entry on the wire.

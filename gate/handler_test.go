@@ -33,7 +33,7 @@ func serve(b *gate.Board, target, accept string) *httptest.ResponseRecorder {
 // its upgrade steps still running, its lease check failed.
 func startupBoard() *gate.Board {
 	clk := testclock.NewClock(t0)
-	b := gate.NewBoard(clk)
+	b := gate.NewBoard(gate.BoardConfig{Clock: clk})
 	api := b.New("api-port")
 	b.New("upgrade-steps")
 	lease := b.New("lease")
@@ -55,11 +55,11 @@ func TestHandlerStates(t *testing.T) {
 		body   string
 	}{{
 		name:   "an empty board is ready",
-		board:  func() *gate.Board { return gate.NewBoard(nil) },
+		board:  func() *gate.Board { return gate.NewBoard(gate.BoardConfig{}) },
 		target: "/readyz", code: 200, body: "ok",
 	}, {
 		name:   "an empty board, verbose",
-		board:  func() *gate.Board { return gate.NewBoard(nil) },
+		board:  func() *gate.Board { return gate.NewBoard(gate.BoardConfig{}) },
 		target: "/readyz?verbose", code: 200, body: "readyz check passed\n",
 	}, {
 		name:   "every gate unlocked",
@@ -97,7 +97,7 @@ func TestHandlerStates(t *testing.T) {
 }
 
 func openBoard() *gate.Board {
-	b := gate.NewBoard(testclock.NewClock(t0))
+	b := gate.NewBoard(gate.BoardConfig{Clock: testclock.NewClock(t0)})
 	b.New("api-port").Unlock()
 	b.New("upgrade-steps").Unlock()
 	return b
@@ -178,7 +178,7 @@ func TestHandlerJSON(t *testing.T) {
 // watched: every answer is whole, and once every gate is open the answer
 // is 200. Run under -race.
 func TestHandlerWhileBoardChanges(t *testing.T) {
-	b := gate.NewBoard(nil)
+	b := gate.NewBoard(gate.BoardConfig{})
 	srv := httptest.NewServer(b.Handler())
 	defer srv.Close()
 

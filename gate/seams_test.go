@@ -63,7 +63,7 @@ func (c *component) fail(cause error) {
 // a gate by hand. A followed component's words reach every answer.
 func TestBoardFollowShowsCauseAndDetail(t *testing.T) {
 	clk := testclock.NewClock(t0)
-	b := gate.NewBoard(clk)
+	b := gate.NewBoard(gate.BoardConfig{Clock: clk})
 	b.New("api-port").Unlock()
 	c := newComponent("checking whether new agent binaries are needed")
 	entry := b.Follow("upgrade", c)
@@ -101,7 +101,7 @@ func jsonEntries(t *testing.T, b *gate.Board) []map[string]any {
 }
 
 func TestBoardFollowCompletes(t *testing.T) {
-	b := gate.NewBoard(nil)
+	b := gate.NewBoard(gate.BoardConfig{})
 	c := newComponent("running upgrade steps")
 	stable := gate.AllOf("stable", b.Follow("upgrade", c))
 	b.Add(stable)
@@ -114,7 +114,7 @@ func TestBoardFollowCompletes(t *testing.T) {
 // A component that failed without saying why still fails its entry, and
 // says so.
 func TestBoardFollowWithoutCause(t *testing.T) {
-	b := gate.NewBoard(nil)
+	b := gate.NewBoard(gate.BoardConfig{})
 	c := newComponent("")
 	close(c.failed)
 	l := b.Follow("upgrade", c)
@@ -122,9 +122,9 @@ func TestBoardFollowWithoutCause(t *testing.T) {
 }
 
 func TestBoardFollowNilPanics(t *testing.T) {
-	assert.PanicsWithValue(t, `gate.Board.Follow("x"): nil Component`, func() { gate.NewBoard(nil).Follow("x", nil) })
+	assert.PanicsWithValue(t, `gate.Board.Follow("x"): nil Component`, func() { gate.NewBoard(gate.BoardConfig{}).Follow("x", nil) })
 	c := &component{}
-	assert.PanicsWithValue(t, `gate.Board.Follow("y"): nil Completed and Failed channels`, func() { gate.NewBoard(nil).Follow("y", c) })
+	assert.PanicsWithValue(t, `gate.Board.Follow("y"): nil Completed and Failed channels`, func() { gate.NewBoard(gate.BoardConfig{}).Follow("y", c) })
 }
 
 // detailWaiter is a foreign Waiter that says what it waits for.
@@ -133,7 +133,7 @@ type detailWaiter struct{ chanWaiter }
 func (detailWaiter) Detail() string { return "no peer admitted us yet" }
 
 func TestBoardTrackShowsAWaitersDetail(t *testing.T) {
-	b := gate.NewBoard(testclock.NewClock(t0))
+	b := gate.NewBoard(gate.BoardConfig{Clock: testclock.NewClock(t0)})
 	b.Track("self-dial", detailWaiter{make(chanWaiter)})
 	assert.Contains(t, serve(b, "/readyz", "").Body.String(), "[-]self-dial locked for 0s (no peer admitted us yet)\n")
 }
@@ -141,7 +141,7 @@ func TestBoardTrackShowsAWaitersDetail(t *testing.T) {
 // A Detail method may read the board it is on: the board asks it after
 // releasing its lock.
 func TestBoardDetailMayReadTheBoard(t *testing.T) {
-	b := gate.NewBoard(nil)
+	b := gate.NewBoard(gate.BoardConfig{})
 	c := &boardReader{component: newComponent(""), b: b}
 	b.Follow("upgrade", c)
 	defer close(c.completed) // ends Follow's goroutine
@@ -205,7 +205,7 @@ func TestZeroLockIsUsable(t *testing.T) {
 	})
 	t.Run("in a struct, on a board and in a composite", func(t *testing.T) {
 		var agent struct{ ready gate.Lock }
-		b := gate.NewBoard(nil)
+		b := gate.NewBoard(gate.BoardConfig{})
 		b.Add(&agent.ready)
 		all := gate.AllOf("all", &agent.ready)
 		agent.ready.Unlock()
@@ -216,7 +216,7 @@ func TestZeroLockIsUsable(t *testing.T) {
 
 // The handler's answers go through a real HTTP server as well as a recorder.
 func TestBoardFollowOverHTTP(t *testing.T) {
-	b := gate.NewBoard(nil)
+	b := gate.NewBoard(gate.BoardConfig{})
 	c := newComponent("running upgrade steps")
 	b.Follow("upgrade", c)
 	defer close(c.completed)

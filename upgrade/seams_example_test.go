@@ -50,7 +50,7 @@ func ExampleRetryTransport() {
 // board.
 func ExampleGate_RunSteps() {
 	g := upgrade.NewGate(nil)
-	board := gate.NewBoard(nil)
+	board := gate.NewBoard(gate.BoardConfig{})
 	entry := board.Follow("upgrade", g)
 
 	ctx, sigterm := context.WithCancel(context.Background())

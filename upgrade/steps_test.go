@@ -113,7 +113,7 @@ func TestBoardFollowsAnUpgradeGate(t *testing.T) {
 	var _ gate.Component = (*upgrade.Gate)(nil)
 	clk := testclock.NewClock(t0)
 	g := upgrade.NewGate(clk)
-	b := gate.NewBoard(clk)
+	b := gate.NewBoard(gate.BoardConfig{Clock: clk})
 	entry := b.Follow("upgrade", g)
 	srv := newServer(t, b.Handler())
 	get := func(accept string) (int, string) {
@@ -162,7 +162,7 @@ func TestBoardFollowsAnUpgradeGate(t *testing.T) {
 
 func TestBoardFollowsAnUpgradeThatCompletes(t *testing.T) {
 	g := upgrade.NewGate(nil)
-	b := gate.NewBoard(nil)
+	b := gate.NewBoard(gate.BoardConfig{})
 	entry := b.Follow("upgrade", g)
 	require.NoError(t, g.RunSteps(context.Background(), func(context.Context) error { return nil }))
 	<-entry.Unlocked()

@@ -168,7 +168,7 @@ func newController(cfg controllerConfig) (_ *controller, err error) {
 // and stable is built on the board's entry for them, so it opens after the
 // upgrade, and fails with it.
 func (c *controller) newBoard() {
-	c.board = gate.NewBoard(c.clk)
+	c.board = gate.NewBoard(gate.BoardConfig{Clock: c.clk})
 	c.serving = c.board.New("serving")
 	c.selfDialed = c.board.New("self-dial")
 	upgraded := c.board.Watch("upgrade", c.up.Completed(), c.up.Failed())

@@ -105,7 +105,7 @@ func TestSummaryNamesEveryBrokenInvariant(t *testing.T) {
 	require.NoError(t, err)
 	order := []string{"serving", "self-dial", "upgrade", "lease", "stable", "api-port"}
 	mk := func(name string, opened ...string) *controller {
-		c := &controller{name: name, board: gate.NewBoard(nil)}
+		c := &controller{name: name, board: gate.NewBoard(gate.BoardConfig{})}
 		locks := map[string]*gate.Lock{}
 		for _, g := range order {
 			locks[g] = c.board.New(g)

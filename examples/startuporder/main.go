@@ -50,7 +50,7 @@ type Startup struct {
 
 // NewStartup returns a startup whose self-dial retries every retryDelay on clk.
 func NewStartup(clk clock.Clock, steps Steps, retryDelay time.Duration) *Startup {
-	b := gate.NewBoard(clk)
+	b := gate.NewBoard(gate.BoardConfig{Clock: clk})
 	s := &Startup{
 		Board:          b,
 		ControllerPort: b.New("controller-port"),

@@ -80,7 +80,7 @@ type Recorder struct {
 
 // NewRecorder returns a recorder watching locks.
 func NewRecorder(locks ...*gate.Lock) *Recorder {
-	r := &Recorder{board: gate.NewBoard(nil)}
+	r := &Recorder{board: gate.NewBoard(gate.BoardConfig{})}
 	for _, l := range locks {
 		r.board.Add(l)
 	}

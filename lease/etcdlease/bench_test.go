@@ -8,8 +8,6 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
-
-	"github.com/coldstart-go/coldstart/lease/etcdlease"
 )
 
 // BenchmarkClaim measures claims per second against the embedded
@@ -18,7 +16,7 @@ import (
 // on the same server, the cheapest write there is.
 func BenchmarkClaim(b *testing.B) {
 	_, cli := startSingle(b)
-	s := etcdlease.NewStore(cli, "/bench/claim/")
+	s := newEtcdStore(b, cli, "/bench/claim/")
 	ctx := context.Background()
 
 	b.Run("bare-put", func(b *testing.B) {
@@ -53,7 +51,7 @@ func BenchmarkClaim(b *testing.B) {
 // keep-alive plus a read), with p50 and p99, beside a bare KeepAliveOnce.
 func BenchmarkExtend(b *testing.B) {
 	_, cli := startSingle(b)
-	s := etcdlease.NewStore(cli, "/bench/extend/")
+	s := newEtcdStore(b, cli, "/bench/extend/")
 	ctx := context.Background()
 	g, err := s.Claim(ctx, "singular", "h", 10*time.Second)
 	if err != nil {

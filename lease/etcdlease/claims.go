@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -20,12 +21,36 @@ import (
 // of 128 claims is refused).
 const maxClaimsPerTxn = 64
 
-// maxClaimSenders is how many claim transactions a SessionStore has in
-// flight at most: a new one starts while a full batch waits.
-const maxClaimSenders = 4
+// claimBatcher sends a SessionStore's claims in batches, each one etcd
+// transaction of nested put-if-absent claims: ten thousand claims take a
+// couple of hundred transactions rather than ten thousand.
+//
+// It has no bound of its own: the store's call slots are the one
+// admission mechanism. A batch is formed when a slot is free, from the
+// newest claims waiting then (as the slots serve the newest first), so
+// batches grow while etcd is slow. While claims wait, exactly one sender
+// waits for a slot; once it has one, it takes its batch and hands the
+// waiting to a new sender if claims are left.
+//
+// Its invariant: a claim is in exactly one place — the queue (nothing
+// sent: its caller may leave with lease.ErrNotSent), a batch (sent once
+// markSent has marked it: the put may be applied) or delivered. A claim
+// whose caller left after it was sent is recorded in the term table as
+// unsure, so that its key, if put, is adopted or deleted.
+type claimBatcher struct {
+	store *SessionStore
+
+	mu      sync.Mutex
+	closed  bool
+	queue   []*claimReq        // waiting to be taken into a batch, the newest last
+	waiting bool               // a sender waits for a slot
+	wake    context.CancelFunc // ends that wait: every claim waiting is gone
+	senders int                // goroutines waiting for a slot or sending
+	wg      sync.WaitGroup     // the senders
+}
 
 // claimReq is one Claim waiting for, or in, a batch. Its flags are guarded
-// by SessionStore.mu; its outcome is set before done is closed.
+// by claimBatcher.mu; its outcome is set before done is closed.
 type claimReq struct {
 	ctx          context.Context
 	name, holder string
@@ -44,42 +69,40 @@ type claimReq struct {
 	lostSession bool      // etcd said the session is gone
 }
 
-// sendClaim queues r and waits until its batch is answered or r.ctx ends.
-// Claims are sent in batches, a few transactions at a time, each claim a
-// nested put-if-absent: ten thousand claims take a hundred transactions
-// rather than ten thousand. The newest claims go first, as with the call
-// slots. A claim whose ctx ends before its batch's transaction is sent is
-// dropped from it: it returns an error matching lease.ErrNotSent.
-func (s *SessionStore) sendClaim(r *claimReq) error {
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
+// send queues r and waits until its batch is answered or r.ctx ends. A
+// claim whose ctx ends before its batch's transaction is sent is dropped
+// from it: it returns an error matching lease.ErrNotSent.
+func (b *claimBatcher) send(r *claimReq) error {
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
 		return &OpError{Op: "claim", Name: r.name, Holder: r.holder, Err: errClosed}
 	}
 	if err := r.ctx.Err(); err != nil {
-		s.mu.Unlock()
+		b.mu.Unlock()
 		return notSent("claim", r.name, r.holder, 0, err)
 	}
-	s.claims = append(s.claims, r)
-	if s.senders == 0 || (s.senders < maxClaimSenders && len(s.claims) >= maxClaimsPerTxn) {
-		s.senders++
-		s.wg.Add(1)
-		go s.sendClaims()
+	b.queue = append(b.queue, r)
+	if !b.waiting {
+		b.startSenderLocked()
 	}
-	s.mu.Unlock()
+	b.mu.Unlock()
 
 	select {
 	case <-r.done:
 		return nil
 	case <-r.ctx.Done():
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	b.mu.Lock()
+	defer b.mu.Unlock()
 	switch {
 	case r.delivered:
 		return nil
 	case !r.sent:
 		r.abandoned = true
+		if b.wake != nil && !slices.ContainsFunc(b.queue, func(r *claimReq) bool { return !r.abandoned }) {
+			b.wake()
+		}
 		return notSent("claim", r.name, r.holder, 0, r.ctx.Err())
 	}
 	// In flight: the batch will record what happened to the key.
@@ -87,28 +110,77 @@ func (s *SessionStore) sendClaim(r *claimReq) error {
 	return &OpError{Op: "claim", Name: r.name, Holder: r.holder, Err: r.ctx.Err()}
 }
 
-// sendClaims sends batches of the queued claims until none is left.
-func (s *SessionStore) sendClaims() {
-	defer s.wg.Done()
+// startSenderLocked starts the sender that waits for a slot. Called with
+// b.mu held.
+func (b *claimBatcher) startSenderLocked() {
+	b.waiting = true
+	b.senders++
+	b.wg.Add(1)
+	go b.sendOne()
+}
+
+// sendOne waits for a call slot, takes the next batch and sends it. It
+// ends without sending when every claim waiting is gone.
+func (b *claimBatcher) sendOne() {
+	defer b.wg.Done()
 	for {
-		batch := s.takeClaims()
-		if batch == nil {
+		ctx, cancel := context.WithCancel(b.store.ctx)
+		b.mu.Lock()
+		if b.store.ctx.Err() != nil {
+			// Closed: the claims still waiting fail without being sent.
+			for _, r := range b.queue {
+				if !r.abandoned {
+					r.err, r.delivered = errClosed, true
+					close(r.done)
+				}
+			}
+			b.queue = nil
+		}
+		if !slices.ContainsFunc(b.queue, func(r *claimReq) bool { return !r.abandoned }) {
+			b.waiting = false
+			b.senders--
+			b.mu.Unlock()
+			cancel()
 			return
 		}
-		s.sendBatch(batch)
+		b.wake = cancel
+		b.mu.Unlock()
+		err := b.store.slots.acquire(ctx)
+		cancel()
+		b.mu.Lock()
+		b.wake = nil
+		if err != nil {
+			// Woken (every claim waiting was gone) or closing: look again.
+			b.mu.Unlock()
+			continue
+		}
+		batch := b.takeLocked()
+		if len(b.queue) > 0 {
+			b.startSenderLocked() // the next one waits
+		} else {
+			b.waiting = false
+		}
+		b.mu.Unlock()
+		if len(batch) > 0 {
+			b.sendBatch(batch) // releases the slot
+		} else {
+			b.store.slots.release()
+		}
+		b.mu.Lock()
+		b.senders--
+		b.mu.Unlock()
+		return
 	}
 }
 
-// takeClaims takes the next batch: the newest claims, at most one per name
-// (etcd refuses a transaction that puts one key twice). It returns nil,
-// and ends the sender, when no claim waits.
-func (s *SessionStore) takeClaims() []*claimReq {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+// takeLocked takes the next batch: the newest claims, at most one per name
+// (etcd refuses a transaction that puts one key twice), dropping those
+// whose callers are gone. Called with b.mu held.
+func (b *claimBatcher) takeLocked() []*claimReq {
 	var batch, kept []*claimReq
 	names := make(map[string]bool)
-	for i := len(s.claims) - 1; i >= 0; i-- {
-		r := s.claims[i]
+	for i := len(b.queue) - 1; i >= 0; i-- {
+		r := b.queue[i]
 		switch {
 		case r.abandoned:
 		case len(batch) < maxClaimsPerTxn && !names[r.name]:
@@ -120,19 +192,15 @@ func (s *SessionStore) takeClaims() []*claimReq {
 	}
 	// kept was filled newest first: restore oldest first.
 	slices.Reverse(kept)
-	s.claims = kept
-	if len(batch) == 0 {
-		s.senders--
-		return nil
-	}
+	b.queue = kept
 	return batch
 }
 
 // batchContext ends when the store closes or every claim of the batch has
 // had its ctx end (a lease.Tracker ends its calls with a timer, not a
 // deadline).
-func (s *SessionStore) batchContext(batch []*claimReq) (context.Context, context.CancelFunc) {
-	ctx, cancel := context.WithCancel(s.ctx)
+func (b *claimBatcher) batchContext(batch []*claimReq) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(b.store.ctx)
 	var left atomic.Int64
 	left.Store(int64(len(batch)))
 	stops := make([]func() bool, len(batch))
@@ -151,32 +219,35 @@ func (s *SessionStore) batchContext(batch []*claimReq) (context.Context, context
 	}
 }
 
-// sendBatch sends one transaction of nested put-if-absent claims and
-// delivers each outcome. The claims whose callers are gone by the time it
-// is sent are left out.
-func (s *SessionStore) sendBatch(batch []*claimReq) {
-	ctx, cancel := s.batchContext(batch)
+// sendBatch sends one transaction of nested put-if-absent claims, on the
+// call slot its sender holds, and delivers each outcome. The claims whose
+// callers are gone by the time it is sent are left out.
+func (b *claimBatcher) sendBatch(batch []*claimReq) {
+	s := b.store
+	ctx, cancel := b.batchContext(batch)
 	defer cancel()
 	sent := false
 	var resp *clientv3.TxnResponse
 	sess, err := s.session(ctx)
 	start := s.opts.clock.Now()
 	if err == nil {
-		if err = s.slots.acquire(ctx); err == nil {
-			if batch = s.markSent(batch); len(batch) > 0 {
-				sent = true
-				resp, err = s.cli.Txn(ctx).Then(s.claimOps(batch, sess)...).Commit()
-			}
-			s.slots.release()
+		if batch = b.markSent(batch); len(batch) > 0 {
+			sent = true
+			resp, err = s.cli.Txn(ctx).Then(claimOps(s.prefix, batch, sess)...).Commit()
 		}
 	}
+	s.slots.release()
 	lost := sent && errors.Is(err, rpctypes.ErrLeaseNotFound)
-	if lost {
+	if lost && sess.markLost() {
 		s.sessionLost(sess)
 	}
 
+	// The term table first, then the claims: an unsure claim is recorded
+	// before its caller can retry.
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	b.mu.Lock()
+	defer b.mu.Unlock()
 	for i, r := range batch {
 		r.sess, r.start = sess, start
 		switch {
@@ -187,7 +258,7 @@ func (s *SessionStore) sendBatch(batch []*claimReq) {
 		case err != nil:
 			// The puts may have been applied.
 			r.err = err
-			s.unsureLocked(r, sess, start)
+			s.terms.unsure(r.name, r.holder, sess.id, start, r.d)
 		default:
 			sub := (*clientv3.TxnResponse)(resp.Responses[i].GetResponseTxn())
 			if !sub.Succeeded {
@@ -197,7 +268,7 @@ func (s *SessionStore) sendBatch(batch []*claimReq) {
 			// Every put of the transaction has its revision.
 			r.token = uint64(resp.Header.Revision)
 			if r.abandoned {
-				s.unsureLocked(r, sess, start)
+				s.terms.unsure(r.name, r.holder, sess.id, start, r.d)
 			}
 		}
 		if !r.abandoned {
@@ -209,36 +280,47 @@ func (s *SessionStore) sendBatch(batch []*claimReq) {
 
 // markSent marks the claims of batch whose callers still wait as sent, and
 // returns them.
-func (s *SessionStore) markSent(batch []*claimReq) []*claimReq {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+func (b *claimBatcher) markSent(batch []*claimReq) []*claimReq {
+	b.mu.Lock()
+	defer b.mu.Unlock()
 	return slices.DeleteFunc(batch, func(r *claimReq) bool {
 		r.sent = !r.abandoned
 		return r.abandoned
 	})
 }
 
+// close stops taking claims and waits for the senders, which end with the
+// store's ctx.
+func (b *claimBatcher) close() {
+	b.mu.Lock()
+	b.closed = true
+	b.mu.Unlock()
+	b.wg.Wait()
+}
+
+// counts returns how many claims wait to be taken into a batch, and how
+// many senders wait for a slot or send.
+func (b *claimBatcher) counts() (waiting, senders int) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, r := range b.queue {
+		if !r.abandoned {
+			waiting++
+		}
+	}
+	return waiting, b.senders
+}
+
 // claimOps returns the batch's claims as nested put-if-absent transactions
-// of their keys on sess.
-func (s *SessionStore) claimOps(batch []*claimReq, sess *session) []clientv3.Op {
+// of their keys (prefix+name) on sess.
+func claimOps(prefix string, batch []*claimReq, sess *session) []clientv3.Op {
 	ops := make([]clientv3.Op, len(batch))
 	for i, r := range batch {
-		key := s.Key(r.name)
+		key := prefix + r.name
 		ops[i] = clientv3.OpTxn(
 			[]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(key), "=", 0)},
 			[]clientv3.Op{clientv3.OpPut(key, r.holder, clientv3.WithLease(sess.id))},
 			[]clientv3.Op{clientv3.OpGet(key)})
 	}
 	return ops
-}
-
-// unsureLocked records that r's put may have been applied with nobody told:
-// a retry of the claim adopts the key, and if none comes, the key is
-// deleted once r's duration has passed. A live term of the name is left
-// alone, and so is an expired one: its key may be being deleted, and must
-// not be adopted (a key r put meanwhile is an orphan to the watch).
-func (s *SessionStore) unsureLocked(r *claimReq, sess *session, start time.Time) {
-	if t := s.terms[r.name]; t == nil || t.state == termOver || t.state == termUnsure {
-		s.setTermLocked(r.name, &term{holder: r.holder, sess: sess, expires: start.Add(r.d), state: termUnsure})
-	}
 }

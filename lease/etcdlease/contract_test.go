@@ -22,12 +22,20 @@ type storeKind struct {
 }
 
 var storeKinds = []storeKind{
-	{"Store", func(_ *testing.T, cli *clientv3.Client, prefix string, _ time.Duration) lease.Store {
-		return etcdlease.NewStore(cli, prefix)
+	{"Store", func(t *testing.T, cli *clientv3.Client, prefix string, _ time.Duration) lease.Store {
+		return newEtcdStore(t, cli, prefix)
 	}},
 	{"SessionStore", func(t *testing.T, cli *clientv3.Client, prefix string, term time.Duration) lease.Store {
 		return newSessionStore(t, cli, prefix, 3*term)
 	}},
+}
+
+// newEtcdStore returns a Store, failing the test if NewStore does.
+func newEtcdStore(t testing.TB, cli *clientv3.Client, prefix string, opts ...etcdlease.Option) *etcdlease.Store {
+	t.Helper()
+	s, err := etcdlease.NewStore(cli, prefix, opts...)
+	require.NoError(t, err)
+	return s
 }
 
 // newSessionStore returns a SessionStore closed at cleanup (before the

@@ -6,18 +6,37 @@
 // It answers the incident behind package lease — a lease renewal that timed
 // out while the back end was in flux was reported as "not the leader" — at
 // the store: only etcd's definitive answers become lease.ErrHeld (a
-// *lease.HeldError naming the holder) or lease.ErrNotHeld; a timeout, "no
-// leader", an unavailable member, a cancelled context or a broken
-// connection is an *OpError matching ErrUnconfirmed, which wraps etcd's own
-// error, so the Tracker reports ErrRenewalFailed with the time it still
-// holds, never ErrNotLeader.
+// *lease.HeldError naming the holder) or lease.ErrNotHeld (a
+// *lease.NotHeldError naming the term that is over and, when the store read
+// it, who holds the lease now); a timeout, "no leader", an unavailable
+// member, a cancelled context or a broken connection is an *OpError
+// matching ErrUnconfirmed, which wraps etcd's own error, so the Tracker
+// reports ErrRenewalFailed with the time it still holds, never
+// ErrNotLeader. A call never sent (its ctx ended while it waited for one of
+// the store's call slots) matches lease.ErrNotSent only, and ErrOverCapacity
+// when it waited.
+//
+// Both stores keep two promises under etcd faults — member crashes,
+// partitions, a raft leader cut off from its peers that goes on answering,
+// an outage of the whole cluster:
+//
+//   - No two holders at once. A promise is extended only on a quorum's
+//     word: a keep-alive answer counts once a linearizable read sent after
+//     it is answered in the same raft term (a stale leader can answer a
+//     keep-alive from its own lessor, but cannot serve that read).
+//   - An outage is never "not the leader". A term ends only when etcd says
+//     so (its key gone or created again, its etcd lease not found) or, for
+//     a SessionStore, when its holder stopped asking for it while the store
+//     could reach etcd; while etcd cannot be reached every Extend is
+//     ambiguous, and when etcd answers again the term goes on with the same
+//     token if the key is still its own.
 //
 // The mapping onto etcd: Claim grants an etcd lease of the requested
 // duration rounded up to whole seconds and, in one transaction, puts the
 // key (value: the holder) only if it does not exist, else reads the holder.
 // Extend keeps the etcd lease alive once and then reads the key to confirm
-// it still carries the token; etcd renews for the TTL it granted, and the
-// Grant reports that TTL. Revoke deletes the key in a transaction guarded by
+// it still carries the token, in the keep-alive's raft term; etcd renews
+// for the TTL it granted, and the Grant reports that TTL. Revoke deletes the key in a transaction guarded by
 // the token, then revokes the etcd lease. Lost watches a term and tells
 // early when it is over; it makes the Store a lease.LossNotifier, so a
 // lease.Tracker renews at once (and reports ErrNotLeader promptly) when
@@ -26,8 +45,10 @@
 //	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{"10.0.0.1:2379", "10.0.0.2:2379", "10.0.0.3:2379"}})
 //	...
 //	defer cli.Close()
+//	store, err := etcdlease.NewStore(cli, "/myapp/leases/")
+//	...
 //	tr, err := lease.NewTracker(lease.Config{
-//		Store: etcdlease.NewStore(cli, "/myapp/leases/"),
+//		Store: store,
 //		Name:  "singular", Holder: "unit-0", Duration: 30 * time.Second,
 //	})
 //
@@ -35,8 +56,9 @@
 // its own (every Extend is a keep-alive and a read: traffic grows with the
 // number of leases), SessionStore puts every key of a process on one etcd
 // lease, its session, kept alive by one stream, and answers Extend without
-// a call to etcd (traffic flat in the number of leases; a crashed
-// process's leases are free after the session's TTL). Pick SessionStore
+// a call to etcd (traffic flat in the number of leases: one keep-alive
+// and its confirming read every TTL/3; a crashed process's leases are free
+// after the session's TTL). Pick SessionStore
 // for a controller that leads hundreds or thousands of applications:
 //
 //	store, err := etcdlease.NewSessionStore(cli, "/myapp/leases/", 3*2*30*time.Second)
@@ -47,7 +69,8 @@
 // first), so that thousands of trackers starting together do not time out
 // their own claims; SessionStore also batches claims, 64 to a
 // transaction. A call whose ctx ends before it is sent returns an error
-// matching lease.ErrNotSent.
+// matching lease.ErrNotSent (and ErrOverCapacity if it waited for a slot:
+// a Store whose terms need more renewals than etcd serves says so early).
 //
 // This package is its own Go module, so that importing the rest of coldstart
 // never pulls in etcd and gRPC. Its go.mod requires

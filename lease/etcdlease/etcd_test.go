@@ -30,6 +30,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
+	"google.golang.org/grpc"
 )
 
 // Timing of the embedded members. etcd's minimum lease TTL is
@@ -120,7 +121,14 @@ func startSingle(t testing.TB) (*member, *clientv3.Client) {
 // (before the members stop: cleanups run last-in first-out).
 func newClient(t testing.TB, endpoints ...string) *clientv3.Client {
 	t.Helper()
+	return newClientWith(t, nil, endpoints...)
+}
+
+// newClientWith is newClient with extra gRPC dial options.
+func newClientWith(t testing.TB, dial []grpc.DialOption, endpoints ...string) *clientv3.Client {
+	t.Helper()
 	cli, err := clientv3.New(clientv3.Config{
+		DialOptions: dial,
 		Endpoints:   endpoints,
 		DialTimeout: 5 * time.Second,
 		Logger:      zap.NewNop(),
@@ -353,4 +361,17 @@ func (p *proxy) cut() {
 	}
 	p.mu.Unlock()
 	p.wg.Wait()
+}
+
+// reopen listens again on the port cut closed, forwarding to the same
+// target, as a member restarted on its old address would.
+func (p *proxy) reopen(t testing.TB) {
+	t.Helper()
+	l, err := net.Listen("tcp", p.l.Addr().String())
+	require.NoError(t, err)
+	p.mu.Lock()
+	p.l, p.conns = l, nil
+	p.mu.Unlock()
+	p.wg.Add(1)
+	go p.accept()
 }

@@ -56,7 +56,11 @@ func Example() {
 	}
 	defer stop()
 	ctx := context.Background()
-	store := etcdlease.NewStore(cli, "/example/")
+	store, err := etcdlease.NewStore(cli, "/example/")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 
 	a, err := store.Claim(ctx, "singular", "unit-a", 1500*time.Millisecond)
 	if err != nil {
@@ -99,7 +103,11 @@ func Example_tracker() {
 	}
 	defer stop()
 	ctx := context.Background()
-	store := etcdlease.NewStore(cli, "/example/")
+	store, err := etcdlease.NewStore(cli, "/example/")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 
 	leader, err := lease.NewTracker(lease.Config{Store: store, Name: "singular", Holder: "unit-a", Duration: time.Second})
 	if err != nil {

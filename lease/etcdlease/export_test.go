@@ -27,19 +27,14 @@ func LostWithProgress(ctx context.Context, s *Store, g lease.Grant, f func(rev i
 func RecordUnsure(s *SessionStore, name, holder string) (clientv3.LeaseID, func()) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	sess := s.sess
-	t := &term{holder: holder, sess: sess, expires: s.opts.clock.Now(), state: termUnsure}
-	s.setTermLocked(name, t)
-	return sess.id, func() { s.deleteExpired(expiredTerm{name, t}) }
+	id := s.sess.id
+	t := s.terms.unsure(name, holder, id, s.opts.clock.Now(), 0)
+	return id, func() { s.deleteExpired(expiredTerm{name, t}) }
 }
 
 // ClaimSenders returns how many claims wait to be taken into a batch, and
-// how many goroutines send batches.
-func ClaimSenders(s *SessionStore) (waiting, senders int) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.claims), s.senders
-}
+// how many goroutines wait for a call slot to send one, or send one.
+func ClaimSenders(s *SessionStore) (waiting, senders int) { return s.claims.counts() }
 
 // SetSessionPromise moves the end of etcd's promise for the store's current
 // session to until, as if its latest confirmed keep-alive had been sent at
@@ -47,12 +42,32 @@ func ClaimSenders(s *SessionStore) (waiting, senders int) {
 func SetSessionPromise(s *SessionStore, until time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.sess.mu.Lock()
+	defer s.sess.mu.Unlock()
 	s.sess.until = until
 }
 
 // HoldSlot takes one of the store's call slots (see WithMaxInFlight) and
 // returns the func that frees it.
 func HoldSlot(s *SessionStore) func() {
+	if err := s.slots.acquire(context.Background()); err != nil {
+		panic(err)
+	}
+	return s.slots.release
+}
+
+// SessionConfirmedUntil returns the end of etcd's promise for the store's
+// current session, and whether its latest keep-alive was confirmed.
+func SessionConfirmedUntil(s *SessionStore) (time.Time, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p := s.sess.promise()
+	return p.until, p.err == nil
+}
+
+// HoldStoreSlot takes one of a Store's call slots and returns the func
+// that frees it.
+func HoldStoreSlot(s *Store) func() {
 	if err := s.slots.acquire(context.Background()); err != nil {
 		panic(err)
 	}

@@ -56,7 +56,7 @@ func TestLostWhenRevokedElsewhere(t *testing.T) {
 	}
 	requireOpen(t, lost, "Lost closed while the term was held")
 
-	other := etcdlease.NewStore(cli, "/"+t.Name()+"/")
+	other := newEtcdStore(t, cli, "/"+t.Name()+"/")
 	require.NoError(t, other.Revoke(ctx, g))
 	requireClosed(t, lost, "Lost stayed open after the term was revoked")
 }
@@ -102,7 +102,7 @@ func TestLostStopsWithContext(t *testing.T) {
 func TestLostStopsWithClient(t *testing.T) {
 	m, _ := startSingle(t)
 	cli := newClient(t, m.clientURL)
-	s := etcdlease.NewStore(cli, "/"+t.Name()+"/")
+	s := newEtcdStore(t, cli, "/"+t.Name()+"/")
 	ctx := testCtx(t)
 	g, err := s.Claim(ctx, "singular", "a", 5*time.Second)
 	require.NoError(t, err)

@@ -72,7 +72,7 @@ type manyLeaseKind struct {
 
 var manyLeaseKinds = []manyLeaseKind{
 	{"Store", true, func(b *testing.B, cli *clientv3.Client, _ time.Duration) lease.Store {
-		return etcdlease.NewStore(cli, "/many/", inFlight(b))
+		return newEtcdStore(b, cli, "/many/", inFlight(b))
 	}},
 	{"SessionStore", true, func(b *testing.B, cli *clientv3.Client, d time.Duration) lease.Store {
 		// The TTL the SessionStore's doc asks for: three times the term

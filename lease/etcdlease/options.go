@@ -1,11 +1,8 @@
 package etcdlease
 
 import (
-	"fmt"
-
 	"github.com/juju/clock"
-
-	"github.com/coldstart-go/coldstart/lease"
+	jujuerrors "github.com/juju/errors"
 )
 
 // Option adjusts a Store or a SessionStore.
@@ -42,16 +39,24 @@ func WithMaxInFlight(n int) Option {
 // WithRevokeOnClose makes a SessionStore's Close revoke its etcd lease, so
 // that every key it holds is deleted at once rather than when the TTL runs
 // out. Revoking ends every term of the store before its grant runs out:
-// close the store only after every tracker on it is closed. A Store
-// ignores it.
+// close the store only after every tracker on it is closed. It applies to
+// a SessionStore only: NewStore rejects it (a Store has nothing to close).
 func WithRevokeOnClose() Option {
 	return func(o *options) { o.revokeOnClose = true }
 }
 
-func newOptions(opts []Option) options {
+// newOptions applies opts; session says whether they are a SessionStore's
+// (a Store rejects the options that apply to a session only).
+func newOptions(opts []Option, session bool) (options, error) {
 	var o options
 	for _, opt := range opts {
+		if opt == nil {
+			return o, jujuerrors.NotValidf("nil Option")
+		}
 		opt(&o)
+	}
+	if o.revokeOnClose && !session {
+		return o, jujuerrors.NotValidf("option WithRevokeOnClose (must be given to NewSessionStore only: a Store has no session to revoke)")
 	}
 	if o.clock == nil {
 		o.clock = clock.WallClock
@@ -59,16 +64,5 @@ func newOptions(opts []Option) options {
 	if o.maxInFlight <= 0 {
 		o.maxInFlight = DefaultMaxInFlight
 	}
-	return o
-}
-
-// notSent is the error of a call not sent to etcd at all: its ctx ended
-// before one of the store's call slots was free (see WithMaxInFlight), or
-// before its batch of claims was sent. It is certain that etcd did not
-// apply it, so it matches lease.ErrNotSent (the tracker keeps what it knew);
-// as an *OpError it also matches ErrUnconfirmed, and it unwraps to the
-// ctx's error.
-func notSent(op, name, holder string, token uint64, err error) error {
-	return &OpError{Op: op, Name: name, Holder: holder, Token: token,
-		Err: fmt.Errorf("%w: %w", lease.ErrNotSent, err)}
+	return o, nil
 }

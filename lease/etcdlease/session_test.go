@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -12,6 +13,9 @@ import (
 	"github.com/stretchr/testify/require"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/coldstart-go/coldstart/lease"
 	"github.com/coldstart-go/coldstart/lease/etcdlease"
@@ -48,8 +52,8 @@ func TestSessionStoreClaimStorm(t *testing.T) {
 	}
 }
 
-// A claim whose ctx has ended is not sent: its error says so, and it is
-// still an unconfirmed error to the tracker.
+// A claim whose ctx has ended is not sent: its error says so, and only so
+// (not sent is certain, not "unconfirmed"); it still names the call.
 func TestSessionStoreClaimNotSent(t *testing.T) {
 	_, cli := startSingle(t)
 	s := newSessionStore(t, cli, "/notsent/", 10*time.Second)
@@ -57,8 +61,12 @@ func TestSessionStoreClaimNotSent(t *testing.T) {
 	cancel()
 	_, err := s.Claim(ctx, "singular", "a", time.Second)
 	require.ErrorIs(t, err, lease.ErrNotSent)
-	require.ErrorIs(t, err, etcdlease.ErrUnconfirmed)
+	require.NotErrorIs(t, err, etcdlease.ErrUnconfirmed)
 	require.ErrorIs(t, err, context.Canceled)
+	var oe *etcdlease.OpError
+	require.ErrorAs(t, err, &oe)
+	require.Equal(t, "claim", oe.Op)
+	require.Equal(t, "singular", oe.Name)
 	resp, err := cli.Get(testCtx(t), "/notsent/singular")
 	require.NoError(t, err)
 	require.Empty(t, resp.Kvs, "a claim not sent put nothing")
@@ -159,8 +167,24 @@ func TestSessionStoreGrantsNoFurtherThanTheKeepAlive(t *testing.T) {
 		}
 	}
 
+	// The term's grant runs out unextended while the store can reach etcd
+	// (each keep-alive, every 2 s, is confirmed before the clock moves on):
+	// its holder stopped asking, so it is over.
 	lost := s.Lost(ctx, g)
-	advance(ttl) // the term's grant runs out unextended
+	for range ttl / (2 * time.Second) {
+		advance(2 * time.Second) // a keep-alive is due
+		for {
+			until, ok := etcdlease.SessionConfirmedUntil(s)
+			if ok && until.Equal(clk.Now().Add(ttl)) {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				t.Fatal("the keep-alive was never confirmed")
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
+	}
 	_, err = s.Extend(ctx, g, time.Second)
 	require.ErrorIs(t, err, lease.ErrNotHeld, "a term not extended within its grant is over")
 	requireClosed(t, lost, "Lost stayed open for an expired term")
@@ -311,7 +335,7 @@ func TestSessionStoreBatchEndsWithItsCallers(t *testing.T) {
 	cancel() // as the tracker's timer does
 	err = <-claimed
 	require.ErrorIs(t, err, lease.ErrNotSent)
-	require.ErrorIs(t, err, etcdlease.ErrUnconfirmed)
+	require.NotErrorIs(t, err, etcdlease.ErrUnconfirmed)
 	require.Eventually(t, func() bool {
 		_, senders := etcdlease.ClaimSenders(s)
 		return senders == 0
@@ -345,10 +369,11 @@ func TestSessionStoreRetryAfterUngrantableClaim(t *testing.T) {
 	require.Greater(t, g.Token, uint64(resp.Kvs[0].CreateRevision))
 }
 
-// A batch waiting for a call slot (here held by the test) is sent with only
-// the claims whose callers still wait: one whose ctx ended meanwhile
-// returned an error saying it was not sent, and its key is not put; a batch
-// whose every caller is gone is not sent at all.
+// Claims wait for a call slot (here held by the test) before they are
+// taken into a batch, and only the claims whose callers still wait are
+// sent: one whose ctx ended meanwhile returned an error saying it was not
+// sent, and its key is not put; when every caller waiting is gone, nothing
+// is sent at all and the sender ends.
 func TestSessionStoreBatchLeavesOutGoneCallers(t *testing.T) {
 	_, cli := startSingle(t)
 	s := newSessionStore(t, cli, "/gone/", 30*time.Second, etcdlease.WithMaxInFlight(1))
@@ -377,16 +402,16 @@ func TestSessionStoreBatchLeavesOutGoneCallers(t *testing.T) {
 
 	release := etcdlease.HoldSlot(s)
 	cancelAlone, alone := claim("alone")
-	require.Eventually(t, senders(0, 1), 10*time.Second, time.Millisecond, "alone was never taken")
+	require.Eventually(t, senders(1, 1), 10*time.Second, time.Millisecond, "alone never queued")
+	cancelAlone()
+	require.ErrorIs(t, (<-alone).err, lease.ErrNotSent)
+	require.Eventually(t, senders(0, 0), 10*time.Second, time.Millisecond, "the sender outlived alone's caller")
 	cancelGone, gone := claim("gone")
 	_, stays := claim("stays")
 	require.Eventually(t, senders(2, 1), 10*time.Second, time.Millisecond, "gone and stays never queued")
-	cancelAlone()
-	require.ErrorIs(t, (<-alone).err, lease.ErrNotSent)
-	// alone's batch ends with its only caller: gone and stays are taken.
-	require.Eventually(t, senders(0, 1), 10*time.Second, time.Millisecond, "alone's batch never ended")
 	cancelGone()
 	require.ErrorIs(t, (<-gone).err, lease.ErrNotSent)
+	require.Eventually(t, senders(1, 1), 10*time.Second, time.Millisecond, "gone still waits")
 	release()
 	r := <-stays
 	require.NoError(t, r.err)
@@ -400,4 +425,61 @@ func TestSessionStoreBatchLeavesOutGoneCallers(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, resp.Kvs, 1)
 	require.Equal(t, int64(r.g.Token), resp.Kvs[0].CreateRevision)
+}
+
+// A keep-alive answer alone never extends the session's promise: a raft
+// leader cut off from its quorum answers keep-alives from its own lessor.
+// Here the client's linearizable reads are cut (a gRPC interceptor fails
+// every Range) while keep-alives still reach etcd and are answered: the
+// store must stop trusting them — every Extend turns ambiguous once the
+// promise confirmed before the cut runs low — and trust them again, same
+// term, once reads pass. Before the confirming read, the answered
+// keep-alives alone kept every Extend granted.
+func TestSessionKeepAliveNeedsItsConfirmingRead(t *testing.T) {
+	m, _ := startSingle(t)
+	var cutReads atomic.Bool
+	cli := newClientWith(t, []grpc.DialOption{grpc.WithChainUnaryInterceptor(
+		func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+			if cutReads.Load() && method == "/etcdserverpb.KV/Range" {
+				return status.Error(codes.Unavailable, "test: reads cut")
+			}
+			return invoker(ctx, method, req, reply, cc, opts...)
+		})}, m.clientURL)
+	const ttl = 3 * time.Second // a keep-alive every second
+	s := newSessionStore(t, cli, "/confirm/", ttl)
+	ctx := testCtx(t)
+	g, err := s.Claim(ctx, "singular", "a", time.Second)
+	require.NoError(t, err)
+
+	cutReads.Store(true)
+	for {
+		_, err := s.Extend(ctx, g, time.Second)
+		if err != nil {
+			require.ErrorIs(t, err, etcdlease.ErrUnconfirmed, "a session not confirmed is ambiguous")
+			require.NotErrorIs(t, err, lease.ErrNotHeld)
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatal("answered keep-alives kept extending the session without a confirming read")
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	_, confirmed := etcdlease.SessionConfirmedUntil(s)
+	require.False(t, confirmed)
+
+	cutReads.Store(false)
+	for {
+		g2, err := s.Extend(ctx, g, time.Second)
+		if err == nil {
+			require.Equal(t, g.Token, g2.Token, "the same term")
+			return
+		}
+		require.ErrorIs(t, err, etcdlease.ErrUnconfirmed)
+		select {
+		case <-ctx.Done():
+			t.Fatal("the session was never confirmed again")
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
 }

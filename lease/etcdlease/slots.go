@@ -2,6 +2,7 @@ package etcdlease
 
 import (
 	"context"
+	"fmt"
 	"sync"
 )
 
@@ -13,6 +14,7 @@ import (
 // mostly calls that then time out.
 type slots struct {
 	mu      sync.Mutex
+	size    int
 	free    int
 	waiting []*slotWaiter // a stack: the newest last
 	gone    int           // waiters in waiting that gave up
@@ -23,10 +25,11 @@ type slotWaiter struct {
 	gone  bool
 }
 
-func newSlots(n int) *slots { return &slots{free: n} }
+func newSlots(n int) *slots { return &slots{size: n, free: n} }
 
 // acquire takes a slot, waiting while none is free. It returns ctx's error,
-// without a slot, if ctx ends first (or had ended already).
+// without a slot, if ctx had ended already; if ctx ends while it waits, an
+// error matching both ErrOverCapacity and ctx's error.
 func (s *slots) acquire(ctx context.Context) error {
 	s.mu.Lock()
 	if err := ctx.Err(); err != nil {
@@ -56,8 +59,10 @@ func (s *slots) acquire(ctx context.Context) error {
 	default:
 		w.gone = true
 		s.gone++
+		waiting := len(s.waiting) - s.gone
 		s.compact()
 		s.mu.Unlock()
+		return fmt.Errorf("%w: all %d call slots stayed busy (%d other calls waiting): %w", ErrOverCapacity, s.size, waiting, ctx.Err())
 	}
 	return ctx.Err()
 }

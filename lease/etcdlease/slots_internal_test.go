@@ -71,3 +71,24 @@ func waitWaiting(t *testing.T, s *slots, n int) {
 		}
 	}
 }
+
+// A call that waited for a slot until its ctx ended says the store is over
+// capacity; one whose ctx had ended before it asked does not.
+func TestSlotsWaitedOutIsOverCapacity(t *testing.T) {
+	s := newSlots(1)
+	require.NoError(t, s.acquire(context.Background()))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.acquire(ctx) }()
+	waitWaiting(t, s, 1)
+	cancel()
+	err := <-done
+	require.ErrorIs(t, err, ErrOverCapacity)
+	require.ErrorIs(t, err, context.Canceled)
+	require.ErrorContains(t, err, "all 1 call slots stayed busy")
+
+	err = s.acquire(ctx)
+	require.ErrorIs(t, err, context.Canceled)
+	require.NotErrorIs(t, err, ErrOverCapacity, "nothing waited")
+	s.release()
+}

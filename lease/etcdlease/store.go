@@ -15,39 +15,6 @@ import (
 	"github.com/coldstart-go/coldstart/lease"
 )
 
-// ErrUnconfirmed marks every error of this package that is not a definitive
-// answer: etcd may or may not have applied the call (a timeout, "no leader",
-// an unavailable member, a cancelled context, a broken connection), or the
-// call was not sent at all (those also match lease.ErrNotSent). Do not treat it
-// as a loss of the lease: keep the old deadline and retry. Errors matching
-// it are *OpError values and unwrap to etcd's own error.
-var ErrUnconfirmed = errors.New("etcd did not confirm the lease operation")
-
-// OpError is an ambiguous failure of one Store call. It names the call and
-// the lease, and unwraps to the cause, so errors.Is(err,
-// context.DeadlineExceeded) or errors.Is(err, rpctypes.ErrNoLeader) work.
-// It matches ErrUnconfirmed and never lease.ErrHeld or lease.ErrNotHeld.
-type OpError struct {
-	Op     string // "claim", "extend", "revoke" or "read"
-	Name   string // the lease
-	Holder string
-	Token  uint64 // 0 for a claim
-	Err    error  // what etcd or the client said
-}
-
-func (e *OpError) Error() string {
-	if e.Token == 0 {
-		return fmt.Sprintf("etcdlease: %s lease %q for %q unconfirmed: %v", e.Op, e.Name, e.Holder, e.Err)
-	}
-	return fmt.Sprintf("etcdlease: %s lease %q for %q (token %d) unconfirmed: %v", e.Op, e.Name, e.Holder, e.Token, e.Err)
-}
-
-// Unwrap returns the cause.
-func (e *OpError) Unwrap() error { return e.Err }
-
-// Is reports whether target is ErrUnconfirmed.
-func (e *OpError) Is(target error) bool { return target == ErrUnconfirmed }
-
 // Store is a lease.Store on etcd. Each lease is one key, prefix+name, whose
 // value is the holder and which is attached to an etcd lease with the
 // granted TTL; the term's fencing token is the key's create revision.
@@ -98,13 +65,18 @@ const (
 // the last call; the Store itself has nothing to close. Configure cli with
 // every member's endpoint so that a call can fail over to a surviving
 // quorum. At most DefaultMaxInFlight calls (see WithMaxInFlight) go to
-// etcd at once. NewStore panics if cli is nil.
-func NewStore(cli *clientv3.Client, prefix string, opts ...Option) *Store {
+// etcd at once. A nil cli, or an option that applies only to a
+// SessionStore (WithRevokeOnClose), gives an error matching
+// errors.NotValid (github.com/juju/errors).
+func NewStore(cli *clientv3.Client, prefix string, opts ...Option) (*Store, error) {
 	if cli == nil {
-		panic("etcdlease.NewStore: nil *clientv3.Client")
+		return nil, jujuerrors.NotValidf("nil *clientv3.Client")
 	}
-	o := newOptions(opts)
-	return &Store{cli: cli, prefix: prefix, opts: o, slots: newSlots(o.maxInFlight), leases: make(map[uint64]cachedLease)}
+	o, err := newOptions(opts, false)
+	if err != nil {
+		return nil, err
+	}
+	return &Store{cli: cli, prefix: prefix, opts: o, slots: newSlots(o.maxInFlight), leases: make(map[uint64]cachedLease)}, nil
 }
 
 var (
@@ -198,13 +170,14 @@ func (s *Store) Claim(ctx context.Context, name, holder string, d time.Duration)
 }
 
 // Extend keeps the term g alive: one keep-alive of its etcd lease, then a
-// read confirming the key still carries g.Token. etcd renews a lease for
-// the TTL it was granted with, so the returned Duration is that TTL, which
-// may exceed d; when d is longer than that TTL, Extend moves the key to a
-// fresh etcd lease of ceil(d) seconds in a transaction guarded by g.Token
-// (the token is unchanged). It returns an error matching lease.ErrNotHeld
-// when etcd says the lease or the key is gone or the key belongs to a later
-// term; any other error matches ErrUnconfirmed (and lease.ErrNotSent if the
+// linearizable read confirming the key still carries g.Token, answered in
+// the same raft term as the keep-alive (see confirmedInTerm). etcd renews a
+// lease for the TTL it was granted with, so the returned Duration is that
+// TTL, which may exceed d; when d is longer than that TTL, Extend moves the
+// key to a fresh etcd lease of ceil(d) seconds in a transaction guarded by
+// g.Token (the token is unchanged). It returns a *lease.NotHeldError when
+// etcd says the lease or the key is gone or the key belongs to a later
+// term; any other error matches ErrUnconfirmed (or lease.ErrNotSent if the
 // call was not sent). (It is long because its one loop — keep-alive, read,
 // follow a moved term once — reads best as a whole.)
 func (s *Store) Extend(ctx context.Context, g lease.Grant, d time.Duration) (lease.Grant, error) {
@@ -224,7 +197,7 @@ func (s *Store) Extend(ctx context.Context, g lease.Grant, d time.Duration) (lea
 	if !ok {
 		// Not granted by this Store (or forgotten): the key says which
 		// etcd lease carries the term, if the term is still alive.
-		kv, err := get(ctx, s.cli, key)
+		kv, _, err := get(ctx, s.cli, key)
 		if err != nil {
 			return fail(err)
 		}
@@ -245,7 +218,7 @@ func (s *Store) Extend(ctx context.Context, g lease.Grant, d time.Duration) (lea
 		// the etcd lease is gone, the read tells whether the term went
 		// with it (etcd deletes a lease's keys as it ends it) or had
 		// moved to another etcd lease first.
-		kv, err := get(ctx, s.cli, key)
+		kv, readTerm, err := get(ctx, s.cli, key)
 		if err != nil {
 			return fail(err)
 		}
@@ -266,6 +239,9 @@ func (s *Store) Extend(ctx context.Context, g lease.Grant, d time.Duration) (lea
 			// lease ran out, and its keys are being deleted.
 			return lease.Grant{}, s.notHeld("extend", g, nil)
 		}
+		if err := confirmedInTerm(ka.ResponseHeader.GetRaftTerm(), readTerm); err != nil {
+			return fail(err)
+		}
 		if ka.TTL < want {
 			return s.relet(ctx, g, id, want)
 		}
@@ -273,6 +249,40 @@ func (s *Store) Extend(ctx context.Context, g lease.Grant, d time.Duration) (lea
 		g.Duration = time.Duration(ka.TTL) * time.Second
 		return g, nil
 	}
+}
+
+// errTermChanged is the cause when a keep-alive and the read that was to
+// confirm it were answered in different raft terms.
+var errTermChanged = errors.New("keep-alive not confirmed: raft term changed before the confirming read")
+
+// confirmedInTerm says whether a keep-alive answered in raft term kaTerm
+// is confirmed by a linearizable read, sent after its answer, answered in
+// readTerm: nil when they are the same term.
+//
+// Why that confirms it. A keep-alive is not a raft proposal: the member
+// that receives it renews the lease in its own lessor if it believes it
+// leads, or forwards it to the leader it knows. A leader cut off from its
+// peers goes on believing it leads (etcd skips its leadership check while
+// raft ticks, etcd-io/etcd#15247) and answers keep-alives of a lease the
+// majority may already have expired; so the answer alone proves nothing.
+// etcd fills the keep-alive's header (RaftTerm = T) before it renews, and
+// whichever leader renews it leads term T or a later one. A linearizable
+// read is served only after the leader of the reading member's term has
+// heard a quorum acknowledge a heartbeat in that term after the read
+// arrived (ReadIndex); a stale leader cannot gather that quorum, so its
+// reads fail. If the read's header also says T, a quorum still followed
+// term T's leader after the keep-alive was answered, so no later leader
+// existed yet: term T's leader renewed the lease, and a leader elected
+// later first extends every lease by its whole TTL (lessor Promote). Either
+// way etcd keeps the lease until at least the keep-alive's send time + TTL
+// (on etcd's clock; clock rates are assumed to agree). A different term is
+// inconclusive (the renewal may have been a stale leader's), so the
+// keep-alive is left unconfirmed and retried.
+func confirmedInTerm(kaTerm, readTerm uint64) error {
+	if kaTerm == 0 || kaTerm != readTerm {
+		return fmt.Errorf("%w (keep-alive in term %d, read in term %d)", errTermChanged, kaTerm, readTerm)
+	}
+	return nil
 }
 
 // relet moves the term's key from etcd lease old to a fresh one of ttl
@@ -392,7 +402,7 @@ func readHolder(ctx context.Context, cli *clientv3.Client, key, name string) (le
 	fail := func(err error) (lease.Grant, error) {
 		return lease.Grant{}, &OpError{Op: "read", Name: name, Err: err}
 	}
-	kv, err := get(ctx, cli, key)
+	kv, _, err := get(ctx, cli, key)
 	if err != nil {
 		return fail(err)
 	}
@@ -406,7 +416,7 @@ func readHolder(ctx context.Context, cli *clientv3.Client, key, name string) (le
 	}
 	if ttl.TTL <= 0 {
 		// The lease ended after the read; etcd deletes the key with it.
-		return lease.Grant{}, fmt.Errorf("etcdlease: lease %q: term of %q (token %d) just ended: %w", name, g.Holder, g.Token, lease.ErrNotHeld)
+		return lease.Grant{}, &lease.NotHeldError{Name: name, Token: g.Token, Reason: fmt.Sprintf("read: the term of %q just ended", g.Holder)}
 	}
 	g.Duration = time.Duration(ttl.TTL) * time.Second
 	return g, nil
@@ -423,35 +433,25 @@ func newKeyValue(kv *mvccpb.KeyValue) *keyValue {
 	return &keyValue{CreateRevision: kv.CreateRevision, Lease: kv.Lease, Value: kv.Value}
 }
 
-// get reads key with a linearizable read; nil when it does not exist.
-func get(ctx context.Context, cli *clientv3.Client, key string) (*keyValue, error) {
+// get reads key with a linearizable read; nil when it does not exist. It
+// returns the raft term the read was answered in.
+func get(ctx context.Context, cli *clientv3.Client, key string) (*keyValue, uint64, error) {
 	resp, err := cli.Get(ctx, key)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
+	term := resp.Header.GetRaftTerm()
 	if len(resp.Kvs) == 0 {
-		return nil, nil
+		return nil, term, nil
 	}
-	return newKeyValue(resp.Kvs[0]), nil
+	return newKeyValue(resp.Kvs[0]), term, nil
 }
 
 // notHeld forgets g and describes why its term is over; kv is the key as
-// read, if it was.
+// read (nil when gone).
 func (s *Store) notHeld(op string, g lease.Grant, kv *keyValue) error {
 	s.forget(g.Token)
 	return notHeld(op, g, kv)
-}
-
-// notHeld describes why the term g is over; kv is the key as read, if it
-// was.
-func notHeld(op string, g lease.Grant, kv *keyValue) error {
-	switch {
-	case kv == nil:
-		return fmt.Errorf("etcdlease: %s lease %q for %q (token %d): term over, key gone: %w", op, g.Name, g.Holder, g.Token, lease.ErrNotHeld)
-	default:
-		return fmt.Errorf("etcdlease: %s lease %q for %q (token %d): term over, now held by %q (token %d): %w",
-			op, g.Name, g.Holder, g.Token, kv.Value, kv.CreateRevision, lease.ErrNotHeld)
-	}
 }
 
 func (s *Store) revokeQuietly(ctx context.Context, id clientv3.LeaseID) {

@@ -17,7 +17,7 @@ import (
 
 func TestClaimExtendRevoke(t *testing.T) {
 	_, cli := startSingle(t)
-	s := etcdlease.NewStore(cli, "/test/")
+	s := newEtcdStore(t, cli, "/test/")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 
@@ -51,7 +51,7 @@ func TestClaimExtendRevoke(t *testing.T) {
 
 func newStore(t *testing.T) (*etcdlease.Store, *clientv3.Client, *member) {
 	m, cli := startSingle(t)
-	return etcdlease.NewStore(cli, "/"+t.Name()+"/"), cli, m
+	return newEtcdStore(t, cli, "/"+t.Name()+"/"), cli, m
 }
 
 func testCtx(t *testing.T) context.Context {
@@ -139,7 +139,7 @@ func TestRestartedStoreExtendsAndRevokes(t *testing.T) {
 	g, err := s.Claim(ctx, "singular", "a", time.Second)
 	require.NoError(t, err)
 
-	restarted := etcdlease.NewStore(cli, "/"+t.Name()+"/")
+	restarted := newEtcdStore(t, cli, "/"+t.Name()+"/")
 	g2, err := restarted.Extend(ctx, g, time.Second)
 	require.NoError(t, err)
 	require.Equal(t, g.Token, g2.Token)
@@ -253,7 +253,29 @@ func TestBadArgumentsAreNotValid(t *testing.T) {
 		err := call()
 		require.True(t, jujuerrors.Is(err, jujuerrors.NotValid), "%s: got %v", name, err)
 	}
-	require.PanicsWithValue(t, "etcdlease.NewStore: nil *clientv3.Client", func() { etcdlease.NewStore(nil, "/") })
+}
+
+// Both constructors validate alike: a nil client is a NotValid error, never
+// a panic, and an option that does not apply to the store is rejected
+// rather than ignored.
+func TestConstructorsRejectBadArguments(t *testing.T) {
+	_, cli := startSingle(t)
+	for _, c := range []struct {
+		name string
+		opts []etcdlease.Option
+		cli  *clientv3.Client
+	}{
+		{"nil client", nil, nil},
+		{"nil option", []etcdlease.Option{nil}, cli},
+	} {
+		_, err := etcdlease.NewStore(c.cli, "/p/", c.opts...)
+		require.ErrorIs(t, err, jujuerrors.NotValid, "NewStore: %s", c.name)
+		_, err = etcdlease.NewSessionStore(c.cli, "/p/", time.Second, c.opts...)
+		require.ErrorIs(t, err, jujuerrors.NotValid, "NewSessionStore: %s", c.name)
+	}
+	_, err := etcdlease.NewStore(cli, "/p/", etcdlease.WithRevokeOnClose())
+	require.ErrorIs(t, err, jujuerrors.NotValid, "WithRevokeOnClose does not apply to a Store")
+	require.ErrorContains(t, err, "WithRevokeOnClose")
 }
 
 // When another Extend has moved the term to a longer etcd lease (revoking
@@ -265,7 +287,7 @@ func TestExtendFollowsTermToItsNewEtcdLease(t *testing.T) {
 	g, err := s.Claim(ctx, "singular", "a", time.Second)
 	require.NoError(t, err)
 
-	other := etcdlease.NewStore(cli, "/"+t.Name()+"/")
+	other := newEtcdStore(t, cli, "/"+t.Name()+"/")
 	moved, err := other.Extend(ctx, g, 3*time.Second)
 	require.NoError(t, err)
 	require.Equal(t, 3*time.Second, moved.Duration)
@@ -277,4 +299,54 @@ func TestExtendFollowsTermToItsNewEtcdLease(t *testing.T) {
 	leases, err := cli.Leases(ctx)
 	require.NoError(t, err)
 	require.Len(t, leases.Leases, 1, "the first etcd lease was revoked by the move")
+}
+
+// A call whose ctx ended before it was sent is "not sent" — certain, so
+// it matches lease.ErrNotSent and not ErrUnconfirmed — on both stores.
+func TestCallNotSentIsNotUnconfirmed(t *testing.T) {
+	_, cli := startSingle(t)
+	forEachStore(t, func(t *testing.T, kind storeKind) {
+		s := kind.make(t, cli, "/notsent/"+kind.name+"/", time.Second)
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		g := lease.Grant{Name: "x", Holder: "a", Token: 1}
+		for op, call := range map[string]func() error{
+			"claim":  func() error { _, err := s.Claim(ctx, "x", "a", time.Second); return err },
+			"revoke": func() error { return s.Revoke(ctx, g) },
+		} {
+			err := call()
+			require.ErrorIs(t, err, lease.ErrNotSent, op)
+			require.NotErrorIs(t, err, etcdlease.ErrUnconfirmed, op)
+			require.ErrorIs(t, err, context.Canceled, op)
+			require.ErrorContains(t, err, "not sent", op)
+		}
+	})
+}
+
+// A store whose calls wait out its call slots says so: the tracker's check
+// carries an error matching ErrOverCapacity (and lease.ErrNotSent), so an
+// overloaded store is visible at once rather than as a slow drift of
+// unconfirmed renewals.
+func TestOverCapacityIsVisibleToTheTracker(t *testing.T) {
+	_, cli := startSingle(t)
+	s := newEtcdStore(t, cli, "/overcapacity/", etcdlease.WithMaxInFlight(1))
+	release := etcdlease.HoldStoreSlot(s)
+	defer release()
+	tr := newTracker(t, lease.Config{Store: s, Name: "singular", Holder: "a", Duration: time.Second, LateTimer: slowTimer})
+	ctx := testCtx(t)
+	for {
+		_, err := tr.Check(ctx, 0)
+		require.Error(t, err, "no claim can be sent")
+		if errors.Is(err, etcdlease.ErrOverCapacity) {
+			require.ErrorIs(t, err, lease.ErrNotSent)
+			require.NotErrorIs(t, err, lease.ErrNotLeader)
+			require.ErrorContains(t, err, "over capacity")
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("the tracker never said the store is over capacity; last error %v", err)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
 }

@@ -1,0 +1,167 @@
+package gate
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+)
+
+// TimelineHandler serves the board's Timeline, for people and scripts to
+// see what startup waited on and which chain made it slow. It answers 200
+// to every request it understands:
+//
+//   - by default, text: the board's critical chain (Timeline.CriticalChain
+//     with ""), printed as systemd-analyze critical-chain prints a unit's;
+//
+//   - ?gate=name (repeatable): those entries' chains instead, one after
+//     the other (404 for a name on no entry);
+//
+//   - ?format=json, or "Accept: application/json": the whole timeline —
+//     start, end, and per entry its name, state, added, ended ("@"), took
+//     ("+"), order, after (the names it waited for), critical (its critical
+//     input's name), detail and error, the durations as Go durations since
+//     the board's start — and "chains", the names on each chain asked for;
+//
+//   - ?format=svg, or "Accept: image/svg+xml": the timeline as a picture
+//     that a browser shows straight from the response (plain SVG: no
+//     script, fonts or other files): a time axis, one bar per entry from
+//     added to opened or failed (hatched while still locked, red when
+//     failed), the chains asked for drawn dark, with their names in bold
+//     and a dashed line down from each link's critical input.
+//
+// It never blocks: each request reads a Timeline.
+func (b *Board) TimelineHandler() http.Handler { return timelineHandler{b} }
+
+type timelineHandler struct{ b *Board }
+
+func (h timelineHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	query := r.URL.Query()
+	format, ok := timelineFormat(query.Get("format"), r.Header.Values("Accept"))
+	if !ok {
+		plain(w, http.StatusBadRequest, fmt.Sprintf("format %q (must be text, json or svg)\n", query.Get("format")))
+		return
+	}
+	t := h.b.Timeline()
+	names := query["gate"]
+	if len(names) == 0 {
+		names = []string{""} // the board's own chain
+	}
+	var chains [][]int // each chain asked for, as indexes into t.Entries
+	for _, name := range names {
+		at := t.index(name)
+		if at < 0 && name != "" {
+			plain(w, http.StatusNotFound, fmt.Sprintf("no gate %q on the board\n", name))
+			return
+		}
+		if at >= 0 {
+			chains = append(chains, t.chain(at))
+		}
+	}
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	switch format {
+	case "json":
+		body, err := json.Marshal(timelineJSON(t, chains))
+		if err != nil { // cannot happen: strings and ints only
+			plain(w, http.StatusInternalServerError, err.Error())
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.Write(append(body, '\n'))
+	case "svg":
+		w.Header().Set("Content-Type", "image/svg+xml")
+		w.Write(timelineSVG(t, chains))
+	default:
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		writeChains(w, t, chains)
+	}
+}
+
+// timelineFormat picks the answer's format: ?format if given (ok false if
+// it names none), else the first of JSON and SVG that Accept names, else
+// text.
+func timelineFormat(format string, accept []string) (_ string, ok bool) {
+	switch format {
+	case "text", "json", "svg":
+		return format, true
+	case "":
+	default:
+		return "", false
+	}
+	switch acceptable(accept, "application/json", "image/svg+xml") {
+	case "application/json":
+		return "json", true
+	case "image/svg+xml":
+		return "svg", true
+	}
+	return "text", true
+}
+
+func plain(w http.ResponseWriter, code int, msg string) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(code)
+	io.WriteString(w, msg)
+}
+
+// writeChains is the text answer: systemd-analyze's legend, then each
+// chain.
+func writeChains(w io.Writer, t Timeline, chains [][]int) {
+	if len(chains) == 0 {
+		io.WriteString(w, "no gates on the board\n")
+		return
+	}
+	io.WriteString(w, "The time when a gate opened or failed is printed after the \"@\" character.\n"+
+		"The time it took after the input it waited for last is printed after the \"+\" character.\n")
+	for _, c := range chains {
+		io.WriteString(w, "\n"+t.spans(c).String())
+	}
+}
+
+// spanJSON is a Span on the wire.
+type spanJSON struct {
+	Name     string   `json:"name"`
+	State    string   `json:"state"`
+	Added    string   `json:"added"`
+	Ended    string   `json:"ended"`
+	Took     string   `json:"took"`
+	Order    int      `json:"order,omitempty"`
+	After    []string `json:"after,omitempty"`
+	Critical string   `json:"critical,omitempty"`
+	Detail   string   `json:"detail,omitempty"`
+	Error    string   `json:"error,omitempty"`
+}
+
+type timelineBody struct {
+	Start   string     `json:"start"` // RFC 3339
+	End     string     `json:"end"`
+	Entries []spanJSON `json:"entries"`
+	Chains  [][]string `json:"chains"`
+}
+
+func timelineJSON(t Timeline, chains [][]int) timelineBody {
+	out := timelineBody{Start: t.Start.Format(time.RFC3339Nano), End: t.End.String(),
+		Entries: make([]spanJSON, len(t.Entries)), Chains: make([][]string, len(chains))}
+	for i, s := range t.Entries {
+		j := spanJSON{Name: s.Name, State: s.State.String(), Added: s.Added.String(), Ended: s.Ended.String(),
+			Took: s.Took.String(), Order: s.Order, Detail: s.Detail}
+		for _, a := range s.After {
+			j.After = append(j.After, t.Entries[a].Name)
+		}
+		if s.Critical >= 0 {
+			j.Critical = t.Entries[s.Critical].Name
+		}
+		if s.Err != nil {
+			j.Error = causeOf(s.Err).Error()
+		}
+		out.Entries[i] = j
+	}
+	for i, c := range chains {
+		out.Chains[i] = make([]string, len(c))
+		for k, at := range c {
+			out.Chains[i][k] = t.Entries[at].Name
+		}
+	}
+	return out
+}

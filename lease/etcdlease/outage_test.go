@@ -1,0 +1,168 @@
+package etcdlease_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.etcd.io/etcd/server/v3/embed"
+	"google.golang.org/grpc"
+	grpcbackoff "google.golang.org/grpc/backoff"
+
+	"github.com/coldstart-go/coldstart/lease"
+)
+
+// restartable is a single etcd member that can be stopped and started again
+// on the same data directory and ports, as a restarted etcd process would.
+type restartable struct {
+	t      testing.TB
+	dir    string
+	client url.URL
+	peer   url.URL
+	m      *member
+}
+
+func startRestartable(t testing.TB) *restartable {
+	t.Helper()
+	ports := reservePorts(t, 2)
+	r := &restartable{
+		t:      t,
+		dir:    t.TempDir(),
+		client: url.URL{Scheme: "http", Host: fmt.Sprintf("127.0.0.1:%d", ports[0])},
+		peer:   url.URL{Scheme: "http", Host: fmt.Sprintf("127.0.0.1:%d", ports[1])},
+	}
+	r.start()
+	t.Cleanup(func() { r.m.stop() })
+	return r
+}
+
+func (r *restartable) start() {
+	r.t.Helper()
+	cfg := memberConfig(r.t, "outage", r.dir, r.peer, tickMs, electionMs)
+	cfg.ListenClientUrls = []url.URL{r.client}
+	cfg.AdvertiseClientUrls = []url.URL{r.client}
+	cfg.InitialCluster = "outage=" + r.peer.String()
+	e, err := embed.StartEtcd(cfg)
+	require.NoError(r.t, err)
+	waitReady(r.t, e)
+	r.m = newMember("outage", e)
+}
+
+// An outage never ends a term by itself. etcd is stopped for longer than
+// any grant (the session's TTL, and a Store term's etcd lease) and then
+// restarted on the same data: throughout, every tracker answers only Held
+// or ErrRenewalFailed (Unknown once its promise ran out) — never "not
+// leader" — and afterwards each holds the SAME token, as nobody else could
+// claim its key. On the SessionStore before round 3 the trackers answered
+// ErrNotLeader once the term's grant ran out ("term not extended within
+// its grant"), although etcd, when it returned, still had every key.
+func TestOutageNeverEndsATerm(t *testing.T) {
+	forEachStore(t, testOutageNeverEndsATerm)
+}
+
+func testOutageNeverEndsATerm(t *testing.T, kind storeKind) {
+	const d = 500 * time.Millisecond // claims for 1 s; a SessionStore of TTL 3 s
+	const names = 3
+	etcd := startRestartable(t)
+	// The client reaches etcd through a proxy, cut when etcd stops: a
+	// stopping member's gRPC server otherwise waits for the client's open
+	// streams for seconds (a crashed process would not).
+	toEtcd := startProxy(t, etcd.client.String())
+	// etcd gives its leases TTL + an election timeout after a restart: a
+	// term whose etcd lease is not renewed in that time is over, by etcd's
+	// word. grpc's default reconnect backoff (1 s growing to 120 s) would
+	// often miss a Store's 1 s lease, so the client reconnects promptly.
+	cli := newClientWith(t, []grpc.DialOption{grpc.WithConnectParams(grpc.ConnectParams{
+		Backoff:           grpcbackoff.Config{BaseDelay: 50 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 200 * time.Millisecond},
+		MinConnectTimeout: time.Second,
+	})}, toEtcd.url())
+	store := kind.make(t, cli, "/outage/", 2*d)
+	trackers := make([]*lease.Tracker, names)
+	tokens := make([]uint64, names)
+	for i := range trackers {
+		trackers[i] = newTracker(t, lease.Config{Store: store, Name: fmt.Sprintf("app-%d", i), Holder: "c0",
+			Duration: d, LateTimer: slowTimer, CallTimeout: d / 2})
+		tokens[i] = nextStatus(t, trackers[i].Changes(), 10*time.Second, isHeld, isNotHeld, "the claim").Token
+	}
+
+	// check answers one tracker's check: it fails the test on a definitive
+	// answer, and says whether the tracker holds the lease.
+	check := func(i int, during string) lease.Status {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		st, err := trackers[i].Check(ctx, 0)
+		switch {
+		case errors.Is(err, lease.ErrNotLeader) || st.State == lease.NotHeld:
+			t.Fatalf("%s: tracker %d answered %v, %v: an outage is not a loss", during, i, st.State, err)
+		case err != nil && !errors.Is(err, lease.ErrRenewalFailed) && !errors.Is(err, context.DeadlineExceeded):
+			t.Fatalf("%s: tracker %d answered %v, %v", during, i, st.State, err)
+		case err == nil && st.State != lease.Held:
+			t.Fatalf("%s: tracker %d answered %v without an error", during, i, st.State)
+		}
+		return st
+	}
+
+	// Raft stops first (no lease expires from then on), then the client's
+	// connections are cut and the member closes. Check throughout, and
+	// for outage once it is down.
+	var stopped time.Time
+	stopDone := make(chan struct{})
+	etcd.m.etcd.Server.HardStop()
+	toEtcd.cut()
+	go func() {
+		defer close(stopDone)
+		etcd.m.stop()
+	}()
+	outage := 3*2*d + d // longer than the session's TTL and every grant
+	var held, unsure int
+	for stopped.IsZero() || time.Since(stopped) < outage {
+		select {
+		case <-stopDone:
+			if stopped.IsZero() {
+				stopped = time.Now()
+			}
+		default:
+		}
+		for i := range trackers {
+			if check(i, "etcd down").State == lease.Held {
+				held++
+			} else {
+				unsure++
+			}
+		}
+		<-time.After(10 * time.Millisecond)
+	}
+	require.NotZero(t, unsure, "the outage outlasted every promise: some checks must have been Unknown")
+
+	etcd.start()
+	toEtcd.reopen(t)
+	restarted := time.Now()
+	for i := range trackers {
+		for {
+			st := check(i, "etcd restarted")
+			if st.State == lease.Held {
+				require.Equal(t, tokens[i], st.Token, "tracker %d: the term goes on with the same token", i)
+				break
+			}
+			if time.Since(restarted) > 20*time.Second {
+				t.Fatalf("tracker %d not Held 20s after etcd restarted", i)
+			}
+			<-time.After(10 * time.Millisecond)
+		}
+	}
+	t.Logf("%d checks Held, %d ErrRenewalFailed during a %v outage; all %d Held again with their tokens %v after the restart",
+		held, unsure, outage, names, time.Since(restarted).Round(time.Millisecond))
+	// Nothing definitive was said at any time: the Changes channels never
+	// carried NotHeld.
+	for i, tr := range trackers {
+		select {
+		case st := <-tr.Changes():
+			require.NotEqual(t, lease.NotHeld, st.State, "tracker %d", i)
+		default:
+		}
+	}
+}

@@ -1,0 +1,639 @@
+package etcdlease
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	jujuerrors "github.com/juju/errors"
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/coldstart-go/coldstart/internal/backoff"
+	"github.com/coldstart-go/coldstart/lease"
+)
+
+// SessionStore is a lease.Store on etcd for processes that hold many
+// leases: every key it claims is attached to one etcd lease, its session,
+// which one keep-alive stream keeps alive. Keys, values and tokens are
+// Store's (prefix+name, the holder, the key's create revision), so the two
+// stores can share a prefix; only the key's etcd lease differs.
+//
+// Claim is one put-if-absent, sent with up to 63 other claims in one
+// transaction. Extend sends nothing: it grants min(d, send time of the
+// latest confirmed keep-alive + TTL − now), so a grant never reaches past
+// what etcd promised, and it knows the key still carries the term's token
+// from a watch of the prefix. A keep-alive counts as confirmed only once a
+// linearizable read sent after its answer is answered in the same raft
+// term, so a raft leader cut off from its quorum cannot extend a promise.
+// Steady-state traffic is therefore one keep-alive message and one read
+// every TTL/3 whatever the number of leases.
+//
+// A term ends only when etcd says so — its key deleted or created again
+// (as the watch sees), its session lost — or when it is revoked, or when
+// its holder stopped asking for it while the store could reach etcd: a
+// term not extended within its granted duration while the session is
+// confirmed is over, and the store deletes its key (guarded by the token)
+// within about a second. An outage never ends a term by itself: while the
+// session's keep-alive is unconfirmed, every Extend is ambiguous
+// (ErrUnconfirmed), and when etcd answers again the term goes on with the
+// same token. When etcd answers a keep-alive "no such lease" (the process
+// was cut off for longer than the TTL), every term is definitively over
+// (a *lease.NotHeldError) and the next Claim grants a new session.
+//
+// Choose the TTL at least three times the duration the trackers ask for
+// (lease.Config.Duration × 2): keep-alives go every TTL/3, so grants are
+// then never shorter than asked. A successor takes over the leases of a
+// crashed process only when its session expires, after up to TTL.
+//
+// It is safe for concurrent use. Close it after the last call, before the
+// client.
+//
+// Its parts, each owning its state: the session (session.go: the etcd
+// lease, its keep-alive and the promise a quorum confirmed), the term
+// table (terms.go: what the store knows of each term; pure state), the
+// claim batcher (claims.go) and the call slots (slots.go: the one bound on
+// calls in flight). This file joins them; mu guards the term table, which
+// session is current, and the store's life (closed, the grant in flight,
+// the watch started).
+type SessionStore struct {
+	cli    *clientv3.Client
+	prefix string
+	ttl    int64 // seconds asked of etcd
+	opts   options
+	slots  *slots
+	claims claimBatcher
+
+	ctx    context.Context // ends on Close
+	cancel context.CancelFunc
+	wg     sync.WaitGroup // the keep-alive, watch, expiry and claim goroutines
+
+	mu       sync.Mutex
+	closed   bool
+	sess     *session      // nil before the first claim and after a loss
+	granting chan struct{} // closed when the grant in flight is answered
+	watching bool          // the prefix watch and the expiry loop run
+	terms    termTable
+	closeErr error
+}
+
+// expireEvery is how often the store looks for abandoned terms.
+const expireEvery = time.Second
+
+// errClosed is the cause of calls made after Close.
+var errClosed = errors.New("etcdlease: session store closed")
+
+// NewSessionStore returns a SessionStore keeping leases under prefix (for
+// example "/myapp/leases/"; it must not be empty: the store watches every
+// key under it) through cli, on one etcd lease of ttl, rounded up to whole
+// seconds. Nothing is sent before the first Claim. The caller owns cli and
+// closes it after Close. Invalid arguments (a nil cli among them) give an
+// error matching errors.NotValid (github.com/juju/errors).
+func NewSessionStore(cli *clientv3.Client, prefix string, ttl time.Duration, opts ...Option) (*SessionStore, error) {
+	switch {
+	case cli == nil:
+		return nil, jujuerrors.NotValidf("nil *clientv3.Client")
+	case prefix == "":
+		return nil, jujuerrors.NotValidf("empty prefix (must not be empty: the store watches every key under it)")
+	case ttl <= 0:
+		return nil, jujuerrors.NotValidf("ttl %v (must be positive)", ttl)
+	}
+	o, err := newOptions(opts, true)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &SessionStore{
+		cli: cli, prefix: prefix, ttl: ttlFor(ttl), opts: o, slots: newSlots(o.maxInFlight),
+		ctx: ctx, cancel: cancel, terms: newTermTable(),
+	}
+	s.claims.store = s
+	return s, nil
+}
+
+var (
+	_ lease.Store        = (*SessionStore)(nil)
+	_ lease.LossNotifier = (*SessionStore)(nil)
+)
+
+// Key returns the etcd key that holds the named lease.
+func (s *SessionStore) Key(name string) string { return s.prefix + name }
+
+// Claim takes the named lease for holder: a put of its key on the
+// session's etcd lease if the key does not exist, nested in a transaction
+// with the other claims waiting (granting the session first if there is
+// none). The claims of one transaction share its revision as their token.
+// The Grant's Duration is d, or less when the session's confirmed
+// keep-alive promises less. When another term holds the key it returns a
+// *lease.HeldError naming that holder. Invalid arguments give an error
+// matching errors.NotValid; a claim not sent, one matching lease.ErrNotSent;
+// any other error matches ErrUnconfirmed.
+func (s *SessionStore) Claim(ctx context.Context, name, holder string, d time.Duration) (lease.Grant, error) {
+	if err := checkArgs(name, holder, d); err != nil {
+		return lease.Grant{}, err
+	}
+	// A second attempt follows a lost session (etcd had expired it) or
+	// the deletion of our own term that had run out.
+	for attempt := 0; ; attempt++ {
+		g, again, err := s.claim(ctx, name, holder, d)
+		if !again || attempt == 1 {
+			return g, err
+		}
+	}
+}
+
+func (s *SessionStore) claim(ctx context.Context, name, holder string, d time.Duration) (g lease.Grant, again bool, err error) {
+	defer s.busyWith(name)()
+	fail := func(err error) (lease.Grant, bool, error) {
+		return lease.Grant{}, false, &OpError{Op: "claim", Name: name, Holder: holder, Err: err}
+	}
+	r := &claimReq{ctx: ctx, name: name, holder: holder, d: d, done: make(chan struct{})}
+	if err := s.claims.send(r); err != nil {
+		return lease.Grant{}, false, err
+	}
+	switch {
+	case r.lostSession:
+		return lease.Grant{}, true, &OpError{Op: "claim", Name: name, Holder: holder, Err: r.err}
+	case r.err != nil:
+		return fail(r.err)
+	case r.kv != nil:
+		return s.claimDenied(ctx, name, holder, d, r.sess, r.start, r.kv)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.grantedLocked(name, holder, r.token, r.sess, r.start, d)
+}
+
+// claimDenied answers a claim whose key exists: someone else's term, ours
+// from an unconfirmed claim (adopted), or ours that ran out (deleted, and
+// the claim tried again).
+func (s *SessionStore) claimDenied(ctx context.Context, name, holder string, d time.Duration, sess *session, start time.Time, kv *keyValue) (lease.Grant, bool, error) {
+	held := &lease.HeldError{Name: name, Holder: string(kv.Value)}
+	s.mu.Lock()
+	t := s.terms.terms[name]
+	ours := kv.Lease == int64(sess.id)
+	if ours && t != nil && t.state == termUnsure && string(kv.Value) == holder {
+		// The put of our unconfirmed claim was applied; nobody was
+		// promised anything by it, so this claim takes it. Decided and
+		// recorded under one lock: the expiry, which may take the same
+		// term to delete its key, sees either the unsure term or ours.
+		defer s.mu.Unlock()
+		return s.grantedLocked(name, holder, uint64(kv.CreateRevision), sess, start, d)
+	}
+	if ours {
+		// If no term owns our key, and no other call of ours is putting
+		// it, it is an orphan: deleted, and the claim tried again.
+		t = s.terms.orphan(name, kv.CreateRevision, kv.Lease, string(kv.Value), 1, s.currentLocked(), s.opts.clock.Now())
+	}
+	expired := ours && t != nil && t.state == termExpired && uint64(kv.CreateRevision) == t.token
+	s.mu.Unlock()
+	if !expired || s.slots.acquire(ctx) != nil {
+		return lease.Grant{}, false, held
+	}
+	_, _, err := deleteTerm(ctx, s.cli, s.Key(name), uint64(kv.CreateRevision))
+	s.slots.release()
+	if err != nil {
+		return lease.Grant{}, false, held
+	}
+	s.endTerm(name, uint64(kv.CreateRevision), termOver)
+	return lease.Grant{}, true, held
+}
+
+// grantedLocked records the live term token of name, put at start on
+// sess, and returns its grant. Called with s.mu held.
+func (s *SessionStore) grantedLocked(name, holder string, token uint64, sess *session, start time.Time, d time.Duration) (lease.Grant, bool, error) {
+	granted, err := s.terms.grant(name, holder, token, sess.promise(), start, d)
+	if err != nil {
+		return lease.Grant{}, false, &OpError{Op: "claim", Name: name, Holder: holder, Token: token, Err: err}
+	}
+	return lease.Grant{Name: name, Holder: holder, Token: token, Duration: granted}, false, nil
+}
+
+// Extend renews the term g for d, or less when the session's confirmed
+// keep-alive promises less, without a call to etcd for terms this store
+// granted. It returns a *lease.NotHeldError when the term is over
+// (revoked, deleted or taken over as the watch saw, abandoned by its
+// holder, or its session lost) and an error matching ErrUnconfirmed while
+// the session's keep-alive is unconfirmed. A term granted by another store
+// (a predecessor process) is read and, if still live, moved onto this
+// store's session in a transaction guarded by its token.
+func (s *SessionStore) Extend(ctx context.Context, g lease.Grant, d time.Duration) (lease.Grant, error) {
+	if err := checkGrant(g, d); err != nil {
+		return lease.Grant{}, err
+	}
+	now := s.opts.clock.Now()
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return lease.Grant{}, &OpError{Op: "extend", Name: g.Name, Holder: g.Holder, Token: g.Token, Err: errClosed}
+	}
+	t := s.terms.terms[g.Name]
+	switch {
+	case t != nil && t.token == g.Token:
+		granted, err := s.terms.extend(t, g, d, now, s.sess.promise())
+		s.mu.Unlock()
+		if err != nil {
+			if !errors.Is(err, lease.ErrNotHeld) {
+				err = &OpError{Op: "extend", Name: g.Name, Holder: g.Holder, Token: g.Token, Err: err}
+			}
+			return lease.Grant{}, err
+		}
+		g.Duration = granted
+		return g, nil
+	case t != nil && t.token > g.Token && t.state != termUnsure:
+		// The key was created again since g's term: g is over.
+		s.mu.Unlock()
+		return lease.Grant{}, notHeld("extend", g, &keyValue{CreateRevision: int64(t.token), Value: []byte(t.holder)})
+	}
+	seen := seenTerm{t: t}
+	if t != nil {
+		seen.state = t.state
+	}
+	s.mu.Unlock()
+	defer s.busyWith(g.Name)()
+	return s.adopt(ctx, g, d, seen)
+}
+
+// seenTerm is the term of a lease name as a call saw it, and its state then.
+type seenTerm struct {
+	t     *term
+	state termState
+}
+
+// adopt extends a term this store did not grant: it reads the key and, if
+// the term is live, moves it onto this store's session. seen is the term
+// Extend found recorded for g.Name: the grant is recorded only if it is
+// still that one, in the same state (the expiry may meanwhile have taken
+// the key, once on our session, for an unconfirmed claim's and be deleting
+// it).
+func (s *SessionStore) adopt(ctx context.Context, g lease.Grant, d time.Duration, seen seenTerm) (lease.Grant, error) {
+	fail := func(err error) (lease.Grant, error) {
+		return lease.Grant{}, &OpError{Op: "extend", Name: g.Name, Holder: g.Holder, Token: g.Token, Err: err}
+	}
+	if err := s.slots.acquire(ctx); err != nil {
+		return lease.Grant{}, notSent("extend", g.Name, g.Holder, g.Token, err)
+	}
+	defer s.slots.release()
+	key := s.Key(g.Name)
+	kv, _, err := get(ctx, s.cli, key)
+	if err != nil {
+		return fail(err)
+	}
+	if kv == nil || uint64(kv.CreateRevision) != g.Token {
+		return lease.Grant{}, notHeld("extend", g, kv)
+	}
+	sess, err := s.session(ctx)
+	if err != nil {
+		return fail(err)
+	}
+	start := s.opts.clock.Now()
+	if kv.Lease != int64(sess.id) {
+		resp, err := s.cli.Txn(ctx).
+			If(clientv3.Compare(clientv3.CreateRevision(key), "=", int64(g.Token)),
+				clientv3.Compare(clientv3.LeaseValue(key), "=", kv.Lease)).
+			Then(clientv3.OpPut(key, "", clientv3.WithIgnoreValue(), clientv3.WithLease(sess.id))).
+			Else(clientv3.OpGet(key)).
+			Commit()
+		if err != nil {
+			return fail(err)
+		}
+		if !resp.Succeeded {
+			if kv := elseKV(resp); kv == nil || uint64(kv.CreateRevision) != g.Token {
+				return lease.Grant{}, notHeld("extend", g, kv)
+			}
+			return fail(fmt.Errorf("key %q moved between etcd leases concurrently", key))
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if t := s.terms.terms[g.Name]; t != seen.t || (t != nil && t.state != seen.state) {
+		return fail(fmt.Errorf("the term of %q changed while its key was moved onto this session", g.Name))
+	}
+	granted, err := s.terms.grant(g.Name, g.Holder, g.Token, sess.promise(), start, d)
+	if err != nil {
+		return fail(err)
+	}
+	g.Duration = granted
+	return g, nil
+}
+
+// Revoke ends the term g at once: it deletes the key in a transaction
+// guarded by g.Token (the session lives on for the other keys). It returns
+// a *lease.NotHeldError when the term is already over; any other error
+// matches ErrUnconfirmed (or lease.ErrNotSent).
+func (s *SessionStore) Revoke(ctx context.Context, g lease.Grant) error {
+	if g.Name == "" || g.Token == 0 {
+		return jujuerrors.NotValidf("grant %+v (must have a Name and a Token)", g)
+	}
+	if s.isClosed() {
+		return &OpError{Op: "revoke", Name: g.Name, Holder: g.Holder, Token: g.Token, Err: errClosed}
+	}
+	if err := s.slots.acquire(ctx); err != nil {
+		return notSent("revoke", g.Name, g.Holder, g.Token, err)
+	}
+	defer s.slots.release()
+	deleted, kv, err := deleteTerm(ctx, s.cli, s.Key(g.Name), g.Token)
+	if err != nil {
+		return &OpError{Op: "revoke", Name: g.Name, Holder: g.Holder, Token: g.Token, Err: err}
+	}
+	s.endTerm(g.Name, g.Token, termOver)
+	if deleted == nil {
+		return notHeld("revoke", g, kv)
+	}
+	return nil
+}
+
+// Holder reads the named lease's live term as Store.Holder does.
+func (s *SessionStore) Holder(ctx context.Context, name string) (lease.Grant, error) {
+	if name == "" {
+		return lease.Grant{}, jujuerrors.NotValidf("empty lease name")
+	}
+	if s.isClosed() {
+		return lease.Grant{}, &OpError{Op: "read", Name: name, Err: errClosed}
+	}
+	if err := s.slots.acquire(ctx); err != nil {
+		return lease.Grant{}, notSent("read", name, "", 0, err)
+	}
+	defer s.slots.release()
+	return readHolder(ctx, s.cli, s.Key(name), name)
+}
+
+// Lost returns a channel that is closed when the store learns that the
+// term g is over: its key deleted or taken over (as the store's watch of
+// the prefix sees), revoked, abandoned, or its session lost. It is closed
+// at once for a term already over. It stays open once ctx ends, and costs
+// no goroutine. For a term this store has not granted or extended it
+// returns nil: the store does not watch it.
+func (s *SessionStore) Lost(ctx context.Context, g lease.Grant) <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ch := s.terms.lostChannel(g)
+	if ch == nil {
+		return nil
+	}
+	t := s.terms.terms[g.Name]
+	context.AfterFunc(ctx, func() {
+		s.mu.Lock()
+		delete(t.lost, ch)
+		s.mu.Unlock()
+	})
+	return ch
+}
+
+// Close stops the keep-alive, the watch and the expiry of terms, and waits
+// for them. The keys then expire with the session's TTL, unless the store
+// was made WithRevokeOnClose, when Close revokes the session (bounded by
+// the keep-alive's wait) and returns the error if etcd did not confirm it:
+// every key of the store goes at once, so close every tracker on the store
+// first (a tracker still running holds a grant that would be cut short).
+// Calls after Close fail with an error matching ErrUnconfirmed, without a
+// call to etcd. Close is idempotent.
+func (s *SessionStore) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return s.closeErr
+	}
+	s.closed = true
+	sess := s.sess
+	s.mu.Unlock()
+	s.cancel()
+	s.claims.close()
+	s.wg.Wait()
+	var err error
+	if s.opts.revokeOnClose && sess != nil {
+		err = s.revokeSession(sess)
+	}
+	s.mu.Lock()
+	s.closeErr = err
+	s.mu.Unlock()
+	return err
+}
+
+func (s *SessionStore) revokeSession(sess *session) error {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	timer := s.opts.clock.AfterFunc(keepAliveTimeout(sess.promise().ttl), cancel)
+	defer timer.Stop()
+	if _, err := s.cli.Revoke(ctx, sess.id); err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
+		return fmt.Errorf("etcdlease: revoke session lease %x on close: %w", sess.id, err)
+	}
+	return nil
+}
+
+// isClosed says whether Close was called.
+func (s *SessionStore) isClosed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closed
+}
+
+// currentLocked is the current session's etcd lease; zero if none. Called
+// with s.mu held.
+func (s *SessionStore) currentLocked() clientv3.LeaseID {
+	if s.sess == nil {
+		return 0
+	}
+	return s.sess.id
+}
+
+// endTerm ends the term of name with token, if it is the one recorded.
+func (s *SessionStore) endTerm(name string, token uint64, state termState) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.terms.endTerm(name, token, state)
+}
+
+// busyWith counts a call on name in progress until the func it returns
+// is called.
+func (s *SessionStore) busyWith(name string) func() {
+	s.mu.Lock()
+	s.terms.busy[name]++
+	s.mu.Unlock()
+	return func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if s.terms.busy[name]--; s.terms.busy[name] == 0 {
+			delete(s.terms.busy, name)
+		}
+	}
+}
+
+// session returns the store's session, granting one if there is none
+// (one grant at a time: concurrent claims wait for it).
+func (s *SessionStore) session(ctx context.Context) (*session, error) {
+	for {
+		s.mu.Lock()
+		switch {
+		case s.closed:
+			s.mu.Unlock()
+			return nil, errClosed
+		case s.sess != nil:
+			sess := s.sess
+			s.mu.Unlock()
+			return sess, nil
+		case s.granting != nil:
+			granting := s.granting
+			s.mu.Unlock()
+			select {
+			case <-granting:
+				continue
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}
+		granting := make(chan struct{})
+		s.granting = granting
+		s.mu.Unlock()
+		sess, err := s.grant(ctx)
+		s.mu.Lock()
+		s.granting = nil
+		close(granting)
+		s.mu.Unlock()
+		return sess, err
+	}
+}
+
+// grant makes a new session and starts keeping it alive; the first one
+// also starts the watch of the prefix and the expiry of terms.
+func (s *SessionStore) grant(ctx context.Context) (*session, error) {
+	sent := s.opts.clock.Now()
+	resp, err := s.cli.Grant(ctx, s.ttl)
+	if err != nil {
+		// A lease granted without our hearing it carries no key and
+		// expires by itself.
+		return nil, err
+	}
+	sess := newSession(resp.ID, time.Duration(resp.TTL)*time.Second, sent)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, errClosed
+	}
+	s.sess = sess
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		// Any key will do for the confirming read; the prefix itself is
+		// one nobody writes.
+		sess.run(s.ctx, s.cli, s.opts.clock, s.prefix, func() { s.sessionLost(sess) })
+	}()
+	if !s.watching {
+		// Every key of this and later sessions is created after the
+		// grant's revision: the watch from there sees all their ends.
+		s.watching = true
+		w := &keyWatch{cli: s.cli, clk: s.opts.clock, key: s.prefix, prefix: true, events: s.observe, resync: s.resync}
+		s.wg.Add(2)
+		go func() {
+			defer s.wg.Done()
+			w.run(clientv3.WithRequireLeader(s.ctx), resp.ResponseHeader.Revision+1)
+		}()
+		go s.expireTerms()
+	}
+	return sess, nil
+}
+
+// sessionLost ends every term of sess: etcd said its lease is gone.
+func (s *SessionStore) sessionLost(sess *session) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.sess == sess {
+		s.sess = nil
+	}
+	s.terms.sessionLost(sess.id)
+}
+
+// observe gives the watched events to the term table.
+func (s *SessionStore) observe(evs []*clientv3.Event) bool {
+	kes := make([]keyEvent, len(evs))
+	for i, ev := range evs {
+		kes[i] = keyEvent{
+			name: strings.TrimPrefix(string(ev.Kv.Key), s.prefix), deleted: ev.Type == mvccpb.DELETE,
+			create: ev.Kv.CreateRevision, mod: ev.Kv.ModRevision, lease: ev.Kv.Lease, holder: string(ev.Kv.Value),
+			isCreated: ev.Type == mvccpb.PUT && ev.Kv.CreateRevision == ev.Kv.ModRevision,
+		}
+	}
+	now := s.opts.clock.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.terms.observe(kes, s.currentLocked(), now)
+	return false
+}
+
+// resync gives a read of every key under the prefix, at rev, to the term
+// table.
+func (s *SessionStore) resync(kvs []*mvccpb.KeyValue, rev int64) bool {
+	kes := make([]keyEvent, len(kvs))
+	for i, kv := range kvs {
+		kes[i] = keyEvent{name: strings.TrimPrefix(string(kv.Key), s.prefix), create: kv.CreateRevision,
+			mod: kv.ModRevision, lease: kv.Lease, holder: string(kv.Value), isCreated: true}
+	}
+	now := s.opts.clock.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.terms.resync(kes, rev, s.currentLocked(), now)
+	return false
+}
+
+// expireTerms deletes, every expireEvery, the keys of the terms their
+// holders abandoned (and of unsure claims nobody took).
+func (s *SessionStore) expireTerms() {
+	defer s.wg.Done()
+	for backoff.SleepUntil(s.ctx.Done(), s.opts.clock, expireEvery) {
+		now := s.opts.clock.Now()
+		s.mu.Lock()
+		due := s.terms.expired(now, s.sess.promise())
+		s.mu.Unlock()
+		for _, x := range due {
+			s.deleteExpired(x)
+		}
+	}
+}
+
+// deleteExpired deletes the key of an expired term, guarded by its token;
+// for an unconfirmed claim, the key if it is on the claim's session. A
+// failure leaves the term for the next round.
+func (s *SessionStore) deleteExpired(x expiredTerm) {
+	ctx, cancel := context.WithCancel(s.ctx)
+	defer cancel()
+	timer := s.opts.clock.AfterFunc(expireEvery, cancel)
+	defer timer.Stop()
+	if s.slots.acquire(ctx) != nil {
+		return
+	}
+	defer s.slots.release()
+	key := s.Key(x.name)
+	s.mu.Lock()
+	token, state, sess := x.t.token, x.t.state, x.t.sess
+	s.mu.Unlock()
+	if state == termUnsure {
+		kv, _, err := get(ctx, s.cli, key)
+		if err != nil {
+			return
+		}
+		s.mu.Lock()
+		if s.terms.terms[x.name] != x.t || x.t.state != termUnsure {
+			s.mu.Unlock()
+			return // adopted by a claim meanwhile
+		}
+		if kv == nil || kv.Lease != int64(sess) {
+			// The unconfirmed put was not applied.
+			x.t.end(termOver)
+			s.mu.Unlock()
+			return
+		}
+		// It was: the key is ours, and nobody was granted it.
+		x.t.token = uint64(kv.CreateRevision)
+		x.t.end(termExpired)
+		token = x.t.token
+		s.mu.Unlock()
+	}
+	if _, _, err := deleteTerm(ctx, s.cli, key, token); err != nil {
+		return
+	}
+	s.endTerm(x.name, token, termOver)
+}
