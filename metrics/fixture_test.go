@@ -53,7 +53,7 @@ func newWorld(t *testing.T) *world {
 // api-caller locked for 5 s, and a second "controller-port" entry added at
 // 5 s, still locked.
 func (w *world) newBoard(t *testing.T) {
-	w.board = gate.NewBoard(w.boardClk)
+	w.board = gate.NewBoard(gate.BoardConfig{Clock: w.boardClk})
 	port := w.board.New("controller-port")
 	mongo := w.board.New("mongo")
 	w.board.New("api-caller")

@@ -141,7 +141,7 @@ func scrape(t *testing.T, h http.Handler) string {
 // cached between scrapes.
 func TestValuesAreReadAtScrapeTime(t *testing.T) {
 	clk := testclock.NewClock(t0)
-	board := gate.NewBoard(clk)
+	board := gate.NewBoard(gate.BoardConfig{Clock: clk})
 	g := board.New("stable")
 	c := metrics.NewBoardCollector("c0", board)
 	value := func() float64 {
@@ -238,7 +238,7 @@ func TestInstancesOfOneKind(t *testing.T) {
 // A gate name the exposition cannot carry fails the scrape with an error
 // saying so, and the process does not panic.
 func TestInvalidGateNameFailsTheScrapeNotTheProcess(t *testing.T) {
-	board := gate.NewBoard(testclock.NewClock(t0))
+	board := gate.NewBoard(gate.BoardConfig{Clock: testclock.NewClock(t0)})
 	board.New("ok")
 	board.New("bad\xff")
 	reg := prometheus.NewRegistry()
