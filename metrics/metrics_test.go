@@ -171,7 +171,7 @@ func onlySeries(c prometheus.Collector, name string) prometheus.Collector {
 // collectorFunc is an unchecked collector (it describes nothing).
 type collectorFunc func(chan<- prometheus.Metric)
 
-func (f collectorFunc) Describe(chan<- *prometheus.Desc)   {}
+func (f collectorFunc) Describe(chan<- *prometheus.Desc)    {}
 func (f collectorFunc) Collect(ch chan<- prometheus.Metric) { f(ch) }
 
 // leader_election_master_status is 1 only while the tracker holds the
