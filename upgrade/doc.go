@@ -17,11 +17,11 @@
 //
 // Server:
 //
-//	g := upgrade.NewGate(nil)                   // starts in Checking
+//	g := upgrade.NewGate(upgrade.GateConfig{Logger: logger}) // starts in Checking
 //	h := upgrade.Middleware(g, isStatusCall)(mux)
-//	board.Follow("upgrade", g)                  // readyz: phase while locked, cause once failed
+//	board.Follow("upgrade", g)       // readyz: phase while locked, cause once failed
 //	// ... check binaries (see upgrade/binaries), then
-//	err := g.RunSteps(ctx, runSteps)            // Complete, or Fail on a step's own error
+//	err := g.RunSteps(ctx, runSteps) // Complete, or Fail on a step's own error
 //
 // RunSteps fails the gate only on a step's own error: when ctx ends (a
 // SIGTERM mid-upgrade) the gate stays in progress, so clients keep waiting
@@ -48,7 +48,7 @@
 // Any other call waits refusals out with Retry (build the request inside
 // fn: each attempt needs a fresh body):
 //
-//	err := upgrade.Retry(ctx, nil, func(ctx context.Context) error {
+//	err := upgrade.Retry(ctx, func(ctx context.Context) error {
 //		req, _ := http.NewRequestWithContext(ctx, "POST", url, bytes.NewReader(payload))
 //		resp, err := client.Do(req)
 //		if err != nil {
@@ -62,4 +62,36 @@
 // served by ReadyHandler. A client that connects through coldstart/dialer
 // and returns the refusal from its dial function gets the server's hint
 // honoured there too: errors.As finds its RetryAfter() method.
+//
+// # Logs and counters
+//
+// The clock and the logger arrive one way: GateConfig's Clock and Logger
+// for a gate, the options WithClock and WithLogger for Retry, WaitReady,
+// RetryTransport and grpcupgrade's client interceptors. nil means
+// clock.WallClock and no logs; nothing reads slog.Default. A gate logs:
+//
+//   - "upgrade phase changed", INFO (ERROR for Failed): phase (the new
+//     one), from (the one it left), lasted (how long that lasted), epoch,
+//     and err (the cause) for Failed. SetRetryAfter is not a phase change.
+//   - "calls refused during upgrade", one record per refusing phase per
+//     10 s while calls arrive, never one per call: phase, refused,
+//     admitted (allowlisted), interval; INFO, WARN for phase=failed (those
+//     were 409s: clients stopped).
+//
+// Report().Calls has the same counts since NewGate, across epochs, one
+// CallsReport per refusing phase (checking, running-steps, failed), for
+// status pages and metrics: Refused (503 or 409; gRPC Unavailable or
+// FailedPrecondition) and Admitted. Middleware and grpcupgrade's server
+// interceptors count their calls; an RPC server of your own calls Admit
+// (Err counts nothing). A call costs one atomic add while the gate
+// refuses, and nothing once it is complete: the logger is never on the
+// request path.
+//
+// A client with WithLogger counts its waits the same way: "waiting out
+// upgrade refusals" (INFO: waits, interval) and "gave up waiting for
+// upgrade" (WARN: gave_up, interval, err, the latest) — a call that gave
+// up is one whose ctx ended, or whose deadline came before the server's
+// wait. One WithLogger option value keeps one set of counts for every
+// call made with it, so RetryTransport and the interceptors, which keep
+// their options, log all their requests together.
 package upgrade

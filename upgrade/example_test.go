@@ -13,7 +13,7 @@ import (
 )
 
 func ExampleMiddleware() {
-	g := upgrade.NewGate(nil) // starts in Checking
+	g := upgrade.NewGate(upgrade.GateConfig{}) // starts in Checking
 	_ = g.Enter(upgrade.RunningSteps)
 
 	mux := http.NewServeMux()
@@ -58,7 +58,7 @@ func ExampleMiddleware() {
 // A failed upgrade is answered with 409 Conflict and no Retry-After, which
 // generic retrying clients do not retry; the message names the cause once.
 func ExampleMiddleware_failed() {
-	g := upgrade.NewGate(nil)
+	g := upgrade.NewGate(upgrade.GateConfig{})
 	g.Fail(errors.New("upgrade step 7 (migrate leases): disk full"))
 	srv := httptest.NewServer(upgrade.Middleware(g, nil)(http.NotFoundHandler()))
 	defer srv.Close()
@@ -86,7 +86,7 @@ func ExampleRetry() {
 		}
 		return nil
 	}
-	err := upgrade.Retry(context.Background(), nil, deploy,
+	err := upgrade.Retry(context.Background(), deploy,
 		upgrade.WithBackoff(time.Millisecond, 10*time.Millisecond),
 		upgrade.WithNotify(func(attempt int, err error, wait time.Duration) {
 			fmt.Printf("attempt %d refused: %v\n", attempt, errors.Is(err, upgrade.ErrUpgradeInProgress))
@@ -101,7 +101,7 @@ func ExampleRetry() {
 // An RPC server guards every call that is not on its allowlist with Err,
 // per call: Enter can close the gate again at any time.
 func ExampleGate_Err() {
-	g := upgrade.NewGate(nil)
+	g := upgrade.NewGate(upgrade.GateConfig{})
 	allowed := map[string]bool{"Client.FullStatus": true}
 	call := func(facade, method string) {
 		if err := g.Err(); err != nil && !allowed[facade+"."+method] {
@@ -123,7 +123,7 @@ func ExampleGate_Err() {
 // A gate goes on a board of gates (or any select) through its epoch's
 // channels, with no state copied by hand.
 func ExampleGate_Completed() {
-	g := upgrade.NewGate(nil)
+	g := upgrade.NewGate(upgrade.GateConfig{})
 	completed, failed := g.Completed(), g.Failed()
 	go func() {
 		_ = g.Enter(upgrade.RunningSteps)

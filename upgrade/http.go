@@ -145,7 +145,9 @@ func (r *refusal) write(w http.ResponseWriter) {
 // both with the header Coldstart-Upgrade: <code> and a JSON body
 // {"code", "phase", "message"} (plus "cause" once failed). A refusal is
 // precomputed per gate state and costs one small allocation (two when R is
-// 128 s or more).
+// 128 s or more). While the gate refuses, each request is counted, admitted
+// (allowlisted) or refused, in Report().Calls and the gate's refusal
+// records; once the upgrade is complete nothing is counted or logged.
 //
 // The not-executed promise: a refused request never reaches next, so a
 // client may repeat it safely. The gate is read once, when the request
@@ -159,7 +161,7 @@ func Middleware(g *Gate, allow func(*http.Request) bool) func(http.Handler) http
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			s := g.st.Load()
-			if s.refusal == nil || (allow != nil && allow(r)) {
+			if s.refusal == nil || s.admit(allow != nil && allow(r)) == nil {
 				next.ServeHTTP(w, r)
 				return
 			}

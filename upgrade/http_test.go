@@ -57,7 +57,7 @@ func TestMiddlewareRefusesWith503RetryAfterAndJSON(t *testing.T) {
 		{upgrade.Checking, time.Hour, 3600, 7200}, // too wide to precompute: formatted per refusal
 	} {
 		t.Run(fmt.Sprint(tc.phase, tc.retryAfter), func(t *testing.T) {
-			g := upgrade.NewGate(testclock.NewClock(t0))
+			g := upgrade.NewGate(upgrade.GateConfig{Clock: testclock.NewClock(t0)})
 			require.NoError(t, g.SetRetryAfter(tc.retryAfter))
 			require.NoError(t, g.Enter(tc.phase))
 			h := &served{}
@@ -82,7 +82,7 @@ func TestMiddlewareRefusesWith503RetryAfterAndJSON(t *testing.T) {
 // Retry-After they are told, so each refusal gets its own, drawn from
 // [R, 2R] whole seconds; the spread follows SetRetryAfter.
 func TestRetryAfterIsDrawnPerRefusal(t *testing.T) {
-	g := upgrade.NewGate(testclock.NewClock(t0))
+	g := upgrade.NewGate(upgrade.GateConfig{Clock: testclock.NewClock(t0)})
 	h := upgrade.Middleware(g, nil)(&served{})
 	draw := func() map[string]int {
 		seen := map[string]int{}
@@ -105,7 +105,7 @@ func TestRetryAfterIsDrawnPerRefusal(t *testing.T) {
 }
 
 func TestMiddlewareServesAllowlistedCallsDuringUpgrade(t *testing.T) {
-	g := upgrade.NewGate(testclock.NewClock(t0))
+	g := upgrade.NewGate(upgrade.GateConfig{Clock: testclock.NewClock(t0)})
 	require.NoError(t, g.Enter(upgrade.RunningSteps))
 	h := &served{}
 	mw := upgrade.Middleware(g, func(r *http.Request) bool { return r.URL.Path == "/status" })(h)
@@ -120,7 +120,7 @@ func TestMiddlewareServesAllowlistedCallsDuringUpgrade(t *testing.T) {
 }
 
 func TestMiddlewareServesAllOnceCompleteAndRefusesAgainAfterEnter(t *testing.T) {
-	g := upgrade.NewGate(testclock.NewClock(t0))
+	g := upgrade.NewGate(upgrade.GateConfig{Clock: testclock.NewClock(t0)})
 	h := &served{}
 	mw := upgrade.Middleware(g, nil)(h)
 	g.Complete()
@@ -139,7 +139,7 @@ func TestMiddlewarePanicsOnNilGate(t *testing.T) {
 // generic retrying clients at once, so it is a 4xx they do not retry (a 503
 // kept them retrying for 15–31 s), and the cause is said once.
 func TestFailedUpgradeAnswers409WithoutRetryAfter(t *testing.T) {
-	g := upgrade.NewGate(testclock.NewClock(t0))
+	g := upgrade.NewGate(upgrade.GateConfig{Clock: testclock.NewClock(t0)})
 	g.Fail(errors.New("upgrade step 7 (migrate leases): disk full"))
 	h := &served{}
 	resp := serve(upgrade.Middleware(g, nil)(h), "POST", "/deploy")
@@ -161,7 +161,7 @@ func TestFailedUpgradeAnswers409WithoutRetryAfter(t *testing.T) {
 }
 
 func TestMiddlewareRefusalRoundTripsThroughErrorFromResponse(t *testing.T) {
-	g := upgrade.NewGate(testclock.NewClock(t0))
+	g := upgrade.NewGate(upgrade.GateConfig{Clock: testclock.NewClock(t0)})
 	require.NoError(t, g.SetRetryAfter(4*time.Second))
 	require.NoError(t, g.Enter(upgrade.RunningSteps))
 	srv := httptest.NewServer(upgrade.Middleware(g, nil)(&served{}))
@@ -184,7 +184,7 @@ func TestMiddlewareRefusalRoundTripsThroughErrorFromResponse(t *testing.T) {
 }
 
 func TestReadyHandler(t *testing.T) {
-	g := upgrade.NewGate(testclock.NewClock(t0))
+	g := upgrade.NewGate(upgrade.GateConfig{Clock: testclock.NewClock(t0)})
 	rh := upgrade.ReadyHandler(g)
 	behind := upgrade.Middleware(g, nil)(rh) // mounted behind the middleware it answers the same
 
@@ -344,7 +344,7 @@ func (e errorReader) Read([]byte) (int, error) { return 0, e.err }
 // Complete and upgrade mode. Every request answered with a refusal must be
 // absent from what the handler executed, and every 200 must be in it.
 func TestRefusedRequestsAreNeverExecutedAcrossTransitions(t *testing.T) {
-	g := upgrade.NewGate(testclock.NewClock(t0))
+	g := upgrade.NewGate(upgrade.GateConfig{Clock: testclock.NewClock(t0)})
 	var mu sync.Mutex
 	executed := map[string]bool{}
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -438,7 +438,7 @@ type flagWriter struct {
 // higher rate: requests served in-process by several goroutines while the
 // gate flips. A request that got a 503 must not have entered the handler.
 func TestRefusedRequestsAreNeverExecutedInProcess(t *testing.T) {
-	g := upgrade.NewGate(testclock.NewClock(t0))
+	g := upgrade.NewGate(upgrade.GateConfig{Clock: testclock.NewClock(t0)})
 	h := upgrade.Middleware(g, nil)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.(*flagWriter).executed = true
 	}))

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
+	"sync"
 	"syscall"
 	"time"
 
@@ -13,6 +15,7 @@ import (
 	jujuerrors "github.com/juju/errors"
 
 	"github.com/coldstart-go/coldstart/internal/backoff"
+	"github.com/coldstart-go/coldstart/internal/logcount"
 )
 
 // Defaults of Retry's backoff (see WithBackoff).
@@ -29,6 +32,7 @@ type retryConfig struct {
 	policy  backoff.Policy
 	notify  func(attempt int, err error, wait time.Duration)
 	retryIf func(error) bool
+	log     *retryLog // nil: no logs
 }
 
 // WithBackoff sets the backoff: the wait after the n-th refusal is drawn
@@ -38,11 +42,70 @@ func WithBackoff(base, max time.Duration) RetryOption {
 	return func(c *retryConfig) { c.policy.Min, c.policy.Max = base, max }
 }
 
-// WithClock sets the clock the waits run on (nil, the default, means
-// clock.WallClock). Retry and WaitReady take a clock argument too, which
-// wins when it is not nil.
+// WithClock sets the clock the waits run on, and the interval of the
+// records of WithLogger (nil, the default, means clock.WallClock).
 func WithClock(clk clock.Clock) RetryOption {
 	return func(c *retryConfig) { c.clk = clk }
+}
+
+// WithLogger sets where the waits are logged (nil, the default, means no
+// logs). Waits and give-ups are counted, never logged one by one: one
+// record per 10 s while they happen, INFO "waiting out upgrade refusals"
+// with "waits" (refusals waited out), and WARN "gave up waiting for
+// upgrade" with "gave_up" (calls that stopped waiting because their ctx
+// ended or its deadline came before the server's wait) and "err" (the
+// latest such error, which the caller was also returned).
+//
+// The counts are kept by the option value: every call made with the same
+// WithLogger option adds to the same records. RetryTransport and
+// grpcupgrade's client interceptors keep their options, so their records
+// cover all their requests; build the option once for a client of your
+// own that calls Retry many times. Its records are timed on the clock of
+// the first call that uses it.
+func WithLogger(logger *slog.Logger) RetryOption {
+	if logger == nil {
+		return func(c *retryConfig) { c.log = nil }
+	}
+	l := &retryLog{logger: logger}
+	return func(c *retryConfig) { c.log = l }
+}
+
+// retryLog counts the waits of every call made with one WithLogger option.
+type retryLog struct {
+	logger *slog.Logger
+	once   sync.Once
+	waits  *logcount.Counter
+	gaveUp *logcount.Counter
+}
+
+// The records of WithLogger.
+const (
+	msgWaits  = "waiting out upgrade refusals"
+	msgGaveUp = "gave up waiting for upgrade"
+)
+
+// start makes the counters, on the clock of the first call.
+func (l *retryLog) start(clk clock.Clock) {
+	l.once.Do(func() {
+		agg := logcount.New(logcount.Config{Logger: l.logger, Clock: clk})
+		l.waits = agg.Group(slog.LevelInfo, msgWaits).Counter("waits")
+		l.gaveUp = agg.Group(slog.LevelWarn, msgGaveUp).Counter("gave_up")
+	})
+}
+
+// waited counts a wait about to begin.
+func (l *retryLog) waited() {
+	if l != nil {
+		l.waits.Inc()
+	}
+}
+
+// gaveUpWith counts a call that stopped waiting with err, and returns err.
+func (l *retryLog) gaveUpWith(err error) error {
+	if l != nil {
+		l.gaveUp.IncErr(err)
+	}
+	return err
 }
 
 // WithNotify sets a hook called before each wait with the attempt number
@@ -70,6 +133,9 @@ func newRetryConfig(opts []RetryOption) (retryConfig, error) {
 	}
 	if c.clk == nil {
 		c.clk = clock.WallClock
+	}
+	if c.log != nil {
+		c.log.start(c.clk)
 	}
 	switch {
 	case c.policy.Min <= 0:
@@ -119,23 +185,21 @@ func hintOf(err error) time.Duration {
 // whole wait after a refusal lies in [R, 2R]. A server that sends one
 // fixed hint to every client brings them back together; that is the
 // server's choice. Without a hint Retry waits a capped exponential backoff
-// with full jitter (see WithBackoff). Waits run on clk (nil means
-// clock.WallClock). If the server asks for a wait that ends after ctx's
-// deadline, Retry returns at once with an error that says so and matches
-// both the refusal (ErrUpgradeInProgress) and context.DeadlineExceeded; a
-// backoff that would overrun the deadline is instead shortened so the last
-// attempt still happens.
+// with full jitter (see WithBackoff). Waits run on the clock of WithClock
+// (by default clock.WallClock), and WithLogger counts them. If the server
+// asks for a wait that ends after ctx's deadline, Retry returns at once
+// with an error that says so and matches both the refusal
+// (ErrUpgradeInProgress) and context.DeadlineExceeded; a backoff that
+// would overrun the deadline is instead shortened so the last attempt
+// still happens.
 //
 // fn receives ctx. Retrying is safe because a refused call was not executed
 // (see Middleware); fn must itself turn responses into errors, e.g. with
 // ErrorFromResponse.
-func Retry(ctx context.Context, clk clock.Clock, fn func(context.Context) error, opts ...RetryOption) error {
+func Retry(ctx context.Context, fn func(context.Context) error, opts ...RetryOption) error {
 	c, err := newRetryConfig(opts)
 	if err != nil {
 		return err
-	}
-	if clk != nil {
-		c.clk = clk
 	}
 	if fn == nil {
 		return jujuerrors.NotValidf("nil func")
@@ -148,7 +212,7 @@ func (c *retryConfig) run(ctx context.Context, fn func(context.Context) error) e
 	var last error
 	for attempt := 1; ; attempt++ {
 		if err := ctx.Err(); err != nil {
-			return stopped(ctx, attempt-1, last)
+			return c.stopped(ctx, attempt-1, last)
 		}
 		err := fn(ctx)
 		if err == nil {
@@ -164,11 +228,11 @@ func (c *retryConfig) run(ctx context.Context, fn func(context.Context) error) e
 			switch left := time.Until(deadline); {
 			case hint > 0 && hint >= left:
 				// err names the server's wait; say only what it outlasts.
-				return fmt.Errorf("upgrade: the server's wait outlasts ctx's deadline, %v away: %w (%w)",
-					max(left, 0).Round(time.Millisecond), err, context.DeadlineExceeded)
+				return c.log.gaveUpWith(fmt.Errorf("upgrade: the server's wait outlasts ctx's deadline, %v away: %w (%w)",
+					max(left, 0).Round(time.Millisecond), err, context.DeadlineExceeded))
 			case left <= 0: // the deadline passed during fn; ctx is about to say so
 				<-ctx.Done()
-				return stopped(ctx, attempt, last)
+				return c.stopped(ctx, attempt, last)
 			case wait >= left: // a backoff (a hint < left is kept): jitter inside what is left
 				wait = left - backoff.Jitter(left, 1)
 			}
@@ -176,13 +240,16 @@ func (c *retryConfig) run(ctx context.Context, fn func(context.Context) error) e
 		if c.notify != nil {
 			c.notify(attempt, err, wait)
 		}
+		c.log.waited()
 		if backoff.Sleep(ctx, c.clk, wait) != nil {
-			return stopped(ctx, attempt, last)
+			return c.stopped(ctx, attempt, last)
 		}
 	}
 }
 
-func stopped(ctx context.Context, attempts int, last error) error {
+// stopped is the error of a run whose ctx ended, after attempts attempts;
+// one that had a refusal to wait out gave up.
+func (c *retryConfig) stopped(ctx context.Context, attempts int, last error) error {
 	if last == nil {
 		return ctx.Err()
 	}
@@ -190,7 +257,7 @@ func stopped(ctx context.Context, attempts int, last error) error {
 	if attempts == 1 {
 		noun = "attempt"
 	}
-	return fmt.Errorf("upgrade: stopped retrying after %d %s: %w; last refusal: %w", attempts, noun, ctx.Err(), last)
+	return c.log.gaveUpWith(fmt.Errorf("upgrade: stopped retrying after %d %s: %w; last refusal: %w", attempts, noun, ctx.Err(), last))
 }
 
 // notReadyError is WaitReady's "not yet": the server is not listening, or a
@@ -212,8 +279,8 @@ func (e *notReadyError) RetryAfter() time.Duration { return e.hint }
 // proxy, with Retry's backoff and opts (a WithRetryIf in opts replaces that
 // test). It returns nil once ready, at once on ErrUpgradeFailed or any other
 // status, and an error wrapping ctx.Err() when ctx ends. A nil client means
-// http.DefaultClient; a nil clk means clock.WallClock.
-func WaitReady(ctx context.Context, clk clock.Clock, client *http.Client, url string, opts ...RetryOption) error {
+// http.DefaultClient; WithClock and WithLogger work as for Retry.
+func WaitReady(ctx context.Context, client *http.Client, url string, opts ...RetryOption) error {
 	if client == nil {
 		client = http.DefaultClient
 	}
@@ -249,5 +316,5 @@ func WaitReady(ctx context.Context, clk clock.Clock, client *http.Client, url st
 		var nr *notReadyError
 		return errors.Is(err, ErrUpgradeInProgress) || errors.As(err, &nr)
 	}
-	return Retry(ctx, clk, probe, append([]RetryOption{WithRetryIf(isNotReady)}, opts...)...)
+	return Retry(ctx, probe, append([]RetryOption{WithRetryIf(isNotReady)}, opts...)...)
 }

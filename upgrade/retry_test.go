@@ -62,7 +62,7 @@ func newServer(t *testing.T, h http.Handler) *httptest.Server {
 // exactly once when the upgrade completes.
 func TestRetryWaitsOutAnUpgradeAgainstARealServer(t *testing.T) {
 	clk := testclock.NewClock(t0)
-	g := upgrade.NewGate(clk)
+	g := upgrade.NewGate(upgrade.GateConfig{Clock: clk})
 	require.NoError(t, g.SetRetryAfter(5*time.Second))
 	require.NoError(t, g.Enter(upgrade.RunningSteps))
 	h := &served{}
@@ -76,12 +76,12 @@ func TestRetryWaitsOutAnUpgradeAgainstARealServer(t *testing.T) {
 	waits := make(chan refused, 10)
 	done := make(chan error, 1)
 	go func() {
-		done <- upgrade.Retry(context.Background(), clk, call(srv.Client(), srv.URL),
+		done <- upgrade.Retry(context.Background(), call(srv.Client(), srv.URL),
 			upgrade.WithNotify(func(attempt int, err error, wait time.Duration) {
 				var ip *upgrade.InProgressError
 				assert.ErrorAs(t, err, &ip)
 				waits <- refused{ip.RetryAfter(), wait}
-			}))
+			}), upgrade.WithClock(clk))
 	}()
 
 	// Refused twice while the steps run; each wait is exactly Retry-After,
@@ -108,20 +108,20 @@ func TestRetryWaitsOutAnUpgradeAgainstARealServer(t *testing.T) {
 
 func TestRetryStopsAtOnceWhenTheUpgradeFailed(t *testing.T) {
 	clk := testclock.NewClock(t0)
-	g := upgrade.NewGate(clk)
+	g := upgrade.NewGate(upgrade.GateConfig{Clock: clk})
 	g.Fail(errors.New("step 9 failed"))
 	var hits atomic.Int64
 	srv := newServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		hits.Add(1)
 		upgrade.Middleware(g, nil)(&served{}).ServeHTTP(w, r)
 	}))
-	err := upgrade.Retry(context.Background(), clk, call(srv.Client(), srv.URL))
+	err := upgrade.Retry(context.Background(), call(srv.Client(), srv.URL), upgrade.WithClock(clk))
 	assert.ErrorIs(t, err, upgrade.ErrUpgradeFailed)
 	assert.ErrorContains(t, err, "step 9 failed")
 	assert.Equal(t, int64(1), hits.Load())
 
 	// Even a predicate that would retry everything cannot retry a failed upgrade.
-	err = upgrade.Retry(context.Background(), clk, call(srv.Client(), srv.URL), upgrade.WithRetryIf(func(error) bool { return true }))
+	err = upgrade.Retry(context.Background(), call(srv.Client(), srv.URL), upgrade.WithRetryIf(func(error) bool { return true }), upgrade.WithClock(clk))
 	assert.ErrorIs(t, err, upgrade.ErrUpgradeFailed)
 	assert.Equal(t, int64(2), hits.Load())
 }
@@ -129,7 +129,7 @@ func TestRetryStopsAtOnceWhenTheUpgradeFailed(t *testing.T) {
 func TestRetryStopsAtOnceOnOtherErrors(t *testing.T) {
 	boom := errors.New("permission denied")
 	calls := 0
-	err := upgrade.Retry(context.Background(), testclock.NewClock(t0), func(context.Context) error { calls++; return boom })
+	err := upgrade.Retry(context.Background(), func(context.Context) error { calls++; return boom }, upgrade.WithClock(testclock.NewClock(t0)))
 	assert.Equal(t, boom, err, "returned unwrapped")
 	assert.Equal(t, 1, calls)
 }
@@ -138,10 +138,10 @@ func TestRetryReturnsAtOnceWhenRetryAfterOutlastsTheDeadline(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	calls := 0
-	err := upgrade.Retry(ctx, testclock.NewClock(t0), func(context.Context) error {
+	err := upgrade.Retry(ctx, func(context.Context) error {
 		calls++
 		return &upgrade.InProgressError{Phase: upgrade.RunningSteps, RetryDelay: time.Hour}
-	})
+	}, upgrade.WithClock(testclock.NewClock(t0)))
 	assert.Equal(t, 1, calls)
 	assert.ErrorIs(t, err, upgrade.ErrUpgradeInProgress)
 	assert.ErrorIs(t, err, context.DeadlineExceeded)
@@ -166,10 +166,10 @@ func TestRetryShortensABackoffToFitTheDeadline(t *testing.T) {
 			for range 50 {
 				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 				var wait time.Duration
-				err := upgrade.Retry(ctx, testclock.NewClock(t0), func(context.Context) error {
+				err := upgrade.Retry(ctx, func(context.Context) error {
 					return &upgrade.InProgressError{RetryDelay: tc.hint}
 				}, upgrade.WithBackoff(2*time.Minute, 10*time.Minute),
-					upgrade.WithNotify(func(_ int, _ error, w time.Duration) { wait = w; cancel() }))
+					upgrade.WithNotify(func(_ int, _ error, w time.Duration) { wait = w; cancel() }), upgrade.WithClock(testclock.NewClock(t0)))
 				cancel()
 				assert.ErrorIs(t, err, context.Canceled)
 				assert.ErrorIs(t, err, upgrade.ErrUpgradeInProgress)
@@ -187,7 +187,7 @@ func TestRetryStoppedErrorCountsAttemptsInWords(t *testing.T) {
 		calls := 0
 		// A backoff of a nanosecond on the wall clock: the first wait of
 		// the two-attempt case passes at once.
-		err := upgrade.Retry(ctx, nil, func(context.Context) error {
+		err := upgrade.Retry(ctx, func(context.Context) error {
 			calls++
 			return &upgrade.InProgressError{Phase: upgrade.RunningSteps}
 		}, upgrade.WithBackoff(time.Nanosecond, time.Nanosecond), upgrade.WithNotify(func(attempt int, _ error, _ time.Duration) {
@@ -206,9 +206,9 @@ func TestRetryCtxEndsTheWaitPromptly(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- upgrade.Retry(ctx, clk, func(context.Context) error {
+		done <- upgrade.Retry(ctx, func(context.Context) error {
 			return &upgrade.InProgressError{Phase: upgrade.Checking, RetryDelay: time.Hour}
-		})
+		}, upgrade.WithClock(clk))
 	}()
 	require.NoError(t, clk.WaitAdvance(0, waitTimeout, 1)) // Retry is waiting on its timer
 	cancel()
@@ -222,7 +222,7 @@ func TestRetryCtxEndsTheWaitPromptly(t *testing.T) {
 	require.NoError(t, clk.WaitAdvance(0, waitTimeout, 0), "the timer was stopped")
 
 	calls := 0
-	err := upgrade.Retry(ctx, clk, func(context.Context) error { calls++; return nil })
+	err := upgrade.Retry(ctx, func(context.Context) error { calls++; return nil }, upgrade.WithClock(clk))
 	assert.Equal(t, context.Canceled, err)
 	assert.Zero(t, calls, "an ended ctx calls nothing")
 }
@@ -238,13 +238,13 @@ func TestRetryNotify(t *testing.T) {
 	stop := errors.New("permission denied")
 	done := make(chan error, 1)
 	go func() {
-		done <- upgrade.Retry(context.Background(), clk, func(context.Context) error {
+		done <- upgrade.Retry(context.Background(), func(context.Context) error {
 			if calls++; calls == 3 {
 				return stop
 			}
 			return &upgrade.InProgressError{}
 		}, upgrade.WithJitter(0), upgrade.WithBackoff(time.Second, 3*time.Second),
-			upgrade.WithNotify(func(attempt int, _ error, wait time.Duration) { notes = append(notes, note{attempt, wait}) }))
+			upgrade.WithNotify(func(attempt int, _ error, wait time.Duration) { notes = append(notes, note{attempt, wait}) }), upgrade.WithClock(clk))
 	}()
 	require.NoError(t, clk.WaitAdvance(time.Second, waitTimeout, 1))
 	require.NoError(t, clk.WaitAdvance(2*time.Second, waitTimeout, 1))
@@ -259,12 +259,12 @@ func TestRetryCustomPredicate(t *testing.T) {
 	calls := 0
 	done := make(chan error, 1)
 	go func() {
-		done <- upgrade.Retry(context.Background(), clk, func(context.Context) error {
+		done <- upgrade.Retry(context.Background(), func(context.Context) error {
 			if calls++; calls < 3 {
 				return flaky
 			}
 			return nil
-		}, upgrade.WithRetryIf(func(err error) bool { return errors.Is(err, flaky) }), upgrade.WithJitter(0))
+		}, upgrade.WithRetryIf(func(err error) bool { return errors.Is(err, flaky) }), upgrade.WithJitter(0), upgrade.WithClock(clk))
 	}()
 	require.NoError(t, clk.WaitAdvance(upgrade.DefaultBackoffBase, waitTimeout, 1))
 	require.NoError(t, clk.WaitAdvance(2*upgrade.DefaultBackoffBase, waitTimeout, 1))
@@ -279,11 +279,11 @@ func TestRetryRejectsBadOptions(t *testing.T) {
 		"nil predicate":  upgrade.WithRetryIf(nil),
 	} {
 		called := false
-		err := upgrade.Retry(context.Background(), nil, func(context.Context) error { called = true; return nil }, opt)
+		err := upgrade.Retry(context.Background(), func(context.Context) error { called = true; return nil }, opt)
 		assert.ErrorIs(t, err, jujuerrors.NotValid, name)
 		assert.False(t, called, name)
 	}
-	assert.ErrorIs(t, upgrade.Retry(context.Background(), nil, nil), jujuerrors.NotValid)
+	assert.ErrorIs(t, upgrade.Retry(context.Background(), nil), jujuerrors.NotValid)
 }
 
 // One jitter: a coldstart server draws each refusal's Retry-After from
@@ -323,7 +323,7 @@ func TestRetryAddsNoJitterToAServerHint(t *testing.T) {
 // total wait of every one lies in [R, 2R] and they do not all return at
 // once.
 func TestAHerdIsSpreadByTheServerAlone(t *testing.T) {
-	g := upgrade.NewGate(nil)
+	g := upgrade.NewGate(upgrade.GateConfig{})
 	h := upgrade.Middleware(g, nil)(&served{})
 	seen := map[time.Duration]int{}
 	for range 200 {
@@ -341,16 +341,16 @@ func TestAHerdIsSpreadByTheServerAlone(t *testing.T) {
 
 func TestWaitReady(t *testing.T) {
 	clk := testclock.NewClock(t0)
-	g := upgrade.NewGate(clk)
+	g := upgrade.NewGate(upgrade.GateConfig{Clock: clk})
 	srv := newServer(t, upgrade.ReadyHandler(g))
 	waits := make(chan time.Duration)
 	done := make(chan error, 1)
 	go func() {
-		done <- upgrade.WaitReady(context.Background(), clk, srv.Client(), srv.URL, upgrade.WithJitter(0),
+		done <- upgrade.WaitReady(context.Background(), srv.Client(), srv.URL, upgrade.WithJitter(0),
 			upgrade.WithNotify(func(_ int, err error, wait time.Duration) {
 				assert.ErrorIs(t, err, upgrade.ErrUpgradeInProgress)
 				waits <- wait
-			}))
+			}), upgrade.WithClock(clk))
 	}()
 	wait := <-waits // checking: refused, told 1 or 2 s
 	assert.True(t, wait == time.Second || wait == 2*time.Second, "wait %v is not the Retry-After", wait)
@@ -363,10 +363,10 @@ func TestWaitReady(t *testing.T) {
 }
 
 func TestWaitReadyStopsWhenTheUpgradeFailed(t *testing.T) {
-	g := upgrade.NewGate(nil)
+	g := upgrade.NewGate(upgrade.GateConfig{})
 	g.Fail(errors.New("no binaries for 1.24.5 on linux/amd64"))
 	srv := newServer(t, upgrade.ReadyHandler(g))
-	err := upgrade.WaitReady(context.Background(), testclock.NewClock(t0), srv.Client(), srv.URL)
+	err := upgrade.WaitReady(context.Background(), srv.Client(), srv.URL, upgrade.WithClock(testclock.NewClock(t0)))
 	assert.ErrorIs(t, err, upgrade.ErrUpgradeFailed)
 	assert.ErrorContains(t, err, "1.24.5")
 }
@@ -384,7 +384,7 @@ func TestWaitReadyRetriesAProxy503ButNotA404(t *testing.T) {
 	}))
 	done := make(chan error, 1)
 	go func() {
-		done <- upgrade.WaitReady(context.Background(), clk, srv.Client(), srv.URL, upgrade.WithJitter(0))
+		done <- upgrade.WaitReady(context.Background(), srv.Client(), srv.URL, upgrade.WithJitter(0), upgrade.WithClock(clk))
 	}()
 	require.NoError(t, clk.WaitAdvance(3*time.Second, waitTimeout, 1))
 	err := <-done
@@ -400,8 +400,8 @@ func TestWaitReadyRetriesAServerThatIsNotListeningYet(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var waits []time.Duration
-	err = upgrade.WaitReady(ctx, testclock.NewClock(t0), nil, "http://"+addr+"/ready", upgrade.WithJitter(0),
-		upgrade.WithNotify(func(_ int, _ error, wait time.Duration) { waits = append(waits, wait); cancel() }))
+	err = upgrade.WaitReady(ctx, nil, "http://"+addr+"/ready", upgrade.WithJitter(0),
+		upgrade.WithNotify(func(_ int, _ error, wait time.Duration) { waits = append(waits, wait); cancel() }), upgrade.WithClock(testclock.NewClock(t0)))
 	assert.ErrorIs(t, err, syscall.ECONNREFUSED, "retried, and the last refusal is kept")
 	assert.ErrorIs(t, err, context.Canceled)
 	assert.Equal(t, []time.Duration{upgrade.DefaultBackoffBase}, waits)
@@ -409,7 +409,7 @@ func TestWaitReadyRetriesAServerThatIsNotListeningYet(t *testing.T) {
 }
 
 func TestWaitReadyRejectsABadURL(t *testing.T) {
-	assert.ErrorIs(t, upgrade.WaitReady(context.Background(), nil, nil, "http://bad host/\x7f"), jujuerrors.NotValid)
+	assert.ErrorIs(t, upgrade.WaitReady(context.Background(), nil, "http://bad host/\x7f"), jujuerrors.NotValid)
 }
 
 func TestRetryWhenTheDeadlinePassesDuringACall(t *testing.T) {
@@ -417,11 +417,11 @@ func TestRetryWhenTheDeadlinePassesDuringACall(t *testing.T) {
 	defer cancel()
 	clk := testclock.NewClock(t0)
 	calls := 0
-	err := upgrade.Retry(ctx, clk, func(ctx context.Context) error {
+	err := upgrade.Retry(ctx, func(ctx context.Context) error {
 		calls++
 		<-ctx.Done() // a slow refusal: the deadline passes before it arrives
 		return &upgrade.InProgressError{Phase: upgrade.Checking}
-	})
+	}, upgrade.WithClock(clk))
 	assert.Equal(t, 1, calls)
 	assert.ErrorIs(t, err, context.DeadlineExceeded)
 	assert.ErrorIs(t, err, upgrade.ErrUpgradeInProgress)
@@ -461,10 +461,10 @@ func TestRetryHugeWaitsSaturateInsteadOfWrapping(t *testing.T) {
 	var calls atomic.Int64
 	done := make(chan error, 1)
 	go func() {
-		done <- upgrade.Retry(ctx, clk, func(context.Context) error {
+		done <- upgrade.Retry(ctx, func(context.Context) error {
 			calls.Add(1)
 			return &upgrade.InProgressError{Phase: upgrade.RunningSteps, RetryDelay: math.MaxInt64}
-		})
+		}, upgrade.WithClock(clk))
 	}()
 	require.NoError(t, clk.WaitAdvance(0, waitTimeout, 1))
 	require.NoError(t, clk.WaitAdvance(24*time.Hour, waitTimeout, 1)) // a day later: still waiting

@@ -18,7 +18,7 @@ import (
 // the POST is refused once (503, Retry-After 1 or 2 s), sent again after
 // exactly that wait, body and all, and executed once.
 func ExampleRetryTransport() {
-	g := upgrade.NewGate(nil) // refusing: Checking
+	g := upgrade.NewGate(upgrade.GateConfig{}) // refusing: Checking
 	srv := httptest.NewServer(upgrade.Middleware(g, nil)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		fmt.Printf("executed: %s\n", body)
@@ -49,7 +49,7 @@ func ExampleRetryTransport() {
 // progress, and only a step's own error fails it, with its cause on the
 // board.
 func ExampleGate_RunSteps() {
-	g := upgrade.NewGate(nil)
+	g := upgrade.NewGate(upgrade.GateConfig{})
 	board := gate.NewBoard(gate.BoardConfig{})
 	entry := board.Follow("upgrade", g)
 

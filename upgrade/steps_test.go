@@ -19,7 +19,7 @@ import (
 )
 
 func TestRunStepsCompletes(t *testing.T) {
-	g := upgrade.NewGate(nil)
+	g := upgrade.NewGate(upgrade.GateConfig{})
 	var during upgrade.Phase
 	require.NoError(t, g.RunSteps(context.Background(), func(context.Context) error {
 		during = g.Phase()
@@ -32,7 +32,7 @@ func TestRunStepsCompletes(t *testing.T) {
 // A step's own error fails the gate: clients get 409 with the cause and
 // stop.
 func TestRunStepsFailsOnAStepsOwnError(t *testing.T) {
-	g := upgrade.NewGate(nil)
+	g := upgrade.NewGate(upgrade.GateConfig{})
 	diskFull := errors.New("disk full")
 	err := g.RunSteps(context.Background(), func(context.Context) error { return diskFull })
 	assert.ErrorIs(t, err, diskFull)
@@ -63,7 +63,7 @@ func TestRunStepsStoppedByCtxLeavesTheUpgradeInProgress(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			g := upgrade.NewGate(nil)
+			g := upgrade.NewGate(upgrade.GateConfig{})
 			ctx, sigterm := context.WithCancel(context.Background())
 			done, started := make(chan error, 1), make(chan struct{})
 			go func() {
@@ -87,7 +87,7 @@ func TestRunStepsStoppedByCtxLeavesTheUpgradeInProgress(t *testing.T) {
 }
 
 func TestRunStepsWithAnEndedCtxChangesNothing(t *testing.T) {
-	g := upgrade.NewGate(nil)
+	g := upgrade.NewGate(upgrade.GateConfig{})
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	ran := false
@@ -99,7 +99,7 @@ func TestRunStepsWithAnEndedCtxChangesNothing(t *testing.T) {
 }
 
 func TestRunStepsStartsANewEpochAfterAFailure(t *testing.T) {
-	g := upgrade.NewGate(nil)
+	g := upgrade.NewGate(upgrade.GateConfig{})
 	require.Error(t, g.RunSteps(context.Background(), func(context.Context) error { return errors.New("first") }))
 	require.NoError(t, g.RunSteps(context.Background(), func(context.Context) error { return nil }))
 	assert.Equal(t, uint64(2), g.Report().Epoch)
@@ -112,7 +112,7 @@ func TestRunStepsStartsANewEpochAfterAFailure(t *testing.T) {
 func TestBoardFollowsAnUpgradeGate(t *testing.T) {
 	var _ gate.Component = (*upgrade.Gate)(nil)
 	clk := testclock.NewClock(t0)
-	g := upgrade.NewGate(clk)
+	g := upgrade.NewGate(upgrade.GateConfig{Clock: clk})
 	b := gate.NewBoard(gate.BoardConfig{Clock: clk})
 	entry := b.Follow("upgrade", g)
 	srv := newServer(t, b.Handler())
@@ -161,7 +161,7 @@ func TestBoardFollowsAnUpgradeGate(t *testing.T) {
 }
 
 func TestBoardFollowsAnUpgradeThatCompletes(t *testing.T) {
-	g := upgrade.NewGate(nil)
+	g := upgrade.NewGate(upgrade.GateConfig{})
 	b := gate.NewBoard(gate.BoardConfig{})
 	entry := b.Follow("upgrade", g)
 	require.NoError(t, g.RunSteps(context.Background(), func(context.Context) error { return nil }))

@@ -57,7 +57,7 @@ func gatedServer(t *testing.T, g *upgrade.Gate) (url string, h *bodies, hits *at
 // once.
 func TestRetryTransportWaitsAnUpgradeOut(t *testing.T) {
 	clk := testclock.NewClock(t0)
-	g := upgrade.NewGate(nil)
+	g := upgrade.NewGate(upgrade.GateConfig{})
 	require.NoError(t, g.SetRetryAfter(5*time.Second))
 	url, h, hits := gatedServer(t, g)
 	waits := make(chan time.Duration, 10)
@@ -107,7 +107,7 @@ func TestRetryTransportWaitsAnUpgradeOut(t *testing.T) {
 type onlyReader struct{ io.Reader }
 
 func TestRetryTransportReturnsARefusalItCannotReplay(t *testing.T) {
-	g := upgrade.NewGate(nil)
+	g := upgrade.NewGate(upgrade.GateConfig{})
 	url, h, hits := gatedServer(t, g)
 	client := &http.Client{Transport: upgrade.RetryTransport(nil, upgrade.WithClock(testclock.NewClock(t0)))}
 	defer client.CloseIdleConnections()
@@ -125,7 +125,7 @@ func TestRetryTransportReturnsARefusalItCannotReplay(t *testing.T) {
 }
 
 func TestRetryTransportStopsAtAFailedUpgrade(t *testing.T) {
-	g := upgrade.NewGate(nil)
+	g := upgrade.NewGate(upgrade.GateConfig{})
 	g.Fail(errors.New("upgrade steps: disk full"))
 	url, _, hits := gatedServer(t, g)
 	client := &http.Client{Transport: upgrade.RetryTransport(nil)}
@@ -140,7 +140,7 @@ func TestRetryTransportStopsAtAFailedUpgrade(t *testing.T) {
 
 func TestRetryTransportStopsWhenTheRequestsCtxEnds(t *testing.T) {
 	clk := testclock.NewClock(t0)
-	g := upgrade.NewGate(nil)
+	g := upgrade.NewGate(upgrade.GateConfig{})
 	url, h, hits := gatedServer(t, g)
 	client := &http.Client{Transport: upgrade.RetryTransport(nil, upgrade.WithClock(clk))}
 	defer client.CloseIdleConnections()
@@ -182,7 +182,7 @@ func TestRetryTransportDoesNotRetryTransportErrors(t *testing.T) {
 // A body that cannot be had again (GetBody fails) ends the retry with the
 // reason, and nothing is sent twice.
 func TestRetryTransportGetBodyError(t *testing.T) {
-	g := upgrade.NewGate(nil)
+	g := upgrade.NewGate(upgrade.GateConfig{})
 	url, _, hits := gatedServer(t, g)
 	clk := testclock.NewClock(t0)
 	client := &http.Client{Transport: upgrade.RetryTransport(nil, upgrade.WithClock(clk))}

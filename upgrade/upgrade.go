@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -11,6 +12,8 @@ import (
 
 	"github.com/juju/clock"
 	jujuerrors "github.com/juju/errors"
+
+	"github.com/coldstart-go/coldstart/internal/logcount"
 )
 
 // Phase is where a server is in its upgrade.
@@ -100,7 +103,53 @@ type Report struct {
 	// LastErr is the cause of the most recent Fail, kept across epochs so an
 	// operator can see why the previous attempt failed; nil if none.
 	LastErr error
+	// Calls counts the calls the gate decided while it refused calls, since
+	// NewGate and across epochs: one entry per refusing phase, in the order
+	// checking, running-steps, failed. Calls served while Complete are not
+	// counted, nor are readiness probes (ReadyHandler).
+	Calls []CallsReport
 }
+
+// CallsReport counts the calls a gate decided in one phase (Middleware,
+// grpcupgrade's server interceptors, and every Admit).
+type CallsReport struct {
+	// Phase is Checking, RunningSteps or Failed.
+	Phase Phase
+	// Admitted counts allowlisted calls, served while the gate refused others.
+	Admitted uint64
+	// Refused counts calls refused and not executed: in Checking and
+	// RunningSteps with 503 (gRPC: Unavailable) and a wait, for the client
+	// to retry; in Failed with 409 (FailedPrecondition), for it to stop.
+	Refused uint64
+}
+
+// refusingPhases are the phases whose calls a gate counts, in Report order.
+var refusingPhases = [...]Phase{Checking, RunningSteps, Failed}
+
+// phaseCalls are the counters of one refusing phase. They are logcount
+// counters: one atomic add per call, and the refusal records.
+type phaseCalls struct {
+	admitted, refused *logcount.Counter
+}
+
+// GateConfig configures a Gate. The zero GateConfig is valid: the wall
+// clock and no logs.
+type GateConfig struct {
+	// Clock stamps Report.Since, times how long each phase lasted, and
+	// times the interval of the refusal records. nil means clock.WallClock.
+	Clock clock.Clock
+	// Logger receives a record for each phase change and, while calls are
+	// refused, one record per phase per 10 s with the counts (never one
+	// per call). nil means no logs; the counters in Report count anyway.
+	Logger *slog.Logger
+}
+
+// The records a Gate logs, and their keys.
+const (
+	msgPhase   = "upgrade phase changed"
+	msgRefused = "calls refused during upgrade"
+	keyPhase   = "phase"
+)
 
 // Gate is an upgrade-in-progress gate: while it is not Complete, servers
 // refuse every call that is not on their allowlist, and say so in a way
@@ -109,11 +158,14 @@ type Report struct {
 // A gate starts in Checking, epoch 1. Enter moves between Checking and
 // RunningSteps; Complete and Fail end the epoch, and whichever comes first
 // wins (the other is then a no-op) until Enter starts a new epoch. Reading
-// the gate (Err, Phase, Report, Completed, Failed) is a single atomic
-// load, cheap enough for every call. A Gate is safe for concurrent use.
+// the gate (Err, Phase, Completed, Failed) is a single atomic load, and
+// deciding a call (Admit, Middleware) adds one atomic add while the gate
+// refuses: cheap enough for every call. A Gate is safe for concurrent use.
 type Gate struct {
-	clk clock.Clock
-	st  atomic.Pointer[state] // the published state; replaced, never mutated
+	clk    clock.Clock
+	logger *slog.Logger           // nil: no logs
+	st     atomic.Pointer[state]  // the published state; replaced, never mutated
+	calls  [Failed + 1]phaseCalls // by phase; only the refusing phases' are set
 
 	mu         sync.Mutex // serialises transitions; guards the fields below
 	retryAfter time.Duration
@@ -128,6 +180,7 @@ type state struct {
 	Report
 	guard   error         // what Err returns
 	refusal *refusal      // the HTTP answer to a refused request; nil when Complete
+	calls   *phaseCalls   // the counters of the phase; nil when Complete
 	next    chan struct{} // closed when this state is superseded
 	// completed and failed: every state of one epoch shares them, and the
 	// transition that ends the epoch closes one. Only a closed one is
@@ -138,19 +191,30 @@ type state struct {
 }
 
 type transition struct {
-	hook     func(from, to Phase, err error)
+	hook     func(from, to Phase, err error) // nil: only logged
 	from, to Phase
 	err      error
+	epoch    uint64
+	lasted   time.Duration // how long the gate was in from
 }
 
 // NewGate returns a gate in Checking, epoch 1, asking refused callers to
-// wait 1 s (see SetRetryAfter). A nil clk means clock.WallClock; the clock
-// only stamps Report.Since.
-func NewGate(clk clock.Clock) *Gate {
+// wait 1 s (see SetRetryAfter).
+func NewGate(cfg GateConfig) *Gate {
+	clk := cfg.Clock
 	if clk == nil {
 		clk = clock.WallClock
 	}
-	g := &Gate{clk: clk, retryAfter: defaultRetryAfter}
+	g := &Gate{clk: clk, logger: cfg.Logger, retryAfter: defaultRetryAfter}
+	agg := logcount.New(logcount.Config{Logger: cfg.Logger, Clock: clk})
+	for _, p := range refusingPhases {
+		level := slog.LevelInfo
+		if p == Failed {
+			level = slog.LevelWarn
+		}
+		grp := agg.Group(level, msgRefused, slog.String(keyPhase, p.String()))
+		g.calls[p] = phaseCalls{refused: grp.Counter("refused"), admitted: grp.Counter("admitted")}
+	}
 	g.st.Store(g.newState(Report{Phase: Checking, Since: clk.Now(), Epoch: 1}, nil))
 	return g
 }
@@ -179,8 +243,22 @@ func (g *Gate) newState(r Report, prev *state) *state {
 	}
 	if s.guard != nil {
 		s.refusal = newRefusal(s.guard)
+		s.calls = &g.calls[r.Phase]
 	}
 	return s
+}
+
+// admit decides a call in state s, and counts it while the gate refuses.
+func (s *state) admit(allowlisted bool) error {
+	switch {
+	case s.guard == nil:
+		return nil
+	case allowlisted:
+		s.calls.admitted.Inc()
+		return nil
+	}
+	s.calls.refused.Inc()
+	return s.guard
 }
 
 // publish installs r as the current state and wakes Wait. g.mu is held.
@@ -198,8 +276,10 @@ func (g *Gate) publish(r Report, err error) {
 	case Failed:
 		close(s.failed)
 	}
-	if g.hook != nil {
-		g.pending = append(g.pending, transition{hook: g.hook, from: old.Phase, to: r.Phase, err: err})
+	if g.hook != nil || g.logger != nil {
+		g.pending = append(g.pending, transition{
+			hook: g.hook, from: old.Phase, to: r.Phase, err: err, epoch: r.Epoch, lasted: r.Since.Sub(old.Since),
+		})
 	}
 }
 
@@ -266,8 +346,16 @@ func (g *Gate) end(p Phase, err error) {
 // Phase returns the current phase.
 func (g *Gate) Phase() Phase { return g.st.Load().Phase }
 
-// Report returns a snapshot of the gate.
-func (g *Gate) Report() Report { return g.st.Load().Report }
+// Report returns a snapshot of the gate, with its counters.
+func (g *Gate) Report() Report {
+	r := g.st.Load().Report
+	r.Calls = make([]CallsReport, len(refusingPhases))
+	for i, p := range refusingPhases {
+		c := &g.calls[p]
+		r.Calls[i] = CallsReport{Phase: p, Admitted: c.admitted.Load(), Refused: c.refused.Load()}
+	}
+	return r
+}
 
 // Completed returns a channel closed the next time an epoch completes: the
 // current one, or, if it fails, the first later epoch that completes. A
@@ -358,8 +446,19 @@ func (g *Gate) RunSteps(ctx context.Context, steps func(context.Context) error) 
 // once it failed. Call it for every call that is not allowlisted — never
 // cache the answer at login, since Enter can re-close the gate at any time.
 // It allocates nothing; the errors it returns are shared and must be
-// treated as read-only.
+// treated as read-only. It counts nothing: a server that wants its calls
+// in Report and the refusal records calls Admit instead.
 func (g *Gate) Err() error { return g.st.Load().guard }
+
+// Admit is the per-call guard that counts, for an RPC server of your own:
+// call it for every call, with allowlisted saying whether the call is on
+// your allowlist. It returns nil when the call may run — the upgrade is
+// complete, or allowlisted is true — and otherwise Err's refusal. While
+// the gate refuses, each call is counted in Report().Calls, admitted or
+// refused, by phase, and logged in the refusal records. Middleware and
+// grpcupgrade's server interceptors call it for their calls. It allocates
+// nothing.
+func (g *Gate) Admit(allowlisted bool) error { return g.st.Load().admit(allowlisted) }
 
 // Wait blocks until the upgrade is complete (nil), has failed (an error
 // matching ErrUpgradeFailed), or ctx ends (an error wrapping ctx.Err()).
@@ -403,8 +502,9 @@ func (g *Gate) SetRetryAfter(d time.Duration) error {
 	return nil
 }
 
-// OnTransition sets the hook called after every phase change, for logs and
-// metrics (nil removes it). err is the cause when to is Failed, else nil.
+// OnTransition sets the hook called after every phase change, for your
+// own logs and metrics (GateConfig.Logger already logs each change; nil
+// removes the hook), after the change's record. err is the cause when to is Failed, else nil.
 // Hooks run in transition order, outside the gate's lock, on the goroutine
 // of one of the callers that changed the phase (so one caller may run the
 // hook for another's transition). A hook may call the gate's methods,
@@ -438,11 +538,33 @@ func (g *Gate) deliver() {
 		g.pending[0] = transition{}
 		g.pending = g.pending[1:]
 		g.mu.Unlock()
-		t.hook(t.from, t.to, t.err)
+		g.log(t)
+		if t.hook != nil {
+			t.hook(t.from, t.to, t.err)
+		}
 		g.mu.Lock()
 	}
 	g.pending = nil
 	g.delivering = false
 	done = true
 	g.mu.Unlock()
+}
+
+// log records a phase change: INFO, or ERROR with its cause for Failed.
+func (g *Gate) log(t transition) {
+	if g.logger == nil {
+		return
+	}
+	level := slog.LevelInfo
+	attrs := []slog.Attr{
+		slog.String(keyPhase, t.to.String()),
+		slog.String("from", t.from.String()),
+		slog.Duration("lasted", t.lasted),
+		slog.Uint64("epoch", t.epoch),
+	}
+	if t.err != nil {
+		level = slog.LevelError
+		attrs = append(attrs, slog.Any("err", t.err))
+	}
+	g.logger.LogAttrs(context.Background(), level, msgPhase, attrs...)
 }

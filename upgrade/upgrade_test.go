@@ -34,20 +34,22 @@ func TestPhaseString(t *testing.T) {
 
 func TestNewGateStartsCheckingInEpochOne(t *testing.T) {
 	clk := testclock.NewClock(t0)
-	g := upgrade.NewGate(clk)
+	g := upgrade.NewGate(upgrade.GateConfig{Clock: clk})
 	assert.Equal(t, upgrade.Checking, g.Phase())
-	assert.Equal(t, upgrade.Report{Phase: upgrade.Checking, Since: t0, Epoch: 1}, g.Report())
+	assert.Equal(t, upgrade.Report{Phase: upgrade.Checking, Since: t0, Epoch: 1, Calls: []upgrade.CallsReport{
+		{Phase: upgrade.Checking}, {Phase: upgrade.RunningSteps}, {Phase: upgrade.Failed},
+	}}, g.Report())
 	var ip *upgrade.InProgressError
 	require.ErrorAs(t, g.Err(), &ip)
 	assert.Equal(t, upgrade.Checking, ip.Phase)
 	assert.Equal(t, upgrade.DefaultRetryAfter, ip.RetryAfter())
 
-	assert.NotNil(t, upgrade.NewGate(nil).Err(), "a nil clock means the wall clock")
+	assert.NotNil(t, upgrade.NewGate(upgrade.GateConfig{}).Err(), "a nil clock means the wall clock")
 }
 
 func TestPhasesAndEpochs(t *testing.T) {
 	clk := testclock.NewClock(t0)
-	g := upgrade.NewGate(clk)
+	g := upgrade.NewGate(upgrade.GateConfig{Clock: clk})
 	step := func(d time.Duration, do func(), phase upgrade.Phase, epoch uint64) {
 		t.Helper()
 		clk.Advance(d)
@@ -82,7 +84,7 @@ func TestPhasesAndEpochs(t *testing.T) {
 }
 
 func TestEnterRejectsPhasesItCannotEnter(t *testing.T) {
-	g := upgrade.NewGate(testclock.NewClock(t0))
+	g := upgrade.NewGate(upgrade.GateConfig{Clock: testclock.NewClock(t0)})
 	for _, p := range []upgrade.Phase{0, upgrade.Complete, upgrade.Failed, upgrade.Phase(42), upgrade.Phase(-3)} {
 		err := g.Enter(p)
 		assert.ErrorIs(t, err, jujuerrors.NotValid, "phase %v", p)
@@ -92,7 +94,7 @@ func TestEnterRejectsPhasesItCannotEnter(t *testing.T) {
 }
 
 func TestFirstOfCompleteAndFailWinsUntilEnter(t *testing.T) {
-	g := upgrade.NewGate(testclock.NewClock(t0))
+	g := upgrade.NewGate(upgrade.GateConfig{Clock: testclock.NewClock(t0)})
 	g.Complete()
 	g.Fail(errors.New("late"))
 	assert.Equal(t, upgrade.Complete, g.Phase())
@@ -108,7 +110,7 @@ func TestFirstOfCompleteAndFailWinsUntilEnter(t *testing.T) {
 }
 
 func TestErrIsThePerCallGuard(t *testing.T) {
-	g := upgrade.NewGate(testclock.NewClock(t0))
+	g := upgrade.NewGate(upgrade.GateConfig{Clock: testclock.NewClock(t0)})
 	require.NoError(t, g.SetRetryAfter(3*time.Second))
 	require.NoError(t, g.Enter(upgrade.RunningSteps))
 
@@ -134,14 +136,14 @@ func TestErrIsThePerCallGuard(t *testing.T) {
 }
 
 func TestErrAllocatesNothing(t *testing.T) {
-	g := upgrade.NewGate(testclock.NewClock(t0))
+	g := upgrade.NewGate(upgrade.GateConfig{Clock: testclock.NewClock(t0)})
 	assert.Zero(t, testing.AllocsPerRun(100, func() { _ = g.Err() }))
 	g.Complete()
 	assert.Zero(t, testing.AllocsPerRun(100, func() { _ = g.Err() }))
 }
 
 func TestFailWithNilCauseStillFails(t *testing.T) {
-	g := upgrade.NewGate(testclock.NewClock(t0))
+	g := upgrade.NewGate(upgrade.GateConfig{Clock: testclock.NewClock(t0)})
 	g.Fail(nil)
 	assert.Equal(t, upgrade.Failed, g.Phase())
 	assert.ErrorIs(t, g.Err(), upgrade.ErrUpgradeFailed)
@@ -149,7 +151,7 @@ func TestFailWithNilCauseStillFails(t *testing.T) {
 }
 
 func TestSetRetryAfter(t *testing.T) {
-	g := upgrade.NewGate(testclock.NewClock(t0))
+	g := upgrade.NewGate(upgrade.GateConfig{Clock: testclock.NewClock(t0)})
 	assert.ErrorIs(t, g.SetRetryAfter(0), jujuerrors.NotValid)
 	assert.ErrorIs(t, g.SetRetryAfter(-time.Second), jujuerrors.NotValid)
 	require.NoError(t, g.SetRetryAfter(7*time.Second))
@@ -161,7 +163,7 @@ func TestSetRetryAfter(t *testing.T) {
 
 func TestWait(t *testing.T) {
 	t.Run("complete", func(t *testing.T) {
-		g := upgrade.NewGate(testclock.NewClock(t0))
+		g := upgrade.NewGate(upgrade.GateConfig{Clock: testclock.NewClock(t0)})
 		done := make(chan error)
 		go func() { done <- g.Wait(context.Background()) }()
 		require.NoError(t, g.Enter(upgrade.RunningSteps)) // not the end: Wait keeps waiting
@@ -170,7 +172,7 @@ func TestWait(t *testing.T) {
 		assert.NoError(t, g.Wait(context.Background()), "returns at once once complete")
 	})
 	t.Run("failed", func(t *testing.T) {
-		g := upgrade.NewGate(testclock.NewClock(t0))
+		g := upgrade.NewGate(upgrade.GateConfig{Clock: testclock.NewClock(t0)})
 		done := make(chan error)
 		go func() { done <- g.Wait(context.Background()) }()
 		cause := errors.New("bad step")
@@ -180,7 +182,7 @@ func TestWait(t *testing.T) {
 		assert.ErrorIs(t, err, cause)
 	})
 	t.Run("ctx ends", func(t *testing.T) {
-		g := upgrade.NewGate(testclock.NewClock(t0))
+		g := upgrade.NewGate(upgrade.GateConfig{Clock: testclock.NewClock(t0)})
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error)
 		go func() { done <- g.Wait(ctx) }()
@@ -192,7 +194,7 @@ func TestWait(t *testing.T) {
 }
 
 func TestTransitionHookOrderAndCauses(t *testing.T) {
-	g := upgrade.NewGate(testclock.NewClock(t0))
+	g := upgrade.NewGate(upgrade.GateConfig{Clock: testclock.NewClock(t0)})
 	type tr struct {
 		from, to upgrade.Phase
 		err      error
@@ -222,7 +224,7 @@ func TestTransitionHookOrderAndCauses(t *testing.T) {
 }
 
 func TestTransitionHookMayTransitionTheGate(t *testing.T) {
-	g := upgrade.NewGate(testclock.NewClock(t0))
+	g := upgrade.NewGate(upgrade.GateConfig{Clock: testclock.NewClock(t0)})
 	var got []upgrade.Phase
 	g.OnTransition(func(from, to upgrade.Phase, err error) {
 		got = append(got, to)
@@ -237,7 +239,7 @@ func TestTransitionHookMayTransitionTheGate(t *testing.T) {
 }
 
 func TestTransitionHookSeesEveryTransitionInOrderUnderConcurrency(t *testing.T) {
-	g := upgrade.NewGate(testclock.NewClock(t0))
+	g := upgrade.NewGate(upgrade.GateConfig{Clock: testclock.NewClock(t0)})
 	var mu sync.Mutex
 	var got [][2]upgrade.Phase
 	g.OnTransition(func(from, to upgrade.Phase, err error) {
@@ -269,7 +271,7 @@ func TestTransitionHookSeesEveryTransitionInOrderUnderConcurrency(t *testing.T) 
 }
 
 func TestTransitionHookPanicDoesNotWedgeTheGate(t *testing.T) {
-	g := upgrade.NewGate(testclock.NewClock(t0))
+	g := upgrade.NewGate(upgrade.GateConfig{Clock: testclock.NewClock(t0)})
 	calls := 0
 	g.OnTransition(func(from, to upgrade.Phase, err error) {
 		calls++
@@ -316,7 +318,7 @@ func TestInProgressErrorOffersTheRetryAfterMethod(t *testing.T) {
 	assert.Zero(t, (*upgrade.InProgressError)(nil).RetryAfter(), "safe on a nil error")
 
 	// The gate's own refusals carry the hint too.
-	g := upgrade.NewGate(testclock.NewClock(t0))
+	g := upgrade.NewGate(upgrade.GateConfig{Clock: testclock.NewClock(t0)})
 	require.True(t, errors.As(g.Err(), &hint))
 	assert.Equal(t, upgrade.DefaultRetryAfter, hint.RetryAfter())
 }
@@ -348,7 +350,7 @@ func TestCompletedAndFailedChannelsPerEpoch(t *testing.T) {
 			return false
 		}
 	}
-	g := upgrade.NewGate(testclock.NewClock(t0))
+	g := upgrade.NewGate(upgrade.GateConfig{Clock: testclock.NewClock(t0)})
 	done1, failed1 := g.Completed(), g.Failed()
 	require.NoError(t, g.Enter(upgrade.RunningSteps))
 	require.NoError(t, g.SetRetryAfter(2*time.Second))
@@ -385,7 +387,7 @@ func TestCompletedAndFailedChannelsPerEpoch(t *testing.T) {
 // between them must not leave a pair that never closes (the entry would
 // stay locked and /readyz answer 503 after the retry completed).
 func TestCompletedFailedPairSurvivesARetryBetweenReads(t *testing.T) {
-	g := upgrade.NewGate(testclock.NewClock(t0))
+	g := upgrade.NewGate(upgrade.GateConfig{Clock: testclock.NewClock(t0)})
 	completed := g.Completed()
 	g.Fail(errors.New("step 2"))
 	require.NoError(t, g.Enter(upgrade.RunningSteps))

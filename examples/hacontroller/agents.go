@@ -133,7 +133,7 @@ func (h *herd) dial(ctx context.Context, network, addr string) (net.Conn, error)
 
 // agent logs in at url, retrying refusals.
 func (h *herd) agent(ctx context.Context, client *http.Client, url string, port *portStats) {
-	err := upgrade.Retry(ctx, clock.WallClock, func(ctx context.Context) error {
+	err := upgrade.Retry(ctx, func(ctx context.Context) error {
 		return h.attempt(ctx, client, url)
 	},
 		upgrade.WithRetryIf(func(err error) bool {
@@ -147,7 +147,7 @@ func (h *herd) agent(ctx context.Context, client *http.Client, url string, port 
 				port.refused.Add(1)
 				port.once.Do(func() { close(port.firstRefused) })
 			}
-		}))
+		}), upgrade.WithClock(clock.WallClock))
 	if err != nil {
 		h.stats.failed.Add(1)
 		h.stats.firstErr.CompareAndSwap(nil, &err)

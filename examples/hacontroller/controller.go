@@ -118,7 +118,7 @@ func newController(cfg controllerConfig) (_ *controller, err error) {
 		name: cfg.name, o: cfg.o, tl: cfg.tl, clk: clock.WallClock,
 		callRefused: make(chan struct{}), upgradeHold: cfg.upgradeHold, served: make(chan struct{}),
 	}
-	c.up = upgrade.NewGate(c.clk)
+	c.up = upgrade.NewGate(upgrade.GateConfig{Clock: c.clk})
 	c.up.OnTransition(func(from, to upgrade.Phase, err error) {
 		if err != nil {
 			c.tl.log(c.name, "upgrade %s -> %s: %v", from, to, err)
@@ -358,7 +358,7 @@ func (c *controller) selfClient(ctx context.Context) {
 	}
 	c.selfDialed.Unlock()
 
-	err := upgrade.Retry(ctx, c.clk, func(ctx context.Context) error {
+	err := upgrade.Retry(ctx, func(ctx context.Context) error {
 		return call(ctx, "POST", "/controller/workers")
 	},
 		// One client, not a herd: a cap of 100ms keeps the jitter added to
@@ -372,7 +372,7 @@ func (c *controller) selfClient(ctx context.Context) {
 				c.tl.log(c.name, "POST /controller/workers refused (%v): retrying in %v", err, wait.Round(time.Millisecond))
 			}
 			c.callRefusedOnce.Do(func() { close(c.callRefused) })
-		}))
+		}), upgrade.WithClock(c.clk))
 	if err != nil {
 		c.workers.Fail(err)
 		return

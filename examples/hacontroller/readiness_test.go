@@ -168,7 +168,7 @@ func TestReadyzPassesTheUpgradeGateInEveryPhase(t *testing.T) {
 		{"complete", func(g *upgrade.Gate) { g.Complete() }, http.StatusOK},
 	} {
 		t.Run(tc.phase, func(t *testing.T) {
-			c := &controller{name: "c0", up: upgrade.NewGate(nil)}
+			c := &controller{name: "c0", up: upgrade.NewGate(upgrade.GateConfig{})}
 			c.newBoard()
 			defer c.abandon()
 			c.serving.Unlock()

@@ -34,7 +34,7 @@ func BenchmarkUnaryServerInterceptorOverhead(b *testing.B) {
 	}
 	for name, build := range cases {
 		b.Run(name, func(b *testing.B) {
-			intercept := build(upgrade.NewGate(nil))
+			intercept := build(upgrade.NewGate(upgrade.GateConfig{}))
 			ctx, req := context.Background(), &healthpb.HealthCheckRequest{}
 			info := &grpc.UnaryServerInfo{FullMethod: healthpb.Health_Check_FullMethodName}
 			b.ReportAllocs()
@@ -70,7 +70,7 @@ func BenchmarkRefusal(b *testing.B) {
 		"failed":      func(g *upgrade.Gate) { g.Fail(context.DeadlineExceeded) },
 	} {
 		b.Run(name, func(b *testing.B) {
-			g := upgrade.NewGate(nil)
+			g := upgrade.NewGate(upgrade.GateConfig{})
 			setup(g)
 			intercept := grpcupgrade.UnaryServerInterceptor(g, nil)
 			// A server call's context carries its stream, where the trailer goes.
@@ -89,7 +89,7 @@ func BenchmarkRefusal(b *testing.B) {
 // with and without the server interceptor (the gate complete): the
 // interceptor's share of a real call.
 func BenchmarkCheckOverLoopback(b *testing.B) {
-	g := upgrade.NewGate(nil)
+	g := upgrade.NewGate(upgrade.GateConfig{})
 	g.Complete()
 	clients := map[string]healthpb.HealthClient{"bare": benchClient(b, g, false), "interceptor": benchClient(b, g, true)}
 	ctx, req := context.Background(), &healthpb.HealthCheckRequest{}

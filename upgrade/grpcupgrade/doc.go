@@ -21,7 +21,7 @@
 //
 // Server:
 //
-//	g := upgrade.NewGate(nil)
+//	g := upgrade.NewGate(upgrade.GateConfig{})
 //	allow := grpcupgrade.AllowMethods(healthpb.Health_Check_FullMethodName)
 //	srv := grpc.NewServer(
 //		grpc.UnaryInterceptor(grpcupgrade.UnaryServerInterceptor(g, allow)),
@@ -32,11 +32,18 @@
 // Client:
 //
 //	conn, err := grpc.NewClient(addr, creds,
-//		grpc.WithUnaryInterceptor(grpcupgrade.UnaryClientInterceptor(nil)),
+//		grpc.WithUnaryInterceptor(grpcupgrade.UnaryClientInterceptor()),
 //		grpc.WithStreamInterceptor(grpcupgrade.StreamClientInterceptor()))
 //	// calls refused during the upgrade are retried; errors.Is(err,
 //	// upgrade.ErrUpgradeFailed) once it failed; status.Code(err) still works
 //
 // A client without the interceptor turns a refusal into an upgrade error
 // with FromError.
+//
+// The server interceptors count each call they decide while the gate
+// refuses in the gate's Report().Calls and refusal records (see
+// upgrade.Gate.Admit), so HTTP and gRPC refusals add up in one place. The
+// client interceptors take upgrade.WithClock and upgrade.WithLogger in
+// their options; since they keep their options, the waits of all their
+// calls make one record per interval.
 package grpcupgrade

@@ -21,7 +21,7 @@ import (
 // retrying interceptor, which waits the upgrade out, and a plain one,
 // which sees the refusal.
 func Example() {
-	g := upgrade.NewGate(nil) // refusing from the start: Checking
+	g := upgrade.NewGate(upgrade.GateConfig{}) // refusing from the start: Checking
 	_ = g.SetRetryAfter(20 * time.Millisecond)
 	l, _ := net.Listen("tcp", "127.0.0.1:0")
 	srv := grpc.NewServer(grpc.UnaryInterceptor(grpcupgrade.UnaryServerInterceptor(g, nil)))
@@ -37,7 +37,7 @@ func Example() {
 	fmt.Println(status.Code(err), errors.Is(err, upgrade.ErrUpgradeInProgress))
 
 	retrying, _ := grpc.NewClient(l.Addr().String(), creds,
-		grpc.WithUnaryInterceptor(grpcupgrade.UnaryClientInterceptor(nil)))
+		grpc.WithUnaryInterceptor(grpcupgrade.UnaryClientInterceptor()))
 	defer retrying.Close()
 	time.AfterFunc(50*time.Millisecond, g.Complete)
 	resp, err := healthpb.NewHealthClient(retrying).Check(context.Background(), &healthpb.HealthCheckRequest{})
@@ -59,7 +59,7 @@ func Example() {
 // stream interceptor, and its first Recv returns the admitted stream's
 // first message.
 func ExampleStreamClientInterceptor() {
-	g := upgrade.NewGate(nil) // refusing from the start: Checking
+	g := upgrade.NewGate(upgrade.GateConfig{}) // refusing from the start: Checking
 	_ = g.SetRetryAfter(20 * time.Millisecond)
 	l, _ := net.Listen("tcp", "127.0.0.1:0")
 	srv := grpc.NewServer(grpc.StreamInterceptor(grpcupgrade.StreamServerInterceptor(g, nil)))

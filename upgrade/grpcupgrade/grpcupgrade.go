@@ -13,7 +13,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/juju/clock"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -65,14 +64,16 @@ const pushbackKey = "grpc-retry-pushback-ms"
 //   - failed: codes.FailedPrecondition, reason UPGRADE_FAILED (the cause in
 //     its metadata) and pushback -1, on which grpc-go stops retrying.
 //
-// It panics if g is nil.
+// While the gate refuses, each call is counted, admitted (allowlisted) or
+// refused, in the gate's Report().Calls and refusal records (see
+// upgrade.Gate.Admit). It panics if g is nil.
 func UnaryServerInterceptor(g *upgrade.Gate, allow func(fullMethod string) bool) grpc.UnaryServerInterceptor {
 	if g == nil {
 		panic("grpcupgrade.UnaryServerInterceptor: nil Gate")
 	}
 	var r refuser
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-		if guard := g.Err(); guard != nil && (allow == nil || !allow(info.FullMethod)) {
+		if guard := admit(g, allow, info.FullMethod); guard != nil {
 			pushback, err := r.refuse(guard)
 			_ = grpc.SetTrailer(ctx, metadata.MD{pushbackKey: {pushback}})
 			return nil, err
@@ -90,13 +91,22 @@ func StreamServerInterceptor(g *upgrade.Gate, allow func(fullMethod string) bool
 	}
 	var r refuser
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-		if guard := g.Err(); guard != nil && (allow == nil || !allow(info.FullMethod)) {
+		if guard := admit(g, allow, info.FullMethod); guard != nil {
 			pushback, err := r.refuse(guard)
 			ss.SetTrailer(metadata.MD{pushbackKey: {pushback}})
 			return err
 		}
 		return executed(handler(srv, ss))
 	}
+}
+
+// admit decides a call with g, consulting allow only while g refuses
+// (Admit counts the call then, in the gate's Report and refusal records).
+func admit(g *upgrade.Gate, allow func(string) bool, fullMethod string) error {
+	if g.Err() == nil {
+		return nil
+	}
+	return g.Admit(allow != nil && allow(fullMethod))
 }
 
 // executed is a handler's error as its client must see it. A refusal the
@@ -248,15 +258,17 @@ func (e *statusError) GRPCStatus() *status.Status { return e.st }
 // upgrade, and on any other error. It returns FromError's error, which
 // still answers status.Code: a refusal's code, or codes.Canceled /
 // codes.DeadlineExceeded when ctx ended while it waited (the error then
-// also matches the context error and the last refusal). clk times the
-// waits (nil means clock.WallClock); opts are upgrade.Retry's.
+// also matches the context error and the last refusal). opts are
+// upgrade.Retry's: upgrade.WithClock times the waits, and the records of
+// upgrade.WithLogger count the waits of all the interceptor's calls
+// together.
 //
 // Only refused calls are retried, which is safe because a refused call was
 // not executed. Combine it with a built-in retry policy if you like: the
 // server's pushback governs both.
-func UnaryClientInterceptor(clk clock.Clock, opts ...upgrade.RetryOption) grpc.UnaryClientInterceptor {
+func UnaryClientInterceptor(opts ...upgrade.RetryOption) grpc.UnaryClientInterceptor {
 	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, callOpts ...grpc.CallOption) error {
-		return ended(upgrade.Retry(ctx, clk, func(ctx context.Context) error {
+		return ended(upgrade.Retry(ctx, func(ctx context.Context) error {
 			return FromError(invoker(ctx, method, req, reply, cc, callOpts...))
 		}, opts...))
 	}
@@ -293,13 +305,14 @@ const maxReplay = 64
 // that has sent more than 64 messages before receiving one is committed
 // then. Header and Context are the current attempt's. Errors are
 // FromError's, as the unary interceptor's; opts are upgrade.Retry's
-// (upgrade.WithClock times the waits).
+// (upgrade.WithClock times the waits, upgrade.WithLogger counts them with
+// all the interceptor's streams).
 func StreamClientInterceptor(opts ...upgrade.RetryOption) grpc.StreamClientInterceptor {
 	return func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, callOpts ...grpc.CallOption) (grpc.ClientStream, error) {
 		s := &retryStream{ctx: ctx, opts: opts, open: func(ctx context.Context) (grpc.ClientStream, error) {
 			return streamer(ctx, desc, cc, method, callOpts...)
 		}}
-		err := ended(upgrade.Retry(ctx, nil, func(ctx context.Context) error {
+		err := ended(upgrade.Retry(ctx, func(ctx context.Context) error {
 			cs, err := s.open(ctx)
 			s.cs = cs
 			return FromError(err)
@@ -383,7 +396,7 @@ func (s *retryStream) RecvMsg(m any) error {
 		return FromError(err)
 	}
 	refusal := FromError(err)
-	err = upgrade.Retry(s.ctx, nil, func(ctx context.Context) error {
+	err = upgrade.Retry(s.ctx, func(ctx context.Context) error {
 		if refusal != nil { // the refusal in hand: wait it out first
 			err, refusal = refusal, nil
 			return err

@@ -29,7 +29,7 @@ import (
 // executed once, when the upgrade is complete.
 func TestBuiltInRetryWaitsThePushbackOut(t *testing.T) {
 	const r = 100 * time.Millisecond
-	g := upgrade.NewGate(nil)
+	g := upgrade.NewGate(upgrade.GateConfig{})
 	require.NoError(t, g.SetRetryAfter(r))
 	s := newServer(t, g, nil)
 	s.attempts.onRefusal = func(n int) {
@@ -54,7 +54,7 @@ func TestBuiltInRetryWaitsThePushbackOut(t *testing.T) {
 // exists: grpc-go caps a retry policy at 5 attempts (even one asking for
 // 50), so an upgrade longer than five pushbacks fails the call.
 func TestBuiltInRetryGivesUpAfterFiveAttempts(t *testing.T) {
-	g := upgrade.NewGate(nil)
+	g := upgrade.NewGate(upgrade.GateConfig{})
 	require.NoError(t, g.SetRetryAfter(10*time.Millisecond))
 	s := newServer(t, g, nil)
 	client := dial(t, s, grpc.WithDefaultServiceConfig(strings.Replace(retryPolicy, `"maxAttempts": 5`, `"maxAttempts": 50`, 1)))
@@ -70,7 +70,7 @@ func TestBuiltInRetryGivesUpAfterFiveAttempts(t *testing.T) {
 // stops grpc-go's retry even though the policy lists FAILED_PRECONDITION as
 // retryable, and the client sees the cause, once.
 func TestBuiltInRetryStopsAtOnceOnFailure(t *testing.T) {
-	g := upgrade.NewGate(nil)
+	g := upgrade.NewGate(upgrade.GateConfig{})
 	g.Fail(errors.New("upgrade step 7 (migrate leases): disk full"))
 	s := newServer(t, g, nil)
 	client := dial(t, s, grpc.WithDefaultServiceConfig(retryPolicy))
@@ -94,11 +94,11 @@ func TestBuiltInRetryStopsAtOnceOnFailure(t *testing.T) {
 // and the call is executed once.
 func TestInterceptorClientRidesOutATenSecondUpgrade(t *testing.T) {
 	clk := testclock.NewClock(t0)
-	g := upgrade.NewGate(clk)
+	g := upgrade.NewGate(upgrade.GateConfig{Clock: clk})
 	require.NoError(t, g.SetRetryAfter(500*time.Millisecond))
 	s := newServer(t, g, nil)
 	waits := make(chan time.Duration)
-	client := dial(t, s, grpc.WithDisableRetry(), grpc.WithUnaryInterceptor(grpcupgrade.UnaryClientInterceptor(clk,
+	client := dial(t, s, grpc.WithDisableRetry(), grpc.WithUnaryInterceptor(grpcupgrade.UnaryClientInterceptor(
 		upgrade.WithBackoff(50*time.Millisecond, time.Second),
 		upgrade.WithNotify(func(_ int, err error, wait time.Duration) {
 			var ip *upgrade.InProgressError
@@ -107,7 +107,7 @@ func TestInterceptorClientRidesOutATenSecondUpgrade(t *testing.T) {
 				assert.True(t, ip.RetryAfter() >= 500*time.Millisecond && ip.RetryAfter() <= time.Second, "delay %v not in [R, 2R]", ip.RetryAfter())
 			}
 			waits <- wait
-		}))))
+		}), upgrade.WithClock(clk))))
 
 	done := make(chan error, 1)
 	go func() {
@@ -136,10 +136,10 @@ func TestInterceptorClientRidesOutATenSecondUpgrade(t *testing.T) {
 }
 
 func TestInterceptorClientStopsAtOnceOnFailure(t *testing.T) {
-	g := upgrade.NewGate(nil)
+	g := upgrade.NewGate(upgrade.GateConfig{})
 	g.Fail(errors.New("no agent binaries for 1.24.5 on linux/amd64"))
 	s := newServer(t, g, nil)
-	client := dial(t, s, grpc.WithUnaryInterceptor(grpcupgrade.UnaryClientInterceptor(testclock.NewClock(t0))))
+	client := dial(t, s, grpc.WithUnaryInterceptor(grpcupgrade.UnaryClientInterceptor(upgrade.WithClock(testclock.NewClock(t0)))))
 
 	_, err := client.Check(context.Background(), &healthpb.HealthCheckRequest{})
 	assert.ErrorIs(t, err, upgrade.ErrUpgradeFailed)
@@ -154,10 +154,10 @@ func TestInterceptorClientStopsAtOnceOnFailure(t *testing.T) {
 // overrun returns at once with codes.DeadlineExceeded.
 func TestInterceptorClientCtxEndsTheWait(t *testing.T) {
 	clk := testclock.NewClock(t0)
-	g := upgrade.NewGate(clk)
+	g := upgrade.NewGate(upgrade.GateConfig{Clock: clk})
 	require.NoError(t, g.SetRetryAfter(time.Hour))
 	s := newServer(t, g, nil)
-	client := dial(t, s, grpc.WithDisableRetry(), grpc.WithUnaryInterceptor(grpcupgrade.UnaryClientInterceptor(clk)))
+	client := dial(t, s, grpc.WithDisableRetry(), grpc.WithUnaryInterceptor(grpcupgrade.UnaryClientInterceptor(upgrade.WithClock(clk))))
 
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -186,7 +186,7 @@ func TestInterceptorClientCtxEndsTheWait(t *testing.T) {
 // ends with the refusal, its trailer carries the pushback, and the handler
 // never runs; an allowlisted stream is served.
 func TestStreamsAreRefusedBeforeTheHandler(t *testing.T) {
-	g := upgrade.NewGate(nil)
+	g := upgrade.NewGate(upgrade.GateConfig{})
 	require.NoError(t, g.Enter(upgrade.RunningSteps))
 	s := newServer(t, g, nil)
 	client := dial(t, s, grpc.WithDisableRetry())
@@ -228,7 +228,7 @@ func first(v []string) string {
 }
 
 func TestAllowlistedUnaryCallsAreServedDuringTheUpgrade(t *testing.T) {
-	g := upgrade.NewGate(nil)
+	g := upgrade.NewGate(upgrade.GateConfig{})
 	s := newServer(t, g, grpcupgrade.AllowMethods(healthpb.Health_Check_FullMethodName))
 	client := dial(t, s)
 	_, err := client.Check(context.Background(), &healthpb.HealthCheckRequest{})
@@ -256,7 +256,7 @@ func TestServerInterceptorsPanicOnANilGate(t *testing.T) {
 // upgrade mode: every call answered with a refusal is absent from what the
 // handlers executed, and every served call was executed exactly once.
 func TestRefusedCallsAreNeverExecutedAcrossTransitions(t *testing.T) {
-	g := upgrade.NewGate(nil)
+	g := upgrade.NewGate(upgrade.GateConfig{})
 	s := newServer(t, g, nil)
 	client := dial(t, s, grpc.WithDisableRetry())
 
@@ -365,7 +365,7 @@ func TestFromError(t *testing.T) {
 		"no cause in the metadata: the message, which already wraps one, is not nested")
 
 	// The one hint mechanism: a reader that knows nothing of upgrade.
-	g := upgrade.NewGate(nil)
+	g := upgrade.NewGate(upgrade.GateConfig{})
 	unary := grpcupgrade.UnaryServerInterceptor(g, nil)
 	_, refusal := unary(context.Background(), nil, &grpc.UnaryServerInfo{FullMethod: "/a.B/C"}, nil)
 	var hint interface{ RetryAfter() time.Duration }
@@ -377,12 +377,12 @@ func TestFromError(t *testing.T) {
 // server still upgrading) has run: its error must not promise "not
 // executed", or the client interceptor would execute it again.
 func TestAForwardedRefusalIsNotARefusalOfThisCall(t *testing.T) {
-	downstream := upgrade.NewGate(nil)
+	downstream := upgrade.NewGate(upgrade.GateConfig{})
 	_, refusal := grpcupgrade.UnaryServerInterceptor(downstream, nil)(context.Background(), nil,
 		&grpc.UnaryServerInfo{FullMethod: "/b.B/Get"}, nil)
 	require.ErrorIs(t, grpcupgrade.FromError(refusal), upgrade.ErrUpgradeInProgress, "the downstream refusal is ours")
 
-	ours := upgrade.NewGate(nil)
+	ours := upgrade.NewGate(upgrade.GateConfig{})
 	ours.Complete()
 	ran := 0
 	_, err := grpcupgrade.UnaryServerInterceptor(ours, nil)(context.Background(), nil,

@@ -128,7 +128,7 @@ func rideOut(t *testing.T, clk *testclock.Clock, g *upgrade.Gate, waits <-chan t
 // the first message of the admitted stream.
 func TestStreamClientRetriesARefusedServerStream(t *testing.T) {
 	clk := testclock.NewClock(t0)
-	g := upgrade.NewGate(nil)
+	g := upgrade.NewGate(upgrade.GateConfig{})
 	s := newStreamServer(t, g)
 	waits := make(chan time.Duration)
 	client := healthpb.NewHealthClient(streamClient(t, s, clk, waits))
@@ -155,7 +155,7 @@ func TestStreamClientRetriesARefusedServerStream(t *testing.T) {
 // every message of it, in order, and executed exactly once.
 func TestStreamClientResendsWhatARefusedStreamSent(t *testing.T) {
 	clk := testclock.NewClock(t0)
-	g := upgrade.NewGate(nil)
+	g := upgrade.NewGate(upgrade.GateConfig{})
 	s := newStreamServer(t, g)
 	waits := make(chan time.Duration)
 	client := testpb.NewTestServiceClient(streamClient(t, s, clk, waits))
@@ -184,7 +184,7 @@ func TestStreamClientResendsWhatARefusedStreamSent(t *testing.T) {
 }
 
 func TestStreamClientStopsAtOnceOnFailure(t *testing.T) {
-	g := upgrade.NewGate(nil)
+	g := upgrade.NewGate(upgrade.GateConfig{})
 	g.Fail(errors.New("upgrade steps: disk full"))
 	s := newStreamServer(t, g)
 	client := healthpb.NewHealthClient(streamClient(t, s, testclock.NewClock(t0), nil))
@@ -198,7 +198,7 @@ func TestStreamClientStopsAtOnceOnFailure(t *testing.T) {
 
 func TestStreamClientCtxEndsTheWait(t *testing.T) {
 	clk := testclock.NewClock(t0)
-	g := upgrade.NewGate(nil)
+	g := upgrade.NewGate(upgrade.GateConfig{})
 	s := newStreamServer(t, g)
 	client := healthpb.NewHealthClient(streamClient(t, s, clk, nil))
 	ctx, cancel := context.WithCancel(context.Background())
@@ -223,7 +223,7 @@ func TestStreamClientCtxEndsTheWait(t *testing.T) {
 // An admitted stream is the plain stream: what it receives and how it ends
 // pass through.
 func TestStreamClientAdmittedStreamPassesThrough(t *testing.T) {
-	g := upgrade.NewGate(nil)
+	g := upgrade.NewGate(upgrade.GateConfig{})
 	g.Complete()
 	s := newStreamServer(t, g)
 	client := healthpb.NewHealthClient(streamClient(t, s, testclock.NewClock(t0), nil))

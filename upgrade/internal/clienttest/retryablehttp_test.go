@@ -62,7 +62,7 @@ func newClient(t *testing.T) *retryablehttp.Client {
 // "giving up" with no cause. A 409 is not retried: one request, and the
 // caller has the response that names the cause.
 func TestRetryableHTTPStopsAtOnceOnAFailedUpgrade(t *testing.T) {
-	g := upgrade.NewGate(nil)
+	g := upgrade.NewGate(upgrade.GateConfig{})
 	g.Fail(errors.New("upgrade step 7 (migrate leases): disk full"))
 	executed := 0
 	srv, hits := server(t, g, http.HandlerFunc(func(http.ResponseWriter, *http.Request) { executed++ }), nil)
@@ -84,7 +84,7 @@ func TestRetryableHTTPStopsAtOnceOnAFailedUpgrade(t *testing.T) {
 // the Retry-After it is told (1–2 s at the default R of 1 s: the one real
 // wait in this suite) and the request, body intact, is executed once.
 func TestRetryableHTTPWaitsOutAnUpgrade(t *testing.T) {
-	g := upgrade.NewGate(nil)
+	g := upgrade.NewGate(upgrade.GateConfig{})
 	require.NoError(t, g.Enter(upgrade.RunningSteps))
 	payload := []byte(`{"charm":"postgresql","units":3}`)
 	var executed atomic.Int64
@@ -122,7 +122,7 @@ func TestHerdSpreads(t *testing.T) {
 		{time.Second, 18},
 	} {
 		t.Run(tc.retryAfter.String(), func(t *testing.T) {
-			g := upgrade.NewGate(nil)
+			g := upgrade.NewGate(upgrade.GateConfig{})
 			require.NoError(t, g.SetRetryAfter(tc.retryAfter))
 			srv, _ := server(t, g, http.NotFoundHandler(), nil)
 			client := newClient(t)

@@ -1,0 +1,54 @@
+package upgrade_test
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"time"
+
+	"github.com/juju/clock/testclock"
+
+	"github.com/coldstart-go/coldstart/upgrade"
+)
+
+// A gate with a logger makes one record per phase change. The calls it
+// decides are counted in Report, and logged as one record per phase per
+// 10 s — 3,000 refusals make one line, not 3,000 (here the 10 s have not
+// passed yet, so the record is still pending).
+func ExampleGateConfig() {
+	logger := slog.New(slog.NewTextHandler(os.Stdout, &slog.HandlerOptions{
+		ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
+			if a.Key == slog.TimeKey {
+				return slog.Attr{} // keep the output stable
+			}
+			return a
+		},
+	}))
+	clk := testclock.NewClock(time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC))
+	g := upgrade.NewGate(upgrade.GateConfig{Clock: clk, Logger: logger})
+	isStatus := func(r *http.Request) bool { return r.URL.Path == "/status" }
+	h := upgrade.Middleware(g, isStatus)(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+
+	for range 3000 {
+		h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("POST", "/deploy", nil))
+	}
+	h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/status", nil))
+	clk.Advance(4 * time.Second)
+	_ = g.Enter(upgrade.RunningSteps)
+	clk.Advance(5 * time.Second)
+	g.Fail(errors.New("upgrade steps: disk full"))
+	h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("POST", "/deploy", nil))
+
+	for _, c := range g.Report().Calls {
+		fmt.Printf("%s: refused %d, admitted %d\n", c.Phase, c.Refused, c.Admitted)
+	}
+	// Output:
+	// level=INFO msg="upgrade phase changed" phase=running-steps from=checking lasted=4s epoch=1
+	// level=ERROR msg="upgrade phase changed" phase=failed from=running-steps lasted=5s epoch=1 err="upgrade steps: disk full"
+	// checking: refused 3000, admitted 1
+	// running-steps: refused 0, admitted 0
+	// failed: refused 1, admitted 0
+}
