@@ -20,7 +20,7 @@ import (
 // and serves it beside /readyz; each scrape reads the Reports then.
 func Example() {
 	board := gate.NewBoard(gate.BoardConfig{})
-	upgrades := upgrade.NewGate(nil)
+	upgrades := upgrade.NewGate(upgrade.GateConfig{})
 	board.New("controller-port").Unlock()
 	upgraded := board.Follow("upgrade", upgrades)
 

@@ -178,11 +178,22 @@ func (w *world) newTrackers(t *testing.T) {
 	require.NoError(t, err)
 }
 
-// newUpgrade: the first attempt failed running its steps; the second is
-// checking.
+// newUpgrade: the first attempt refused a call while checking, refused two
+// and admitted one (allowlisted) while running its steps, and failed, then
+// refused one more; the second attempt, checking, admitted one.
 func (w *world) newUpgrade(t *testing.T) {
-	w.upgrades = upgrade.NewGate(w.clk)
+	w.upgrades = upgrade.NewGate(upgrade.GateConfig{Clock: w.clk})
+	decide := func(allowlisted bool, refused bool) {
+		t.Helper()
+		require.Equal(t, refused, w.upgrades.Admit(allowlisted) != nil)
+	}
+	decide(false, true)
 	require.NoError(t, w.upgrades.Enter(upgrade.RunningSteps))
+	decide(false, true)
+	decide(false, true)
+	decide(true, false)
 	w.upgrades.Fail(errors.New("upgrade steps: disk full"))
+	decide(false, true)
 	require.NoError(t, w.upgrades.Enter(upgrade.Checking))
+	decide(true, false)
 }

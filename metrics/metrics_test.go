@@ -25,6 +25,7 @@ import (
 
 	"github.com/coldstart-go/coldstart/gate"
 	"github.com/coldstart-go/coldstart/metrics"
+	"github.com/coldstart-go/coldstart/upgrade"
 )
 
 // Each collector exports exactly its component's Report, lint-clean.
@@ -70,6 +71,11 @@ func TestWantTextsAreTheReports(t *testing.T) {
 	up := w.upgrades.Report()
 	assert.Equal(t, uint64(2), up.Epoch)
 	assert.Error(t, up.LastErr)
+	assert.Equal(t, []upgrade.CallsReport{
+		{Phase: upgrade.Checking, Admitted: 1, Refused: 1},
+		{Phase: upgrade.RunningSteps, Admitted: 1, Refused: 2},
+		{Phase: upgrade.Failed, Admitted: 0, Refused: 1},
+	}, up.Calls)
 	opened := w.board.Report().Opened()
 	assert.Equal(t, []string{"controller-port"}, opened)
 }

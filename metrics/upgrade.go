@@ -12,8 +12,8 @@ var upgradePhases = [...]upgrade.Phase{upgrade.Checking, upgrade.RunningSteps, u
 
 type upgradeCollector struct {
 	descs
-	g                            *upgrade.Gate
-	phase, attempts, lastAttempt *prometheus.Desc
+	g                                   *upgrade.Gate
+	phase, attempts, lastAttempt, calls *prometheus.Desc
 }
 
 // NewUpgradeCollector returns a collector of g's Report, its series
@@ -22,6 +22,8 @@ type upgradeCollector struct {
 //	coldstart_upgrade_phase{phase}   1 for the gate's phase (checking, running-steps, complete, failed), 0 for the others
 //	coldstart_upgrade_attempts_total upgrade attempts begun (Report.Epoch)
 //	coldstart_upgrade_last_failed    1 if the latest Fail left a cause (Report.LastErr), else 0
+//	coldstart_upgrade_calls_total{phase, outcome="admitted"|"refused"}
+//	                                 calls decided while the gate refused calls (Report.Calls)
 func NewUpgradeCollector(name string, g *upgrade.Gate) prometheus.Collector {
 	if err := checkName("upgrade", name); err != nil {
 		return invalid{err}
@@ -37,6 +39,9 @@ func NewUpgradeCollector(name string, g *upgrade.Gate) prometheus.Collector {
 		"Upgrade attempts begun: 1 for the gate's first, one more each time Enter leaves complete or failed.")
 	c.lastAttempt = c.add("last_failed",
 		"1 if an attempt has failed and left its cause (kept across attempts, so it says why the previous one failed), else 0.")
+	c.calls = c.add("calls_total",
+		"Calls the gate decided while it refused calls (Middleware, grpcupgrade's interceptors, Admit), by phase and outcome: admitted (allowlisted) or refused (not executed). Calls served while complete are not counted.",
+		"phase", "outcome")
 	return c
 }
 
@@ -48,4 +53,9 @@ func (c *upgradeCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	counter(ch, c.attempts, r.Epoch)
 	gauge(ch, c.lastAttempt, flag(r.LastErr != nil))
+	for _, calls := range r.Calls {
+		phase := calls.Phase.String()
+		counter(ch, c.calls, calls.Admitted, phase, "admitted")
+		counter(ch, c.calls, calls.Refused, phase, "refused")
+	}
 }

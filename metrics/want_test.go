@@ -196,6 +196,14 @@ leader_election_master_status{name="singular-controller"} 1
 # HELP coldstart_upgrade_attempts_total Upgrade attempts begun: 1 for the gate's first, one more each time Enter leaves complete or failed.
 # TYPE coldstart_upgrade_attempts_total counter
 coldstart_upgrade_attempts_total{upgrade="c0"} 2
+# HELP coldstart_upgrade_calls_total Calls the gate decided while it refused calls (Middleware, grpcupgrade's interceptors, Admit), by phase and outcome: admitted (allowlisted) or refused (not executed). Calls served while complete are not counted.
+# TYPE coldstart_upgrade_calls_total counter
+coldstart_upgrade_calls_total{outcome="admitted",phase="checking",upgrade="c0"} 1
+coldstart_upgrade_calls_total{outcome="refused",phase="checking",upgrade="c0"} 1
+coldstart_upgrade_calls_total{outcome="admitted",phase="running-steps",upgrade="c0"} 1
+coldstart_upgrade_calls_total{outcome="refused",phase="running-steps",upgrade="c0"} 2
+coldstart_upgrade_calls_total{outcome="admitted",phase="failed",upgrade="c0"} 0
+coldstart_upgrade_calls_total{outcome="refused",phase="failed",upgrade="c0"} 1
 # HELP coldstart_upgrade_last_failed 1 if an attempt has failed and left its cause (kept across attempts, so it says why the previous one failed), else 0.
 # TYPE coldstart_upgrade_last_failed gauge
 coldstart_upgrade_last_failed{upgrade="c0"} 1
