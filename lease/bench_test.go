@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -59,8 +61,11 @@ func BenchmarkCheckFastPath(b *testing.B) {
 			if followers > 0 {
 				impl = fmt.Sprintf("/impl=tracker-%d-followers", followers)
 			}
-			b.Run(name+impl, func(b *testing.B) { benchTracker(b, d, every, followers) })
+			b.Run(name+impl, func(b *testing.B) { benchTracker(b, d, every, followers, nil) })
 		}
+		b.Run(name+"/impl=tracker-logger", func(b *testing.B) {
+			benchTracker(b, d, every, 0, slog.New(slog.NewTextHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelDebug})))
+		})
 		b.Run(name+"/impl=rwmutex-baseline", func(b *testing.B) {
 			c := &mutexCache{st: lease.Status{State: lease.Held, Holder: "h", Until: time.Now().Add(2 * d), Token: 1}}
 			stop := renewEvery(every, func() bool {
@@ -76,11 +81,12 @@ func BenchmarkCheckFastPath(b *testing.B) {
 }
 
 // benchTracker is BenchmarkCheckFastPath's tracker: checks in parallel
-// while the renewer renews every `every`, and `followers` goroutines follow
-// every change through Current.
-func benchTracker(b *testing.B, d, every time.Duration, followers int) {
+// while the renewer renews every `every`, `followers` goroutines follow
+// every change through Current, and the tracker logs to log (nil: none).
+func benchTracker(b *testing.B, d, every time.Duration, followers int, log *slog.Logger) {
 	tr, err := lease.NewTracker(lease.Config{
-		Store: lease.NewMemStore(nil), Name: "bench", Holder: "h", Duration: d, Clock: clock.WallClock,
+		Store: lease.NewMemStore(lease.MemStoreConfig{}), Name: "bench", Holder: "h", Duration: d, Clock: clock.WallClock,
+		Logger: log,
 	})
 	if err != nil {
 		b.Fatal(err)
@@ -183,7 +189,7 @@ func BenchmarkMemStore(b *testing.B) {
 }
 
 func benchMemStore(b *testing.B, keys, contenders int) {
-	store := lease.NewMemStore(nil)
+	store := lease.NewMemStore(lease.MemStoreConfig{})
 	ctx := context.Background()
 	names := make([]string, keys)
 	for i := range names {
@@ -229,4 +235,93 @@ func benchMemStore(b *testing.B, keys, contenders int) {
 	b.ReportMetric(float64(claims.Load()+extends.Load())/s, "claims+extends/s")
 	b.ReportMetric(float64(b.N)/s, "calls/s")
 	b.ReportMetric(float64(denied.Load())/float64(b.N), "denied/op")
+}
+
+// BenchmarkStoreCounters measures what StoreCounters adds to a store call:
+// op=count is one BeginExtend and its done alone, op=memstore-extend a
+// whole MemStore Extend (which counts too), serially and with every
+// goroutine sharing one set of counters (and, for MemStore, one store, each
+// goroutine on its own lease). The counting's share of a call is
+// count/memstore-extend in the same run.
+func BenchmarkStoreCounters(b *testing.B) {
+	ctx := context.Background()
+	for _, parallel := range []bool{false, true} {
+		mode := "serial"
+		if parallel {
+			mode = "parallel"
+		}
+		run := func(b *testing.B, body func() func()) {
+			b.ReportAllocs()
+			if !parallel {
+				op := body()
+				b.ResetTimer()
+				for b.Loop() {
+					op()
+				}
+				return
+			}
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				op := body()
+				for pb.Next() {
+					op()
+				}
+			})
+		}
+		b.Run(mode+"/op=count", func(b *testing.B) {
+			var c lease.StoreCounters
+			run(b, func() func() { return func() { c.BeginExtend()(nil) } })
+		})
+		b.Run(mode+"/op=memstore-extend", func(b *testing.B) {
+			store := lease.NewMemStore(lease.MemStoreConfig{})
+			var n atomic.Int64
+			run(b, func() func() {
+				g, err := store.Claim(ctx, fmt.Sprintf("lease-%d", n.Add(1)), "h", time.Hour)
+				if err != nil {
+					b.Fatal(err)
+				}
+				return func() {
+					if _, err := store.Extend(ctx, g, time.Hour); err != nil {
+						b.Error(err)
+					}
+				}
+			})
+		})
+	}
+}
+
+// BenchmarkCheckWithLogger measures Check's fast path (answered from cache,
+// one goroutine, no renewal due) with no logger and with a logger that
+// formats every record it gets, Debug included: Check never touches it, so
+// the two should match, with 0 allocs/op.
+func BenchmarkCheckWithLogger(b *testing.B) {
+	loggers := []struct {
+		name string
+		log  *slog.Logger
+	}{
+		{"none", nil},
+		{"text", slog.New(slog.NewTextHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelDebug}))},
+	}
+	for _, l := range loggers {
+		b.Run("logger="+l.name, func(b *testing.B) {
+			tr, err := lease.NewTracker(lease.Config{
+				Store: lease.NewMemStore(lease.MemStoreConfig{}), Name: "bench", Holder: "h",
+				Duration: time.Hour, Clock: clock.WallClock, Logger: l.log,
+			})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer tr.Close()
+			ctx := context.Background()
+			if _, err := tr.Check(ctx, time.Minute); err != nil {
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := tr.Check(ctx, time.Minute); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }

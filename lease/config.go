@@ -1,6 +1,7 @@
 package lease
 
 import (
+	"log/slog"
 	"math"
 	"time"
 
@@ -78,6 +79,17 @@ type Config struct {
 	ReleaseOnClose bool
 	// Clock times everything. If it's nil, clock.WallClock will be used.
 	Clock clock.Clock
+	// Logger receives one record per change of the tracker's state (keys
+	// lease, state, holder, token, until, err, and latency: how long the
+	// store call that brought the change took): "lease held" and "lease
+	// confirmed again" at Info, "lease renewal not confirmed" and "lease
+	// state unknown" at Warn, "lease held by another" at Info, "lease
+	// lost" (a term we held is over) at Warn; and "lease stepped down",
+	// "lease tracker closed", "lease released" (Warn if not confirmed),
+	// "lease leader run started" and "lease leader run ended" (with the
+	// cause). A routine renewal, a retry that changes nothing and Check
+	// never log. nil means no logs.
+	Logger *slog.Logger
 }
 
 // maxDuration keeps 2×Duration, and deadlines a term ahead, from overflowing.

@@ -12,7 +12,7 @@
 // ErrRenewalFailed with the validity still left, never as ErrNotLeader.
 // Grants carry fencing tokens for the resources a leader guards.
 //
-//	store := lease.NewMemStore(nil) // or an etcd-backed Store
+//	store := lease.NewMemStore(lease.MemStoreConfig{}) // or an etcd-backed Store
 //	tr, err := lease.NewTracker(lease.Config{
 //		Store: store, Name: "singular", Holder: "unit-0", Duration: 30 * time.Second,
 //	})
@@ -65,6 +65,28 @@
 // CallTimeout (its error says so: "lease call timeout 500ms"), and a retry
 // waits a doubling delay shortened at random (see Config.RetryDelay and
 // RetryJitter).
+//
+// Logs: with Config.Logger (a *slog.Logger; nil means none) the tracker
+// writes one record per change of its state, never one per routine renewal,
+// per retry that changes nothing, or on Check's path:
+//
+//	lease held                    INFO  a term granted
+//	lease confirmed again         INFO  the same term, after an unconfirmed renewal or Unknown
+//	lease renewal not confirmed   WARN  still Held until "until"; the tracker retries
+//	lease state unknown           WARN  the promise ran out unconfirmed, a late timer, a first claim unanswered
+//	lease lost                    WARN  a term we held is over ("token" is that term)
+//	lease held by another         INFO  a claim denied, naming the new "holder"
+//	lease stepped down, lease tracker closed, lease released (WARN: release not confirmed) INFO
+//	lease leader run started, lease leader run ended   INFO  a Lead function, "err" why it ended
+//
+// with the keys lease, state, holder, token, until, err (the cause) and
+// latency (the store call that brought the change) where they apply.
+//
+// Stores count their calls alike: a StoreReport gives, per operation
+// (claim, extend, revoke), the calls by the class of their answer (OK,
+// Definitive, NotSent, Ambiguous) and the calls in flight. MemStore and
+// leasetest.FaultStore are StoreReporters, so one metrics collector serves
+// any of them; another Store counts the same way with StoreCounters.
 //
 // Package leasetest tests a Store against the contract (RunStoreContract),
 // drives a Tracker on a testclock with no sleeps (Settle, Step) and injects

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"time"
 
 	"github.com/juju/clock/testclock"
@@ -17,7 +19,7 @@ import (
 func ExampleTracker_Check() {
 	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	clk := testclock.NewClock(start)
-	store := lease.NewMemStore(clk)
+	store := lease.NewMemStore(lease.MemStoreConfig{Clock: clk})
 	cfg := lease.Config{Store: store, Name: "singular", Holder: "unit-0", Duration: 30 * time.Second, Clock: clk}
 	leader, err := lease.NewTracker(cfg)
 	if err != nil {
@@ -48,7 +50,7 @@ func ExampleTracker_Check() {
 // not "not the leader".
 func ExampleTracker_Check_renewalTimeout() {
 	clk := testclock.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	store := leasetest.NewFaultStore(lease.NewMemStore(clk), clk)
+	store := leasetest.NewFaultStore(lease.NewMemStore(lease.MemStoreConfig{Clock: clk}), leasetest.FaultStoreConfig{Clock: clk})
 	tr, err := lease.NewTracker(lease.Config{
 		Store: store, Name: "singular", Holder: "unit-0", Duration: 30 * time.Second,
 		Jitter: -1, Clock: clk,
@@ -83,7 +85,7 @@ func ExampleTracker_Check_renewalTimeout() {
 // ends — without waiting for the next scheduled renewal.
 func ExampleTracker_WithLeadership() {
 	clk := testclock.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	store := lease.NewMemStore(clk)
+	store := lease.NewMemStore(lease.MemStoreConfig{Clock: clk})
 	tr, err := lease.NewTracker(lease.Config{
 		Store: store, Name: "singular", Holder: "unit-0", Duration: 30 * time.Second, Clock: clk,
 	})
@@ -119,7 +121,7 @@ func ExampleTracker_WithLeadership() {
 // fn runs again under the new token.
 func ExampleTracker_Lead() {
 	clk := testclock.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	store := lease.NewMemStore(clk)
+	store := lease.NewMemStore(lease.MemStoreConfig{Clock: clk})
 	tr, err := lease.NewTracker(lease.Config{
 		Store: store, Name: "singular", Holder: "unit-0", Duration: 30 * time.Second, Clock: clk,
 	})
@@ -165,7 +167,7 @@ func ExampleTracker_Lead() {
 // stays a follower that reports the new holder.
 func ExampleTracker_StepDown() {
 	clk := testclock.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	store := lease.NewMemStore(clk)
+	store := lease.NewMemStore(lease.MemStoreConfig{Clock: clk})
 	cfg := lease.Config{Store: store, Name: "singular", Duration: 30 * time.Second, Clock: clk}
 	cfg.Holder = "unit-0"
 	a, err := lease.NewTracker(cfg)
@@ -219,7 +221,7 @@ func ExampleTracker_StepDown() {
 // fix those. Readiness asks Check.
 func ExampleTracker_Alive() {
 	clk := testclock.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	store := leasetest.NewFaultStore(lease.NewMemStore(clk), clk)
+	store := leasetest.NewFaultStore(lease.NewMemStore(lease.MemStoreConfig{Clock: clk}), leasetest.FaultStoreConfig{Clock: clk})
 	tr, err := lease.NewTracker(lease.Config{
 		Store: store, Name: "singular", Holder: "unit-0", Duration: 30 * time.Second, Clock: clk,
 	})
@@ -257,7 +259,7 @@ func ExampleTracker_Alive() {
 // the time it wakes, its successor's newer token has been admitted.
 func ExampleTokenGuard() {
 	clk := testclock.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	store := lease.NewMemStore(clk)
+	store := lease.NewMemStore(lease.MemStoreConfig{Clock: clk})
 	ctx := context.Background()
 	var guard lease.TokenGuard // kept by the resource, e.g. beside a file
 	write := func(who string, token uint64) {
@@ -278,4 +280,51 @@ func ExampleTokenGuard() {
 	// unit-0 wrote with token 1
 	// unit-1 wrote with token 2
 	// unit-0 refused: true fencing token 1 refused: token 2 was admitted, so its holder has been deposed
+}
+
+// With a Logger, the tracker writes one record per change of its state —
+// here a claim, a renewal the store could not confirm, its confirmation on
+// the retry, and Close — and none for routine renewals. Every store counts
+// its calls the same way, in a StoreReport.
+func ExampleConfig_logger() {
+	clk := testclock.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	store := leasetest.NewFaultStore(lease.NewMemStore(lease.MemStoreConfig{Clock: clk}), leasetest.FaultStoreConfig{Clock: clk})
+	logger := slog.New(slog.NewTextHandler(os.Stdout, &slog.HandlerOptions{
+		ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
+			if a.Key == slog.TimeKey {
+				return slog.Attr{} // for a stable output
+			}
+			return a
+		},
+	}))
+	tr, err := lease.NewTracker(lease.Config{
+		Store: store, Name: "singular", Holder: "unit-0", Duration: 30 * time.Second,
+		Jitter: -1, RetryJitter: -1, Clock: clk, Logger: logger,
+	})
+	if err != nil {
+		panic(err)
+	}
+	ctx := context.Background()
+	step := func() {
+		if _, err := leasetest.Step(ctx, tr, clk); err != nil {
+			panic(err)
+		}
+	}
+	if _, err := leasetest.Settle(ctx, tr, clk, 1); err != nil {
+		panic(err)
+	}
+	step() // a routine renewal: no record
+	store.Next(leasetest.OpExtend, leasetest.AppliedTimeout)
+	step() // the renewal is not confirmed
+	step() // the retry confirms it
+	if err := tr.Close(); err != nil {
+		panic(err)
+	}
+	fmt.Printf("%+v\n", store.StoreReport())
+	// Output:
+	// level=INFO msg="lease held" lease=singular state=held holder=unit-0 token=1 until=2026-01-01T00:00:57.000Z latency=0s
+	// level=WARN msg="lease renewal not confirmed" lease=singular state=held holder=unit-0 token=1 until=2026-01-01T00:01:25.500Z err="leasetest: injected lease operation timeout" latency=0s
+	// level=INFO msg="lease confirmed again" lease=singular state=held holder=unit-0 token=1 until=2026-01-01T00:01:54.375Z latency=0s
+	// level=INFO msg="lease tracker closed" lease=singular state=not-held token=1
+	// {Claim:{OK:1 Definitive:0 NotSent:0 Ambiguous:0} Extend:{OK:2 Definitive:0 NotSent:0 Ambiguous:1} Revoke:{OK:0 Definitive:0 NotSent:0 Ambiguous:0} InFlight:0}
 }

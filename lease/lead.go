@@ -105,14 +105,23 @@ func (t *Tracker) runLeader(ctx context.Context, s *snapshot, fn func(context.Co
 	t.running++
 	t.runMu.Unlock()
 
+	t.logLeader(leaderStarted, s.status, nil)
 	lctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	stop := make(chan struct{})
 	lost := make(chan error, 1)
 	go func() { lost <- t.watch(token, cancel, stop) }()
-	err = func() error {
+	err = func() (err error) {
 		defer func() {
 			close(stop) // even if fn panics: the watcher must not leak
+			cause = <-lost
+			// Logged before the count drops, so that it comes before the
+			// release that Close or StepDown may be waiting to make.
+			why := cause
+			if why == nil || err != nil && !causedBy(err, cause) {
+				why = err // fn returned first, or failed on its own
+			}
+			t.logLeader(leaderEnded, s.status, why)
 			t.runMu.Lock()
 			if t.running--; t.running == 0 {
 				close(t.runDone)
@@ -121,7 +130,7 @@ func (t *Tracker) runLeader(ctx context.Context, s *snapshot, fn func(context.Co
 		}()
 		return fn(lctx, s.status)
 	}()
-	return true, <-lost, err
+	return true, cause, err
 }
 
 // causedBy reports whether fn's error err comes from its leadership ctx

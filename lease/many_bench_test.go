@@ -48,7 +48,7 @@ func BenchmarkManyTrackers(b *testing.B) {
 }
 
 func runManyTrackers(b *testing.B, n int, notify bool) {
-	var store lease.Store = lease.NewMemStore(clock.WallClock)
+	var store lease.Store = lease.NewMemStore(lease.MemStoreConfig{Clock: clock.WallClock})
 	if !notify {
 		store = storeOnly{store}
 	}

@@ -15,7 +15,8 @@ import (
 // tests. Tokens come from one counter, so they strictly increase per lease
 // and across leases. The zero value is not usable; call NewMemStore.
 type MemStore struct {
-	clk clock.Clock
+	clk   clock.Clock
+	calls StoreCounters
 
 	mu    sync.Mutex
 	terms map[string]memTerm // by lease name; may hold expired terms
@@ -44,9 +45,17 @@ type memTerm struct {
 	expiry time.Time // the term is live while now < expiry
 }
 
-// NewMemStore returns an empty store whose terms expire on clk (nil means
-// clock.WallClock).
-func NewMemStore(clk clock.Clock) *MemStore {
+// MemStoreConfig is what a MemStore is timed on. The zero value is ready to
+// use: the wall clock.
+type MemStoreConfig struct {
+	// Clock is what terms expire on. If it's nil, clock.WallClock will be
+	// used.
+	Clock clock.Clock
+}
+
+// NewMemStore returns an empty store timed on cfg.Clock.
+func NewMemStore(cfg MemStoreConfig) *MemStore {
+	clk := cfg.Clock
 	if clk == nil {
 		clk = clock.WallClock
 	}
@@ -56,11 +65,19 @@ func NewMemStore(clk clock.Clock) *MemStore {
 var _ interface {
 	Store
 	LossNotifier
+	StoreReporter
 } = (*MemStore)(nil)
 
 // Claim implements Store. It returns a *HeldError naming the holder while a
 // term is live, even when that holder has the same name as the claimant.
 func (m *MemStore) Claim(ctx context.Context, name, holder string, d time.Duration) (Grant, error) {
+	done := m.calls.BeginClaim()
+	g, err := m.claim(ctx, name, holder, d)
+	done(err)
+	return g, err
+}
+
+func (m *MemStore) claim(ctx context.Context, name, holder string, d time.Duration) (Grant, error) {
 	if err := ctx.Err(); err != nil {
 		return Grant{}, errors.Annotatef(err, "claim lease %q", name)
 	}
@@ -88,6 +105,13 @@ func (m *MemStore) Claim(ctx context.Context, name, holder string, d time.Durati
 // Extend implements Store. It extends only the live term g.Token; it never
 // shortens a term, and reports the time left from now as the Duration.
 func (m *MemStore) Extend(ctx context.Context, g Grant, d time.Duration) (Grant, error) {
+	done := m.calls.BeginExtend()
+	g, err := m.extend(ctx, g, d)
+	done(err)
+	return g, err
+}
+
+func (m *MemStore) extend(ctx context.Context, g Grant, d time.Duration) (Grant, error) {
 	if err := ctx.Err(); err != nil {
 		return Grant{}, errors.Annotatef(err, "extend lease %q", g.Name)
 	}
@@ -112,6 +136,13 @@ func (m *MemStore) Extend(ctx context.Context, g Grant, d time.Duration) (Grant,
 
 // Revoke implements Store.
 func (m *MemStore) Revoke(ctx context.Context, g Grant) error {
+	done := m.calls.BeginRevoke()
+	err := m.revoke(ctx, g)
+	done(err)
+	return err
+}
+
+func (m *MemStore) revoke(ctx context.Context, g Grant) error {
 	if err := ctx.Err(); err != nil {
 		return errors.Annotatef(err, "revoke lease %q", g.Name)
 	}
@@ -125,6 +156,10 @@ func (m *MemStore) Revoke(ctx context.Context, g Grant) error {
 	m.endTerms(g.Name)
 	return nil
 }
+
+// StoreReport implements StoreReporter: the calls of Claim, Extend and
+// Revoke so far, by outcome.
+func (m *MemStore) StoreReport() StoreReport { return m.calls.StoreReport() }
 
 // Holder returns the live term of the named lease, with the time it has
 // left as Duration, or ErrNotHeld when nobody holds it: who leads now, for

@@ -17,7 +17,7 @@ func TestMemStoreContract(t *testing.T) {
 	leasetest.RunStoreContract(t, func(t *testing.T) leasetest.Harness {
 		clk := testclock.NewClock(time.Unix(1_700_000_000, 0))
 		return leasetest.Harness{
-			Store:   lease.NewMemStore(clk),
+			Store:   lease.NewMemStore(lease.MemStoreConfig{Clock: clk}),
 			Advance: clk.Advance,
 			Term:    time.Minute,
 		}
@@ -45,7 +45,7 @@ func requireNotLost(t *testing.T, ch <-chan struct{}, why string) {
 
 func TestMemStoreLostOnRevokeAndTakeover(t *testing.T) {
 	clk := testclock.NewClock(t0)
-	m := lease.NewMemStore(clk)
+	m := lease.NewMemStore(lease.MemStoreConfig{Clock: clk})
 	ctx := context.Background()
 	a, err := m.Claim(ctx, "l", "a", time.Minute)
 	require.NoError(t, err)
@@ -75,7 +75,7 @@ func TestMemStoreLostOnRevokeAndTakeover(t *testing.T) {
 
 func TestMemStoreLostOnExpiryFollowsExtends(t *testing.T) {
 	clk := testclock.NewClock(t0)
-	m := lease.NewMemStore(clk)
+	m := lease.NewMemStore(lease.MemStoreConfig{Clock: clk})
 	ctx := context.Background()
 	g, err := m.Claim(ctx, "l", "a", time.Minute)
 	require.NoError(t, err)
@@ -96,7 +96,7 @@ func TestMemStoreLostOnExpiryFollowsExtends(t *testing.T) {
 // even if the term ends before the drop.
 func TestMemStoreLostStopsWithContext(t *testing.T) {
 	clk := testclock.NewClock(t0)
-	m := lease.NewMemStore(clk)
+	m := lease.NewMemStore(lease.MemStoreConfig{Clock: clk})
 	g, err := m.Claim(context.Background(), "l", "a", time.Minute)
 	require.NoError(t, err)
 	ctx1, cancel1 := context.WithCancel(context.Background())

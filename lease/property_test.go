@@ -139,7 +139,7 @@ func runProperty(t *testing.T, seed uint64, steps int) {
 	clk := testclock.NewClock(t0)
 	defer drainAlarms(clk)()
 	ctx, cancel := context.WithCancel(context.Background())
-	mem := lease.NewMemStore(clk)
+	mem := lease.NewMemStore(lease.MemStoreConfig{Clock: clk})
 	p := &propertyRun{
 		rec: &recordingStore{Store: mem, clk: clk, ends: make(map[uint64]time.Time), revoked: make(map[uint64]bool)},
 		t:   t, clk: clk, mem: mem, r: rand.New(rand.NewPCG(seed, 0x1ea5e)),
@@ -197,7 +197,7 @@ func (p *propertyRun) start(i int) *instance {
 	p.ids++
 	in := &instance{id: p.ids, name: []string{"a", "b"}[i%2], holder: fmt.Sprintf("h%d", (i/2)%2)}
 	in.closed = make(chan struct{})
-	in.store = leasetest.NewFaultStore(p.rec, p.clk)
+	in.store = leasetest.NewFaultStore(p.rec, leasetest.FaultStoreConfig{Clock: p.clk})
 	tr, err := lease.NewTracker(lease.Config{
 		Store: in.store, Name: in.name, Holder: in.holder, Duration: propDur,
 		Jitter: -1, RetryJitter: -1, Clock: p.clk, ReleaseOnClose: p.r.IntN(2) == 0,

@@ -1,7 +1,6 @@
 package lease
 
 import (
-	"errors"
 	"fmt"
 	"sync/atomic"
 	"time"
@@ -145,17 +144,19 @@ func (c *counters) called(op storeOp, err error, latency time.Duration, end time
 	c.calls.Add(1)
 	c.lastLatency.Store(int64(latency))
 	c.lastEnd.Store(end.UnixNano())
-	switch {
-	case err == nil && op == opClaim:
-		c.claims.Add(1)
-	case err == nil && op == opExtend:
-		c.renewals.Add(1)
-	case err == nil:
-	case errors.Is(err, ErrHeld) || errors.Is(err, ErrNotHeld):
+	switch classify(err) {
+	case outcomeOK:
+		switch op {
+		case opClaim:
+			c.claims.Add(1)
+		case opExtend:
+			c.renewals.Add(1)
+		}
+	case outcomeDefinitive:
 		if op != opRevoke {
 			c.losses.Add(1)
 		}
-	case errors.Is(err, ErrNotSent):
+	case outcomeNotSent:
 		c.notSent.Add(1)
 	default:
 		c.ambiguous.Add(1)

@@ -115,6 +115,9 @@ type Tracker struct {
 	// Owned by the renewer goroutine.
 	grant    Grant
 	hasGrant bool
+	// answered is the latency of the store call whose answer the renewer
+	// is publishing, for the log; -1 while it publishes something else.
+	answered time.Duration
 	retry    backoff.Backoff // after ambiguous failures; reset by an answer
 	loss     lossWatch
 }
@@ -177,6 +180,7 @@ func NewTracker(cfg Config) (*Tracker, error) {
 		done:       make(chan struct{}),
 		exited:     make(chan struct{}),
 		retry:      backoff.Backoff{Policy: cfg.retryPolicy()},
+		answered:   -1,
 	}
 	t.loss.notifier, _ = cfg.Store.(LossNotifier)
 	t.snap.Store(&snapshot{cause: errNotClaimed, changed: make(chan struct{}), since: cfg.Clock.Now()})
@@ -446,16 +450,17 @@ func (t *Tracker) attempt() time.Duration {
 	var g Grant
 	var err error
 	if t.hasGrant {
-		err = t.call(t.ctx, opExtend, timeout, func(ctx context.Context) (err error) {
+		t.answered, err = t.call(t.ctx, opExtend, timeout, func(ctx context.Context) (err error) {
 			g, err = t.cfg.Store.Extend(ctx, t.grant, 2*t.cfg.Duration)
 			return err
 		})
 	} else {
-		err = t.call(t.ctx, opClaim, timeout, func(ctx context.Context) (err error) {
+		t.answered, err = t.call(t.ctx, opClaim, timeout, func(ctx context.Context) (err error) {
 			g, err = t.cfg.Store.Claim(ctx, t.cfg.Name, t.cfg.Holder, 2*t.cfg.Duration)
 			return err
 		})
 	}
+	defer func() { t.answered = -1 }()
 	now := clk.Now()
 	switch {
 	case err == nil:
@@ -467,11 +472,11 @@ func (t *Tracker) attempt() time.Duration {
 	}
 }
 
-// call runs one store call under parent, cut off by timeout, and counts
-// it. A call cut off says so: its error wraps the timeout (which matches
-// context.DeadlineExceeded) or Close's ErrClosed, not a bare "context
-// canceled".
-func (t *Tracker) call(parent context.Context, op storeOp, timeout callTimeoutError, fn func(ctx context.Context) error) error {
+// call runs one store call under parent, cut off by timeout, counts it,
+// and returns how long it took and its error. A call cut off says so: its
+// error wraps the timeout (which matches context.DeadlineExceeded) or
+// Close's ErrClosed, not a bare "context canceled".
+func (t *Tracker) call(parent context.Context, op storeOp, timeout callTimeoutError, fn func(ctx context.Context) error) (time.Duration, error) {
 	ctx, cancel := context.WithCancelCause(parent)
 	defer cancel(nil)
 	timer := t.cfg.Clock.AfterFunc(timeout.timeout, func() { cancel(timeout) })
@@ -485,7 +490,7 @@ func (t *Tracker) call(parent context.Context, op storeOp, timeout callTimeoutEr
 		err = fmt.Errorf("%w: %w", cause, err)
 	}
 	t.counters.called(op, err, end.Sub(start), end)
-	return err
+	return end.Sub(start), err
 }
 
 func (t *Tracker) confirmed(g Grant, sent, now time.Time) time.Duration {
@@ -619,6 +624,9 @@ func (t *Tracker) store(s *snapshot) {
 			t.counters.unknownNanos.Add(int64(now.Sub(old.since)))
 		}
 	}
+	// Logged before it is published, so that the record of a change comes
+	// before any record of what followers do about it.
+	t.logChange(old, s)
 	o, n := old.status, s.status
 	same := old.closed == s.closed && o.State == n.State && o.Holder == n.Holder &&
 		o.Token == n.Token && o.Until.Equal(n.Until)
@@ -648,8 +656,9 @@ func (t *Tracker) shutdown() {
 func (t *Tracker) release() error {
 	// Not under t.ctx: Close has cancelled it, and releasing is part of
 	// closing.
-	err := t.call(context.Background(), opRevoke, callTimeoutError{timeout: t.cfg.CallTimeout},
+	latency, err := t.call(context.Background(), opRevoke, callTimeoutError{timeout: t.cfg.CallTimeout},
 		func(ctx context.Context) error { return t.cfg.Store.Revoke(ctx, t.grant) })
+	t.logRelease(latency, err)
 	if err == nil || errors.Is(err, ErrNotHeld) {
 		return nil // released, or the term was over already
 	}

@@ -79,11 +79,11 @@ func startFixture(t *testing.T, notify bool, mod func(*lease.Config), before fun
 	t.Helper()
 	clk := testclock.NewClock(t0)
 	f := &fixture{clk: clk}
-	f.mem = lease.NewMemStore(clk)
+	f.mem = lease.NewMemStore(lease.MemStoreConfig{Clock: clk})
 	if notify {
-		f.store = leasetest.NewFaultStore(f.mem, clk)
+		f.store = leasetest.NewFaultStore(f.mem, leasetest.FaultStoreConfig{Clock: clk})
 	} else {
-		f.store = leasetest.NewFaultStore(storeOnly{f.mem}, clk)
+		f.store = leasetest.NewFaultStore(storeOnly{f.mem}, leasetest.FaultStoreConfig{Clock: clk})
 	}
 	cfg := lease.Config{
 		Store: f.store, Name: "singular", Holder: "unit-0", Duration: dur,
@@ -764,7 +764,7 @@ func TestWithLeadership(t *testing.T) {
 }
 
 func TestConfigValidate(t *testing.T) {
-	valid := lease.Config{Store: lease.NewMemStore(nil), Name: "n", Holder: "h", Duration: dur}
+	valid := lease.Config{Store: lease.NewMemStore(lease.MemStoreConfig{}), Name: "n", Holder: "h", Duration: dur}
 	require.NoError(t, valid.Validate())
 	noStore := valid
 	noStore.Store = nil

@@ -144,7 +144,7 @@ func newController(cfg controllerConfig) (_ *controller, err error) {
 	if c.dial, err = c.newDialer(cfg.peers); err != nil {
 		return nil, err
 	}
-	c.faults = leasetest.NewFaultStore(cfg.store, c.clk)
+	c.faults = leasetest.NewFaultStore(cfg.store, leasetest.FaultStoreConfig{Clock: c.clk})
 	c.tracker, err = lease.NewTracker(lease.Config{
 		Store:    c.faults,
 		Name:     leaseName,

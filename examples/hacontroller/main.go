@@ -213,7 +213,7 @@ func scenario(ctx context.Context, o options, tl *timeline, ctrls []*controller,
 // its own loopback address; the first one's upgrade completes only once
 // probed closes. On error it shuts down those it made.
 func newControllers(o options, tl *timeline, probed <-chan struct{}) ([]*controller, error) {
-	store := lease.NewMemStore(nil)
+	store := lease.NewMemStore(lease.MemStoreConfig{})
 	ctrls := make([]*controller, 0, o.controllers)
 	for i := range o.controllers {
 		cfg := controllerConfig{

@@ -255,7 +255,7 @@ func TestNewControllerReleasesPortsOnError(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var out bytes.Buffer
-			cfg := controllerConfig{name: "c0", apiAddr: "127.0.0.1:0", o: o, tl: newTimeline(&out), store: lease.NewMemStore(nil)}
+			cfg := controllerConfig{name: "c0", apiAddr: "127.0.0.1:0", o: o, tl: newTimeline(&out), store: lease.NewMemStore(lease.MemStoreConfig{})}
 			tc.setup(&cfg)
 			c, err := newController(cfg)
 			require.Error(t, err)

@@ -30,7 +30,7 @@ func TestReadinessAcrossStartup(t *testing.T) {
 	require.NoError(t, err)
 	held := make(chan struct{})
 	c, err := newController(controllerConfig{name: "c0", apiAddr: "127.0.0.1:0", o: o,
-		tl: newTimeline(io.Discard), store: lease.NewMemStore(nil), upgradeHold: held})
+		tl: newTimeline(io.Discard), store: lease.NewMemStore(lease.MemStoreConfig{}), upgradeHold: held})
 	require.NoError(t, err)
 	defer c.shutdown()
 	require.NoError(t, c.up.SetRetryAfter(10*time.Millisecond)) // the refused self-call retries sooner

@@ -159,7 +159,7 @@ func main() {
 	fmt.Println("opened in order:", s.Board.Report().Opened())
 
 	tr, err := lease.NewTracker(lease.Config{
-		Store: lease.NewMemStore(nil), Name: "singular", Holder: "c0", Duration: time.Second,
+		Store: lease.NewMemStore(lease.MemStoreConfig{}), Name: "singular", Holder: "c0", Duration: time.Second,
 	})
 	if err != nil {
 		panic(err)

@@ -168,7 +168,7 @@ func TestCancelledStartupLeavesNothingRunning(t *testing.T) {
 // again when the controller leads again.
 func TestSingularWorkerRunsOnlyWhileLeadingAfterAPIPortOpens(t *testing.T) {
 	clk := testclock.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	store := lease.NewMemStore(clk)
+	store := lease.NewMemStore(lease.MemStoreConfig{Clock: clk})
 	tr, err := lease.NewTracker(lease.Config{Store: store, Name: "singular", Holder: "c0",
 		Duration: 10 * time.Second, Jitter: -1, RetryJitter: -1, Clock: clk})
 	require.NoError(t, err)

@@ -80,7 +80,7 @@ var manyLeaseKinds = []manyLeaseKind{
 		return newSessionStore(b, cli, "/many/", 3*2*d, inFlight(b))
 	}},
 	{"MemStore", false, func(*testing.B, *clientv3.Client, time.Duration) lease.Store {
-		return lease.NewMemStore(nil)
+		return lease.NewMemStore(lease.MemStoreConfig{})
 	}},
 }
 

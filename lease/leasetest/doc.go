@@ -3,8 +3,8 @@
 // drive a lease.Tracker on a testclock with no sleeps (Settle waits until it
 // waits for the clock, Step moves the clock to its next store call), and a
 // fault-injecting Store wrapper (FaultStore) that makes a store time out,
-// hang, lose a lease, apply a call but report it as timed out, or answer
-// late on a test clock, so users can check that their own code tells
+// hang, lose a lease, apply a call but report it as timed out, hold a call
+// back unsent, or answer late on a test clock, so users can check that their own code tells
 // "unknown" from "not leader". FaultStore is a lease.LossNotifier: it
 // forwards the wrapped store's loss signals and injects spurious ones
 // (SignalLost), which a tracker must check with the store before believing.
@@ -16,7 +16,7 @@
 //		})
 //	}
 //
-//	store := leasetest.NewFaultStore(lease.NewMemStore(clk), clk)
+//	store := leasetest.NewFaultStore(lease.NewMemStore(lease.MemStoreConfig{Clock: clk}), leasetest.FaultStoreConfig{Clock: clk})
 //	tr, _ := lease.NewTracker(lease.Config{Store: store, Clock: clk, ...})
 //	store.Always(leasetest.OpExtend, leasetest.Timeout) // renewals fail
 //	r, err := leasetest.Step(ctx, tr, clk) // the next renewal, answered

@@ -55,6 +55,9 @@ const (
 	// Hang does not forward the call and blocks until the call's ctx ends,
 	// then returns an error wrapping ctx.Err(): a store that never answers.
 	Hang
+	// NotSent does not forward the call and returns an error matching
+	// lease.ErrNotSent: a store that held the call back and sent nothing.
+	NotSent
 )
 
 func (f Fault) String() string {
@@ -69,6 +72,8 @@ func (f Fault) String() string {
 		return "lost"
 	case Hang:
 		return "hang"
+	case NotSent:
+		return "not-sent"
 	}
 	return fmt.Sprintf("Fault(%d)", int(f))
 }
@@ -77,10 +82,14 @@ func (f Fault) String() string {
 // AppliedTimeout faults. It is neither lease.ErrHeld nor lease.ErrNotHeld.
 var ErrInjectedTimeout = errors.New("leasetest: injected lease operation timeout")
 
+// errInjectedNotSent is the error of the NotSent fault.
+var errInjectedNotSent = fmt.Errorf("leasetest: injected: %w", lease.ErrNotSent)
+
 // FaultStore wraps a lease.Store and injects faults into its calls: faults
 // queued with Next apply to the next calls, one each, before the standing
 // fault set with Always. It also adds request and response latency on its
-// clock. It is safe for concurrent use.
+// clock. It counts the calls it answers, faults included, by the class of
+// its answer (StoreReport). It is safe for concurrent use.
 //
 // A FaultStore is always a lease.LossNotifier, whatever it wraps: its Lost
 // forwards the wrapped store's signals when that store is a LossNotifier
@@ -92,6 +101,7 @@ var ErrInjectedTimeout = errors.New("leasetest: injected lease operation timeout
 type FaultStore struct {
 	store lease.Store
 	clk   clock.Clock
+	count lease.StoreCounters
 
 	mu          sync.Mutex
 	queued      map[Op][]Fault
@@ -116,14 +126,23 @@ type faultWatch struct {
 var _ interface {
 	lease.Store
 	lease.LossNotifier
+	lease.StoreReporter
 } = (*FaultStore)(nil)
 
-// NewFaultStore wraps store; latency is timed on clk (nil means
-// clock.WallClock). It starts with no faults.
-func NewFaultStore(store lease.Store, clk clock.Clock) *FaultStore {
+// FaultStoreConfig is what a FaultStore is timed on. The zero value is
+// ready to use: the wall clock.
+type FaultStoreConfig struct {
+	// Clock times the latency set with SetLatency. If it's nil,
+	// clock.WallClock will be used.
+	Clock clock.Clock
+}
+
+// NewFaultStore wraps store, timed on cfg.Clock. It starts with no faults.
+func NewFaultStore(store lease.Store, cfg FaultStoreConfig) *FaultStore {
 	if store == nil {
 		panic("leasetest.NewFaultStore: nil store")
 	}
+	clk := cfg.Clock
 	if clk == nil {
 		clk = clock.WallClock
 	}
@@ -267,6 +286,13 @@ func (f *FaultStore) block(ctx context.Context, c <-chan time.Time) error {
 
 // Claim implements lease.Store.
 func (f *FaultStore) Claim(ctx context.Context, name, holder string, d time.Duration) (lease.Grant, error) {
+	done := f.count.BeginClaim()
+	g, err := f.claim(ctx, name, holder, d)
+	done(err)
+	return g, err
+}
+
+func (f *FaultStore) claim(ctx context.Context, name, holder string, d time.Duration) (lease.Grant, error) {
 	fault, err := f.begin(ctx, OpClaim)
 	if err != nil {
 		return lease.Grant{}, err
@@ -274,6 +300,8 @@ func (f *FaultStore) Claim(ctx context.Context, name, holder string, d time.Dura
 	switch fault {
 	case Timeout:
 		return lease.Grant{}, ErrInjectedTimeout
+	case NotSent:
+		return lease.Grant{}, errInjectedNotSent
 	case Lost:
 		return lease.Grant{}, lease.ErrHeld
 	}
@@ -289,6 +317,13 @@ func (f *FaultStore) Claim(ctx context.Context, name, holder string, d time.Dura
 
 // Extend implements lease.Store.
 func (f *FaultStore) Extend(ctx context.Context, g lease.Grant, d time.Duration) (lease.Grant, error) {
+	done := f.count.BeginExtend()
+	g, err := f.extend(ctx, g, d)
+	done(err)
+	return g, err
+}
+
+func (f *FaultStore) extend(ctx context.Context, g lease.Grant, d time.Duration) (lease.Grant, error) {
 	fault, err := f.begin(ctx, OpExtend)
 	if err != nil {
 		return lease.Grant{}, err
@@ -296,6 +331,8 @@ func (f *FaultStore) Extend(ctx context.Context, g lease.Grant, d time.Duration)
 	switch fault {
 	case Timeout:
 		return lease.Grant{}, ErrInjectedTimeout
+	case NotSent:
+		return lease.Grant{}, errInjectedNotSent
 	case Lost:
 		_ = f.store.Revoke(ctx, g) // the term is gone, whatever its state was
 		return lease.Grant{}, injectedLoss(g)
@@ -312,6 +349,13 @@ func (f *FaultStore) Extend(ctx context.Context, g lease.Grant, d time.Duration)
 
 // Revoke implements lease.Store.
 func (f *FaultStore) Revoke(ctx context.Context, g lease.Grant) error {
+	done := f.count.BeginRevoke()
+	err := f.revoke(ctx, g)
+	done(err)
+	return err
+}
+
+func (f *FaultStore) revoke(ctx context.Context, g lease.Grant) error {
 	fault, err := f.begin(ctx, OpRevoke)
 	if err != nil {
 		return err
@@ -319,6 +363,8 @@ func (f *FaultStore) Revoke(ctx context.Context, g lease.Grant) error {
 	switch fault {
 	case Timeout:
 		return ErrInjectedTimeout
+	case NotSent:
+		return errInjectedNotSent
 	case Lost:
 		_ = f.store.Revoke(ctx, g)
 		return injectedLoss(g)
@@ -332,6 +378,12 @@ func (f *FaultStore) Revoke(ctx context.Context, g lease.Grant) error {
 	}
 	return err
 }
+
+// StoreReport implements lease.StoreReporter: the calls the FaultStore
+// answered, by the class of the answer it gave (a Timeout is ambiguous
+// however the wrapped store answered), and those in flight — blocked on
+// latency or a Hang included.
+func (f *FaultStore) StoreReport() lease.StoreReport { return f.count.StoreReport() }
 
 // Lost implements lease.LossNotifier. The channel closes when the wrapped
 // store's Lost channel for g does (if the wrapped store is a

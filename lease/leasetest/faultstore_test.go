@@ -20,8 +20,8 @@ const term = time.Minute
 
 func newStores() (*testclock.Clock, *lease.MemStore, *leasetest.FaultStore) {
 	clk := testclock.NewClock(t0)
-	mem := lease.NewMemStore(clk)
-	return clk, mem, leasetest.NewFaultStore(mem, clk)
+	mem := lease.NewMemStore(lease.MemStoreConfig{Clock: clk})
+	return clk, mem, leasetest.NewFaultStore(mem, leasetest.FaultStoreConfig{Clock: clk})
 }
 
 // A FaultStore without faults is a Store like the one it wraps.
@@ -211,8 +211,8 @@ func TestFaultStoreLostForwardsAndSignals(t *testing.T) {
 // Over a store that cannot watch, only SignalLost closes a Lost channel;
 // a watch whose ctx ended is never signalled.
 func TestFaultStoreLostOverStoreWithoutNotifier(t *testing.T) {
-	mem := lease.NewMemStore(testclock.NewClock(t0))
-	fs := leasetest.NewFaultStore(struct{ lease.Store }{mem}, nil)
+	mem := lease.NewMemStore(lease.MemStoreConfig{Clock: testclock.NewClock(t0)})
+	fs := leasetest.NewFaultStore(struct{ lease.Store }{mem}, leasetest.FaultStoreConfig{})
 	g, err := fs.Claim(context.Background(), "l", "h", term)
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -224,4 +224,67 @@ func TestFaultStoreLostOverStoreWithoutNotifier(t *testing.T) {
 	assert.Equal(t, 1, fs.SignalLost("l"))
 	requireClosed(t, lost, "SignalLost did not close the watch")
 	requireOpen(t, ended, "a watch whose ctx ended was signalled")
+}
+
+// TestFaultStoreReportClassifiesFaults: a FaultStore counts the answers it
+// gives, each fault in its class — whatever the wrapped store counted — and
+// a hung call is in flight until its ctx ends.
+func TestFaultStoreReportClassifiesFaults(t *testing.T) {
+	ctx := context.Background()
+	_, mem, fs := newStores()
+	var _ lease.StoreReporter = fs
+
+	fs.Next(leasetest.OpClaim, leasetest.Timeout, leasetest.NotSent, leasetest.Lost, leasetest.AppliedTimeout)
+	for range 4 {
+		_, err := fs.Claim(ctx, "l", "a", term)
+		require.Error(t, err)
+	}
+	_, err := fs.Claim(ctx, "m", "a", term) // Pass
+	require.NoError(t, err)
+	g, err := mem.Holder(ctx, "l") // the AppliedTimeout claim was applied
+	require.NoError(t, err)
+
+	fs.Next(leasetest.OpExtend, leasetest.Pass, leasetest.NotSent, leasetest.AppliedTimeout, leasetest.Lost)
+	for i := range 4 {
+		_, err := fs.Extend(ctx, g, term)
+		require.Equal(t, i == 0, err == nil, "extend %d: %v", i, err)
+	}
+	fs.Next(leasetest.OpRevoke, leasetest.Pass) // the term is over: ErrNotHeld
+	require.ErrorIs(t, fs.Revoke(ctx, g), lease.ErrNotHeld)
+
+	fs.Next(leasetest.OpRevoke, leasetest.Hang)
+	hctx, cancel := context.WithCancel(ctx)
+	errs := make(chan error, 1)
+	go func() { errs <- fs.Revoke(hctx, g) }()
+	wctx, wcancel := context.WithTimeout(ctx, 5*time.Second)
+	defer wcancel()
+	require.NoError(t, fs.WaitBlocked(wctx, 1))
+	assert.Equal(t, 1, fs.StoreReport().InFlight, "the hung revoke")
+	cancel()
+	require.ErrorIs(t, <-errs, context.Canceled)
+
+	assert.Equal(t, lease.StoreReport{
+		Claim:  lease.StoreCalls{OK: 1, Definitive: 1, NotSent: 1, Ambiguous: 2},
+		Extend: lease.StoreCalls{OK: 1, Definitive: 1, NotSent: 1, Ambiguous: 1},
+		Revoke: lease.StoreCalls{Definitive: 1, Ambiguous: 1},
+	}, fs.StoreReport())
+	// What reached the wrapped store: two claims and two extends (the
+	// applied timeouts answered OK there), the Lost fault's revoke, the
+	// revoke of a term already over.
+	assert.Equal(t, lease.StoreReport{
+		Claim:  lease.StoreCalls{OK: 2},
+		Extend: lease.StoreCalls{OK: 2},
+		Revoke: lease.StoreCalls{OK: 1, Definitive: 1},
+	}, mem.StoreReport())
+}
+
+func TestFaultStoreNotSentIsNotAmbiguous(t *testing.T) {
+	_, mem, fs := newStores()
+	fs.Next(leasetest.OpClaim, leasetest.NotSent)
+	_, err := fs.Claim(context.Background(), "l", "a", term)
+	require.ErrorIs(t, err, lease.ErrNotSent)
+	assert.NotErrorIs(t, err, leasetest.ErrInjectedTimeout)
+	_, err = mem.Holder(context.Background(), "l")
+	assert.ErrorIs(t, err, lease.ErrNotHeld, "nothing reached the store")
+	assert.Equal(t, "not-sent", leasetest.NotSent.String())
 }

@@ -1,0 +1,117 @@
+package lease
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+)
+
+// The tracker logs (Config.Logger) on the renewer only, once per change of
+// what a caller acts on — never per routine renewal (one that moves only
+// Until), per retry that changes nothing, or on Check's path.
+
+// logChange logs the change from old to s, if it is one a person needs to
+// see. Only the renewer calls it, from store.
+func (t *Tracker) logChange(old, s *snapshot) {
+	if t.cfg.Logger == nil {
+		return
+	}
+	o, n := old.status, s.status
+	level, msg, token := slog.LevelInfo, "", n.Token
+	switch {
+	case s.closed:
+		if old.closed {
+			return
+		}
+		msg, token = "lease tracker closed", o.Token
+	case n.State == Held && o.State == Held && o.Token == n.Token:
+		switch {
+		case old.cause == nil && s.cause != nil:
+			level, msg = slog.LevelWarn, "lease renewal not confirmed"
+		case old.cause != nil && s.cause == nil:
+			msg = "lease confirmed again"
+		default:
+			return // a routine renewal, or one more failed retry
+		}
+	case n.State == Held:
+		msg = "lease held"
+		if o.State == Unknown && o.Token == n.Token {
+			msg = "lease confirmed again" // the same term, after trouble
+		}
+	case n.State == Unknown:
+		// The first claim's failure counts as a change: until then the
+		// cause was only "no answer yet".
+		if o.State == Unknown && (old.cause != errNotClaimed || s.cause == errNotClaimed) {
+			return
+		}
+		level, msg = slog.LevelWarn, "lease state unknown"
+	case errors.Is(s.cause, errSteppedDown):
+		msg, token = "lease stepped down", o.Token
+	case errors.Is(s.cause, ErrNotHeld) && o.State != NotHeld:
+		level, msg, token = slog.LevelWarn, "lease lost", o.Token
+	case o.State != NotHeld || o.Holder != n.Holder:
+		msg = "lease held by another"
+	default:
+		return // a claim denied again, by the same holder
+	}
+	attrs := make([]slog.Attr, 0, 7)
+	attrs = append(attrs, slog.String("lease", t.cfg.Name), slog.String("state", n.State.String()))
+	if n.Holder != "" {
+		attrs = append(attrs, slog.String("holder", n.Holder))
+	}
+	if token != 0 {
+		attrs = append(attrs, slog.Uint64("token", token))
+	}
+	if !n.Until.IsZero() && !s.closed && n.State != NotHeld {
+		attrs = append(attrs, slog.Time("until", n.Until))
+	}
+	if s.cause != nil && !s.closed {
+		attrs = append(attrs, slog.Any("err", s.cause))
+	}
+	if t.answered >= 0 {
+		attrs = append(attrs, slog.Duration("latency", t.answered))
+	}
+	t.cfg.Logger.LogAttrs(context.Background(), level, msg, attrs...)
+}
+
+// logRelease logs the answer to the revoke that released the term, err
+// being the store's: Info if it released the term or the term was over
+// already, Warn if it could not be confirmed.
+func (t *Tracker) logRelease(latency time.Duration, err error) {
+	if t.cfg.Logger == nil {
+		return
+	}
+	level, msg := slog.LevelInfo, "lease released"
+	if err != nil && !errors.Is(err, ErrNotHeld) {
+		level, msg = slog.LevelWarn, "lease release not confirmed"
+	}
+	attrs := []slog.Attr{slog.String("lease", t.cfg.Name), slog.Uint64("token", t.grant.Token)}
+	if err != nil {
+		attrs = append(attrs, slog.Any("err", err))
+	}
+	attrs = append(attrs, slog.Duration("latency", latency))
+	t.cfg.Logger.LogAttrs(context.Background(), level, msg, attrs...)
+}
+
+// logLeader logs a Lead (or WithLeadership) function starting or ending
+// under the term token; err is why it ended: the lease error that ended
+// its ctx, or its own error, or nil if it returned nil while leading.
+func (t *Tracker) logLeader(msg string, st Status, err error) {
+	if t.cfg.Logger == nil {
+		return
+	}
+	attrs := []slog.Attr{slog.String("lease", t.cfg.Name), slog.Uint64("token", st.Token)}
+	if msg == leaderStarted {
+		attrs = append(attrs, slog.Time("until", st.Until))
+	}
+	if err != nil {
+		attrs = append(attrs, slog.Any("err", err))
+	}
+	t.cfg.Logger.LogAttrs(context.Background(), slog.LevelInfo, msg, attrs...)
+}
+
+const (
+	leaderStarted = "lease leader run started"
+	leaderEnded   = "lease leader run ended"
+)

@@ -1,0 +1,88 @@
+package lease_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/juju/clock/testclock"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/coldstart-go/coldstart/lease"
+)
+
+// TestMemStoreReportCountsEachCallByClass: every call of each operation is
+// counted once, in its class (see lease.Store).
+func TestMemStoreReportCountsEachCallByClass(t *testing.T) {
+	ctx := context.Background()
+	clk := testclock.NewClock(t0)
+	m := lease.NewMemStore(lease.MemStoreConfig{Clock: clk})
+	var _ lease.StoreReporter = m
+	assert.Equal(t, lease.StoreReport{}, m.StoreReport(), "nothing yet")
+
+	g, err := m.Claim(ctx, "l", "a", dur)
+	require.NoError(t, err)
+	_, err = m.Claim(ctx, "l", "b", dur)
+	require.ErrorIs(t, err, lease.ErrHeld)
+	g, err = m.Extend(ctx, g, dur)
+	require.NoError(t, err)
+	cancelled, cancel := context.WithCancel(ctx)
+	cancel()
+	_, err = m.Extend(cancelled, g, dur)
+	require.ErrorIs(t, err, context.Canceled) // ambiguous by Store's rule
+	require.NoError(t, m.Revoke(ctx, g))
+	_, err = m.Extend(ctx, g, dur)
+	require.ErrorIs(t, err, lease.ErrNotHeld)
+	require.ErrorIs(t, m.Revoke(ctx, g), lease.ErrNotHeld)
+	_, err = m.Holder(ctx, "l")
+	require.ErrorIs(t, err, lease.ErrNotHeld, "Holder is not counted")
+
+	assert.Equal(t, lease.StoreReport{
+		Claim:  lease.StoreCalls{OK: 1, Definitive: 1},
+		Extend: lease.StoreCalls{OK: 1, Definitive: 1, Ambiguous: 1},
+		Revoke: lease.StoreCalls{OK: 1, Definitive: 1},
+	}, m.StoreReport())
+}
+
+// TestStoreCountersClassifyAndCountInFlight: a call is in flight from its
+// Begin to its done, and its error is classed as Store says, wrapped or
+// not.
+func TestStoreCountersClassifyAndCountInFlight(t *testing.T) {
+	var c lease.StoreCounters
+	claim := c.BeginClaim()
+	extend := c.BeginExtend()
+	revoke := c.BeginRevoke()
+	assert.Equal(t, 3, c.StoreReport().InFlight)
+	claim(&lease.HeldError{Name: "l", Holder: "b"})
+	extend(fmt.Errorf("store: %w", lease.ErrNotSent))
+	assert.Equal(t, 1, c.StoreReport().InFlight)
+	revoke(errors.New("connection reset"))
+	c.BeginExtend()(fmt.Errorf("wrapped: %w", &lease.NotHeldError{Name: "l", Token: 3}))
+	c.BeginClaim()(nil)
+	assert.Equal(t, lease.StoreReport{
+		Claim:  lease.StoreCalls{OK: 1, Definitive: 1},
+		Extend: lease.StoreCalls{Definitive: 1, NotSent: 1},
+		Revoke: lease.StoreCalls{Ambiguous: 1},
+	}, c.StoreReport())
+}
+
+// TestStoreCountersConcurrent: counts are exact under concurrent calls
+// (run with -race).
+func TestStoreCountersConcurrent(t *testing.T) {
+	var c lease.StoreCounters
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 1000 {
+				c.BeginExtend()(nil)
+			}
+		}()
+	}
+	wg.Wait()
+	assert.Equal(t, lease.StoreReport{Extend: lease.StoreCalls{OK: 8000}}, c.StoreReport())
+}
