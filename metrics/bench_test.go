@@ -37,7 +37,7 @@ func BenchmarkScrape(b *testing.B) {
 			g.Unlock()
 		}
 	}
-	store := lease.NewMemStore(clk)
+	store := lease.NewMemStore(lease.MemStoreConfig{Clock: clk})
 	trackers := make([]*lease.Tracker, 1000)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

@@ -17,13 +17,14 @@
 //		metrics.NewTrackerCollector(tracker),      // labelled lease="singular-controller"
 //		metrics.NewLeaderStatusCollector(tracker), // opt-in: client-go's leader_election_master_status
 //		metrics.NewUpgradeCollector("c0", upgrades),
+//		metrics.NewStoreCollector("etcd", store), // any lease.StoreReporter
 //	)
 //	http.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 //
 // Names follow coldstart_<package>_<what>_<unit>; each collector labels
 // its series with the instance name it was given, as a constant label
-// (board, listener, dialer, upgrade) or, for a tracker, its lease name
-// (lease). Two collectors of one kind with the same name are refused by
+// (board, listener, dialer, upgrade, store) or, for a tracker, its lease
+// name (lease). Two collectors of one kind with the same name are refused by
 // Register, as are an empty name and a nil component (errors matching
 // errors.NotValid from github.com/juju/errors). See README.md for every
 // metric.

@@ -31,10 +31,11 @@ type world struct {
 	boardClk *testclock.Clock
 	board    *gate.Board
 	ln       *listener.Listener
-	local    *dialer.Dialer // dialled its own controller once
-	agent    *dialer.Dialer // fell back to a peer once, failed once
-	leader   *lease.Tracker // c0: holds "singular-controller", renewed once
-	follower *lease.Tracker // c1: told c0 holds it
+	local    *dialer.Dialer  // dialled its own controller once
+	agent    *dialer.Dialer  // fell back to a peer once, failed once
+	store    *lease.MemStore // the trackers'
+	leader   *lease.Tracker  // c0: holds "singular-controller", renewed once
+	follower *lease.Tracker  // c1: told c0 holds it
 	upgrades *upgrade.Gate
 }
 
@@ -156,10 +157,10 @@ func closedPort(t *testing.T) int {
 // newTrackers: c0 claims "singular-controller" at t0 (token 1) and renews
 // it 9.5 s later; c1 then claims and is told c0 holds it.
 func (w *world) newTrackers(t *testing.T) {
-	store := lease.NewMemStore(w.clk)
+	w.store = lease.NewMemStore(lease.MemStoreConfig{Clock: w.clk})
 	start := func(holder string) *lease.Tracker {
 		tr, err := lease.NewTracker(lease.Config{
-			Store: store, Name: "singular-controller", Holder: holder,
+			Store: w.store, Name: "singular-controller", Holder: holder,
 			Duration: 10 * time.Second, Jitter: -1, RetryJitter: -1, Clock: w.clk,
 		})
 		require.NoError(t, err)

@@ -24,6 +24,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/coldstart-go/coldstart/gate"
+	"github.com/coldstart-go/coldstart/lease"
+	"github.com/coldstart-go/coldstart/lease/leasetest"
 	"github.com/coldstart-go/coldstart/metrics"
 	"github.com/coldstart-go/coldstart/upgrade"
 )
@@ -44,6 +46,7 @@ func TestCollectorsExportTheirReports(t *testing.T) {
 		{"tracker told another holds it", metrics.NewTrackerCollector(w.follower), wantFollower},
 		{"leader status", metrics.NewLeaderStatusCollector(w.leader), wantLeaderStatus},
 		{"upgrade gate", metrics.NewUpgradeCollector("c0", w.upgrades), wantUpgrade},
+		{"lease store", metrics.NewStoreCollector("mem", w.store), wantStore},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			assert.NoError(t, testutil.CollectAndCompare(tc.c, strings.NewReader(tc.want)))
@@ -76,6 +79,10 @@ func TestWantTextsAreTheReports(t *testing.T) {
 		{Phase: upgrade.RunningSteps, Admitted: 1, Refused: 2},
 		{Phase: upgrade.Failed, Admitted: 0, Refused: 1},
 	}, up.Calls)
+	assert.Equal(t, lease.StoreReport{
+		Claim:  lease.StoreCalls{OK: 1, Definitive: 1},
+		Extend: lease.StoreCalls{OK: 1},
+	}, w.store.StoreReport())
 	opened := w.board.Report().Opened()
 	assert.Equal(t, []string{"controller-port"}, opened)
 }
@@ -93,6 +100,7 @@ func TestScrapeOverHTTP(t *testing.T) {
 		metrics.NewTrackerCollector(w.leader),
 		metrics.NewLeaderStatusCollector(w.leader),
 		metrics.NewUpgradeCollector("c0", w.upgrades),
+		metrics.NewStoreCollector("mem", w.store),
 	)
 	body := scrape(t, promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.HTTPErrorOnError}))
 
@@ -110,7 +118,7 @@ func TestScrapeOverHTTP(t *testing.T) {
 		}
 		return mfs, nil
 	})
-	want := strings.Join([]string{wantBoard, wantListener, wantDialerLocal, wantLeader, wantLeaderStatus, wantUpgrade}, "")
+	want := strings.Join([]string{wantBoard, wantListener, wantDialerLocal, wantLeader, wantLeaderStatus, wantUpgrade, wantStore}, "")
 	assert.NoError(t, testutil.GatherAndCompare(scraped, strings.NewReader(want)))
 }
 
@@ -199,6 +207,8 @@ func TestBadArgumentsAreRefusedAtRegister(t *testing.T) {
 		"nil leader":       metrics.NewLeaderStatusCollector(nil),
 		"upgrade name":     metrics.NewUpgradeCollector("", w.upgrades),
 		"nil upgrade gate": metrics.NewUpgradeCollector("c0", nil),
+		"store name":       metrics.NewStoreCollector("", w.store),
+		"nil store":        metrics.NewStoreCollector("mem", nil),
 	} {
 		t.Run(name, func(t *testing.T) {
 			err := prometheus.NewRegistry().Register(c)
@@ -255,4 +265,72 @@ func TestInvalidGateNameFailsTheScrapeNotTheProcess(t *testing.T) {
 	}
 	assert.Subset(t, gates, []string{"ok"})
 	assert.NotContains(t, gates, "bad\xff")
+}
+
+// Every outcome of every operation lands in its series, and a call in
+// flight counts until it returns: a FaultStore over a MemStore, called
+// directly.
+func TestStoreCollectorCountsEveryOutcome(t *testing.T) {
+	clk := testclock.NewClock(t0)
+	fs := leasetest.NewFaultStore(lease.NewMemStore(lease.MemStoreConfig{Clock: clk}), leasetest.FaultStoreConfig{Clock: clk})
+	c := metrics.NewStoreCollector("faulty", fs)
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+
+	g, err := fs.Claim(ctx, "l", "c0", time.Minute)
+	require.NoError(t, err)
+	_, err = fs.Claim(ctx, "l", "c1", time.Minute)
+	require.ErrorIs(t, err, lease.ErrHeld)
+	fs.Next(leasetest.OpExtend, leasetest.Timeout, leasetest.NotSent)
+	_, err = fs.Extend(ctx, g, time.Minute)
+	require.ErrorIs(t, err, leasetest.ErrInjectedTimeout)
+	_, err = fs.Extend(ctx, g, time.Minute)
+	require.ErrorIs(t, err, lease.ErrNotSent)
+	fs.Next(leasetest.OpRevoke, leasetest.Lost)
+	require.ErrorIs(t, fs.Revoke(ctx, g), lease.ErrNotHeld)
+
+	fs.Next(leasetest.OpClaim, leasetest.Hang)
+	hung, stop := context.WithCancel(ctx)
+	returned := make(chan error, 1)
+	go func() {
+		_, err := fs.Claim(hung, "m", "c0", time.Minute)
+		returned <- err
+	}()
+	require.NoError(t, fs.WaitBlocked(ctx, 1))
+	inFlight := func(n string) string {
+		return `
+# HELP coldstart_lease_store_calls_in_flight Store calls begun and not yet returned, including calls the store holds back while it bounds its calls in flight.
+# TYPE coldstart_lease_store_calls_in_flight gauge
+coldstart_lease_store_calls_in_flight{store="faulty"} ` + n + "\n"
+	}
+	assert.NoError(t, testutil.CollectAndCompare(c, strings.NewReader(inFlight("1")), "coldstart_lease_store_calls_in_flight"))
+	stop()
+	require.Error(t, <-returned)
+	assert.NoError(t, testutil.CollectAndCompare(c, strings.NewReader(inFlight("0")), "coldstart_lease_store_calls_in_flight"))
+
+	want := `
+# HELP coldstart_lease_store_calls_total Store calls finished, by operation (claim, extend, revoke) and outcome: ok, definitive (ErrHeld from claim, ErrNotHeld from extend and revoke), not-sent (ErrNotSent) or ambiguous (any other error: the store may have applied the call).
+# TYPE coldstart_lease_store_calls_total counter
+coldstart_lease_store_calls_total{operation="claim",outcome="ok",store="faulty"} 1
+coldstart_lease_store_calls_total{operation="claim",outcome="definitive",store="faulty"} 1
+coldstart_lease_store_calls_total{operation="claim",outcome="not-sent",store="faulty"} 0
+coldstart_lease_store_calls_total{operation="claim",outcome="ambiguous",store="faulty"} 1
+coldstart_lease_store_calls_total{operation="extend",outcome="ok",store="faulty"} 0
+coldstart_lease_store_calls_total{operation="extend",outcome="definitive",store="faulty"} 0
+coldstart_lease_store_calls_total{operation="extend",outcome="not-sent",store="faulty"} 1
+coldstart_lease_store_calls_total{operation="extend",outcome="ambiguous",store="faulty"} 1
+coldstart_lease_store_calls_total{operation="revoke",outcome="ok",store="faulty"} 0
+coldstart_lease_store_calls_total{operation="revoke",outcome="definitive",store="faulty"} 1
+coldstart_lease_store_calls_total{operation="revoke",outcome="not-sent",store="faulty"} 0
+coldstart_lease_store_calls_total{operation="revoke",outcome="ambiguous",store="faulty"} 0
+`
+	assert.NoError(t, testutil.CollectAndCompare(c, strings.NewReader(want), "coldstart_lease_store_calls_total"))
+	assert.Equal(t, lease.StoreReport{
+		Claim:  lease.StoreCalls{OK: 1, Definitive: 1, Ambiguous: 1},
+		Extend: lease.StoreCalls{NotSent: 1, Ambiguous: 1},
+		Revoke: lease.StoreCalls{Definitive: 1},
+	}, fs.StoreReport(), "the Report the series come from")
+	problems, err := testutil.CollectAndLint(c)
+	require.NoError(t, err)
+	assert.Empty(t, problems)
 }

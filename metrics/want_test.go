@@ -214,4 +214,24 @@ coldstart_upgrade_phase{phase="complete",upgrade="c0"} 0
 coldstart_upgrade_phase{phase="failed",upgrade="c0"} 0
 coldstart_upgrade_phase{phase="running-steps",upgrade="c0"} 0
 `
+	// The trackers' MemStore: c0's claim and renewal, c1's claim refused.
+	wantStore = `
+# HELP coldstart_lease_store_calls_in_flight Store calls begun and not yet returned, including calls the store holds back while it bounds its calls in flight.
+# TYPE coldstart_lease_store_calls_in_flight gauge
+coldstart_lease_store_calls_in_flight{store="mem"} 0
+# HELP coldstart_lease_store_calls_total Store calls finished, by operation (claim, extend, revoke) and outcome: ok, definitive (ErrHeld from claim, ErrNotHeld from extend and revoke), not-sent (ErrNotSent) or ambiguous (any other error: the store may have applied the call).
+# TYPE coldstart_lease_store_calls_total counter
+coldstart_lease_store_calls_total{operation="claim",outcome="ok",store="mem"} 1
+coldstart_lease_store_calls_total{operation="claim",outcome="definitive",store="mem"} 1
+coldstart_lease_store_calls_total{operation="claim",outcome="not-sent",store="mem"} 0
+coldstart_lease_store_calls_total{operation="claim",outcome="ambiguous",store="mem"} 0
+coldstart_lease_store_calls_total{operation="extend",outcome="ok",store="mem"} 1
+coldstart_lease_store_calls_total{operation="extend",outcome="definitive",store="mem"} 0
+coldstart_lease_store_calls_total{operation="extend",outcome="not-sent",store="mem"} 0
+coldstart_lease_store_calls_total{operation="extend",outcome="ambiguous",store="mem"} 0
+coldstart_lease_store_calls_total{operation="revoke",outcome="ok",store="mem"} 0
+coldstart_lease_store_calls_total{operation="revoke",outcome="definitive",store="mem"} 0
+coldstart_lease_store_calls_total{operation="revoke",outcome="not-sent",store="mem"} 0
+coldstart_lease_store_calls_total{operation="revoke",outcome="ambiguous",store="mem"} 0
+`
 )
