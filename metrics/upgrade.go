@@ -12,8 +12,8 @@ var upgradePhases = [...]upgrade.Phase{upgrade.Checking, upgrade.RunningSteps, u
 
 type upgradeCollector struct {
 	descs
-	g                                   *upgrade.Gate
-	phase, attempts, lastAttempt, calls *prometheus.Desc
+	g                                  *upgrade.Gate
+	phase, attempts, lastFailed, calls *prometheus.Desc
 }
 
 // NewUpgradeCollector returns a collector of g's Report, its series
@@ -37,7 +37,7 @@ func NewUpgradeCollector(name string, g *upgrade.Gate) prometheus.Collector {
 		"phase")
 	c.attempts = c.add("attempts_total",
 		"Upgrade attempts begun: 1 for the gate's first, one more each time Enter leaves complete or failed.")
-	c.lastAttempt = c.add("last_failed",
+	c.lastFailed = c.add("last_failed",
 		"1 if an attempt has failed and left its cause (kept across attempts, so it says why the previous one failed), else 0.")
 	c.calls = c.add("calls_total",
 		"Calls the gate decided while it refused calls (Middleware, grpcupgrade's interceptors, Admit), by phase and outcome: admitted (allowlisted) or refused (not executed). Calls served while complete are not counted.",
@@ -52,7 +52,7 @@ func (c *upgradeCollector) Collect(ch chan<- prometheus.Metric) {
 		gauge(ch, c.phase, flag(r.Phase == p), p.String())
 	}
 	counter(ch, c.attempts, r.Epoch)
-	gauge(ch, c.lastAttempt, flag(r.LastErr != nil))
+	gauge(ch, c.lastFailed, flag(r.LastErr != nil))
 	for _, calls := range r.Calls {
 		phase := calls.Phase.String()
 		counter(ch, c.calls, calls.Admitted, phase, "admitted")
