@@ -24,7 +24,9 @@ import (
 // locked) and 1,000 trackers, each holding its own lease on one MemStore:
 //
 //	reports  the baseline: the Reports alone, what any scrape must read
-//	gather   Registry.Gather over the collectors (Reports, metrics, checks)
+//	gather   Registry.Gather over the collectors (Reports, metrics, checks),
+//	         a NewTrackerCollector per tracker
+//	set      the same with one NewTrackerSetCollector for the 1,000
 //	http     promhttp's handler writing the text format, as a scraper gets it
 //	vecs     for comparison, Gather of as many series kept in client_golang's
 //	         own GaugeVecs (what per-call hooks would update), no Reports
@@ -91,6 +93,19 @@ func BenchmarkScrape(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			if _, err := reg.Gather(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	set := prometheus.NewRegistry()
+	set.MustRegister(
+		metrics.NewBoardCollector("c0", board),
+		metrics.NewTrackerSetCollector(func() []*lease.Tracker { return trackers }),
+	)
+	b.Run("set", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := set.Gather(); err != nil {
 				b.Fatal(err)
 			}
 		}

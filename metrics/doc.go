@@ -15,9 +15,10 @@
 //		metrics.NewListenerCollector("c0", l),
 //		metrics.NewDialerCollector("c0", d),
 //		metrics.NewTrackerCollector(tracker),      // labelled lease="singular-controller"
+//		// or, for many leases, metrics.NewTrackerSetCollector(func() []*lease.Tracker { ... }),
 //		metrics.NewLeaderStatusCollector(tracker), // opt-in: client-go's leader_election_master_status
 //		metrics.NewUpgradeCollector("c0", upgrades),
-//		metrics.NewStoreCollector("etcd", store), // any lease.StoreReporter
+//		metrics.NewStoreCollector("leases", store), // any lease.StoreReporter, e.g. a MemStore
 //	)
 //	http.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 //

@@ -12,7 +12,10 @@ var leaseStates = [...]lease.State{lease.Unknown, lease.Held, lease.NotHeld}
 
 type trackerCollector struct {
 	descs
-	t *lease.Tracker
+	trackers func() []*lease.Tracker
+	// set: the lease is a variable label, one tracker's name among many,
+	// rather than the collector's constant label.
+	set bool
 
 	state, token, until, closed                                      *prometheus.Desc
 	calls, claims, renewals, ambiguous, notSent, losses, transitions *prometheus.Desc
@@ -40,62 +43,118 @@ func NewTrackerCollector(t *lease.Tracker) prometheus.Collector {
 	if t == nil {
 		return invalid{jujuerrors.NotValidf("nil *lease.Tracker (must be one from lease.NewTracker)")}
 	}
-	c := &trackerCollector{descs: newDescs("lease", "lease", t.Report().Name), t: t}
-	c.state = c.add("state",
+	one := []*lease.Tracker{t}
+	return newTrackerCollector(newDescs("lease", "lease", t.Report().Name), func() []*lease.Tracker { return one }, false)
+}
+
+// NewTrackerSetCollector is NewTrackerCollector for a process with many
+// leases: one collector, the same series, for the trackers that trackers
+// returns at each scrape, so trackers started or closed later show up or
+// go without Register or Unregister. It is also the cheaper of the two for
+// hundreds of trackers (see README.md). trackers may be called by
+// overlapping scrapes; nil entries are skipped, and of two trackers of one
+// lease only the first is exported (the exposition cannot carry both).
+// A registry takes either one NewTrackerSetCollector or
+// NewTrackerCollectors, not both: Register refuses a family whose lease
+// label is constant in some series and variable in others.
+func NewTrackerSetCollector(trackers func() []*lease.Tracker) prometheus.Collector {
+	if trackers == nil {
+		return invalid{jujuerrors.NotValidf("nil trackers func (must be a func returning the trackers to export)")}
+	}
+	return newTrackerCollector(descs{subsystem: "lease"}, trackers, true)
+}
+
+func newTrackerCollector(d descs, trackers func() []*lease.Tracker, set bool) *trackerCollector {
+	c := &trackerCollector{descs: d, trackers: trackers, set: set}
+	var perLease []string
+	if set {
+		perLease = []string{"lease"}
+	}
+	add := func(name, help string, variableLabels ...string) *prometheus.Desc {
+		return c.add(name, help, append(perLease, variableLabels...)...)
+	}
+	c.state = add("state",
 		"Whether the tracker's lease is in the state the state label names (unknown, held or not-held): 1 for its state, 0 for the others.",
 		"state")
-	c.token = c.add("token",
+	c.token = add("token",
 		"The fencing token of the term last confirmed by the store.")
-	c.until = c.add("until_timestamp_seconds",
+	c.until = add("until_timestamp_seconds",
 		"While the lease is held, when the promise ends (on the tracker's clock, Unix time on the wall clock); 0 while it is not held.")
-	c.closed = c.add("closed",
+	c.closed = add("closed",
 		"1 once the tracker has been closed, else 0.")
-	c.calls = c.add("calls_total",
+	c.calls = add("calls_total",
 		"Store calls (claims, extends, revokes) that finished, whatever their answer.")
-	c.claims = c.add("claims_total",
+	c.claims = add("claims_total",
 		"Terms this tracker's claims were granted.")
-	c.renewals = c.add("renewals_total",
+	c.renewals = add("renewals_total",
 		"Extends the store confirmed.")
-	c.ambiguous = c.add("ambiguous_calls_total",
+	c.ambiguous = add("ambiguous_calls_total",
 		"Store calls whose outcome is unknown: a timeout, a lost connection, a store without quorum.")
-	c.notSent = c.add("not_sent_calls_total",
+	c.notSent = add("not_sent_calls_total",
 		"Store calls the store never sent (ErrNotSent).")
-	c.losses = c.add("losses_total",
+	c.losses = add("losses_total",
 		"Definitive answers that the lease is not ours: a claim denied or a term over.")
-	c.transitions = c.add("transitions_total",
+	c.transitions = add("transitions_total",
 		"Changes of the tracker's state.")
-	c.unknown = c.add("unknown_seconds_total",
+	c.unknown = add("unknown_seconds_total",
 		"Time the tracker spent in state unknown, the current stretch included.")
-	c.lastCall = c.add("last_call_seconds",
+	c.lastCall = add("last_call_seconds",
 		"How long the last finished store call took.")
-	c.inCall = c.add("call_in_flight_seconds",
+	c.inCall = add("call_in_flight_seconds",
 		"How long the store call now in flight has run; 0 when none is.")
 	return c
 }
 
 // Collect implements prometheus.Collector.
 func (c *trackerCollector) Collect(ch chan<- prometheus.Metric) {
-	r := c.t.Report()
-	for _, s := range leaseStates {
-		gauge(ch, c.state, flag(r.State == s), s.String())
+	ts := c.trackers()
+	var seen map[string]bool
+	if c.set && len(ts) > 1 {
+		seen = make(map[string]bool, len(ts))
 	}
-	gauge(ch, c.token, float64(r.Token))
+	// lv is the label values before the state label: the lease's name in a
+	// set, none otherwise. Its spare capacity takes the state without an
+	// allocation; NewConstMetric copies the values it is given.
+	lv := make([]string, 0, 2)
+	for _, t := range ts {
+		if t == nil {
+			continue
+		}
+		r := t.Report()
+		if c.set {
+			if seen[r.Name] {
+				continue
+			}
+			if seen != nil {
+				seen[r.Name] = true
+			}
+			lv = append(lv[:0], r.Name)
+		}
+		c.collect(ch, r, lv)
+	}
+}
+
+func (c *trackerCollector) collect(ch chan<- prometheus.Metric, r lease.Report, lv []string) {
+	for _, s := range leaseStates {
+		gauge(ch, c.state, flag(r.State == s), append(lv, s.String())...)
+	}
+	gauge(ch, c.token, float64(r.Token), lv...)
 	var until float64
 	if r.State == lease.Held {
 		until = float64(r.Until.UnixNano()) / 1e9
 	}
-	gauge(ch, c.until, until)
-	gauge(ch, c.closed, flag(r.Closed))
-	counter(ch, c.calls, r.Calls)
-	counter(ch, c.claims, r.Claims)
-	counter(ch, c.renewals, r.Renewals)
-	counter(ch, c.ambiguous, r.Ambiguous)
-	counter(ch, c.notSent, r.NotSent)
-	counter(ch, c.losses, r.Losses)
-	counter(ch, c.transitions, r.Transitions)
-	send(ch, c.unknown, prometheus.CounterValue, r.UnknownFor.Seconds())
-	gauge(ch, c.lastCall, r.LastCall.Seconds())
-	gauge(ch, c.inCall, r.InCall.Seconds())
+	gauge(ch, c.until, until, lv...)
+	gauge(ch, c.closed, flag(r.Closed), lv...)
+	counter(ch, c.calls, r.Calls, lv...)
+	counter(ch, c.claims, r.Claims, lv...)
+	counter(ch, c.renewals, r.Renewals, lv...)
+	counter(ch, c.ambiguous, r.Ambiguous, lv...)
+	counter(ch, c.notSent, r.NotSent, lv...)
+	counter(ch, c.losses, r.Losses, lv...)
+	counter(ch, c.transitions, r.Transitions, lv...)
+	send(ch, c.unknown, prometheus.CounterValue, r.UnknownFor.Seconds(), lv...)
+	gauge(ch, c.lastCall, r.LastCall.Seconds(), lv...)
+	gauge(ch, c.inCall, r.InCall.Seconds(), lv...)
 }
 
 // leaderStatusHelp is client-go's HELP for leader_election_master_status,

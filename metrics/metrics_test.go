@@ -205,6 +205,7 @@ func TestBadArgumentsAreRefusedAtRegister(t *testing.T) {
 		"nil dialer":       metrics.NewDialerCollector("c0", nil),
 		"nil tracker":      metrics.NewTrackerCollector(nil),
 		"nil leader":       metrics.NewLeaderStatusCollector(nil),
+		"nil tracker set":  metrics.NewTrackerSetCollector(nil),
 		"upgrade name":     metrics.NewUpgradeCollector("", w.upgrades),
 		"nil upgrade gate": metrics.NewUpgradeCollector("c0", nil),
 		"store name":       metrics.NewStoreCollector("", w.store),
@@ -333,4 +334,41 @@ coldstart_lease_store_calls_total{operation="revoke",outcome="ambiguous",store="
 	problems, err := testutil.CollectAndLint(c)
 	require.NoError(t, err)
 	assert.Empty(t, problems)
+}
+
+// A set collector exports the same series as a collector per tracker,
+// for the trackers returned at each scrape; of two trackers of one lease
+// only the first, so that the scrape does not fail.
+func TestTrackerSetCollector(t *testing.T) {
+	w := newWorld(t)
+	var trackers []*lease.Tracker
+	set := metrics.NewTrackerSetCollector(func() []*lease.Tracker { return trackers })
+
+	trackers = []*lease.Tracker{w.leader}
+	assert.NoError(t, testutil.CollectAndCompare(set, strings.NewReader(wantLeader)))
+	trackers = []*lease.Tracker{w.leader, nil, w.follower}
+	assert.NoError(t, testutil.CollectAndCompare(set, strings.NewReader(wantLeader)), "the follower, second of its lease, is left out")
+
+	other, err := lease.NewTracker(lease.Config{
+		Store: w.store, Name: "other", Holder: "c0", Duration: 10 * time.Second, Clock: w.clk,
+	})
+	require.NoError(t, err)
+	defer other.Close()
+	trackers = []*lease.Tracker{w.leader, other}
+	reg := prometheus.NewPedanticRegistry()
+	require.NoError(t, reg.Register(set))
+	n, err := testutil.GatherAndCount(reg, "coldstart_lease_state")
+	require.NoError(t, err)
+	assert.Equal(t, 6, n, "three states for each of two leases")
+	problems, err := testutil.GatherAndLint(reg)
+	require.NoError(t, err)
+	assert.Empty(t, problems)
+
+	trackers = trackers[:1]
+	n, err = testutil.GatherAndCount(reg, "coldstart_lease_state")
+	require.NoError(t, err)
+	assert.Equal(t, 3, n, "a tracker no longer returned is no longer exported")
+
+	assert.Error(t, reg.Register(metrics.NewTrackerCollector(other)),
+		"Prometheus refuses a lease label constant in one collector and variable in another")
 }
