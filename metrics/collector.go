@@ -9,7 +9,7 @@ import (
 const namespace = "coldstart"
 
 // descs builds and remembers the Descs of one collector, all with the
-// collector's constant label, and describes them.
+// collector's constant label (none for a tracker set), and describes them.
 type descs struct {
 	subsystem string
 	labels    prometheus.Labels
