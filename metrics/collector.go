@@ -1,0 +1,84 @@
+package metrics
+
+import (
+	jujuerrors "github.com/juju/errors"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// namespace is the first part of every metric name but client-go's.
+const namespace = "coldstart"
+
+// descs builds and remembers the Descs of one collector, all with the
+// collector's constant label (none for a tracker set), and describes them.
+type descs struct {
+	subsystem string
+	labels    prometheus.Labels
+	all       []*prometheus.Desc
+}
+
+// newDescs starts the Descs of a collector of package subsystem labelled
+// label=value.
+func newDescs(subsystem, label, value string) descs {
+	return descs{subsystem: subsystem, labels: prometheus.Labels{label: value}}
+}
+
+// add returns the Desc of coldstart_<subsystem>_<name>.
+func (d *descs) add(name, help string, variableLabels ...string) *prometheus.Desc {
+	desc := prometheus.NewDesc(prometheus.BuildFQName(namespace, d.subsystem, name), help, variableLabels, d.labels)
+	d.all = append(d.all, desc)
+	return desc
+}
+
+// Describe implements prometheus.Collector.
+func (d *descs) Describe(ch chan<- *prometheus.Desc) {
+	for _, desc := range d.all {
+		ch <- desc
+	}
+}
+
+// send sends one sample. A label value the exposition format cannot carry
+// (invalid UTF-8 in a gate's name) makes the sample an invalid metric, so
+// the scrape reports the error instead of the process panicking.
+func send(ch chan<- prometheus.Metric, d *prometheus.Desc, t prometheus.ValueType, v float64, labelValues ...string) {
+	m, err := prometheus.NewConstMetric(d, t, v, labelValues...)
+	if err != nil {
+		m = prometheus.NewInvalidMetric(d, err)
+	}
+	ch <- m
+}
+
+func gauge(ch chan<- prometheus.Metric, d *prometheus.Desc, v float64, labelValues ...string) {
+	send(ch, d, prometheus.GaugeValue, v, labelValues...)
+}
+
+func counter(ch chan<- prometheus.Metric, d *prometheus.Desc, v uint64, labelValues ...string) {
+	send(ch, d, prometheus.CounterValue, float64(v), labelValues...)
+}
+
+// flag is 1 for true and 0 for false.
+func flag(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// checkName returns why a collector cannot be made for instance name of
+// component kind, or nil.
+func checkName(kind, name string) error {
+	if name == "" {
+		return jujuerrors.NotValidf(`%s name "" (must be non-empty: it labels every series)`, kind)
+	}
+	return nil
+}
+
+// invalid is the collector returned for bad arguments: Register (and
+// testutil's helpers) fail with err, and a collector registered unchecked
+// fails every scrape with it, rather than the process panicking.
+type invalid struct{ err error }
+
+func (c invalid) Describe(ch chan<- *prometheus.Desc) { ch <- prometheus.NewInvalidDesc(c.err) }
+
+func (c invalid) Collect(ch chan<- prometheus.Metric) {
+	ch <- prometheus.NewInvalidMetric(prometheus.NewInvalidDesc(c.err), c.err)
+}

@@ -1,0 +1,67 @@
+package metrics
+
+import (
+	jujuerrors "github.com/juju/errors"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/coldstart-go/coldstart/gate"
+)
+
+// gateStates are the values of coldstart_gate_state's state label.
+var gateStates = [...]gate.State{gate.StateLocked, gate.StateUnlocked, gate.StateFailed}
+
+type boardCollector struct {
+	descs
+	b           *gate.Board
+	state, wait *prometheus.Desc
+}
+
+// NewBoardCollector returns a collector of b's Report, its series labelled
+// board=name:
+//
+//	coldstart_gate_state{gate, state}   1 for the state each gate is in, 0 for the others
+//	coldstart_gate_wait_seconds{gate}   how long it has been locked, or took to open or fail
+//
+// A name on the board twice is exported once, for the first of its
+// entries: the exposition cannot carry two series with the same labels.
+func NewBoardCollector(name string, b *gate.Board) prometheus.Collector {
+	if err := checkName("board", name); err != nil {
+		return invalid{err}
+	}
+	if b == nil {
+		return invalid{jujuerrors.NotValidf("nil *gate.Board (must be one from gate.NewBoard)")}
+	}
+	c := &boardCollector{descs: newDescs("gate", "board", name), b: b}
+	c.state = c.add("state",
+		"Whether each gate on the board is in the state the state label names (locked, unlocked or failed): 1 for its state, 0 for the others.",
+		"gate", "state")
+	c.wait = c.add("wait_seconds",
+		"How long each gate has been locked, or how long it took to open or fail, since it was put on the board.",
+		"gate")
+	return c
+}
+
+// Collect implements prometheus.Collector.
+func (c *boardCollector) Collect(ch chan<- prometheus.Metric) {
+	r := c.b.Report()
+	for i, e := range r {
+		if seenBefore(r[:i], e.Name) {
+			continue
+		}
+		for _, s := range gateStates {
+			gauge(ch, c.state, flag(e.State == s), e.Name, s.String())
+		}
+		gauge(ch, c.wait, e.For.Seconds(), e.Name)
+	}
+}
+
+// seenBefore reports whether an entry of entries is called name. Boards
+// hold tens of gates, so the quadratic scan costs less than a map.
+func seenBefore(entries gate.Report, name string) bool {
+	for _, e := range entries {
+		if e.Name == name {
+			return true
+		}
+	}
+	return false
+}

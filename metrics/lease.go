@@ -1,0 +1,196 @@
+package metrics
+
+import (
+	jujuerrors "github.com/juju/errors"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/coldstart-go/coldstart/lease"
+)
+
+// leaseStates are the values of coldstart_lease_state's state label.
+var leaseStates = [...]lease.State{lease.Unknown, lease.Held, lease.NotHeld}
+
+type trackerCollector struct {
+	descs
+	trackers func() []*lease.Tracker
+	// set: the lease is a variable label, one tracker's name among many,
+	// rather than the collector's constant label.
+	set bool
+
+	state, token, until, closed                                      *prometheus.Desc
+	calls, claims, renewals, ambiguous, notSent, losses, transitions *prometheus.Desc
+	unknown, lastCall, inCall                                        *prometheus.Desc
+}
+
+// NewTrackerCollector returns a collector of t's Report, its series
+// labelled lease=<the lease's name> (lease.Config.Name):
+//
+//	coldstart_lease_state{state}                 1 for the tracker's state (unknown, held, not-held), 0 for the others
+//	coldstart_lease_token                        the fencing token of the term last confirmed
+//	coldstart_lease_until_timestamp_seconds      the end of the promise while held, else 0
+//	coldstart_lease_closed
+//	coldstart_lease_calls_total                  store calls finished, whatever their answer
+//	coldstart_lease_claims_total, coldstart_lease_renewals_total
+//	coldstart_lease_ambiguous_calls_total, coldstart_lease_not_sent_calls_total
+//	coldstart_lease_losses_total, coldstart_lease_transitions_total
+//	coldstart_lease_unknown_seconds_total        time spent Unknown
+//	coldstart_lease_last_call_seconds            latency of the last finished store call
+//	coldstart_lease_call_in_flight_seconds       how long the call in flight has run, 0 if none
+//
+// Times are on the tracker's clock: the until timestamp is Unix time only
+// on the wall clock. The token is exact up to 2^53.
+func NewTrackerCollector(t *lease.Tracker) prometheus.Collector {
+	if t == nil {
+		return invalid{jujuerrors.NotValidf("nil *lease.Tracker (must be one from lease.NewTracker)")}
+	}
+	one := []*lease.Tracker{t}
+	return newTrackerCollector(newDescs("lease", "lease", t.Report().Name), func() []*lease.Tracker { return one }, false)
+}
+
+// NewTrackerSetCollector is NewTrackerCollector for a process with many
+// leases: one collector, the same series, for the trackers that trackers
+// returns at each scrape, so trackers started or closed later show up or
+// go without Register or Unregister. It is also the cheaper of the two for
+// hundreds of trackers (see README.md). trackers may be called by
+// overlapping scrapes; nil entries are skipped, and of two trackers of one
+// lease only the first is exported (the exposition cannot carry both).
+// A registry takes either one NewTrackerSetCollector or
+// NewTrackerCollectors, not both: Register refuses a family whose lease
+// label is constant in some series and variable in others.
+func NewTrackerSetCollector(trackers func() []*lease.Tracker) prometheus.Collector {
+	if trackers == nil {
+		return invalid{jujuerrors.NotValidf("nil trackers func (must be a func returning the trackers to export)")}
+	}
+	return newTrackerCollector(descs{subsystem: "lease"}, trackers, true)
+}
+
+func newTrackerCollector(d descs, trackers func() []*lease.Tracker, set bool) *trackerCollector {
+	c := &trackerCollector{descs: d, trackers: trackers, set: set}
+	var perLease []string
+	if set {
+		perLease = []string{"lease"}
+	}
+	add := func(name, help string, variableLabels ...string) *prometheus.Desc {
+		return c.add(name, help, append(perLease, variableLabels...)...)
+	}
+	c.state = add("state",
+		"Whether the tracker's lease is in the state the state label names (unknown, held or not-held): 1 for its state, 0 for the others.",
+		"state")
+	c.token = add("token",
+		"The fencing token of the term last confirmed by the store.")
+	c.until = add("until_timestamp_seconds",
+		"While the lease is held, when the promise ends (on the tracker's clock, Unix time on the wall clock); 0 while it is not held.")
+	c.closed = add("closed",
+		"1 once the tracker has been closed, else 0.")
+	c.calls = add("calls_total",
+		"Store calls (claims, extends, revokes) that finished, whatever their answer.")
+	c.claims = add("claims_total",
+		"Terms this tracker's claims were granted.")
+	c.renewals = add("renewals_total",
+		"Extends the store confirmed.")
+	c.ambiguous = add("ambiguous_calls_total",
+		"Store calls whose outcome is unknown: a timeout, a lost connection, a store without quorum.")
+	c.notSent = add("not_sent_calls_total",
+		"Store calls the store never sent (ErrNotSent).")
+	c.losses = add("losses_total",
+		"Definitive answers that the lease is not ours: a claim denied or a term over.")
+	c.transitions = add("transitions_total",
+		"Changes of the tracker's state.")
+	c.unknown = add("unknown_seconds_total",
+		"Time the tracker spent in state unknown, the current stretch included.")
+	c.lastCall = add("last_call_seconds",
+		"How long the last finished store call took.")
+	c.inCall = add("call_in_flight_seconds",
+		"How long the store call now in flight has run; 0 when none is.")
+	return c
+}
+
+// Collect implements prometheus.Collector.
+func (c *trackerCollector) Collect(ch chan<- prometheus.Metric) {
+	ts := c.trackers()
+	var seen map[string]bool
+	if c.set && len(ts) > 1 {
+		seen = make(map[string]bool, len(ts))
+	}
+	// lv is the label values before the state label: the lease's name in a
+	// set, none otherwise. Its spare capacity takes the state without an
+	// allocation; NewConstMetric copies the values it is given.
+	lv := make([]string, 0, 2)
+	for _, t := range ts {
+		if t == nil {
+			continue
+		}
+		r := t.Report()
+		if c.set {
+			if seen[r.Name] {
+				continue
+			}
+			if seen != nil {
+				seen[r.Name] = true
+			}
+			lv = append(lv[:0], r.Name)
+		}
+		c.collect(ch, r, lv)
+	}
+}
+
+func (c *trackerCollector) collect(ch chan<- prometheus.Metric, r lease.Report, lv []string) {
+	for _, s := range leaseStates {
+		gauge(ch, c.state, flag(r.State == s), append(lv, s.String())...)
+	}
+	gauge(ch, c.token, float64(r.Token), lv...)
+	var until float64
+	if r.State == lease.Held {
+		until = float64(r.Until.UnixNano()) / 1e9
+	}
+	gauge(ch, c.until, until, lv...)
+	gauge(ch, c.closed, flag(r.Closed), lv...)
+	counter(ch, c.calls, r.Calls, lv...)
+	counter(ch, c.claims, r.Claims, lv...)
+	counter(ch, c.renewals, r.Renewals, lv...)
+	counter(ch, c.ambiguous, r.Ambiguous, lv...)
+	counter(ch, c.notSent, r.NotSent, lv...)
+	counter(ch, c.losses, r.Losses, lv...)
+	counter(ch, c.transitions, r.Transitions, lv...)
+	send(ch, c.unknown, prometheus.CounterValue, r.UnknownFor.Seconds(), lv...)
+	gauge(ch, c.lastCall, r.LastCall.Seconds(), lv...)
+	gauge(ch, c.inCall, r.InCall.Seconds(), lv...)
+}
+
+// leaderStatusHelp is client-go's HELP for leader_election_master_status,
+// word for word: a registry refuses one name with two HELP strings, so
+// this gauge can sit beside client-go's (or controller-runtime's).
+const leaderStatusHelp = "Gauge of if the reporting system is master of the relevant lease, 0 indicates backup, 1 indicates master. 'name' is the string used to identify the lease. Please make sure to group by name."
+
+type leaderStatusCollector struct {
+	t    *lease.Tracker
+	desc *prometheus.Desc
+}
+
+// NewLeaderStatusCollector returns, for dashboards and alerts written for
+// client-go's leader election, a collector of the one series
+//
+//	leader_election_master_status{name="<lease>"}
+//
+// 1 while t holds its lease (State Held), else 0. It is opt-in, and
+// outside the coldstart_ names, so that it means exactly what client-go's
+// does; coldstart_lease_state says more.
+func NewLeaderStatusCollector(t *lease.Tracker) prometheus.Collector {
+	if t == nil {
+		return invalid{jujuerrors.NotValidf("nil *lease.Tracker (must be one from lease.NewTracker)")}
+	}
+	return &leaderStatusCollector{
+		t: t,
+		desc: prometheus.NewDesc("leader_election_master_status", leaderStatusHelp,
+			nil, prometheus.Labels{"name": t.Report().Name}),
+	}
+}
+
+// Describe implements prometheus.Collector.
+func (c *leaderStatusCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+// Collect implements prometheus.Collector.
+func (c *leaderStatusCollector) Collect(ch chan<- prometheus.Metric) {
+	s, _ := c.t.Current()
+	gauge(ch, c.desc, flag(s.State == lease.Held))
+}

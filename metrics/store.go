@@ -1,0 +1,53 @@
+package metrics
+
+import (
+	jujuerrors "github.com/juju/errors"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/coldstart-go/coldstart/lease"
+)
+
+type storeCollector struct {
+	descs
+	s               lease.StoreReporter
+	calls, inFlight *prometheus.Desc
+}
+
+// NewStoreCollector returns a collector of s's StoreReport — any store that
+// counts its calls: lease.MemStore, leasetest.FaultStore, or yours, with
+// lease.StoreCounters — its series labelled store=name:
+//
+//	coldstart_lease_store_calls_total{operation, outcome}  finished calls: operation claim, extend or revoke;
+//	                                                       outcome ok, definitive, not-sent or ambiguous
+//	coldstart_lease_store_calls_in_flight                  calls begun and not yet returned
+func NewStoreCollector(name string, s lease.StoreReporter) prometheus.Collector {
+	if err := checkName("store", name); err != nil {
+		return invalid{err}
+	}
+	if s == nil {
+		return invalid{jujuerrors.NotValidf("nil lease.StoreReporter (must be a store that counts its calls, such as *lease.MemStore)")}
+	}
+	c := &storeCollector{descs: newDescs("lease_store", "store", name), s: s}
+	c.calls = c.add("calls_total",
+		"Store calls finished, by operation (claim, extend, revoke) and outcome: ok, definitive (ErrHeld from claim, ErrNotHeld from extend and revoke), not-sent (ErrNotSent) or ambiguous (any other error: the store may have applied the call).",
+		"operation", "outcome")
+	c.inFlight = c.add("calls_in_flight",
+		"Store calls begun and not yet returned, including calls the store holds back while it bounds its calls in flight.")
+	return c
+}
+
+// Collect implements prometheus.Collector.
+func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
+	r := c.s.StoreReport()
+	c.operation(ch, "claim", r.Claim)
+	c.operation(ch, "extend", r.Extend)
+	c.operation(ch, "revoke", r.Revoke)
+	gauge(ch, c.inFlight, float64(r.InFlight))
+}
+
+func (c *storeCollector) operation(ch chan<- prometheus.Metric, op string, calls lease.StoreCalls) {
+	counter(ch, c.calls, calls.OK, op, "ok")
+	counter(ch, c.calls, calls.Definitive, op, "definitive")
+	counter(ch, c.calls, calls.NotSent, op, "not-sent")
+	counter(ch, c.calls, calls.Ambiguous, op, "ambiguous")
+}
