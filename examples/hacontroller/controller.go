@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/juju/clock"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"golang.org/x/time/rate"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
@@ -27,6 +29,7 @@ import (
 	"github.com/coldstart-go/coldstart/lease"
 	"github.com/coldstart-go/coldstart/lease/leasetest"
 	"github.com/coldstart-go/coldstart/listener"
+	"github.com/coldstart-go/coldstart/metrics"
 	"github.com/coldstart-go/coldstart/upgrade"
 	"github.com/coldstart-go/coldstart/upgrade/binaries"
 	"github.com/coldstart-go/coldstart/upgrade/grpcupgrade"
@@ -58,6 +61,7 @@ type controller struct {
 	dial    *dialer.Dialer
 	faults  *leasetest.FaultStore
 	tracker *lease.Tracker
+	metrics *prometheus.Registry // served at /metrics
 
 	board                                        *gate.Board
 	serving, selfDialed, leaseKnown, stable, api *gate.Lock
@@ -139,6 +143,9 @@ func newController(cfg controllerConfig) (_ *controller, err error) {
 	defer func() {
 		if err != nil {
 			c.abandon()
+			if c.tracker != nil {
+				_ = c.tracker.Close()
+			}
 			if c.ln != nil {
 				_ = c.ln.Close()
 			}
@@ -149,6 +156,7 @@ func newController(cfg controllerConfig) (_ *controller, err error) {
 	}
 	c.api = c.board.Follow("api-port", apiPort{c.ln}).After(c.stable)
 	c.workers = c.board.New("workers").After(c.selfDialed, c.upgraded)
+	c.metrics = prometheus.NewRegistry()
 	c.mux, c.grpc = c.newMux(), c.newGRPC()
 	c.srv = c.newServer()
 	if c.dial, err = c.newDialer(cfg.peers); err != nil {
@@ -164,6 +172,9 @@ func newController(cfg controllerConfig) (_ *controller, err error) {
 		Logger:   c.log,
 	})
 	if err != nil {
+		return nil, err
+	}
+	if err := c.registerMetrics(); err != nil {
 		return nil, err
 	}
 	go func() {
@@ -280,11 +291,13 @@ func (c *controller) newDialer(peers func() []string) (*dialer.Dialer, error) {
 
 // newMux returns the controller's HTTP routes. Agents log in on the API
 // port; the controller calls itself on the controller port; a probe reads
-// the board at /readyz and its history at /timeline.
+// the board at /readyz, its history at /timeline, and every component's
+// counters at /metrics.
 func (c *controller) newMux() *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.Handle("GET /readyz", c.board.Handler())
 	mux.Handle("GET /timeline", c.board.TimelineHandler())
+	mux.Handle("GET /metrics", promhttp.HandlerFor(c.metrics, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /ping", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "pong") })
 	mux.Handle("GET /ready", upgrade.ReadyHandler(c.up))
 	mux.HandleFunc("POST /controller/workers", func(w http.ResponseWriter, r *http.Request) {
@@ -299,6 +312,27 @@ func (c *controller) newMux() *http.ServeMux {
 		io.WriteString(w, "welcome")
 	})
 	return mux
+}
+
+// registerMetrics puts every component on the controller's registry, each
+// collector reading its component's Report at scrape time; the leader
+// gauge is client-go's, so dashboards written for Kubernetes controllers
+// show which controller leads.
+func (c *controller) registerMetrics() error {
+	for _, col := range []prometheus.Collector{
+		metrics.NewBoardCollector(c.name, c.board),
+		metrics.NewListenerCollector(c.name, c.ln),
+		metrics.NewDialerCollector(c.name, c.dial),
+		metrics.NewTrackerCollector(c.tracker),
+		metrics.NewLeaderStatusCollector(c.tracker),
+		metrics.NewUpgradeCollector(c.name, c.up),
+		metrics.NewStoreCollector(c.name, c.faults),
+	} {
+		if err := c.metrics.Register(col); err != nil {
+			return fmt.Errorf("metrics: %w", err)
+		}
+	}
+	return nil
 }
 
 // newGRPC returns the controller's gRPC server, behind the same upgrade
@@ -317,14 +351,15 @@ func (c *controller) newGRPC() *grpc.Server {
 // observability is what a probe reads in every phase, on either port.
 func observability(path string) bool {
 	switch path {
-	case "/readyz", "/timeline":
+	case "/readyz", "/timeline", "/metrics":
 		return true
 	}
 	return false
 }
 
 // upgradeAllowlist says which calls the upgrade gate lets through while it
-// refuses: the liveness and readiness endpoints, and the timeline.
+// refuses: the liveness and readiness endpoints, the timeline and the
+// metrics.
 func upgradeAllowlist(r *http.Request) bool {
 	return observability(r.URL.Path) || r.URL.Path == "/ping" || r.URL.Path == "/ready"
 }

@@ -90,7 +90,7 @@ func probeWhileStarting(ctx context.Context, tl *timeline, c *controller, releas
 
 // hold keeps the controllers serving until ctx ends (an interrupt), after
 // saying how to probe them: each controller port serves its board's
-// readiness and its timeline.
+// readiness and its timeline, and its components' metrics.
 func hold(ctx context.Context, tl *timeline, ctrls []*controller) {
 	tl.write(func(out io.Writer) {
 		fmt.Fprintln(out, "\nholding: the controllers keep serving until interrupted (Ctrl-C); probe them with")
@@ -111,4 +111,5 @@ var holdEndpoints = []struct{ path, what string }{
 	{"/timeline", "the critical chain, as systemd-analyze prints it"},
 	{"/timeline?format=json", "every gate: added, opened or failed, what it waited for"},
 	{"/timeline?format=svg", "the timeline as a picture (save it, open it in a browser)"},
+	{"/metrics", "every component's counters and states, for Prometheus"},
 }

@@ -90,7 +90,7 @@ func closedChan() chan struct{} {
 func TestHoldServesUntilInterrupted(t *testing.T) {
 	// 15 agents per port, within the burst: the rate-limit check has
 	// nothing to hold back.
-	o, err := parseFlags([]string{"-hold", "-controllers", "2", "-agents", "30", "-api-burst", "20", "-steps", "100ms", "-fault", "0s"}, io.Discard)
+	o, err := parseFlags([]string{"-hold", "-controllers", "2", "-agents", "30", "-api-burst", "20", "-steps", "100ms", "-lease", "1s", "-fault", "0s"}, io.Discard)
 	require.NoError(t, err)
 	out := newWaitWriter()
 	ctx, interrupt := context.WithCancel(context.Background())
@@ -101,6 +101,7 @@ func TestHoldServesUntilInterrupted(t *testing.T) {
 	holding := out.waitFor(t, "format=svg'   # c1")
 	urls := regexp.MustCompile(`curl -s '(http://\S+)'   # (c\d): `).FindAllStringSubmatch(holding, -1)
 	require.Len(t, urls, 2*len(holdEndpoints), holding)
+	leaders := 0 // controllers whose leader gauge says 1
 	for _, u := range urls {
 		resp, err := (&http.Client{Transport: &http.Transport{DisableKeepAlives: true}}).Get(u[1])
 		require.NoError(t, err, u[1])
@@ -121,6 +122,23 @@ func TestHoldServesUntilInterrupted(t *testing.T) {
 			for _, e := range tl.Entries {
 				assert.Equal(t, "unlocked", e.State, "%s: %s", u[1], e.Name)
 			}
+		case "/metrics": // the collectors read the same Reports the summary did
+			name := u[2]
+			for _, series := range []string{
+				`coldstart_gate_state{board="` + name + `",gate="stable",state="unlocked"} 1`,
+				`coldstart_upgrade_phase{phase="complete",upgrade="` + name + `"} 1`,
+				`coldstart_dialer_dials_total{dialer="` + name + `",route="peer"} 0`,
+				`coldstart_listener_open{listener="` + name + `",port="api"} 1`,
+				`coldstart_lease_state{lease="singular-controller",state="`,
+				`leader_election_master_status{name="singular-controller"} `,
+				`coldstart_lease_store_calls_total{operation="claim",outcome="ok",store="` + name + `"} `,
+			} {
+				assert.Contains(t, string(body), series, u[1])
+			}
+			assert.Regexp(t, `coldstart_dialer_dials_total\{dialer="`+name+`",route="local"\} [1-9]`, string(body), u[1])
+			if m := regexp.MustCompile(`\nleader_election_master_status\{name="singular-controller"\} (\d)\n`).FindStringSubmatch(string(body)); assert.NotNil(t, m, u[1]) {
+				leaders += int(m[1][0] - '0')
+			}
 		case "/timeline?format=svg":
 			assert.Equal(t, "image/svg+xml", strings.Split(resp.Header.Get("Content-Type"), ";")[0], u[1])
 			assert.NoError(t, xml.Unmarshal(body, new(struct{ XMLName xml.Name })), "well-formed XML: %s", u[1])
@@ -128,6 +146,7 @@ func TestHoldServesUntilInterrupted(t *testing.T) {
 			t.Errorf("unexpected endpoint %s", u[1])
 		}
 	}
+	assert.Equal(t, 1, leaders, "one controller leads, as client-go's gauge tells a dashboard")
 	interrupt()
 	require.NoError(t, <-done)
 	assert.Contains(t, out.String(), "ok: every invariant held")
