@@ -21,8 +21,9 @@
 // when its cached promise no longer covers the lease term, so it must
 // answer ErrRenewalFailed.
 //
-// Each controller serves its gate board at /readyz and the board's
-// timeline at /timeline on its controller port, which accepts from the
+// Each controller serves its gate board at /readyz, the board's timeline
+// at /timeline and its components' metrics at /metrics on its controller
+// port, which accepts from the
 // start: the run prints each readiness address, one /readyz?verbose answer
 // taken while the first controller still waits (its upgrade completes only
 // after that probe) and one once it is stable, and at the end the first
@@ -92,7 +93,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.DurationVar(&o.fault, "fault", 800*time.Millisecond, "how long the leader's lease store times out midway, starting just after a renewal and cut short so the term it holds outlives it (0: no fault; else between 1.2× and 1.7× -lease)")
 	fs.DurationVar(&o.agentBackoff, "agent-backoff", 50*time.Millisecond, "first retry backoff of an agent (capped at 4x, full jitter)")
 	fs.DurationVar(&o.timeout, "timeout", 20*time.Second, "give up (and fail) after this long")
-	fs.BoolVar(&o.hold, "hold", false, "after the summary, keep the controllers serving /readyz and /timeline until interrupted (SIGINT, SIGTERM)")
+	fs.BoolVar(&o.hold, "hold", false, "after the summary, keep the controllers serving /readyz, /timeline and /metrics until interrupted (SIGINT, SIGTERM)")
 	fs.StringVar(&o.log, "log", "", "write every component's slog records to stderr: json or text (default: none)")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: go run ./examples/hacontroller [flags]\n\n"+
