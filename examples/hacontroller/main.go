@@ -23,12 +23,12 @@
 //
 // Each controller serves its gate board at /readyz, the board's timeline
 // at /timeline and its components' metrics at /metrics on its controller
-// port, which accepts from the
-// start: the run prints each readiness address, one /readyz?verbose answer
-// taken while the first controller still waits (its upgrade completes only
-// after that probe) and one once it is stable, and at the end the first
-// controller's critical chain: the gates, back from the one that opened
-// last, that made its startup take as long as it did.
+// port, which accepts from the start: the run prints each readiness
+// address, one /readyz?verbose answer taken while the first controller
+// still waits (its upgrade completes only after that probe) and one once it
+// is stable, and at the end the first controller's critical chain: the
+// gates, back from the one that opened last, that made its startup take as
+// long as it did.
 //
 // It prints a timeline and a summary and exits non-zero, naming them, if a
 // story did not happen or an invariant broke. -log json (or text) writes
