@@ -4,6 +4,12 @@ GO      ?= go
 # Every module in the tree: the root and each nested go.mod (e.g. lease/etcdlease).
 MODULES := . $(patsubst %/go.mod,%,$(patsubst ./%,%,$(shell find . -mindepth 2 -name go.mod -not -path './.git/*')))
 BENCHTIME ?= 200ms
+# Each module is vetted, tested and benchmarked against its own go.mod, as a
+# user who requires it gets it: the root go.work (which lets
+# `go run ./examples/hacontroller` build the examples module from the root)
+# would otherwise resolve every module's dependencies together and hide a
+# go.mod that is missing or behind.
+export GOWORK := off
 
 .PHONY: test fmt vet race bench
 

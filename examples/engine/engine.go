@@ -39,8 +39,9 @@ type Manifold struct {
 // Engine starts each manifold once its inputs run, and when a worker ends
 // with an error it stops the workers that depend on it and starts it again.
 // A worker that ends with gate.ErrUnlocked (a bounced flag) is restarted at
-// once; one that fails otherwise, after RestartDelay; one that ends with nil
-// is done. It is a minimal stand-in for juju's dependency engine, written
+// once; one that ends with a failed gate's error (gate.ErrFailed) is not
+// restarted, since that gate never opens; one that fails otherwise, after
+// RestartDelay; one that ends with nil is done. It is a minimal stand-in for juju's dependency engine, written
 // here to show that coldstart's gates need no import of one.
 type Engine struct {
 	clk          clock.Clock
@@ -51,7 +52,7 @@ type Engine struct {
 
 	running  map[string]Worker
 	stopping map[string]int  // killed workers whose exit has not arrived
-	done     map[string]bool // ended with nil: not restarted
+	done     map[string]bool // ended with nil or a failed gate: not restarted
 	exited   chan exit
 	restart  chan string
 	stop     chan struct{}
@@ -109,6 +110,13 @@ func (e *Engine) Run() {
 				e.done[x.name] = true
 			case errors.Is(x.err, gate.ErrUnlocked):
 				e.log("%s: bounced (%v)", x.name, x.err)
+			case errors.Is(x.err, gate.ErrFailed):
+				// A failed gate never opens: restarting its flag would
+				// only fail again, every RestartDelay, for ever.
+				var failed *gate.FailedError
+				errors.As(x.err, &failed)
+				e.log("%s: gate %q failed (%v): not restarted", x.name, failed.Name, failed.Err)
+				e.done[x.name] = true
 			default:
 				e.log("%s: failed: %v; restarting in %v", x.name, x.err, e.restartDelay)
 				e.done[x.name] = true // held back until the delay ends

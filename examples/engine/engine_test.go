@@ -14,6 +14,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
+
+	"github.com/coldstart-go/coldstart/gate"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -295,4 +297,28 @@ func TestStopDuringPendingRestart(t *testing.T) {
 	e.Stop() // idempotent
 	assert.Empty(t, a.started, "nothing restarted after Stop")
 	assert.Empty(t, slow.started)
+}
+
+// TestFlagOfAFailedGateIsNotRestarted: a flag ends with its gate's error
+// when the gate fails; the engine tells that error (gate.ErrFailed) from a
+// worker's own, names the gate, and does not restart a flag that could only
+// fail again.
+func TestFlagOfAFailedGateIsNotRestarted(t *testing.T) {
+	clk := testclock.NewClock(time.Time{})
+	upgraded := gate.New("upgrade-steps")
+	var flags atomic.Int32
+	rec := &logRecorder{}
+	e := NewEngine(clk, map[string]Manifold{
+		"upgrade-steps-flag": {Start: func(Getter) (Worker, error) {
+			flags.Add(1)
+			return gate.NewFlag(upgraded), nil
+		}},
+	}, time.Second, rec.log)
+	go e.Run()
+	rec.waitFor(t, "upgrade-steps-flag: started")
+	upgraded.Fail(errors.New("disk full"))
+	rec.waitFor(t, `upgrade-steps-flag: gate "upgrade-steps" failed (disk full): not restarted`)
+	clk.Advance(time.Minute) // a restart delay would have ended many times over
+	e.Stop()
+	assert.Equal(t, int32(1), flags.Load(), "started once: %v", rec.snapshot())
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"sync"
@@ -60,9 +61,10 @@ type herd struct {
 }
 
 // startAgents starts the herd: every agent logs in on its controller's API
-// port from the start, retrying refusals (port closed, upgrade in progress)
-// with upgrade.Retry, until it is admitted or ctx ends.
-func startAgents(ctx context.Context, o options, tl *timeline, ctrls []*controller) *herd {
+// port from the start, retrying a closed port with upgrade.Retry (its
+// transport waits out an upgrade in progress), until it is admitted or ctx
+// ends.
+func startAgents(ctx context.Context, o options, tl *timeline, log *slog.Logger, ctrls []*controller) *herd {
 	h := &herd{
 		stats: &agentStats{perCtrl: make([]portStats, len(ctrls))},
 		slots: make(chan struct{}, agentSlots),
@@ -80,10 +82,14 @@ func startAgents(ctx context.Context, o options, tl *timeline, ctrls []*controll
 			close(h.stats.perCtrl[i].firstRefused)
 		}
 	}
-	client := &http.Client{Transport: &http.Transport{
+	// An agent waits an upgrade out in its transport: a controller that
+	// re-enters upgrade mode refuses its calls with 503 and a Retry-After,
+	// and RetryTransport waits exactly that and resends. (Here each API
+	// port opens only once its upgrade completed, so the count must stay 0.)
+	client := &http.Client{Transport: upgrade.RetryTransport(&http.Transport{
 		DisableKeepAlives: true,
 		DialContext:       h.dial,
-	}}
+	}, upgrade.WithNotify(func(int, error, time.Duration) { h.stats.upgrading.Add(1) }), upgrade.WithLogger(log))}
 	tl.log("agents", "%d agents start logging in on the api ports, retrying refusals", o.agents)
 	var wg sync.WaitGroup
 	for i := range o.agents {
@@ -119,7 +125,7 @@ func (h *herd) attempt(ctx context.Context, client *http.Client, url string) err
 	var once sync.Once
 	free := func() { once.Do(func() { <-h.slots }) }
 	defer free()
-	return httpCall(context.WithValue(ctx, slotKey{}, free), client, "GET", url)
+	return httpCall(context.WithValue(ctx, slotKey{}, free), client, "GET", url, "")
 }
 
 // dial connects an agent and frees its attempt's slot.
@@ -136,17 +142,11 @@ func (h *herd) agent(ctx context.Context, client *http.Client, url string, port 
 	err := upgrade.Retry(ctx, func(ctx context.Context) error {
 		return h.attempt(ctx, client, url)
 	},
-		upgrade.WithRetryIf(func(err error) bool {
-			return errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, upgrade.ErrUpgradeInProgress)
-		}),
+		upgrade.WithRetryIf(func(err error) bool { return errors.Is(err, syscall.ECONNREFUSED) }),
 		upgrade.WithBackoff(h.o.agentBackoff, agentCap*h.o.agentBackoff),
-		upgrade.WithNotify(func(_ int, err error, _ time.Duration) {
-			if errors.Is(err, upgrade.ErrUpgradeInProgress) {
-				h.stats.upgrading.Add(1)
-			} else {
-				port.refused.Add(1)
-				port.once.Do(func() { close(port.firstRefused) })
-			}
+		upgrade.WithNotify(func(int, error, time.Duration) {
+			port.refused.Add(1)
+			port.once.Do(func() { close(port.firstRefused) })
 		}), upgrade.WithClock(clock.WallClock))
 	if err != nil {
 		h.stats.failed.Add(1)

@@ -5,16 +5,23 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"runtime"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/juju/clock"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"golang.org/x/time/rate"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/coldstart-go/coldstart/dialer"
 	"github.com/coldstart-go/coldstart/gate"
@@ -22,8 +29,10 @@ import (
 	"github.com/coldstart-go/coldstart/lease"
 	"github.com/coldstart-go/coldstart/lease/leasetest"
 	"github.com/coldstart-go/coldstart/listener"
+	"github.com/coldstart-go/coldstart/metrics"
 	"github.com/coldstart-go/coldstart/upgrade"
 	"github.com/coldstart-go/coldstart/upgrade/binaries"
+	"github.com/coldstart-go/coldstart/upgrade/grpcupgrade"
 )
 
 // leaseName is the singular lease the controllers compete for.
@@ -33,33 +42,35 @@ const leaseName = "singular-controller"
 // available binaries below include it for the host's platform.
 var agentVersion = binaries.Version{Major: 4, Minor: 2, Patch: 1}
 
-// controller is one simulated HA controller: a gated dual listener, a
-// self-dialling API client, an upgrade gate, and a lease tracker, composed
-// with gates on a board.
+// controller is one simulated HA controller: a gated dual listener serving
+// HTTP and gRPC, a self-dialling API client, an upgrade gate, and a lease
+// tracker, composed with gates on a board.
 type controller struct {
 	name string
 	o    options
 	tl   *timeline
 	clk  clock.Clock
+	log  *slog.Logger // nil: no logs
 
 	ln      *listener.Listener
-	mux     *http.ServeMux // the routes of both ports; readiness endpoints go here and in upgradeAllowlist
+	mux     *http.ServeMux // the HTTP routes of both ports
+	grpc    *grpc.Server   // the gRPC services, on the same ports
 	srv     *http.Server
 	served  chan struct{} // closed when Serve returns
 	up      *upgrade.Gate
 	dial    *dialer.Dialer
 	faults  *leasetest.FaultStore
 	tracker *lease.Tracker
+	metrics *prometheus.Registry // served at /metrics
 
 	board                                        *gate.Board
 	serving, selfDialed, leaseKnown, stable, api *gate.Lock
-	workers                                      *gate.Lock // the call refused during the upgrade went through
+	upgraded                                     *gate.Lock // the board's entry for up
+	workers                                      *gate.Lock // the calls refused during the upgrade went through
 
-	// callRefused is closed when the upgrade gate first refuses the
-	// controller's own call; the upgrade completes only after that, so
-	// that every run shows a refused call going through (see runUpgrade).
-	callRefused     chan struct{}
-	callRefusedOnce sync.Once
+	// calls are the controller's own calls off the upgrade allowlist; the
+	// upgrade completes only once each has been refused (see runUpgrade).
+	calls []*selfCall
 	// upgradeHold, when not nil, also holds the upgrade's completion until
 	// it closes: the main job probes one controller's /readyz first.
 	upgradeHold <-chan struct{}
@@ -67,23 +78,22 @@ type controller struct {
 	ctrlAddr string // the controller port's real address, set in newController
 
 	mu           sync.Mutex
-	apiAddr      string         // the API port's real address, from OnBound (again on each OpenAPI)
-	earlyAPI     int            // API conns that arrived while stable was still locked: must stay 0
-	routes       []dialer.Route // every self-dial
-	selfRefused  int            // self calls refused with "upgrade in progress" and retried
-	apiAccepts   []time.Time    // when each API-port conn reached the server
-	stableAfter  time.Duration
-	status       lease.Status // first definitive lease status
-	leaseErr     error
-	leadRuns     int           // runs of the singular worker (under Lead)
-	leadStop     error         // why the lease ended a run, if it did (not Close)
-	upgradeAtAPI upgrade.Phase // the upgrade's phase when the api port opened
+	apiAddr      string      // the API port's real address, from OnBound (again when it opens)
+	apiBinds     int         // OnBound calls for the API port: the first is the early bind
+	earlyAPI     int         // API conns that arrived while stable was still locked: must stay 0
+	apiAccepts   []time.Time // when each API-port conn reached the server
+	startedAt    time.Time   // when start began
+	status       lease.Status
+	leaseErr     error // first definitive lease answer
+	leadRuns     int   // runs of the singular worker (under Lead)
+	leadStop     error // why the lease ended a run, if it did (not Close)
+	upgradeAtAPI upgrade.Phase
 }
 
 // apiHost returns the loopback address for controller i's API port: one of
 // its own (127.0.0.2, 127.0.0.3, ...) where the host routes 127.0.0.0/8 to
 // loopback, as Linux does, else 127.0.0.1. The API port is bound once to
-// learn its number and then released until OpenAPI; on an address nothing
+// learn its number and then released until it opens; on an address nothing
 // else binds, no other socket (another controller's port, a parallel test)
 // can take the number meanwhile — on a shared 127.0.0.1 that happened.
 func apiHost(i int) string {
@@ -101,6 +111,7 @@ type controllerConfig struct {
 	apiAddr string // where to bind the API port, e.g. "127.0.0.2:0"
 	o       options
 	tl      *timeline
+	log     *slog.Logger // nil: no logs
 	store   lease.Store
 	peers   func() []string // the other controllers' controller ports
 	// upgradeHold, when not nil, holds the upgrade's completion until it
@@ -109,17 +120,18 @@ type controllerConfig struct {
 }
 
 // newController binds the controller's ports (closing the API port again at
-// once: agents are refused until it is stable), starts its lease tracker,
-// and serves the controller port: /readyz answers from then on, the other
-// routes once the server is up (the serving gate). On error it releases
-// whatever it had bound.
+// once: agents are refused until it is stable, when it opens by itself),
+// starts its lease tracker, and serves the controller port: /readyz answers
+// from then on, the other routes once the server is up (the serving gate).
+// On error it releases whatever it had bound.
 func newController(cfg controllerConfig) (_ *controller, err error) {
 	c := &controller{
-		name: cfg.name, o: cfg.o, tl: cfg.tl, clk: clock.WallClock,
-		callRefused: make(chan struct{}), upgradeHold: cfg.upgradeHold, served: make(chan struct{}),
+		name: cfg.name, o: cfg.o, tl: cfg.tl, clk: clock.WallClock, log: cfg.log,
+		upgradeHold: cfg.upgradeHold, served: make(chan struct{}),
+		calls: []*selfCall{newSelfCall("POST /controller/workers"), newSelfCall("grpc Health/List"), newSelfCall("grpc Health/Watch")},
 	}
-	c.up = upgrade.NewGate(upgrade.GateConfig{Clock: c.clk})
-	c.up.OnTransition(func(from, to upgrade.Phase, err error) {
+	c.up = upgrade.NewGate(upgrade.GateConfig{Clock: c.clk, Logger: c.log})
+	c.up.OnTransition(func(from, to upgrade.Phase, err error) { // the timeline's story; Logger has the records
 		if err != nil {
 			c.tl.log(c.name, "upgrade %s -> %s: %v", from, to, err)
 			return
@@ -127,12 +139,13 @@ func newController(cfg controllerConfig) (_ *controller, err error) {
 		c.tl.log(c.name, "upgrade %s -> %s", from, to)
 	})
 	c.newBoard()
-	c.mux = c.newMux()
-	c.srv = c.newServer(c.mux)
 	// From here on each step holds something: undo them all on error.
 	defer func() {
 		if err != nil {
 			c.abandon()
+			if c.tracker != nil {
+				_ = c.tracker.Close()
+			}
 			if c.ln != nil {
 				_ = c.ln.Close()
 			}
@@ -141,6 +154,11 @@ func newController(cfg controllerConfig) (_ *controller, err error) {
 	if c.ln, err = c.listen(cfg.apiAddr); err != nil {
 		return nil, err
 	}
+	c.api = c.board.Follow("api-port", apiPort{c.ln}).After(c.stable)
+	c.workers = c.board.New("workers").After(c.selfDialed, c.upgraded)
+	c.metrics = prometheus.NewRegistry()
+	c.mux, c.grpc = c.newMux(), c.newGRPC()
+	c.srv = c.newServer()
 	if c.dial, err = c.newDialer(cfg.peers); err != nil {
 		return nil, err
 	}
@@ -151,8 +169,12 @@ func newController(cfg controllerConfig) (_ *controller, err error) {
 		Holder:   c.name,
 		Duration: c.o.leaseTerm,
 		Clock:    c.clk,
+		Logger:   c.log,
 	})
 	if err != nil {
+		return nil, err
+	}
+	if err := c.registerMetrics(); err != nil {
 		return nil, err
 	}
 	go func() {
@@ -163,24 +185,37 @@ func newController(cfg controllerConfig) (_ *controller, err error) {
 }
 
 // newBoard makes the controller's gates: stable is all of serving,
-// self-dial, upgrade and lease; the API port opens after it. The upgrade
-// gate is on the board through its own channels (no state copied by hand),
-// and stable is built on the board's entry for them, so it opens after the
-// upgrade, and fails with it.
+// self-dial, upgrade and lease. The upgrade gate joins the board with
+// Follow, so its entry shows the phase while locked and the cause if it
+// fails, with no state copied by hand; stable is built on that entry, so
+// it opens after the upgrade, and fails with it. The api-port and workers
+// entries are added once the listener exists (newController); After tells
+// the timeline what each waited for.
 func (c *controller) newBoard() {
-	c.board = gate.NewBoard(gate.BoardConfig{Clock: c.clk})
+	c.board = gate.NewBoard(gate.BoardConfig{Clock: c.clk, Logger: c.log})
 	c.serving = c.board.New("serving")
-	c.selfDialed = c.board.New("self-dial")
-	upgraded := c.board.Watch("upgrade", c.up.Completed(), c.up.Failed())
+	c.selfDialed = c.board.New("self-dial").After(c.serving) // the dialer waits for the local server
+	// The demo's upgrade steps end only once the upgrade gate has refused
+	// the controller's own calls (runUpgrade), made after its self-dial.
+	c.upgraded = c.board.Follow("upgrade", c.up).After(c.selfDialed)
 	c.leaseKnown = c.board.New("lease")
-	c.stable = gate.AllOf("stable", c.serving, c.selfDialed, upgraded, c.leaseKnown)
+	c.stable = gate.AllOf("stable", c.serving, c.selfDialed, c.upgraded, c.leaseKnown)
 	c.board.Add(c.stable)
-	c.api = c.board.New("api-port")
-	c.workers = c.board.New("workers")
 }
 
+// apiPort is the listener's API port as a gate.Component, so that its
+// board entry names a bind failure (Follow) where Watch would say only
+// that the failed channel closed.
+type apiPort struct{ ln *listener.Listener }
+
+func (p apiPort) Completed() <-chan struct{} { return p.ln.APIOpened() }
+func (p apiPort) Failed() <-chan struct{}    { return p.ln.APIFailed() }
+func (p apiPort) Cause() error               { return p.ln.APIErr() }
+func (p apiPort) Detail() string             { return "opens once stable" }
+
 // listen binds the controller port and the API port, and closes the API
-// port again until the controller is stable.
+// port again until the controller is stable: Config.OpenAPIWhen opens it
+// then, with no goroutine of ours.
 func (c *controller) listen(apiAddr string) (*listener.Listener, error) {
 	ln, err := listener.New(listener.Config{
 		ControllerAddr: "127.0.0.1:0",
@@ -190,18 +225,10 @@ func (c *controller) listen(apiAddr string) (*listener.Listener, error) {
 		// Bind the API port once to learn its number (agents need it),
 		// then close it at once: agents are refused until it reopens.
 		BindAPIEarly: true,
+		OpenAPIWhen:  c.stable.Unlocked(),
 		Clock:        c.clk,
-		OnBound: func(p listener.Port, addr net.Addr) {
-			c.tl.log(c.name, "%s port bound at %s", p, addr)
-			if p == listener.API {
-				// OpenAPI reports it again while agents may be starting.
-				c.mu.Lock()
-				c.apiAddr = addr.String()
-				c.mu.Unlock()
-			} else {
-				c.ctrlAddr = addr.String()
-			}
-		},
+		Logger:       c.log,
+		OnBound:      c.bound,
 	})
 	if err != nil {
 		return nil, err
@@ -214,7 +241,33 @@ func (c *controller) listen(apiAddr string) (*listener.Listener, error) {
 	return ln, nil
 }
 
-// newDialer returns the dialer of the controller's own API client: local
+// bound is the listener's OnBound. The API port's second bind is the one
+// OpenAPIWhen makes once stable has opened: it records the upgrade's phase
+// then, which must be complete.
+func (c *controller) bound(p listener.Port, addr net.Addr) {
+	if p == listener.Controller {
+		c.ctrlAddr = addr.String()
+		c.tl.log(c.name, "controller port bound at %s", addr)
+		return
+	}
+	c.mu.Lock()
+	c.apiAddr = addr.String()
+	c.apiBinds++
+	opening := c.apiBinds > 1
+	if opening {
+		c.upgradeAtAPI = c.up.Phase()
+	}
+	startedAt := c.startedAt
+	c.mu.Unlock()
+	if !opening {
+		c.tl.log(c.name, "api port bound at %s", addr)
+		return
+	}
+	c.tl.log(c.name, "stable after %v: api port open at %s (OpenAPIWhen), %g conn/s, burst %d",
+		time.Since(startedAt).Round(time.Millisecond), addr, c.o.apiRate, c.o.apiBurst)
+}
+
+// newDialer returns the dialer of the controller's own API clients: local
 // only once the controller port is serving.
 func (c *controller) newDialer(peers func() []string) (*dialer.Dialer, error) {
 	_, port, err := net.SplitHostPort(c.ctrlAddr)
@@ -232,18 +285,23 @@ func (c *controller) newDialer(peers func() []string) (*dialer.Dialer, error) {
 		LocalReady:      c.serving.Unlocked(),
 		LocalReadyGrace: 5 * time.Second,
 		Clock:           c.clk,
+		Logger:          c.log,
 	})
 }
 
-// newMux returns the controller's routes. Agents log in on the API port;
-// the controller calls itself on the controller port; a probe reads the
-// board at /readyz.
+// newMux returns the controller's HTTP routes. Agents log in on the API
+// port; the controller calls itself on the controller port; a probe reads
+// the board at /readyz, its history at /timeline, and every component's
+// counters at /metrics.
 func (c *controller) newMux() *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.Handle("GET /readyz", c.board.Handler())
+	mux.Handle("GET /timeline", c.board.TimelineHandler())
+	mux.Handle("GET /metrics", promhttp.HandlerFor(c.metrics, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /ping", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "pong") })
 	mux.Handle("GET /ready", upgrade.ReadyHandler(c.up))
 	mux.HandleFunc("POST /controller/workers", func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
 		io.WriteString(w, "started")
 	})
 	mux.HandleFunc("GET /agent/login", func(w http.ResponseWriter, r *http.Request) {
@@ -256,40 +314,92 @@ func (c *controller) newMux() *http.ServeMux {
 	return mux
 }
 
-// upgradeAllowlist says which calls the upgrade gate lets through while it
-// refuses: the liveness and readiness endpoints.
-func upgradeAllowlist(r *http.Request) bool {
-	switch r.URL.Path {
-	case "/ping", "/ready", "/readyz":
+// registerMetrics puts every component on the controller's registry, each
+// collector reading its component's Report at scrape time; the leader
+// gauge is client-go's, so dashboards written for Kubernetes controllers
+// show which controller leads.
+func (c *controller) registerMetrics() error {
+	for _, col := range []prometheus.Collector{
+		metrics.NewBoardCollector(c.name, c.board),
+		metrics.NewListenerCollector(c.name, c.ln),
+		metrics.NewDialerCollector(c.name, c.dial),
+		metrics.NewTrackerCollector(c.tracker),
+		metrics.NewLeaderStatusCollector(c.tracker),
+		metrics.NewUpgradeCollector(c.name, c.up),
+		metrics.NewStoreCollector(c.name, c.faults),
+	} {
+		if err := c.metrics.Register(col); err != nil {
+			return fmt.Errorf("metrics: %w", err)
+		}
+	}
+	return nil
+}
+
+// newGRPC returns the controller's gRPC server, behind the same upgrade
+// gate: the health Check is allowlisted, List and Watch are refused until
+// the upgrade completes.
+func (c *controller) newGRPC() *grpc.Server {
+	allow := grpcupgrade.AllowMethods(healthpb.Health_Check_FullMethodName)
+	srv := grpc.NewServer(
+		grpc.UnaryInterceptor(grpcupgrade.UnaryServerInterceptor(c.up, allow)),
+		grpc.StreamInterceptor(grpcupgrade.StreamServerInterceptor(c.up, allow)),
+	)
+	healthpb.RegisterHealthServer(srv, health.NewServer())
+	return srv
+}
+
+// observability is what a probe reads in every phase, on either port.
+func observability(path string) bool {
+	switch path {
+	case "/readyz", "/timeline", "/metrics":
 		return true
 	}
 	return false
 }
 
-// whenServing answers 503 to everything but /readyz until the serving gate
-// opens: the port accepts from the start, so a probe can read a controller
-// that is still starting, but its server comes up only later.
-func (c *controller) whenServing(next http.Handler) http.Handler {
+// upgradeAllowlist says which calls the upgrade gate lets through while it
+// refuses: the liveness and readiness endpoints, the timeline and the
+// metrics.
+func upgradeAllowlist(r *http.Request) bool {
+	return observability(r.URL.Path) || r.URL.Path == "/ping" || r.URL.Path == "/ready"
+}
+
+// handler serves gRPC (HTTP/2 with a gRPC content type) and the HTTP mux
+// on one listener, both behind the upgrade gate, and answers 503 to
+// everything but the observability endpoints until the serving gate opens:
+// the port accepts from the start, so a probe can read a controller that
+// is still starting, but its server comes up only later.
+func (c *controller) handler() http.Handler {
+	web := upgrade.Middleware(c.up, upgradeAllowlist)(c.mux)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != "/readyz" && !c.serving.IsUnlocked() {
+		if !observability(r.URL.Path) && !c.serving.IsUnlocked() {
 			http.Error(w, "server starting", http.StatusServiceUnavailable)
 			return
 		}
-		next.ServeHTTP(w, r)
+		if r.ProtoMajor == 2 && strings.HasPrefix(r.Header.Get("Content-Type"), "application/grpc") {
+			c.grpc.ServeHTTP(w, r)
+			return
+		}
+		web.ServeHTTP(w, r)
 	})
 }
 
-// newServer serves mux behind the upgrade gate, and records when each API
-// connection arrives (and whether the controller was stable by then).
-func (c *controller) newServer(mux *http.ServeMux) *http.Server {
+// newServer serves handler over HTTP/1.1 and h2c (gRPC over plain TCP),
+// and records when each API connection arrives (and whether the
+// controller was stable by then).
+func (c *controller) newServer() *http.Server {
+	var protocols http.Protocols
+	protocols.SetHTTP1(true)
+	protocols.SetUnencryptedHTTP2(true)
 	return &http.Server{
-		Handler:           c.whenServing(upgrade.Middleware(c.up, upgradeAllowlist)(mux)),
+		Handler:           c.handler(),
+		Protocols:         &protocols,
 		ConnContext:       listener.ConnContext,
 		ReadHeaderTimeout: 5 * time.Second,
 		ConnState: func(conn net.Conn, s http.ConnState) {
 			if s == http.StateNew && listener.PortOf(conn) == listener.API {
-				// Exact, not timed: stable's state is set before Wait
-				// returns, so before OpenAPI can run when the order is right.
+				// Exact, not timed: stable's state is set before its
+				// Unlocked channel closes, so before the API port opens.
 				early := !c.stable.IsUnlocked()
 				c.mu.Lock()
 				c.apiAccepts = append(c.apiAccepts, time.Now())
@@ -304,9 +414,12 @@ func (c *controller) newServer(mux *http.ServeMux) *http.Server {
 
 // start runs the controller's startup; it returns when ctx ends. serveAfter
 // stands for the time the server takes to come up (a state store starting):
-// the API client starts at once and must wait for it, not dial a peer.
+// the API clients start at once and must wait for it, not dial a peer. The
+// API port opens by itself once stable (Config.OpenAPIWhen).
 func (c *controller) start(ctx context.Context, serveAfter time.Duration) {
-	startedAt := c.tl.since()
+	c.mu.Lock()
+	c.startedAt = time.Now()
+	c.mu.Unlock()
 	var wg sync.WaitGroup
 	run := func(f func()) { wg.Add(1); go func() { defer wg.Done(); f() }() }
 
@@ -318,99 +431,23 @@ func (c *controller) start(ctx context.Context, serveAfter time.Duration) {
 		if !c.pause(ctx, serveAfter) {
 			return
 		}
-		c.tl.log(c.name, "server up: serving every route on the controller port")
+		c.tl.log(c.name, "server up: serving HTTP and gRPC on the controller port")
 		c.serving.Unlock()
 	})
-
-	if err := gate.Wait(ctx, c.stable); err == nil {
-		c.mu.Lock()
-		c.stableAfter = c.tl.since() - startedAt
-		c.upgradeAtAPI = c.up.Report().Phase
-		c.mu.Unlock()
-		if err := c.ln.OpenAPI(); err != nil {
-			c.api.Fail(err)
-			c.tl.log(c.name, "cannot open the api port: %v", err)
-		} else {
-			c.api.Unlock()
-			c.tl.log(c.name, "stable after %v: api port open, %g conn/s, burst %d",
-				c.stableAfter.Round(time.Millisecond), c.o.apiRate, c.o.apiBurst)
-		}
-	}
 	<-ctx.Done()
 	wg.Wait()
 }
 
-// selfClient is the controller's own API client: every connection goes
-// through the dialer, which waits for the local server rather than dial a
-// peer. It makes one allowlisted call, then a call the upgrade gate refuses
-// until the upgrade completes, retried with upgrade.Retry.
-func (c *controller) selfClient(ctx context.Context) {
-	c.tl.log(c.name, "api client starting: waiting for the local server (not dialling a peer)")
-	client := c.selfHTTPClient()
-	defer client.CloseIdleConnections()
-	call := func(ctx context.Context, method, path string) error {
-		return httpCall(ctx, client, method, "http://controller"+path)
-	}
-
-	if err := call(ctx, "GET", "/ping"); err != nil {
-		c.selfDialed.Fail(err)
-		return
-	}
-	c.selfDialed.Unlock()
-
-	err := upgrade.Retry(ctx, func(ctx context.Context) error {
-		return call(ctx, "POST", "/controller/workers")
-	},
-		// One client, not a herd: a cap of 100ms keeps the jitter added to
-		// the gate's Retry-After small, so the retry comes soon after it.
-		upgrade.WithBackoff(50*time.Millisecond, 100*time.Millisecond),
-		upgrade.WithNotify(func(attempt int, err error, wait time.Duration) {
-			c.mu.Lock()
-			c.selfRefused++
-			c.mu.Unlock()
-			if attempt == 1 {
-				c.tl.log(c.name, "POST /controller/workers refused (%v): retrying in %v", err, wait.Round(time.Millisecond))
-			}
-			c.callRefusedOnce.Do(func() { close(c.callRefused) })
-		}), upgrade.WithClock(c.clk))
-	if err != nil {
-		c.workers.Fail(err)
-		return
-	}
-	c.tl.log(c.name, "POST /controller/workers accepted once the upgrade completed")
-	c.workers.Unlock()
-}
-
-// selfHTTPClient returns an HTTP client that dials through the controller's
-// dialer and records every route it took.
-func (c *controller) selfHTTPClient() *http.Client {
-	return &http.Client{Transport: &http.Transport{
-		DisableKeepAlives: true,
-		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			conn, route, err := c.dial.Dial(ctx)
-			if err == nil {
-				c.mu.Lock()
-				c.routes = append(c.routes, route)
-				first := len(c.routes) == 1
-				c.mu.Unlock()
-				if first {
-					c.tl.log(c.name, "self-dial -> %s (local: %t)", route.Addr, route.Local)
-				}
-			}
-			return conn, err
-		},
-	}}
-}
-
 // runUpgrade checks that no agent binary upgrade is needed, then runs the
-// (simulated) upgrade steps; the gate refuses non-allowlisted calls
-// meanwhile. The steps end no earlier than the gate's first refusal of the
-// controller's own call: a real upgrade would not wait for that, but the
-// demo must show a refused call in every run, and timing alone (a server
-// that comes up late, a slow self-dial) sometimes let the call arrive after
-// the upgrade. Likewise they end no earlier than upgradeHold closes, so
-// that the main job's probe shows the controller waiting on its upgrade.
-// Its state reaches the board and stable through the gate's own channels.
+// (simulated) upgrade steps with RunSteps: the gate refuses calls off the
+// allowlist meanwhile, completes when the steps return nil, and stays in
+// progress (not failed) if ctx ends first. The steps end no earlier than
+// the gate's first refusal of each of the controller's own calls: a real
+// upgrade would not wait for that, but the demo must show refused calls in
+// every run, and timing alone (a server that comes up late, a slow
+// self-dial) sometimes let a call arrive after the upgrade. Likewise they
+// end no earlier than upgradeHold closes, so that the main job's probe
+// shows the controller waiting on its upgrade.
 func (c *controller) runUpgrade(ctx context.Context) {
 	if !c.pause(ctx, c.o.checking) {
 		return
@@ -427,14 +464,23 @@ func (c *controller) runUpgrade(ctx context.Context) {
 		return
 	}
 	c.tl.log(c.name, "agent binary %s for %s is the one running: no restart needed", b.Version, b.Platform)
-	if err := c.up.Enter(upgrade.RunningSteps); err != nil {
-		c.up.Fail(err)
-		return
+	_ = c.up.RunSteps(ctx, func(ctx context.Context) error {
+		if !c.pause(ctx, c.o.steps) || !c.allRefused(ctx) || !closed(ctx, c.upgradeHold) {
+			return ctx.Err()
+		}
+		return nil
+	})
+}
+
+// allRefused waits until each of the controller's own calls has been
+// refused once; it reports false if ctx ended first.
+func (c *controller) allRefused(ctx context.Context) bool {
+	for _, call := range c.calls {
+		if !closed(ctx, call.refused) {
+			return false
+		}
 	}
-	if !c.pause(ctx, c.o.steps) || !closed(ctx, c.callRefused) || !closed(ctx, c.upgradeHold) {
-		return
-	}
-	c.up.Complete()
+	return true
 }
 
 // closed waits for ch to close (a nil ch is no wait at all); it reports
@@ -510,15 +556,17 @@ func (c *controller) apiAddress() string {
 	return c.apiAddr
 }
 
-// shutdown stops serving, waits for Serve to return and releases the lease
-// tracker; it is idempotent.
+// shutdown stops serving, waits for Serve to return, releases the lease
+// tracker and flushes the dialer's counts; it is idempotent.
 func (c *controller) shutdown() {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	_ = c.srv.Shutdown(ctx)
+	c.grpc.Stop()
 	_ = c.ln.Close()
 	<-c.served
 	_ = c.tracker.Close()
+	c.dial.Close()
 	c.abandon()
 }
 
@@ -526,8 +574,10 @@ func (c *controller) shutdown() {
 var errShutdown = errors.New("controller shut down")
 
 // abandon fails the upgrade epoch if it is still open (a no-op once it
-// ended), so that the goroutine the board's Watch keeps on its channels
-// ends; stable, built on that entry, fails with it.
+// ended), so that the goroutine the board's Follow keeps on its channels
+// ends; stable, built on that entry, fails with it. This is the process
+// going away, not a step's failure: a controller that restarts runs its
+// steps again (RunSteps left the gate in progress when ctx ended).
 func (c *controller) abandon() {
 	c.up.Fail(errShutdown)
 }
@@ -551,27 +601,4 @@ func (c *controller) acceptRates(w time.Duration, burst int) (peak int, sustaine
 		sustained = float64(n-1) / at[len(at)-1].Sub(at[burst]).Seconds()
 	}
 	return most, sustained
-}
-
-// httpCall makes one request and turns the answer into an error: a
-// refusal by an upgrade gate (which matches upgrade.ErrUpgradeInProgress and
-// was not executed), any other non-200 status, or a transport error.
-func httpCall(ctx context.Context, client *http.Client, method, url string) error {
-	req, err := http.NewRequestWithContext(ctx, method, url, nil)
-	if err != nil {
-		return err
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if err := upgrade.ErrorFromResponse(resp); err != nil {
-		return err
-	}
-	_, _ = io.Copy(io.Discard, resp.Body)
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("%s %s: %s", method, url, resp.Status)
-	}
-	return nil
 }

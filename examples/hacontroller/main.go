@@ -1,28 +1,38 @@
 // Command hacontroller is coldstart's main job: an HA controller startup
 // you can watch. Three controllers and a few thousand agents run in one
 // process on loopback ports the kernel picks (nothing else is ever
-// dialled). Each controller binds its controller port, dials itself through
-// the dialer (which waits for its own server instead of a peer), runs
-// upgrade steps behind the upgrade gate, competes for the singular lease,
-// and opens its rate-limited API port only once all of that is done. The
-// agents storm the API ports from the start and retry refusals. Midway the
-// leader's lease store faults: its checks must say "renewal failed, still
-// held", never "not leader".
+// dialled). Each controller serves HTTP and gRPC on its dual listener and
+// binds its controller port; its own API clients (net/http through
+// dialer.NewTransport, gRPC through grpcdialer.NewClient) dial it through
+// the dialer, which waits for its own server instead of a peer; it runs
+// upgrade steps behind the upgrade gate (Gate.RunSteps), which refuses its
+// own calls meanwhile (waited out by upgrade.RetryTransport and
+// grpcupgrade's client interceptors); it competes for the singular lease
+// and runs its singular worker under Lead; and its rate-limited API port
+// opens by itself once all of that is done (listener Config.OpenAPIWhen).
+// The agents storm the API ports from the start and retry refusals. Midway
+// the leader's lease store faults: its checks must say "renewal failed,
+// still held", never "not leader".
 //
 // Every story happens in every run by construction, not by timing: the
 // controllers start only once every API port has refused an agent; a
 // controller's upgrade steps complete only after the upgrade gate refused
-// its own call; the leader's last check during the fault comes when its
-// cached promise no longer covers the lease term, so it must answer
-// ErrRenewalFailed.
+// each of its own calls; the leader's last check during the fault comes
+// when its cached promise no longer covers the lease term, so it must
+// answer ErrRenewalFailed.
 //
-// Each controller serves its gate board at /readyz on its controller port,
-// which accepts from the start: the run prints each readiness address, and
-// one /readyz?verbose answer taken while the first controller still waits
-// (its upgrade completes only after that probe) and one once it is stable.
+// Each controller serves its gate board at /readyz, the board's timeline
+// at /timeline and its components' metrics at /metrics on its controller
+// port, which accepts from the start: the run prints each readiness
+// address, one /readyz?verbose answer taken while the first controller
+// still waits (its upgrade completes only after that probe) and one once it
+// is stable, and at the end the first controller's critical chain: the
+// gates, back from the one that opened last, that made its startup take as
+// long as it did.
 //
 // It prints a timeline and a summary and exits non-zero, naming them, if a
-// story did not happen or an invariant broke. With -hold the controllers
+// story did not happen or an invariant broke. -log json (or text) writes
+// every component's slog records to stderr. With -hold the controllers
 // keep serving after the summary until interrupted, so you can probe them
 // with curl.
 package main
@@ -33,6 +43,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"os"
 	"os/signal"
@@ -58,6 +69,7 @@ type options struct {
 	agentBackoff time.Duration
 	timeout      time.Duration
 	hold         bool
+	log          string // "", "json" or "text": slog records to stderr
 }
 
 // The run is bounded in count as well as time: one process, loopback only.
@@ -81,7 +93,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.DurationVar(&o.fault, "fault", 800*time.Millisecond, "how long the leader's lease store times out midway, starting just after a renewal and cut short so the term it holds outlives it (0: no fault; else between 1.2× and 1.7× -lease)")
 	fs.DurationVar(&o.agentBackoff, "agent-backoff", 50*time.Millisecond, "first retry backoff of an agent (capped at 4x, full jitter)")
 	fs.DurationVar(&o.timeout, "timeout", 20*time.Second, "give up (and fail) after this long")
-	fs.BoolVar(&o.hold, "hold", false, "after the summary, keep the controllers serving /readyz until interrupted (SIGINT, SIGTERM)")
+	fs.BoolVar(&o.hold, "hold", false, "after the summary, keep the controllers serving /readyz, /timeline and /metrics until interrupted (SIGINT, SIGTERM)")
+	fs.StringVar(&o.log, "log", "", "write every component's slog records to stderr: json or text (default: none)")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: go run ./examples/hacontroller [flags]\n\n"+
 			"Runs an HA controller startup in one process on loopback and prints its timeline.\n\nFlags:\n")
@@ -101,6 +114,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, errors.New("-api-burst must not be negative (0: the smallest burst that reaches the rate)")
 	case o.leaseTerm <= 0 || o.fault < 0 || o.steps < 0 || o.checking < 0 || o.serveAfter < 0:
 		return o, errors.New("durations must not be negative, and -lease must be positive")
+	case o.log != "" && o.log != "json" && o.log != "text":
+		return o, fmt.Errorf("-log %q must be json, text or empty (no logs)", o.log)
 	case o.agentBackoff <= 0 || o.timeout <= 0:
 		return o, errors.New("-agent-backoff and -timeout must be positive")
 	case o.fault != 0 && (o.fault < o.leaseTerm*12/10 || o.fault > o.leaseTerm*17/10):
@@ -123,7 +138,7 @@ func main() {
 		os.Exit(2)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err = run(ctx, o, os.Stdout)
+	err = run(ctx, o, os.Stdout, newLogger(o.log, os.Stderr))
 	stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "hacontroller: FAILED:", err)
@@ -131,14 +146,26 @@ func main() {
 	}
 }
 
+// newLogger returns the logger every component gets: format "json" or
+// "text" to w, or nil (no logs) for "".
+func newLogger(format string, w io.Writer) *slog.Logger {
+	switch format {
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, nil))
+	case "text":
+		return slog.New(slog.NewTextHandler(w, nil))
+	}
+	return nil
+}
+
 // run runs the whole scenario and returns an error naming every story that
-// did not happen and every broken invariant. The controllers live until
-// run returns: with -hold, until ctx ends after the summary; ending ctx
-// earlier stops the run.
-func run(ctx context.Context, o options, out io.Writer) error {
+// did not happen and every broken invariant; log (nil: none) receives every
+// component's records. The controllers live until run returns: with -hold,
+// until ctx ends after the summary; ending ctx earlier stops the run.
+func run(ctx context.Context, o options, out io.Writer, log *slog.Logger) error {
 	tl := newTimeline(out)
 	probed := make(chan struct{}) // the first controller's upgrade waits for its probe
-	ctrls, err := newControllers(o, tl, probed)
+	ctrls, err := newControllers(o, tl, log, probed)
 	if err != nil {
 		return err
 	}
@@ -157,17 +184,22 @@ func run(ctx context.Context, o options, out io.Writer) error {
 	defer stop()
 	deadline, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
-	s := scenario(deadline, o, tl, ctrls, begin, probed)
-	s.print(out)
+	s := scenario(deadline, o, tl, log, ctrls, begin, probed)
 	problems := s.violations()
 	if deadline.Err() != nil {
 		problems = append(problems, fmt.Sprintf("did not finish within -timeout %v (or was interrupted): %s", o.timeout, pending(ctrls)))
 	}
-	if len(problems) == 0 {
-		fmt.Fprintln(out, "ok: every invariant held, every story happened")
-	}
+	// Printed under the timeline's lock: a run cut short still has
+	// goroutines telling the timeline what they do.
+	tl.write(func(w io.Writer) {
+		s.print(w)
+		printCriticalChain(w, ctrls[0])
+		if len(problems) == 0 {
+			fmt.Fprintln(w, "ok: every invariant held, every story happened")
+		}
+	})
 	if o.hold && ctx.Err() == nil {
-		hold(ctx, out, ctrls)
+		hold(ctx, tl, ctrls)
 	}
 	if len(problems) > 0 {
 		return errors.New(strings.Join(problems, "; "))
@@ -180,10 +212,10 @@ func run(ctx context.Context, o options, out io.Writer) error {
 // readiness before and after it is stable, and measures what happened. It
 // closes probed once the first probe is answered: the first controller's
 // upgrade completes only then.
-func scenario(ctx context.Context, o options, tl *timeline, ctrls []*controller, begin, probed chan struct{}) *summary {
+func scenario(ctx context.Context, o options, tl *timeline, log *slog.Logger, ctrls []*controller, begin, probed chan struct{}) *summary {
 	// The herd is at the door before the controllers start: every API
 	// port has refused an agent, and its agents are retrying.
-	agents := startAgents(ctx, o, tl, ctrls)
+	agents := startAgents(ctx, o, tl, log, ctrls)
 	agents.refusedEverywhere(ctx)
 	tl.log("agents", "refused by every api port (closed until stable), retrying: the controllers start")
 	close(begin)
@@ -212,16 +244,18 @@ func scenario(ctx context.Context, o options, tl *timeline, ctrls []*controller,
 // newControllers makes o.controllers controllers, each with its API port on
 // its own loopback address; the first one's upgrade completes only once
 // probed closes. On error it shuts down those it made.
-func newControllers(o options, tl *timeline, probed <-chan struct{}) ([]*controller, error) {
+func newControllers(o options, tl *timeline, log *slog.Logger, probed <-chan struct{}) ([]*controller, error) {
 	store := lease.NewMemStore(lease.MemStoreConfig{})
 	ctrls := make([]*controller, 0, o.controllers)
 	for i := range o.controllers {
+		name := fmt.Sprintf("c%d", i)
 		cfg := controllerConfig{
-			name:    fmt.Sprintf("c%d", i),
+			name:    name,
 			apiAddr: net.JoinHostPort(apiHost(i), "0"),
 			o:       o,
 			tl:      tl,
 			store:   store,
+			log:     withController(log, name),
 			peers:   func() []string { return peerAddrs(ctrls, i) },
 		}
 		if i == 0 {
@@ -237,6 +271,15 @@ func newControllers(o options, tl *timeline, probed <-chan struct{}) ([]*control
 		ctrls = append(ctrls, c)
 	}
 	return ctrls, nil
+}
+
+// withController returns log with the controller's name on every record,
+// or nil for no logs.
+func withController(log *slog.Logger, name string) *slog.Logger {
+	if log == nil {
+		return nil
+	}
+	return log.With("controller", name)
 }
 
 // peerAddrs returns the controller ports of every controller but the i-th.

@@ -18,8 +18,11 @@ type readyzAnswer struct {
 	err  error // the request itself failed
 }
 
+// baseURL is controller c's controller port.
+func baseURL(c *controller) string { return "http://" + c.ctrlAddr }
+
 // readinessURL is where controller c serves its board.
-func readinessURL(c *controller) string { return "http://" + c.ctrlAddr + "/readyz" }
+func readinessURL(c *controller) string { return baseURL(c) + "/readyz" }
 
 // probeReadyz asks c's controller port for /readyz?verbose, on a fresh
 // connection that it closes.
@@ -70,14 +73,14 @@ func (a readyzAnswer) String() string {
 		indent, strings.ReplaceAll(strings.TrimSuffix(a.body, "\n"), "\n", indent))
 }
 
-// probeWhileStarting probes the first controller once its own call has
+// probeWhileStarting probes the first controller once its own calls have
 // been refused during the upgrade, then lets its upgrade complete (release
 // is its upgradeHold): the answer is taken before it is stable in every
 // run, while it shows what the controller already has and what it still
 // waits on.
 func probeWhileStarting(ctx context.Context, tl *timeline, c *controller, release func()) readyzAnswer {
 	defer release()
-	if !closed(ctx, c.callRefused) {
+	if !c.allRefused(ctx) {
 		return readyzAnswer{who: c.name, url: readinessURL(c) + "?verbose", err: ctx.Err()}
 	}
 	a := probeReadyz(ctx, c)
@@ -86,12 +89,27 @@ func probeWhileStarting(ctx context.Context, tl *timeline, c *controller, releas
 }
 
 // hold keeps the controllers serving until ctx ends (an interrupt), after
-// saying how to probe them.
-func hold(ctx context.Context, out io.Writer, ctrls []*controller) {
-	fmt.Fprintln(out, "\nholding: the controllers keep serving until interrupted (Ctrl-C); probe them with")
-	for _, c := range ctrls {
-		fmt.Fprintf(out, "  curl -s '%s?verbose'   # %s\n", readinessURL(c), c.name)
-	}
+// saying how to probe them: each controller port serves its board's
+// readiness and its timeline, and its components' metrics.
+func hold(ctx context.Context, tl *timeline, ctrls []*controller) {
+	tl.write(func(out io.Writer) {
+		fmt.Fprintln(out, "\nholding: the controllers keep serving until interrupted (Ctrl-C); probe them with")
+		for _, c := range ctrls {
+			for _, e := range holdEndpoints {
+				fmt.Fprintf(out, "  curl -s '%s%s'   # %s: %s\n", baseURL(c), e.path, c.name, e.what)
+			}
+		}
+	})
 	<-ctx.Done()
-	fmt.Fprintln(out, "interrupted: shutting down")
+	tl.write(func(out io.Writer) { fmt.Fprintln(out, "interrupted: shutting down") })
+}
+
+// holdEndpoints are what -hold prints a curl line for, on each controller
+// port.
+var holdEndpoints = []struct{ path, what string }{
+	{"/readyz?verbose", "what startup waits on, a line per gate"},
+	{"/timeline", "the critical chain, as systemd-analyze prints it"},
+	{"/timeline?format=json", "every gate: added, opened or failed, what it waited for"},
+	{"/timeline?format=svg", "the timeline as a picture (save it, open it in a browser)"},
+	{"/metrics", "every component's counters and states, for Prometheus"},
 }

@@ -3,8 +3,11 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"encoding/xml"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
@@ -18,6 +21,7 @@ import (
 
 	"github.com/coldstart-go/coldstart/gate"
 	"github.com/coldstart-go/coldstart/lease"
+	"github.com/coldstart-go/coldstart/listener"
 	"github.com/coldstart-go/coldstart/upgrade"
 )
 
@@ -46,7 +50,7 @@ func TestReadinessAcrossStartup(t *testing.T) {
 
 	stop := startControllers(context.Background(), o, []*controller{c}, closedChan())
 	defer stop()
-	require.True(t, closed(ctx, c.callRefused))
+	require.True(t, c.allRefused(ctx))
 	during := probeReadyz(ctx, c)
 	assert.Empty(t, during.problem(false), "while the upgrade is held")
 	for _, line := range []string{"[+]serving ok", "[+]self-dial ok", "[-]upgrade locked for ", "[-]stable locked for "} {
@@ -86,25 +90,63 @@ func closedChan() chan struct{} {
 func TestHoldServesUntilInterrupted(t *testing.T) {
 	// 15 agents per port, within the burst: the rate-limit check has
 	// nothing to hold back.
-	o, err := parseFlags([]string{"-hold", "-controllers", "2", "-agents", "30", "-api-burst", "20", "-steps", "100ms", "-fault", "0s"}, io.Discard)
+	o, err := parseFlags([]string{"-hold", "-controllers", "2", "-agents", "30", "-api-burst", "20", "-steps", "100ms", "-lease", "1s", "-fault", "0s"}, io.Discard)
 	require.NoError(t, err)
 	out := newWaitWriter()
 	ctx, interrupt := context.WithCancel(context.Background())
 	defer interrupt()
 	done := make(chan error, 1)
-	go func() { done <- run(ctx, o, out) }()
+	go func() { done <- run(ctx, o, out, nil) }()
 
-	holding := out.waitFor(t, "# c1\n")
-	urls := regexp.MustCompile(`curl -s '(http://\S+/readyz\?verbose)'   # (c\d)`).FindAllStringSubmatch(holding, -1)
-	require.Len(t, urls, 2, holding)
+	holding := out.waitFor(t, "format=svg'   # c1")
+	urls := regexp.MustCompile(`curl -s '(http://\S+)'   # (c\d): `).FindAllStringSubmatch(holding, -1)
+	require.Len(t, urls, 2*len(holdEndpoints), holding)
+	leaders := 0 // controllers whose leader gauge says 1
 	for _, u := range urls {
 		resp, err := (&http.Client{Transport: &http.Transport{DisableKeepAlives: true}}).Get(u[1])
-		require.NoError(t, err, u[2])
+		require.NoError(t, err, u[1])
 		body, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
-		assert.Equal(t, http.StatusOK, resp.StatusCode, u[2])
-		assert.True(t, strings.HasSuffix(string(body), "readyz check passed\n"), "%s: %s", u[2], body)
+		assert.Equal(t, http.StatusOK, resp.StatusCode, u[1])
+		switch path := u[1][strings.Index(u[1][len("http://"):], "/")+len("http://"):]; path {
+		case "/readyz?verbose":
+			assert.True(t, strings.HasSuffix(string(body), "readyz check passed\n"), "%s: %s", u[1], body)
+		case "/timeline": // the board's critical chain, back to a gate that waited for nothing
+			assert.Regexp(t, `(?m)^(workers|api-port) @\S+ \+\S+\n└─`, string(body), u[1])
+		case "/timeline?format=json":
+			var tl struct {
+				Entries []struct{ Name, State string }
+			}
+			require.NoError(t, json.Unmarshal(body, &tl), u[1])
+			assert.Len(t, tl.Entries, 7, u[1])
+			for _, e := range tl.Entries {
+				assert.Equal(t, "unlocked", e.State, "%s: %s", u[1], e.Name)
+			}
+		case "/metrics": // the collectors read the same Reports the summary did
+			name := u[2]
+			for _, series := range []string{
+				`coldstart_gate_state{board="` + name + `",gate="stable",state="unlocked"} 1`,
+				`coldstart_upgrade_phase{phase="complete",upgrade="` + name + `"} 1`,
+				`coldstart_dialer_dials_total{dialer="` + name + `",route="peer"} 0`,
+				`coldstart_listener_open{listener="` + name + `",port="api"} 1`,
+				`coldstart_lease_state{lease="singular-controller",state="`,
+				`leader_election_master_status{name="singular-controller"} `,
+				`coldstart_lease_store_calls_total{operation="claim",outcome="ok",store="` + name + `"} `,
+			} {
+				assert.Contains(t, string(body), series, u[1])
+			}
+			assert.Regexp(t, `coldstart_dialer_dials_total\{dialer="`+name+`",route="local"\} [1-9]`, string(body), u[1])
+			if m := regexp.MustCompile(`\nleader_election_master_status\{name="singular-controller"\} (\d)\n`).FindStringSubmatch(string(body)); assert.NotNil(t, m, u[1]) {
+				leaders += int(m[1][0] - '0')
+			}
+		case "/timeline?format=svg":
+			assert.Equal(t, "image/svg+xml", strings.Split(resp.Header.Get("Content-Type"), ";")[0], u[1])
+			assert.NoError(t, xml.Unmarshal(body, new(struct{ XMLName xml.Name })), "well-formed XML: %s", u[1])
+		default:
+			t.Errorf("unexpected endpoint %s", u[1])
+		}
 	}
+	assert.Equal(t, 1, leaders, "one controller leads, as client-go's gauge tells a dashboard")
 	interrupt()
 	require.NoError(t, <-done)
 	assert.Contains(t, out.String(), "ok: every invariant held")
@@ -172,7 +214,8 @@ func TestReadyzPassesTheUpgradeGateInEveryPhase(t *testing.T) {
 			c.newBoard()
 			defer c.abandon()
 			c.serving.Unlock()
-			h := c.newServer(c.newMux()).Handler
+			c.mux, c.grpc = c.newMux(), c.newGRPC()
+			h := c.handler()
 			tc.enter(c.up)
 			require.Equal(t, tc.phase, c.up.Report().Phase.String())
 
@@ -186,4 +229,33 @@ func TestReadyzPassesTheUpgradeGateInEveryPhase(t *testing.T) {
 			assert.Equal(t, tc.workerCode, workers.Code, workers.Body.String())
 		})
 	}
+}
+
+// TestAPIPortBindFailureIsOnTheBoard: the API port opens by itself once
+// stable (OpenAPIWhen); when its address has been taken meanwhile, the
+// bind failure is not lost in a goroutine but shown on the board, with its
+// cause, and the controller port serves on.
+func TestAPIPortBindFailureIsOnTheBoard(t *testing.T) {
+	o, err := parseFlags([]string{"-controllers", "1", "-agents", "0"}, io.Discard)
+	require.NoError(t, err)
+	c, err := newController(controllerConfig{name: "c0", apiAddr: "127.0.0.1:0", o: o,
+		tl: newTimeline(io.Discard), store: lease.NewMemStore(lease.MemStoreConfig{})})
+	require.NoError(t, err)
+	defer c.shutdown()
+	taken, err := net.Listen("tcp", c.apiAddress()) // released by CloseAPI until stable
+	require.NoError(t, err)
+	defer taken.Close()
+
+	c.serving.Unlock()
+	c.selfDialed.Unlock()
+	c.leaseKnown.Unlock()
+	c.up.Complete()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	require.True(t, closed(ctx, c.api.Done()))
+	require.ErrorIs(t, c.api.Err(), listener.ErrBind)
+	a := probeReadyz(ctx, c)
+	assert.Equal(t, http.StatusServiceUnavailable, a.code)
+	assert.Regexp(t, `\[-\]api-port failed: listener: bind api port \S+: .*address already in use\n`, a.body)
+	assert.Contains(t, a.body, "[+]stable ok\n")
 }

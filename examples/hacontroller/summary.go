@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/coldstart-go/coldstart/gate"
 	"github.com/coldstart-go/coldstart/lease"
 	"github.com/coldstart-go/coldstart/upgrade"
 )
@@ -34,20 +35,22 @@ type summary struct {
 // ctrlSummary is what one controller did.
 type ctrlSummary struct {
 	name              string
-	selfDials, local  int           // self-dials, and those that stayed on loopback
-	callsRefused      int           // own calls refused during the upgrade
-	callErr           error         // why the refused call never went through; nil if it did
-	agents            int           // agents logging in on its API port
-	admitted, refused int64         // of those: admitted, dials refused while the port was closed
-	peak              int           // most API conns in one acceptWindow
-	sustained         float64       // API accept rate beyond the first burst, per second
-	throttled         time.Duration // time the API port's limiter held conns back
-	earlyAPI          int           // API conns before the controller was stable
-	upgradeAtAPI      upgrade.Phase // the upgrade's phase when the api port opened
-	opened            []string      // gates in the order they opened
-	stableAfter       time.Duration // from start to stable
-	leaseErr          error         // the first definitive lease answer (ErrNotLeader for followers)
-	workersAccepted   bool          // the refused call went through
+	selfDials, local  int                   // self-dials, and those that stayed on loopback
+	callsRefused      int                   // own calls refused during the upgrade
+	neverRefused      []string              // own calls the upgrade never refused
+	callErr           error                 // why a refused call never went through; nil if all did
+	agents            int                   // agents logging in on its API port
+	admitted, refused int64                 // of those: admitted, dials refused while the port was closed
+	peak              int                   // most API conns in one acceptWindow
+	sustained         float64               // API accept rate beyond the first burst, per second
+	throttled         time.Duration         // time the API port's limiter held conns back
+	earlyAPI          int                   // API conns before the controller was stable
+	upgradeAtAPI      upgrade.Phase         // the upgrade's phase when the api port opened
+	upgradeCalls      []upgrade.CallsReport // what the upgrade gate decided, by phase
+	opened            []string              // gates in the order they opened
+	stableAfter       time.Duration         // from start to stable
+	leaseErr          error                 // the first definitive lease answer (ErrNotLeader for followers)
+	workersAccepted   bool                  // the refused calls went through
 }
 
 // acceptWindow is the window the API accept rate is checked over.
@@ -79,30 +82,45 @@ func measure(o options, ctrls []*controller, agents *agentStats, leader *control
 	return s
 }
 
-// measure reads what controller c did.
+// measure reads what controller c did: its self-dials from its dialer's
+// Report, when it became stable from its board's Timeline.
 func (c *controller) measure(o options) ctrlSummary {
 	cs := ctrlSummary{name: c.name, opened: c.board.Report().Opened()}
 	cs.peak, cs.sustained = c.acceptRates(acceptWindow, o.apiBurst)
 	if c.ln != nil { // nil only in a controller assembled without ports (the summary tests')
 		cs.throttled = c.ln.Report().API.Throttled
 	}
-	select {
-	case <-c.workers.Done():
-		cs.callErr = c.workers.Err()
-		cs.workersAccepted = cs.callErr == nil
-	default:
-		cs.callErr = errors.New("still refused when the run ended")
+	if c.up != nil {
+		cs.upgradeCalls = c.up.Report().Calls
+	}
+	if c.dial != nil {
+		r := c.dial.Report()
+		cs.selfDials, cs.local = int(r.LocalDials+r.PeerDials), int(r.LocalDials)
+	}
+	cs.workersAccepted = true
+	for _, call := range c.calls {
+		cs.callsRefused += int(call.n.Load())
+		select {
+		case <-call.done:
+			if call.err != nil {
+				cs.callErr, cs.workersAccepted = fmt.Errorf("%s: %w", call.name, call.err), false
+			}
+		default:
+			cs.callErr, cs.workersAccepted = fmt.Errorf("%s: still refused when the run ended", call.name), false
+		}
+		if call.n.Load() == 0 {
+			cs.neverRefused = append(cs.neverRefused, call.name)
+		}
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	cs.selfDials = len(c.routes)
-	for _, r := range c.routes {
-		if r.Local {
-			cs.local++
+	cs.earlyAPI, cs.leaseErr, cs.upgradeAtAPI = c.earlyAPI, c.leaseErr, c.upgradeAtAPI
+	tl := c.board.Timeline()
+	for _, e := range tl.Entries {
+		if e.Name == "stable" && e.State == gate.StateUnlocked && !c.startedAt.IsZero() {
+			cs.stableAfter = tl.Start.Add(e.Ended).Sub(c.startedAt)
 		}
 	}
-	cs.callsRefused, cs.earlyAPI, cs.stableAfter, cs.leaseErr = c.selfRefused, c.earlyAPI, c.stableAfter, c.leaseErr
-	cs.upgradeAtAPI = c.upgradeAtAPI
 	return cs
 }
 
@@ -120,7 +138,7 @@ var checks = []check{
 	{"agents refused while the api port was closed", checkAgentsRefused},
 	{"api port opens only once stable", checkAPIOrder},
 	{"rate limit", checkRateLimit},
-	{"controller call refused during the upgrade, then accepted", checkUpgradeRefusal},
+	{"controller calls refused during the upgrade, then accepted", checkUpgradeRefusal},
 	{"followers told who leads", checkLeader},
 	{"lease fault: renewal failed, never not-leader", checkLeaseFault},
 	{"readiness probe: 503 while starting, 200 once stable", checkReadiness},
@@ -230,16 +248,17 @@ func checkRateLimit(s *summary) []string {
 	return problems
 }
 
-// checkUpgradeRefusal: each controller's own call was refused during the
-// upgrade (runUpgrade completes only after that) and then went through.
+// checkUpgradeRefusal: each of a controller's own calls (HTTP, gRPC unary
+// and stream) was refused during the upgrade (runUpgrade completes only
+// after that) and then went through.
 func checkUpgradeRefusal(s *summary) []string {
 	var problems []string
 	for _, c := range s.ctrls {
-		if c.callsRefused == 0 {
-			problems = append(problems, fmt.Sprintf("%s: its call was never refused during the upgrade", c.name))
+		if c.callsRefused == 0 || len(c.neverRefused) > 0 {
+			problems = append(problems, fmt.Sprintf("%s: its calls were never refused during the upgrade: %s", c.name, strings.Join(c.neverRefused, ", ")))
 		}
 		if !c.workersAccepted {
-			problems = append(problems, fmt.Sprintf("%s: the call refused during the upgrade never went through: %v", c.name, c.callErr))
+			problems = append(problems, fmt.Sprintf("%s: a call refused during the upgrade never went through: %v", c.name, c.callErr))
 		}
 	}
 	return problems
@@ -313,20 +332,28 @@ func checkReadiness(s *summary) []string {
 
 // print writes the summary.
 func (s *summary) print(out io.Writer) {
-	var per, peaks, toStable []string
+	var per, peaks, toStable, decided []string
 	local, total, callsRefused := 0, 0, 0
 	for _, c := range s.ctrls {
 		local, total, callsRefused = local+c.local, total+c.selfDials, callsRefused+c.callsRefused
 		per = append(per, fmt.Sprintf("%s %d", c.name, c.admitted))
 		peaks = append(peaks, fmt.Sprintf("%s %.0f/s (peak %d in %v, held back %v)", c.name, c.sustained, c.peak, acceptWindow, c.throttled.Round(time.Millisecond)))
 		toStable = append(toStable, fmt.Sprintf("%s %v", c.name, c.stableAfter.Round(time.Millisecond)))
+		var phases []string
+		for _, p := range c.upgradeCalls {
+			if p.Refused+p.Admitted > 0 {
+				phases = append(phases, fmt.Sprintf("%d refused + %d admitted in %s", p.Refused, p.Admitted, p.Phase))
+			}
+		}
+		decided = append(decided, fmt.Sprintf("%s %s", c.name, strings.Join(phases, " and ")))
 	}
 	limit, _ := rateLimit(s.o)
 	fmt.Fprintln(out, "\nsummary")
 	fmt.Fprintf(out, "  controller self-dials     %d/%d local (%d to peers)\n", local, total, total-local)
 	fmt.Fprintf(out, "  agents admitted           %d/%d (%s)\n", s.agents.admitted, s.o.agents, strings.Join(per, ", "))
-	fmt.Fprintf(out, "  refusals retried          %d agent dials refused while an api port was closed; %d controller calls refused during the upgrade (not executed), retried until accepted\n",
+	fmt.Fprintf(out, "  refusals retried          %d agent dials refused while an api port was closed; %d controller calls (HTTP, gRPC unary and stream) refused during the upgrade (not executed), waited out until accepted\n",
 		s.agents.refused, callsRefused)
+	fmt.Fprintf(out, "  upgrade gate calls        %s (HTTP and gRPC; admitted: allowlisted)\n", strings.Join(decided, ", "))
 	fmt.Fprintf(out, "  api accept rate           %s; limit %.0f/s, so at most %.0f in %v with burst %d\n",
 		strings.Join(peaks, ", "), s.o.apiRate, limit, acceptWindow, s.o.apiBurst)
 	if s.leader != "" {
@@ -351,4 +378,14 @@ func (s *summary) print(out io.Writer) {
 		fmt.Fprintf(out, "  singular worker           %s under Lead (%s): %s\n", s.leader, runs, stopped)
 	}
 	fmt.Fprintf(out, "  time to stable            %s\n", strings.Join(toStable, ", "))
+}
+
+// printCriticalChain writes c's critical chain: the gate that ended last,
+// the input that opened last before it, and so on back.
+func printCriticalChain(out io.Writer, c *controller) {
+	chain := c.board.Timeline().CriticalChain("")
+	fmt.Fprintf(out, "\ncritical chain of %s (@ when each gate opened, + how long it took after its input)\n", c.name)
+	for _, line := range strings.Split(strings.TrimSuffix(chain.String(), "\n"), "\n") {
+		fmt.Fprintf(out, "  %s\n", line)
+	}
 }

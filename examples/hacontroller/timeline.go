@@ -23,3 +23,10 @@ func (t *timeline) log(who, format string, args ...any) {
 	defer t.mu.Unlock()
 	fmt.Fprintf(t.w, "%6dms  %-7s %s\n", time.Since(t.start).Milliseconds(), who, fmt.Sprintf(format, args...))
 }
+
+// write lets f write to the timeline's writer with no line interleaved.
+func (t *timeline) write(f func(w io.Writer)) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	f(t.w)
+}

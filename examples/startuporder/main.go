@@ -63,6 +63,7 @@ func NewStartup(clk clock.Clock, steps Steps, retryDelay time.Duration) *Startup
 	}
 	s.Stable = gate.AllOf("stable", s.ControllerPort, s.SelfDialed, s.Upgraded)
 	b.Add(s.Stable)
+	s.APIOpen.After(s.Stable) // Run opens it once stable has: the Timeline's critical chain follows it
 	return s
 }
 
@@ -157,6 +158,7 @@ func main() {
 		os.Exit(1)
 	}
 	fmt.Println("opened in order:", s.Board.Report().Opened())
+	fmt.Print("critical chain:\n", s.Board.Timeline().CriticalChain("api-port"))
 
 	tr, err := lease.NewTracker(lease.Config{
 		Store: lease.NewMemStore(lease.MemStoreConfig{}), Name: "singular", Holder: "c0", Duration: time.Second,

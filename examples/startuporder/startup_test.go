@@ -83,6 +83,26 @@ func result(t *testing.T, done <-chan error) error {
 	}
 }
 
+// TestCriticalChainNamesWhatMadeStartupSlow: on a testclock the chain
+// and its times are exact. The upgrade ends after 5s, the self-dial after
+// two retries (2s): the API port waited on stable, and stable on the
+// upgrade, not on the self-dial.
+func TestCriticalChainNamesWhatMadeStartupSlow(t *testing.T) {
+	clk := testclock.NewClock(time.Time{})
+	f := newFakes(2)
+	s := NewStartup(clk, f.steps(), retry)
+	done := start(t, s)
+	require.NoError(t, clk.WaitAdvance(retry, timeout, 1))
+	require.NoError(t, clk.WaitAdvance(retry, timeout, 1)) // third dial succeeds, at 2s
+	gatetest.AssertUnlocksWithin(t, s.SelfDialed, timeout)
+	clk.Advance(3 * time.Second)
+	f.upgradeDone <- nil // at 5s
+	require.NoError(t, result(t, done))
+
+	assert.Equal(t, "api-port @5s\n└─stable @5s\n  └─upgrade-steps @5s +5s\n",
+		s.Board.Timeline().CriticalChain("api-port").String())
+}
+
 func TestAPIPortOpensOnlyAfterUpgradeStepsAndSelfDial(t *testing.T) {
 	clk := testclock.NewClock(time.Time{})
 	f := newFakes(2)
