@@ -21,8 +21,8 @@ func TestOutage(t *testing.T) {
 	csA, csB := newClient(t, p.addr()), newClient(t, "")
 	ns := newNamespace(t, csB)
 	a, wa := newTracker(t, trackerConfig(newStore(t, csA, ns), "leader", "a"))
-	b, wb := newTracker(t, trackerConfig(newStore(t, csB, ns), "leader", "b"))
 	wa.await(t, 0, 5*time.Second, "a Held", heldBy("a"))
+	b, wb := newTracker(t, trackerConfig(newStore(t, csB, ns), "leader", "b"))
 	wb.await(t, 0, 5*time.Second, "b naming a", notHeldNaming("a"))
 	cfg := trackerConfig(nil, "", "")
 	maxPromise := 2*cfg.Duration - cfg.Duration/10 // 2×Duration − Margin

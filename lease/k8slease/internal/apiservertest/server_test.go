@@ -101,11 +101,32 @@ func newClient(t testing.TB, host string) kubernetes.Interface {
 		cfg.Host = "https://" + host
 	}
 	// A dialer of its own gives the client a transport of its own (client-go
-	// caches transports by config), so that closing it leaves nothing behind.
-	cfg.Dial = (&net.Dialer{Timeout: 5 * time.Second}).DialContext
+	// caches transports by config); it keeps every connection, to close at
+	// cleanup, calls in flight included, so that nothing is left behind.
+	var (
+		mu    sync.Mutex
+		conns []net.Conn
+	)
+	dialer := &net.Dialer{Timeout: 5 * time.Second}
+	cfg.Dial = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := dialer.DialContext(ctx, network, addr)
+		if err == nil {
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+		}
+		return c, err
+	}
 	hc, err := rest.HTTPClientFor(cfg)
 	require.NoError(t, err)
-	t.Cleanup(hc.CloseIdleConnections)
+	t.Cleanup(func() {
+		hc.CloseIdleConnections()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			c.Close()
+		}
+	})
 	cs, err := kubernetes.NewForConfigAndClient(cfg, hc)
 	require.NoError(t, err)
 	return cs

@@ -64,8 +64,9 @@ func TestWritesWhatClientGoReads(t *testing.T) {
 
 // TestTakeoverWaitsForAnUnchangedRecord: a held Lease is taken over only
 // once this process has seen its record unchanged for its
-// leaseDurationSeconds, on its own clock; every renewal restarts the wait,
-// whatever renewTime says.
+// leaseDurationSeconds, on its own clock (a testclock here, while renewTime
+// is the holder's wall clock: they are never compared); every renewal
+// restarts the wait.
 func TestTakeoverWaitsForAnUnchangedRecord(t *testing.T) {
 	cs := newClient(t, "")
 	ns := newNamespace(t, cs)
@@ -88,10 +89,9 @@ func TestTakeoverWaitsForAnUnchangedRecord(t *testing.T) {
 	requireHeldBy("unchanged for less than leaseDurationSeconds")
 	_, err = holder.Extend(ctx, g, 2*time.Second)
 	require.NoError(t, err)
-	clk.Advance(time.Second)
-	requireHeldBy("renewed a second ago")
-	clk.Advance(time.Second - time.Millisecond)
-	requireHeldBy("renewed just under leaseDurationSeconds ago")
+	requireHeldBy("renewed: the wait starts again")
+	clk.Advance(2*time.Second - time.Millisecond)
+	requireHeldBy("seen unchanged for just under leaseDurationSeconds since the renewal")
 	clk.Advance(time.Millisecond)
 	b, err := claimant.Claim(ctx, "leader", "b", 2*time.Second)
 	require.NoError(t, err, "unchanged for leaseDurationSeconds")
