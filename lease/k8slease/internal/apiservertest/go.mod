@@ -1,3 +1,6 @@
+// Tests of lease/k8slease against a real kube-apiserver (see doc.go): a
+// test-only module, so that its replace directives stay out of the store's.
+
 module github.com/coldstart-go/coldstart/lease/k8slease/internal/apiservertest
 
 go 1.26.0
