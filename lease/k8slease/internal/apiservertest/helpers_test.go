@@ -2,6 +2,7 @@ package apiservertest
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -117,4 +118,11 @@ func checkCtx(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	t.Cleanup(cancel)
 	return ctx
+}
+
+// errorsAsNotLeader is errors.As for a *lease.NotLeaderError.
+func errorsAsNotLeader(err error) (*lease.NotLeaderError, bool) {
+	var nl *lease.NotLeaderError
+	ok := errors.As(err, &nl)
+	return nl, ok
 }

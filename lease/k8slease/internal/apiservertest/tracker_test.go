@@ -1,7 +1,6 @@
 package apiservertest
 
 import (
-	"errors"
 	"testing"
 	"time"
 
@@ -82,11 +81,4 @@ func TestRestartedHolderGetsNewToken(t *testing.T) {
 	fresh := w2.await(t, 0, leaseDuration+3*time.Second, "second term", heldBy("unit-0"))
 	require.Greater(t, fresh.Token, old.Token)
 	require.False(t, fresh.at.Before(w1.lastUntil(0)), "the restarted holder led before its old term's promise ended")
-}
-
-// errorsAsNotLeader is errors.As for a *lease.NotLeaderError.
-func errorsAsNotLeader(err error) (*lease.NotLeaderError, bool) {
-	var nl *lease.NotLeaderError
-	ok := errors.As(err, &nl)
-	return nl, ok
 }
