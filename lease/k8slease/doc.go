@@ -1,0 +1,77 @@
+// Package k8slease is a lease.Store on Kubernetes coordination.k8s.io/v1
+// Lease objects, for operators: a lease.Tracker on the API server the
+// operator already talks to, in place of client-go's leaderelection.
+//
+// It answers the incident behind package lease, on the engine where it
+// happens most: client-go's leaderelection turns a slow or restarting API
+// server into "leader election lost", and operators exit and crash-loop on
+// it (spin-operator#180, Mellanox/network-operator#3256,
+// NVIDIA/gpu-operator#2185, operator-sdk#1813). Here only the API server's
+// definitive answers become lease.ErrHeld or lease.ErrNotHeld; a timeout, a
+// 5xx or 429, a refused or broken connection, or a 404 that does not say
+// "this Lease does not exist" is an *OpError matching ErrUnconfirmed, so the
+// tracker answers lease.ErrRenewalFailed ("still ours until T") through an
+// outage, never lease.ErrNotLeader.
+//
+//	cfg, err := rest.InClusterConfig()
+//	...
+//	cs, err := kubernetes.NewForConfig(cfg)
+//	...
+//	store, err := k8slease.NewStore(cs.CoordinationV1(), "my-operator-system")
+//	...
+//	tr, err := lease.NewTracker(lease.Config{
+//		Store: store, Name: "my-operator-leader", Holder: podName,
+//		Duration: 15 * time.Second,
+//	})
+//
+// # The mapping onto a Lease
+//
+// A lease is the Lease object of its name in the Store's namespace. The
+// Store writes the spec as client-go's resourcelock.LeaseLock does:
+// holderIdentity is the Holder, leaseDurationSeconds the granted duration
+// (rounded up to whole seconds), acquireTime the start of the term,
+// renewTime the last renewal, and leaseTransitions counts terms. The token
+// is leaseTransitions, which every claim increments — a re-claim under the
+// same holder name included — so tokens strictly increase while the Lease
+// object exists. Claim creates the Lease (leaseTransitions 1), takes a
+// released one (empty holderIdentity) at once, and takes a held one only
+// when its record has gone unchanged for its leaseDurationSeconds on this
+// process's monotonic clock: the API server does not expire Leases, and
+// the Store never compares renewTime with its own wall clock. Extend and
+// Revoke update the Lease guarded by its resourceVersion; Revoke releases
+// it as client-go does (no holder, leaseDurationSeconds 1).
+//
+// # What a grant promises, and why an observer agrees
+//
+// A successful Claim or Extend promises the term until the time the
+// tracker sent the call plus the granted duration (less the tracker's
+// Margin for clock-rate drift). Any other party — a coldstart tracker or a
+// client-go candidate — takes the Lease over only after it has seen the
+// record unchanged for leaseDurationSeconds, counted from when it first saw
+// that version. It cannot have seen our write before we sent it, so its
+// wait ends after our promise does; and its takeover is an update guarded
+// by the resourceVersion it watched, so if we renewed meanwhile, the
+// takeover fails. client-go notices a change only when the record it reads
+// differs, and it reads renewTime to whole seconds, so a renewal in the
+// same second as the previous write would look like none and let it take
+// over up to a second early: every write therefore moves renewTime to at
+// least the next whole second after the previous one.
+//
+// # Limits
+//
+// Deleting the Lease object (kubectl delete lease) ends the term and
+// restarts leaseTransitions: a Store that saw the old object continues its
+// count when it re-creates it, but a Lease re-created by another process
+// starts again at 1, and resources fenced with the old tokens refuse the
+// new ones until they are reset. Against client-go, the guarantee is the
+// one two client-go candidates have with each other: a client-go leader
+// stops leading when its renewals fail for RenewDeadline, which must stay
+// below its LeaseDuration.
+//
+// This package is its own Go module, so that importing the rest of
+// coldstart never pulls in client-go. Its go.mod requires
+// github.com/coldstart-go/coldstart at v0.0.0 with a development replace
+// directive (=> ../..); a release tags the root module and requires that
+// version instead. Its tests against a real kube-apiserver live in the
+// nested module internal/apiservertest.
+package k8slease

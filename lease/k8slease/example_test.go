@@ -1,0 +1,85 @@
+package k8slease_test
+
+import (
+	"context"
+	"errors"
+	"log"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/coldstart-go/coldstart/lease"
+	"github.com/coldstart-go/coldstart/lease/k8slease"
+)
+
+// An operator elects its leader on a Lease in its own namespace. A slow or
+// restarting API server makes the tracker answer ErrRenewalFailed ("still
+// ours until T"), never ErrNotLeader, so the operator neither exits nor
+// stops reconciling while its promise lasts — and its liveness probe does
+// not depend on the API server at all, so the kubelet does not restart it
+// for the API server's trouble. (Not run: it needs a cluster; the module
+// internal/apiservertest runs this against a real kube-apiserver.)
+func Example_operator() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	cfg, err := rest.InClusterConfig()
+	if err != nil {
+		log.Fatal(err)
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		log.Fatal(err)
+	}
+	store, err := k8slease.NewStore(cs.CoordinationV1(), os.Getenv("POD_NAMESPACE"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	tr, err := lease.NewTracker(lease.Config{
+		Store:          store,
+		Name:           "my-operator-leader",
+		Holder:         os.Getenv("POD_NAME"),
+		Duration:       15 * time.Second, // the Lease says leaseDurationSeconds: 30
+		ReleaseOnClose: true,             // the next pod takes over at once on a rolling update
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer tr.Close()
+
+	// Liveness answers "is this process stuck", which the lease cannot
+	// tell; readiness says whether this pod leads, for the Service.
+	http.HandleFunc("/livez", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
+	http.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
+		if _, err := tr.Check(r.Context(), 0); err != nil {
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+		}
+	})
+	go func() { log.Print(http.ListenAndServe(":8081", nil)) }()
+
+	for ctx.Err() == nil {
+		// reconcile runs while this pod leads; its ctx ends when the
+		// lease can no longer be promised.
+		err := tr.WithLeadership(ctx, reconcile)
+		switch {
+		case errors.Is(err, lease.ErrNotLeader), errors.Is(err, lease.ErrRenewalFailed):
+			// Follow: the tracker keeps claiming; ask again shortly.
+			select {
+			case <-time.After(time.Second):
+			case <-ctx.Done():
+			}
+		case err != nil && ctx.Err() == nil:
+			log.Fatal(err)
+		}
+	}
+}
+
+func reconcile(ctx context.Context) error {
+	<-ctx.Done() // watch and reconcile until leadership ends
+	return ctx.Err()
+}

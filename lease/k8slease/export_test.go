@@ -1,0 +1,7 @@
+package k8slease
+
+// Internals for this module's tests.
+var (
+	RenewAfter = renewAfter
+	IsGone     = isGone
+)

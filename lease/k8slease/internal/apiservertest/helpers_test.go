@@ -1,0 +1,128 @@
+package apiservertest
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/coldstart-go/coldstart/lease"
+)
+
+// newTracker starts a tracker, closed at cleanup, and follows its changes.
+func newTracker(t *testing.T, cfg lease.Config) (*lease.Tracker, *watcher) {
+	t.Helper()
+	tr, err := lease.NewTracker(cfg)
+	require.NoError(t, err)
+	w := watch(tr)
+	t.Cleanup(func() {
+		tr.Close()
+		<-w.done
+	})
+	return tr, w
+}
+
+// observed is one status a tracker published, and when the test saw it.
+type observed struct {
+	lease.Status
+	at time.Time
+}
+
+// watcher records every status a tracker publishes. (It is the one place
+// these tests follow a tracker's changes.)
+type watcher struct {
+	mu   sync.Mutex
+	log  []observed
+	bump chan struct{} // closed and replaced at each new status
+	done chan struct{} // closed when the tracker's changes end
+}
+
+func watch(tr *lease.Tracker) *watcher {
+	w := &watcher{bump: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(w.done)
+		for st := range tr.Changes() {
+			w.mu.Lock()
+			w.log = append(w.log, observed{st, time.Now()})
+			close(w.bump)
+			w.bump = make(chan struct{})
+			w.mu.Unlock()
+		}
+	}()
+	return w
+}
+
+// mark is where the statuses published from now on begin.
+func (w *watcher) mark() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.log)
+}
+
+// since returns the statuses published from mark on.
+func (w *watcher) since(mark int) []observed {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]observed(nil), w.log[mark:]...)
+}
+
+// await returns the first status from mark on that ok accepts, waiting up
+// to within for it.
+func (w *watcher) await(t *testing.T, mark int, within time.Duration, what string, ok func(lease.Status) bool) observed {
+	t.Helper()
+	timeout := time.After(within)
+	for next := mark; ; {
+		w.mu.Lock()
+		log, bump := w.log, w.bump
+		w.mu.Unlock()
+		for ; next < len(log); next++ {
+			if ok(log[next].Status) {
+				return log[next]
+			}
+		}
+		select {
+		case <-bump:
+		case <-w.done:
+			t.Fatalf("tracker closed before %s; statuses: %+v", what, log[mark:])
+		case <-timeout:
+			t.Fatalf("no %s within %v; statuses: %+v", what, within, log[mark:])
+		}
+	}
+}
+
+// lastUntil is the latest Until of a Held status from mark on: the end of
+// the tracker's promise.
+func (w *watcher) lastUntil(mark int) time.Time {
+	var until time.Time
+	for _, o := range w.since(mark) {
+		if o.State == lease.Held && o.Until.After(until) {
+			until = o.Until
+		}
+	}
+	return until
+}
+
+func heldBy(holder string) func(lease.Status) bool {
+	return func(st lease.Status) bool { return st.State == lease.Held && st.Holder == holder }
+}
+
+func notHeldNaming(holder string) func(lease.Status) bool {
+	return func(st lease.Status) bool { return st.State == lease.NotHeld && st.Holder == holder }
+}
+
+// checkCtx is a ctx for one Check.
+func checkCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// errorsAsNotLeader is errors.As for a *lease.NotLeaderError.
+func errorsAsNotLeader(err error) (*lease.NotLeaderError, bool) {
+	var nl *lease.NotLeaderError
+	ok := errors.As(err, &nl)
+	return nl, ok
+}

@@ -1,0 +1,152 @@
+package apiservertest
+
+import (
+	"net"
+	"net/url"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// proxy is a TCP proxy in front of the API server, for one client: it
+// forwards, stalls (holds every byte in both directions until it forwards
+// again: a slow API server) or cuts (closes every connection and every new
+// one at once: an API server down).
+type proxy struct {
+	ln     net.Listener
+	target string
+
+	mu      sync.Mutex
+	mode    proxyMode
+	resume  chan struct{} // closed when a stall ends
+	conns   map[net.Conn]struct{}
+	closed  bool
+	running sync.WaitGroup
+}
+
+type proxyMode int
+
+const (
+	forwarding proxyMode = iota
+	stalled
+	cut
+)
+
+// newProxy starts a proxy to the test server, stopped at cleanup.
+func newProxy(t *testing.T) *proxy {
+	t.Helper()
+	u, err := url.Parse(apiServer.Host)
+	require.NoError(t, err)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	p := &proxy{ln: ln, target: u.Host, resume: make(chan struct{}), conns: make(map[net.Conn]struct{})}
+	close(p.resume)
+	p.running.Add(1)
+	go p.serve()
+	t.Cleanup(p.close)
+	return p
+}
+
+func (p *proxy) addr() string { return p.ln.Addr().String() }
+
+// set switches the proxy to mode m.
+func (p *proxy) set(m proxyMode) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	switch {
+	case m == stalled && p.mode != stalled:
+		p.resume = make(chan struct{})
+	case m != stalled && p.mode == stalled:
+		close(p.resume)
+	}
+	p.mode = m
+	if m == cut {
+		for c := range p.conns {
+			c.Close()
+		}
+	}
+}
+
+func (p *proxy) serve() {
+	defer p.running.Done()
+	for {
+		c, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		p.mu.Lock()
+		if p.closed || p.mode == cut {
+			p.mu.Unlock()
+			c.Close()
+			continue
+		}
+		p.mu.Unlock()
+		up, err := net.Dial("tcp", p.target)
+		if err != nil {
+			c.Close()
+			continue
+		}
+		if !p.track(c, up) {
+			continue
+		}
+		p.running.Add(2)
+		go p.pipe(up, c)
+		go p.pipe(c, up)
+	}
+}
+
+// track registers a pair of connections, or closes them if the proxy cut
+// or closed meanwhile.
+func (p *proxy) track(conns ...net.Conn) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed || p.mode == cut {
+		for _, c := range conns {
+			c.Close()
+		}
+		return false
+	}
+	for _, c := range conns {
+		p.conns[c] = struct{}{}
+	}
+	return true
+}
+
+// pipe copies from src to dst, holding each chunk while the proxy stalls.
+func (p *proxy) pipe(dst, src net.Conn) {
+	defer p.running.Done()
+	defer func() {
+		p.mu.Lock()
+		delete(p.conns, src)
+		delete(p.conns, dst)
+		p.mu.Unlock()
+		src.Close()
+		dst.Close()
+	}()
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			p.mu.Lock()
+			resume := p.resume
+			p.mu.Unlock()
+			<-resume // a cut or a close ends a stall too
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+func (p *proxy) close() {
+	p.mu.Lock()
+	p.closed = true
+	p.mu.Unlock()
+	p.set(cut)
+	p.ln.Close()
+	p.running.Wait()
+}

@@ -1,0 +1,438 @@
+package k8slease
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/juju/clock"
+	jujuerrors "github.com/juju/errors"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
+	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
+
+	"github.com/coldstart-go/coldstart/lease"
+)
+
+// ErrUnconfirmed marks every error of this package that is not a definitive
+// answer: the API server may or may not have applied the call (a timeout, a
+// 5xx or 429 answer, a refused or broken connection, a cancelled context, a
+// 404 that is not "this Lease does not exist"). Do not treat it as a loss
+// of the lease: keep the old deadline and retry. Errors matching it are
+// *OpError values and unwrap to client-go's own error, so
+// apierrors.IsTooManyRequests(err) and errors.Is(err,
+// context.DeadlineExceeded) work.
+var ErrUnconfirmed = errors.New("the API server did not confirm the lease operation")
+
+// OpError is an ambiguous failure of one Store call. It names the call and
+// the lease, and unwraps to the cause. It matches ErrUnconfirmed and never
+// lease.ErrHeld or lease.ErrNotHeld.
+type OpError struct {
+	Op        string // "claim", "extend" or "revoke"
+	Namespace string
+	Name      string // the lease: the Lease object's name
+	Holder    string
+	Token     uint64 // 0 for a claim
+	Err       error  // what client-go or the API server said
+}
+
+func (e *OpError) Error() string {
+	if e.Token == 0 {
+		return fmt.Sprintf("k8slease: %s lease %s/%s for %q unconfirmed: %v", e.Op, e.Namespace, e.Name, e.Holder, e.Err)
+	}
+	return fmt.Sprintf("k8slease: %s lease %s/%s for %q (token %d) unconfirmed: %v", e.Op, e.Namespace, e.Name, e.Holder, e.Token, e.Err)
+}
+
+// Unwrap returns the cause.
+func (e *OpError) Unwrap() error { return e.Err }
+
+// Is reports whether target is ErrUnconfirmed.
+func (e *OpError) Is(target error) bool { return target == ErrUnconfirmed }
+
+// Store is a lease.Store on coordination.k8s.io/v1 Lease objects in one
+// namespace: lease name = object name, Holder = spec.holderIdentity, Token =
+// spec.leaseTransitions. It writes the spec the way client-go's
+// resourcelock.LeaseLock does (see the package doc for the mapping and
+// what a grant promises).
+//
+// The API server does not expire Leases: whoever wants one decides when the
+// holder's term is over. The Store therefore remembers, per lease name, the
+// last Lease object it read or wrote and when (on its clock) it first saw
+// that object's resourceVersion. That memory makes a takeover wait; losing
+// it (a new Store) only makes the wait start again. It is safe for
+// concurrent use.
+type Store struct {
+	leases    coordinationv1client.LeaseInterface
+	namespace string
+	clk       clock.Clock
+
+	mu   sync.Mutex
+	seen map[string]sighting // by lease name
+}
+
+// sighting is the latest version of one Lease object this Store read or
+// wrote, and when it first saw that version.
+type sighting struct {
+	lease *coordinationv1.Lease // shared: never modified
+	since time.Time
+}
+
+var _ lease.Store = (*Store)(nil)
+
+// NewStore returns a Store on the Lease objects of namespace, which must
+// exist. cli is usually kubernetes.Interface's CoordinationV1(); give it a
+// rest.Config whose Timeout (if any) is no shorter than the tracker's
+// CallTimeout, so that the tracker's ctx is what cuts a call.
+func NewStore(cli coordinationv1client.CoordinationV1Interface, namespace string, opts ...Option) (*Store, error) {
+	if c, ok := cli.(*coordinationv1client.CoordinationV1Client); cli == nil || ok && c == nil {
+		return nil, jujuerrors.NotValidf("nil client (must be a CoordinationV1Interface, e.g. clientset.CoordinationV1())")
+	}
+	if errs := validation.IsDNS1123Label(namespace); len(errs) > 0 {
+		return nil, jujuerrors.NotValidf("namespace %q (must be a namespace name: %s)", namespace, strings.Join(errs, "; "))
+	}
+	o := newOptions(opts)
+	return &Store{
+		leases:    cli.Leases(namespace),
+		namespace: namespace,
+		clk:       o.clock,
+		seen:      make(map[string]sighting),
+	}, nil
+}
+
+// Claim implements lease.Store. It creates the Lease if it does not exist,
+// takes it at once if it is released (no holder), and takes it from a
+// holder only once this Store has seen its record unchanged for its
+// leaseDurationSeconds; until then it returns a *lease.HeldError naming the
+// holder — also when the holder has holder's name (a restarted process
+// waits for its old term, as client-go does). Every claim increments
+// leaseTransitions, which is the new term's token. The granted Duration is
+// d rounded up to whole seconds (the Lease's leaseDurationSeconds). Any
+// other error matches ErrUnconfirmed, except an invalid argument, which is a
+// NotValid error (github.com/juju/errors).
+func (s *Store) Claim(ctx context.Context, name, holder string, d time.Duration) (lease.Grant, error) {
+	secs, err := checkClaim(name, holder, d)
+	if err != nil {
+		return lease.Grant{}, err
+	}
+	fail := func(err error) (lease.Grant, error) {
+		return lease.Grant{}, &OpError{Op: "claim", Namespace: s.namespace, Name: name, Holder: holder, Err: err}
+	}
+	for attempt := 1; ; attempt++ {
+		cur, since, err := s.read(ctx, name)
+		if err != nil {
+			return fail(err)
+		}
+		now := s.clk.Now()
+		var out *coordinationv1.Lease
+		switch h := holderOf(cur); {
+		case cur == nil:
+			out, err = s.leases.Create(ctx, s.created(name, holder, secs, now), metav1.CreateOptions{})
+		case h != "" && now.Sub(since) < durationOf(cur):
+			return lease.Grant{}, &lease.HeldError{Name: name, Holder: h}
+		case transitionsOf(cur) >= math.MaxInt32:
+			return fail(fmt.Errorf("leaseTransitions is %d, its maximum: delete the Lease object to restart its count", transitionsOf(cur)))
+		default: // released, or unchanged for its leaseDurationSeconds
+			out, err = s.leases.Update(ctx, takenOver(cur, holder, secs, now), metav1.UpdateOptions{})
+		}
+		switch {
+		case err == nil:
+			s.saw(out, s.clk.Now())
+			return grantOf(out), nil
+		case attempt == 1 && (apierrors.IsAlreadyExists(err) || apierrors.IsConflict(err) || isGone(err, name)):
+			continue // another party wrote (or deleted) it first: judge what it wrote
+		}
+		return fail(err)
+	}
+}
+
+// Extend implements lease.Store: it renews term g (holder and
+// leaseTransitions both match) with an update guarded by the
+// resourceVersion it last saw, for d rounded up to whole seconds, and moves
+// renewTime on (to the next whole second when the last write was in the
+// same second, so that client-go sees the change). A term that ran out
+// with nobody taking it is extended as well. A term that is over (taken,
+// released, its Lease deleted) gets a *lease.NotHeldError naming the holder
+// now; any other error matches ErrUnconfirmed, except an invalid argument
+// (NotValid).
+func (s *Store) Extend(ctx context.Context, g lease.Grant, d time.Duration) (lease.Grant, error) {
+	secs, err := checkExtend(g, d)
+	if err != nil {
+		return lease.Grant{}, err
+	}
+	out, err := s.update(ctx, "extend", g, func(cur *coordinationv1.Lease, now time.Time) *coordinationv1.Lease {
+		next := cur.DeepCopy()
+		at := renewAfter(cur.Spec.RenewTime, now)
+		next.Spec.RenewTime = &at
+		next.Spec.LeaseDurationSeconds = &secs
+		return next
+	})
+	if err != nil {
+		return lease.Grant{}, err
+	}
+	return grantOf(out), nil
+}
+
+// Revoke implements lease.Store: it releases term g as client-go does (no
+// holder, leaseDurationSeconds 1, leaseTransitions kept), guarded by the
+// resourceVersion, so that any party may claim it at once. A term that is
+// already over gets a *lease.NotHeldError; any other error matches
+// ErrUnconfirmed, except an invalid argument (NotValid).
+func (s *Store) Revoke(ctx context.Context, g lease.Grant) error {
+	if _, err := checkExtend(g, time.Second); err != nil {
+		return err
+	}
+	_, err := s.update(ctx, "revoke", g, func(cur *coordinationv1.Lease, now time.Time) *coordinationv1.Lease {
+		next := cur.DeepCopy()
+		at := renewAfter(cur.Spec.RenewTime, now)
+		none, one := "", int32(1)
+		next.Spec.HolderIdentity = &none
+		next.Spec.LeaseDurationSeconds = &one
+		next.Spec.AcquireTime = &at
+		next.Spec.RenewTime = &at
+		return next
+	})
+	return err
+}
+
+// update writes change(cur) over the Lease of term g, guarded by cur's
+// resourceVersion. It starts from the last version this Store saw, reads
+// afresh when that is not term g's, and on a Conflict reads once more and
+// retries if the term is still g's.
+func (s *Store) update(ctx context.Context, op string, g lease.Grant, change func(cur *coordinationv1.Lease, now time.Time) *coordinationv1.Lease) (*coordinationv1.Lease, error) {
+	fail := func(err error) (*coordinationv1.Lease, error) {
+		return nil, &OpError{Op: op, Namespace: s.namespace, Name: g.Name, Holder: g.Holder, Token: g.Token, Err: err}
+	}
+	cur := s.last(g.Name)
+	// uid is the object term g was seen in: if it was deleted and
+	// re-created, leaseTransitions restarted and may repeat g.Token.
+	var uid types.UID
+	if isTerm(cur, g) {
+		uid = cur.UID
+	}
+	fresh := false
+	for attempt := 1; ; attempt++ {
+		if !fresh && !isTerm(cur, g) {
+			var err error
+			if cur, _, err = s.read(ctx, g.Name); err != nil {
+				return fail(err)
+			}
+			fresh = true
+		}
+		if !isTerm(cur, g) || uid != "" && cur.UID != uid {
+			return nil, s.over(op, g, cur)
+		}
+		out, err := s.leases.Update(ctx, change(cur, s.clk.Now()), metav1.UpdateOptions{})
+		switch {
+		case err == nil:
+			s.saw(out, s.clk.Now())
+			return out, nil
+		case isGone(err, g.Name):
+			return nil, s.over(op, g, nil)
+		case attempt == 1 && apierrors.IsConflict(err):
+			cur, fresh = nil, false // another party wrote: is it still our term?
+			continue
+		}
+		return fail(err)
+	}
+}
+
+// over is the definitive answer to op on term g, which cur (the Lease now,
+// nil if there is none) shows is over.
+func (s *Store) over(op string, g lease.Grant, cur *coordinationv1.Lease) error {
+	e := &lease.NotHeldError{Name: g.Name, Token: g.Token, Holder: holderOf(cur)}
+	switch {
+	case cur == nil:
+		e.Reason = fmt.Sprintf("%s for %q: the Lease object %s/%s does not exist (deleted)", op, g.Holder, s.namespace, g.Name)
+	case e.Holder == "":
+		e.Reason = fmt.Sprintf("%s for %q: released (leaseTransitions %d)", op, g.Holder, transitionsOf(cur))
+	case isTerm(cur, g):
+		e.Reason = fmt.Sprintf("%s for %q: the Lease object was deleted and re-created", op, g.Holder)
+	default:
+		e.Reason = fmt.Sprintf("%s for %q: the Lease is in term %d", op, g.Holder, transitionsOf(cur))
+	}
+	return e
+}
+
+// read gets the Lease name, or nil if it does not exist, and when this
+// Store first saw its version.
+func (s *Store) read(ctx context.Context, name string) (*coordinationv1.Lease, time.Time, error) {
+	cur, err := s.leases.Get(ctx, name, metav1.GetOptions{})
+	switch {
+	case isGone(err, name):
+		return nil, time.Time{}, nil
+	case err != nil:
+		return nil, time.Time{}, err
+	}
+	return cur, s.saw(cur, s.clk.Now()), nil
+}
+
+// saw records that the Store read or wrote l, which it had in hand at at,
+// and returns when it first saw that version of l.
+func (s *Store) saw(l *coordinationv1.Lease, at time.Time) time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if prev, ok := s.seen[l.Name]; ok && prev.lease.ResourceVersion == l.ResourceVersion && prev.lease.UID == l.UID {
+		return prev.since
+	}
+	s.seen[l.Name] = sighting{lease: l, since: at}
+	return at
+}
+
+// last returns the latest version of the Lease name that the Store saw, or
+// nil. It must not be modified.
+func (s *Store) last(name string) *coordinationv1.Lease {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.seen[name].lease
+}
+
+// created is a new Lease for holder's first term. Its leaseTransitions
+// continues from the last this Store saw of a deleted one of the same name,
+// so that its tokens go on increasing; a Lease nobody here saw starts at 1.
+func (s *Store) created(name, holder string, secs int32, now time.Time) *coordinationv1.Lease {
+	transitions := int32(1)
+	if prev := s.last(name); prev != nil && transitionsOf(prev) < math.MaxInt32 {
+		transitions = max(transitions, transitionsOf(prev)+1)
+	}
+	at := renewAfter(nil, now)
+	return &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: s.namespace},
+		Spec: coordinationv1.LeaseSpec{
+			HolderIdentity:       &holder,
+			LeaseDurationSeconds: &secs,
+			AcquireTime:          &at,
+			RenewTime:            &at,
+			LeaseTransitions:     &transitions,
+		},
+	}
+}
+
+// takenOver is cur given to holder for a new term.
+func takenOver(cur *coordinationv1.Lease, holder string, secs int32, now time.Time) *coordinationv1.Lease {
+	next := cur.DeepCopy()
+	at := renewAfter(cur.Spec.RenewTime, now)
+	transitions := transitionsOf(cur) + 1
+	next.Spec.HolderIdentity = &holder
+	next.Spec.LeaseDurationSeconds = &secs
+	next.Spec.AcquireTime = &at
+	next.Spec.RenewTime = &at
+	next.Spec.LeaseTransitions = &transitions
+	return next
+}
+
+// renewAfter is the renewTime of a write at now over a record whose
+// renewTime is prev (nil for none): now, to the microsecond the API keeps,
+// but at least the whole second after prev's second. client-go compares
+// records with renewTime cut to whole seconds, and a write it cannot tell
+// from the previous one would not restart its wait.
+func renewAfter(prev *metav1.MicroTime, now time.Time) metav1.MicroTime {
+	t := now.Round(0).Truncate(time.Microsecond)
+	if prev != nil {
+		if floor := prev.Truncate(time.Second).Add(time.Second); t.Before(floor) {
+			t = floor
+		}
+	}
+	return metav1.NewMicroTime(t)
+}
+
+// grantOf is the term that l, just written by this Store, records.
+func grantOf(l *coordinationv1.Lease) lease.Grant {
+	return lease.Grant{
+		Name:     l.Name,
+		Holder:   holderOf(l),
+		Token:    uint64(transitionsOf(l)),
+		Duration: durationOf(l),
+	}
+}
+
+// isTerm reports whether l records term g.
+func isTerm(l *coordinationv1.Lease, g lease.Grant) bool {
+	return l != nil && holderOf(l) == g.Holder && uint64(transitionsOf(l)) == g.Token
+}
+
+func holderOf(l *coordinationv1.Lease) string {
+	if l == nil || l.Spec.HolderIdentity == nil {
+		return ""
+	}
+	return *l.Spec.HolderIdentity
+}
+
+// durationOf is l's leaseDurationSeconds; none counts as zero (expired), as
+// client-go counts it.
+func durationOf(l *coordinationv1.Lease) time.Duration {
+	if l.Spec.LeaseDurationSeconds == nil {
+		return 0
+	}
+	return time.Duration(*l.Spec.LeaseDurationSeconds) * time.Second
+}
+
+func transitionsOf(l *coordinationv1.Lease) int32 {
+	if l.Spec.LeaseTransitions == nil {
+		return 0
+	}
+	return *l.Spec.LeaseTransitions
+}
+
+// isGone reports whether err says that the Lease object name does not
+// exist: a 404 whose details name it. Any other 404 (no coordination.k8s.io
+// API, a proxy in the way) says nothing about the Lease.
+func isGone(err error, name string) bool {
+	var st apierrors.APIStatus
+	if err == nil || !errors.As(err, &st) {
+		return false
+	}
+	status := st.Status()
+	d := status.Details
+	return status.Code == http.StatusNotFound && status.Reason == metav1.StatusReasonNotFound &&
+		d != nil && d.Name == name && d.Kind == "leases" && d.Group == coordinationv1.GroupName
+}
+
+// maxSeconds is the longest term a Lease records (leaseDurationSeconds is
+// an int32).
+const maxSeconds = math.MaxInt32
+
+// checkClaim validates Claim's arguments and returns d in whole seconds,
+// rounded up.
+func checkClaim(name, holder string, d time.Duration) (int32, error) {
+	if err := checkName(name); err != nil {
+		return 0, err
+	}
+	if holder == "" {
+		return 0, jujuerrors.NotValidf("empty holder for lease %q (must name the claimant)", name)
+	}
+	return seconds(name, d)
+}
+
+// checkExtend validates a grant and a duration for Extend or Revoke.
+func checkExtend(g lease.Grant, d time.Duration) (int32, error) {
+	if err := checkName(g.Name); err != nil {
+		return 0, err
+	}
+	if g.Holder == "" || g.Token == 0 || g.Token > math.MaxInt32 {
+		return 0, jujuerrors.NotValidf("grant %+v (must have a Holder and a Token in [1, %d], as Claim returns)", g, math.MaxInt32)
+	}
+	return seconds(g.Name, d)
+}
+
+func checkName(name string) error {
+	if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 {
+		return jujuerrors.NotValidf("lease name %q (must be a Kubernetes object name: %s)", name, strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+// seconds is d rounded up to whole seconds.
+func seconds(name string, d time.Duration) (int32, error) {
+	if d <= 0 || d > maxSeconds*time.Second {
+		return 0, jujuerrors.NotValidf("lease %q duration %v (must be in (0, %v])", name, d, maxSeconds*time.Second)
+	}
+	return int32((d + time.Second - 1) / time.Second), nil
+}
