@@ -2,7 +2,6 @@ package k8slease_test
 
 import (
 	"context"
-	"errors"
 	"log"
 	"net/http"
 	"os"
@@ -52,9 +51,14 @@ func Example_operator() {
 	}
 	defer tr.Close()
 
-	// Liveness answers "is this process stuck", which the lease cannot
-	// tell; readiness says whether this pod leads, for the Service.
-	http.HandleFunc("/livez", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
+	// Liveness fails only when the tracker itself is stuck, never because
+	// the API server is slow or another pod leads (a restart fixes
+	// neither); readiness says whether this pod leads, for the Service.
+	http.HandleFunc("/livez", func(w http.ResponseWriter, _ *http.Request) {
+		if err := tr.Alive(); err != nil {
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+		}
+	})
 	http.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
 		if _, err := tr.Check(r.Context(), 0); err != nil {
 			http.Error(w, err.Error(), http.StatusServiceUnavailable)
@@ -62,24 +66,14 @@ func Example_operator() {
 	})
 	go func() { log.Print(http.ListenAndServe(":8081", nil)) }()
 
-	for ctx.Err() == nil {
-		// reconcile runs while this pod leads; its ctx ends when the
-		// lease can no longer be promised.
-		err := tr.WithLeadership(ctx, reconcile)
-		switch {
-		case errors.Is(err, lease.ErrNotLeader), errors.Is(err, lease.ErrRenewalFailed):
-			// Follow: the tracker keeps claiming; ask again shortly.
-			select {
-			case <-time.After(time.Second):
-			case <-ctx.Done():
-			}
-		case err != nil && ctx.Err() == nil:
-			log.Fatal(err)
-		}
+	// reconcile runs each time this pod leads; its ctx ends when the
+	// lease can no longer be promised, and Lead waits for the next term.
+	if err := tr.Lead(ctx, reconcile); err != nil && ctx.Err() == nil {
+		log.Fatal(err)
 	}
 }
 
-func reconcile(ctx context.Context) error {
+func reconcile(ctx context.Context, _ lease.Status) error {
 	<-ctx.Done() // watch and reconcile until leadership ends
 	return ctx.Err()
 }

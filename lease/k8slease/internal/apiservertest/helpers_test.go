@@ -17,9 +17,11 @@ func newTracker(t *testing.T, cfg lease.Config) (*lease.Tracker, *watcher) {
 	t.Helper()
 	tr, err := lease.NewTracker(cfg)
 	require.NoError(t, err)
-	w := watch(tr)
+	stop := make(chan struct{})
+	w := watch(tr, stop)
 	t.Cleanup(func() {
 		tr.Close()
+		close(stop)
 		<-w.done
 	})
 	return tr, w
@@ -37,19 +39,27 @@ type watcher struct {
 	mu   sync.Mutex
 	log  []observed
 	bump chan struct{} // closed and replaced at each new status
-	done chan struct{} // closed when the tracker's changes end
+	done chan struct{} // closed when the watch stops
 }
 
-func watch(tr *lease.Tracker) *watcher {
+// watch follows tr's statuses through Current until stop closes (after
+// Close a tracker's status channel never closes, so the test stops it).
+func watch(tr *lease.Tracker, stop <-chan struct{}) *watcher {
 	w := &watcher{bump: make(chan struct{}), done: make(chan struct{})}
 	go func() {
 		defer close(w.done)
-		for st := range tr.Changes() {
+		for {
+			st, changed := tr.Current()
 			w.mu.Lock()
 			w.log = append(w.log, observed{st, time.Now()})
 			close(w.bump)
 			w.bump = make(chan struct{})
 			w.mu.Unlock()
+			select {
+			case <-changed:
+			case <-stop:
+				return
+			}
 		}
 	}()
 	return w
