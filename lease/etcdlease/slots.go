@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"sync"
+
+	"github.com/coldstart-go/coldstart/internal/logcount"
 )
 
 // slots bounds the calls in flight. Waiters are served newest first: when
@@ -18,6 +20,8 @@ type slots struct {
 	free    int
 	waiting []*slotWaiter // a stack: the newest last
 	gone    int           // waiters in waiting that gave up
+	// refused counts the calls that waited out their ctx (ErrOverCapacity).
+	refused *logcount.Counter
 }
 
 type slotWaiter struct {
@@ -25,7 +29,9 @@ type slotWaiter struct {
 	gone  bool
 }
 
-func newSlots(n int) *slots { return &slots{size: n, free: n} }
+func newSlots(n int, refused *logcount.Counter) *slots {
+	return &slots{size: n, free: n, refused: refused}
+}
 
 // acquire takes a slot, waiting while none is free. It returns ctx's error,
 // without a slot, if ctx had ended already; if ctx ends while it waits, an
@@ -62,7 +68,9 @@ func (s *slots) acquire(ctx context.Context) error {
 		waiting := len(s.waiting) - s.gone
 		s.compact()
 		s.mu.Unlock()
-		return fmt.Errorf("%w: all %d call slots stayed busy (%d other calls waiting): %w", ErrOverCapacity, s.size, waiting, ctx.Err())
+		err := fmt.Errorf("%w: all %d call slots stayed busy (%d other calls waiting): %w", ErrOverCapacity, s.size, waiting, ctx.Err())
+		s.refused.IncErr(err)
+		return err
 	}
 	return ctx.Err()
 }
