@@ -153,7 +153,7 @@ func (b *claimBatcher) sendOne() {
 		}
 		b.wake = cancel
 		b.mu.Unlock()
-		err := b.store.slots.acquire(ctx)
+		err := b.store.slots.wait(ctx)
 		cancel()
 		b.mu.Lock()
 		b.wake = nil

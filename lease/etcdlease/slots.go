@@ -2,6 +2,7 @@ package etcdlease
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 
@@ -20,7 +21,8 @@ type slots struct {
 	free    int
 	waiting []*slotWaiter // a stack: the newest last
 	gone    int           // waiters in waiting that gave up
-	// refused counts the calls that waited out their ctx (ErrOverCapacity).
+	// refused counts the callers' calls that waited out their ctx
+	// (ErrOverCapacity); the store's own waits are not refusals.
 	refused *logcount.Counter
 }
 
@@ -33,10 +35,20 @@ func newSlots(n int, refused *logcount.Counter) *slots {
 	return &slots{size: n, free: n, refused: refused}
 }
 
-// acquire takes a slot, waiting while none is free. It returns ctx's error,
+// acquire takes a slot for a caller's call, as wait does, and counts the
+// call refused if it waited out ctx.
+func (s *slots) acquire(ctx context.Context) error {
+	err := s.wait(ctx)
+	if errors.Is(err, ErrOverCapacity) {
+		s.refused.IncErr(err)
+	}
+	return err
+}
+
+// wait takes a slot, waiting while none is free. It returns ctx's error,
 // without a slot, if ctx had ended already; if ctx ends while it waits, an
 // error matching both ErrOverCapacity and ctx's error.
-func (s *slots) acquire(ctx context.Context) error {
+func (s *slots) wait(ctx context.Context) error {
 	s.mu.Lock()
 	if err := ctx.Err(); err != nil {
 		s.mu.Unlock()
@@ -68,9 +80,7 @@ func (s *slots) acquire(ctx context.Context) error {
 		waiting := len(s.waiting) - s.gone
 		s.compact()
 		s.mu.Unlock()
-		err := fmt.Errorf("%w: all %d call slots stayed busy (%d other calls waiting): %w", ErrOverCapacity, s.size, waiting, ctx.Err())
-		s.refused.IncErr(err)
-		return err
+		return fmt.Errorf("%w: all %d call slots stayed busy (%d other calls waiting): %w", ErrOverCapacity, s.size, waiting, ctx.Err())
 	}
 	return ctx.Err()
 }
