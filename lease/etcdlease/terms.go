@@ -100,7 +100,7 @@ type term struct {
 	// promised says a holder was granted the term; a term never granted
 	// (an orphan key, an unconfirmed claim's put) was nobody's.
 	promised bool
-	lost  map[chan struct{}]struct{} // Lost channels to close when it ends
+	lost     map[chan struct{}]struct{} // Lost channels to close when it ends
 }
 
 // abandoned says whether the holder of the live term t stopped asking for
