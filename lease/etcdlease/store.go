@@ -199,8 +199,7 @@ func (s *Store) claim(ctx context.Context, name, holder string, d time.Duration)
 // g.Token (the token is unchanged). It returns a *lease.NotHeldError when
 // etcd says the lease or the key is gone or the key belongs to a later
 // term; any other error matches ErrUnconfirmed (or lease.ErrNotSent if the
-// call was not sent). (It is long because its one loop — keep-alive, read,
-// follow a moved term once — reads best as a whole.)
+// call was not sent).
 func (s *Store) Extend(ctx context.Context, g lease.Grant, d time.Duration) (lease.Grant, error) {
 	done := s.calls.BeginExtend()
 	g, err := s.extend(ctx, g, d)
@@ -208,6 +207,8 @@ func (s *Store) Extend(ctx context.Context, g lease.Grant, d time.Duration) (lea
 	return g, err
 }
 
+// extend is Extend, uncounted. (It is long because its one loop —
+// keep-alive, read, follow a moved term once — reads best as a whole.)
 func (s *Store) extend(ctx context.Context, g lease.Grant, d time.Duration) (lease.Grant, error) {
 	if err := checkGrant(g, d); err != nil {
 		return lease.Grant{}, err
