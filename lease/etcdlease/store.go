@@ -31,8 +31,7 @@ type Store struct {
 	cli    *clientv3.Client
 	prefix string
 	opts   options
-	slots  *slots
-	log    storeLog
+	slots  *slots // they count the calls refused over capacity, for the log
 	calls  lease.StoreCounters
 
 	mu sync.Mutex
@@ -78,9 +77,8 @@ func NewStore(cli *clientv3.Client, prefix string, opts ...Option) (*Store, erro
 	if err != nil {
 		return nil, err
 	}
-	log := newStoreLog(o, prefix)
 	return &Store{
-		cli: cli, prefix: prefix, opts: o, slots: newSlots(o.maxInFlight, log.overCapacity), log: log,
+		cli: cli, prefix: prefix, opts: o, slots: newSlots(o.maxInFlight, newStoreLog(o, prefix).overCapacity),
 		leases: make(map[uint64]cachedLease),
 	}, nil
 }
