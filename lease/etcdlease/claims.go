@@ -57,6 +57,7 @@ type claimReq struct {
 	d            time.Duration
 	done         chan struct{}
 
+	taken     bool // in a batch (which may wait for the session's grant)
 	sent      bool // in a batch whose transaction is being sent
 	abandoned bool // its caller's ctx ended first
 	delivered bool // done is closed
@@ -103,7 +104,14 @@ func (b *claimBatcher) send(r *claimReq) error {
 		if b.wake != nil && !slices.ContainsFunc(b.queue, func(r *claimReq) bool { return !r.abandoned }) {
 			b.wake()
 		}
-		return notSent("claim", r.name, r.holder, 0, r.ctx.Err())
+		if r.taken {
+			// Its batch waited for the session's grant.
+			return notSent("claim", r.name, r.holder, 0, r.ctx.Err())
+		}
+		// Still queued: a sender waited for a call slot all along.
+		err := fmt.Errorf("%w: the claim waited for one of the %d call slots: %w", ErrOverCapacity, b.store.slots.size, r.ctx.Err())
+		b.store.slots.refused.IncErr(err)
+		return notSent("claim", r.name, r.holder, 0, err)
 	}
 	// In flight: the batch will record what happened to the key.
 	r.abandoned = true
@@ -145,7 +153,7 @@ func (b *claimBatcher) sendOne() {
 		}
 		b.wake = cancel
 		b.mu.Unlock()
-		err := b.store.slots.acquire(ctx)
+		err := b.store.slots.wait(ctx)
 		cancel()
 		b.mu.Lock()
 		b.wake = nil
@@ -185,6 +193,7 @@ func (b *claimBatcher) takeLocked() []*claimReq {
 		case r.abandoned:
 		case len(batch) < maxClaimsPerTxn && !names[r.name]:
 			names[r.name] = true
+			r.taken = true
 			batch = append(batch, r)
 		default:
 			kept = append(kept, r)

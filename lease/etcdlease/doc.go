@@ -91,6 +91,16 @@
 // For resources outside etcd, lease.TokenGuard checks the token where the
 // write lands.
 //
+// Both stores are lease.StoreReporters: StoreReport counts their calls of
+// Claim, Extend and Revoke by the class of the answer (ok, definitive, not
+// sent — ErrOverCapacity among them — and ambiguous) and the calls in
+// flight, as every store does. WithLogger logs transitions only: a
+// SessionStore's session granted, unconfirmed (an outage begins),
+// confirmed again (with how long it was not), lost and re-created; calls
+// refused over capacity, and the keys a SessionStore deleted itself
+// (orphans, abandoned terms), as counts per interval — never a line per
+// call. The README lists the records and their attributes.
+//
 // Tests: package etcdtest (lease/etcdlease/etcdtest) starts real etcd
 // servers in the test binary — one member, or a cluster whose leader a
 // test can find, stop and restart — which is what this package's own

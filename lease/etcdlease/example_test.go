@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"os"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -203,4 +205,67 @@ func ExampleStore_Fence() {
 	// unit-a wakes up and writes: false
 	// unit-b writes: true
 	// from unit-b
+}
+
+// A store counts its calls by the class of their answer, as every
+// lease.StoreReporter does, for a status page or a metrics collector.
+func ExampleStore_StoreReport() {
+	etcd, err := etcdtest.NewMember() // a throw-away etcd in this process
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer etcd.Close()
+	store, err := etcdlease.NewStore(etcd.Client(), "/example/")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	ctx := context.Background()
+	g, _ := store.Claim(ctx, "singular", "unit-a", time.Second)
+	_, _ = store.Claim(ctx, "singular", "unit-b", time.Second) // held: definitive
+	cancelled, cancel := context.WithCancel(ctx)
+	cancel()
+	_, _ = store.Extend(cancelled, g, time.Second) // not sent
+	_ = store.Revoke(ctx, g)
+
+	r := store.StoreReport()
+	fmt.Printf("claim %+v\nextend %+v\nrevoke %+v\nin flight %d\n", r.Claim, r.Extend, r.Revoke, r.InFlight)
+	// Output:
+	// claim {OK:1 Definitive:1 NotSent:0 Ambiguous:0}
+	// extend {OK:0 Definitive:0 NotSent:1 Ambiguous:0}
+	// revoke {OK:1 Definitive:0 NotSent:0 Ambiguous:0}
+	// in flight 0
+}
+
+// A SessionStore with a logger logs its session's transitions, not its
+// calls: here, the session its first claim granted.
+func ExampleWithLogger() {
+	etcd, err := etcdtest.NewMember() // a throw-away etcd in this process
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer etcd.Close()
+	logger := slog.New(slog.NewTextHandler(os.Stdout, &slog.HandlerOptions{
+		ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
+			if a.Key == slog.TimeKey || a.Key == "session" {
+				return slog.Attr{} // they differ from run to run
+			}
+			return a
+		},
+	}))
+	store, err := etcdlease.NewSessionStore(etcd.Client(), "/example/", 30*time.Second, etcdlease.WithLogger(logger))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer store.Close()
+	ctx := context.Background()
+	g, _ := store.Claim(ctx, "singular", "unit-a", 10*time.Second)
+	for range 3 {
+		_, _ = store.Extend(ctx, g, 10*time.Second) // no record per call
+	}
+	// Output:
+	// level=INFO msg="etcd session granted" prefix=/example/ ttl=30s
 }

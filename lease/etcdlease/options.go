@@ -1,6 +1,8 @@
 package etcdlease
 
 import (
+	"log/slog"
+
 	"github.com/juju/clock"
 	jujuerrors "github.com/juju/errors"
 )
@@ -10,6 +12,7 @@ type Option func(*options)
 
 type options struct {
 	clock         clock.Clock
+	logger        *slog.Logger
 	maxInFlight   int
 	revokeOnClose bool
 }
@@ -23,6 +26,16 @@ const DefaultMaxInFlight = 64
 // default, means clock.WallClock. etcd's TTLs always run on etcd's clock.
 func WithClock(clk clock.Clock) Option {
 	return func(o *options) { o.clock = clk }
+}
+
+// WithLogger makes the store log to logger; nil, the default, means no
+// logs. It logs transitions, never a line per call: a SessionStore's
+// session granted, re-created, lost, unconfirmed (an outage begins) and
+// confirmed again; and, as counts per interval, calls refused over
+// capacity and the keys a SessionStore deleted itself (see the package
+// doc for the records).
+func WithLogger(logger *slog.Logger) Option {
+	return func(o *options) { o.logger = logger }
 }
 
 // WithMaxInFlight bounds the etcd calls the store makes at once (claims,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -35,6 +36,9 @@ type session struct {
 	until time.Time
 	// err is why the latest keep-alive was not confirmed; nil once one is.
 	err error
+	// failedAt is when the session became unconfirmed (err became
+	// non-nil).
+	failedAt time.Time
 	// reachable is the send time of the first keep-alive confirmed after
 	// a time the session was not confirmed (zero if it always was): the
 	// store has been able to reach etcd since.
@@ -84,10 +88,14 @@ func (sess *session) promise() promise {
 }
 
 // renewed records a confirmed keep-alive sent at sent that renewed the
-// lease for ttl; now is when it was confirmed.
-func (sess *session) renewed(sent, now time.Time, ttl time.Duration) {
+// lease for ttl; now is when it was confirmed. If the session was
+// unconfirmed, it says so and for how long it was.
+func (sess *session) renewed(sent, now time.Time, ttl time.Duration) (unconfirmed time.Duration, again bool) {
 	sess.mu.Lock()
 	defer sess.mu.Unlock()
+	if sess.err != nil {
+		unconfirmed, again = now.Sub(sess.failedAt), true
+	}
 	if sess.err != nil || !now.Before(sess.until) {
 		// etcd answers again after an outage (or a pause of this
 		// process): holders get their whole duration from now to ask
@@ -98,12 +106,19 @@ func (sess *session) renewed(sent, now time.Time, ttl time.Duration) {
 		sess.until = until
 	}
 	sess.ttl, sess.err = ttl, nil
+	return unconfirmed, again
 }
 
-func (sess *session) failed(err error) {
+// failed records that a keep-alive was not confirmed at now, for err; it
+// says whether the session was confirmed until then (an outage begins).
+func (sess *session) failed(err error, now time.Time) (news bool) {
 	sess.mu.Lock()
 	defer sess.mu.Unlock()
+	if news = sess.err == nil; news {
+		sess.failedAt = now
+	}
 	sess.err = err
+	return news
 }
 
 // markLost records that etcd no longer has the lease; it says whether it
@@ -135,8 +150,10 @@ func keepAliveTimeout(ttl time.Duration) time.Duration {
 // run keeps the session alive on one stream, one keep-alive every TTL/3,
 // each confirmed by a linearizable read of confirmKey, until etcd says the
 // lease is gone (then it calls lost) or ctx ends. A failure marks the
-// session unconfirmed, and the stream is reopened after a backoff.
-func (sess *session) run(ctx context.Context, cli *clientv3.Client, clk clock.Clock, confirmKey string, lost func()) {
+// session unconfirmed, and the stream is reopened after a backoff. It logs
+// to log when the session becomes unconfirmed and when it is confirmed
+// again, not at each failed retry.
+func (sess *session) run(ctx context.Context, cli *clientv3.Client, clk clock.Clock, confirmKey string, log storeLog, lost func()) {
 	p := sess.promise()
 	ttl := p.ttl
 	next := p.until.Add(-ttl + ttl/keepAliveEvery)
@@ -164,12 +181,18 @@ func (sess *session) run(ctx context.Context, cli *clientv3.Client, clk clock.Cl
 		case err != nil:
 			ka.close()
 			ka = nil
-			sess.failed(err)
+			if sess.failed(err, clk.Now()) {
+				log.log(slog.LevelWarn, msgSessionUnconfirmed, sessionAttr(sess.id),
+					slog.Time("until", sess.promise().until), slog.Any("err", err))
+			}
 			next = clk.Now().Add(retry.Next())
 		default:
 			retry.Reset()
 			ttl = renewed
-			sess.renewed(sent, clk.Now(), ttl)
+			if unconfirmed, again := sess.renewed(sent, clk.Now(), ttl); again {
+				log.log(slog.LevelInfo, msgSessionConfirmed, sessionAttr(sess.id),
+					slog.Time("until", sess.promise().until), slog.Duration("unconfirmed", unconfirmed))
+			}
 			next = sent.Add(ttl / keepAliveEvery)
 		}
 	}

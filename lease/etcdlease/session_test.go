@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/coldstart-go/coldstart/internal/logtest"
 	"github.com/coldstart-go/coldstart/lease"
 	"github.com/coldstart-go/coldstart/lease/etcdlease"
 	"github.com/coldstart-go/coldstart/lease/etcdlease/etcdtest"
@@ -139,7 +140,8 @@ func TestSessionStoreGrantsNoFurtherThanTheKeepAlive(t *testing.T) {
 	cli := etcdtest.Start(t).Client()
 	clk := testclock.NewClock(time.Now())
 	const ttl = 6 * time.Second // a keep-alive every 2 s
-	s := newSessionStore(t, cli, "/grant/", ttl, etcdlease.WithClock(clk))
+	logs := logtest.New()
+	s := newSessionStore(t, cli, "/grant/", ttl, etcdlease.WithClock(clk), etcdlease.WithLogger(logs.Logger()))
 	ctx := testCtx(t)
 	// The keep-alive and the expiry loops each wait on a timer.
 	advance := func(d time.Duration) { require.NoError(t, clk.WaitAdvance(d, 10*time.Second, 2)) }
@@ -201,6 +203,10 @@ func TestSessionStoreGrantsNoFurtherThanTheKeepAlive(t *testing.T) {
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
+	deleted := logs.WaitMessage(t, "etcd lease keys deleted by the store", 1)
+	require.Len(t, deleted, 1)
+	require.Equal(t, uint64(1), deleted[0].Uint64(t, "abandoned"))
+	require.Equal(t, uint64(0), deleted[0].Uint64(t, "orphans"))
 }
 
 // A session etcd no longer has (here revoked by another client; in life,
@@ -283,7 +289,8 @@ func TestSessionStoreExtendNeverShortensAPromise(t *testing.T) {
 func TestSessionStoreOrphanOfLateUnsurePut(t *testing.T) {
 	cli := etcdtest.Start(t).Client()
 	clk := testclock.NewClock(time.Now())
-	s := newSessionStore(t, cli, "/orphan/", 30*time.Second, etcdlease.WithClock(clk))
+	logs := logtest.New()
+	s := newSessionStore(t, cli, "/orphan/", 30*time.Second, etcdlease.WithClock(clk), etcdlease.WithLogger(logs.Logger()))
 	ctx := testCtx(t)
 	_, err := s.Claim(ctx, "warm", "a", time.Second) // makes the session
 	require.NoError(t, err)
@@ -310,6 +317,19 @@ func TestSessionStoreOrphanOfLateUnsurePut(t *testing.T) {
 			require.NoError(t, err)
 			return len(resp.Kvs) == 0
 		}, 10*time.Second, 10*time.Millisecond, "the orphan was never deleted")
+		// Both orphans are logged as such, the first subtest's too (deleted
+		// by the claim that found it); the terms of the 1 s claims, which
+		// nobody extends, are abandoned ones.
+		logs.WaitFor(t, "two orphans deleted", func(rs []logtest.Record) bool {
+			var orphans uint64
+			for _, r := range rs {
+				if r.Message == "etcd lease keys deleted by the store" {
+					orphans += r.Uint64(t, "orphans")
+				}
+			}
+			require.LessOrEqual(t, orphans, uint64(2))
+			return orphans == 2
+		})
 	})
 }
 

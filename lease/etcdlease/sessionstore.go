@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"time"
@@ -67,6 +68,11 @@ type SessionStore struct {
 	opts   options
 	slots  *slots
 	claims claimBatcher
+	log    storeLog
+	calls  lease.StoreCounters
+	// deleted counts the keys the store deleted itself, for its next
+	// record of them (at the end of an expiry round, or at Close).
+	deleted deletedKeys
 
 	ctx    context.Context // ends on Close
 	cancel context.CancelFunc
@@ -79,6 +85,7 @@ type SessionStore struct {
 	watching bool          // the prefix watch and the expiry loop run
 	terms    termTable
 	closeErr error
+	lastLost clientv3.LeaseID // the session lost last, if any: the next grant re-creates it
 }
 
 // expireEvery is how often the store looks for abandoned terms.
@@ -107,8 +114,9 @@ func NewSessionStore(cli *clientv3.Client, prefix string, ttl time.Duration, opt
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
+	log := newStoreLog(o, prefix)
 	s := &SessionStore{
-		cli: cli, prefix: prefix, ttl: ttlFor(ttl), opts: o, slots: newSlots(o.maxInFlight),
+		cli: cli, prefix: prefix, ttl: ttlFor(ttl), opts: o, slots: newSlots(o.maxInFlight, log.overCapacity), log: log,
 		ctx: ctx, cancel: cancel, terms: newTermTable(),
 	}
 	s.claims.store = s
@@ -116,9 +124,16 @@ func NewSessionStore(cli *clientv3.Client, prefix string, ttl time.Duration, opt
 }
 
 var (
-	_ lease.Store        = (*SessionStore)(nil)
-	_ lease.LossNotifier = (*SessionStore)(nil)
+	_ lease.Store         = (*SessionStore)(nil)
+	_ lease.LossNotifier  = (*SessionStore)(nil)
+	_ lease.StoreReporter = (*SessionStore)(nil)
 )
+
+// StoreReport implements lease.StoreReporter, as Store.StoreReport does.
+// An Extend answered from the session's promise, without a call to etcd,
+// counts like any other: OK, Definitive, or Ambiguous while the session is
+// unconfirmed. Calls after Close count as Ambiguous (ErrUnconfirmed).
+func (s *SessionStore) StoreReport() lease.StoreReport { return s.calls.StoreReport() }
 
 // Key returns the etcd key that holds the named lease.
 func (s *SessionStore) Key(name string) string { return s.prefix + name }
@@ -133,6 +148,13 @@ func (s *SessionStore) Key(name string) string { return s.prefix + name }
 // matching errors.NotValid; a claim not sent, one matching lease.ErrNotSent;
 // any other error matches ErrUnconfirmed.
 func (s *SessionStore) Claim(ctx context.Context, name, holder string, d time.Duration) (lease.Grant, error) {
+	done := s.calls.BeginClaim()
+	g, err := s.claimAgain(ctx, name, holder, d)
+	done(err)
+	return g, err
+}
+
+func (s *SessionStore) claimAgain(ctx context.Context, name, holder string, d time.Duration) (lease.Grant, error) {
 	if err := checkArgs(name, holder, d); err != nil {
 		return lease.Grant{}, err
 	}
@@ -191,13 +213,16 @@ func (s *SessionStore) claimDenied(ctx context.Context, name, holder string, d t
 	}
 	expired := ours && t != nil && t.state == termExpired && uint64(kv.CreateRevision) == t.token
 	s.mu.Unlock()
-	if !expired || s.slots.acquire(ctx) != nil {
+	if !expired || s.slots.wait(ctx) != nil {
 		return lease.Grant{}, false, held
 	}
-	_, _, err := deleteTerm(ctx, s.cli, s.Key(name), uint64(kv.CreateRevision))
+	deleted, _, err := deleteTerm(ctx, s.cli, s.Key(name), uint64(kv.CreateRevision))
 	s.slots.release()
 	if err != nil {
 		return lease.Grant{}, false, held
+	}
+	if deleted != nil {
+		s.deleted.add(t)
 	}
 	s.endTerm(name, uint64(kv.CreateRevision), termOver)
 	return lease.Grant{}, true, held
@@ -222,6 +247,13 @@ func (s *SessionStore) grantedLocked(name, holder string, token uint64, sess *se
 // (a predecessor process) is read and, if still live, moved onto this
 // store's session in a transaction guarded by its token.
 func (s *SessionStore) Extend(ctx context.Context, g lease.Grant, d time.Duration) (lease.Grant, error) {
+	done := s.calls.BeginExtend()
+	g, err := s.extend(ctx, g, d)
+	done(err)
+	return g, err
+}
+
+func (s *SessionStore) extend(ctx context.Context, g lease.Grant, d time.Duration) (lease.Grant, error) {
 	if err := checkGrant(g, d); err != nil {
 		return lease.Grant{}, err
 	}
@@ -326,6 +358,13 @@ func (s *SessionStore) adopt(ctx context.Context, g lease.Grant, d time.Duration
 // a *lease.NotHeldError when the term is already over; any other error
 // matches ErrUnconfirmed (or lease.ErrNotSent).
 func (s *SessionStore) Revoke(ctx context.Context, g lease.Grant) error {
+	done := s.calls.BeginRevoke()
+	err := s.revoke(ctx, g)
+	done(err)
+	return err
+}
+
+func (s *SessionStore) revoke(ctx context.Context, g lease.Grant) error {
 	if g.Name == "" || g.Token == 0 {
 		return jujuerrors.NotValidf("grant %+v (must have a Name and a Token)", g)
 	}
@@ -404,6 +443,8 @@ func (s *SessionStore) Close() error {
 	s.cancel()
 	s.claims.close()
 	s.wg.Wait()
+	s.deleted.logSince(s.log)
+	s.log.agg.Close()
 	var err error
 	if s.opts.revokeOnClose && sess != nil {
 		err = s.revokeSession(sess)
@@ -510,17 +551,35 @@ func (s *SessionStore) grant(ctx context.Context) (*session, error) {
 	}
 	sess := newSession(resp.ID, time.Duration(resp.TTL)*time.Second, sent)
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if s.closed {
+		s.mu.Unlock()
 		return nil, errClosed
 	}
 	s.sess = sess
+	// Logged before the keep-alive starts, so that no record of the
+	// session comes before it (a record per session: under the lock).
+	if s.lastLost != 0 {
+		s.log.log(slog.LevelInfo, msgSessionRecreated, sessionAttr(sess.id), slog.Duration("ttl", sess.ttl),
+			slog.String("lost", fmt.Sprintf("%x", int64(s.lastLost))))
+		s.lastLost = 0
+	} else {
+		s.log.log(slog.LevelInfo, msgSessionGranted, sessionAttr(sess.id), slog.Duration("ttl", sess.ttl))
+	}
+	s.startSessionLocked(sess, resp.ResponseHeader.Revision)
+	s.mu.Unlock()
+	return sess, nil
+}
+
+// startSessionLocked starts keeping sess alive and, for the first session,
+// the watch of the prefix (from the revision after rev, the grant's) and
+// the expiry of terms. Called with s.mu held.
+func (s *SessionStore) startSessionLocked(sess *session, rev int64) {
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
 		// Any key will do for the confirming read; the prefix itself is
 		// one nobody writes.
-		sess.run(s.ctx, s.cli, s.opts.clock, s.prefix, func() { s.sessionLost(sess) })
+		sess.run(s.ctx, s.cli, s.opts.clock, s.prefix, s.log, func() { s.sessionLost(sess) })
 	}()
 	if !s.watching {
 		// Every key of this and later sessions is created after the
@@ -530,21 +589,23 @@ func (s *SessionStore) grant(ctx context.Context) (*session, error) {
 		s.wg.Add(2)
 		go func() {
 			defer s.wg.Done()
-			w.run(clientv3.WithRequireLeader(s.ctx), resp.ResponseHeader.Revision+1)
+			w.run(clientv3.WithRequireLeader(s.ctx), rev+1)
 		}()
 		go s.expireTerms()
 	}
-	return sess, nil
 }
 
-// sessionLost ends every term of sess: etcd said its lease is gone.
+// sessionLost ends every term of sess: etcd said its lease is gone. It is
+// called once per session, by whichever call learned it first.
 func (s *SessionStore) sessionLost(sess *session) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if s.sess == sess {
 		s.sess = nil
 	}
-	s.terms.sessionLost(sess.id)
+	s.lastLost = sess.id
+	// Under the lock, as the grant that re-creates it logs.
+	s.log.log(slog.LevelWarn, msgSessionLost, sessionAttr(sess.id), slog.Int("terms", s.terms.sessionLost(sess.id)))
+	s.mu.Unlock()
 }
 
 // observe gives the watched events to the term table.
@@ -591,6 +652,7 @@ func (s *SessionStore) expireTerms() {
 		for _, x := range due {
 			s.deleteExpired(x)
 		}
+		s.deleted.logSince(s.log)
 	}
 }
 
@@ -602,7 +664,7 @@ func (s *SessionStore) deleteExpired(x expiredTerm) {
 	defer cancel()
 	timer := s.opts.clock.AfterFunc(expireEvery, cancel)
 	defer timer.Stop()
-	if s.slots.acquire(ctx) != nil {
+	if s.slots.wait(ctx) != nil {
 		return
 	}
 	defer s.slots.release()
@@ -632,8 +694,12 @@ func (s *SessionStore) deleteExpired(x expiredTerm) {
 		token = x.t.token
 		s.mu.Unlock()
 	}
-	if _, _, err := deleteTerm(ctx, s.cli, key, token); err != nil {
+	deleted, _, err := deleteTerm(ctx, s.cli, key, token)
+	if err != nil {
 		return
+	}
+	if deleted != nil {
+		s.deleted.add(x.t)
 	}
 	s.endTerm(x.name, token, termOver)
 }

@@ -2,8 +2,11 @@ package etcdlease
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
+
+	"github.com/coldstart-go/coldstart/internal/logcount"
 )
 
 // slots bounds the calls in flight. Waiters are served newest first: when
@@ -18,6 +21,9 @@ type slots struct {
 	free    int
 	waiting []*slotWaiter // a stack: the newest last
 	gone    int           // waiters in waiting that gave up
+	// refused counts the callers' calls that waited out their ctx
+	// (ErrOverCapacity); the store's own waits are not refusals.
+	refused *logcount.Counter
 }
 
 type slotWaiter struct {
@@ -25,12 +31,24 @@ type slotWaiter struct {
 	gone  bool
 }
 
-func newSlots(n int) *slots { return &slots{size: n, free: n} }
+func newSlots(n int, refused *logcount.Counter) *slots {
+	return &slots{size: n, free: n, refused: refused}
+}
 
-// acquire takes a slot, waiting while none is free. It returns ctx's error,
+// acquire takes a slot for a caller's call, as wait does, and counts the
+// call refused if it waited out ctx.
+func (s *slots) acquire(ctx context.Context) error {
+	err := s.wait(ctx)
+	if errors.Is(err, ErrOverCapacity) {
+		s.refused.IncErr(err)
+	}
+	return err
+}
+
+// wait takes a slot, waiting while none is free. It returns ctx's error,
 // without a slot, if ctx had ended already; if ctx ends while it waits, an
 // error matching both ErrOverCapacity and ctx's error.
-func (s *slots) acquire(ctx context.Context) error {
+func (s *slots) wait(ctx context.Context) error {
 	s.mu.Lock()
 	if err := ctx.Err(); err != nil {
 		s.mu.Unlock()

@@ -31,7 +31,8 @@ type Store struct {
 	cli    *clientv3.Client
 	prefix string
 	opts   options
-	slots  *slots
+	slots  *slots // they count the calls refused over capacity, for the log
+	calls  lease.StoreCounters
 
 	mu sync.Mutex
 	// leases caches token -> etcd lease of terms this Store granted or
@@ -76,13 +77,24 @@ func NewStore(cli *clientv3.Client, prefix string, opts ...Option) (*Store, erro
 	if err != nil {
 		return nil, err
 	}
-	return &Store{cli: cli, prefix: prefix, opts: o, slots: newSlots(o.maxInFlight), leases: make(map[uint64]cachedLease)}, nil
+	return &Store{
+		cli: cli, prefix: prefix, opts: o, slots: newSlots(o.maxInFlight, newStoreLog(o, prefix).overCapacity),
+		leases: make(map[uint64]cachedLease),
+	}, nil
 }
 
 var (
-	_ lease.Store        = (*Store)(nil)
-	_ lease.LossNotifier = (*Store)(nil)
+	_ lease.Store         = (*Store)(nil)
+	_ lease.LossNotifier  = (*Store)(nil)
+	_ lease.StoreReporter = (*Store)(nil)
 )
+
+// StoreReport implements lease.StoreReporter: the Store's calls of Claim,
+// Extend and Revoke so far by the class of their answer (a call not sent,
+// ErrOverCapacity among them, is NotSent; one matching ErrUnconfirmed is
+// Ambiguous), and the calls in flight, including those waiting for a call
+// slot. Holder is not counted.
+func (s *Store) StoreReport() lease.StoreReport { return s.calls.StoreReport() }
 
 // Key returns the etcd key that holds the named lease.
 func (s *Store) Key(name string) string { return s.prefix + name }
@@ -125,6 +137,13 @@ func checkGrant(g lease.Grant, d time.Duration) error {
 // an error matching errors.NotValid (github.com/juju/errors); any other
 // error matches ErrUnconfirmed (and lease.ErrNotSent if the claim was not sent).
 func (s *Store) Claim(ctx context.Context, name, holder string, d time.Duration) (lease.Grant, error) {
+	done := s.calls.BeginClaim()
+	g, err := s.claim(ctx, name, holder, d)
+	done(err)
+	return g, err
+}
+
+func (s *Store) claim(ctx context.Context, name, holder string, d time.Duration) (lease.Grant, error) {
 	if err := checkArgs(name, holder, d); err != nil {
 		return lease.Grant{}, err
 	}
@@ -178,9 +197,17 @@ func (s *Store) Claim(ctx context.Context, name, holder string, d time.Duration)
 // g.Token (the token is unchanged). It returns a *lease.NotHeldError when
 // etcd says the lease or the key is gone or the key belongs to a later
 // term; any other error matches ErrUnconfirmed (or lease.ErrNotSent if the
-// call was not sent). (It is long because its one loop — keep-alive, read,
-// follow a moved term once — reads best as a whole.)
+// call was not sent).
 func (s *Store) Extend(ctx context.Context, g lease.Grant, d time.Duration) (lease.Grant, error) {
+	done := s.calls.BeginExtend()
+	g, err := s.extend(ctx, g, d)
+	done(err)
+	return g, err
+}
+
+// extend is Extend, uncounted. (It is long because its one loop —
+// keep-alive, read, follow a moved term once — reads best as a whole.)
+func (s *Store) extend(ctx context.Context, g lease.Grant, d time.Duration) (lease.Grant, error) {
 	if err := checkGrant(g, d); err != nil {
 		return lease.Grant{}, err
 	}
@@ -331,6 +358,13 @@ func (s *Store) relet(ctx context.Context, g lease.Grant, old clientv3.LeaseID, 
 // term is over, so a failure to revoke the emptied etcd lease is not
 // reported (it expires by itself).
 func (s *Store) Revoke(ctx context.Context, g lease.Grant) error {
+	done := s.calls.BeginRevoke()
+	err := s.revoke(ctx, g)
+	done(err)
+	return err
+}
+
+func (s *Store) revoke(ctx context.Context, g lease.Grant) error {
 	if g.Name == "" || g.Token == 0 {
 		return jujuerrors.NotValidf("grant %+v (must have a Name and a Token)", g)
 	}

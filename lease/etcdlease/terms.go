@@ -97,7 +97,10 @@ type term struct {
 	// latest Extend's, answered or not).
 	asked time.Duration
 	state termState
-	lost  map[chan struct{}]struct{} // Lost channels to close when it ends
+	// promised says a holder was granted the term; a term never granted
+	// (an orphan key, an unconfirmed claim's put) was nobody's.
+	promised bool
+	lost     map[chan struct{}]struct{} // Lost channels to close when it ends
 }
 
 // abandoned says whether the holder of the live term t stopped asking for
@@ -143,7 +146,7 @@ func (tt *termTable) endTerm(name string, token uint64, state termState) {
 // promised it.
 func (tt *termTable) grant(name, holder string, token uint64, p promise, start time.Time, d time.Duration) (time.Duration, error) {
 	granted := min(d, p.until.Sub(start))
-	t := &term{token: token, holder: holder, sess: p.id, expires: start.Add(max(granted, 0)), asked: d}
+	t := &term{token: token, holder: holder, sess: p.id, expires: start.Add(max(granted, 0)), asked: d, promised: granted > 0}
 	tt.set(name, t)
 	switch {
 	case tt.changed[name].rev > int64(token):
@@ -310,13 +313,18 @@ func (tt *termTable) unsure(name, holder string, sess clientv3.LeaseID, start ti
 }
 
 // sessionLost ends every term on the session id: etcd said its lease is
-// gone, and etcd deletes a lease's keys as it ends it.
-func (tt *termTable) sessionLost(id clientv3.LeaseID) {
+// gone, and etcd deletes a lease's keys as it ends it. It returns how many
+// live terms it ended.
+func (tt *termTable) sessionLost(id clientv3.LeaseID) (live int) {
 	for _, t := range tt.terms {
 		if t.sess == id && t.state != termOver {
+			if t.state == termLive {
+				live++
+			}
 			t.end(termOver)
 		}
 	}
+	return live
 }
 
 // expiredTerm is a term whose key the store is to delete.

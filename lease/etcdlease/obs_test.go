@@ -1,0 +1,206 @@
+package etcdlease_test
+
+// What the stores tell: StoreReport's counts and WithLogger's records, on
+// real etcd.
+
+import (
+	"context"
+	"log/slog"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/juju/clock/testclock"
+	"github.com/stretchr/testify/require"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc"
+	grpcbackoff "google.golang.org/grpc/backoff"
+
+	"github.com/coldstart-go/coldstart/internal/logcount"
+	"github.com/coldstart-go/coldstart/internal/logtest"
+	"github.com/coldstart-go/coldstart/lease"
+	"github.com/coldstart-go/coldstart/lease/etcdlease"
+	"github.com/coldstart-go/coldstart/lease/etcdlease/etcdtest"
+)
+
+// proxiedClient returns a client of m through a proxy the test can cut,
+// reconnecting promptly once it is reopened.
+func proxiedClient(t *testing.T, m *etcdtest.Member) (*proxy, *clientv3.Client) {
+	toEtcd := startProxy(t, m.Endpoints()[0])
+	cli := newClientWith(t, []grpc.DialOption{grpc.WithConnectParams(grpc.ConnectParams{
+		Backoff:           grpcbackoff.Config{BaseDelay: 50 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 200 * time.Millisecond},
+		MinConnectTimeout: time.Second,
+	})}, toEtcd.url())
+	return toEtcd, cli
+}
+
+func shortCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func cancelledCtx() context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	return ctx
+}
+
+// Every call of Claim, Extend and Revoke is counted once, in the class of
+// its answer: OK, definitive (held, not held), not sent (its ctx ended
+// first) and ambiguous (etcd cut off: the call timed out).
+func TestStoreReportCountsEachCallByClass(t *testing.T) {
+	forEachStore(t, func(t *testing.T, kind storeKind) {
+		toEtcd, cli := proxiedClient(t, etcdtest.Start(t))
+		store := kind.make(t, cli, "/report/", 10*time.Second)
+		s := store.(lease.StoreReporter)
+		require.Equal(t, lease.StoreReport{}, s.StoreReport(), "nothing yet")
+		ctx := testCtx(t)
+
+		g, err := store.Claim(ctx, "x", "a", 10*time.Second)
+		require.NoError(t, err)
+		_, err = store.Claim(ctx, "x", "b", 10*time.Second)
+		require.ErrorIs(t, err, lease.ErrHeld)
+		_, err = store.Extend(ctx, g, 10*time.Second)
+		require.NoError(t, err)
+		require.NoError(t, store.Revoke(ctx, g))
+		require.ErrorIs(t, store.Revoke(ctx, g), lease.ErrNotHeld)
+		_, err = store.Extend(ctx, g, 10*time.Second)
+		require.ErrorIs(t, err, lease.ErrNotHeld)
+
+		_, err = store.Claim(cancelledCtx(), "y", "a", 10*time.Second)
+		require.ErrorIs(t, err, lease.ErrNotSent)
+		g, err = store.Claim(ctx, "y", "a", 10*time.Second)
+		require.NoError(t, err)
+		require.ErrorIs(t, store.Revoke(cancelledCtx(), g), lease.ErrNotSent)
+
+		toEtcd.cut()
+		_, err = store.Claim(shortCtx(t), "z", "a", 10*time.Second)
+		require.ErrorIs(t, err, etcdlease.ErrUnconfirmed)
+
+		require.Equal(t, lease.StoreReport{
+			Claim:  lease.StoreCalls{OK: 2, Definitive: 1, NotSent: 1, Ambiguous: 1},
+			Extend: lease.StoreCalls{OK: 1, Definitive: 1},
+			Revoke: lease.StoreCalls{OK: 1, Definitive: 1, NotSent: 1},
+		}, s.StoreReport())
+	})
+}
+
+// Calls that wait out a store's call slots fail with ErrOverCapacity and
+// count as not sent — a SessionStore's claims too, queued for a batch
+// while its sender waits for a slot (before, they matched only
+// lease.ErrNotSent) — and are logged as one count per interval, never a
+// line each.
+func TestOverCapacityIsCountedNotSentAndLoggedAsACount(t *testing.T) {
+	cli := etcdtest.Start(t).Client()
+	for _, kind := range []struct {
+		name string
+		make func(t *testing.T, opts ...etcdlease.Option) (lease.Store, func() (release func()))
+	}{
+		{"Store", func(t *testing.T, opts ...etcdlease.Option) (lease.Store, func() func()) {
+			s := newEtcdStore(t, cli, "/overcap/Store/", opts...)
+			return s, func() func() { return etcdlease.HoldStoreSlot(s) }
+		}},
+		{"SessionStore", func(t *testing.T, opts ...etcdlease.Option) (lease.Store, func() func()) {
+			s := newSessionStore(t, cli, "/overcap/SessionStore/", time.Minute, opts...)
+			return s, func() func() { return etcdlease.HoldSlot(s) }
+		}},
+	} {
+		t.Run(kind.name, func(t *testing.T) {
+			clk := testclock.NewClock(time.Now())
+			logs := logtest.New()
+			store, hold := kind.make(t, etcdlease.WithClock(clk), etcdlease.WithLogger(logs.Logger()), etcdlease.WithMaxInFlight(1))
+			g, err := store.Claim(testCtx(t), "held", "a", time.Minute)
+			require.NoError(t, err)
+			release := hold()
+			defer release()
+
+			const claims = 3
+			for i := range claims {
+				_, err := store.Claim(shortCtx(t), "x"+strconv.Itoa(i), "a", time.Minute)
+				require.ErrorIs(t, err, etcdlease.ErrOverCapacity, "claim %d", i)
+				require.ErrorIs(t, err, lease.ErrNotSent)
+				require.NotErrorIs(t, err, etcdlease.ErrUnconfirmed)
+			}
+			err = store.Revoke(shortCtx(t), g)
+			require.ErrorIs(t, err, etcdlease.ErrOverCapacity)
+			report := store.(lease.StoreReporter).StoreReport()
+			require.Equal(t, lease.StoreCalls{OK: 1, NotSent: claims}, report.Claim)
+			require.Equal(t, lease.StoreCalls{NotSent: 1}, report.Revoke)
+			require.Empty(t, logs.Matching("etcd lease calls refused over capacity"), "counted, not yet logged")
+
+			// The first refusal armed the interval's timer.
+			clk.Advance(logcount.DefaultInterval)
+			recs := logs.WaitMessage(t, "etcd lease calls refused over capacity", 1)
+			require.Len(t, recs, 1, "one record for every refusal of the interval")
+			r := recs[0]
+			require.Equal(t, slog.LevelWarn, r.Level)
+			require.Equal(t, uint64(claims+1), r.Uint64(t, "refused"))
+			require.Equal(t, "1", r.Str("max_in_flight"))
+			require.Equal(t, "/overcap/"+kind.name+"/", r.Str("prefix"))
+			require.Contains(t, r.Str("err"), "over capacity")
+		})
+	}
+}
+
+// A SessionStore logs each transition of its session once, and nothing
+// per call: granted; unconfirmed when etcd stops (however many keep-alives
+// then fail); confirmed again when it is back, with how long it was not;
+// lost when etcd no longer has the lease; re-created by the next claim. A
+// tracker renews throughout, and adds no record of the store's.
+func TestSessionStoreLogsEachSessionTransitionOnce(t *testing.T) {
+	etcd := etcdtest.Start(t)
+	toEtcd, cli := proxiedClient(t, etcd)
+	logs := logtest.New()
+	const d = 500 * time.Millisecond
+	s := newSessionStore(t, cli, "/sessionlog/", 3*2*d, etcdlease.WithLogger(logs.Logger())) // a keep-alive every second
+	tr := newTracker(t, lease.Config{Store: s, Name: "singular", Holder: "c0", Duration: d, LateTimer: slowTimer, CallTimeout: d / 2})
+	nextStatus(t, tr, 10*time.Second, isHeld, isNotHeld, "the claim")
+	granted := logs.WaitMessage(t, "etcd session granted", 1)[0]
+	require.Equal(t, slog.LevelInfo, granted.Level)
+	require.Equal(t, "/sessionlog/", granted.Str("prefix"))
+	require.Equal(t, (3 * time.Second).String(), granted.Str("ttl"))
+	id, err := strconv.ParseInt(granted.Str("session"), 16, 64)
+	require.NoError(t, err, "the session's etcd lease, in hex")
+
+	// etcd stops (raft first, so no lease expires meanwhile; the proxy cut
+	// so that its open streams end at once) and restarts on its data.
+	etcd.Etcd().Server.HardStop()
+	toEtcd.cut()
+	etcd.Stop()
+	down := logs.WaitMessage(t, "etcd session unconfirmed", 1)[0]
+	require.Equal(t, slog.LevelWarn, down.Level)
+	require.NotEmpty(t, down.Str("err"))
+	require.NotEmpty(t, down.Str("until"))
+	require.Equal(t, granted.Str("session"), down.Str("session"))
+	require.NoError(t, etcd.Restart())
+	toEtcd.reopen(t)
+	up := logs.WaitMessage(t, "etcd session confirmed again", 1)[0]
+	require.Equal(t, slog.LevelInfo, up.Level)
+	unconfirmed, err := time.ParseDuration(up.Str("unconfirmed"))
+	require.NoError(t, err)
+	require.Positive(t, unconfirmed)
+	require.Len(t, logs.Matching("etcd session unconfirmed"), 1, "once per outage, not per failed keep-alive")
+	nextStatus(t, tr, 10*time.Second, isHeld, isNotHeld, "the same term after the outage")
+
+	// etcd drops the session's lease (as it would after an outage longer
+	// than its TTL).
+	_, err = newClient(t, etcd.Endpoints()...).Revoke(testCtx(t), clientv3.LeaseID(id))
+	require.NoError(t, err)
+	lost := logs.WaitMessage(t, "etcd session lost", 1)[0]
+	require.Equal(t, slog.LevelWarn, lost.Level)
+	require.Equal(t, granted.Str("session"), lost.Str("session"))
+	// The tracker claims again, on a new session.
+	again := logs.WaitMessage(t, "etcd session re-created", 1)[0]
+	require.Equal(t, granted.Str("session"), again.Str("lost"))
+	require.NotEqual(t, granted.Str("session"), again.Str("session"))
+	nextStatus(t, tr, 10*time.Second, isHeld, nil, "the claim on the new session")
+
+	var msgs []string
+	for _, r := range logs.Records() {
+		msgs = append(msgs, r.Message)
+	}
+	require.Equal(t, []string{"etcd session granted", "etcd session unconfirmed", "etcd session confirmed again",
+		"etcd session lost", "etcd session re-created"}, msgs, "transitions only")
+	require.NotZero(t, s.StoreReport().Extend.OK, "the tracker renewed")
+}
