@@ -37,23 +37,19 @@ func TestOutage(t *testing.T) {
 	_, err := a.Check(checkCtx(t), maxPromise-200*time.Millisecond)
 	require.NoError(t, err)
 	p.set(stalled)
-	stalledAt, before := time.Now(), a.Report()
+	before := a.Report()
+	// The stall outlasts twice CallTimeout — what Alive calls stuck — and
+	// the tracker stays alive throughout: each call is cut at CallTimeout
+	// and retried.
+	alive := sampleAlive(a, 3*callTimeout)
 	markA, markB := wa.mark(), wb.mark()
 	st, err := a.Check(checkCtx(t), maxPromise)
+	require.NoError(t, <-alive, "Alive while the API server stalls")
 	require.ErrorIs(t, err, lease.ErrRenewalFailed, "a check needing a renewal while the API server stalls")
 	require.NotErrorIs(t, err, lease.ErrNotLeader)
 	require.Equal(t, lease.Held, st.State, "the promise still stands: %+v", st)
 	var ambiguous *k8slease.OpError
 	require.ErrorAs(t, err, &ambiguous, "the cause is the store's ambiguous error")
-	// The stall outlasts twice CallTimeout — what Alive calls stuck — and
-	// the tracker stays alive: each call is cut at CallTimeout and retried.
-	tick := time.NewTicker(20 * time.Millisecond)
-	for time.Since(stalledAt) < 3*callTimeout {
-		require.NoError(t, a.Alive(), "Alive while the API server stalls, %v in", time.Since(stalledAt))
-		<-tick.C
-	}
-	tick.Stop()
-	require.NoError(t, a.Alive())
 	require.GreaterOrEqual(t, a.Report().Ambiguous-before.Ambiguous, uint64(2), "renewals cut off and retried through the stall")
 	p.set(forwarding)
 	renewed := wa.await(t, markA, 5*time.Second, "a renewed after the stall", func(s lease.Status) bool {
@@ -102,6 +98,26 @@ func TestOutage(t *testing.T) {
 	require.GreaterOrEqual(t, sr.Extend.Ambiguous+sr.Claim.Ambiguous, uint64(3), "the stall's and the cut's calls: %+v", sr)
 	require.Equal(t, uint64(1), sr.Extend.Definitive, "the renewal that found b's term: %+v", sr)
 	require.Zero(t, tr.NotSent+sr.Claim.NotSent+sr.Extend.NotSent+sr.Revoke.NotSent)
+}
+
+// sampleAlive asks tr.Alive every 20 ms for period, and then sends the
+// first error it returned, or nil.
+func sampleAlive(tr *lease.Tracker, period time.Duration) <-chan error {
+	out := make(chan error, 1)
+	go func() {
+		tick := time.NewTicker(20 * time.Millisecond)
+		defer tick.Stop()
+		end := time.Now().Add(period)
+		for {
+			err := tr.Alive()
+			if err != nil || time.Now().After(end) {
+				out <- err
+				return
+			}
+			<-tick.C
+		}
+	}()
+	return out
 }
 
 // requireNeverNotHeld fails if a tracker cut off from the API server ever
