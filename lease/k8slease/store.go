@@ -272,7 +272,7 @@ func (s *Store) update(ctx context.Context, op string, g lease.Grant, change fun
 		uid = cur.UID
 	}
 	fresh := false
-	var tried *coordinationv1.Lease // the version a write over which conflicted
+	var tried *coordinationv1.Lease // the version our write conflicted over
 	for attempt := 1; ; attempt++ {
 		if !fresh && !isTerm(cur, g) {
 			var err error
