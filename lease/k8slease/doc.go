@@ -57,6 +57,18 @@
 // over up to a second early: every write therefore moves renewTime to at
 // least the next whole second after the previous one.
 //
+// # What it tells
+//
+// The Store is a lease.StoreReporter: StoreReport counts its calls of
+// Claim, Extend and Revoke once each, by the class of the answer (ok,
+// definitive, ambiguous; none is "not sent") and the calls in flight, as
+// every store does. WithLogger logs what the store finds about a Lease,
+// once each and never per call: a takeover of a Lease whose holder went
+// silent, a Lease deleted, a Lease deleted and re-created (its UID
+// changed, its leaseTransitions restarted), a renewal or release that
+// conflicted with a write that ended the term. The README lists the
+// records and their attributes.
+//
 // # Limits
 //
 // Deleting the Lease object (kubectl delete lease) ends the term and

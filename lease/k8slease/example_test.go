@@ -3,6 +3,7 @@ package k8slease_test
 import (
 	"context"
 	"log"
+	"log/slog"
 	"net/http"
 	"os"
 	"os/signal"
@@ -35,7 +36,10 @@ func Example_operator() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	store, err := k8slease.NewStore(cs.CoordinationV1(), os.Getenv("POD_NAMESPACE"))
+	// One logger for the store (what it finds on the API server: a
+	// takeover, a deleted Lease) and the tracker (each state change).
+	logger := slog.New(slog.NewJSONHandler(os.Stderr, nil))
+	store, err := k8slease.NewStore(cs.CoordinationV1(), os.Getenv("POD_NAMESPACE"), k8slease.WithLogger(logger))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -45,6 +49,7 @@ func Example_operator() {
 		Holder:         os.Getenv("POD_NAME"),
 		Duration:       15 * time.Second, // the Lease says leaseDurationSeconds: 30
 		ReleaseOnClose: true,             // the next pod takes over at once on a rolling update
+		Logger:         logger,
 	})
 	if err != nil {
 		log.Fatal(err)

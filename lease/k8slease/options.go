@@ -1,12 +1,17 @@
 package k8slease
 
-import "github.com/juju/clock"
+import (
+	"log/slog"
+
+	"github.com/juju/clock"
+)
 
 // Option adjusts a Store.
 type Option func(*options)
 
 type options struct {
-	clock clock.Clock
+	clock  clock.Clock
+	logger *slog.Logger
 }
 
 // WithClock times the store on clk: the renewTime and acquireTime it
@@ -15,6 +20,17 @@ type options struct {
 // default, means clock.WallClock.
 func WithClock(clk clock.Clock) Option {
 	return func(o *options) { o.clock = clk }
+}
+
+// WithLogger makes the store log to logger; nil, the default, means no
+// logs. It logs what it finds about a Lease, once each, never a line per
+// call: a takeover of a Lease whose record went unchanged, a Lease found
+// deleted, a Lease found deleted and re-created (its UID changed), and a
+// renewal or release that conflicted with another party's write ending
+// the term. Every record carries the namespace and the lease (see the
+// package doc).
+func WithLogger(logger *slog.Logger) Option {
+	return func(o *options) { o.logger = logger }
 }
 
 func newOptions(opts []Option) options {

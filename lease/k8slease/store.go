@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"net/http"
 	"strings"
@@ -69,23 +70,34 @@ func (e *OpError) Is(target error) bool { return target == ErrUnconfirmed }
 // that object's resourceVersion. That memory makes a takeover wait; losing
 // it (a new Store) only makes the wait start again. It is safe for
 // concurrent use.
+//
+// It counts its calls (StoreReport) and, with WithLogger, logs what it
+// finds about a Lease: a takeover, a deletion, a re-creation, a term ended
+// by another party's write.
 type Store struct {
 	leases    coordinationv1client.LeaseInterface
 	namespace string
 	clk       clock.Clock
+	logger    *slog.Logger // nil: no logs
+	calls     lease.StoreCounters
 
 	mu   sync.Mutex
 	seen map[string]sighting // by lease name
 }
 
 // sighting is the latest version of one Lease object this Store read or
-// wrote, and when it first saw that version.
+// wrote, and when it first saw that version; gone once the Store found
+// that object deleted (lease is then the last version it saw).
 type sighting struct {
 	lease *coordinationv1.Lease // shared: never modified
 	since time.Time
+	gone  bool
 }
 
-var _ lease.Store = (*Store)(nil)
+var (
+	_ lease.Store         = (*Store)(nil)
+	_ lease.StoreReporter = (*Store)(nil)
+)
 
 // NewStore returns a Store on the Lease objects of namespace, which must
 // exist. cli is usually kubernetes.Interface's CoordinationV1(); give it a
@@ -99,13 +111,26 @@ func NewStore(cli coordinationv1client.CoordinationV1Interface, namespace string
 		return nil, jujuerrors.NotValidf("namespace %q (must be a namespace name: %s)", namespace, strings.Join(errs, "; "))
 	}
 	o := newOptions(opts)
+	logger := o.logger
+	if logger != nil {
+		logger = logger.With(slog.String("namespace", namespace))
+	}
 	return &Store{
 		leases:    cli.Leases(namespace),
 		namespace: namespace,
 		clk:       o.clock,
+		logger:    logger,
 		seen:      make(map[string]sighting),
 	}, nil
 }
+
+// StoreReport implements lease.StoreReporter: the Store's calls of Claim,
+// Extend and Revoke so far, each counted once when it returns (however many
+// API requests it made) by the class of its answer — OK; Definitive
+// (*lease.HeldError, *lease.NotHeldError); Ambiguous (ErrUnconfirmed, and an
+// invalid argument, as lease.Store's classes say) — and the calls in
+// flight. NotSent stays zero: every call the Store begins is sent.
+func (s *Store) StoreReport() lease.StoreReport { return s.calls.StoreReport() }
 
 // Claim implements lease.Store. It creates the Lease if it does not exist,
 // takes it at once if it is released (no holder), and takes it from a
@@ -118,6 +143,13 @@ func NewStore(cli coordinationv1client.CoordinationV1Interface, namespace string
 // other error matches ErrUnconfirmed, except an invalid argument, which is a
 // NotValid error (github.com/juju/errors).
 func (s *Store) Claim(ctx context.Context, name, holder string, d time.Duration) (lease.Grant, error) {
+	done := s.calls.BeginClaim()
+	g, err := s.claim(ctx, name, holder, d)
+	done(err)
+	return g, err
+}
+
+func (s *Store) claim(ctx context.Context, name, holder string, d time.Duration) (lease.Grant, error) {
 	secs, err := checkClaim(name, holder, d)
 	if err != nil {
 		return lease.Grant{}, err
@@ -131,7 +163,7 @@ func (s *Store) Claim(ctx context.Context, name, holder string, d time.Duration)
 			return fail(err)
 		}
 		now := s.clk.Now()
-		var out *coordinationv1.Lease
+		var out, takenFrom *coordinationv1.Lease
 		switch h := holderOf(cur); {
 		case cur == nil:
 			out, err = s.leases.Create(ctx, s.created(name, holder, secs, now), metav1.CreateOptions{})
@@ -140,12 +172,19 @@ func (s *Store) Claim(ctx context.Context, name, holder string, d time.Duration)
 		case transitionsOf(cur) >= math.MaxInt32:
 			return fail(fmt.Errorf("leaseTransitions is %d, its maximum: delete the Lease object to restart its count", transitionsOf(cur)))
 		default: // released, or unchanged for its leaseDurationSeconds
+			if h != "" {
+				takenFrom = cur
+			}
 			out, err = s.leases.Update(ctx, takenOver(cur, holder, secs, now), metav1.UpdateOptions{})
 		}
 		switch {
 		case err == nil:
 			s.saw(out, s.clk.Now())
-			return grantOf(out), nil
+			g := grantOf(out)
+			if takenFrom != nil {
+				s.logTakenOver(g, takenFrom, now.Sub(since))
+			}
+			return g, nil
 		case attempt == 1 && (apierrors.IsAlreadyExists(err) || apierrors.IsConflict(err) || isGone(err, name)):
 			continue // another party wrote (or deleted) it first: judge what it wrote
 		}
@@ -163,6 +202,13 @@ func (s *Store) Claim(ctx context.Context, name, holder string, d time.Duration)
 // now; any other error matches ErrUnconfirmed, except an invalid argument
 // (NotValid).
 func (s *Store) Extend(ctx context.Context, g lease.Grant, d time.Duration) (lease.Grant, error) {
+	done := s.calls.BeginExtend()
+	out, err := s.extend(ctx, g, d)
+	done(err)
+	return out, err
+}
+
+func (s *Store) extend(ctx context.Context, g lease.Grant, d time.Duration) (lease.Grant, error) {
 	secs, err := checkExtend(g, d)
 	if err != nil {
 		return lease.Grant{}, err
@@ -186,6 +232,13 @@ func (s *Store) Extend(ctx context.Context, g lease.Grant, d time.Duration) (lea
 // already over gets a *lease.NotHeldError; any other error matches
 // ErrUnconfirmed, except an invalid argument (NotValid).
 func (s *Store) Revoke(ctx context.Context, g lease.Grant) error {
+	done := s.calls.BeginRevoke()
+	err := s.revoke(ctx, g)
+	done(err)
+	return err
+}
+
+func (s *Store) revoke(ctx context.Context, g lease.Grant) error {
 	if _, err := checkExtend(g, time.Second); err != nil {
 		return err
 	}
@@ -205,7 +258,8 @@ func (s *Store) Revoke(ctx context.Context, g lease.Grant) error {
 // update writes change(cur) over the Lease of term g, guarded by cur's
 // resourceVersion. It starts from the last version this Store saw, reads
 // afresh when that is not term g's, and on a Conflict reads once more and
-// retries if the term is still g's.
+// retries if the term is still g's; if it is not, that write ended the
+// term, which it logs.
 func (s *Store) update(ctx context.Context, op string, g lease.Grant, change func(cur *coordinationv1.Lease, now time.Time) *coordinationv1.Lease) (*coordinationv1.Lease, error) {
 	fail := func(err error) (*coordinationv1.Lease, error) {
 		return nil, &OpError{Op: op, Namespace: s.namespace, Name: g.Name, Holder: g.Holder, Token: g.Token, Err: err}
@@ -218,6 +272,7 @@ func (s *Store) update(ctx context.Context, op string, g lease.Grant, change fun
 		uid = cur.UID
 	}
 	fresh := false
+	var tried *coordinationv1.Lease // the version our write conflicted over
 	for attempt := 1; ; attempt++ {
 		if !fresh && !isTerm(cur, g) {
 			var err error
@@ -227,7 +282,11 @@ func (s *Store) update(ctx context.Context, op string, g lease.Grant, change fun
 			fresh = true
 		}
 		if !isTerm(cur, g) || uid != "" && cur.UID != uid {
-			return nil, s.over(op, g, cur)
+			e := s.over(op, g, cur)
+			if tried != nil && cur != nil && cur.UID == tried.UID {
+				s.logEndedByOther(op, g, e) // (a deletion or re-creation is logged as such)
+			}
+			return nil, e
 		}
 		out, err := s.leases.Update(ctx, change(cur, s.clk.Now()), metav1.UpdateOptions{})
 		switch {
@@ -235,9 +294,10 @@ func (s *Store) update(ctx context.Context, op string, g lease.Grant, change fun
 			s.saw(out, s.clk.Now())
 			return out, nil
 		case isGone(err, g.Name):
+			s.vanished(g.Name)
 			return nil, s.over(op, g, nil)
 		case attempt == 1 && apierrors.IsConflict(err):
-			cur, fresh = nil, false // another party wrote: is it still our term?
+			tried, cur, fresh = cur, nil, false // another party wrote: is it still our term?
 			continue
 		}
 		return fail(err)
@@ -246,7 +306,7 @@ func (s *Store) update(ctx context.Context, op string, g lease.Grant, change fun
 
 // over is the definitive answer to op on term g, which cur (the Lease now,
 // nil if there is none) shows is over.
-func (s *Store) over(op string, g lease.Grant, cur *coordinationv1.Lease) error {
+func (s *Store) over(op string, g lease.Grant, cur *coordinationv1.Lease) *lease.NotHeldError {
 	e := &lease.NotHeldError{Name: g.Name, Token: g.Token, Holder: holderOf(cur)}
 	switch {
 	case cur == nil:
@@ -267,6 +327,7 @@ func (s *Store) read(ctx context.Context, name string) (*coordinationv1.Lease, t
 	cur, err := s.leases.Get(ctx, name, metav1.GetOptions{})
 	switch {
 	case isGone(err, name):
+		s.vanished(name)
 		return nil, time.Time{}, nil
 	case err != nil:
 		return nil, time.Time{}, err
@@ -275,15 +336,37 @@ func (s *Store) read(ctx context.Context, name string) (*coordinationv1.Lease, t
 }
 
 // saw records that the Store read or wrote l, which it had in hand at at,
-// and returns when it first saw that version of l.
+// and returns when it first saw that version of l. It logs a Lease object
+// that replaced the one last seen, unless the Store saw that one deleted.
+// (Records are made under the lock, so that they come in order.)
 func (s *Store) saw(l *coordinationv1.Lease, at time.Time) time.Time {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if prev, ok := s.seen[l.Name]; ok && prev.lease.ResourceVersion == l.ResourceVersion && prev.lease.UID == l.UID {
+	prev, ok := s.seen[l.Name]
+	switch {
+	case !ok:
+	case prev.lease.ResourceVersion == l.ResourceVersion && prev.lease.UID == l.UID:
 		return prev.since
+	case !prev.gone && prev.lease.UID != l.UID:
+		s.logRecreated(prev.lease, l)
 	}
 	s.seen[l.Name] = sighting{lease: l, since: at}
 	return at
+}
+
+// vanished records that the Lease name does not exist, and logs it if the
+// Store had seen it and not yet found it gone. The last version seen stays
+// (created continues its count).
+func (s *Store) vanished(name string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	prev, ok := s.seen[name]
+	if !ok || prev.gone {
+		return
+	}
+	prev.gone = true
+	s.seen[name] = prev
+	s.logDeleted(prev.lease)
 }
 
 // last returns the latest version of the Lease name that the Store saw, or

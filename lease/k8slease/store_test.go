@@ -91,6 +91,25 @@ func TestCallsRejectBadInput(t *testing.T) {
 	}
 }
 
+// TestStoreReportCountsBadInput: a call refused for a bad argument is
+// counted once, as lease.Store's classes count it (ambiguous: it is
+// neither ErrHeld, ErrNotHeld nor ErrNotSent), and nothing stays in flight.
+func TestStoreReportCountsBadInput(t *testing.T) {
+	s, err := k8slease.NewStore(unusedClient(t), "default")
+	require.NoError(t, err)
+	ctx := context.Background()
+	_, err = s.Claim(ctx, "Bad Name", "a", time.Second)
+	require.Error(t, err)
+	_, err = s.Extend(ctx, lease.Grant{Name: "ok", Holder: "a"}, time.Second)
+	require.Error(t, err)
+	require.Error(t, s.Revoke(ctx, lease.Grant{Name: "ok", Token: 1}))
+	require.Equal(t, lease.StoreReport{
+		Claim:  lease.StoreCalls{Ambiguous: 1},
+		Extend: lease.StoreCalls{Ambiguous: 1},
+		Revoke: lease.StoreCalls{Ambiguous: 1},
+	}, s.StoreReport())
+}
+
 // TestRenewTimeMovesEverySecond: client-go reads renewTime to whole
 // seconds, so every write must land in a later second than the one before.
 func TestRenewTimeMovesEverySecond(t *testing.T) {

@@ -140,24 +140,20 @@ func runTracker(ctx context.Context, t *testing.T, store lease.Store, name, id s
 		return
 	}
 	defer tr.Close()
-	for ctx.Err() == nil {
-		err := tr.WithLeadership(ctx, func(lctx context.Context) error {
-			rec.begin(id)
-			defer rec.end(id)
-			select {
-			case <-lctx.Done():
-				return lctx.Err()
-			case <-time.After(tenure):
-				return errStepDown
-			}
-		})
-		if errors.Is(err, errStepDown) {
-			return
-		}
+	// Lead runs the leader each time the tracker holds the lease, and
+	// returns when ctx ends or with the leader's own errStepDown.
+	err = tr.Lead(ctx, func(lctx context.Context, _ lease.Status) error {
+		rec.begin(id)
+		defer rec.end(id)
 		select {
-		case <-time.After(100 * time.Millisecond):
-		case <-ctx.Done():
+		case <-lctx.Done():
+			return lctx.Err()
+		case <-time.After(tenure):
+			return errStepDown
 		}
+	})
+	if err != nil && !errors.Is(err, errStepDown) && ctx.Err() == nil {
+		t.Errorf("%s: Lead: %v", id, err)
 	}
 }
 

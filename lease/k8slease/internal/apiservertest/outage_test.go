@@ -15,27 +15,42 @@ import (
 // down); the follower reaches it directly. The leader answers Held or
 // ErrRenewalFailed throughout, never ErrNotLeader; the follower takes over
 // only after the leader's promise ended; once the proxy heals, the old
-// leader learns who leads.
+// leader learns who leads. Through it all the leader stays alive (Alive
+// nil: the liveness promise — a slow API server must not restart the
+// operator, as client-go's health adaptor does once a renewal is late),
+// and its store's StoreReport agrees with the tracker's Report.
 func TestOutage(t *testing.T) {
 	p := newProxy(t)
 	csA, csB := newClient(t, p.addr()), newClient(t, "")
 	ns := newNamespace(t, csB)
-	a, wa := newTracker(t, trackerConfig(newStore(t, csA, ns), "leader", "a"))
+	storeA := newStore(t, csA, ns)
+	a, wa := newTracker(t, trackerConfig(storeA, "leader", "a"))
 	wa.await(t, 0, 5*time.Second, "a Held", heldBy("a"))
 	b, wb := newTracker(t, trackerConfig(newStore(t, csB, ns), "leader", "b"))
 	wb.await(t, 0, 5*time.Second, "b naming a", notHeldNaming("a"))
 	cfg := trackerConfig(nil, "", "")
 	maxPromise := 2*cfg.Duration - cfg.Duration/10 // 2×Duration − Margin
+	callTimeout := cfg.Duration / 4                // the default
 
 	// Slow: a check that needs a renewal times out; the lease is still a's.
+	// (A renewal first, so that the whole promise lies ahead of the stall.)
+	_, err := a.Check(checkCtx(t), maxPromise-200*time.Millisecond)
+	require.NoError(t, err)
 	p.set(stalled)
+	before := a.Report()
+	// The stall outlasts twice CallTimeout — what Alive calls stuck — and
+	// the tracker stays alive throughout: each call is cut at CallTimeout
+	// and retried.
+	alive := sampleAlive(a, 3*callTimeout)
 	markA, markB := wa.mark(), wb.mark()
 	st, err := a.Check(checkCtx(t), maxPromise)
+	require.NoError(t, <-alive, "Alive while the API server stalls")
 	require.ErrorIs(t, err, lease.ErrRenewalFailed, "a check needing a renewal while the API server stalls")
 	require.NotErrorIs(t, err, lease.ErrNotLeader)
 	require.Equal(t, lease.Held, st.State, "the promise still stands: %+v", st)
 	var ambiguous *k8slease.OpError
 	require.ErrorAs(t, err, &ambiguous, "the cause is the store's ambiguous error")
+	require.GreaterOrEqual(t, a.Report().Ambiguous-before.Ambiguous, uint64(2), "renewals cut off and retried through the stall")
 	p.set(forwarding)
 	renewed := wa.await(t, markA, 5*time.Second, "a renewed after the stall", func(s lease.Status) bool {
 		return s.State == lease.Held && s.Until.After(st.Until)
@@ -57,6 +72,7 @@ func TestOutage(t *testing.T) {
 	require.ErrorIs(t, err, lease.ErrRenewalFailed, "a, cut off, cannot know that b leads")
 	require.NotErrorIs(t, err, lease.ErrNotLeader)
 	require.Equal(t, lease.Unknown, st.State)
+	require.NoError(t, a.Alive(), "Alive while the API server is down")
 	requireNeverNotHeld(t, wa.since(markA))
 
 	// Healed: a's next renewal finds b's term and names b.
@@ -68,6 +84,40 @@ func TestOutage(t *testing.T) {
 	require.Equal(t, "b", nl.Holder)
 	_, err = b.Check(checkCtx(t), 0)
 	require.NoError(t, err, "b leads")
+
+	// Every call the tracker made, the store counted alike.
+	require.NoError(t, a.Close())
+	tr, sr := a.Report(), storeA.StoreReport()
+	require.Zero(t, sr.InFlight)
+	require.Equal(t, tr.Calls, sr.Claim.OK+sr.Claim.Definitive+sr.Claim.Ambiguous+
+		sr.Extend.OK+sr.Extend.Definitive+sr.Extend.Ambiguous+sr.Revoke.OK+sr.Revoke.Definitive+sr.Revoke.Ambiguous, "%+v", sr)
+	require.Equal(t, tr.Claims, sr.Claim.OK)
+	require.Equal(t, tr.Renewals, sr.Extend.OK)
+	require.Equal(t, tr.Losses, sr.Claim.Definitive+sr.Extend.Definitive)
+	require.Equal(t, tr.Ambiguous, sr.Claim.Ambiguous+sr.Extend.Ambiguous+sr.Revoke.Ambiguous)
+	require.GreaterOrEqual(t, sr.Extend.Ambiguous+sr.Claim.Ambiguous, uint64(3), "the stall's and the cut's calls: %+v", sr)
+	require.Equal(t, uint64(1), sr.Extend.Definitive, "the renewal that found b's term: %+v", sr)
+	require.Zero(t, tr.NotSent+sr.Claim.NotSent+sr.Extend.NotSent+sr.Revoke.NotSent)
+}
+
+// sampleAlive asks tr.Alive every 20 ms for period, and then sends the
+// first error it returned, or nil.
+func sampleAlive(tr *lease.Tracker, period time.Duration) <-chan error {
+	out := make(chan error, 1)
+	go func() {
+		tick := time.NewTicker(20 * time.Millisecond)
+		defer tick.Stop()
+		end := time.Now().Add(period)
+		for {
+			err := tr.Alive()
+			if err != nil || time.Now().After(end) {
+				out <- err
+				return
+			}
+			<-tick.C
+		}
+	}()
+	return out
 }
 
 // requireNeverNotHeld fails if a tracker cut off from the API server ever

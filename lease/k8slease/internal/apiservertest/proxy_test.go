@@ -20,6 +20,7 @@ type proxy struct {
 	mu      sync.Mutex
 	mode    proxyMode
 	resume  chan struct{} // closed when a stall ends
+	holding chan struct{} // closed when this stall first holds the client's bytes
 	conns   map[net.Conn]struct{}
 	closed  bool
 	running sync.WaitGroup
@@ -40,7 +41,7 @@ func newProxy(t *testing.T) *proxy {
 	require.NoError(t, err)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
-	p := &proxy{ln: ln, target: u.Host, resume: make(chan struct{}), conns: make(map[net.Conn]struct{})}
+	p := &proxy{ln: ln, target: u.Host, resume: make(chan struct{}), holding: make(chan struct{}), conns: make(map[net.Conn]struct{})}
 	close(p.resume)
 	p.running.Add(1)
 	go p.serve()
@@ -50,6 +51,14 @@ func newProxy(t *testing.T) *proxy {
 
 func (p *proxy) addr() string { return p.ln.Addr().String() }
 
+// held returns a channel closed once the current stall holds bytes the
+// client sent: a call the client began is stuck in the proxy.
+func (p *proxy) held() <-chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.holding
+}
+
 // set switches the proxy to mode m.
 func (p *proxy) set(m proxyMode) {
 	p.mu.Lock()
@@ -57,6 +66,7 @@ func (p *proxy) set(m proxyMode) {
 	switch {
 	case m == stalled && p.mode != stalled:
 		p.resume = make(chan struct{})
+		p.holding = make(chan struct{})
 	case m != stalled && p.mode == stalled:
 		close(p.resume)
 	}
@@ -91,8 +101,8 @@ func (p *proxy) serve() {
 			continue
 		}
 		p.running.Add(2)
-		go p.pipe(up, c)
-		go p.pipe(c, up)
+		go p.pipe(up, c, true)
+		go p.pipe(c, up, false)
 	}
 }
 
@@ -113,8 +123,9 @@ func (p *proxy) track(conns ...net.Conn) bool {
 	return true
 }
 
-// pipe copies from src to dst, holding each chunk while the proxy stalls.
-func (p *proxy) pipe(dst, src net.Conn) {
+// pipe copies from src to dst, holding each chunk while the proxy stalls;
+// fromClient says src is the client's connection.
+func (p *proxy) pipe(dst, src net.Conn, fromClient bool) {
 	defer p.running.Done()
 	defer func() {
 		p.mu.Lock()
@@ -130,6 +141,13 @@ func (p *proxy) pipe(dst, src net.Conn) {
 		if n > 0 {
 			p.mu.Lock()
 			resume := p.resume
+			if fromClient && p.mode == stalled {
+				select {
+				case <-p.holding:
+				default:
+					close(p.holding)
+				}
+			}
 			p.mu.Unlock()
 			<-resume // a cut or a close ends a stall too
 			if _, werr := dst.Write(buf[:n]); werr != nil {

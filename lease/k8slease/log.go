@@ -1,0 +1,80 @@
+package k8slease
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+
+	"github.com/coldstart-go/coldstart/lease"
+)
+
+// What the Store logs (WithLogger): what it finds about a Lease, once
+// each — never a line per call, and nothing on a call that changes
+// nothing (a claim denied, a routine renewal, a retry). The tracker's own
+// records (lease.Config.Logger) say what each lease did; these say what
+// the store saw on the API server that made it so.
+const (
+	// A Claim took over a Lease whose holder stopped renewing it.
+	msgTakenOver = "k8s lease taken over"
+	// The Lease object the store last saw is gone.
+	msgDeleted = "k8s lease deleted"
+	// The Lease object was deleted and created again between two of the
+	// store's calls: its leaseTransitions restarted.
+	msgRecreated = "k8s lease re-created"
+	// An Extend or a Revoke conflicted with another party's write, which
+	// ended the term: another holder's term, or a release.
+	msgEndedByOther = "k8s lease term ended by another writer"
+)
+
+// log makes one record, if the store has a logger. Its attributes come
+// after namespace (the logger's) and lease.
+func (s *Store) log(level slog.Level, msg, name string, attrs ...slog.Attr) {
+	if s.logger == nil {
+		return
+	}
+	s.logger.LogAttrs(context.Background(), level, msg, append([]slog.Attr{slog.String("lease", name)}, attrs...)...)
+}
+
+// logTakenOver records a Claim that took over prev, held by another
+// holder's term the store saw unchanged for unchanged, as term g.
+func (s *Store) logTakenOver(g lease.Grant, prev *coordinationv1.Lease, unchanged time.Duration) {
+	s.log(slog.LevelInfo, msgTakenOver, g.Name, slog.String("holder", g.Holder), slog.Uint64("token", g.Token),
+		slog.String("previous", holderOf(prev)), slog.Duration("unchanged", unchanged))
+}
+
+// logDeleted records that the Lease last seen as prev is gone.
+func (s *Store) logDeleted(prev *coordinationv1.Lease) {
+	attrs := make([]slog.Attr, 0, 2)
+	if h := holderOf(prev); h != "" {
+		attrs = append(attrs, slog.String("holder", h))
+	}
+	attrs = append(attrs, slog.Uint64("token", uint64(transitionsOf(prev))))
+	s.log(slog.LevelWarn, msgDeleted, prev.Name, attrs...)
+}
+
+// logRecreated records that cur replaced the Lease object last seen as
+// prev.
+func (s *Store) logRecreated(prev, cur *coordinationv1.Lease) {
+	attrs := make([]slog.Attr, 0, 3)
+	if h := holderOf(cur); h != "" {
+		attrs = append(attrs, slog.String("holder", h))
+	}
+	attrs = append(attrs, slog.Uint64("token", uint64(transitionsOf(cur))),
+		slog.Uint64("previous_token", uint64(transitionsOf(prev))))
+	s.log(slog.LevelWarn, msgRecreated, cur.Name, attrs...)
+}
+
+// logEndedByOther records that op on term g conflicted with a write that
+// ended the term: err is the NotHeldError op returns, naming who holds
+// the Lease now.
+func (s *Store) logEndedByOther(op string, g lease.Grant, err *lease.NotHeldError) {
+	attrs := make([]slog.Attr, 0, 4)
+	attrs = append(attrs, slog.String("op", op))
+	if err.Holder != "" {
+		attrs = append(attrs, slog.String("holder", err.Holder))
+	}
+	attrs = append(attrs, slog.Uint64("token", g.Token), slog.Any("err", err))
+	s.log(slog.LevelWarn, msgEndedByOther, g.Name, attrs...)
+}
