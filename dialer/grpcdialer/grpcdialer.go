@@ -88,8 +88,8 @@ func NewClient(d *dialer.Dialer, opts ...grpc.DialOption) (*grpc.ClientConn, err
 // idle mode).
 type builder struct {
 	ready <-chan struct{} // nil: never moves (no local controller, or RequireLocal)
-	log   *slog.Logger // the Dialer's; nil: no logs
-	moved sync.Once    // the move is logged once per ClientConn
+	log   *slog.Logger    // the Dialer's; nil: no logs
+	moved sync.Once       // the move is logged once per ClientConn
 }
 
 func (b *builder) Scheme() string { return scheme }
