@@ -64,10 +64,9 @@ type BoardConfig struct {
 	// Logger receives one record as each entry opens ("gate opened", at
 	// Info) or fails ("gate failed", at Warn: startup will not finish),
 	// with the keys gate (its name), waited (how long since it was added)
-	// and, for a failure, err (the cause). An
-	// entry's record is written as its gate resolves; a tracked Waiter
-	// that is not a *Lock is seen to resolve, and logged, by the first
-	// Report or Timeline after. Nothing else logs: waiting on or asking a
+	// and, for a failure, err (the cause). An entry's record is written as
+	// its gate resolves; a tracked Waiter that is not a *Lock is seen to
+	// resolve, and logged, by the first Report or Timeline after. Nothing else logs: waiting on or asking a
 	// gate never touches the logger. nil means no logs.
 	Logger *slog.Logger
 }
@@ -159,9 +158,9 @@ func (b *Board) add(e *entry) {
 // opened closes and fails when failed closes (a nil channel never closes),
 // whichever happens first; if both are closed when the board first looks,
 // it fails. Every Report and Timeline looks at the channels first, so it
-// shows a channel that has closed even before the entry's goroutine runs. Build composites on the returned gate (AllOf("stable", ...,
-// w)), not on the channels, and they resolve after it, in the board's
-// order too. Its place in the opening order is when the board saw the
+// shows a channel that has closed even before the entry's goroutine runs.
+// Build composites on the returned gate (AllOf("stable", ..., w)), not on
+// the channels, and they resolve after it, in the board's order too. Its place in the opening order is when the board saw the
 // channel close: at once if it already has, else on the one goroutine
 // Watch starts, which ends when either channel closes. A pair that never
 // closes keeps that goroutine, as a gate that never resolves keeps its
