@@ -259,7 +259,8 @@ func (s *source) settle() bool {
 // report that follows shows every channel already closed. It resolves
 // gates, whose hooks take b.mu, so b.mu must not be held.
 func (b *Board) settleSources() {
-	var pending []*source
+	var buf [16]*source // no allocation for a usual board
+	pending := buf[:0]
 	b.mu.Lock()
 	for _, e := range b.entries {
 		if e.seq == 0 && e.src != nil {
