@@ -363,9 +363,10 @@ func (l *Listener) stopAPI() (exited <-chan struct{}, err error) {
 // have exited. Connections already returned by Accept stay open: they
 // belong to the caller. Close is idempotent and safe to call concurrently;
 // calls after the first return nil. It may be called from OnBound, also
-// when the OpenAPIWhen watcher calls it: Close then returns without
-// waiting for that goroutine, which ends when OnBound returns (its bind
-// is released and APIErr matches net.ErrClosed).
+// when the OpenAPIWhen watcher calls it: a Close made while the watcher
+// is in OnBound (from there or from elsewhere) returns without waiting
+// for that goroutine, which ends when OnBound returns (the API port it
+// bound is released, and APIErr matches net.ErrClosed).
 func (l *Listener) Close() error {
 	err := error(nil)
 	l.closeOnce.Do(func() {
