@@ -167,8 +167,9 @@ func (d *Dialer) dialTCP(ctx context.Context, addr string) (net.Conn, error) {
 // first); peers are shuffled afresh for every round so that agents spread
 // their load. An error from open that has a method RetryAfter()
 // time.Duration (a server's "try again later") keeps its address out of
-// later rounds, and later Dials, for at least that long (plus up to 20 %
-// jitter), instead of hammering it.
+// later rounds, and later Dials, for exactly that long, instead of
+// hammering it. No jitter is added: a server spreads its clients by the
+// hints it draws (as upgrade's gate does, from [R, 2R]).
 //
 // A nil d or open, or a Dialer not made by New, is reported as an error
 // satisfying errors.Is(err, errors.NotValid) (github.com/juju/errors).
@@ -555,8 +556,9 @@ func (c *connector[T]) failed(addr string, err error, cancelled bool) {
 	if hint <= 0 {
 		return
 	}
-	// Up to 20 % jitter so that a herd told "1 s" does not return in step.
-	until := c.d.cfg.Clock.Now().Add(hint + rand.N(hint/5+1))
+	// Exactly the hint: the server spreads a herd when it draws the hints
+	// (one jitter rule), so a second jitter here would only add to its wait.
+	until := c.d.cfg.Clock.Now().Add(hint)
 	c.d.mu.Lock()
 	if h, ok := c.d.holdoff[addr]; !ok || until.After(h.until) {
 		c.d.holdoff[addr] = holdoff{until: until, err: err}

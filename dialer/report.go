@@ -53,6 +53,12 @@ func (d *Dialer) Close() {
 // the Dialer's logger, as grpcdialer does when it moves home.
 func (d *Dialer) Logger() *slog.Logger { return d.cfg.Logger }
 
+// Policy returns Config.Policy, for adapters that move their connections
+// home when LocalReady closes: under RequireLocal every connection is
+// local already, and there is nothing to move (NewTransport and grpcdialer
+// skip the move).
+func (d *Dialer) Policy() Policy { return d.cfg.Policy }
+
 // routeKind is the kind of route last logged.
 type routeKind int32
 

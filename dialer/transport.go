@@ -80,7 +80,7 @@ func NewTransport(d *Dialer, base *http.Transport) (*Transport, error) {
 	t.after = cloneFor(base, t.dialAfter)
 	// Under RequireLocal every connection is local already; with no
 	// local controller (LocalPort 0: ready is nil) there is nowhere to go.
-	if ready := d.LocalReady(); d.cfg.Policy != RequireLocal && ready != nil && !isClosed(ready) {
+	if ready := d.LocalReady(); d.Policy() != RequireLocal && ready != nil && !isClosed(ready) {
 		t.ready = ready
 		t.before = cloneFor(base, t.dialBefore)
 	} else {

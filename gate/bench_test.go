@@ -227,6 +227,26 @@ func BenchmarkHandler(b *testing.B) {
 			_ = mid.Report()
 		}
 	})
+	// Watch entries, half of them still locked: every Report first looks
+	// at their channels.
+	watched := gate.NewBoard(gate.BoardConfig{})
+	never := make(chan struct{})
+	defer close(never) // ends the Watch goroutines
+	opened := make(chan struct{})
+	close(opened)
+	for i := range 20 {
+		if i%2 == 0 {
+			watched.Watch(fmt.Sprintf("gate-%02d", i), opened, nil)
+		} else {
+			watched.Watch(fmt.Sprintf("gate-%02d", i), never, nil)
+		}
+	}
+	b.Run("report-watched", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			_ = watched.Report()
+		}
+	})
 	for _, tc := range []struct {
 		name, target, accept string
 		board                *gate.Board

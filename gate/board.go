@@ -61,12 +61,12 @@ type BoardConfig struct {
 	// Clock stamps when the board starts and when each entry is added,
 	// opened or failed. nil means clock.WallClock.
 	Clock clock.Clock
-	// Logger receives one Info record as each entry opens ("gate opened")
-	// or fails ("gate failed"), with the keys gate (its name), waited (how
-	// long since it was added) and, for a failure, err (the cause). An
-	// entry's record is written as its gate resolves; a tracked Waiter
-	// that is not a *Lock is seen to resolve, and logged, by the first
-	// Report or Timeline after. Nothing else logs: waiting on or asking a
+	// Logger receives one record as each entry opens ("gate opened", at
+	// Info) or fails ("gate failed", at Warn: startup will not finish),
+	// with the keys gate (its name), waited (how long since it was added)
+	// and, for a failure, err (the cause). An entry's record is written as
+	// its gate resolves; a tracked Waiter that is not a *Lock is seen to
+	// resolve, and logged, by the first Report or Timeline after. Nothing else logs: waiting on or asking a
 	// gate never touches the logger. nil means no logs.
 	Logger *slog.Logger
 }
@@ -79,6 +79,16 @@ type entry struct {
 	resolved time.Time // zero until seen resolved
 	seq      uint64    // place in resolveSeq; 0 while locked
 	err      error
+	src      *source // a Watch or Follow entry's channels; nil otherwise
+}
+
+// source is what a Watch or Follow entry's gate resolves from: a report
+// settles it at once if a channel has closed, rather than say "locked"
+// until the entry's goroutine has run.
+type source struct {
+	l              *Lock
+	opened, failed <-chan struct{}
+	cause          func() error // nil: errFailedChannel
 }
 
 // NewBoard returns an empty board, started now on cfg.Clock.
@@ -147,9 +157,10 @@ func (b *Board) add(e *entry) {
 // outside this package, and returns the entry's gate: it unlocks when
 // opened closes and fails when failed closes (a nil channel never closes),
 // whichever happens first; if both are closed when the board first looks,
-// it fails. Build composites on the returned gate (AllOf("stable", ...,
-// w)), not on the channels, and they resolve after it, in the board's
-// order too. Its place in the opening order is when the board saw the
+// it fails. Every Report and Timeline looks at the channels first, so it
+// shows a channel that has closed even before the entry's goroutine runs.
+// Build composites on the returned gate (AllOf("stable", ..., w)), not on
+// the channels, and they resolve after it, in the board's order too. Its place in the opening order is when the board saw the
 // channel close: at once if it already has, else on the one goroutine
 // Watch starts, which ends when either channel closes. A pair that never
 // closes keeps that goroutine, as a gate that never resolves keeps its
@@ -203,43 +214,62 @@ func (b *Board) Follow(name string, c Component) *Lock {
 // watch is Watch and Follow: cause (nil: errFailedChannel) is what the
 // entry fails with, detail what it shows while locked.
 func (b *Board) watch(name string, opened, failed <-chan struct{}, cause func() error, detail func() string) *Lock {
-	l := New(name)
-	b.add(&entry{name: name, w: l, detail: detail})
-	if settle(l, opened, failed, cause) {
-		return l
+	src := &source{l: New(name), opened: opened, failed: failed, cause: cause}
+	b.add(&entry{name: name, w: src.l, detail: detail, src: src})
+	if src.settle() {
+		return src.l
 	}
 	go func() {
 		select {
 		case <-opened:
 		case <-failed:
 		}
-		settle(l, opened, failed, cause)
+		src.settle()
 	}()
-	return l
+	return src.l
 }
 
-// settle resolves l if either channel has closed, failed first, and
-// reports whether it did.
-func settle(l *Lock, opened, failed <-chan struct{}, cause func() error) bool {
+// settle resolves the source's gate if either channel has closed, failed
+// first, and reports whether it did; it never blocks. A gate resolves
+// once: of settles racing (the entry's goroutine, reports), the first wins.
+func (s *source) settle() bool {
 	select {
-	case <-failed:
+	case <-s.failed:
 		var err error
-		if cause != nil {
-			err = cause()
+		if s.cause != nil {
+			err = s.cause()
 		}
 		if err == nil {
 			err = errFailedChannel
 		}
-		l.Fail(err)
+		s.l.Fail(err)
 		return true
 	default:
 	}
 	select {
-	case <-opened:
-		l.Unlock()
+	case <-s.opened:
+		s.l.Unlock()
 		return true
 	default:
 		return false
+	}
+}
+
+// settleSources settles the sources of the entries still locked, so the
+// report that follows shows every channel already closed. It resolves
+// gates, whose hooks take b.mu, so b.mu must not be held.
+func (b *Board) settleSources() {
+	var buf [16]*source // no allocation for a usual board
+	pending := buf[:0]
+	b.mu.Lock()
+	for _, e := range b.entries {
+		if e.seq == 0 && e.src != nil {
+			pending = append(pending, e.src)
+		}
+	}
+	b.mu.Unlock()
+	for _, src := range pending {
+		src.settle()
 	}
 }
 
@@ -274,7 +304,7 @@ func (b *Board) look(e *entry) bool {
 		if f, ok := e.w.(failer); ok {
 			select {
 			case <-f.Done(): // a foreign failer's Done without Err is a failure too
-				return b.markResolved(e, outcome(e.w, f), 0)
+				return b.markResolved(e, &FailedError{Name: e.name, Err: outcome(e.w, f)}, 0)
 			default:
 			}
 		}
@@ -311,7 +341,7 @@ func (b *Board) logResolved(es ...*entry) {
 		if e.err == nil {
 			b.log.LogAttrs(context.Background(), slog.LevelInfo, "gate opened", gateAttr, waited)
 		} else {
-			b.log.LogAttrs(context.Background(), slog.LevelInfo, "gate failed", gateAttr, waited, slog.Any("err", causeOf(e.err)))
+			b.log.LogAttrs(context.Background(), slog.LevelWarn, "gate failed", gateAttr, waited, slog.Any("err", causeOf(e.err)))
 		}
 	}
 }
@@ -344,6 +374,7 @@ type Report []Entry
 // entry's component for its Detail after releasing the board, so a Detail
 // method may itself read the board.
 func (b *Board) Report() Report {
+	b.settleSources()
 	r, details, marked := b.report()
 	b.logResolved(marked...)
 	for i, d := range details {

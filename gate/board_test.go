@@ -146,6 +146,10 @@ func TestBoardSeesForeignFailures(t *testing.T) {
 	r := b.Report()
 	assert.Equal(t, gate.StateFailed, r[0].State)
 	assert.ErrorIs(t, r[0].Err, gate.ErrFailed)
+	var fe *gate.FailedError
+	require.ErrorAs(t, r[0].Err, &fe, "Entry.Err is a *FailedError, as documented")
+	assert.Equal(t, "foreign", fe.Name)
+	assert.Equal(t, `gate "foreign" failed: gate failed`, r[0].Err.Error())
 }
 
 func TestStateString(t *testing.T) {

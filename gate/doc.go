@@ -44,8 +44,8 @@
 //	http.Handle("/timeline", board.TimelineHandler()) // ?format=json|svg, ?gate=name
 //	fmt.Print(board.Timeline().CriticalChain(""))      // api-port @2.1s +100ms / └─stable @2s / ...
 //
-// BoardConfig's Logger gets one Info record as each entry opens ("gate
-// opened") or fails ("gate failed"), with the keys gate, waited and err;
+// BoardConfig's Logger gets one record as each entry opens ("gate opened",
+// Info) or fails ("gate failed", Warn), with the keys gate, waited and err;
 // IsUnlocked and Wait never touch it.
 //
 // The Waiter and Unlocker interfaces have the method sets of juju's

@@ -84,5 +84,5 @@ func ExampleBoardConfig() {
 	lease.Fail(errors.New("no quorum"))
 	// Output:
 	// level=INFO msg="gate opened" gate=controller-port waited=1.5s
-	// level=INFO msg="gate failed" gate=lease waited=2.5s err="no quorum"
+	// level=WARN msg="gate failed" gate=lease waited=2.5s err="no quorum"
 }

@@ -121,26 +121,36 @@ func verboseText(report Report, excluded []string, passed bool) []byte {
 	return buf.Bytes()
 }
 
-// acceptsJSON reports whether an Accept header names application/json,
-// other than with q=0 ("not acceptable", RFC 9110 12.4.2).
-func acceptsJSON(accept []string) bool { return acceptable(accept, "application/json") != "" }
+// acceptsJSON reports whether an Accept header prefers application/json
+// to text/plain (the other answer), other than with q=0 ("not
+// acceptable", RFC 9110 12.4.2).
+func acceptsJSON(accept []string) bool {
+	return acceptable(accept, "application/json", "text/plain") == "application/json"
+}
 
-// acceptable returns the first media type of an Accept header that is one
-// of types, other than with q=0; "" if none is.
+// acceptable returns the media type of an Accept header that is one of
+// types with the highest weight (q, 1 if absent; the first named of equal
+// weights), other than with q=0; "" if none is.
 func acceptable(accept []string, types ...string) string {
+	best, bestQ := "", 0.0
 	for _, header := range accept {
 		for _, part := range strings.Split(header, ",") {
 			mt, params, err := mime.ParseMediaType(part)
 			if err != nil || !slices.Contains(types, mt) {
 				continue
 			}
-			if q, err := strconv.ParseFloat(params["q"], 64); err == nil && q == 0 {
-				continue
+			q := 1.0
+			if v, ok := params["q"]; ok {
+				if q, err = strconv.ParseFloat(v, 64); err != nil || q < 0 || q > 1 {
+					continue
+				}
 			}
-			return mt
+			if q > bestQ {
+				best, bestQ = mt, q
+			}
 		}
 	}
-	return ""
+	return best
 }
 
 // jsonEntry is an Entry on the wire.

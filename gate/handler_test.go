@@ -168,7 +168,7 @@ func TestHandlerJSON(t *testing.T) {
 	assert.Equal(t, 200, rec.Code)
 	assert.JSONEq(t, `[{"name":"api-port","state":"unlocked","since":"2026-11-30T01:00:00Z","for":"2s","order":1}]`, rec.Body.String())
 
-	for _, accept := range []string{"text/html", "application/json;q=0, text/plain"} {
+	for _, accept := range []string{"text/html", "application/json;q=0, text/plain", "application/json;q=0.1, text/plain"} {
 		rec = serve(startupBoard(), "/readyz", accept)
 		assert.Equal(t, "text/plain; charset=utf-8", rec.Header().Get("Content-Type"), "JSON only when asked for: %q", accept)
 	}

@@ -79,12 +79,13 @@ func TestBoardLogsEachGateOpenedOrFailedOnce(t *testing.T) {
 	assert.Equal(t, logRecord{slog.LevelInfo, "gate opened", map[string]slog.Value{
 		"gate": slog.StringValue("controller-port"), "waited": slog.DurationValue(800 * ms),
 	}}, recs[0])
-	assert.Equal(t, slog.LevelInfo, recs[1].level)
+	assert.Equal(t, slog.LevelWarn, recs[1].level, "a failure is a warning: startup will not finish")
 	assert.Equal(t, "gate failed", recs[1].msg)
 	assert.Equal(t, "lease", recs[1].attrs["gate"].String())
 	assert.Equal(t, 1500*ms, recs[1].attrs["waited"].Duration())
 	assert.Equal(t, "no quorum", recs[1].attrs["err"].Any().(error).Error(), "the cause, not the gate's own wrapping")
 	assert.Equal(t, "stable", recs[2].attrs["gate"].String())
+	assert.Equal(t, slog.LevelWarn, recs[2].level)
 	assert.Contains(t, recs[2].attrs["err"].Any().(error).Error(), "no quorum")
 	assert.Len(t, recs[2].attrs, 3)
 }

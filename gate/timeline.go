@@ -58,6 +58,7 @@ type Span struct {
 // blocks on a gate and asks each locked entry's component for its Detail
 // after releasing the board.
 func (b *Board) Timeline() Timeline {
+	b.settleSources()
 	rows, now, marked := b.rows()
 	b.logResolved(marked...)
 	t := Timeline{Start: b.start, End: now.Sub(b.start), Entries: make([]Span, len(rows))}

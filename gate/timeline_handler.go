@@ -79,8 +79,8 @@ func (h timelineHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // timelineFormat picks the answer's format: ?format if given (ok false if
-// it names none), else the first of JSON and SVG that Accept names, else
-// text.
+// it names none), else whichever of JSON, SVG and text Accept weighs
+// highest (q), else text.
 func timelineFormat(format string, accept []string) (_ string, ok bool) {
 	switch format {
 	case "text", "json", "svg":
@@ -89,7 +89,7 @@ func timelineFormat(format string, accept []string) (_ string, ok bool) {
 	default:
 		return "", false
 	}
-	switch acceptable(accept, "application/json", "image/svg+xml") {
+	switch acceptable(accept, "application/json", "image/svg+xml", "text/plain") {
 	case "application/json":
 		return "json", true
 	case "image/svg+xml":

@@ -240,6 +240,12 @@ func TestTimelineHandlerSVG(t *testing.T) {
 	assert.Equal(t, "image/svg+xml", rec.Header().Get("Content-Type"))
 	bars, _ = parseSVG(t, rec.Body.Bytes())
 	assert.Len(t, bars, 9)
+
+	// Accept's weights choose, not the order it names the types in.
+	rec = getTimeline(t, b, "/timeline", "application/json;q=0.1, image/svg+xml")
+	assert.Equal(t, "image/svg+xml", rec.Header().Get("Content-Type"))
+	rec = getTimeline(t, b, "/timeline", "application/json;q=0.5, text/plain")
+	assert.Equal(t, "text/plain; charset=utf-8", rec.Header().Get("Content-Type"))
 }
 
 func TestTimelineSVGEscapesNamesAndErrors(t *testing.T) {

@@ -105,7 +105,8 @@ type Config struct {
 	// OnBound, if not nil, is called with each real bound address (the
 	// kernel's choice for port 0) when a port is bound: the controller
 	// port and an early API port in New, the API port in OpenAPI. It is
-	// called synchronously and must not call OpenAPI or CloseAPI.
+	// called synchronously (for OpenAPIWhen, on the listener's watcher
+	// goroutine) and must not call OpenAPI or CloseAPI; it may call Close.
 	OnBound func(p Port, addr net.Addr)
 }
 

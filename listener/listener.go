@@ -56,7 +56,13 @@ type Listener struct {
 	failErr  error // the permanent accept error; nil if Close came first
 
 	closeOnce sync.Once      // Close's work runs once; later calls wait for it
-	wg        sync.WaitGroup // the accept goroutines and the OpenAPIWhen watcher
+	wg        sync.WaitGroup // the accept goroutines
+
+	// whenDone closes when the OpenAPIWhen watcher returns (nil without
+	// one). whenOnBound is true while the watcher is in OnBound: a Close
+	// from there must not wait for the goroutine it runs on.
+	whenDone    chan struct{}
+	whenOnBound atomic.Bool
 
 	// apiOpened closes the first time the API port opens (under mu).
 	// apiFailed closes if the open asked for by Config.OpenAPIWhen fails,
@@ -155,7 +161,7 @@ func newListener(cfg Config, listen func(network, addr string) (net.Listener, er
 		return nil, &PortError{Port: Controller, Op: opBind, Addr: cfg.ControllerAddr, Err: err}
 	}
 	l.ctrlLn, l.ctrlAddr = ctrlLn, ctrlLn.Addr()
-	l.bound(Controller, l.ctrlAddr)
+	l.bound(Controller, l.ctrlAddr, false)
 	if cfg.BindAPIEarly {
 		apiLn, err := listen("tcp", cfg.APIAddr)
 		if err != nil {
@@ -163,13 +169,13 @@ func newListener(cfg Config, listen func(network, addr string) (net.Listener, er
 			return nil, &PortError{Port: API, Op: opBind, Addr: cfg.APIAddr, Err: err}
 		}
 		l.apiLn, l.apiBindAddr = apiLn, apiLn.Addr().String()
-		l.bound(API, apiLn.Addr())
+		l.bound(API, apiLn.Addr(), false)
 	}
 	l.wg.Add(1)
 	go l.serve(&l.ctrl, ctrlLn, l.done, l.ctrlCh, nil)
 	l.logPort(slog.LevelInfo, "port opened", Controller, l.ctrlAddr.String(), nil)
 	if cfg.OpenAPIWhen != nil {
-		l.wg.Add(1)
+		l.whenDone = make(chan struct{})
 		go l.openAPIWhen(cfg.OpenAPIWhen)
 	}
 	return l, nil
@@ -179,13 +185,13 @@ func newListener(cfg Config, listen func(network, addr string) (net.Listener, er
 // port when when closes, once, and reports a failure no caller would
 // otherwise see on APIFailed. The end of the listener ends it.
 func (l *Listener) openAPIWhen(when <-chan struct{}) {
-	defer l.wg.Done()
+	defer close(l.whenDone)
 	select {
 	case <-when:
 	case <-l.done:
 		return
 	}
-	if err := l.OpenAPI(); err != nil {
+	if err := l.openAPI(true); err != nil {
 		l.apiFailedWith(err)
 	}
 }
@@ -221,12 +227,18 @@ func (l *Listener) APIErr() error {
 	return l.apiErr
 }
 
-// bound logs a port's bound address and reports it to OnBound.
-func (l *Listener) bound(p Port, addr net.Addr) {
+// bound logs a port's bound address and reports it to OnBound; inWhen
+// says the OpenAPIWhen watcher is calling.
+func (l *Listener) bound(p Port, addr net.Addr, inWhen bool) {
 	l.logPort(slog.LevelInfo, "port bound", p, addr.String(), nil)
-	if l.cfg.OnBound != nil {
-		l.cfg.OnBound(p, addr)
+	if l.cfg.OnBound == nil {
+		return
 	}
+	if inWhen {
+		l.whenOnBound.Store(true)
+		defer l.whenOnBound.Store(false)
+	}
+	l.cfg.OnBound(p, addr)
 }
 
 // logPort logs a port's transition, with its address and error if any.
@@ -350,7 +362,11 @@ func (l *Listener) stopAPI() (exited <-chan struct{}, err error) {
 // accepted but not yet handed out, and returns once the accept goroutines
 // have exited. Connections already returned by Accept stay open: they
 // belong to the caller. Close is idempotent and safe to call concurrently;
-// calls after the first return nil.
+// calls after the first return nil. It may be called from OnBound, also
+// when the OpenAPIWhen watcher calls it: a Close made while the watcher
+// is in OnBound (from there or from elsewhere) returns without waiting
+// for that goroutine, which ends when OnBound returns (the API port it
+// bound is released, and APIErr matches net.ErrClosed).
 func (l *Listener) Close() error {
 	err := error(nil)
 	l.closeOnce.Do(func() {
@@ -364,6 +380,9 @@ func (l *Listener) Close() error {
 			err = apiErr
 		}
 		l.wg.Wait()
+		if l.whenDone != nil && !l.whenOnBound.Load() {
+			<-l.whenDone
+		}
 		l.logPort(slog.LevelInfo, "port closed", Controller, l.ctrlAddr.String(), nil)
 		l.agg.Close() // after the accept loops: their last counts are in
 	})
@@ -400,7 +419,10 @@ func (l *Listener) APIAddr() net.Addr {
 // listener stays controller-only and the caller may retry. After Close it
 // binds nothing and returns an error matching net.ErrClosed; after a
 // permanent accept failure it returns that failure.
-func (l *Listener) OpenAPI() error {
+func (l *Listener) OpenAPI() error { return l.openAPI(false) }
+
+// openAPI is OpenAPI; inWhen says the OpenAPIWhen watcher is calling.
+func (l *Listener) openAPI(inWhen bool) error {
 	l.openMu.Lock()
 	defer l.openMu.Unlock()
 	l.mu.Lock()
@@ -417,7 +439,7 @@ func (l *Listener) OpenAPI() error {
 			l.logPort(slog.LevelError, "port failed to open", API, addr, err)
 			return err
 		}
-		l.bound(API, ln.Addr())
+		l.bound(API, ln.Addr(), inWhen)
 	}
 
 	if err := l.startAPI(ln); err != nil {

@@ -160,3 +160,31 @@ func TestAFailureBeforeTheAPIPortOpenedIsItsErr(t *testing.T) {
 	waitClosed(t, l.APIFailed(), "APIFailed")
 	require.Equal(t, failure, l.APIErr())
 }
+
+// OnBound may Close the listener, also when the OpenAPIWhen watcher calls
+// it (before the fix Close waited for that very goroutine, for ever): the
+// API port bound for it is released and APIFailed says why.
+func TestCloseFromOnBoundWithOpenAPIWhen(t *testing.T) {
+	when := make(chan struct{})
+	var l *listener.Listener
+	closed := make(chan error, 1)
+	l, err := listener.New(listener.Config{ControllerAddr: "127.0.0.1:0", APIAddr: "127.0.0.1:0", OpenAPIWhen: when,
+		OnBound: func(p listener.Port, _ net.Addr) {
+			if p == listener.API {
+				closed <- l.Close()
+			}
+		}})
+	require.NoError(t, err)
+	close(when)
+	select {
+	case err := <-closed:
+		assert.NoError(t, err)
+	case <-time.After(guard):
+		t.Fatal("Close from OnBound never returned")
+	}
+	waitClosed(t, l.APIFailed(), "APIFailed")
+	assert.ErrorIs(t, l.APIErr(), net.ErrClosed)
+	assertOpen(t, l.APIOpened(), "APIOpened")
+	assert.Nil(t, l.APIAddr())
+	assert.NoError(t, l.Close(), "idempotent")
+}

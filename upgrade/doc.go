@@ -93,5 +93,13 @@
 // up is one whose ctx ended, or whose deadline came before the server's
 // wait. One WithLogger option value keeps one set of counts for every
 // call made with it, so RetryTransport and the interceptors, which keep
-// their options, log all their requests together.
+// their options, log all their requests together. A WithLogger made per
+// call is a set of counts per call — one record per call, its last counts
+// up to an interval late — so code that calls Retry or WaitReady many
+// times builds a RetryLog once, passes its Option, and closes it at
+// shutdown, which logs the counts still pending:
+//
+//	waits := &upgrade.RetryLog{Logger: logger}
+//	defer waits.Close()
+//	err := upgrade.Retry(ctx, call, waits.Option())
 package upgrade

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"time"
 
 	"github.com/coldstart-go/coldstart/upgrade"
@@ -158,4 +160,31 @@ func ExampleInProgressError_retryAfter() {
 	// Output:
 	// leave 10.0.0.2:17070 alone for 5s
 	// true
+}
+
+// A client that calls Retry many times counts all their waits in one
+// RetryLog, built once; Close logs the counts still pending.
+func ExampleRetryLog() {
+	logger := slog.New(slog.NewTextHandler(os.Stdout, &slog.HandlerOptions{
+		ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
+			if a.Key == slog.TimeKey || a.Key == "interval" {
+				return slog.Attr{} // a stable output
+			}
+			return a
+		},
+	}))
+	waits := &upgrade.RetryLog{Logger: logger}
+	for range 3 {
+		refused := false
+		_ = upgrade.Retry(context.Background(), func(context.Context) error {
+			if !refused {
+				refused = true
+				return &upgrade.InProgressError{Phase: upgrade.RunningSteps, RetryDelay: time.Millisecond}
+			}
+			return nil
+		}, waits.Option())
+	}
+	waits.Close() // at shutdown
+	// Output:
+	// level=INFO msg="waiting out upgrade refusals" waits=3
 }

@@ -340,3 +340,70 @@ func TestRetryTransportLogsTheWaitsOfAllItsRequestsTogether(t *testing.T) {
 	require.Len(t, h.Records(), 1)
 	assert.Equal(t, uint64(n), recs[0].Uint64(t, "waits"))
 }
+
+// A RetryLog is built once and shared by separate calls: their waits make
+// one record, and Close logs it at once, before the interval is up (a
+// WithLogger per call would make a record per call, each an interval
+// late). After Close, calls still retry but log nothing.
+func TestRetryLogCountsManyCallsAndCloseFlushes(t *testing.T) {
+	clk := testclock.NewClock(t0)
+	h := logtest.New()
+	waits := &upgrade.RetryLog{Logger: h.Logger()}
+	call := func() error {
+		refused := false
+		return upgrade.Retry(context.Background(), func(context.Context) error {
+			if refused {
+				return nil
+			}
+			refused = true
+			return &upgrade.InProgressError{Phase: upgrade.RunningSteps, RetryDelay: time.Second}
+		}, upgrade.WithClock(clk), waits.Option())
+	}
+	for range 3 {
+		done := make(chan error, 1)
+		go func() { done <- call() }()
+		// The wait, beside the records' timer (armed by the first wait).
+		require.NoError(t, clk.WaitAdvance(time.Second, waitTimeout, 2))
+		require.NoError(t, <-done)
+	}
+	assert.Empty(t, h.Records(), "the interval is not up")
+	waits.Close()
+	recs := h.Matching(msgWaits)
+	require.Len(t, recs, 1, "one record for the three calls, logged by Close")
+	assert.Equal(t, uint64(3), recs[0].Uint64(t, "waits"))
+
+	done := make(chan error, 1)
+	go func() { done <- call() }()
+	require.NoError(t, clk.WaitAdvance(time.Second, waitTimeout, 1))
+	require.NoError(t, <-done, "a call after Close still retries")
+	waits.Close() // idempotent
+	require.NoError(t, clk.WaitAdvance(interval, waitTimeout, 0))
+	assert.Len(t, h.Records(), 1, "and logs nothing")
+}
+
+// A RetryLog without a Logger, or closed before its first call, logs
+// nothing and still retries.
+func TestRetryLogWithoutALoggerOrClosedFirst(t *testing.T) {
+	var none upgrade.RetryLog
+	none.Close()
+	require.NoError(t, upgrade.Retry(context.Background(), func(context.Context) error { return nil }, none.Option()))
+
+	h := logtest.New()
+	closed := &upgrade.RetryLog{Logger: h.Logger()}
+	closed.Close()
+	clk := testclock.NewClock(t0)
+	refused := false
+	done := make(chan error, 1)
+	go func() {
+		done <- upgrade.Retry(context.Background(), func(context.Context) error {
+			if refused {
+				return nil
+			}
+			refused = true
+			return &upgrade.InProgressError{Phase: upgrade.Checking, RetryDelay: time.Second}
+		}, upgrade.WithClock(clk), closed.Option())
+	}()
+	require.NoError(t, clk.WaitAdvance(time.Second, waitTimeout, 1), "only the wait: a closed log arms no timer")
+	require.NoError(t, <-done)
+	assert.Empty(t, h.Records())
+}

@@ -57,11 +57,18 @@ func WithClock(clk clock.Clock) RetryOption {
 // latest such error, which the caller was also returned).
 //
 // The counts are kept by the option value: every call made with the same
-// WithLogger option adds to the same records. RetryTransport and
-// grpcupgrade's client interceptors keep their options, so their records
-// cover all their requests; build the option once for a client of your
-// own that calls Retry many times. Its records are timed on the clock of
-// the first call that uses it.
+// WithLogger option adds to the same records, timed on the clock of the
+// first call that uses it. RetryTransport and grpcupgrade's client
+// interceptors keep their options, so their records cover all their
+// requests.
+//
+// Each WithLogger call makes a new set of records: Retry(ctx, fn,
+// WithLogger(l)) written inside a loop or a request handler logs one
+// record per call, not per interval. Its counts are logged when the
+// interval ends, and nothing closes the option, so the last ones come up
+// to 10 s late, or never if the process exits first. For a client that
+// calls Retry or WaitReady many times, and for any client that must log
+// its last counts at shutdown, build a RetryLog once instead and Close it.
 func WithLogger(logger *slog.Logger) RetryOption {
 	if logger == nil {
 		return func(c *retryConfig) { c.log = nil }
@@ -70,10 +77,62 @@ func WithLogger(logger *slog.Logger) RetryOption {
 	return func(c *retryConfig) { c.log = l }
 }
 
-// retryLog counts the waits of every call made with one WithLogger option.
+// RetryLog is WithLogger's records as a value built once, that can be
+// closed: every call given its Option adds to one set of records, and
+// Close logs the counts still pending. Use it where Retry or WaitReady is
+// called many times, and give the same Option to RetryTransport and
+// grpcupgrade's client interceptors to count their waits in the same
+// records:
+//
+//	waits := &upgrade.RetryLog{Logger: logger}
+//	defer waits.Close() // logs what the interval has not yet
+//	for _, c := range calls {
+//		err := upgrade.Retry(ctx, c, waits.Option())
+//		...
+//	}
+//
+// Set Logger before the first Option (nil means no logs). The records are
+// timed on the clock of the first call (WithClock). Calls made after Close
+// still retry, and count, but log nothing. A RetryLog is safe for
+// concurrent use.
+type RetryLog struct {
+	// Logger receives the records; nil means no logs.
+	Logger *slog.Logger
+
+	once sync.Once
+	log  *retryLog // nil without a Logger
+}
+
+// Option returns the RetryOption that counts a call's waits in r's
+// records (as WithLogger does in its own).
+func (r *RetryLog) Option() RetryOption {
+	l := r.records()
+	return func(c *retryConfig) { c.log = l }
+}
+
+// Close logs the counts not yet logged and stops the records' timer. It is
+// idempotent.
+func (r *RetryLog) Close() {
+	if l := r.records(); l != nil {
+		l.close()
+	}
+}
+
+func (r *RetryLog) records() *retryLog {
+	r.once.Do(func() {
+		if r.Logger != nil {
+			r.log = &retryLog{logger: r.Logger}
+		}
+	})
+	return r.log
+}
+
+// retryLog counts the waits of every call made with one WithLogger option
+// or RetryLog.
 type retryLog struct {
 	logger *slog.Logger
 	once   sync.Once
+	agg    *logcount.Aggregator
 	waits  *logcount.Counter
 	gaveUp *logcount.Counter
 }
@@ -87,10 +146,17 @@ const (
 // start makes the counters, on the clock of the first call.
 func (l *retryLog) start(clk clock.Clock) {
 	l.once.Do(func() {
-		agg := logcount.New(logcount.Config{Logger: l.logger, Clock: clk})
-		l.waits = agg.Group(slog.LevelInfo, msgWaits).Counter("waits")
-		l.gaveUp = agg.Group(slog.LevelWarn, msgGaveUp).Counter("gave_up")
+		l.agg = logcount.New(logcount.Config{Logger: l.logger, Clock: clk})
+		l.waits = l.agg.Group(slog.LevelInfo, msgWaits).Counter("waits")
+		l.gaveUp = l.agg.Group(slog.LevelWarn, msgGaveUp).Counter("gave_up")
 	})
+}
+
+// close logs the pending counts. A call after it counts into the closed
+// aggregator, which logs nothing (and so needs no clock of its own).
+func (l *retryLog) close() {
+	l.start(clock.WallClock)
+	l.agg.Close()
 }
 
 // waited counts a wait about to begin.

@@ -160,6 +160,26 @@ func TestBoardFollowsAnUpgradeGate(t *testing.T) {
 	assert.Contains(t, body, `"error":"upgrade steps: disk full"`)
 }
 
+// A report made the moment RunSteps returns shows the failure, its cause
+// and its place in the order, not "locked for 0s" until the board's
+// goroutine for the entry has run (the incident: /readyz?verbose said
+// "[-]upgrade locked for 0s" right after "upgrade steps: disk full"). The
+// loop makes a lost race near certain without the fix.
+func TestBoardReportsAnUpgradeFailureAtOnce(t *testing.T) {
+	for range 200 {
+		g := upgrade.NewGate(upgrade.GateConfig{})
+		b := gate.NewBoard(gate.BoardConfig{})
+		b.Follow("upgrade", g)
+		require.Error(t, g.RunSteps(context.Background(), func(context.Context) error { return errors.New("disk full") }))
+		r := b.Report()
+		require.Equal(t, gate.StateFailed, r[0].State, "%v", r)
+		assert.EqualError(t, r[0].Err, `gate "upgrade" failed: upgrade steps: disk full`)
+		assert.Equal(t, 1, r[0].Order)
+		assert.Empty(t, r[0].Detail)
+		assert.Equal(t, "failed", b.Timeline().Entries[0].State.String())
+	}
+}
+
 func TestBoardFollowsAnUpgradeThatCompletes(t *testing.T) {
 	g := upgrade.NewGate(upgrade.GateConfig{})
 	b := gate.NewBoard(gate.BoardConfig{})

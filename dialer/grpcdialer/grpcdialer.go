@@ -13,11 +13,20 @@ import (
 	"github.com/coldstart-go/coldstart/dialer"
 )
 
-// target is what NewClient gives grpc.NewClient; its authority is
-// "controller".
-const target = scheme + ":///controller"
+// target is what NewClient gives grpc.NewClient; its authority,
+// "controller", is the ClientConn's default :authority and TLS server name
+// (see NewClient).
+const target = scheme + ":///" + Authority
 
 const scheme = "coldstart-dialer"
+
+// Authority is the ClientConn's default authority: the :authority of its
+// RPCs and, with TLS transport credentials, the server name its
+// handshakes verify the certificate against. It names no host (the
+// Dialer picks the address), so a TLS client sets the name its
+// controllers' certificates carry: tls.Config.ServerName in its
+// credentials, or grpc.WithAuthority (which changes :authority too).
+const Authority = "controller"
 
 // The two addresses the resolver reports. Neither is dialled as such: the
 // Dialer picks the real one. What matters is that they differ, so that the
@@ -42,18 +51,31 @@ var (
 // ClientConn is never closed under them. With the Dialer's Config.Logger,
 // the move is logged once ("grpc client moved home", route=local).
 //
+// Under RequireLocal every connection is local already: the ClientConn
+// never moves, and LocalReady closing changes nothing (as with
+// dialer.NewTransport). Without a local controller (LocalPort 0) it never
+// moves either.
+//
 // opts are given to grpc.NewClient before NewClient's own two, a resolver
 // and a context dialer, which therefore win: the Dialer's Config.DialContext
 // is the place to change how connections are made, and transport
-// credentials (required by grpc) come in opts. Close the ClientConn as
-// usual; that also stops the resolver. A nil d is reported as an error
-// satisfying errors.Is(err, errors.NotValid) (github.com/juju/errors).
+// credentials (required by grpc) come in opts. The ClientConn's authority
+// is Authority, "controller": with TLS credentials, set
+// tls.Config.ServerName (or grpc.WithAuthority) to the name in the
+// controllers' certificates, or every handshake fails with "certificate
+// is valid for ..., not controller". Close the ClientConn as usual; that
+// also stops the resolver. A nil d is reported as an error satisfying
+// errors.Is(err, errors.NotValid) (github.com/juju/errors).
 func NewClient(d *dialer.Dialer, opts ...grpc.DialOption) (*grpc.ClientConn, error) {
 	if d == nil {
 		return nil, jujuerrors.NotValidf("nil Dialer")
 	}
+	ready := d.LocalReady()
+	if d.Policy() == dialer.RequireLocal {
+		ready = nil // local from the first connection: nowhere to move
+	}
 	opts = append(opts[:len(opts):len(opts)],
-		grpc.WithResolvers(&builder{ready: d.LocalReady(), log: d.Logger()}),
+		grpc.WithResolvers(&builder{ready: ready, log: d.Logger()}),
 		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) {
 			c, _, err := d.Dial(ctx)
 			return c, err
@@ -65,9 +87,9 @@ func NewClient(d *dialer.Dialer, opts ...grpc.DialOption) (*grpc.ClientConn, err
 // builder builds the resolver of one ClientConn (again after it leaves
 // idle mode).
 type builder struct {
-	ready <-chan struct{}
-	log   *slog.Logger // the Dialer's; nil: no logs
-	moved sync.Once    // the move is logged once per ClientConn
+	ready <-chan struct{} // nil: never moves (no local controller, or RequireLocal)
+	log   *slog.Logger    // the Dialer's; nil: no logs
+	moved sync.Once       // the move is logged once per ClientConn
 }
 
 func (b *builder) Scheme() string { return scheme }
@@ -87,7 +109,7 @@ func (b *builder) Build(_ resolver.Target, cc resolver.ClientConn, _ resolver.Bu
 }
 
 // route is the address for a resolver built once LocalReady has closed,
-// or with no local controller (anyRoute: never moves).
+// or that never moves (anyRoute).
 func (b *builder) route() resolver.Address {
 	if b.ready == nil {
 		return anyRoute

@@ -2,7 +2,14 @@ package grpcdialer_test
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"log/slog"
+	"math/big"
 	"net"
 	"sync"
 	"testing"
@@ -13,6 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/connectivity"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
@@ -348,4 +356,106 @@ func TestClientWithoutALocalController(t *testing.T) {
 func TestNewClientRejectsANilDialer(t *testing.T) {
 	_, err := grpcdialer.NewClient(nil)
 	require.ErrorIs(t, err, errors.NotValid)
+}
+
+// Under RequireLocal the ClientConn is local from its first connection:
+// LocalReady closing must not make it reconnect (before the fix its
+// resolver moved it to a second local connection and logged a move home).
+// A move happens within milliseconds of LocalReady closing; the test waits
+// a second for a second connection that must not come.
+func TestClientUnderRequireLocalNeverMoves(t *testing.T) {
+	ln := listenLoopback(t)
+	home := startGRPC(t, "local", ln)
+	ready := make(chan struct{})
+	h := logtest.New()
+	d, err := dialer.New(dialer.Config{
+		LocalPort:  ln.Addr().(*net.TCPAddr).Port,
+		Policy:     dialer.RequireLocal,
+		LocalReady: ready,
+		Logger:     h.Logger(),
+	})
+	require.NoError(t, err)
+	defer d.Close()
+	cc := newClient(t, d)
+	assert.Equal(t, "local", mustCall(t, cc, whoMethod))
+	home.waitAccepted(t)
+
+	close(ready)
+	select {
+	case <-home.accepted:
+		t.Fatal("the ClientConn reconnected when LocalReady closed")
+	case <-time.After(time.Second):
+	}
+	assert.Equal(t, "local", mustCall(t, cc, whoMethod))
+	open, _ := home.counts()
+	assert.Equal(t, 1, open)
+	assert.Empty(t, h.Matching("grpc client moved home"))
+}
+
+// With TLS, the ClientConn verifies the controllers' certificates against
+// the name given in tls.Config.ServerName or by grpc.WithAuthority; the
+// default authority, "controller", names no certificate, and the
+// handshake fails saying so.
+func TestClientWithTLSNeedsTheServerName(t *testing.T) {
+	const name = "juju-apiserver"
+	cert, pool := selfSigned(t, name)
+	ln := listenLoopback(t)
+	srv := grpc.NewServer(grpc.Creds(credentials.NewServerTLSFromCert(&cert)), grpc.UnknownServiceHandler(func(_ any, stream grpc.ServerStream) error {
+		var in wrapperspb.StringValue
+		if err := stream.RecvMsg(&in); err != nil {
+			return err
+		}
+		return stream.SendMsg(wrapperspb.String("tls"))
+	}))
+	served := make(chan struct{})
+	go func() { defer close(served); _ = srv.Serve(ln) }()
+	defer func() { srv.Stop(); <-served }()
+	ready := make(chan struct{})
+	close(ready)
+	d, err := dialer.New(dialer.Config{LocalPort: ln.Addr().(*net.TCPAddr).Port, LocalReady: ready})
+	require.NoError(t, err)
+
+	dial := func(opts ...grpc.DialOption) (string, error) {
+		cc, err := grpcdialer.NewClient(d, opts...)
+		require.NoError(t, err)
+		defer cc.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+		defer cancel()
+		return call(ctx, cc, whoMethod)
+	}
+	_, err = dial(grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{RootCAs: pool})))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "not "+grpcdialer.Authority)
+
+	reply, err := dial(grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{RootCAs: pool, ServerName: name})))
+	require.NoError(t, err)
+	assert.Equal(t, "tls", reply)
+
+	reply, err = dial(grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{RootCAs: pool})), grpc.WithAuthority(name))
+	require.NoError(t, err)
+	assert.Equal(t, "tls", reply)
+}
+
+// selfSigned returns a certificate for name and a pool that trusts it.
+func selfSigned(t *testing.T, name string) (tls.Certificate, *x509.CertPool) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	require.NoError(t, err)
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1),
+		Subject:      pkix.Name{CommonName: name},
+		DNSNames:     []string{name},
+		NotBefore:    time.Now().Add(-time.Hour),
+		NotAfter:     time.Now().Add(time.Hour),
+		KeyUsage:     x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		IsCA:         true, BasicConstraintsValid: true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	require.NoError(t, err)
+	leaf, err := x509.ParseCertificate(der)
+	require.NoError(t, err)
+	pool := x509.NewCertPool()
+	pool.AddCert(leaf)
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key, Leaf: leaf}, pool
 }

@@ -45,5 +45,11 @@
 // upgrade.Gate.Admit), so HTTP and gRPC refusals add up in one place. The
 // client interceptors take upgrade.WithClock and upgrade.WithLogger in
 // their options; since they keep their options, the waits of all their
-// calls make one record per interval.
+// calls make one record per interval. Pass an upgrade.RetryLog's Option
+// instead, and Close it at shutdown, to log the last counts too.
+//
+// A stream not yet admitted keeps what it sent, to send it again: up to
+// 64 messages and 4 MiB of them (proto.Size) per stream, until its first
+// message is received. A stream that sends more first is no longer
+// retried (see StreamClientInterceptor).
 package grpcupgrade

@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/coldstart-go/coldstart/upgrade"
@@ -283,10 +284,15 @@ func ended(err error) error {
 	return err
 }
 
-// maxReplay bounds the messages a stream keeps to send again after a
-// refusal; a stream that has sent more before receiving anything is no
-// longer retried.
-const maxReplay = 64
+// A stream keeps what it sent until it is committed, to send it again
+// after a refusal: at most maxReplay messages and maxReplayBytes of them
+// (proto.Size). A stream that sends more before receiving anything, or
+// sends a message that is not a proto.Message (which cannot be sized), is
+// committed then and no longer retried.
+const (
+	maxReplay      = 64
+	maxReplayBytes = 4 << 20
+)
 
 // StreamClientInterceptor is UnaryClientInterceptor for streams. A stream
 // the server refused (before its handler ran, so nothing it sent was
@@ -294,16 +300,24 @@ const maxReplay = 64
 // client had sent on it is sent again, until the stream is admitted, the
 // upgrade fails, or the stream's ctx ends — all inside the client's first
 // RecvMsg (a server-streaming call's first Recv, a client-streaming call's
-// CloseAndRecv), which returns the first message of the admitted stream.
-// Once a message has been received the stream is committed and never
-// retried: its handler has run.
+// CloseAndRecv, a bidi call's first Recv), which returns the first message
+// of the admitted stream. Once a message has been received the stream is
+// committed and never retried: its handler has run.
 //
 // While a stream is not yet committed, SendMsg keeps each message (grpc-go
 // forbids changing a message after SendMsg, so nothing is copied) and
 // reports a stream the server ended as sent (nil, not io.EOF): the status
-// comes from RecvMsg, which retries a refusal and resends them. A stream
-// that has sent more than 64 messages before receiving one is committed
-// then. Header and Context are the current attempt's. Errors are
+// comes from RecvMsg, which retries a refusal and resends them. SendMsg
+// does not wait for RecvMsg's retries: a message sent while RecvMsg waits
+// is kept and goes to the reopened stream with the others, so a bidi
+// stream may send from one goroutine while another receives.
+//
+// Cost: an uncommitted stream holds on to up to 64 messages and 4 MiB of
+// them (proto.Size) until it receives its first message. A stream that
+// sends more than that first, or sends a message that is not a
+// proto.Message, is committed at that message: it is no longer retried,
+// and a refusal reaches RecvMsg as an error. Header and Context are the
+// current attempt's. Every error RecvMsg returns, committed or not, is
 // FromError's, as the unary interceptor's; opts are upgrade.Retry's
 // (upgrade.WithClock times the waits, upgrade.WithLogger counts them with
 // all the interceptor's streams).
@@ -331,11 +345,13 @@ type retryStream struct {
 	opts []upgrade.RetryOption
 	open func(context.Context) (grpc.ClientStream, error)
 
-	// mu guards the fields below. RecvMsg holds it while it retries, so
-	// that a concurrent SendMsg waits and goes to the stream that follows.
+	// mu guards the fields below. It is held to read or change them and
+	// while a stream is reopened and given what was sent (see reopen);
+	// never across a wait or a RecvMsg.
 	mu        sync.Mutex
 	cs        grpc.ClientStream // the current attempt
 	sent      []any             // messages sent while not committed
+	sentBytes int               // their proto.Size
 	closed    bool              // CloseSend was called while not committed
 	committed bool
 }
@@ -361,11 +377,7 @@ func (s *retryStream) CloseSend() error {
 func (s *retryStream) SendMsg(m any) error {
 	s.mu.Lock()
 	if !s.committed {
-		if len(s.sent) < maxReplay {
-			s.sent = append(s.sent, m)
-		} else {
-			s.commit()
-		}
+		s.keep(m)
 	}
 	cs, committed := s.cs, s.committed
 	s.mu.Unlock()
@@ -376,56 +388,102 @@ func (s *retryStream) SendMsg(m any) error {
 	return err
 }
 
+// keep adds m to what is replayed, or commits the stream when m would
+// exceed the bounds or cannot be sized; s.mu is held.
+func (s *retryStream) keep(m any) {
+	pm, ok := m.(proto.Message)
+	if !ok || len(s.sent) >= maxReplay {
+		s.commit()
+		return
+	}
+	n := proto.Size(pm)
+	if s.sentBytes+n > maxReplayBytes {
+		s.commit()
+		return
+	}
+	s.sent, s.sentBytes = append(s.sent, m), s.sentBytes+n
+}
+
 // commit ends the stream's retries; s.mu is held.
 func (s *retryStream) commit() {
-	s.committed, s.sent = true, nil
+	s.committed, s.sent, s.sentBytes = true, nil, 0
 }
 
 func (s *retryStream) RecvMsg(m any) error {
 	s.mu.Lock()
 	cs, committed := s.cs, s.committed
 	s.mu.Unlock()
-	err := cs.RecvMsg(m)
+	err := FromError(cs.RecvMsg(m))
 	if committed {
 		return err
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if err == nil || !errors.Is(FromError(err), upgrade.ErrUpgradeInProgress) || s.committed {
+	if err == nil || !errors.Is(err, upgrade.ErrUpgradeInProgress) || s.committed {
 		s.commit()
-		return FromError(err)
+		s.mu.Unlock()
+		return err
 	}
-	refusal := FromError(err)
+	s.mu.Unlock()
+	refusal, last := err, err
 	err = upgrade.Retry(s.ctx, func(ctx context.Context) error {
 		if refusal != nil { // the refusal in hand: wait it out first
 			err, refusal = refusal, nil
 			return err
 		}
-		return FromError(s.reopen(ctx, m))
+		if err := FromError(s.reopen(ctx, m)); err != errCommitted {
+			last = err
+			return err
+		}
+		return errCommitted
 	}, s.opts...)
+	s.mu.Lock()
 	s.commit()
+	s.mu.Unlock()
+	if err == errCommitted {
+		return last // committed by a SendMsg during the wait: what was sent is gone
+	}
 	return ended(err)
 }
 
-// reopen opens the stream again, resends what was sent, and receives
-// into m; s.mu is held.
+// errCommitted stops RecvMsg's retries when a SendMsg committed the stream
+// while RecvMsg waited: the messages to resend were dropped.
+var errCommitted = errors.New("grpcupgrade: stream committed during the wait")
+
+// reopen opens the stream again, swaps it in and resends what was sent,
+// under s.mu, so that a concurrent SendMsg cannot commit the stream in
+// between (a stream opened and given less than was sent would run its
+// handler on part of the call) and goes after the replay, to the new
+// stream; then it receives into m, without s.mu.
 func (s *retryStream) reopen(ctx context.Context, m any) error {
-	cs, err := s.open(ctx)
+	cs, err := s.swap(ctx)
 	if err != nil {
 		return err
+	}
+	return cs.RecvMsg(m)
+}
+
+func (s *retryStream) swap(ctx context.Context) (grpc.ClientStream, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.committed {
+		return nil, errCommitted
+	}
+	cs, err := s.open(ctx)
+	if err != nil {
+		return nil, err
 	}
 	s.cs = cs
 	for _, sent := range s.sent {
 		if err := cs.SendMsg(sent); err == io.EOF {
-			break // ended by the server: RecvMsg says why
+			return cs, nil // ended by the server: RecvMsg says why
 		} else if err != nil {
-			return err
+			return nil, err
 		}
 	}
 	if s.closed {
 		_ = cs.CloseSend()
 	}
-	return cs.RecvMsg(m)
+	return cs, nil
 }
 
 // AllowMethods returns an allow func for the server interceptors that

@@ -236,3 +236,105 @@ func TestStreamClientAdmittedStreamPassesThrough(t *testing.T) {
 	assert.Equal(t, io.EOF, err)
 	assert.Equal(t, int64(1), s.streams.Load())
 }
+
+// FullDuplexCall echoes each request; it replies only after reading one.
+func (u *uploads) FullDuplexCall(ss grpc.BidiStreamingServer[testpb.StreamingOutputCallRequest, testpb.StreamingOutputCallResponse]) error {
+	for {
+		req, err := ss.Recv()
+		if err != nil {
+			return nil
+		}
+		if err := ss.Send(&testpb.StreamingOutputCallResponse{Payload: req.GetPayload()}); err != nil {
+			return err
+		}
+	}
+}
+
+// A bidi stream with one goroutine in Recv and another sending: a message
+// sent while Recv waits out a refusal is replayed on the reopened stream,
+// and the echo reaches Recv (before the fix Recv held the stream's lock
+// across the wait and the reopened stream's RecvMsg, and Send blocked on
+// it for ever).
+func TestStreamClientBidiSendDuringTheWait(t *testing.T) {
+	clk := testclock.NewClock(t0)
+	g := upgrade.NewGate(upgrade.GateConfig{})
+	s := newStreamServer(t, g)
+	waits := make(chan time.Duration, 10)
+	client := testpb.NewTestServiceClient(streamClient(t, s, clk, waits))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	stream, err := client.FullDuplexCall(ctx)
+	require.NoError(t, err)
+
+	got := make(chan string, 1)
+	go func() {
+		resp, err := stream.Recv()
+		assert.NoError(t, err)
+		got <- string(resp.GetPayload().GetBody())
+	}()
+	wait := <-waits // Recv is waiting out the refusal
+	sent := make(chan error, 1)
+	go func() {
+		sent <- stream.Send(&testpb.StreamingOutputCallRequest{Payload: &testpb.Payload{Body: []byte("hi")}})
+	}()
+	select {
+	case err := <-sent:
+		require.NoError(t, err, "a send during the wait is kept for the replay")
+	case <-time.After(waitTimeout):
+		t.Fatal("Send blocked while Recv waited out the refusal")
+	}
+	g.Complete()
+	require.NoError(t, clk.WaitAdvance(wait, waitTimeout, 1))
+	select {
+	case body := <-got:
+		assert.Equal(t, "hi", body)
+	case <-time.After(waitTimeout):
+		t.Fatal("deadlock: the reopened stream never got the message sent during the wait")
+	}
+	require.NoError(t, stream.CloseSend())
+	_, err = stream.Recv()
+	assert.Equal(t, io.EOF, err)
+	assert.Equal(t, int64(2), s.streams.Load(), "refused once, admitted once")
+}
+
+// upload sends parts on a new StreamingInputCall, as grpc-go asks (on
+// io.EOF from Send, the status comes from CloseAndRecv), and returns the
+// call's error.
+func upload(ctx context.Context, client testpb.TestServiceClient, parts ...[]byte) error {
+	stream, err := client.StreamingInputCall(ctx)
+	if err != nil {
+		return err
+	}
+	for _, p := range parts {
+		if err := stream.Send(&testpb.StreamingInputCallRequest{Payload: &testpb.Payload{Body: p}}); err == io.EOF {
+			break // the server ended the stream: CloseAndRecv says why
+		} else if err != nil {
+			return err
+		}
+	}
+	_, err = stream.CloseAndRecv()
+	return err
+}
+
+// A stream that sends more than the replay bounds (64 messages, 4 MiB of
+// them) before receiving is committed: it is not retried, and the refusal
+// reaches CloseAndRecv as FromError's error, as documented.
+func TestStreamClientBeyondTheReplayBoundsIsNotRetried(t *testing.T) {
+	for name, parts := range map[string][][]byte{
+		"bytes":    {make([]byte, 3<<20), make([]byte, 3<<20)}, // 6 MiB in two messages
+		"messages": make([][]byte, 65),
+	} {
+		t.Run(name, func(t *testing.T) {
+			g := upgrade.NewGate(upgrade.GateConfig{})
+			s := newStreamServer(t, g)
+			client := testpb.NewTestServiceClient(streamClient(t, s, testclock.NewClock(t0), nil))
+			ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+			defer cancel()
+			err := upload(ctx, client, parts...)
+			assert.ErrorIs(t, err, upgrade.ErrUpgradeInProgress, "FromError's error once committed")
+			assert.Equal(t, codes.Unavailable, status.Code(err))
+			assert.Equal(t, int64(1), s.streams.Load(), "not retried")
+			assert.Empty(t, s.uploads.uploads())
+		})
+	}
+}

@@ -30,7 +30,8 @@ const (
 )
 
 // sinceLayout is how the engine itself formats a worker's start time
-// (dependency.KeyLastStart), so an operator reads both alike.
+// (dependency.KeyLastStart, from Clock.Now().UTC()), so an operator reads
+// both alike; "since" is UTC too.
 const sinceLayout = "2006-01-02 15:04:05"
 
 // Lock is the worker that holds a gate for as long as the engine runs it,
@@ -115,10 +116,11 @@ func (w *Lock) observe() (gate.State, time.Time) {
 //	error: "step 3: schema migration failed"
 //
 // since is when the worker saw the gate enter its state (for a gate locked
-// or resolved before the worker started: when it started), on its clock.
+// or resolved before the worker started: when it started), on its clock,
+// in UTC as the engine's own start times.
 func (w *Lock) Report() map[string]any {
 	st, since := w.observe()
-	r := map[string]any{keyGate: w.lock.Name(), keyState: st.String(), keySince: since.Format(sinceLayout)}
+	r := map[string]any{keyGate: w.lock.Name(), keyState: st.String(), keySince: since.UTC().Format(sinceLayout)}
 	if st == gate.StateFailed {
 		r[keyError] = causeOf(w.lock.Err()).Error()
 	}

@@ -54,6 +54,15 @@ func TestLockReportsStateSinceAndCause(t *testing.T) {
 	assert.ErrorIs(t, err, gate.ErrFailed)
 }
 
+// "since" is UTC, as juju's engine writes KeyLastStart
+// (Clock.Now().UTC()), whatever the clock's location: both read alike.
+func TestLockReportsSinceInUTC(t *testing.T) {
+	east := time.FixedZone("UTC+5", 5*60*60)
+	w := enginegate.NewLock(gate.New("upgrade-steps"), testclock.NewClock(t0.In(east)), errMissing)
+	defer func() { w.Kill(); assert.NoError(t, w.Wait()) }()
+	assert.Equal(t, "2026-11-30 01:00:00", w.Report()["since"])
+}
+
 func TestBounce(t *testing.T) {
 	errBounce := errors.New("bounce")
 	assert.Equal(t, errBounce, enginegate.Bounce(gate.ErrUnlocked, errBounce))
