@@ -560,11 +560,13 @@ func (s *SessionStore) grant(ctx context.Context) (*session, error) {
 	}
 	sess := newSession(resp.ID, time.Duration(resp.TTL)*time.Second, sent)
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if s.closed {
+		s.mu.Unlock()
 		return nil, errClosed
 	}
 	s.sess = sess
+	// Logged before the keep-alive starts, so that no record of the
+	// session comes before it (a record per session: under the lock).
 	if s.lastLost != 0 {
 		s.log.log(slog.LevelInfo, msgSessionRecreated, sessionAttr(sess.id), slog.Duration("ttl", sess.ttl),
 			slog.String("lost", fmt.Sprintf("%x", int64(s.lastLost))))
@@ -572,6 +574,15 @@ func (s *SessionStore) grant(ctx context.Context) (*session, error) {
 	} else {
 		s.log.log(slog.LevelInfo, msgSessionGranted, sessionAttr(sess.id), slog.Duration("ttl", sess.ttl))
 	}
+	s.startSessionLocked(sess, resp.ResponseHeader.Revision)
+	s.mu.Unlock()
+	return sess, nil
+}
+
+// startSessionLocked starts keeping sess alive and, for the first session,
+// the watch of the prefix (from the revision after rev, the grant's) and
+// the expiry of terms. Called with s.mu held.
+func (s *SessionStore) startSessionLocked(sess *session, rev int64) {
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
@@ -587,11 +598,10 @@ func (s *SessionStore) grant(ctx context.Context) (*session, error) {
 		s.wg.Add(2)
 		go func() {
 			defer s.wg.Done()
-			w.run(clientv3.WithRequireLeader(s.ctx), resp.ResponseHeader.Revision+1)
+			w.run(clientv3.WithRequireLeader(s.ctx), rev+1)
 		}()
 		go s.expireTerms()
 	}
-	return sess, nil
 }
 
 // sessionLost ends every term of sess: etcd said its lease is gone. It is
@@ -602,9 +612,9 @@ func (s *SessionStore) sessionLost(sess *session) {
 		s.sess = nil
 	}
 	s.lastLost = sess.id
-	ended := s.terms.sessionLost(sess.id)
+	// Under the lock, as the grant that re-creates it logs.
+	s.log.log(slog.LevelWarn, msgSessionLost, sessionAttr(sess.id), slog.Int("terms", s.terms.sessionLost(sess.id)))
 	s.mu.Unlock()
-	s.log.log(slog.LevelWarn, msgSessionLost, sessionAttr(sess.id), slog.Int("terms", ended))
 }
 
 // observe gives the watched events to the term table.

@@ -31,8 +31,7 @@ type Store struct {
 	cli    *clientv3.Client
 	prefix string
 	opts   options
-	slots  *slots
-	log    storeLog
+	slots  *slots // they count the calls refused over capacity, for the log
 	calls  lease.StoreCounters
 
 	mu sync.Mutex
@@ -78,9 +77,8 @@ func NewStore(cli *clientv3.Client, prefix string, opts ...Option) (*Store, erro
 	if err != nil {
 		return nil, err
 	}
-	log := newStoreLog(o, prefix)
 	return &Store{
-		cli: cli, prefix: prefix, opts: o, slots: newSlots(o.maxInFlight, log.overCapacity), log: log,
+		cli: cli, prefix: prefix, opts: o, slots: newSlots(o.maxInFlight, newStoreLog(o, prefix).overCapacity),
 		leases: make(map[uint64]cachedLease),
 	}, nil
 }
@@ -200,8 +198,7 @@ func (s *Store) claim(ctx context.Context, name, holder string, d time.Duration)
 // a linearizable read finds the key gone or belonging to a later term (a
 // keep-alive's "no such lease" alone ends nothing: a stale member may say
 // it); any other error matches ErrUnconfirmed (or lease.ErrNotSent if the
-// call was not sent). (It is long because its one loop — keep-alive, read,
-// follow a moved term once — reads best as a whole.)
+// call was not sent).
 func (s *Store) Extend(ctx context.Context, g lease.Grant, d time.Duration) (lease.Grant, error) {
 	done := s.calls.BeginExtend()
 	g, err := s.extend(ctx, g, d)
@@ -209,6 +206,8 @@ func (s *Store) Extend(ctx context.Context, g lease.Grant, d time.Duration) (lea
 	return g, err
 }
 
+// extend is Extend, uncounted. (It is long because its one loop —
+// keep-alive, read, follow a moved term once — reads best as a whole.)
 func (s *Store) extend(ctx context.Context, g lease.Grant, d time.Duration) (lease.Grant, error) {
 	if err := checkGrant(g, d); err != nil {
 		return lease.Grant{}, err
