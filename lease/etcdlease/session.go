@@ -150,10 +150,9 @@ func keepAliveTimeout(ttl time.Duration) time.Duration {
 // run keeps the session alive on one stream, one keep-alive every TTL/3,
 // each confirmed by a linearizable read of confirmKey, until etcd says the
 // lease is gone, confirmed in the same raft term (then it calls lost), or
-// ctx ends. A failure marks the
-// session unconfirmed, and the stream is reopened after a backoff. It logs
-// to log when the session becomes unconfirmed and when it is confirmed
-// again, not at each failed retry.
+// ctx ends. A failure marks the session unconfirmed, and the stream is
+// reopened after a backoff. It logs to log when the session becomes
+// unconfirmed and when it is confirmed again, not at each failed retry.
 func (sess *session) run(ctx context.Context, cli *clientv3.Client, clk clock.Clock, confirmKey string, log storeLog, lost func()) {
 	p := sess.promise()
 	ttl := p.ttl
