@@ -262,6 +262,8 @@ func (b *claimBatcher) sendBatch(batch []*claimReq) {
 		switch {
 		case lost:
 			r.err, r.lostSession = err, true
+		case err != nil && !sent && errors.Is(err, lease.ErrNotSent):
+			r.err = err // closed
 		case err != nil && !sent:
 			r.err = fmt.Errorf("%w: %w", lease.ErrNotSent, err)
 		case err != nil:

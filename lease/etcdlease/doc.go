@@ -25,8 +25,11 @@
 //     it is answered in the same raft term (a stale leader can answer a
 //     keep-alive from its own lessor, but cannot serve that read).
 //   - An outage is never "not the leader". A term ends only when etcd says
-//     so (its key gone or created again, its etcd lease not found) or, for
-//     a SessionStore, when its holder stopped asking for it while the store
+//     so — a linearizable read finds its key gone or created again, or a
+//     SessionStore's session lease is not found, confirmed in the same raft
+//     term (a stale leader says "no such lease" of a lease granted after it
+//     was cut off, so that answer alone is not definitive) — or, for a
+//     SessionStore, when its holder stopped asking for it while the store
 //     could reach etcd; while etcd cannot be reached every Extend is
 //     ambiguous, and when etcd answers again the term goes on with the same
 //     token if the key is still its own.

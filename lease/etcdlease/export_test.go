@@ -79,3 +79,19 @@ func HoldStoreSlot(s *Store) func() {
 func ExtendUncounted(s *SessionStore, ctx context.Context, g lease.Grant, d time.Duration) (lease.Grant, error) {
 	return s.extend(ctx, g, d)
 }
+
+// ErrTermChanged and ErrNotFoundKeyOnLease are the causes of a keep-alive
+// left unconfirmed: answered in another raft term than its confirming read,
+// or "no such lease" while the read finds the key still on that lease.
+var (
+	ErrTermChanged        = errTermChanged
+	ErrNotFoundKeyOnLease = errNotFoundKeyOnLease
+)
+
+// SessionErr returns why the store's current session's latest keep-alive
+// was not confirmed; nil once one is (or when there is no session).
+func SessionErr(s *SessionStore) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.sess.promise().err
+}

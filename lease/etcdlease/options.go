@@ -39,12 +39,13 @@ func WithLogger(logger *slog.Logger) Option {
 }
 
 // WithMaxInFlight bounds the etcd calls the store makes at once (claims,
-// renewals, revokes and reads alike) to n; zero or less means
-// DefaultMaxInFlight. A call waits for a free slot, newest first (a waiter
-// that has waited longest is the closest to its deadline, so serving the
-// newest gets more calls done in time when thousands start together); one
-// whose ctx ends while it waits sends nothing and returns an error matching
-// lease.ErrNotSent.
+// renewals, revokes and reads alike) to n; zero means DefaultMaxInFlight,
+// and a negative n makes NewStore and NewSessionStore return an error
+// matching errors.NotValid. A call waits for a free slot, newest first (a
+// waiter that has waited longest is the closest to its deadline, so
+// serving the newest gets more calls done in time when thousands start
+// together); one whose ctx ends while it waits sends nothing and returns
+// an error matching lease.ErrNotSent.
 func WithMaxInFlight(n int) Option {
 	return func(o *options) { o.maxInFlight = n }
 }
@@ -74,7 +75,10 @@ func newOptions(opts []Option, session bool) (options, error) {
 	if o.clock == nil {
 		o.clock = clock.WallClock
 	}
-	if o.maxInFlight <= 0 {
+	switch {
+	case o.maxInFlight < 0:
+		return o, jujuerrors.NotValidf("MaxInFlight %d (must be positive, or 0 for the default)", o.maxInFlight)
+	case o.maxInFlight == 0:
 		o.maxInFlight = DefaultMaxInFlight
 	}
 	return o, nil

@@ -43,7 +43,7 @@ type session struct {
 	// a time the session was not confirmed (zero if it always was): the
 	// store has been able to reach etcd since.
 	reachable time.Time
-	lost      bool // etcd said the lease is gone
+	lost      bool // etcd said the lease is gone, confirmed in the same raft term
 }
 
 // promise is a snapshot of a session's state, for the term table.
@@ -149,10 +149,10 @@ func keepAliveTimeout(ttl time.Duration) time.Duration {
 
 // run keeps the session alive on one stream, one keep-alive every TTL/3,
 // each confirmed by a linearizable read of confirmKey, until etcd says the
-// lease is gone (then it calls lost) or ctx ends. A failure marks the
-// session unconfirmed, and the stream is reopened after a backoff. It logs
-// to log when the session becomes unconfirmed and when it is confirmed
-// again, not at each failed retry.
+// lease is gone, confirmed in the same raft term (then it calls lost), or
+// ctx ends. A failure marks the session unconfirmed, and the stream is
+// reopened after a backoff. It logs to log when the session becomes
+// unconfirmed and when it is confirmed again, not at each failed retry.
 func (sess *session) run(ctx context.Context, cli *clientv3.Client, clk clock.Clock, confirmKey string, log storeLog, lost func()) {
 	p := sess.promise()
 	ttl := p.ttl
@@ -167,13 +167,22 @@ func (sess *session) run(ctx context.Context, cli *clientv3.Client, clk clock.Cl
 		}
 		sent := clk.Now()
 		renewed, err := ka.roundTrip(sess.id, keepAliveTimeout(ttl))
-		if renewed > 0 && err == nil {
+		switch {
+		case err == nil:
 			// One linearizable read per keep-alive, whatever the
-			// number of keys: see confirmedInTerm.
+			// number of keys: see confirmedInTerm. It confirms a "no
+			// such lease" (TTL 0) as well as a renewal: a stale leader
+			// says that of a lease the majority granted after it was
+			// cut off.
 			err = confirm(ctx, cli, clk, confirmKey, ka.term, keepAliveTimeout(ttl))
+		case errors.Is(err, rpctypes.ErrLeaseNotFound):
+			// The same answer as an error, without a header to confirm
+			// it by: unconfirmed, until a keep-alive on a new stream
+			// says it again with one.
+			err = fmt.Errorf("%w: %w", errNotFoundUnconfirmed, err)
 		}
 		switch {
-		case renewed <= 0 && (err == nil || errors.Is(err, rpctypes.ErrLeaseNotFound)):
+		case renewed <= 0 && err == nil:
 			if sess.markLost() {
 				lost()
 			}
@@ -223,6 +232,10 @@ type keepAliveStream struct {
 	stream grpc.BidiStreamingClient[pb.LeaseKeepAliveRequest, pb.LeaseKeepAliveResponse]
 	term   uint64 // the raft term the latest answer was given in
 }
+
+// errNotFoundUnconfirmed is the cause when a keep-alive stream ended with
+// "no such lease": no raft term to confirm it in.
+var errNotFoundUnconfirmed = errors.New("keep-alive answered \"no such lease\" without a raft term to confirm it in")
 
 // errKeepAliveLate is the cause when a keep-alive was not answered in time.
 var errKeepAliveLate = errors.New("keep-alive not answered in time")

@@ -75,7 +75,7 @@ func TestSessionStoreClaimNotSent(t *testing.T) {
 }
 
 // Close stops the keep-alive: the keys stay until the TTL runs out, or go
-// at once WithRevokeOnClose. Calls after Close are unconfirmed.
+// at once WithRevokeOnClose. Calls after Close are not sent, and counted so.
 func TestSessionStoreClose(t *testing.T) {
 	cli := etcdtest.Start(t).Client()
 	ctx := testCtx(t)
@@ -97,16 +97,30 @@ func TestSessionStoreClose(t *testing.T) {
 			resp, err := cli.Get(ctx, prefix+"singular")
 			require.NoError(t, err)
 			require.Equal(t, c.remain, len(resp.Kvs) == 1)
+			before := s.StoreReport()
+			requireNotSent := func(err error, what string) {
+				t.Helper()
+				require.ErrorIs(t, err, lease.ErrNotSent, what)
+				require.NotErrorIs(t, err, etcdlease.ErrUnconfirmed, what)
+				require.NotErrorIs(t, err, lease.ErrNotHeld, what)
+				require.ErrorContains(t, err, "session store closed", what)
+			}
 			_, err = s.Extend(ctx, g, time.Second)
-			require.ErrorIs(t, err, etcdlease.ErrUnconfirmed)
+			requireNotSent(err, "Extend")
 			_, err = s.Claim(ctx, "other", "a", time.Second)
-			require.ErrorIs(t, err, etcdlease.ErrUnconfirmed)
+			requireNotSent(err, "Claim")
 			// Neither sends anything: the key is neither read nor deleted.
 			err = s.Revoke(ctx, g)
-			require.ErrorIs(t, err, etcdlease.ErrUnconfirmed)
-			require.NotErrorIs(t, err, lease.ErrNotHeld)
+			requireNotSent(err, "Revoke")
 			_, err = s.Holder(ctx, "singular")
-			require.ErrorIs(t, err, etcdlease.ErrUnconfirmed)
+			requireNotSent(err, "Holder")
+			after := s.StoreReport()
+			for op, n := range map[string][2]lease.StoreCalls{
+				"Claim": {before.Claim, after.Claim}, "Extend": {before.Extend, after.Extend}, "Revoke": {before.Revoke, after.Revoke},
+			} {
+				n[0].NotSent++
+				require.Equal(t, n[0], n[1], "%s after Close counts as NotSent", op)
+			}
 			resp, err = cli.Get(ctx, prefix+"singular")
 			require.NoError(t, err)
 			require.Equal(t, c.remain, len(resp.Kvs) == 1)
@@ -125,6 +139,8 @@ func TestNewSessionStoreRejectsBadArguments(t *testing.T) {
 		{"nil client", nil, "/p/", time.Second},
 		{"empty prefix", cli, "", time.Second},
 		{"zero ttl", cli, "/p/", 0},
+		// etcd's lease.MaxLeaseTTL is 9e9 s: every grant would be refused.
+		{"ttl above etcd's maximum", cli, "/p/", 9_000_000_001 * time.Second},
 	} {
 		_, err := etcdlease.NewSessionStore(c.cli, c.prefix, c.ttl)
 		require.ErrorIs(t, err, jujuerrors.NotValid, c.name)
@@ -503,4 +519,26 @@ func TestSessionKeepAliveNeedsItsConfirmingRead(t *testing.T) {
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
+}
+
+// A claim whose ctx ends while its batch waits for a call slot is not sent
+// and says the store is over capacity, as any other call does.
+func TestSessionClaimWaitingForASlotIsOverCapacity(t *testing.T) {
+	cli := etcdtest.Start(t).Client()
+	s := newSessionStore(t, cli, "/oc/", 6*time.Second, etcdlease.WithMaxInFlight(1))
+	_, err := s.Claim(testCtx(t), "warm", "a", time.Second) // the session exists
+	require.NoError(t, err)
+	release := etcdlease.HoldSlot(s)
+	defer release()
+	ctx, cancel := context.WithTimeout(testCtx(t), 200*time.Millisecond)
+	defer cancel()
+	_, err = s.Claim(ctx, "x", "a", time.Second)
+	require.ErrorIs(t, err, lease.ErrNotSent)
+	require.ErrorIs(t, err, etcdlease.ErrOverCapacity)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.NotErrorIs(t, err, etcdlease.ErrUnconfirmed)
+	require.Equal(t, uint64(1), s.StoreReport().Claim.NotSent)
+	resp, err := cli.Get(testCtx(t), "/oc/x")
+	require.NoError(t, err)
+	require.Empty(t, resp.Kvs, "a claim not sent put nothing")
 }

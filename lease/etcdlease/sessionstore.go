@@ -91,15 +91,22 @@ type SessionStore struct {
 // expireEvery is how often the store looks for abandoned terms.
 const expireEvery = time.Second
 
-// errClosed is the cause of calls made after Close.
-var errClosed = errors.New("etcdlease: session store closed")
+// maxLeaseTTL is the longest TTL etcd grants, in seconds (its
+// lease.MaxLeaseTTL): a longer one is refused by every grant.
+const maxLeaseTTL = 9_000_000_000
+
+// errClosed is the cause of calls made after Close: they send nothing (a
+// claim's put, an adoption's move, a revoke), so it matches
+// lease.ErrNotSent.
+var errClosed = fmt.Errorf("etcdlease: session store closed (%w)", lease.ErrNotSent)
 
 // NewSessionStore returns a SessionStore keeping leases under prefix (for
 // example "/myapp/leases/"; it must not be empty: the store watches every
 // key under it) through cli, on one etcd lease of ttl, rounded up to whole
 // seconds. Nothing is sent before the first Claim. The caller owns cli and
-// closes it after Close. Invalid arguments (a nil cli among them) give an
-// error matching errors.NotValid (github.com/juju/errors).
+// closes it after Close. Invalid arguments (a nil cli, or a ttl above
+// etcd's maximum lease TTL, among them) give an error matching
+// errors.NotValid (github.com/juju/errors).
 func NewSessionStore(cli *clientv3.Client, prefix string, ttl time.Duration, opts ...Option) (*SessionStore, error) {
 	switch {
 	case cli == nil:
@@ -108,6 +115,8 @@ func NewSessionStore(cli *clientv3.Client, prefix string, ttl time.Duration, opt
 		return nil, jujuerrors.NotValidf("empty prefix (must not be empty: the store watches every key under it)")
 	case ttl <= 0:
 		return nil, jujuerrors.NotValidf("ttl %v (must be positive)", ttl)
+	case ttlFor(ttl) > maxLeaseTTL:
+		return nil, jujuerrors.NotValidf("ttl %v (must be at most etcd's maximum lease TTL, %ds)", ttl, maxLeaseTTL)
 	}
 	o, err := newOptions(opts, true)
 	if err != nil {
@@ -132,7 +141,7 @@ var (
 // StoreReport implements lease.StoreReporter, as Store.StoreReport does.
 // An Extend answered from the session's promise, without a call to etcd,
 // counts like any other: OK, Definitive, or Ambiguous while the session is
-// unconfirmed. Calls after Close count as Ambiguous (ErrUnconfirmed).
+// unconfirmed. Calls after Close count as NotSent.
 func (s *SessionStore) StoreReport() lease.StoreReport { return s.calls.StoreReport() }
 
 // Key returns the etcd key that holds the named lease.
@@ -429,8 +438,8 @@ func (s *SessionStore) Lost(ctx context.Context, g lease.Grant) <-chan struct{} 
 // the keep-alive's wait) and returns the error if etcd did not confirm it:
 // every key of the store goes at once, so close every tracker on the store
 // first (a tracker still running holds a grant that would be cut short).
-// Calls after Close fail with an error matching ErrUnconfirmed, without a
-// call to etcd. Close is idempotent.
+// Calls after Close fail, without a call to etcd, with an error matching
+// lease.ErrNotSent (not ErrUnconfirmed). Close is idempotent.
 func (s *SessionStore) Close() error {
 	s.mu.Lock()
 	if s.closed {

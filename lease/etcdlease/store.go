@@ -195,8 +195,9 @@ func (s *Store) claim(ctx context.Context, name, holder string, d time.Duration)
 // TTL, which may exceed d; when d is longer than that TTL, Extend moves the
 // key to a fresh etcd lease of ceil(d) seconds in a transaction guarded by
 // g.Token (the token is unchanged). It returns a *lease.NotHeldError when
-// etcd says the lease or the key is gone or the key belongs to a later
-// term; any other error matches ErrUnconfirmed (or lease.ErrNotSent if the
+// a linearizable read finds the key gone or belonging to a later term (a
+// keep-alive's "no such lease" alone ends nothing: a stale member may say
+// it); any other error matches ErrUnconfirmed (or lease.ErrNotSent if the
 // call was not sent).
 func (s *Store) Extend(ctx context.Context, g lease.Grant, d time.Duration) (lease.Grant, error) {
 	done := s.calls.BeginExtend()
@@ -262,9 +263,14 @@ func (s *Store) extend(ctx context.Context, g lease.Grant, d time.Duration) (lea
 			continue
 		}
 		if kaErr != nil {
-			// The key is still on the etcd lease etcd no longer has: the
-			// lease ran out, and its keys are being deleted.
-			return lease.Grant{}, s.notHeld("extend", g, nil)
+			// A member said the etcd lease is gone, yet a linearizable
+			// read finds the key still on it. etcd deletes a lease's keys
+			// in the same transaction that removes the lease (and holds
+			// back the answer to a renewal of an expired lease until
+			// then), so a true "not found" is never followed by this
+			// read: the member was a stale leader that never had the
+			// lease (granted by the majority after it was cut off).
+			return fail(errNotFoundKeyOnLease)
 		}
 		if err := confirmedInTerm(ka.ResponseHeader.GetRaftTerm(), readTerm); err != nil {
 			return fail(err)
@@ -278,33 +284,58 @@ func (s *Store) extend(ctx context.Context, g lease.Grant, d time.Duration) (lea
 	}
 }
 
+// errNotFoundKeyOnLease is the cause when a keep-alive said the etcd lease
+// is gone but the key was read still on it: a stale member's answer.
+var errNotFoundKeyOnLease = errors.New("keep-alive not confirmed: a member said the lease is gone but the key is still on it")
+
 // errTermChanged is the cause when a keep-alive and the read that was to
 // confirm it were answered in different raft terms.
 var errTermChanged = errors.New("keep-alive not confirmed: raft term changed before the confirming read")
 
-// confirmedInTerm says whether a keep-alive answered in raft term kaTerm
-// is confirmed by a linearizable read, sent after its answer, answered in
-// readTerm: nil when they are the same term.
+// confirmedInTerm says whether a keep-alive whose answer's header says
+// raft term kaTerm is confirmed by a linearizable read, sent after that
+// answer, whose header says readTerm: nil when they are the same term.
 //
 // Why that confirms it. A keep-alive is not a raft proposal: the member
 // that receives it renews the lease in its own lessor if it believes it
 // leads, or forwards it to the leader it knows. A leader cut off from its
 // peers goes on believing it leads (etcd skips its leadership check while
 // raft ticks, etcd-io/etcd#15247) and answers keep-alives of a lease the
-// majority may already have expired; so the answer alone proves nothing.
-// etcd fills the keep-alive's header (RaftTerm = T) before it renews, and
-// whichever leader renews it leads term T or a later one. A linearizable
-// read is served only after the leader of the reading member's term has
-// heard a quorum acknowledge a heartbeat in that term after the read
-// arrived (ReadIndex); a stale leader cannot gather that quorum, so its
-// reads fail. If the read's header also says T, a quorum still followed
-// term T's leader after the keep-alive was answered, so no later leader
-// existed yet: term T's leader renewed the lease, and a leader elected
-// later first extends every lease by its whole TTL (lessor Promote). Either
-// way etcd keeps the lease until at least the keep-alive's send time + TTL
-// (on etcd's clock; clock rates are assumed to agree). A different term is
-// inconclusive (the renewal may have been a stale leader's), so the
-// keep-alive is left unconfirmed and retried.
+// majority may already have expired — or "no such lease" for one the
+// majority granted after it was cut off; so the answer alone proves
+// nothing. A header's RaftTerm is the *applied* term of the member that
+// answered: the term of the latest raft entry it has applied (etcd fills
+// the keep-alive's header before it renews). The argument rests on two
+// inequalities:
+//
+//   - kaTerm ≤ the term of the leader whose lessor renewed the lease: that
+//     leader is the answering member itself (whose applied entries are of
+//     its term or earlier) or the leader it forwarded to, of its current
+//     raft term, which is at least the term of any entry it applied.
+//   - readTerm ≥ the term of the leader whose quorum confirmed the read
+//     (ReadIndex: a quorum acknowledged a heartbeat of that leader after
+//     the read arrived): etcd's leader confirms reads only once it has
+//     committed an entry of its own term, and the member answers only
+//     once it has applied up to the read index, so it has applied an entry
+//     of that term.
+//
+// A stale leader cannot gather that quorum, so its reads fail. If kaTerm =
+// readTerm = T, the renewing leader's term is ≥ T and the confirming
+// leader's is ≤ T; a leader of a later term than the confirming one was
+// elected by a quorum that would have refused the confirming heartbeat,
+// which came after the renewal; so both are term T's leader, which still
+// led a quorum after the keep-alive was answered. Its lessor renewed the
+// lease (or said it is gone), and a leader elected later promotes its
+// lessor as it applies the first entry of its term, extending every lease
+// to at least its whole TTL from then (lessor Promote). Either way etcd
+// keeps the lease until at least the keep-alive's send time + TTL (on
+// etcd's clock; clock rates are assumed to agree). One caveat: with lease
+// checkpointing enabled (off by default), a new leader restores the TTL
+// remaining at the latest checkpoint, and a renewal's clearing of it is
+// proposed asynchronously, so a promotion right after a renewal may give
+// the lease less than its TTL. A different term is inconclusive (the
+// renewal may have been a stale leader's), so the keep-alive is left
+// unconfirmed and retried.
 func confirmedInTerm(kaTerm, readTerm uint64) error {
 	if kaTerm == 0 || kaTerm != readTerm {
 		return fmt.Errorf("%w (keep-alive in term %d, read in term %d)", errTermChanged, kaTerm, readTerm)

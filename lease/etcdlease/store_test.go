@@ -268,6 +268,7 @@ func TestConstructorsRejectBadArguments(t *testing.T) {
 	}{
 		{"nil client", nil, nil},
 		{"nil option", []etcdlease.Option{nil}, cli},
+		{"negative MaxInFlight", []etcdlease.Option{etcdlease.WithMaxInFlight(-1)}, cli},
 	} {
 		_, err := etcdlease.NewStore(c.cli, "/p/", c.opts...)
 		require.ErrorIs(t, err, jujuerrors.NotValid, "NewStore: %s", c.name)
@@ -277,6 +278,10 @@ func TestConstructorsRejectBadArguments(t *testing.T) {
 	_, err := etcdlease.NewStore(cli, "/p/", etcdlease.WithRevokeOnClose())
 	require.ErrorIs(t, err, jujuerrors.NotValid, "WithRevokeOnClose does not apply to a Store")
 	require.ErrorContains(t, err, "WithRevokeOnClose")
+	_, err = etcdlease.NewStore(cli, "/p/", etcdlease.WithMaxInFlight(-1))
+	require.ErrorContains(t, err, "MaxInFlight -1 (must be positive, or 0 for the default)")
+	_, err = etcdlease.NewStore(cli, "/p/", etcdlease.WithMaxInFlight(0))
+	require.NoError(t, err, "0 means the default")
 }
 
 // When another Extend has moved the term to a longer etcd lease (revoking

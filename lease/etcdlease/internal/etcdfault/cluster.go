@@ -288,6 +288,15 @@ func (c *Cluster) leaderOnce(ctx context.Context) (int, bool) {
 	return -1, false
 }
 
+// NamesItselfLeader says whether member i, asked now (within a second),
+// names itself its raft leader. A leader cut off from its peers does so
+// until its next election timeout, while the majority may already have
+// elected another: a stale leader.
+func (c *Cluster) NamesItselfLeader(ctx context.Context, i int) bool {
+	st, err := c.status(ctx, i)
+	return err == nil && st.Leader != 0 && st.Leader == st.Header.GetMemberId()
+}
+
 func (c *Cluster) indexOf(id uint64) int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
