@@ -98,7 +98,8 @@ func TestHoldServesUntilInterrupted(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- run(ctx, o, out, nil) }()
 
-	holding := out.waitFor(t, "format=svg'   # c1")
+	// The last curl line printed: c1's last endpoint.
+	holding := out.waitFor(t, holdEndpoints[len(holdEndpoints)-1].path+"'   # c1")
 	urls := regexp.MustCompile(`curl -s '(http://\S+)'   # (c\d): `).FindAllStringSubmatch(holding, -1)
 	require.Len(t, urls, 2*len(holdEndpoints), holding)
 	leaders := 0 // controllers whose leader gauge says 1
