@@ -56,10 +56,11 @@ func settled(clk *testclock.Clock, tr *lease.Tracker) bool {
 // FaultStore over a MemStore, all on a testclock at t0, without jitter.
 // before runs before the tracker starts (e.g. to inject faults).
 //
-// The FaultStore wraps only the MemStore's Store methods: these tests count
-// the clock's timers exactly (WaitAdvance), and MemStore's Lost arms an
-// expiry timer. The FaultStore's own Lost still fires on SignalLost. The
-// loss-notification tests use newNotifyingFixture.
+// The FaultStore wraps only the MemStore's Store methods: some of these
+// tests count the clock's waiters (WaitAdvance), and MemStore's Lost arms
+// an expiry timer that would be counted too. The FaultStore's own Lost
+// still fires on SignalLost. The loss-notification tests use
+// newNotifyingFixture.
 func newFixture(t *testing.T, mod func(*lease.Config), before func(f *fixture)) *fixture {
 	t.Helper()
 	return startFixture(t, false, mod, before)
