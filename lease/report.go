@@ -78,8 +78,8 @@ func (t *Tracker) Report() Report {
 		Calls: c.calls.Load(), Claims: c.claims.Load(), Renewals: c.renewals.Load(),
 		Ambiguous: c.ambiguous.Load(), NotSent: c.notSent.Load(), Losses: c.losses.Load(),
 		Denials: c.denials.Load(), Transitions: c.transitions.Load(),
-		UnknownFor:  time.Duration(c.unknownNanos.Load()),
-		LastCall:    time.Duration(c.lastLatency.Load()),
+		UnknownFor: time.Duration(c.unknownNanos.Load()),
+		LastCall:   time.Duration(c.lastLatency.Load()),
 	}
 	switch {
 	case s.closed:

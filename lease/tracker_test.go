@@ -755,6 +755,7 @@ func TestConfigValidate(t *testing.T) {
 		"Duration overflows 2×D": func(c *lease.Config) { c.Duration = math.MaxInt64/4 + 1 },
 		"RenewFraction 1":        func(c *lease.Config) { c.RenewFraction = 1 },
 		"negative RenewFraction": func(c *lease.Config) { c.RenewFraction = -0.1 },
+		"tiny RenewFraction":     func(c *lease.Config) { c.RenewFraction = 1e-12 },
 		"Jitter 1":               func(c *lease.Config) { c.Jitter = 1 },
 		"NaN Jitter":             func(c *lease.Config) { c.Jitter = math.NaN() },
 		"RetryJitter 1":          func(c *lease.Config) { c.RetryJitter = 1 },
