@@ -17,8 +17,8 @@ import (
 // latest confirmed renewal when no renewal was confirmed in time; or
 // ErrClosed at Close. It also ends when Lead's ctx does, with that ctx's
 // cause. An ambiguous renewal failure while the promise still stands does
-// not end it. So fn that stops when its ctx ends never acts past a promise: pass
-// st.Token to what you guard, and stop on ctx.Done.
+// not end it. So fn that stops when its ctx ends never acts past a
+// promise: pass st.Token to what you guard, and stop on ctx.Done.
 //
 // When fn returns, Lead waits for the next time the tracker holds the
 // lease: if fn returns while this leadership lasts, Lead does not run it

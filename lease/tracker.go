@@ -285,10 +285,14 @@ func (t *Tracker) evaluate(s *snapshot, now time.Time, atLeast time.Duration) (S
 // work it was promised time for. The revoke waits at most CallTimeout;
 // Close returns the store's error if it could not be confirmed.
 //
+// A StepDown that still waits for Lead functions when Close comes makes
+// its release the same way, after them (StepDown returns its error; Close
+// does only with ReleaseOnClose).
+//
 // Close is idempotent and safe to call concurrently; every call returns
 // the same result. Checks after Close return ErrClosed. Do not call Close
-// from a Lead function with ReleaseOnClose: it would wait for itself until
-// the promise runs out.
+// from a Lead function with ReleaseOnClose, or while a StepDown waits for
+// it: it would wait for itself until the promise runs out.
 func (t *Tracker) Close() error {
 	t.closeOnce.Do(func() {
 		close(t.done)
