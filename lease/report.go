@@ -86,9 +86,9 @@ func (t *Tracker) Report() Report {
 		r.Err = nil
 	case s.status.State == Unknown:
 		r.UnknownFor += now.Sub(s.since)
-		_, r.Err = t.evaluate(s, now, 0) // as Check says it
+		fallthrough
 	case s.status.State == NotHeld:
-		_, r.Err = t.evaluate(s, now, 0)
+		_, r.Err = t.evaluate(s, now, 0) // as Check says it
 	case !now.Before(s.status.Until):
 		// Held, but the promise ran out before the renewer published
 		// so (a store call that ignores its ctx): Unknown, as Check
