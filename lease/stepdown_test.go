@@ -228,8 +228,34 @@ func TestStepDownWhileLeadStartsFnWaitsForIt(t *testing.T) {
 	first := f.held(t)
 	settle(t, f)
 	gc.arm(2) // awaitHeld's Now, then the promise's: Lead about to start fn
-	l := startLead(t, f.tr)
+	type start struct {
+		ctx    context.Context
+		holder lease.Grant
+		err    error
+	}
+	starts := make(chan start, 1)
+	ret := make(chan struct{})
+	finish := sync.OnceFunc(func() { close(ret) })
+	ctx, cancel := context.WithCancel(context.Background())
+	led := make(chan error, 1)
+	go func() {
+		led <- f.tr.Lead(ctx, func(lctx context.Context, _ lease.Status) error {
+			running.Store(1)
+			defer running.Store(0)
+			g, err := f.mem.Holder(context.Background(), "singular")
+			starts <- start{lctx, g, err}
+			<-ret
+			return nil
+		})
+	}()
 	recv(t, gc.blocked, "Lead starting fn")
+	letGo := sync.OnceFunc(func() { close(gc.release) })
+	t.Cleanup(func() { // whatever failed
+		letGo()
+		finish()
+		cancel()
+		<-led
+	})
 	alarms := gc.record()
 	stepped := make(chan error, 1)
 	go func() { stepped <- f.tr.StepDown(context.Background()) }()
@@ -237,21 +263,21 @@ func TestStepDownWhileLeadStartsFnWaitsForIt(t *testing.T) {
 	// The renewer's next alarm says what it waits for: the promise's
 	// Until, for fn; not its next claim, one Duration on, after releasing.
 	assert.Equal(t, first.Until, recv(t, alarms, "the renewer's alarm"), "the renewer does not wait for fn")
-	close(gc.release)
-	r := l.next(t)
-	holder, err := f.mem.Holder(context.Background(), "singular")
-	require.NoError(t, err, "fn started on a released lease")
-	assert.Equal(t, "unit-0", holder.Holder)
-	require.ErrorIs(t, r.ended(t), lease.ErrNotLeader)
+	letGo()
+	st := recv(t, starts, "fn's start")
+	require.NoError(t, st.err, "fn started on a released lease")
+	assert.Equal(t, "unit-0", st.holder.Holder)
+	recv(t, st.ctx.Done(), "the end of fn's ctx")
+	require.ErrorIs(t, context.Cause(st.ctx), lease.ErrNotLeader)
 	select {
 	case err := <-stepped:
 		t.Fatalf("StepDown returned (%v) while fn ran", err)
 	default:
 	}
-	r.ret <- nil
+	finish()
 	require.NoError(t, recv(t, stepped, "StepDown"))
 	assert.False(t, order.revokedWhileLeader.Load())
-	_, err = f.mem.Holder(context.Background(), "singular")
+	_, err := f.mem.Holder(context.Background(), "singular")
 	require.ErrorIs(t, err, lease.ErrNotHeld, "released after fn returned")
 }
 
