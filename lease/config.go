@@ -31,7 +31,7 @@ type Config struct {
 	// RenewFraction is the fraction of the validity obtained by a claim
 	// or extend after which the tracker extends again: lower renews more
 	// often and leaves more time for retries. Zero means 0.5; any other
-	// value must be in (0, 1).
+	// value must be in [0.01, 1) (a tinier one would renew all the time).
 	RenewFraction float64
 	// Jitter spreads the tracker's scheduled calls — renewals, and claims
 	// while another holder has the lease — so that trackers do not call in
@@ -84,13 +84,18 @@ type Config struct {
 	// store call that brought the change took): "lease held" and "lease
 	// confirmed again" at Info, "lease renewal not confirmed" and "lease
 	// state unknown" at Warn, "lease held by another" at Info, "lease
-	// lost" (a term we held is over) at Warn; and "lease stepped down",
-	// "lease tracker closed", "lease released" (Warn if not confirmed),
-	// "lease leader run started" and "lease leader run ended" (with the
-	// cause). A routine renewal, a retry that changes nothing and Check
-	// never log. nil means no logs.
+	// lost" (a term we held is over) at Warn; "lease stepped down" and
+	// "lease tracker closed" at Info; "lease released" at Info, or "lease
+	// release not confirmed" at Warn; and, from the goroutine that runs
+	// Lead (or WithLeadership), "lease leader run started" and "lease
+	// leader run ended" (with the cause) at Info. A routine renewal, a
+	// retry that changes nothing and Check never log. nil means no logs.
 	Logger *slog.Logger
 }
+
+// minRenewFraction is the least RenewFraction: a hundred renewals per
+// validity at most, so that a tiny fraction cannot make the renewer spin.
+const minRenewFraction = 0.01
 
 // maxDuration keeps 2×Duration, and deadlines a term ahead, from overflowing.
 const maxDuration = time.Duration(math.MaxInt64 / 4)
@@ -108,22 +113,22 @@ func (c Config) Validate() error {
 		return errors.NotValidf("Duration %v (must be positive)", c.Duration)
 	case c.Duration > maxDuration:
 		return errors.NotValidf("Duration %v (must be at most %v: leases are claimed for 2×Duration)", c.Duration, maxDuration)
-	case !(c.RenewFraction >= 0 && c.RenewFraction < 1): // also rejects NaN
-		return errors.NotValidf("RenewFraction %v (must be in (0, 1), or 0 for the default 0.5)", c.RenewFraction)
+	case !(c.RenewFraction == 0 || c.RenewFraction >= minRenewFraction && c.RenewFraction < 1): // also rejects NaN
+		return errors.NotValidf("RenewFraction %v (must be in [%v, 1), or 0 for the default 0.5)", c.RenewFraction, minRenewFraction)
 	case c.Jitter != c.Jitter || c.Jitter >= 1: // NaN or too large
 		return errors.NotValidf("Jitter %v (must be below 1; 0 for the default 0.1, negative for none)", c.Jitter)
 	case c.RetryJitter != c.RetryJitter || c.RetryJitter >= 1:
 		return errors.NotValidf("RetryJitter %v (must be below 1; 0 for the default 0.5, negative for none)", c.RetryJitter)
 	case c.Margin < 0 || c.Margin >= c.Duration:
-		return errors.NotValidf("Margin %v (must be in [0, Duration=%v))", c.Margin, c.Duration)
+		return errors.NotValidf("Margin %v (must be in [0, Duration=%v); 0 for the default Duration/10)", c.Margin, c.Duration)
 	case c.RetryDelay < 0 || c.RetryDelay > c.Duration/2:
-		return errors.NotValidf("RetryDelay %v (must be in [0, Duration/2=%v])", c.RetryDelay, c.Duration/2)
+		return errors.NotValidf("RetryDelay %v (must be in [0, Duration/2=%v]; 0 for the default Duration/10)", c.RetryDelay, c.Duration/2)
 	case c.ClaimInterval < 0 || c.ClaimInterval > c.Duration:
-		return errors.NotValidf("ClaimInterval %v (must be in [0, Duration=%v])", c.ClaimInterval, c.Duration)
+		return errors.NotValidf("ClaimInterval %v (must be in [0, Duration=%v]; 0 for the default Duration/10)", c.ClaimInterval, c.Duration)
 	case c.CallTimeout < 0 || c.CallTimeout > c.Duration:
-		return errors.NotValidf("CallTimeout %v (must be in [0, Duration=%v])", c.CallTimeout, c.Duration)
+		return errors.NotValidf("CallTimeout %v (must be in [0, Duration=%v]; 0 for the default Duration/4)", c.CallTimeout, c.Duration)
 	case c.LateTimer < 0:
-		return errors.NotValidf("LateTimer %v (must not be negative)", c.LateTimer)
+		return errors.NotValidf("LateTimer %v (must not be negative; 0 for the default Margin)", c.LateTimer)
 	}
 	return nil
 }

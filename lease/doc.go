@@ -45,7 +45,8 @@
 // Hand-over: with ReleaseOnClose, Close releases the lease only after the
 // running Lead function has returned (waiting no longer than the promise),
 // so a successor never starts while this process still does leader work;
-// StepDown does the same without closing, and the tracker stays a follower.
+// StepDown does the same without closing, and the tracker stays a follower
+// (a Lead function that steps down passes its own ctx to StepDown).
 //
 // Fencing: pass Status.Token with every write to a guarded resource. A
 // resource outside the lease's store keeps a TokenGuard, which refuses a
@@ -76,7 +77,8 @@
 //	lease state unknown           WARN  the promise ran out unconfirmed, a late timer, a first claim unanswered
 //	lease lost                    WARN  a term we held is over ("token" is that term)
 //	lease held by another         INFO  a claim denied, naming the new "holder"
-//	lease stepped down, lease tracker closed, lease released (WARN: release not confirmed) INFO
+//	lease stepped down, lease tracker closed, lease released   INFO
+//	lease release not confirmed   WARN  the revoke failed; the term runs out on its own
 //	lease leader run started, lease leader run ended   INFO  a Lead function, "err" why it ended
 //
 // with the keys lease, state, holder, token, until, err (the cause) and

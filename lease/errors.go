@@ -32,12 +32,15 @@ var (
 )
 
 // NotLeaderError is the definitive answer "another holder has the lease"
-// (or the store ended our term). It matches ErrNotLeader, and unwraps to the
-// store's error (a *HeldError or ErrNotHeld).
+// (or our term is over, or this tracker stepped down). It matches
+// ErrNotLeader. When the store said so, it unwraps to the store's answer
+// (a *HeldError or an error matching ErrNotHeld); after a step-down, or
+// when a Lead function's term was replaced by a newer one, it unwraps to
+// the tracker's own account (the latter matching ErrNotHeld).
 type NotLeaderError struct {
 	Name   string // the lease
-	Holder string // who holds it now; empty when the store did not say
-	Err    error  // the store's definitive answer
+	Holder string // who holds it now; empty when not known
+	Err    error  // why: the store's definitive answer, or the tracker's
 }
 
 func (e *NotLeaderError) Error() string {
@@ -50,7 +53,7 @@ func (e *NotLeaderError) Error() string {
 // Is reports whether target is ErrNotLeader.
 func (e *NotLeaderError) Is(target error) bool { return target == ErrNotLeader }
 
-// Unwrap returns the store's answer.
+// Unwrap returns Err.
 func (e *NotLeaderError) Unwrap() error { return e.Err }
 
 // RenewalFailedError is the ambiguous answer "the store could not confirm

@@ -10,14 +10,15 @@ import (
 // time, and returns when ctx ends (ctx.Err()), when the tracker is closed
 // (an error matching ErrClosed), or with fn's own error.
 //
-// fn gets the Status it leads under and a ctx that ends — with a cause
-// (context.Cause) matching ErrNotLeader or ErrRenewalFailed — as soon as
-// that leadership can no longer be promised: at a definitive loss, a new
-// term, a step-down, a late-timer downgrade, or at the Until of the
-// latest confirmed renewal when no renewal was confirmed in time. An
-// ambiguous renewal failure while the promise still stands does not end
-// it. So fn that stops when its ctx ends never acts past a promise: pass
-// st.Token to what you guard, and stop on ctx.Done.
+// fn gets the Status it leads under and a ctx that ends as soon as that
+// leadership can no longer be promised, with a cause (context.Cause)
+// matching ErrNotLeader at a definitive loss, a new term or a step-down;
+// ErrRenewalFailed at a late-timer downgrade, or at the Until of the
+// latest confirmed renewal when no renewal was confirmed in time; or
+// ErrClosed at Close. It also ends when Lead's ctx does, with that ctx's
+// cause. An ambiguous renewal failure while the promise still stands does
+// not end it. So fn that stops when its ctx ends never acts past a
+// promise: pass st.Token to what you guard, and stop on ctx.Done.
 //
 // When fn returns, Lead waits for the next time the tracker holds the
 // lease: if fn returns while this leadership lasts, Lead does not run it
@@ -95,18 +96,22 @@ func (t *Tracker) awaitHeld(ctx context.Context) (*snapshot, error) {
 // fn's ctx, nil if fn returned first.
 func (t *Tracker) runLeader(ctx context.Context, s *snapshot, fn func(context.Context, Status) error) (ran bool, cause, err error) {
 	token := s.status.Token
-	if cause := t.promised(t.snap.Load(), token); cause != nil {
-		return false, cause, nil
-	}
+	// Counted before the promise is checked: a StepDown or Close that
+	// publishes after the snapshot read below sees fn running and waits
+	// for it before releasing; one that published before is seen here.
 	t.runMu.Lock()
 	if t.running == 0 {
 		t.runDone = make(chan struct{})
 	}
 	t.running++
 	t.runMu.Unlock()
+	if cause := t.promised(t.snap.Load(), token); cause != nil {
+		t.leaderDone()
+		return false, cause, nil
+	}
 
 	t.logLeader(leaderStarted, s.status, nil)
-	lctx, cancel := context.WithCancelCause(ctx)
+	lctx, cancel := context.WithCancelCause(context.WithValue(ctx, leaderKey{}, t))
 	defer cancel(nil)
 	stop := make(chan struct{})
 	lost := make(chan error, 1)
@@ -122,16 +127,26 @@ func (t *Tracker) runLeader(ctx context.Context, s *snapshot, fn func(context.Co
 				why = err // fn returned first, or failed on its own
 			}
 			t.logLeader(leaderEnded, s.status, why)
-			t.runMu.Lock()
-			if t.running--; t.running == 0 {
-				close(t.runDone)
-			}
-			t.runMu.Unlock()
+			t.leaderDone()
 		}()
 		return fn(lctx, s.status)
 	}()
 	return true, cause, err
 }
+
+// leaderDone uncounts a Lead function runLeader counted.
+func (t *Tracker) leaderDone() {
+	t.runMu.Lock()
+	defer t.runMu.Unlock()
+	if t.running--; t.running == 0 {
+		close(t.runDone)
+	}
+}
+
+// leaderKey is the key of the value, the *Tracker, in the ctx of the
+// functions Lead and WithLeadership run: StepDown called with that ctx
+// does not wait for the release, which waits for the function itself.
+type leaderKey struct{}
 
 // causedBy reports whether fn's error err comes from its leadership ctx
 // ending with cause.
@@ -199,27 +214,48 @@ func (t *Tracker) Current() (Status, <-chan struct{}) {
 	return s.status, s.changed
 }
 
-// StepDown makes this tracker stop leading without closing it: its status
-// becomes NotHeld at once (Check answers ErrNotLeader, Lead functions see
-// their ctx end), it releases the term once every running Lead function
+// StepDown makes this tracker stop leading without closing it: once the
+// renewer takes the request (after a store call in flight, if any), its
+// status becomes NotHeld (Check answers ErrNotLeader, Lead functions see
+// their ctx end); it releases the term once every running Lead function
 // has returned (waiting no longer than the promise), and it stays a
 // follower — claiming again no sooner than one Duration later, when its
 // claim's answer names the new holder (NotHeld, Status.Holder). While it
 // does not lead, StepDown releases nothing and only holds back the next
-// claim.
+// claim. If Close comes while StepDown waits for Lead functions, the
+// release still waits for them.
 //
 // StepDown returns once released, with the store's error if the release
 // could not be confirmed (the term then runs out on its own), an error
 // wrapping ctx.Err() if ctx ends first (the step-down goes on), or an
-// error matching ErrClosed once the tracker is closed.
+// error matching ErrClosed if the tracker was closed before the request
+// was taken.
+//
+// Called from a function Lead or WithLeadership runs, with that
+// function's ctx (or one derived from it), StepDown returns nil once
+// NotHeld is published, without waiting for the release, which waits for
+// the function to return (its ctx has ended by then); the release's
+// outcome is logged. Called from there with any other ctx, it would wait
+// for its own function until the promise runs out.
 func (t *Tracker) StepDown(ctx context.Context) error {
-	req := &stepDownRequest{done: make(chan struct{})}
+	req := &stepDownRequest{published: make(chan struct{}), done: make(chan struct{})}
+	fromLeader := ctx.Value(leaderKey{}) == t
+	if fromLeader {
+		// The function's ctx ends as NotHeld is published, and may have
+		// ended already (a loss): the step-down still holds back the
+		// next claim.
+		ctx = context.WithoutCancel(ctx)
+	}
 	select {
 	case t.stepDown <- req:
 	case <-t.exited:
 		return fmt.Errorf("lease %q: step down: %w", t.cfg.Name, ErrClosed)
 	case <-ctx.Done():
 		return fmt.Errorf("lease %q: step down: %w", t.cfg.Name, ctx.Err())
+	}
+	if fromLeader {
+		<-req.published // published at once: the renewer has taken req
+		return nil
 	}
 	select {
 	case <-req.done:

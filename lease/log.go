@@ -7,9 +7,11 @@ import (
 	"time"
 )
 
-// The tracker logs (Config.Logger) on the renewer only, once per change of
-// what a caller acts on — never per routine renewal (one that moves only
-// Until), per retry that changes nothing, or on Check's path.
+// The tracker logs (Config.Logger) once per change of what a caller acts
+// on — never per routine renewal (one that moves only Until), per retry
+// that changes nothing, or on Check's path. Changes of state and releases
+// are logged by the renewer; the start and end of a Lead (or
+// WithLeadership) function by the goroutine that runs it.
 
 // logChange logs the change from old to s, if it is one a person needs to
 // see. Only the renewer calls it, from store.

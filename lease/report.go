@@ -10,12 +10,15 @@ import (
 // pages and metrics. Reading it costs a few atomic loads and a brief lock
 // that no Check answered from cache takes.
 type Report struct {
-	Name   string
+	Name string
+	// State and Holder are as Check(ctx, 0) would answer now: a Held
+	// status whose Until has passed unconfirmed reads Unknown.
 	State  State
-	Holder string    // as in Status
+	Holder string
 	Token  uint64    // the fencing token of the term last confirmed
 	Until  time.Time // the promise, while State is Held
-	// Since is when the tracker entered State.
+	// Since is when the tracker entered State (for a Held status that
+	// ran out, its Until).
 	Since time.Time
 	// Err is why the lease is not Held, as Check would say it, or, while
 	// Held, the latest ambiguous renewal failure; nil when the last call
@@ -35,9 +38,12 @@ type Report struct {
 	Ambiguous uint64
 	// NotSent counts the calls the store never sent (ErrNotSent).
 	NotSent uint64
-	// Losses counts the definitive answers that the lease is not ours: a
-	// claim denied (someone else holds it) or a term over.
+	// Losses counts the terms this tracker held that the store said were
+	// over (a definitive answer to an extend).
 	Losses uint64
+	// Denials counts the claims the store refused because another holder
+	// has the lease: a follower's routine, not a loss.
+	Denials uint64
 	// Transitions counts the changes of State.
 	Transitions uint64
 	// UnknownFor is the total time spent Unknown, the current stretch
@@ -71,9 +77,9 @@ func (t *Tracker) Report() Report {
 		Until: s.status.Until, Since: s.since, Err: s.cause, Closed: s.closed,
 		Calls: c.calls.Load(), Claims: c.claims.Load(), Renewals: c.renewals.Load(),
 		Ambiguous: c.ambiguous.Load(), NotSent: c.notSent.Load(), Losses: c.losses.Load(),
-		Transitions: c.transitions.Load(),
-		UnknownFor:  time.Duration(c.unknownNanos.Load()),
-		LastCall:    time.Duration(c.lastLatency.Load()),
+		Denials: c.denials.Load(), Transitions: c.transitions.Load(),
+		UnknownFor: time.Duration(c.unknownNanos.Load()),
+		LastCall:   time.Duration(c.lastLatency.Load()),
 	}
 	switch {
 	case s.closed:
@@ -83,12 +89,20 @@ func (t *Tracker) Report() Report {
 		fallthrough
 	case s.status.State == NotHeld:
 		_, r.Err = t.evaluate(s, now, 0) // as Check says it
+	case !now.Before(s.status.Until):
+		// Held, but the promise ran out before the renewer published
+		// so (a store call that ignores its ctx): Unknown, as Check
+		// says, since the Until.
+		var st Status
+		st, r.Err = t.evaluate(s, now, 0)
+		r.State, r.Holder, r.Since = st.State, st.Holder, s.status.Until
+		r.UnknownFor += now.Sub(s.status.Until)
 	}
 	if end := c.lastEnd.Load(); end != 0 {
-		r.LastCallEnd = time.Unix(0, end).In(now.Location())
+		r.LastCallEnd = t.base.Add(time.Duration(end))
 	}
 	if start := c.callStart.Load(); start != 0 {
-		r.InCall = now.Sub(time.Unix(0, start))
+		r.InCall = now.Sub(t.base.Add(time.Duration(start)))
 	}
 	t.mu.Lock()
 	if t.next.Equal(next) {
@@ -110,7 +124,7 @@ func (t *Tracker) Alive() error {
 	if start == 0 {
 		return nil
 	}
-	in := t.cfg.Clock.Now().Sub(time.Unix(0, start))
+	in := t.cfg.Clock.Now().Sub(t.base.Add(time.Duration(start)))
 	if in <= 2*t.cfg.CallTimeout {
 		return nil
 	}
@@ -131,19 +145,20 @@ const (
 // counters are the Report's counters: written by the renewer, read by
 // Report with atomic loads.
 type counters struct {
-	calls, claims, renewals, ambiguous, notSent, losses, transitions atomic.Uint64
-	unknownNanos                                                     atomic.Int64
-	lastLatency, lastEnd                                             atomic.Int64
-	// callStart is when the store call in flight started (UnixNano on the
-	// tracker's clock), 0 when none is.
-	callStart atomic.Int64
+	calls, claims, renewals, ambiguous, notSent atomic.Uint64
+	losses, denials, transitions                atomic.Uint64
+	unknownNanos, lastLatency                   atomic.Int64
+	// lastEnd and callStart are when the last store call ended and when
+	// the one in flight started, as offsets from Tracker.base; 0 when none.
+	lastEnd, callStart atomic.Int64
 }
 
-// called counts a finished store call.
-func (c *counters) called(op storeOp, err error, latency time.Duration, end time.Time) {
+// called counts a finished store call that ended at end (an offset from
+// Tracker.base).
+func (c *counters) called(op storeOp, err error, latency, end time.Duration) {
 	c.calls.Add(1)
 	c.lastLatency.Store(int64(latency))
-	c.lastEnd.Store(end.UnixNano())
+	c.lastEnd.Store(int64(end))
 	switch classify(err) {
 	case outcomeOK:
 		switch op {
@@ -153,7 +168,10 @@ func (c *counters) called(op storeOp, err error, latency time.Duration, end time
 			c.renewals.Add(1)
 		}
 	case outcomeDefinitive:
-		if op != opRevoke {
+		switch op {
+		case opClaim:
+			c.denials.Add(1)
+		case opExtend:
 			c.losses.Add(1)
 		}
 	case outcomeNotSent:

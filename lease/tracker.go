@@ -108,10 +108,17 @@ type Tracker struct {
 	closeErr  error         // the release error; written before exited closes
 
 	counters counters
+	// base is one nanosecond before NewTracker, on its clock: the counters
+	// store times as offsets from it (positive, so zero can mean none),
+	// which keeps the clock's monotonic reading.
+	base time.Time
 
 	// Owned by the renewer goroutine.
 	grant    Grant
 	hasGrant bool
+	// owed is a StepDown whose release Close interrupted: shutdown makes
+	// it once the Lead functions have returned, then answers it.
+	owed *stepDownRequest
 	// answered is the latency of the store call whose answer the renewer
 	// is publishing, for the log; -1 while it publishes something else.
 	answered time.Duration
@@ -151,8 +158,10 @@ type round struct{ done chan struct{} }
 
 // stepDownRequest is a StepDown waiting for the renewer.
 type stepDownRequest struct {
-	done chan struct{}
-	err  error // the release's error; written before done closes
+	published chan struct{} // closed once NotHeld is published
+	done      chan struct{}
+	err       error     // the release's error; written before done closes
+	held      *snapshot // the snapshot stepped down from (for owed)
 }
 
 // NewTracker validates cfg, which must have a Store, and starts claiming
@@ -178,6 +187,7 @@ func NewTracker(cfg Config) (*Tracker, error) {
 		exited:     make(chan struct{}),
 		retry:      backoff.Backoff{Policy: cfg.retryPolicy()},
 		answered:   -1,
+		base:       cfg.Clock.Now().Add(-1),
 	}
 	t.loss.notifier, _ = cfg.Store.(LossNotifier)
 	t.snap.Store(&snapshot{cause: errNotClaimed, changed: make(chan struct{}), since: cfg.Clock.Now()})
@@ -275,10 +285,14 @@ func (t *Tracker) evaluate(s *snapshot, now time.Time, atLeast time.Duration) (S
 // work it was promised time for. The revoke waits at most CallTimeout;
 // Close returns the store's error if it could not be confirmed.
 //
+// A StepDown that still waits for Lead functions when Close comes makes
+// its release the same way, after them (StepDown returns its error; Close
+// does only with ReleaseOnClose).
+//
 // Close is idempotent and safe to call concurrently; every call returns
 // the same result. Checks after Close return ErrClosed. Do not call Close
-// from a Lead function with ReleaseOnClose: it would wait for itself until
-// the promise runs out.
+// from a Lead function with ReleaseOnClose, or while a StepDown waits for
+// it: it would wait for itself until the promise runs out.
 func (t *Tracker) Close() error {
 	t.closeOnce.Do(func() {
 		close(t.done)
@@ -295,6 +309,15 @@ func (t *Tracker) awaitRound() *round {
 	defer t.mu.Unlock()
 	if t.inflight != nil {
 		return t.inflight
+	}
+	if s := t.snap.Load(); s.closed || s.status.State == NotHeld {
+		// Answered already: a step-down (or Close) published after the
+		// check looked. Asking the renewer now would make a follower
+		// that stepped down claim at once; under t.mu, this and
+		// stepDownNow's clearing of pending cannot miss each other.
+		r := &round{done: make(chan struct{})}
+		close(r.done)
+		return r
 	}
 	if t.pending == nil {
 		t.pending = &round{done: make(chan struct{})}
@@ -338,6 +361,9 @@ func (t *Tracker) run() {
 			return
 		case req != nil:
 			delay = t.stepDownNow(req)
+			if t.owed != nil {
+				return // closed during the step-down: shutdown releases
+			}
 		default:
 			delay = t.attempt()
 		}
@@ -478,7 +504,7 @@ func (t *Tracker) call(parent context.Context, op storeOp, timeout callTimeoutEr
 	defer cancel(nil)
 	timer := t.cfg.Clock.AfterFunc(timeout.timeout, func() { cancel(timeout) })
 	start := t.cfg.Clock.Now()
-	t.counters.callStart.Store(start.UnixNano())
+	t.counters.callStart.Store(int64(start.Sub(t.base)))
 	err := fn(ctx)
 	end := t.cfg.Clock.Now()
 	t.counters.callStart.Store(0)
@@ -486,7 +512,7 @@ func (t *Tracker) call(parent context.Context, op storeOp, timeout callTimeoutEr
 	if cause := context.Cause(ctx); err != nil && cause != nil && !errors.Is(err, cause) {
 		err = fmt.Errorf("%w: %w", cause, err)
 	}
-	t.counters.called(op, err, end.Sub(start), end)
+	t.counters.called(op, err, end.Sub(start), end.Sub(t.base))
 	return end.Sub(start), err
 }
 
@@ -564,24 +590,44 @@ func (t *Tracker) retryDelay(now time.Time) time.Duration {
 // release once the Lead functions have returned (waiting no longer than
 // the promise), then stay a follower for one Duration before claiming.
 func (t *Tracker) stepDownNow(req *stepDownRequest) time.Duration {
-	defer close(req.done)
 	s := t.snap.Load()
 	t.loss.end()
 	t.publish(Status{State: NotHeld}, &NotLeaderError{Name: t.cfg.Name, Err: errSteppedDown})
+	// A check that asked for a store call before NotHeld was published is
+	// answered by it: the call it asked for must not go, or this follower
+	// would claim again at once (awaitRound asks for no more).
+	t.mu.Lock()
+	r := t.pending
+	t.pending = nil
+	t.mu.Unlock()
+	if r != nil {
+		close(r.done)
+	}
+	select {
+	case <-t.kick:
+	default:
+	}
+	close(req.published)
+	t.retry.Reset()
 	if t.hasGrant {
-		t.awaitLeaders(s, t.done)
+		if !t.awaitLeaders(s, t.done) {
+			// Closed while a Lead function still runs: keep the grant,
+			// and let shutdown release once it has returned.
+			req.held, t.owed = s, req
+			return 0
+		}
 		req.err = t.release()
 		t.grant, t.hasGrant = Grant{}, false
 	}
-	t.retry.Reset()
+	close(req.done)
 	return t.cfg.Duration
 }
 
 // awaitLeaders waits until no Lead function runs, or the promise of s runs
-// out, or stop closes.
-func (t *Tracker) awaitLeaders(s *snapshot, stop <-chan struct{}) {
+// out, or stop closes; it returns false if stop closed first.
+func (t *Tracker) awaitLeaders(s *snapshot, stop <-chan struct{}) bool {
 	if s.status.State != Held {
-		return
+		return true
 	}
 	alarm := t.cfg.Clock.NewAlarm(s.status.Until)
 	defer alarm.Stop()
@@ -590,14 +636,14 @@ func (t *Tracker) awaitLeaders(s *snapshot, stop <-chan struct{}) {
 		n, ch := t.running, t.runDone
 		t.runMu.Unlock()
 		if n == 0 {
-			return
+			return true
 		}
 		select {
 		case <-ch:
 		case <-alarm.Chan():
-			return
+			return true
 		case <-stop:
-			return // Close: shutdown waits again, then releases
+			return false
 		}
 	}
 }
@@ -637,15 +683,28 @@ func (t *Tracker) store(s *snapshot) {
 	close(old.changed)
 }
 
-// shutdown publishes the final, closed snapshot and releases the lease if
-// configured, once the Lead functions have returned.
+// shutdown publishes the final, closed snapshot and, once the Lead
+// functions have returned (waiting no longer than the promise), releases
+// the lease if configured or if a StepDown that Close interrupted owes it.
 func (t *Tracker) shutdown() {
 	t.loss.end()
 	last := t.snap.Load()
+	if t.owed != nil {
+		last = t.owed.held
+	}
 	t.store(&snapshot{status: Status{State: NotHeld}, closed: true})
-	if t.cfg.ReleaseOnClose && t.hasGrant {
+	if t.hasGrant && (t.cfg.ReleaseOnClose || t.owed != nil) {
 		t.awaitLeaders(last, nil)
-		t.closeErr = t.release()
+		err := t.release()
+		if t.cfg.ReleaseOnClose {
+			t.closeErr = err
+		}
+		if t.owed != nil {
+			t.owed.err = err
+		}
+	}
+	if t.owed != nil {
+		close(t.owed.done)
 	}
 }
 

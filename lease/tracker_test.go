@@ -56,10 +56,11 @@ func settled(clk *testclock.Clock, tr *lease.Tracker) bool {
 // FaultStore over a MemStore, all on a testclock at t0, without jitter.
 // before runs before the tracker starts (e.g. to inject faults).
 //
-// The FaultStore wraps only the MemStore's Store methods: these tests count
-// the clock's timers exactly (WaitAdvance), and MemStore's Lost arms an
-// expiry timer. The FaultStore's own Lost still fires on SignalLost. The
-// loss-notification tests use newNotifyingFixture.
+// The FaultStore wraps only the MemStore's Store methods: some of these
+// tests count the clock's waiters (WaitAdvance), and MemStore's Lost arms
+// an expiry timer that would be counted too. The FaultStore's own Lost
+// still fires on SignalLost. The loss-notification tests use
+// newNotifyingFixture.
 func newFixture(t *testing.T, mod func(*lease.Config), before func(f *fixture)) *fixture {
 	t.Helper()
 	return startFixture(t, false, mod, before)
@@ -754,6 +755,7 @@ func TestConfigValidate(t *testing.T) {
 		"Duration overflows 2×D": func(c *lease.Config) { c.Duration = math.MaxInt64/4 + 1 },
 		"RenewFraction 1":        func(c *lease.Config) { c.RenewFraction = 1 },
 		"negative RenewFraction": func(c *lease.Config) { c.RenewFraction = -0.1 },
+		"tiny RenewFraction":     func(c *lease.Config) { c.RenewFraction = 1e-12 },
 		"Jitter 1":               func(c *lease.Config) { c.Jitter = 1 },
 		"NaN Jitter":             func(c *lease.Config) { c.Jitter = math.NaN() },
 		"RetryJitter 1":          func(c *lease.Config) { c.RetryJitter = 1 },

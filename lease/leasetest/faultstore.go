@@ -248,12 +248,12 @@ func (f *FaultStore) begin(ctx context.Context, op Op) (Fault, error) {
 	latency := f.latency
 	f.mu.Unlock()
 	if latency > 0 {
-		if err := f.block(ctx, f.clk.After(latency)); err != nil {
+		if err := f.block(ctx, latency); err != nil {
 			return fault, fmt.Errorf("leasetest: %v waiting out injected latency: %w", op, err)
 		}
 	}
 	if fault == Hang {
-		return fault, fmt.Errorf("leasetest: injected hang of %v: %w", op, f.block(ctx, nil))
+		return fault, fmt.Errorf("leasetest: injected hang of %v: %w", op, f.block(ctx, 0))
 	}
 	return fault, nil
 }
@@ -266,14 +266,22 @@ func (f *FaultStore) end(ctx context.Context, op Op) error {
 	if latency <= 0 {
 		return nil
 	}
-	if err := f.block(ctx, f.clk.After(latency)); err != nil {
+	if err := f.block(ctx, latency); err != nil {
 		return fmt.Errorf("leasetest: %v applied, but its answer was lost: %w", op, err)
 	}
 	return nil
 }
 
-// block waits for c (nil: forever) or ctx, counted as blocked.
-func (f *FaultStore) block(ctx context.Context, c <-chan time.Time) error {
+// block waits for d on the clock (0: forever) or for ctx, counted as
+// blocked. Its timer is stopped when ctx ends first, so that it leaves no
+// waiter on a testclock.
+func (f *FaultStore) block(ctx context.Context, d time.Duration) error {
+	var c <-chan time.Time
+	if d > 0 {
+		timer := f.clk.NewTimer(d)
+		defer timer.Stop()
+		c = timer.Chan()
+	}
 	f.setBlocked(1)
 	defer f.setBlocked(-1)
 	select {

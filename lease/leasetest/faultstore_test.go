@@ -288,3 +288,26 @@ func TestFaultStoreNotSentIsNotAmbiguous(t *testing.T) {
 	assert.ErrorIs(t, err, lease.ErrNotHeld, "nothing reached the store")
 	assert.Equal(t, "not-sent", leasetest.NotSent.String())
 }
+
+// A call whose ctx ends while it waits out injected latency leaves no
+// timer on the clock: a test counting the clock's waiters (WaitAdvance)
+// is not misled by it.
+func TestFaultStoreLatencyLeavesNoTimer(t *testing.T) {
+	clk, _, fs := newStores()
+	fs.SetLatency(time.Second, 0)
+	ctx, cancel := context.WithCancel(context.Background())
+	errs := make(chan error, 1)
+	go func() {
+		_, err := fs.Claim(ctx, "l", "a", time.Minute)
+		errs <- err
+	}()
+	require.NoError(t, fs.WaitBlocked(waitCtx(t), 1))
+	cancel()
+	select {
+	case err := <-errs:
+		require.ErrorIs(t, err, context.Canceled)
+	case <-time.After(wait):
+		t.Fatal("the claim did not end with its ctx")
+	}
+	assert.Error(t, clk.WaitAdvance(time.Hour, 0, 1), "the latency timer is still waiting")
+}

@@ -18,6 +18,11 @@ import (
 // error wrapping ctx.Err() if ctx ends first (a store call blocked on
 // clk, such as FaultStore latency or a Hang, keeps tr from settling).
 //
+// A tracker whose renewer waits for Lead functions to return before it
+// releases the lease (a StepDown, or Close with ReleaseOnClose) has not
+// settled either: it waits for no store call, but NextCall is zero until
+// the functions return or clk reaches their promise's Until.
+//
 // Settle synchronises on clk.Alarms() (the renewer arms an alarm when it
 // goes idle), with no sleeps: do not read clk.Alarms() elsewhere while it
 // runs. A tracker that has been closed has settled.
@@ -30,8 +35,7 @@ func Settle(ctx context.Context, tr *lease.Tracker, clk *testclock.Clock, minCal
 		select {
 		case <-clk.Alarms():
 		case <-ctx.Done():
-			return r, fmt.Errorf("leasetest: tracker %q not settled after %d of %d calls (state %v, a call in flight for %v): %w",
-				r.Name, r.Calls, minCalls, r.State, r.InCall, ctx.Err())
+			return r, fmt.Errorf("leasetest: tracker %q not settled: %s: %w", r.Name, unsettled(r, minCalls), ctx.Err())
 		}
 	}
 }
@@ -47,4 +51,17 @@ func Step(ctx context.Context, tr *lease.Tracker, clk *testclock.Clock) (lease.R
 	}
 	clk.Advance(r.NextCall.Sub(clk.Now()))
 	return Settle(ctx, tr, clk, r.Calls+1)
+}
+
+// unsettled says why r, a Report of a tracker that has not settled, is not.
+func unsettled(r lease.Report, minCalls uint64) string {
+	switch {
+	case r.Calls < minCalls:
+		return fmt.Sprintf("%d of %d store calls finished (state %v)", r.Calls, minCalls, r.State)
+	case r.InCall > 0:
+		return fmt.Sprintf("a store call in flight for %v (state %v)", r.InCall, r.State)
+	}
+	return fmt.Sprintf("state %v, %d store calls finished, no call scheduled: "+
+		"a store call just started or asked for, or the renewer waits for Lead functions to return before it releases the lease",
+		r.State, r.Calls)
 }
