@@ -17,9 +17,9 @@ type trackerCollector struct {
 	// rather than the collector's constant label.
 	set bool
 
-	state, token, until, closed                                      *prometheus.Desc
-	calls, claims, renewals, ambiguous, notSent, losses, transitions *prometheus.Desc
-	unknown, lastCall, inCall                                        *prometheus.Desc
+	state, token, until, closed                                               *prometheus.Desc
+	calls, claims, renewals, ambiguous, notSent, losses, denials, transitions *prometheus.Desc
+	unknown, lastCall, inCall                                                 *prometheus.Desc
 }
 
 // NewTrackerCollector returns a collector of t's Report, its series
@@ -32,7 +32,9 @@ type trackerCollector struct {
 //	coldstart_lease_calls_total                  store calls finished, whatever their answer
 //	coldstart_lease_claims_total, coldstart_lease_renewals_total
 //	coldstart_lease_ambiguous_calls_total, coldstart_lease_not_sent_calls_total
-//	coldstart_lease_losses_total, coldstart_lease_transitions_total
+//	coldstart_lease_losses_total                 terms this tracker held that the store said are over
+//	coldstart_lease_denials_total                claims denied because another holder had the lease
+//	coldstart_lease_transitions_total
 //	coldstart_lease_unknown_seconds_total        time spent Unknown
 //	coldstart_lease_last_call_seconds            latency of the last finished store call
 //	coldstart_lease_call_in_flight_seconds       how long the call in flight has run, 0 if none
@@ -93,7 +95,9 @@ func newTrackerCollector(d descs, trackers func() []*lease.Tracker, set bool) *t
 	c.notSent = add("not_sent_calls_total",
 		"Store calls the store never sent (ErrNotSent).")
 	c.losses = add("losses_total",
-		"Definitive answers that the lease is not ours: a claim denied or a term over.")
+		"Terms this tracker held that the store said are over (definitive losses).")
+	c.denials = add("denials_total",
+		"Claims the store denied because another holder had the lease.")
 	c.transitions = add("transitions_total",
 		"Changes of the tracker's state.")
 	c.unknown = add("unknown_seconds_total",
@@ -151,6 +155,7 @@ func (c *trackerCollector) collect(ch chan<- prometheus.Metric, r lease.Report, 
 	counter(ch, c.ambiguous, r.Ambiguous, lv...)
 	counter(ch, c.notSent, r.NotSent, lv...)
 	counter(ch, c.losses, r.Losses, lv...)
+	counter(ch, c.denials, r.Denials, lv...)
 	counter(ch, c.transitions, r.Transitions, lv...)
 	send(ch, c.unknown, prometheus.CounterValue, r.UnknownFor.Seconds(), lv...)
 	gauge(ch, c.lastCall, r.LastCall.Seconds(), lv...)

@@ -70,7 +70,7 @@ func TestWantTextsAreTheReports(t *testing.T) {
 	leader, follower := w.leader.Report(), w.follower.Report()
 	assert.Equal(t, [4]uint64{2, 1, 1, 1}, [4]uint64{leader.Calls, leader.Claims, leader.Renewals, leader.Token})
 	assert.Equal(t, t0.Add(28500*time.Millisecond), leader.Until)
-	assert.Equal(t, [3]uint64{1, 1, 0}, [3]uint64{follower.Calls, follower.Losses, follower.Token})
+	assert.Equal(t, [4]uint64{1, 0, 1, 0}, [4]uint64{follower.Calls, follower.Losses, follower.Denials, follower.Token})
 	up := w.upgrades.Report()
 	assert.Equal(t, uint64(2), up.Epoch)
 	assert.Error(t, up.LastErr)

@@ -111,10 +111,13 @@ coldstart_lease_claims_total{lease="singular-controller"} 1
 # HELP coldstart_lease_closed 1 once the tracker has been closed, else 0.
 # TYPE coldstart_lease_closed gauge
 coldstart_lease_closed{lease="singular-controller"} 0
+# HELP coldstart_lease_denials_total Claims the store denied because another holder had the lease.
+# TYPE coldstart_lease_denials_total counter
+coldstart_lease_denials_total{lease="singular-controller"} 0
 # HELP coldstart_lease_last_call_seconds How long the last finished store call took.
 # TYPE coldstart_lease_last_call_seconds gauge
 coldstart_lease_last_call_seconds{lease="singular-controller"} 0
-# HELP coldstart_lease_losses_total Definitive answers that the lease is not ours: a claim denied or a term over.
+# HELP coldstart_lease_losses_total Terms this tracker held that the store said are over (definitive losses).
 # TYPE coldstart_lease_losses_total counter
 coldstart_lease_losses_total{lease="singular-controller"} 0
 # HELP coldstart_lease_not_sent_calls_total Store calls the store never sent (ErrNotSent).
@@ -157,12 +160,15 @@ coldstart_lease_claims_total{lease="singular-controller"} 0
 # HELP coldstart_lease_closed 1 once the tracker has been closed, else 0.
 # TYPE coldstart_lease_closed gauge
 coldstart_lease_closed{lease="singular-controller"} 0
+# HELP coldstart_lease_denials_total Claims the store denied because another holder had the lease.
+# TYPE coldstart_lease_denials_total counter
+coldstart_lease_denials_total{lease="singular-controller"} 1
 # HELP coldstart_lease_last_call_seconds How long the last finished store call took.
 # TYPE coldstart_lease_last_call_seconds gauge
 coldstart_lease_last_call_seconds{lease="singular-controller"} 0
-# HELP coldstart_lease_losses_total Definitive answers that the lease is not ours: a claim denied or a term over.
+# HELP coldstart_lease_losses_total Terms this tracker held that the store said are over (definitive losses).
 # TYPE coldstart_lease_losses_total counter
-coldstart_lease_losses_total{lease="singular-controller"} 1
+coldstart_lease_losses_total{lease="singular-controller"} 0
 # HELP coldstart_lease_not_sent_calls_total Store calls the store never sent (ErrNotSent).
 # TYPE coldstart_lease_not_sent_calls_total counter
 coldstart_lease_not_sent_calls_total{lease="singular-controller"} 0
