@@ -64,6 +64,8 @@ type store struct {
 	mu      sync.Mutex
 	records []Record
 	changed chan struct{} // closed and replaced on every record
+	sealed  bool          // Seal was called: every later record is late
+	late    []Record
 }
 
 // New returns an empty Handler capturing records at every level.
@@ -88,6 +90,9 @@ func (h *Handler) Handle(_ context.Context, r slog.Record) error {
 		return true
 	})
 	h.s.mu.Lock()
+	if h.s.sealed {
+		h.s.late = append(h.s.late, rec)
+	}
 	h.s.records = append(h.s.records, rec)
 	close(h.s.changed)
 	h.s.changed = make(chan struct{})
@@ -147,6 +152,35 @@ func (h *Handler) Matching(msg string) []Record {
 		}
 	}
 	return out
+}
+
+// Seal marks the moment the component writing to h has been closed (its
+// Close has returned): nothing may be logged after it. A record that
+// arrives later — from any goroutine, at any time before the test ends —
+// fails t when the test ends, named in the failure. Records are never
+// passed to t.Log, so a late one cannot panic the test binary as a
+// t.Log-backed logger does ("Log in goroutine after Test has completed").
+// Call it once per Handler.
+func (h *Handler) Seal(t testing.TB) {
+	t.Helper()
+	h.s.mu.Lock()
+	h.s.sealed = true
+	h.s.mu.Unlock()
+	t.Cleanup(func() { h.checkLate(t) })
+}
+
+// Late returns the records captured after Seal.
+func (h *Handler) Late() []Record {
+	h.s.mu.Lock()
+	defer h.s.mu.Unlock()
+	return append([]Record(nil), h.s.late...)
+}
+
+func (h *Handler) checkLate(t testing.TB) {
+	t.Helper()
+	if late := h.Late(); len(late) > 0 {
+		t.Errorf("%d record(s) logged after Close: %v", len(late), late)
+	}
 }
 
 // Guard bounds WaitFor: reaching it is a failure, never part of the
