@@ -170,7 +170,8 @@ func TestSummaryNamesEveryBrokenInvariant(t *testing.T) {
 		c := &controller{name: name, board: gate.NewBoard(gate.BoardConfig{})}
 		locks := map[string]*gate.Lock{}
 		for _, g := range order {
-			locks[g] = c.board.New(g)
+			locks[g] = gate.New(g)
+			c.board.Add(g, locks[g])
 		}
 		for _, g := range opened {
 			locks[g].Unlock()

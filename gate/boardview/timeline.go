@@ -1,4 +1,4 @@
-package gate
+package boardview
 
 import (
 	"encoding/json"
@@ -6,9 +6,11 @@ import (
 	"io"
 	"net/http"
 	"time"
+
+	"github.com/coldstart-go/coldstart/gate"
 )
 
-// TimelineHandler serves the board's Timeline, for people and scripts to
+// TimelineHandler serves b's Timeline, for people and scripts to
 // see what startup waited on and which chain made it slow. It answers 200
 // to every request it understands:
 //
@@ -32,9 +34,9 @@ import (
 //     and a dashed line down from each link's critical input.
 //
 // It never blocks: each request reads a Timeline.
-func (b *Board) TimelineHandler() http.Handler { return timelineHandler{b} }
+func TimelineHandler(b *gate.Board) http.Handler { return timelineHandler{b} }
 
-type timelineHandler struct{ b *Board }
+type timelineHandler struct{ b *gate.Board }
 
 func (h timelineHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	query := r.URL.Query()
@@ -50,13 +52,13 @@ func (h timelineHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	var chains [][]int // each chain asked for, as indexes into t.Entries
 	for _, name := range names {
-		at := t.index(name)
+		at := t.Index(name)
 		if at < 0 && name != "" {
 			plain(w, http.StatusNotFound, fmt.Sprintf("no gate %q on the board\n", name))
 			return
 		}
 		if at >= 0 {
-			chains = append(chains, t.chain(at))
+			chains = append(chains, chainFrom(t, at))
 		}
 	}
 	w.Header().Set("X-Content-Type-Options", "nosniff")
@@ -71,7 +73,7 @@ func (h timelineHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.Write(append(body, '\n'))
 	case "svg":
 		w.Header().Set("Content-Type", "image/svg+xml")
-		w.Write(timelineSVG(t, chains))
+		w.Write(timelineSVG([]lane{{t: t, chains: chains}}))
 	default:
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		writeChains(w, t, chains)
@@ -107,7 +109,7 @@ func plain(w http.ResponseWriter, code int, msg string) {
 
 // writeChains is the text answer: systemd-analyze's legend, then each
 // chain.
-func writeChains(w io.Writer, t Timeline, chains [][]int) {
+func writeChains(w io.Writer, t gate.Timeline, chains [][]int) {
 	if len(chains) == 0 {
 		io.WriteString(w, "no gates on the board\n")
 		return
@@ -115,7 +117,7 @@ func writeChains(w io.Writer, t Timeline, chains [][]int) {
 	io.WriteString(w, "The time when a gate opened or failed is printed after the \"@\" character.\n"+
 		"The time it took after the input it waited for last is printed after the \"+\" character.\n")
 	for _, c := range chains {
-		io.WriteString(w, "\n"+t.spans(c).String())
+		io.WriteString(w, "\n"+spans(t, c).String())
 	}
 }
 
@@ -140,7 +142,7 @@ type timelineBody struct {
 	Chains  [][]string `json:"chains"`
 }
 
-func timelineJSON(t Timeline, chains [][]int) timelineBody {
+func timelineJSON(t gate.Timeline, chains [][]int) timelineBody {
 	out := timelineBody{Start: t.Start.Format(time.RFC3339Nano), End: t.End.String(),
 		Entries: make([]spanJSON, len(t.Entries)), Chains: make([][]string, len(chains))}
 	for i, s := range t.Entries {
@@ -153,7 +155,7 @@ func timelineJSON(t Timeline, chains [][]int) timelineBody {
 			j.Critical = t.Entries[s.Critical].Name
 		}
 		if s.Err != nil {
-			j.Error = causeOf(s.Err).Error()
+			j.Error = cause(s.Err).Error()
 		}
 		out.Entries[i] = j
 	}
@@ -165,3 +167,52 @@ func timelineJSON(t Timeline, chains [][]int) timelineBody {
 	}
 	return out
 }
+
+// chainFrom returns the indexes of the critical chain that starts at
+// t.Entries[at], following Critical (gate.Timeline.CriticalChain's walk).
+func chainFrom(t gate.Timeline, at int) []int {
+	var (
+		chain []int
+		seen  = make([]bool, len(t.Entries))
+	)
+	// A chain through locked entries can loop (Lock.After can declare a
+	// cycle that never resolves); seen stops it.
+	for i := at; i >= 0 && !seen[i]; i = t.Entries[i].Critical {
+		seen[i] = true
+		chain = append(chain, i)
+	}
+	return chain
+}
+
+// spans returns the entries at the indexes given, as a chain.
+func spans(t gate.Timeline, indexes []int) gate.Chain {
+	c := make(gate.Chain, len(indexes))
+	for k, i := range indexes {
+		c[k] = t.Entries[i]
+	}
+	return c
+}
+
+// cause returns the cause inside a gate's failure, for lines that already
+// name the gate.
+func cause(err error) error {
+	if fe, ok := err.(*gate.FailedError); ok {
+		return fe.Err
+	}
+	return err
+}
+
+// short prints d to about four significant digits, as systemd-analyze
+// does (and gate.Chain): 1.195s, 12.004s, 3.5ms, 870µs.
+func short(d time.Duration) string {
+	switch {
+	case d >= time.Second:
+		d = d.Round(time.Millisecond)
+	case d >= time.Millisecond:
+		d = d.Round(time.Microsecond)
+	}
+	return d.String()
+}
+
+// times is what follows a span's name in a chain: "@1s +200ms".
+func times(s gate.Span) string { return s.String()[len(s.Name)+1:] }
