@@ -347,3 +347,15 @@ func BenchmarkTimeline(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkUnlockOnBoard is a gate made, put on a fresh board, and
+// opened: the board's hook records and logs the opening.
+func BenchmarkUnlockOnBoard(b *testing.B) {
+	b.ReportAllocs()
+	for b.Loop() {
+		board := gate.NewBoard(gate.BoardConfig{})
+		l := gate.New("g")
+		board.Add("g", l)
+		l.Unlock()
+	}
+}

@@ -4,10 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"encoding/xml"
 	"errors"
 	"flag"
 	"io"
 	"net"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -37,13 +40,18 @@ func TestRunHoldsEveryInvariant(t *testing.T) {
 	// renewal was once held up long enough (its 125ms call timeout hit
 	// again and again) that c0's term ran out before the fault began and c1
 	// took over — the lease doing its job, but not the story under test.
-	o, err := parseFlags([]string{"-agents", "300", "-api-rate", "200", "-api-burst", "10", "-steps", "200ms", "-lease", "1s", "-fault", "1.4s"}, io.Discard)
+	dir := t.TempDir()
+	tracePath, svgPath := filepath.Join(dir, "startup.json"), filepath.Join(dir, "startup.svg")
+	o, err := parseFlags([]string{"-agents", "300", "-api-rate", "200", "-api-burst", "10", "-steps", "200ms", "-lease", "1s", "-fault", "1.4s",
+		"-trace", tracePath, "-svg", svgPath}, io.Discard)
 	require.NoError(t, err)
 	var out bytes.Buffer
 	logs := newWaitWriter() // a timer's count record may come late, from another goroutine
 	require.NoError(t, run(context.Background(), o, &out, newLogger("json", logs)), out.String())
 	s := out.String()
 	assertLogRecords(t, logs.String())
+	assertStartupFiles(t, tracePath, svgPath)
+	assert.Contains(t, s, "boards  startup of 3 controllers written to "+tracePath)
 	m := regexp.MustCompile(`controller self-dials     (\d+)/(\d+) local \(0 to peers\)`).FindStringSubmatch(s)
 	require.NotNil(t, m, s)
 	assert.Equal(t, m[1], m[2], "every self-dial local")
@@ -73,6 +81,50 @@ func TestRunHoldsEveryInvariant(t *testing.T) {
 	assert.Regexp(t, `\ncritical chain of c0 \(@ when each gate opened, \+ how long it took after its input\)\n  (workers|api-port) @\S+ \+\S+\n  └─`, s)
 	assert.NotContains(t, s, "holding:", "no -hold, no hold")
 	assert.Regexp(t, `refusals retried          [1-9]\d* agent dials refused while an api port was closed; [1-9]\d* controller calls \(HTTP, gRPC unary and stream\) refused`, s)
+}
+
+// assertStartupFiles checks what -trace and -svg wrote: one trace with a
+// process per controller, each with its board's entries and its critical
+// chain, and one picture with a swimlane per controller.
+func assertStartupFiles(t *testing.T, tracePath, svgPath string) {
+	t.Helper()
+	body, err := os.ReadFile(tracePath)
+	require.NoError(t, err)
+	var trace struct {
+		TraceEvents []struct {
+			Name string         `json:"name"`
+			Ph   string         `json:"ph"`
+			Pid  int            `json:"pid"`
+			Tid  int            `json:"tid"`
+			Args map[string]any `json:"args"`
+		} `json:"traceEvents"`
+	}
+	require.NoError(t, json.Unmarshal(body, &trace))
+	processes := map[int]string{}
+	bars := map[int][]string{}
+	chain := map[int]int{}
+	for _, ev := range trace.TraceEvents {
+		switch {
+		case ev.Ph == "M" && ev.Name == "process_name":
+			processes[ev.Pid] = ev.Args["name"].(string)
+		case ev.Ph == "X" && ev.Tid == 0:
+			chain[ev.Pid]++
+		case ev.Ph == "X":
+			bars[ev.Pid] = append(bars[ev.Pid], ev.Name)
+		}
+	}
+	assert.Equal(t, map[int]string{1: "c0", 2: "c1", 3: "c2"}, processes)
+	for pid := 1; pid <= 3; pid++ {
+		assert.Equal(t, []string{"serving", "self-dial", "upgrade", "lease", "stable", "api-port", "workers"}, bars[pid], "process %d: a track per entry", pid)
+		assert.GreaterOrEqual(t, chain[pid], 3, "process %d: its critical chain", pid)
+	}
+	svg, err := os.ReadFile(svgPath)
+	require.NoError(t, err)
+	require.NoError(t, xml.Unmarshal(svg, new(struct{})), "well-formed")
+	assert.Contains(t, string(svg), "startup timeline: 3 boards, 21 gates")
+	for _, c := range []string{"c0", "c1", "c2"} {
+		assert.Contains(t, string(svg), `data-board="`+c+`"`)
+	}
 }
 
 // assertLogRecords checks that every component was given the logger: each

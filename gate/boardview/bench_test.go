@@ -1,8 +1,10 @@
 package boardview_test
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -114,9 +116,55 @@ func BenchmarkTimelineHandler(b *testing.B) {
 			_ = board.Timeline().CriticalChain("")
 		}
 	})
-	for _, format := range []string{"text", "json", "svg"} {
+	for _, format := range []string{"text", "json", "svg", "trace"} {
 		b.Run(format, func(b *testing.B) {
 			serveBench(b, boardview.TimelineHandler(board), "/timeline?format="+format, "")
 		})
 	}
+}
+
+// BenchmarkExport is the cost of writing three 20-gate boards as one trace
+// and one swimlane SVG, of merging their three trace files, and of reading
+// one board's served JSON back.
+func BenchmarkExport(b *testing.B) {
+	var timelines []gate.Timeline
+	var traces, bodies [][]byte
+	for _, name := range []string{"c0", "c1", "c2"} {
+		t := timelineBoard20(name).Timeline()
+		timelines = append(timelines, t)
+		var buf bytes.Buffer
+		if err := boardview.WriteTrace(&buf, t); err != nil {
+			b.Fatal(err)
+		}
+		traces = append(traces, buf.Bytes())
+	}
+	rec := httptest.NewRecorder()
+	boardview.TimelineHandler(timelineBoard20("c0")).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/timeline?format=json", nil))
+	bodies = append(bodies, rec.Body.Bytes())
+	b.Run("WriteTrace-3", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			_ = boardview.WriteTrace(io.Discard, timelines...)
+		}
+	})
+	b.Run("WriteSVG-3", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			_ = boardview.WriteSVG(io.Discard, timelines...)
+		}
+	})
+	b.Run("MergeTraces-3", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			_ = boardview.MergeTraces(io.Discard, bytes.NewReader(traces[0]), bytes.NewReader(traces[1]), bytes.NewReader(traces[2]))
+		}
+	})
+	b.Run("ReadTimeline", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := boardview.ReadTimeline(bytes.NewReader(bodies[0])); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }

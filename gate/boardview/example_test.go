@@ -1,9 +1,12 @@
 package boardview_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http/httptest"
 	"time"
 
@@ -118,4 +121,48 @@ func ExampleTimelineHandler() {
 	//
 	// stable failed @3s: gate "lease" failed: no quorum
 	// └─lease failed @3s +3s: no quorum
+}
+
+// Two processes each serve their board's startup as a trace; merged, their
+// boards are two processes on one wall-clock time axis (Perfetto and
+// chrome://tracing open the merged file).
+func ExampleMergeTraces() {
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	var files []io.Reader
+	for i, name := range []string{"c0", "c1"} {
+		clk := testclock.NewClock(start.Add(time.Duration(i) * 300 * time.Millisecond)) // c1 started later
+		board := gate.NewBoard(gate.BoardConfig{Name: name, Clock: clk})
+		serving := gate.New("serving")
+		board.Add("serving", serving)
+		clk.Advance(time.Second)
+		serving.Unlock()
+		var trace bytes.Buffer // in real life: GET /timeline?format=trace of each process
+		_ = boardview.WriteTrace(&trace, board.Timeline())
+		files = append(files, &trace)
+	}
+
+	var merged bytes.Buffer
+	_ = boardview.MergeTraces(&merged, files...)
+	var file struct {
+		TraceEvents []struct {
+			Name, Ph string
+			Ts, Dur  float64
+			Pid, Tid int
+			Args     struct{ Name string }
+		}
+	}
+	_ = json.Unmarshal(merged.Bytes(), &file)
+	process := map[int]string{}
+	for _, ev := range file.TraceEvents {
+		switch {
+		case ev.Ph == "M" && ev.Name == "process_name":
+			process[ev.Pid] = ev.Args.Name
+		case ev.Ph == "X" && ev.Tid > 0: // an entry's own track
+			at := time.UnixMicro(int64(ev.Ts)).Sub(start)
+			fmt.Printf("pid %d (%s): %s from +%v for %v\n", ev.Pid, process[ev.Pid], ev.Name, at, time.Duration(ev.Dur)*time.Microsecond)
+		}
+	}
+	// Output:
+	// pid 1 (c0): serving from +0s for 1s
+	// pid 2 (c1): serving from +300ms for 1s
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/xml"
 	"fmt"
+	"io"
 	"time"
 	"unicode/utf8"
 
@@ -42,6 +43,26 @@ const (
 	colourBand         = "#f4f6f9"
 )
 
+// WriteSVG draws timelines as one SVG picture on one time axis: a
+// swimlane per board, headed by its name (Board, else "board N"), when it
+// started and its own critical chain's head, each lane's entries drawn as
+// TimelineHandler draws one board's, its own chain marked. The lanes are
+// placed by their Start — the earliest at 0 — so boards of several
+// processes line up as they ran (ReadTimeline reads the timelines that
+// other processes serve). One timeline is drawn as TimelineHandler draws
+// it.
+func WriteSVG(w io.Writer, timelines ...gate.Timeline) error {
+	lanes := make([]lane, len(timelines))
+	for i, t := range timelines {
+		lanes[i] = lane{t: t}
+		if at := t.Index(""); at >= 0 {
+			lanes[i].chains = [][]int{chainFrom(t, at)}
+		}
+	}
+	_, err := w.Write(timelineSVG(lanes))
+	return err
+}
+
 // A lane is one board drawn on the picture: its timeline, the chains to
 // mark (indexes into its entries), and where its start falls on the
 // shared time axis.
@@ -58,6 +79,9 @@ type lane struct {
 // (the board's name and its chain's head), their times placed by their
 // Start, the earliest at 0.
 func timelineSVG(lanes []lane) []byte {
+	if len(lanes) == 0 {
+		lanes = []lane{{}} // an empty board's picture
+	}
 	swim := len(lanes) > 1
 	zero := time.Time{}
 	for i, l := range lanes {
@@ -121,6 +145,7 @@ func timelineSVG(lanes []lane) []byte {
 	}
 	p.axis(&buf, height-svgMargin-28)
 	for k := range lanes {
+		p.header(&buf, k, width)
 		p.links(&buf, k)
 		for i := range lanes[k].t.Entries {
 			p.row(&buf, k, i)
@@ -181,19 +206,25 @@ func (p *svgPlot) title(buf *bytes.Buffer) {
 	}
 }
 
-// band draws, on a picture of several lanes, lane k's background and its
-// header row: the board's name, and its chain's head (or that it has no
-// gates).
+// band draws, on a picture of several lanes, every other lane's
+// background, under the time axis' grid.
 func (p *svgPlot) band(buf *bytes.Buffer, k int, width float64) {
+	if !p.swim || k%2 == 0 {
+		return
+	}
+	h := float64(len(p.lanes[k].t.Entries)+1) * rowHeight
+	fmt.Fprintf(buf, `<rect x="0" y="%.1f" width="%.0f" height="%.1f" fill="%s"/>`+"\n", p.y(k, -1), width, h, colourBand)
+}
+
+// header draws, on a picture of several lanes, lane k's header row, over
+// the grid: the board's name, when it started, and its chain's head (or
+// that it has no gates).
+func (p *svgPlot) header(buf *bytes.Buffer, k int, width float64) {
 	if !p.swim {
 		return
 	}
 	l := p.lanes[k]
 	y := p.y(k, -1)
-	h := float64(len(l.t.Entries)+1) * rowHeight
-	if k%2 == 1 {
-		fmt.Fprintf(buf, `<rect x="0" y="%.1f" width="%.0f" height="%.1f" fill="%s"/>`+"\n", y, width, h, colourBand)
-	}
 	fmt.Fprintf(buf, `<line x1="%g" y1="%.1f" x2="%.1f" y2="%.1f" stroke="%s"/>`, svgMargin, y, width-svgMargin, y, colourMuted)
 	fmt.Fprintf(buf, `<text class="lane" x="%g" y="%.1f" font-weight="bold" fill="%s">`, svgMargin, y+rowHeight/2+4, colourText)
 	escape(buf, laneName(l.t, k))
@@ -205,6 +236,8 @@ func (p *svgPlot) band(buf *bytes.Buffer, k int, width float64) {
 	} else if len(l.t.Entries) > 0 {
 		note = "started +" + short(l.offset)
 	}
+	fmt.Fprintf(buf, `<rect x="%.1f" y="%.1f" width="%.1f" height="%g" fill="#ffffff" fill-opacity="0.85"/>`,
+		p.left-2, y+4, float64(utf8.RuneCountInString(note))*noteW+4, rowHeight-8)
 	fmt.Fprintf(buf, `<text x="%.1f" y="%.1f" font-size="%g" fill="%s">`, p.left, y+rowHeight/2+4, noteSize, colourMuted)
 	escape(buf, note)
 	buf.WriteString("</text>\n")

@@ -2,6 +2,7 @@ package boardview
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -21,7 +22,7 @@ import (
 //     the other (404 for a name on no entry);
 //
 //   - ?format=json, or "Accept: application/json": the whole timeline —
-//     start, end, and per entry its name, state, added, ended ("@"), took
+//     board (its name, if it has one), start, end, and per entry its name, state, added, ended ("@"), took
 //     ("+"), order, after (the names it waited for), critical (its critical
 //     input's name), detail and error, the durations as Go durations since
 //     the board's start — and "chains", the names on each chain asked for;
@@ -31,7 +32,10 @@ import (
 //     script, fonts or other files): a time axis, one bar per entry from
 //     added to opened or failed (hatched while still locked, red when
 //     failed), the chains asked for drawn dark, with their names in bold
-//     and a dashed line down from each link's critical input.
+//     and a dashed line down from each link's critical input;
+//
+//   - ?format=trace: the timeline as Chrome trace events (see WriteTrace),
+//     the chains asked for marked, for Perfetto or chrome://tracing.
 //
 // It never blocks: each request reads a Timeline.
 func TimelineHandler(b *gate.Board) http.Handler { return timelineHandler{b} }
@@ -42,7 +46,7 @@ func (h timelineHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	query := r.URL.Query()
 	format, ok := timelineFormat(query.Get("format"), r.Header.Values("Accept"))
 	if !ok {
-		plain(w, http.StatusBadRequest, fmt.Sprintf("format %q (must be text, json or svg)\n", query.Get("format")))
+		plain(w, http.StatusBadRequest, fmt.Sprintf("format %q (must be text, json, svg or trace)\n", query.Get("format")))
 		return
 	}
 	t := h.b.Timeline()
@@ -74,6 +78,9 @@ func (h timelineHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case "svg":
 		w.Header().Set("Content-Type", "image/svg+xml")
 		w.Write(timelineSVG([]lane{{t: t, chains: chains}}))
+	case "trace":
+		w.Header().Set("Content-Type", "application/json")
+		writeTrace(w, []lane{{t: t, chains: chains}})
 	default:
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		writeChains(w, t, chains)
@@ -82,10 +89,11 @@ func (h timelineHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // timelineFormat picks the answer's format: ?format if given (ok false if
 // it names none), else whichever of JSON, SVG and text Accept weighs
-// highest (q), else text.
+// highest (q), else text. Trace events have no media type of their own:
+// only ?format=trace asks for them.
 func timelineFormat(format string, accept []string) (_ string, ok bool) {
 	switch format {
-	case "text", "json", "svg":
+	case "text", "json", "svg", "trace":
 		return format, true
 	case "":
 	default:
@@ -136,6 +144,7 @@ type spanJSON struct {
 }
 
 type timelineBody struct {
+	Board   string     `json:"board,omitempty"`
 	Start   string     `json:"start"` // RFC 3339
 	End     string     `json:"end"`
 	Entries []spanJSON `json:"entries"`
@@ -143,7 +152,7 @@ type timelineBody struct {
 }
 
 func timelineJSON(t gate.Timeline, chains [][]int) timelineBody {
-	out := timelineBody{Start: t.Start.Format(time.RFC3339Nano), End: t.End.String(),
+	out := timelineBody{Board: t.Board, Start: t.Start.Format(time.RFC3339Nano), End: t.End.String(),
 		Entries: make([]spanJSON, len(t.Entries)), Chains: make([][]string, len(chains))}
 	for i, s := range t.Entries {
 		j := spanJSON{Name: s.Name, State: s.State.String(), Added: s.Added.String(), Ended: s.Ended.String(),
@@ -216,3 +225,68 @@ func short(d time.Duration) string {
 
 // times is what follows a span's name in a chain: "@1s +200ms".
 func times(s gate.Span) string { return s.String()[len(s.Name)+1:] }
+
+// ReadTimeline reads a timeline in the JSON that TimelineHandler serves
+// (?format=json), as another process's /timeline answers it, so that
+// WriteSVG and WriteTrace can draw it beside this process's boards. What
+// the JSON leaves out stays zero: a failed entry's Err is a
+// *gate.FailedError whose cause has the served text only.
+func ReadTimeline(r io.Reader) (gate.Timeline, error) {
+	var body timelineBody
+	if err := json.NewDecoder(r).Decode(&body); err != nil {
+		return gate.Timeline{}, fmt.Errorf("timeline: %w", err)
+	}
+	start, err := time.Parse(time.RFC3339Nano, body.Start)
+	if err != nil {
+		return gate.Timeline{}, fmt.Errorf("timeline: start: %w", err)
+	}
+	t := gate.Timeline{Board: body.Board, Start: start, Entries: make([]gate.Span, len(body.Entries))}
+	if t.End, err = time.ParseDuration(body.End); err != nil {
+		return gate.Timeline{}, fmt.Errorf("timeline: end: %w", err)
+	}
+	index := make(map[string]int, len(body.Entries)) // a name's first entry, as Timeline.Index finds it
+	for i, e := range body.Entries {
+		if _, dup := index[e.Name]; !dup {
+			index[e.Name] = i
+		}
+	}
+	for i, e := range body.Entries {
+		s := gate.Span{Name: e.Name, Order: e.Order, Detail: e.Detail, Critical: -1}
+		switch e.State {
+		case "locked":
+			s.State = gate.StateLocked
+		case "unlocked":
+			s.State = gate.StateUnlocked
+		case "failed":
+			s.State = gate.StateFailed
+			s.Err = &gate.FailedError{Name: e.Name, Err: errors.New(e.Error)}
+		default:
+			return gate.Timeline{}, fmt.Errorf("timeline: entry %q: state %q (must be locked, unlocked or failed)", e.Name, e.State)
+		}
+		for _, f := range []struct {
+			name string
+			text string
+			to   *time.Duration
+		}{{"added", e.Added, &s.Added}, {"ended", e.Ended, &s.Ended}, {"took", e.Took, &s.Took}} {
+			if *f.to, err = time.ParseDuration(f.text); err != nil {
+				return gate.Timeline{}, fmt.Errorf("timeline: entry %q: %s: %w", e.Name, f.name, err)
+			}
+		}
+		for _, a := range e.After {
+			j, ok := index[a]
+			if !ok {
+				return gate.Timeline{}, fmt.Errorf("timeline: entry %q: after %q: no entry of that name", e.Name, a)
+			}
+			s.After = append(s.After, j)
+		}
+		if e.Critical != "" {
+			j, ok := index[e.Critical]
+			if !ok {
+				return gate.Timeline{}, fmt.Errorf("timeline: entry %q: critical %q: no entry of that name", e.Name, e.Critical)
+			}
+			s.Critical = j
+		}
+		t.Entries[i] = s
+	}
+	return t, nil
+}

@@ -67,7 +67,7 @@ func TestTimelineHandlerRefusesWhatItCannotAnswer(t *testing.T) {
 
 	rec = getTimeline(t, b, "/timeline?format=png", "")
 	assert.Equal(t, http.StatusBadRequest, rec.Code)
-	assert.Equal(t, "format \"png\" (must be text, json or svg)\n", rec.Body.String())
+	assert.Equal(t, "format \"png\" (must be text, json, svg or trace)\n", rec.Body.String())
 
 	rec = getTimeline(t, gate.NewBoard(gate.BoardConfig{}), "/timeline", "")
 	assert.Equal(t, http.StatusOK, rec.Code)
@@ -146,6 +146,7 @@ func TestTimelineHandlerJSON(t *testing.T) {
 type svgRect struct {
 	Class string `xml:"class,attr"`
 	Gate  string `xml:"data-gate,attr"`
+	Board string `xml:"data-board,attr"`
 	State string `xml:"data-state,attr"`
 	Chain bool   `xml:"data-chain,attr"`
 	X     string `xml:"x,attr"`
