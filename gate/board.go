@@ -182,7 +182,9 @@ func (b *Board) enter() bool {
 // once Close has returned the board writes no record, calls no
 // Component method and records no resolution — an entry still locked
 // stays locked. Report and Timeline still answer, as of the moment Close
-// was called (Timeline's End). Close is idempotent and safe to call
+// was called (Timeline's End). A gate Follow returned that is still
+// locked then stays locked, and so do composites built on it: wait on
+// them with a ctx that ends. Close is idempotent and safe to call
 // concurrently; every call returns once the board is quiet. It always
 // returns nil. Close must not be called from the Logger's handler or a
 // Component's method, which the board may be waiting for.
@@ -242,7 +244,11 @@ func (b *Board) Follow(name string, c Component) *Lock {
 		panic(fmt.Sprintf("gate.Board.Follow(%q): nil Completed and Failed channels", name))
 	}
 	src := &source{l: New(name), opened: opened, failed: failed, cause: c.Cause}
-	b.add(&entry{name: name, w: src.l, detail: c.Detail, src: src})
+	e := &entry{name: name, w: src.l, src: src}
+	if _, bare := c.(channels); !bare { // a bare pair has nothing to say
+		e.detail = c.Detail
+	}
+	b.add(e)
 	if !b.enter() {
 		return src.l // closed: followed no more
 	}

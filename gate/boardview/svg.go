@@ -91,7 +91,8 @@ func timelineSVG(lanes []lane) []byte {
 	}
 	labelChars, noteChars, rows, entries := 8, 8, 0, 0
 	var end time.Duration
-	notes := make([][]string, len(lanes))
+	notes := make([][]string, len(lanes)) // each entry's times, clipped
+	full := make([][]string, len(lanes))  // and whole, for its tooltip
 	chain := make([][]bool, len(lanes))
 	for k := range lanes {
 		l := &lanes[k]
@@ -105,10 +106,12 @@ func timelineSVG(lanes []lane) []byte {
 		entries += len(l.t.Entries)
 		end = max(end, l.offset+l.t.End)
 		notes[k] = make([]string, len(l.t.Entries))
+		full[k] = make([]string, len(l.t.Entries))
 		chain[k] = make([]bool, len(l.t.Entries))
 		for i, s := range l.t.Entries {
 			labelChars = max(labelChars, min(utf8.RuneCountInString(s.Name), maxLabel))
-			notes[k][i] = clip(times(s), maxNote)
+			full[k][i] = times(s)
+			notes[k][i] = clip(full[k][i], maxNote)
 			noteChars = max(noteChars, utf8.RuneCountInString(notes[k][i]))
 		}
 		for _, c := range l.chains {
@@ -126,6 +129,7 @@ func timelineSVG(lanes []lane) []byte {
 		top:     svgMargin + 46, // title, then the axis' labels
 		scale:   plotWidth / float64(max(end, time.Millisecond)),
 		notes:   notes,
+		full:    full,
 		chain:   chain,
 	}
 	width := p.left + plotWidth + 8 + float64(noteChars)*noteW + svgMargin
@@ -173,6 +177,7 @@ type svgPlot struct {
 	left, top float64       // where time 0 and the first row are
 	scale     float64       // pixels per nanosecond
 	notes     [][]string    // per lane, per entry
+	full      [][]string    // the notes unclipped
 	chain     [][]bool      // per lane: entry i is on a chain asked for
 }
 
@@ -298,7 +303,7 @@ func (p *svgPlot) row(buf *bytes.Buffer, k, i int) {
 		board = laneName(p.lanes[k].t, k) + " "
 	}
 	fmt.Fprintf(buf, `<g><title>`)
-	escape(buf, fmt.Sprintf("%s%s: %s, added @%s%s", board, s.Name, times(s), short(s.Added), mark))
+	escape(buf, fmt.Sprintf("%s%s: %s, added @%s%s", board, s.Name, p.full[k][i], short(s.Added), mark))
 	buf.WriteString("</title>")
 	fmt.Fprintf(buf, `<text x="%.1f" y="%.1f" text-anchor="end" font-weight="%s" fill="%s">`, p.left-8, y+rowHeight/2+4, weight, colourText)
 	escape(buf, clip(s.Name, maxLabel))
