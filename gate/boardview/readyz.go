@@ -20,12 +20,7 @@ import (
 //   - 200 and "ok" when every gate on the board is unlocked, else 503;
 //
 //   - ?verbose (or any 503) lists one line per gate, in board order, then a
-//     verdict:
-//
-//     [+]controller-port ok
-//     [-]upgrade locked for 12s (running upgrade steps)
-//     [-]lease failed: no quorum
-//     readyz check failed
+//     verdict (below);
 //
 //   - ?exclude=name (repeatable) leaves those gates out of the verdict
 //     ("[+]name excluded: ok"); a name on no gate gets a "warn:" line;
@@ -33,6 +28,13 @@ import (
 //   - "Accept: application/json" returns the gates as JSON — name, state
 //     (locked, unlocked, failed), since, for, opened order, detail, error —
 //     with the same status code.
+//
+// A verbose answer:
+//
+//	[+]controller-port ok
+//	[-]upgrade locked for 12s (running upgrade steps)
+//	[-]lease failed: no quorum
+//	readyz check failed
 //
 // It never blocks: each request reads a Report.
 func ReadyHandler(b *gate.Board) http.Handler { return readyz{b} }
