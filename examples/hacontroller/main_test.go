@@ -93,6 +93,7 @@ func assertStartupFiles(t *testing.T, tracePath, svgPath string) {
 	var trace struct {
 		TraceEvents []struct {
 			Name string         `json:"name"`
+			Cat  string         `json:"cat"`
 			Ph   string         `json:"ph"`
 			Pid  int            `json:"pid"`
 			Tid  int            `json:"tid"`
@@ -107,7 +108,7 @@ func assertStartupFiles(t *testing.T, tracePath, svgPath string) {
 		switch {
 		case ev.Ph == "M" && ev.Name == "process_name":
 			processes[ev.Pid] = ev.Args["name"].(string)
-		case ev.Ph == "X" && ev.Tid == 0:
+		case ev.Ph == "X" && ev.Cat == "critical": // its critical chain's track
 			chain[ev.Pid]++
 		case ev.Ph == "X":
 			bars[ev.Pid] = append(bars[ev.Pid], ev.Name)

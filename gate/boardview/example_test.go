@@ -145,10 +145,10 @@ func ExampleMergeTraces() {
 	_ = boardview.MergeTraces(&merged, files...)
 	var file struct {
 		TraceEvents []struct {
-			Name, Ph string
-			Ts, Dur  float64
-			Pid, Tid int
-			Args     struct{ Name string }
+			Name, Ph, Cat string
+			Ts, Dur       float64
+			Pid, Tid      int
+			Args          struct{ Name string }
 		}
 	}
 	_ = json.Unmarshal(merged.Bytes(), &file)
@@ -157,7 +157,7 @@ func ExampleMergeTraces() {
 		switch {
 		case ev.Ph == "M" && ev.Name == "process_name":
 			process[ev.Pid] = ev.Args.Name
-		case ev.Ph == "X" && ev.Tid > 0: // an entry's own track
+		case ev.Ph == "X" && ev.Cat != "critical": // an entry's own track, not the chain's
 			at := time.UnixMicro(int64(ev.Ts)).Sub(start)
 			fmt.Printf("pid %d (%s): %s from +%v for %v\n", ev.Pid, process[ev.Pid], ev.Name, at, time.Duration(ev.Dur)*time.Microsecond)
 		}

@@ -81,8 +81,9 @@ func writeTrace(w io.Writer, lanes []lane) error {
 		n += 5 + 3*len(l.t.Entries)
 	}
 	file := traceFile{TraceEvents: make([]traceEvent, 0, n), DisplayTimeUnit: "ms"}
+	tid := 1
 	for k, l := range lanes {
-		file.TraceEvents = appendLane(file.TraceEvents, k+1, laneName(l.t, k), l)
+		file.TraceEvents, tid = appendLane(file.TraceEvents, k+1, tid, laneName(l.t, k), l)
 	}
 	body, err := json.Marshal(file)
 	if err != nil { // cannot happen: strings and numbers only
@@ -106,15 +107,19 @@ func durMicros(d time.Duration) *float64 {
 
 func sortIndex(i int) *int { return &i }
 
-// appendLane appends the events of one board, as process pid.
-func appendLane(events []traceEvent, pid int, name string, l lane) []traceEvent {
+// appendLane appends the events of one board, as process pid, its tracks
+// numbered from tid on, and returns the next thread id. Thread ids are
+// unique in the file, not only in their process: Perfetto takes a thread
+// id seen again under another process for a new thread.
+func appendLane(events []traceEvent, pid, tid int, name string, l lane) ([]traceEvent, int) {
 	t := l.t
 	start := micros(t.Start, 0)
+	first := tid // the process's metadata goes on its first track
 	meta := func(tid int, what string, args traceArgs) {
 		events = append(events, traceEvent{Name: what, Ph: "M", Ts: start, Pid: pid, Tid: tid, Args: &args})
 	}
-	meta(0, "process_name", traceArgs{Name: name})
-	meta(0, "process_sort_index", traceArgs{SortIndex: sortIndex(pid)})
+	meta(first, "process_name", traceArgs{Name: name})
+	meta(first, "process_sort_index", traceArgs{SortIndex: sortIndex(pid)})
 	onChain := make([]bool, len(t.Entries))
 	for _, c := range l.chains {
 		for _, i := range c {
@@ -122,8 +127,10 @@ func appendLane(events []traceEvent, pid int, name string, l lane) []traceEvent 
 		}
 	}
 	if len(l.chains) > 0 {
-		meta(0, "thread_name", traceArgs{Name: "critical chain"})
-		meta(0, "thread_sort_index", traceArgs{SortIndex: sortIndex(0)})
+		chainTid := tid
+		tid++
+		meta(chainTid, "thread_name", traceArgs{Name: "critical chain"})
+		meta(chainTid, "thread_sort_index", traceArgs{SortIndex: sortIndex(0)})
 		// The chain's links, its oldest first: each for its own "+".
 		for _, c := range l.chains {
 			for k := len(c) - 1; k >= 0; k-- {
@@ -131,16 +138,16 @@ func appendLane(events []traceEvent, pid int, name string, l lane) []traceEvent 
 				events = append(events, traceEvent{
 					Name: s.Name, Cat: "critical", Ph: "X",
 					Ts: micros(t.Start, s.Ended-s.Took), Dur: durMicros(s.Took),
-					Pid: pid, Tid: 0,
+					Pid: pid, Tid: chainTid,
 					Args: &traceArgs{State: s.State.String(), Ended: "@" + short(s.Ended), Took: "+" + short(s.Took), Error: errText(s.Err)},
 				})
 			}
 		}
 	}
 	for i, s := range t.Entries {
-		tid := i + 1
+		tid := tid + i
 		meta(tid, "thread_name", traceArgs{Name: s.Name})
-		meta(tid, "thread_sort_index", traceArgs{SortIndex: sortIndex(tid)})
+		meta(tid, "thread_sort_index", traceArgs{SortIndex: sortIndex(i + 1)})
 		args := &traceArgs{
 			State: s.State.String(), Added: "@" + short(s.Added), Ended: "@" + short(s.Ended), Took: "+" + short(s.Took),
 			Order: s.Order, OnChain: onChain[i], Detail: s.Detail, Error: errText(s.Err),
@@ -161,7 +168,7 @@ func appendLane(events []traceEvent, pid int, name string, l lane) []traceEvent 
 			Pid: pid, Tid: tid, Args: args,
 		})
 	}
-	return events
+	return events, tid + len(t.Entries)
 }
 
 // errText is a failed entry's cause as text, or "".
@@ -178,22 +185,33 @@ func errText(err error) string {
 // time. The format has no rule for joining files — concatenated files are
 // not one file, and two files may use the same process ids — so this is
 // the small function that does it: events are kept as they are, in the
-// order given, except that each file's process ids are renumbered so that
-// no two files share one (the first file's processes first), and each
-// process's sort index follows the new id, so boards appear in the order
-// of the files. Timestamps are not touched: traces written by WriteTrace
-// are on the wall clock already, so they line up.
+// order given, except that each file's process and thread ids are
+// renumbered so that no two files share one (in the order they first
+// appear, the first file's first), and each process's sort index follows
+// its new id, so boards appear in the order of the files. Timestamps are
+// not touched: traces written by WriteTrace are on the wall clock
+// already, so they line up.
 func MergeTraces(w io.Writer, traces ...io.Reader) error {
 	var (
-		out  []json.RawMessage
-		next = 1
+		out              []json.RawMessage
+		nextPid, nextTid = 1, 1
 	)
 	for f, r := range traces {
 		events, err := readTraceEvents(r)
 		if err != nil {
 			return fmt.Errorf("trace %d: %w", f+1, err)
 		}
-		pids := map[string]int{} // this file's pid (as JSON) → the merged one
+		// This file's ids (as JSON) → the merged ones.
+		pids, tids := map[string]int{}, map[string]int{}
+		renumber := func(ids map[string]int, next *int, old json.RawMessage) json.RawMessage {
+			id, seen := ids[string(old)]
+			if !seen {
+				id = *next
+				*next++
+				ids[string(old)] = id
+			}
+			return json.RawMessage(strconv.Itoa(id))
+		}
 		for i, raw := range events {
 			var ev map[string]json.RawMessage
 			if err := json.Unmarshal(raw, &ev); err != nil {
@@ -204,15 +222,13 @@ func MergeTraces(w io.Writer, traces ...io.Reader) error {
 				out = append(out, raw) // a global event: no process to renumber
 				continue
 			}
-			pid, seen := pids[string(old)]
-			if !seen {
-				pid = next
-				next++
-				pids[string(old)] = pid
+			ev["pid"] = renumber(pids, &nextPid, old)
+			pid := string(ev["pid"])
+			if tid, ok := ev["tid"]; ok {
+				ev["tid"] = renumber(tids, &nextTid, tid)
 			}
-			ev["pid"] = json.RawMessage(strconv.Itoa(pid))
 			if string(ev["name"]) == `"process_sort_index"` {
-				ev["args"] = json.RawMessage(`{"sort_index":` + strconv.Itoa(pid) + `}`)
+				ev["args"] = json.RawMessage(`{"sort_index":` + pid + `}`)
 			}
 			b, err := json.Marshal(ev)
 			if err != nil {

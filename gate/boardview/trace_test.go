@@ -106,6 +106,29 @@ func processNames(events []traceEvent) map[float64]string {
 	return out
 }
 
+// isChainTrack returns whether an event is on a "critical chain" track.
+func isChainTrack(events []traceEvent) func(traceEvent) bool {
+	tracks := map[[2]float64]bool{}
+	for _, ev := range events {
+		if ev["ph"] == "M" && ev["name"] == "thread_name" && ev["args"].(map[string]any)["name"] == "critical chain" {
+			tracks[[2]float64{ev["pid"].(float64), ev["tid"].(float64)}] = true
+		}
+	}
+	return func(ev traceEvent) bool { return tracks[[2]float64{ev["pid"].(float64), ev["tid"].(float64)}] }
+}
+
+// entryTrack returns the tid of process pid's track named name.
+func entryTrack(t *testing.T, events []traceEvent, pid float64, name string) float64 {
+	t.Helper()
+	for tid, n := range threadNames(events, pid) {
+		if n == name {
+			return tid
+		}
+	}
+	t.Fatalf("process %v has no track %q", pid, name)
+	return 0
+}
+
 // A board with open, failed and locked entries exports each as such: a
 // bar from added to opened or failed (or, still locked, to the time the
 // timeline was taken), its state and cause in args, on the wall clock.
@@ -122,14 +145,20 @@ func TestWriteTraceExportsEachEntryAsItStands(t *testing.T) {
 	events := checkTrace(t, buf.Bytes())
 	assert.Equal(t, map[float64]string{1: "c0"}, processNames(events))
 	names := threadNames(events, 1)
-	assert.Equal(t, "critical chain", names[0])
-	for i, s := range tl.Entries {
-		assert.Equal(t, s.Name, names[float64(i+1)], "one track per entry, in board order")
+	want := []string{"critical chain"}
+	for _, s := range tl.Entries {
+		want = append(want, s.Name) // one track per entry, in board order
 	}
+	var got []string
+	for tid := 1.0; tid <= float64(len(names)); tid++ {
+		got = append(got, names[tid])
+	}
+	assert.Equal(t, want, got)
+	onChainTrack := isChainTrack(events)
 
 	entries := map[string]traceEvent{}
 	for _, ev := range events {
-		if ev["ph"] == "X" && ev["tid"] != 0.0 {
+		if ev["ph"] == "X" && !onChainTrack(ev) {
 			entries[ev["name"].(string)] = ev
 		}
 	}
@@ -173,8 +202,9 @@ func TestWriteTraceExportsEachEntryAsItStands(t *testing.T) {
 	require.NoError(t, boardview.WriteTrace(&buf, b.Timeline()))
 	events = checkTrace(t, buf.Bytes())
 	assert.Equal(t, []string{"serving", "upgrade", "stable", "api-port", "workers"}, chainTrack(t, events))
+	onChainTrack = isChainTrack(events)
 	for _, ev := range events {
-		if ev["ph"] == "X" && ev["tid"] != 0.0 {
+		if ev["ph"] == "X" && !onChainTrack(ev) {
 			onChain := map[string]bool{"serving": true, "upgrade": true, "stable": true, "api-port": true, "workers": true}[ev["name"].(string)]
 			assert.Equal(t, onChain, ev["cat"] == "gate,critical", "%s's category", ev["name"])
 		}
@@ -187,8 +217,9 @@ func chainTrack(t *testing.T, events []traceEvent) []string {
 	t.Helper()
 	var chain []string
 	var ends float64
+	onChainTrack := isChainTrack(events)
 	for _, ev := range events {
-		if ev["ph"] == "X" && ev["tid"] == 0.0 {
+		if ev["ph"] == "X" && onChainTrack(ev) {
 			chain = append(chain, ev["name"].(string))
 			if len(chain) > 1 {
 				assert.InDelta(t, ends, ev["ts"], 0.5, "%s starts where its input ended", ev["name"])
@@ -229,7 +260,7 @@ func TestMergeTracesLinesUpProcesses(t *testing.T) {
 	events := checkTrace(t, merged.Bytes())
 	assert.Equal(t, map[float64]string{1: "c0", 2: "c1", 3: "c2"}, processNames(events))
 	for pid := 1.0; pid <= 3; pid++ {
-		serving := complete(events, pid, 1)["serving"]
+		serving := complete(events, pid, entryTrack(t, events, pid, "serving"))["serving"]
 		require.NotNil(t, serving, "process %v", pid)
 		assert.InDelta(t, micros(t0.Add(time.Duration(pid-1)*250*ms)), serving["ts"], 0.5, "process %v's timestamps are kept", pid)
 		for _, ev := range events {
@@ -237,6 +268,17 @@ func TestMergeTracesLinesUpProcesses(t *testing.T) {
 				assert.Equal(t, pid, ev["args"].(map[string]any)["sort_index"], "the boards in the order of the files")
 			}
 		}
+	}
+
+	// No two processes share a thread id: a viewer that keys threads by
+	// their id alone keeps them apart.
+	owner := map[float64]float64{}
+	for _, ev := range events {
+		tid, pid := ev["tid"].(float64), ev["pid"].(float64)
+		if p, ok := owner[tid]; ok {
+			assert.Equal(t, p, pid, "thread %v is in one process", tid)
+		}
+		owner[tid] = pid
 	}
 
 	err := boardview.MergeTraces(&bytes.Buffer{}, strings.NewReader(`{"events": []}`))
@@ -335,8 +377,9 @@ func TestTimelineHandlerTrace(t *testing.T) {
 	assert.Equal(t, "application/json", rec.Header().Get("Content-Type"))
 	events := checkTrace(t, rec.Body.Bytes())
 	var chain []string
+	onChainTrack := isChainTrack(events)
 	for _, ev := range events {
-		if ev["ph"] == "X" && ev["tid"] == 0.0 {
+		if ev["ph"] == "X" && onChainTrack(ev) {
 			chain = append(chain, ev["name"].(string))
 		}
 	}
