@@ -114,11 +114,11 @@ func TestVerifyCatchesEachViolation(t *testing.T) {
 			held("b", 9, 3, 3, 6)},
 		rule: history.Overlap, earlier: 1, later: 2, text: "for 500ms",
 	}, {
-		name: "a Current read while another is promised",
+		name:    "a Current read while another is promised",
 		answers: []history.Answer{held("a", 5, 0, 0, 3), current("b", 9, 1, 4)},
 		rule:    history.Overlap, earlier: 0, later: 1,
 	}, {
-		name: "a Lead run acts past its promise into the next",
+		name:    "a Lead run acts past its promise into the next",
 		answers: []history.Answer{lead("a", 5, 0, 4, 3, errNotLeader), held("b", 9, 3.5, 3.5, 6)},
 		rule:    history.Overlap, earlier: 0, later: 1, text: "for 500ms",
 	}, {
@@ -234,7 +234,7 @@ func TestVerifyPassesSafeHistories(t *testing.T) {
 			notLeader("a", 2.7, 2.7),
 		},
 	}, {
-		name: "an older term asked before the newer returned",
+		name:    "an older term asked before the newer returned",
 		answers: []history.Answer{held("b", 9, 1, 2, 3), held("a", 5, 0.5, 1.5, 1.6)},
 	}, {
 		name: "ambiguous, then unknown past the promise",
