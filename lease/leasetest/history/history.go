@@ -119,15 +119,24 @@ func (a Answer) describe(origin time.Time) string {
 // The zero value is ready to use. It is safe for concurrent use: record
 // from every tracker's goroutines at once, in any order.
 type Recorder struct {
-	mu      sync.Mutex // guards answers
-	answers []Answer
+	mu sync.Mutex // guards chunks
+	// chunks hold the answers in the order recorded, chunkSize each: a
+	// long run's history grows without being copied.
+	chunks [][]Answer
 }
+
+const chunkSize = 1024
 
 // Record adds a to the history. It only appends (the judging is Verify's),
 // so recording every Check of a fault run costs little.
 func (r *Recorder) Record(a Answer) {
 	r.mu.Lock()
-	r.answers = append(r.answers, a)
+	n := len(r.chunks)
+	if n == 0 || len(r.chunks[n-1]) == chunkSize {
+		r.chunks = append(r.chunks, make([]Answer, 0, chunkSize))
+		n++
+	}
+	r.chunks[n-1] = append(r.chunks[n-1], a)
 	r.mu.Unlock()
 }
 
@@ -145,7 +154,13 @@ func (r *Recorder) Record(a Answer) {
 // such an answer takes part in the overlap rule only.
 func (r *Recorder) Verify() []Violation {
 	r.mu.Lock()
-	answers := append([]Answer(nil), r.answers...)
+	var answers []Answer
+	if n := len(r.chunks); n > 0 {
+		answers = make([]Answer, 0, (n-1)*chunkSize+len(r.chunks[n-1]))
+	}
+	for _, c := range r.chunks {
+		answers = append(answers, c...)
+	}
 	r.mu.Unlock()
 	return verify(answers)
 }
