@@ -88,6 +88,10 @@ func (a Answer) describe(origin time.Time) string {
 		}
 		return fmt.Sprintf("%+.3fs", t.Sub(origin).Seconds())
 	}
+	when := fmt.Sprintf("[%s, %s]", at(a.Asked), at(a.Returned))
+	if a.Asked.IsZero() {
+		when = "at " + at(a.Returned)
+	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s %s", a.Node, a.Call)
 	switch a.Call {
@@ -96,9 +100,8 @@ func (a Answer) describe(origin time.Time) string {
 		if a.Err != nil {
 			ok = "refused"
 		}
-		fmt.Fprintf(&b, " token %d %s [%s, %s]", a.Status.Token, ok, at(a.Asked), at(a.Returned))
+		fmt.Fprintf(&b, " token %d %s", a.Status.Token, ok)
 	case CallStepDown:
-		fmt.Fprintf(&b, " [%s, %s]", at(a.Asked), at(a.Returned))
 	default:
 		fmt.Fprintf(&b, " %s", a.Status.State)
 		if a.Status.Token != 0 {
@@ -107,8 +110,8 @@ func (a Answer) describe(origin time.Time) string {
 		if a.Status.State == lease.Held {
 			fmt.Fprintf(&b, " until %s", at(a.Status.Until))
 		}
-		fmt.Fprintf(&b, " [%s, %s]", at(a.Asked), at(a.Returned))
 	}
+	fmt.Fprintf(&b, " %s", when)
 	if a.Err != nil {
 		fmt.Fprintf(&b, ": %v", a.Err)
 	}

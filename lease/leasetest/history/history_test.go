@@ -259,6 +259,11 @@ func TestVerifyPassesSafeHistories(t *testing.T) {
 			notLeader("a", 5, 5),
 		},
 	}, {
+		name: "a check returned Held as the step-down returned",
+		// One instant in a synctest bubble: the check was decided first.
+		answers: []history.Answer{held("a", 5, 0, 0, 10), held("a", 5, 1, 1, 10), stepDown("a", 1, 1),
+			held("b", 9, 1.5, 1.5, 20)},
+	}, {
 		name: "writes of each term in their turn, a stale one refused",
 		answers: []history.Answer{held("a", 5, 0, 0, 2), write("a", 5, 1, 1.1, true),
 			held("b", 9, 3, 3, 5), write("a", 5, 1.9, 3.2, true), // sent before term 9 began

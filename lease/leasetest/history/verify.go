@@ -215,7 +215,9 @@ func (v *verifier) cut(ps []piece, sds []int) []piece {
 		a := v.as[p.i]
 		for _, j := range sds {
 			sd := v.as[j]
-			if !p.from.Before(sd.Returned) || !p.to.After(sd.Asked) {
+			// A promise returned as the step-down returned is one it ended:
+			// the tracker claims again no sooner than a Duration later.
+			if p.from.After(sd.Returned) || !p.to.After(sd.Asked) {
 				continue
 			}
 			p.to = later(p.from, sd.Asked)
