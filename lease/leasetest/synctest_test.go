@@ -253,3 +253,29 @@ func TestSyncTestHistoryCatchesSplitBrain(t *testing.T) {
 		assert.True(t, rules[history.TokenOrder], "token 1 promised to both")
 	})
 }
+
+// In a bubble, synctest.Wait settles a tracker as Settle does on a
+// testclock: when it returns, the tracker waits for its next timer, with
+// no store call in flight.
+func TestSyncTestWaitSettles(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fs := leasetest.NewFaultStore(lease.NewMemStore(lease.MemStoreConfig{}), leasetest.FaultStoreConfig{})
+		fs.SetLatency(time.Second, time.Second)
+		tr, err := lease.NewTracker(lease.Config{Store: fs, Name: "l", Holder: "a", Duration: 10 * time.Second})
+		require.NoError(t, err)
+		defer tr.Close()
+		time.Sleep(500 * time.Millisecond)
+		synctest.Wait()
+		r := tr.Report()
+		assert.Equal(t, uint64(0), r.Calls, "the claim waits for its latency")
+		assert.Equal(t, 500*time.Millisecond, r.InCall)
+
+		time.Sleep(1500 * time.Millisecond) // the rest of the claim's latency, both ways
+		synctest.Wait()
+		r = tr.Report()
+		assert.Equal(t, uint64(1), r.Calls)
+		assert.Equal(t, lease.Held, r.State)
+		assert.Zero(t, r.InCall)
+		assert.True(t, r.NextCall.After(time.Now()), "waits for its next renewal at %v", r.NextCall)
+	})
+}
