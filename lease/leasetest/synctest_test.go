@@ -279,3 +279,32 @@ func TestSyncTestWaitSettles(t *testing.T) {
 		assert.True(t, r.NextCall.After(time.Now()), "waits for its next renewal at %v", r.NextCall)
 	})
 }
+
+// A FaultStore's Lost fault ends the holder's term in the store while the
+// tracker's promise still stands — a store breaking its word, by design.
+// The tracker says ErrNotLeader at once, and the history names that
+// answer and the promise it broke.
+func TestSyncTestHistoryNamesAnInjectedLoss(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cfg := lease.Config{Duration: 10 * time.Second}
+		fs := leasetest.NewFaultStore(lease.NewMemStore(lease.MemStoreConfig{}), leasetest.FaultStoreConfig{})
+		r := newRun(t)
+		a := r.start("a", fs, cfg)
+		awaitHeld(a)
+		time.Sleep(time.Minute)
+		fs.Next(leasetest.OpExtend, leasetest.Lost)
+		time.Sleep(time.Minute)
+		var found []history.Violation
+		for _, v := range r.stop() {
+			if v.Rule == history.NotLeaderWhilePromised {
+				found = append(found, v)
+			}
+		}
+		require.Len(t, found, 1)
+		v := found[0]
+		assert.Equal(t, lease.Held, v.Earlier.Status.State)
+		assert.ErrorIs(t, v.Later.Err, lease.ErrNotLeader)
+		assert.True(t, v.Later.Returned.Before(v.Earlier.Status.Until), "%v", v)
+		t.Log(v)
+	})
+}

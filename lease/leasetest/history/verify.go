@@ -290,7 +290,12 @@ func (v *verifier) notLeader(notLead []int, promised map[string][]piece, stepDow
 		if v.steppedDown(stepDown[a.Node], a, s) {
 			continue
 		}
-		v.add(Violation{Rule: NotLeaderWhilePromised, Earlier: v.standing(s, a.Asked), Later: v.rec[i]},
+		// Name the promise that stood latest into a's window.
+		at := a.Asked
+		if a.Call == CallLead {
+			at = a.Returned
+		}
+		v.add(Violation{Rule: NotLeaderWhilePromised, Earlier: v.standing(s, at), Later: v.rec[i]},
 			dedupe{rule: NotLeaderWhilePromised, node: a.Node, at: s.from})
 	}
 }
