@@ -18,8 +18,7 @@ type piece struct {
 }
 
 // segment is a union of pieces of one group (a term of a node, or a
-// node): pieces[lo:hi] of that group, sorted by from, covering [from, to)
-// with no gap.
+// node), sorted by from, covering [from, to) with no gap.
 type segment struct {
 	from, to time.Time
 	pieces   []piece
@@ -65,87 +64,33 @@ func verify(as []Answer) []Violation {
 			origin = a.Asked
 		}
 	}
-	v := &verifier{as: as, rec: rec, seen: make(map[dedupe]bool)}
-
-	var (
-		acting   = make(map[term][]piece)   // Overlap: per term of a node
-		promised = make(map[string][]piece) // NotLeaderWhilePromised: per node
-		stepDown = make(map[string][]int)
-		notLead  []int
-		evid     []evidence
-		orderQ   []int // promises whose token order is judged
-		writes   []int // accepted writes
-	)
+	v := &verifier{as: as, rec: rec, seen: make(map[dedupe]bool),
+		acting: make(map[term][]piece), promised: make(map[string][]piece), stepDown: make(map[string][]int)}
 	for i, a := range as {
-		held := a.Status.State == lease.Held
-		tok := a.Status.Token
 		switch a.Call {
 		case CallCheck, CallCurrent:
-			if errors.Is(a.Err, lease.ErrNotLeader) {
-				notLead = append(notLead, i)
-			}
-			if !held {
-				continue
-			}
-			if tok != 0 {
-				evid = append(evid, evidence{a.Returned, tok, i})
-			}
-			if !a.Asked.Before(a.Status.Until) {
-				if a.Call == CallCheck {
-					v.add(Violation{Rule: HeldPastUntil, Later: v.rec[i]}, dedupe{rule: HeldPastUntil, node: a.Node, token: tok})
-				}
-				continue // promised nothing: over when asked
-			}
-			if tok != 0 {
-				orderQ = append(orderQ, i)
-			}
-			if a.Returned.Before(a.Status.Until) {
-				p := piece{a.Returned, a.Status.Until, i}
-				acting[term{a.Node, tok}] = append(acting[term{a.Node, tok}], p)
-				promised[a.Node] = append(promised[a.Node], p)
-			}
+			v.answer(i, a)
 		case CallLead:
-			if errors.Is(a.Err, lease.ErrNotLeader) {
-				notLead = append(notLead, i)
-			}
-			to := a.Returned
-			if held {
-				if tok != 0 {
-					evid = append(evid, evidence{a.Asked, tok, i})
-				}
-				if !a.Asked.Before(a.Status.Until) {
-					v.add(Violation{Rule: HeldPastUntil, Later: v.rec[i]}, dedupe{rule: HeldPastUntil, node: a.Node, token: tok})
-				} else {
-					if tok != 0 {
-						orderQ = append(orderQ, i)
-					}
-					promised[a.Node] = append(promised[a.Node], piece{a.Asked, a.Status.Until, i})
-					to = later(to, a.Status.Until)
-				}
-			}
-			if a.Asked.Before(to) {
-				acting[term{a.Node, tok}] = append(acting[term{a.Node, tok}], piece{a.Asked, to, i})
-			}
+			v.leadRun(i, a)
 		case CallStepDown:
-			stepDown[a.Node] = append(stepDown[a.Node], i)
+			v.stepDown[a.Node] = append(v.stepDown[a.Node], i)
 		case CallWrite:
 			if a.Err == nil {
-				writes = append(writes, i)
-				if tok != 0 {
-					evid = append(evid, evidence{a.Returned, tok, i})
+				v.writes = append(v.writes, i)
+				if a.Status.Token != 0 {
+					v.evid = append(v.evid, evidence{a.Returned, a.Status.Token, i})
 				}
 			}
 		}
 	}
-
-	for k, ps := range acting {
-		if sds := stepDown[k.node]; len(sds) > 0 {
-			acting[k] = v.cut(ps, sds)
+	for k, ps := range v.acting {
+		if sds := v.stepDown[k.node]; len(sds) > 0 {
+			v.acting[k] = v.cut(ps, sds)
 		}
 	}
-	v.overlaps(acting)
-	v.notLeader(notLead, promised, stepDown)
-	v.tokenOrder(evid, orderQ, writes)
+	v.overlaps()
+	v.notLeader()
+	v.tokenOrder()
 
 	slices.SortStableFunc(v.out, func(x, y Violation) int {
 		if c := x.Later.Returned.Compare(y.Later.Returned); c != 0 {
@@ -159,11 +104,76 @@ func verify(as []Answer) []Violation {
 	return v.out
 }
 
+// answer takes in a Check's or Current's answer a, the i-th.
+func (v *verifier) answer(i int, a Answer) {
+	if errors.Is(a.Err, lease.ErrNotLeader) {
+		v.notLead = append(v.notLead, i)
+	}
+	if a.Status.State != lease.Held {
+		return
+	}
+	tok := a.Status.Token
+	if tok != 0 {
+		v.evid = append(v.evid, evidence{a.Returned, tok, i})
+	}
+	if !a.Asked.Before(a.Status.Until) {
+		if a.Call == CallCheck {
+			v.add(Violation{Rule: HeldPastUntil, Later: v.rec[i]}, dedupe{rule: HeldPastUntil, node: a.Node, token: tok})
+		}
+		return // promised nothing: over when asked
+	}
+	if tok != 0 {
+		v.orderQ = append(v.orderQ, i)
+	}
+	if a.Returned.Before(a.Status.Until) {
+		p := piece{a.Returned, a.Status.Until, i}
+		v.acting[term{a.Node, tok}] = append(v.acting[term{a.Node, tok}], p)
+		v.promised[a.Node] = append(v.promised[a.Node], p)
+	}
+}
+
+// leadRun takes in a Lead run a, the i-th: it acts from its start to its
+// return, and is promised the lease until its Until if Held.
+func (v *verifier) leadRun(i int, a Answer) {
+	if errors.Is(a.Err, lease.ErrNotLeader) {
+		v.notLead = append(v.notLead, i)
+	}
+	tok := a.Status.Token
+	to := a.Returned
+	switch {
+	case a.Status.State != lease.Held:
+	case !a.Asked.Before(a.Status.Until):
+		v.add(Violation{Rule: HeldPastUntil, Later: v.rec[i]}, dedupe{rule: HeldPastUntil, node: a.Node, token: tok})
+	default:
+		if tok != 0 {
+			v.orderQ = append(v.orderQ, i)
+		}
+		v.promised[a.Node] = append(v.promised[a.Node], piece{a.Asked, a.Status.Until, i})
+		to = later(to, a.Status.Until)
+	}
+	if a.Status.State == lease.Held && tok != 0 {
+		v.evid = append(v.evid, evidence{a.Asked, tok, i})
+	}
+	if a.Asked.Before(to) {
+		v.acting[term{a.Node, tok}] = append(v.acting[term{a.Node, tok}], piece{a.Asked, to, i})
+	}
+}
+
+// verifier is one Verify's work: the answers, what they promised and
+// told, and the violations found.
 type verifier struct {
 	as   []Answer // as recorded, but Asked set for Current reads recorded without it
 	rec  []Answer // as recorded
 	out  []Violation
 	seen map[dedupe]bool
+
+	acting   map[term][]piece   // Overlap: per term of a node
+	promised map[string][]piece // NotLeaderWhilePromised: per node
+	stepDown map[string][]int
+	notLead  []int      // ErrNotLeader answers and Lead runs
+	evid     []evidence // of terms begun
+	orderQ   []int      // promises whose token order is judged
+	writes   []int      // accepted writes
 }
 
 // add reports vi unless a violation with the same key was reported.
@@ -233,13 +243,13 @@ func (v *verifier) cut(ps []piece, sds []int) []piece {
 }
 
 // overlaps reports each two terms whose promises share an instant.
-func (v *verifier) overlaps(acting map[term][]piece) {
+func (v *verifier) overlaps() {
 	type keyed struct {
 		segment
 		term term
 	}
 	var all []keyed
-	for k, ps := range acting {
+	for k, ps := range v.acting {
 		for _, s := range merge(ps) {
 			all = append(all, keyed{s, k})
 		}
@@ -267,12 +277,12 @@ func (v *verifier) overlaps(acting map[term][]piece) {
 // notLeader reports each ErrNotLeader given while the node's own promise
 // certainly stood: decided after a promise had returned (strictly, for a
 // call; a Lead run's cause comes after it started) and before it ended.
-func (v *verifier) notLeader(notLead []int, promised map[string][]piece, stepDown map[string][]int) {
-	segs := make(map[string][]segment, len(promised))
-	for n, ps := range promised {
+func (v *verifier) notLeader() {
+	segs := make(map[string][]segment, len(v.promised))
+	for n, ps := range v.promised {
 		segs[n] = merge(ps)
 	}
-	for _, i := range notLead {
+	for _, i := range v.notLead {
 		a := v.as[i]
 		ss := segs[a.Node]
 		// The last segment that began before a was asked (at or before,
@@ -287,7 +297,7 @@ func (v *verifier) notLeader(notLead []int, promised map[string][]piece, stepDow
 			continue
 		}
 		s := ss[k]
-		if v.steppedDown(stepDown[a.Node], a, s) {
+		if v.steppedDown(v.stepDown[a.Node], a, s) {
 			continue
 		}
 		// Name the promise that stood latest into a's window.
@@ -315,7 +325,8 @@ func (v *verifier) steppedDown(sds []int, a Answer, s segment) bool {
 // tokenOrder reports promises of a term asked after a newer term had
 // begun, tokens promised to two nodes, and writes accepted from a term
 // after a newer one had begun.
-func (v *verifier) tokenOrder(evid []evidence, orderQ, writes []int) {
+func (v *verifier) tokenOrder() {
+	evid := v.evid
 	slices.SortStableFunc(evid, func(x, y evidence) int { return x.at.Compare(y.at) })
 	// best[k] is the evidence of the greatest token among evid[:k+1].
 	best := make([]int, len(evid))
@@ -334,14 +345,14 @@ func (v *verifier) tokenOrder(evid []evidence, orderQ, writes []int) {
 		}
 		return evid[best[k-1]], true
 	}
-	for _, i := range orderQ {
+	for _, i := range v.orderQ {
 		a := v.as[i]
 		if e, ok := newest(a.Asked); ok && e.token > a.Status.Token {
 			v.add(Violation{Rule: TokenOrder, Earlier: v.rec[e.i], Later: v.rec[i]},
 				dedupe{rule: TokenOrder, node: a.Node, token: a.Status.Token})
 		}
 	}
-	for _, i := range writes {
+	for _, i := range v.writes {
 		a := v.as[i]
 		if e, ok := newest(a.Asked); ok && e.token > a.Status.Token {
 			v.add(Violation{Rule: StaleWrite, Earlier: v.rec[e.i], Later: v.rec[i]},
