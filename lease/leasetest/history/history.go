@@ -67,8 +67,12 @@ func (c Call) String() string {
 // and Returned bound the instant the answer was decided; both must be on
 // the clock of every other answer in the history (see the package doc).
 type Answer struct {
-	// Node names the party that asked: one tracker (and the writes it
-	// makes), unique in the history.
+	// Lease is the lease's name: answers about different leases are
+	// judged apart (tokens are ordered per lease). It may be left empty
+	// in a history of one lease.
+	Lease string
+	// Node names the party that asked: one tracker of the lease (and the
+	// writes it makes), unique among the lease's.
 	Node   string
 	Call   Call
 	Status lease.Status
@@ -94,6 +98,9 @@ func (a Answer) describe(origin time.Time) string {
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s %s", a.Node, a.Call)
+	if a.Lease != "" {
+		fmt.Fprintf(&b, " of %q", a.Lease)
+	}
 	switch a.Call {
 	case CallWrite:
 		ok := "accepted"

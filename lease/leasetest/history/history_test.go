@@ -282,6 +282,20 @@ func TestVerifyPassesSafeHistories(t *testing.T) {
 	}
 }
 
+// Answers about different leases are judged apart: their promises may
+// stand at once, their tokens are their own.
+func TestVerifyJudgesEachLeaseApart(t *testing.T) {
+	of := func(lease string, a history.Answer) history.Answer { a.Lease = lease; return a }
+	assert.Empty(t, verify(
+		of("x", held("a", 9, 0, 0, 3)), of("y", held("b", 5, 1, 1, 4)),
+		of("y", held("b", 6, 5, 5, 6)), of("x", held("c", 10, 5, 5, 6))))
+	vs := verify(of("x", held("a", 9, 0, 0, 3)), of("y", held("b", 5, 1, 1, 4)), of("y", held("c", 4, 2, 2, 5)))
+	require.Len(t, vs, 2, "%v", vs)
+	assert.Equal(t, history.Overlap, vs[0].Rule)
+	assert.Equal(t, history.TokenOrder, vs[1].Rule)
+	assert.Contains(t, vs[1].String(), `token-order: term 4 promised after term 5: b check of "y" held token 5`)
+}
+
 // Each rule reports once per node and term, not once per answer.
 func TestVerifyReportsOncePerTerm(t *testing.T) {
 	answers := []history.Answer{held("a", 5, 0, 0, 10)}

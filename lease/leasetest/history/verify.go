@@ -49,21 +49,48 @@ type dedupe struct {
 	otherToken uint64
 }
 
+// verify judges each lease's answers apart and returns the violations in
+// the order of the answers that broke a rule.
 func verify(as []Answer) []Violation {
-	if len(as) == 0 {
-		return nil
-	}
-	rec := slices.Clone(as) // as recorded, for the report
 	var origin time.Time
-	for i := range as {
-		a := &as[i]
-		if a.Asked.IsZero() { // a Current read, recorded with one time
-			a.Asked = a.Returned
+	type group struct{ rec, norm []Answer }
+	byLease := make(map[string]*group)
+	var leases []string
+	for _, a := range as {
+		n := a
+		if n.Asked.IsZero() { // a Current read, recorded with one time
+			n.Asked = n.Returned
 		}
-		if origin.IsZero() || a.Asked.Before(origin) {
-			origin = a.Asked
+		if origin.IsZero() || n.Asked.Before(origin) {
+			origin = n.Asked
 		}
+		g := byLease[a.Lease]
+		if g == nil {
+			g = &group{}
+			byLease[a.Lease] = g
+			leases = append(leases, a.Lease)
+		}
+		g.rec, g.norm = append(g.rec, a), append(g.norm, n)
 	}
+	var out []Violation
+	for _, l := range leases {
+		out = append(out, verifyLease(byLease[l].rec, byLease[l].norm)...)
+	}
+	slices.SortStableFunc(out, func(x, y Violation) int {
+		if c := x.Later.Returned.Compare(y.Later.Returned); c != 0 {
+			return c
+		}
+		return x.Later.Asked.Compare(y.Later.Asked)
+	})
+	for i := range out {
+		out[i].origin = origin
+	}
+	return out
+}
+
+// verifyLease judges the answers about one lease: rec as recorded, as the
+// same with Asked set for Current reads recorded without it.
+func verifyLease(rec, as []Answer) []Violation {
 	v := &verifier{as: as, rec: rec, seen: make(map[dedupe]bool),
 		acting: make(map[term][]piece), promised: make(map[string][]piece), stepDown: make(map[string][]int)}
 	for i, a := range as {
@@ -91,16 +118,6 @@ func verify(as []Answer) []Violation {
 	v.overlaps()
 	v.notLeader()
 	v.tokenOrder()
-
-	slices.SortStableFunc(v.out, func(x, y Violation) int {
-		if c := x.Later.Returned.Compare(y.Later.Returned); c != 0 {
-			return c
-		}
-		return x.Later.Asked.Compare(y.Later.Asked)
-	})
-	for i := range v.out {
-		v.out[i].origin = origin
-	}
 	return v.out
 }
 
