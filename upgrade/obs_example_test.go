@@ -14,10 +14,9 @@ import (
 	"github.com/coldstart-go/coldstart/upgrade"
 )
 
-// A gate with a logger makes one record per phase change. The calls it
-// decides are counted in Report, and logged as one record per phase per
-// 10 s — 3,000 refusals make one line, not 3,000 (here the 10 s have not
-// passed yet, so the record is still pending).
+// A gate with a logger makes one record per phase change, and nothing
+// else: the calls it decides are counted in Report (3,000 refusals, no
+// line), and the metrics module exports the counts.
 func ExampleGateConfig() {
 	logger := slog.New(slog.NewTextHandler(os.Stdout, &slog.HandlerOptions{
 		ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
