@@ -1,6 +1,7 @@
 package upgrade_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -50,4 +51,24 @@ func ExampleGateConfig() {
 	// checking: refused 3000, admitted 1
 	// running-steps: refused 0, admitted 0
 	// failed: refused 1, admitted 0
+}
+
+// OnTransition is a hook for the same phase changes, run inside the call
+// that made each one: here, the story of a failed attempt and a retried
+// one.
+func ExampleGateConfig_onTransition() {
+	g := upgrade.NewGate(upgrade.GateConfig{OnTransition: func(from, to upgrade.Phase, err error) {
+		if err != nil {
+			fmt.Printf("%s -> %s: %v\n", from, to, err)
+			return
+		}
+		fmt.Printf("%s -> %s\n", from, to)
+	}})
+	_ = g.RunSteps(context.Background(), func(context.Context) error { return errors.New("disk full") })
+	_ = g.RunSteps(context.Background(), func(context.Context) error { return nil })
+	// Output:
+	// checking -> running-steps
+	// running-steps -> failed: upgrade steps: disk full
+	// failed -> running-steps
+	// running-steps -> complete
 }

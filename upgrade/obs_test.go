@@ -296,3 +296,36 @@ func TestClientsStopWithTheirCall(t *testing.T) {
 		})
 	}
 }
+
+// RetryTransport keeps its options, so its hook sees the waits of all its
+// requests: 20 requests refused together each wait once (and nothing
+// else arms a timer), and each is executed once the upgrade completes.
+func TestRetryTransportHooksTheWaitsOfAllItsRequests(t *testing.T) {
+	clk := testclock.NewClock(t0)
+	g := upgrade.NewGate(upgrade.GateConfig{})
+	url, executed, _ := gatedServer(t, g)
+	var waits atomic.Int64
+	client := &http.Client{Transport: upgrade.RetryTransport(nil, upgrade.WithClock(clk),
+		upgrade.WithNotify(func(int, error, time.Duration) { waits.Add(1) }))}
+	defer client.CloseIdleConnections()
+
+	const n = 20
+	var wg sync.WaitGroup
+	for range n {
+		wg.Go(func() {
+			resp, err := client.Post(url, "text/plain", strings.NewReader("deploy"))
+			if assert.NoError(t, err) {
+				_ = resp.Body.Close()
+				assert.Equal(t, http.StatusOK, resp.StatusCode)
+			}
+		})
+	}
+	// Every request waits (at most 2 s, the server's [R, 2R]); the
+	// upgrade completes meanwhile.
+	require.NoError(t, clk.WaitAdvance(0, waitTimeout, n))
+	g.Complete()
+	require.NoError(t, clk.WaitAdvance(2*time.Second, waitTimeout, n))
+	wg.Wait()
+	assert.Len(t, executed.executed(), n)
+	assert.Equal(t, int64(n), waits.Load())
+}

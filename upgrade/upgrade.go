@@ -309,8 +309,8 @@ func (g *Gate) Enter(p Phase) error {
 	return nil
 }
 
-// Complete ends the current epoch successfully: Err returns nil and every
-// call is served. It is a no-op if the epoch already ended (Complete or
+// Complete ends the current epoch successfully: Admit returns nil and
+// every call is served. It is a no-op if the epoch already ended (Complete or
 // Failed).
 func (g *Gate) Complete() {
 	g.end(Complete, nil)
@@ -370,7 +370,7 @@ func (g *Gate) Report() Report {
 // pair under a new entry if readiness must follow it.
 //
 // (Not Done: a Done channel with an Err method means "resolved, failed if
-// Err" elsewhere, and Err is non-nil while an upgrade runs.)
+// Err" elsewhere, and a gate's refusal is non-nil while an upgrade runs.)
 func (g *Gate) Completed() <-chan struct{} { return g.st.Load().completed }
 
 // Failed returns a channel closed the next time an epoch fails: the
