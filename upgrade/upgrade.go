@@ -186,10 +186,9 @@ type Gate struct {
 // precomputed here so that refusing a call costs no formatting.
 type state struct {
 	Report
-	guard   error         // what Admit refuses with
-	refusal *refusal      // the HTTP answer to a refused request; nil when Complete
-	calls   *phaseCalls   // the counters of the phase; nil when Complete
-	next    chan struct{} // closed when this state is superseded
+	guard   error       // what Admit refuses with
+	refusal *refusal    // the HTTP answer to a refused request; nil when Complete
+	calls   *phaseCalls // the counters of the phase; nil when Complete
 	// completed and failed: every state of one epoch shares them, and the
 	// transition that ends the epoch closes one. Only a closed one is
 	// replaced when the next epoch begins; the other carries over, so that
@@ -221,7 +220,7 @@ func NewGate(cfg GateConfig) *Gate {
 // every refused call will share. prev is the state it replaces (nil for
 // the first): a state of the same epoch keeps its epoch's channels.
 func (g *Gate) newState(r Report, prev *state) *state {
-	s := &state{Report: r, next: make(chan struct{})}
+	s := &state{Report: r}
 	switch {
 	case prev == nil:
 		s.completed, s.failed = make(chan struct{}), make(chan struct{})
@@ -261,12 +260,11 @@ func (s *state) admit(allowlisted bool) error {
 	return s.guard
 }
 
-// publish installs r as the current state and wakes Wait. g.mu is held.
+// publish installs r as the current state. g.mu is held.
 func (g *Gate) publish(r Report, err error) {
 	old := g.st.Load()
 	s := g.newState(r, old)
 	g.st.Store(s)
-	close(old.next)
 	if old.Phase == r.Phase { // SetRetryAfter: not a transition
 		return
 	}
@@ -317,7 +315,7 @@ func (g *Gate) Complete() {
 }
 
 // Fail ends the current epoch in failure: calls are refused with an error
-// matching ErrUpgradeFailed and carrying err, and Wait returns it. A nil
+// matching ErrUpgradeFailed and carrying err (Cause returns it). A nil
 // err is recorded as an unknown cause. It is a no-op if the epoch already
 // ended (Complete or Failed); Enter starts a new attempt.
 func (g *Gate) Fail(err error) {
@@ -367,7 +365,16 @@ func (g *Gate) Report() Report {
 //
 // A board entry resolves once: after a completed upgrade, Enter (a new
 // upgrade) does not make the entry locked again; watch the new epoch's
-// pair under a new entry if readiness must follow it.
+// pair under a new entry if readiness must follow it. Code that waits for
+// the upgrade selects on the pair:
+//
+//	select {
+//	case <-g.Completed():
+//	case <-g.Failed():
+//		return &upgrade.FailedError{Err: g.Cause()} // matches ErrUpgradeFailed
+//	case <-ctx.Done():
+//		return ctx.Err()
+//	}
 //
 // (Not Done: a Done channel with an Err method means "resolved, failed if
 // Err" elsewhere, and a gate's refusal is non-nil while an upgrade runs.)
@@ -455,25 +462,6 @@ func (g *Gate) RunSteps(ctx context.Context, steps func(context.Context) error) 
 // it. It allocates nothing; the errors it returns are shared and must be
 // treated as read-only.
 func (g *Gate) Admit(allowlisted bool) error { return g.st.Load().admit(allowlisted) }
-
-// Wait blocks until the upgrade is complete (nil), has failed (an error
-// matching ErrUpgradeFailed), or ctx ends (an error wrapping ctx.Err()).
-func (g *Gate) Wait(ctx context.Context) error {
-	for {
-		s := g.st.Load()
-		switch s.Phase {
-		case Complete:
-			return nil
-		case Failed:
-			return s.guard
-		}
-		select {
-		case <-s.next:
-		case <-ctx.Done():
-			return fmt.Errorf("upgrade: stopped waiting while %s: %w", s.Phase.describe(), ctx.Err())
-		}
-	}
-}
 
 // SetRetryAfter sets R, how long refused callers are asked to wait at
 // least (default 1 s). Admit's InProgressError carries R itself; each refusal
