@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/coldstart-go/coldstart/internal/logtest"
 	"github.com/coldstart-go/coldstart/upgrade"
 )
 
@@ -249,7 +250,8 @@ func TestTransitionHookMayTransitionTheGate(t *testing.T) {
 func TestTransitionHookSeesEveryTransitionInOrderUnderConcurrency(t *testing.T) {
 	var mu sync.Mutex
 	var got [][2]upgrade.Phase
-	g := upgrade.NewGate(upgrade.GateConfig{Clock: testclock.NewClock(t0), OnTransition: func(from, to upgrade.Phase, err error) {
+	h := logtest.New()
+	g := upgrade.NewGate(upgrade.GateConfig{Clock: testclock.NewClock(t0), Logger: h.Logger(), OnTransition: func(from, to upgrade.Phase, err error) {
 		mu.Lock()
 		got = append(got, [2]upgrade.Phase{from, to})
 		mu.Unlock()
@@ -267,9 +269,11 @@ func TestTransitionHookSeesEveryTransitionInOrderUnderConcurrency(t *testing.T) 
 		})
 	}
 	wg.Wait()
+	h.Seal(t) // every call has returned: every record and hook is done
 	mu.Lock()
 	defer mu.Unlock()
 	require.NotEmpty(t, got)
+	assert.Len(t, h.Records(), len(got), "one record per hooked transition")
 	assert.Equal(t, upgrade.Checking, got[0][0])
 	for i := 1; i < len(got); i++ {
 		assert.Equal(t, got[i-1][1], got[i][0], "transition %d does not continue from the previous one", i)
