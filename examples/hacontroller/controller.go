@@ -130,14 +130,13 @@ func newController(cfg controllerConfig) (_ *controller, err error) {
 		upgradeHold: cfg.upgradeHold, served: make(chan struct{}),
 		calls: []*selfCall{newSelfCall("POST /controller/workers"), newSelfCall("grpc Health/List"), newSelfCall("grpc Health/Watch")},
 	}
-	c.up = upgrade.NewGate(upgrade.GateConfig{Clock: c.clk, Logger: c.log})
-	c.up.OnTransition(func(from, to upgrade.Phase, err error) { // the timeline's story; Logger has the records
-		if err != nil {
+	c.up = upgrade.NewGate(upgrade.GateConfig{Clock: c.clk, Logger: c.log, OnTransition: func(from, to upgrade.Phase, err error) {
+		if err != nil { // the timeline's story; Logger has the records
 			c.tl.log(c.name, "upgrade %s -> %s: %v", from, to, err)
 			return
 		}
 		c.tl.log(c.name, "upgrade %s -> %s", from, to)
-	})
+	}})
 	c.newBoard()
 	// From here on each step holds something: undo them all on error.
 	defer func() {

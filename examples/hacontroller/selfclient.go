@@ -65,7 +65,6 @@ func (s *selfCall) finish(err error) {
 // interceptors (workers).
 func (c *controller) selfClient(ctx context.Context) {
 	c.tl.log(c.name, "api clients starting: waiting for the local server (not dialling a peer)")
-	logOpt := upgrade.WithLogger(c.log) // one option: one set of counted waits for all the calls
 	home, err := dialer.NewTransport(c.dial, &http.Transport{DisableKeepAlives: true})
 	if err != nil {
 		c.selfDialed.Fail(err)
@@ -73,12 +72,12 @@ func (c *controller) selfClient(ctx context.Context) {
 	}
 	defer home.CloseIdleConnections()
 	workers := c.calls[0]
-	client := &http.Client{Transport: upgrade.RetryTransport(home, workers.notify(c), logOpt, upgrade.WithClock(c.clk))}
+	client := &http.Client{Transport: upgrade.RetryTransport(home, workers.notify(c), upgrade.WithClock(c.clk))}
 	list, watch := c.calls[1], c.calls[2]
 	cc, err := grpcdialer.NewClient(c.dial,
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithUnaryInterceptor(grpcupgrade.UnaryClientInterceptor(list.notify(c), logOpt, upgrade.WithClock(c.clk))),
-		grpc.WithStreamInterceptor(grpcupgrade.StreamClientInterceptor(watch.notify(c), logOpt, upgrade.WithClock(c.clk))))
+		grpc.WithUnaryInterceptor(grpcupgrade.UnaryClientInterceptor(list.notify(c), upgrade.WithClock(c.clk))),
+		grpc.WithStreamInterceptor(grpcupgrade.StreamClientInterceptor(watch.notify(c), upgrade.WithClock(c.clk))))
 	if err != nil {
 		c.selfDialed.Fail(err)
 		return
