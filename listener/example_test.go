@@ -101,8 +101,8 @@ func ExampleListener_CloseAPI() {
 }
 
 // OpenAPIWhen opens the API port when a channel closes (a gate's
-// Unlocked(), say) with no goroutine of the caller's; APIOpened and
-// APIFailed report the outcome, and APIErr the bind failure, if any. Here
+// Unlocked(), say) with no goroutine of the caller's; Completed and
+// Failed report the outcome, and Cause the bind failure, if any. Here
 // the API address is taken, so the open fails where it can be seen.
 func ExampleConfig_openAPIWhen() {
 	squatter, _ := net.Listen("tcp", "127.0.0.1:0") // someone else holds the API address
@@ -119,14 +119,14 @@ func ExampleConfig_openAPIWhen() {
 
 	close(stable) // ... the controller is stable ...
 	select {
-	case <-l.APIOpened():
+	case <-l.Completed():
 		fmt.Println("api port open")
-	case <-l.APIFailed():
-		fmt.Println("api port failed:", errors.Is(l.APIErr(), listener.ErrBind))
+	case <-l.Failed():
+		fmt.Println("api port failed:", errors.Is(l.Cause(), listener.ErrBind))
 	}
 	squatter.Close()
 	if err := l.OpenAPI(); err == nil { // the caller may retry
-		<-l.APIOpened()
+		<-l.Completed()
 		fmt.Println("api port open on retry")
 	}
 	// Output:
