@@ -98,19 +98,25 @@ func newSession() *session {
 func (s *session) end() { s.quitOnce.Do(func() { close(s.quit) }) }
 
 // apiOp is an API-port call in flight: OpenAPI, CloseAPI or the
-// OpenAPIWhen watcher's open, one at a time (openMu). Once it has
-// committed (it found the listener running, after its bind if it binds),
-// Close waits for it, so that nothing it does (a record, OnBound) comes
-// after Close has returned; before that, Close need not wait (not for a
-// slow bind, say): the call will find the listener closed and stop
-// silently. Nor does Close wait for a call in OnBound (a Close from OnBound
-// must not wait for the call it runs in): back from OnBound, the call
-// finds the listener closed and stops silently.
+// OpenAPIWhen watcher's open, one at a time (openMu). Once committed (it
+// found the listener running, after its bind if it binds), Close waits
+// for it, so that nothing it does (a record, OnBound) comes after Close
+// has returned. Close does not wait for it before that (a slow bind) nor
+// in OnBound (a Close from OnBound must not wait for the call it runs
+// in): the call, on its next step, finds the listener closed and stops
+// silently.
 type apiOp struct {
-	done      chan struct{}
-	committed bool // guarded by Listener.mu
-	inHook    bool // in OnBound; guarded by Listener.mu
+	done  chan struct{}
+	stage opStage // guarded by Listener.mu
 }
+
+type opStage int
+
+const (
+	opBinding opStage = iota
+	opCommitted
+	opInHook
+)
 
 // portState holds one port's counters for Report: atomics, read by
 // Report and by nothing else.
@@ -267,48 +273,41 @@ func (l *Listener) bound(p Port, addr net.Addr) {
 // having logged nothing or called nothing more, if the listener has ended:
 // checked before the record, before OnBound and after it.
 func (l *Listener) boundAPI(op *apiOp, addr net.Addr) bool {
-	if !l.commit(op) {
+	if !l.mark(op, opCommitted) {
 		return false
 	}
 	l.logPort(slog.LevelInfo, "port bound", API, addr.String(), nil)
 	if l.cfg.OnBound == nil {
 		return true
 	}
-	l.mu.Lock()
-	if l.endedLocked() != nil {
-		l.mu.Unlock()
+	if !l.mark(op, opInHook) {
 		return false
 	}
-	op.inHook = true
-	l.mu.Unlock()
 	l.cfg.OnBound(API, addr)
-	l.mu.Lock()
-	op.inHook = false
-	l.mu.Unlock()
-	return l.endedErr() == nil
+	return l.mark(op, opCommitted)
 }
 
-// commit marks op as one Close waits for, unless the listener has ended:
-// then it reports false, and op must stop without a record.
-func (l *Listener) commit(op *apiOp) bool {
+// mark moves op to stage, unless the listener has ended: then it reports
+// false, and op must stop without a record.
+func (l *Listener) mark(op *apiOp, stage opStage) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.endedLocked() != nil {
 		return false
 	}
-	op.committed = true
+	op.stage = stage
 	return true
 }
 
-// beginOp registers an API-port call (openMu held), committed or not,
-// unless the listener has ended: then it returns what OpenAPI returns.
-func (l *Listener) beginOp(committed bool) (*apiOp, error) {
+// beginOp registers an API-port call (openMu held) at stage, unless the
+// listener has ended: then it returns what OpenAPI returns.
+func (l *Listener) beginOp(stage opStage) (*apiOp, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if err := l.endedLocked(); err != nil {
 		return nil, err
 	}
-	l.op = &apiOp{done: make(chan struct{}), committed: committed}
+	l.op = &apiOp{done: make(chan struct{}), stage: stage}
 	return l.op, nil
 }
 
@@ -431,9 +430,11 @@ func (l *Listener) stopAPI() (exited <-chan struct{}, err error) {
 // API socket even if the API port was never opened, closes connections
 // accepted but not yet handed out, and returns once the accept goroutines
 // have exited and an OpenAPI or CloseAPI in flight has returned: from then
-// on the listener logs nothing, calls OnBound no more, and its counts stay
-// as they are (but for Conns, as the connections Accept returned close:
-// they belong to the caller and stay open). Close is idempotent and safe
+// on the listener logs nothing and calls OnBound no more, and its own
+// goroutines count nothing more. (The caller's calls still may: Conns
+// falls as the connections Accept returned close — they belong to the
+// caller and stay open — and an Accept that took a connection as Close
+// ran closes it and counts it Refused.) Close is idempotent and safe
 // to call concurrently; calls after the first return nil. It may be
 // called from OnBound: a Close made while OnBound runs (from there or
 // from elsewhere) does not wait for the call OnBound runs in, which, once
@@ -445,8 +446,8 @@ func (l *Listener) Close() error {
 		l.mu.Lock()
 		l.closed = true
 		op := l.op
-		wait := op != nil && op.committed && !op.inHook
-		inHook := op != nil && op.inHook
+		wait := op != nil && op.stage == opCommitted
+		inHook := op != nil && op.stage == opInHook
 		l.mu.Unlock()
 		// done and the API session end before the controller socket
 		// closes, so its accept goroutine reads the error as "stop".
@@ -501,7 +502,7 @@ func (l *Listener) APIAddr() net.Addr {
 func (l *Listener) OpenAPI() error {
 	l.openMu.Lock()
 	defer l.openMu.Unlock()
-	op, err := l.beginOp(false)
+	op, err := l.beginOp(opBinding)
 	if err != nil {
 		return err
 	}
@@ -515,7 +516,7 @@ func (l *Listener) OpenAPI() error {
 
 	if ln == nil {
 		if ln, err = l.listen("tcp", addr); err != nil {
-			if !l.commit(op) {
+			if !l.mark(op, opCommitted) {
 				return l.endedErr() // the listener ended meanwhile
 			}
 			err = &PortError{Port: API, Op: opBind, Addr: addr, Err: err}
@@ -596,7 +597,7 @@ var errOpenClosed = fmt.Errorf("listener: open API port: %w", net.ErrClosed)
 func (l *Listener) CloseAPI() error {
 	l.openMu.Lock()
 	defer l.openMu.Unlock()
-	op, err := l.beginOp(true)
+	op, err := l.beginOp(opCommitted)
 	if err != nil {
 		return nil // the listener has ended: the port is closed already
 	}
