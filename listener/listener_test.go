@@ -389,6 +389,45 @@ func TestCloseWhileOpeningTheAPIPort(t *testing.T) {
 	}
 }
 
+// TestCloseWhileOnBoundRuns: a Close made (from elsewhere) while OnBound
+// runs for an OpenAPI does not wait for it — OnBound may be what Close
+// waits behind — and that OpenAPI, back from OnBound, finds the listener
+// closed: it releases the port and logs nothing more ("port opened").
+func TestCloseWhileOnBoundRuns(t *testing.T) {
+	h := logtest.New()
+	inHook, release := make(chan struct{}), make(chan struct{})
+	l := newListener(t, listener.Config{Logger: h.Logger(), OnBound: func(p listener.Port, _ net.Addr) {
+		if p == listener.API {
+			close(inHook)
+			<-release
+		}
+	}})
+	opened := make(chan error, 1)
+	go func() { opened <- l.OpenAPI() }()
+	waitClosed(t, inHook, "OnBound")
+	closed := make(chan error, 1)
+	go func() { closed <- l.Close() }()
+	select {
+	case err := <-closed:
+		require.NoError(t, err)
+	case <-time.After(guard):
+		close(release)
+		t.Fatal("Close waited for OnBound")
+	}
+	h.Seal(t)
+	close(release)
+	select {
+	case err := <-opened:
+		require.ErrorIs(t, err, net.ErrClosed)
+	case <-time.After(guard):
+		t.Fatal("OpenAPI did not return")
+	}
+	assert.Nil(t, l.APIAddr())
+	for _, r := range h.Matching("port opened") {
+		assert.Equal(t, "controller", r.Str("port"), "the API port opened after Close")
+	}
+}
+
 // TestCloseWaitsForACloseAPIInFlight: a CloseAPI still releasing the API
 // socket when Close is called logs its "port closed" before Close returns,
 // not after. (Before, Close returned first, and the record came late.) It
