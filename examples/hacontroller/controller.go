@@ -153,7 +153,7 @@ func newController(cfg controllerConfig) (_ *controller, err error) {
 	if c.ln, err = c.listen(cfg.apiAddr); err != nil {
 		return nil, err
 	}
-	c.api = c.board.Follow("api-port", apiPort{c.ln}).After(c.stable)
+	c.api = c.board.Follow("api-port", c.ln).After(c.stable) // the listener's API port is a gate.Component
 	c.workers = c.board.New("workers").After(c.selfDialed, c.upgraded)
 	c.metrics = prometheus.NewRegistry()
 	c.mux, c.grpc = c.newMux(), c.newGRPC()
@@ -201,16 +201,6 @@ func (c *controller) newBoard() {
 	c.stable = gate.AllOf("stable", c.serving, c.selfDialed, c.upgraded, c.leaseKnown)
 	c.board.Add(c.stable)
 }
-
-// apiPort is the listener's API port as a gate.Component, so that its
-// board entry names a bind failure (Follow) where Watch would say only
-// that the failed channel closed.
-type apiPort struct{ ln *listener.Listener }
-
-func (p apiPort) Completed() <-chan struct{} { return p.ln.APIOpened() }
-func (p apiPort) Failed() <-chan struct{}    { return p.ln.APIFailed() }
-func (p apiPort) Cause() error               { return p.ln.APIErr() }
-func (p apiPort) Detail() string             { return "opens once stable" }
 
 // listen binds the controller port and the API port, and closes the API
 // port again until the controller is stable: Config.OpenAPIWhen opens it
@@ -555,8 +545,8 @@ func (c *controller) apiAddress() string {
 	return c.apiAddr
 }
 
-// shutdown stops serving, waits for Serve to return, releases the lease
-// tracker and flushes the dialer's counts; it is idempotent.
+// shutdown stops serving, waits for Serve to return and releases the lease
+// tracker; it is idempotent.
 func (c *controller) shutdown() {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -565,7 +555,6 @@ func (c *controller) shutdown() {
 	_ = c.ln.Close()
 	<-c.served
 	_ = c.tracker.Close()
-	c.dial.Close()
 	c.abandon()
 }
 

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptrace"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -59,10 +58,11 @@ func (s *selfCall) finish(err error) {
 // connection goes through the dialer, which waits for the local server
 // rather than dial a peer, and both clients would move home by themselves
 // had they started on a peer (dialer.NewTransport, grpcdialer.NewClient).
-// It makes the allowlisted calls (self-dial), then three calls the upgrade
-// gate refuses until the upgrade completes: the HTTP client waits them out
-// with upgrade.RetryTransport, the gRPC client with grpcupgrade's
-// interceptors (workers).
+// Self-dial is the gRPC client moving home (grpcdialer's Client.Home: its
+// first connection to the local server once that serves; no ping). Then
+// it makes three calls the upgrade gate refuses until the upgrade
+// completes: the HTTP client waits them out with upgrade.RetryTransport,
+// the gRPC client with grpcupgrade's interceptors (workers).
 func (c *controller) selfClient(ctx context.Context) {
 	c.tl.log(c.name, "api clients starting: waiting for the local server (not dialling a peer)")
 	home, err := dialer.NewTransport(c.dial, &http.Transport{DisableKeepAlives: true})
@@ -85,18 +85,13 @@ func (c *controller) selfClient(ctx context.Context) {
 	defer cc.Close()
 	health := healthpb.NewHealthClient(cc)
 
-	// Allowlisted: GET /ping over HTTP, the health Check over gRPC.
-	var selfAddr string
-	trace := &httptrace.ClientTrace{GotConn: func(i httptrace.GotConnInfo) { selfAddr = i.Conn.RemoteAddr().String() }}
-	if err := httpCall(httptrace.WithClientTrace(ctx, trace), client, "GET", "http://controller/ping", ""); err != nil {
-		c.selfDialed.Fail(err)
+	cc.Connect() // dial now, not at the first RPC: no ping needed
+	select {
+	case <-cc.Home():
+	case <-ctx.Done():
 		return
 	}
-	if _, err := health.Check(ctx, &healthpb.HealthCheckRequest{}); err != nil {
-		c.selfDialed.Fail(fmt.Errorf("grpc health check: %w", err))
-		return
-	}
-	c.tl.log(c.name, "self-dial -> %s (local: %t), over HTTP and gRPC", selfAddr, selfAddr == c.ctrlAddr)
+	c.tl.log(c.name, "self-dial: the gRPC client moved home (local server, no ping)")
 	c.selfDialed.Unlock()
 
 	// Off the allowlist, all three at once: each is refused while the
