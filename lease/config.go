@@ -78,6 +78,12 @@ type Config struct {
 	// successor can start before the term ends.
 	ReleaseOnClose bool
 	// Clock times everything. If it's nil, clock.WallClock will be used.
+	// On Linux, with the wall clock (or any Clock whose times carry Go's
+	// monotonic reading), a suspend of the host is detected: the monotonic
+	// clock stops while the host sleeps, so a Held status answers Unknown
+	// until the store confirms again. Elsewhere, and with other clocks, a
+	// suspend is not detected: the promise then outlasts the lease by the
+	// time slept.
 	Clock clock.Clock
 	// Logger receives one record per change of the tracker's state (keys
 	// lease, state, holder, token, until, err, and latency: how long the
@@ -91,6 +97,9 @@ type Config struct {
 	// leader run ended" (with the cause) at Info. A routine renewal, a
 	// retry that changes nothing and Check never log. nil means no logs.
 	Logger *slog.Logger
+
+	// sleep replaces the host's sleep meter (tests inject suspends).
+	sleep sleepMeter
 }
 
 // minRenewFraction is the least RenewFraction: a hundred renewals per

@@ -105,6 +105,7 @@ var (
 	errLateTimer   = errors.New("renewal timer fired late: the process may have been paused")
 	errShortTerm   = errors.New("lease confirmed, but for less time than the check asked")
 	errRanOut      = errors.New("validity ran out before the store confirmed a renewal")
+	errSuspended   = errors.New("the host was suspended: its monotonic clock stopped")
 )
 
 // lateTimerError says by how much the renewal timer was late.

@@ -80,6 +80,7 @@ type Status struct {
 type Tracker struct {
 	cfg        Config
 	maxPromise time.Duration // the most any check can ask: 2×Duration − Margin
+	sleep      sleepMeter    // nil where a suspend of the host is not detected
 
 	// snap is the latest immutable snapshot; only the renewer stores it.
 	// Check's fast path is one atomic load and one clock read.
@@ -151,6 +152,9 @@ type snapshot struct {
 	changed chan struct{}
 	// since is when the tracker entered status.State (on its clock).
 	since time.Time
+	// slept is, for Held, how long the host had been suspended in all
+	// when the call that confirmed Until was sent (suspend.go).
+	slept time.Duration
 }
 
 // round is one store call that checks can wait for.
@@ -190,6 +194,10 @@ func NewTracker(cfg Config) (*Tracker, error) {
 		base:       cfg.Clock.Now().Add(-1),
 	}
 	t.loss.notifier, _ = cfg.Store.(LossNotifier)
+	t.sleep = cfg.sleep
+	if t.sleep == nil {
+		t.sleep = hostSleep
+	}
 	t.snap.Store(&snapshot{cause: errNotClaimed, changed: make(chan struct{}), since: cfg.Clock.Now()})
 	go t.run()
 	return t, nil
@@ -213,13 +221,18 @@ func NewTracker(cfg Config) (*Tracker, error) {
 //     validity lasts, Unknown after it;
 //   - ctx ended first: the cached status and an error wrapping ctx.Err().
 //
+// After a suspend of the host (detected on Linux, see Config.Clock) a Held
+// status answers Unknown, with the cause, until the store confirms again.
+//
 // atLeast must be in [0, 2×Duration − Margin], the longest promise a claim
 // can give; anything else is an invalid argument (errors.NotValid). After
 // Close, Check returns NotHeld and an error matching ErrClosed.
 func (t *Tracker) Check(ctx context.Context, atLeast time.Duration) (Status, error) {
 	if s := t.snap.Load(); s.status.State == Held && atLeast >= 0 && atLeast <= t.maxPromise {
-		// Held means now < Until, and at least atLeast left.
-		if left := s.status.Until.Sub(t.cfg.Clock.Now()); left >= atLeast && left > 0 {
+		// Held means now < Until, and at least atLeast left, and no
+		// suspend since the store confirmed it.
+		now := t.cfg.Clock.Now()
+		if left := s.status.Until.Sub(now); left >= atLeast && left > 0 && t.suspended(s, now) == 0 {
 			return s.status, nil
 		}
 	}
@@ -234,7 +247,8 @@ func (t *Tracker) check(ctx context.Context, atLeast time.Duration) (Status, err
 	s := t.snap.Load()
 	now := t.cfg.Clock.Now()
 	if s.closed || s.status.State == NotHeld ||
-		s.status.State == Held && now.Before(s.status.Until) && s.status.Until.Sub(now) >= atLeast {
+		s.status.State == Held && now.Before(s.status.Until) && s.status.Until.Sub(now) >= atLeast &&
+			t.suspended(s, now) == 0 {
 		return t.evaluate(s, now, atLeast)
 	}
 	r := t.awaitRound()
@@ -251,11 +265,15 @@ func (t *Tracker) check(ctx context.Context, atLeast time.Duration) (Status, err
 // evaluate turns snapshot s into a check's answer at now.
 func (t *Tracker) evaluate(s *snapshot, now time.Time, atLeast time.Duration) (Status, error) {
 	st := s.status
+	slept := t.suspended(s, now)
 	switch {
 	case s.closed:
 		return st, fmt.Errorf("lease %q: %w", t.cfg.Name, ErrClosed)
 	case st.State == NotHeld:
 		return st, s.cause
+	case slept > 0:
+		st.State, st.Holder = Unknown, ""
+		return st, &RenewalFailedError{Name: t.cfg.Name, Err: suspendError{slept: slept}, Until: st.Until}
 	case st.State == Held && now.Before(st.Until) && st.Until.Sub(now) >= atLeast:
 		return st, nil
 	case st.State == Held && now.Before(st.Until):
@@ -452,15 +470,21 @@ func (t *Tracker) attempt() time.Duration {
 	// sent is read before the call: the store's term can have begun no
 	// earlier, so sent + granted is a safe lower bound for its end.
 	sent := clk.Now()
+	slept := t.slept(sent)
 	timeout := callTimeoutError{timeout: t.cfg.CallTimeout}
 	if s := t.snap.Load(); s.status.State == Held {
 		left := s.status.Until.Sub(sent)
-		if left <= 0 {
-			// The validity ran out while we waited to retry.
+		if d := t.suspended(s, sent); d > 0 || left <= 0 {
+			// The validity ran out while we waited to retry, or the
+			// host slept since it was confirmed: Until cannot be
+			// trusted, and an ambiguous answer must not keep it.
 			st := s.status
 			st.State, st.Holder = Unknown, ""
 			cause := s.cause
-			if cause == nil {
+			switch {
+			case d > 0:
+				cause = suspendError{slept: d}
+			case cause == nil:
 				cause = errRanOut
 			}
 			t.publish(st, cause)
@@ -487,7 +511,7 @@ func (t *Tracker) attempt() time.Duration {
 	now := clk.Now()
 	switch {
 	case err == nil:
-		return t.confirmed(g, sent, now)
+		return t.confirmed(g, sent, slept, now)
 	case errors.Is(err, ErrHeld) || errors.Is(err, ErrNotHeld):
 		return t.lost(err)
 	default:
@@ -516,7 +540,7 @@ func (t *Tracker) call(parent context.Context, op storeOp, timeout callTimeoutEr
 	return end.Sub(start), err
 }
 
-func (t *Tracker) confirmed(g Grant, sent, now time.Time) time.Duration {
+func (t *Tracker) confirmed(g Grant, sent time.Time, slept time.Duration, now time.Time) time.Duration {
 	t.grant, t.hasGrant = g, true
 	t.retry.Reset()
 	// Before publishing: once Held is seen, the term is watched.
@@ -529,7 +553,7 @@ func (t *Tracker) confirmed(g Grant, sent, now time.Time) time.Duration {
 		t.publish(st, errRanOut)
 		return t.retryDelay(now)
 	}
-	t.publish(st, nil)
+	t.store(&snapshot{status: st, slept: slept})
 	interval := backoff.Duration(float64(until.Sub(sent)) * t.cfg.RenewFraction)
 	return sent.Add(backoff.Jitter(interval, t.cfg.Jitter)).Sub(now)
 }
@@ -556,7 +580,8 @@ func (t *Tracker) claimDelay() time.Duration {
 }
 
 func (t *Tracker) ambiguous(err error, now time.Time) time.Duration {
-	st := t.snap.Load().status
+	old := t.snap.Load()
+	st := old.status
 	if st.State == NotHeld && errors.Is(err, ErrNotSent) {
 		// A claim the store did not send changed nothing: the holder
 		// we were told of still stands, and so does its answer; claim
@@ -566,10 +591,10 @@ func (t *Tracker) ambiguous(err error, now time.Time) time.Duration {
 	// Only a confirmation upgrades: an ambiguous failure keeps Held while
 	// the validity lasts, and leaves Unknown (or a claim's NotHeld) as
 	// Unknown — an ambiguous claim may have been applied.
-	if !(t.hasGrant && st.State == Held && now.Before(st.Until)) {
+	if !(t.hasGrant && st.State == Held && now.Before(st.Until) && t.suspended(old, now) == 0) {
 		st.State, st.Holder = Unknown, ""
 	}
-	t.publish(st, err)
+	t.store(&snapshot{status: st, cause: err, slept: old.slept})
 	return t.retryDelay(now)
 }
 
