@@ -69,7 +69,9 @@ type Status struct {
 // remains; otherwise it waits for a renewal. Lead runs leader work while
 // the lease is held, Current follows the status, Report and Alive tell
 // people and health checks what the tracker does. A Tracker is safe for
-// concurrent use; Close stops it.
+// concurrent use; Close stops it. It is also a readiness component of
+// gate.Component's shape (Completed, Failed, Cause, Detail), so
+// board.Follow("lease", tr) opens once it knows who leads.
 //
 // If the Store is also a LossNotifier, the tracker watches each term it
 // holds and, when told the term may be over, renews at once instead of at
@@ -104,6 +106,8 @@ type Tracker struct {
 	ctx       context.Context // cancelled (cause ErrClosed) by Close: ends an in-flight call
 	cancel    context.CancelCauseFunc
 	done      chan struct{} // closed by Close
+	known     chan struct{} // closed at the first Held or NotHeld (Completed)
+	isKnown   bool          // known is closed; owned by the renewer
 	closeOnce sync.Once
 	exited    chan struct{} // closed when the renewer has returned
 	closeErr  error         // the release error; written before exited closes
@@ -188,6 +192,7 @@ func NewTracker(cfg Config) (*Tracker, error) {
 		ctx:        ctx,
 		cancel:     cancel,
 		done:       make(chan struct{}),
+		known:      make(chan struct{}),
 		exited:     make(chan struct{}),
 		retry:      backoff.Backoff{Policy: cfg.retryPolicy()},
 		answered:   -1,
@@ -706,6 +711,7 @@ func (t *Tracker) store(s *snapshot) {
 	s.changed = make(chan struct{})
 	t.snap.Store(s)
 	close(old.changed)
+	t.markKnown(s)
 }
 
 // shutdown publishes the final, closed snapshot and, once the Lead
