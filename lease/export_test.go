@@ -27,3 +27,7 @@ func WithSleepForTest(cfg Config, slept func(now time.Time) time.Duration) Confi
 type sleepFunc func(time.Time) time.Duration
 
 func (f sleepFunc) slept(now time.Time) time.Duration { return f(now) }
+
+// RateToleranceForTest is how much slower than the store's clock a
+// tracker's clock may run (Margin / (2×Duration)).
+func RateToleranceForTest(cfg Config) float64 { return cfg.rateTolerance() }

@@ -710,8 +710,8 @@ func (t *Tracker) store(s *snapshot) {
 	}
 	s.changed = make(chan struct{})
 	t.snap.Store(s)
+	t.markKnown(s) // before followers wake: one who sees Held sees Completed closed
 	close(old.changed)
-	t.markKnown(s)
 }
 
 // shutdown publishes the final, closed snapshot and, once the Lead
