@@ -20,8 +20,9 @@ func init() {
 // bootClock reads the kernel's clocks only when it may have to: a suspend
 // moves the wall clock (CLOCK_REALTIME) against the monotonic one, and a
 // time.Time from the wall clock carries both readings, so Check's fast path
-// compares them (a few nanoseconds) and makes the two system calls only
-// when they have moved apart — a suspend, or the wall clock set or slewed.
+// compares them (a few nanoseconds) and makes the system calls only when
+// they have moved apart: a suspend, or the wall clock stepped (set by hand
+// or by NTP, a leap second). NTP's slewing changes the rate of both alike.
 type bootClock struct {
 	epoch     time.Time // with a monotonic reading
 	epochWall time.Time // epoch without it
