@@ -85,7 +85,8 @@ type Tracker struct {
 	sleep      sleepMeter    // nil where a suspend of the host is not detected
 
 	// snap is the latest immutable snapshot; only the renewer stores it.
-	// Check's fast path is one atomic load and one clock read.
+	// Check's fast path is one atomic load, one clock read, and the sleep
+	// meter's look at that reading.
 	snap atomic.Pointer[snapshot]
 
 	// mu guards inflight, pending and next: the rounds checks wait on, and
