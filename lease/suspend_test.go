@@ -1,6 +1,7 @@
 package lease_test
 
 import (
+	"context"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -79,4 +80,28 @@ func TestSuspendDuringRenewalIsUnknown(t *testing.T) {
 	require.ErrorIs(t, err, lease.ErrRenewalFailed)
 	assert.NotErrorIs(t, err, lease.ErrNotLeader)
 	assert.Equal(t, lease.Unknown, st.State)
+}
+
+// TestSuspendEndsLeadership: a Lead function's ctx ends after a suspend
+// once the tracker has published Unknown — here asked for by a follower's
+// Current — with a cause matching ErrRenewalFailed, never ErrNotLeader.
+func TestSuspendEndsLeadership(t *testing.T) {
+	var slept atomic.Int64
+	f := newFixture(t, withSleep(&slept), nil)
+	f.held(t)
+	f.store.Always(leasetest.OpExtend, leasetest.Timeout)
+	err := f.tr.WithLeadership(context.Background(), func(ctx context.Context) error {
+		slept.Store(int64(time.Minute))
+		st, _ := f.tr.Current()
+		assert.Equal(t, lease.Unknown, st.State)
+		select {
+		case <-ctx.Done():
+		case <-time.After(wait):
+			t.Error("leadership outlived a suspend")
+		}
+		return ctx.Err()
+	})
+	require.ErrorIs(t, err, lease.ErrRenewalFailed)
+	assert.ErrorIs(t, err, context.Canceled)
+	assert.NotErrorIs(t, err, lease.ErrNotLeader)
 }
