@@ -137,6 +137,18 @@ func newController(cfg controllerConfig) (_ *controller, err error) {
 		}
 		c.tl.log(c.name, "upgrade %s -> %s", from, to)
 	}})
+	c.faults = leasetest.NewFaultStore(cfg.store, leasetest.FaultStoreConfig{Clock: c.clk})
+	c.tracker, err = lease.NewTracker(lease.Config{
+		Store:    c.faults,
+		Name:     leaseName,
+		Holder:   c.name,
+		Duration: c.o.leaseTerm,
+		Clock:    c.clk,
+		Logger:   c.log,
+	})
+	if err != nil {
+		return nil, err
+	}
 	c.newBoard()
 	// From here on each step holds something: undo them all on error.
 	defer func() {
@@ -161,18 +173,6 @@ func newController(cfg controllerConfig) (_ *controller, err error) {
 	if c.dial, err = c.newDialer(cfg.peers); err != nil {
 		return nil, err
 	}
-	c.faults = leasetest.NewFaultStore(cfg.store, leasetest.FaultStoreConfig{Clock: c.clk})
-	c.tracker, err = lease.NewTracker(lease.Config{
-		Store:    c.faults,
-		Name:     leaseName,
-		Holder:   c.name,
-		Duration: c.o.leaseTerm,
-		Clock:    c.clk,
-		Logger:   c.log,
-	})
-	if err != nil {
-		return nil, err
-	}
 	if err := c.registerMetrics(); err != nil {
 		return nil, err
 	}
@@ -184,9 +184,10 @@ func newController(cfg controllerConfig) (_ *controller, err error) {
 }
 
 // newBoard makes the controller's gates: stable is all of serving,
-// self-dial, upgrade and lease. The upgrade gate joins the board with
-// Follow, so its entry shows the phase while locked and the cause if it
-// fails, with no state copied by hand; stable is built on that entry, so
+// self-dial, upgrade and lease. The upgrade gate and the lease tracker join
+// the board with Follow, so their entries show the phase (or why the lease
+// is unknown) while locked and the cause if they fail, with no state copied
+// by hand; stable is built on that entry, so
 // it opens after the upgrade, and fails with it. The api-port and workers
 // entries are added once the listener exists (newController); After tells
 // the timeline what each waited for.
@@ -197,7 +198,7 @@ func (c *controller) newBoard() {
 	// The demo's upgrade steps end only once the upgrade gate has refused
 	// the controller's own calls (runUpgrade), made after its self-dial.
 	c.upgraded = c.board.Follow("upgrade", c.up).After(c.selfDialed)
-	c.leaseKnown = c.board.New("lease")
+	c.leaseKnown = c.board.Follow("lease", c.tracker) // opens once it knows who leads
 	c.stable = gate.AllOf("stable", c.serving, c.selfDialed, c.upgraded, c.leaseKnown)
 	c.board.Add(c.stable)
 }
@@ -492,28 +493,22 @@ func (c *controller) pause(ctx context.Context, d time.Duration) bool {
 	return backoff.Sleep(ctx, c.clk, d) == nil
 }
 
-// followLease waits for the tracker's first definitive answer.
+// followLease records the tracker's first definitive answer, once the
+// board's lease entry has opened.
 func (c *controller) followLease(ctx context.Context) {
-	for {
-		st, changed := c.tracker.Current()
-		if st.State != lease.Unknown {
-			_, err := c.tracker.Check(ctx, 0)
-			c.mu.Lock()
-			c.status, c.leaseErr = st, err
-			c.mu.Unlock()
-			if st.State == lease.Held {
-				c.tl.log(c.name, "lease %q held (token %d, valid for %v)", leaseName, st.Token, time.Until(st.Until).Round(time.Millisecond))
-			} else {
-				c.tl.log(c.name, "%v", err)
-			}
-			c.leaseKnown.Unlock()
-			return
-		}
-		select {
-		case <-changed:
-		case <-ctx.Done():
-			return
-		}
+	select {
+	case <-c.leaseKnown.Unlocked():
+	case <-ctx.Done():
+		return
+	}
+	st, err := c.tracker.Check(ctx, 0)
+	c.mu.Lock()
+	c.status, c.leaseErr = st, err
+	c.mu.Unlock()
+	if st.State == lease.Held {
+		c.tl.log(c.name, "lease %q held (token %d, valid for %v)", leaseName, st.Token, time.Until(st.Until).Round(time.Millisecond))
+	} else {
+		c.tl.log(c.name, "%v", err)
 	}
 }
 
