@@ -209,7 +209,6 @@ func BenchmarkDialReady(b *testing.B) {
 				conn.Close()
 			}
 		})
-		d.Close()
 	}
 	b.Run("net.Dialer", func(b *testing.B) {
 		b.ReportAllocs()

@@ -65,16 +65,15 @@ type Config struct {
 	MinBackoff time.Duration
 	MaxBackoff time.Duration
 
-	// Clock times the grace period, head starts and backoff, and the
-	// interval of the counts logged. nil means clock.WallClock.
+	// Clock times the grace period, head starts and backoff. nil means
+	// clock.WallClock.
 	Clock clock.Clock
 
 	// Logger, if not nil, receives a record each time the route changes
 	// (the first connection, a fallback to a peer and why, the move home:
-	// keys route, addr, err) and, at most once per 10 s while calls
-	// happen, the counts of calls that went local, to a peer, fell back,
-	// or failed (never a record per call). nil means no logs. Close logs
-	// the counts still pending.
+	// keys route, addr, err), from within the call that changed it, so
+	// nothing is logged once the calls have returned. Calls are counted
+	// in Report, never logged. nil means no logs.
 	Logger *slog.Logger
 
 	// DialContext opens the TCP connections of Dial (Connect uses its own

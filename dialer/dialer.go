@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"io"
-	"log/slog"
 	"math/rand/v2"
 	"net"
 	"os"
@@ -19,7 +18,6 @@ import (
 	jujuerrors "github.com/juju/errors"
 
 	"github.com/coldstart-go/coldstart/internal/backoff"
-	"github.com/coldstart-go/coldstart/internal/logcount"
 )
 
 // Policy decides which addresses a Dial may use.
@@ -86,11 +84,16 @@ type Dialer struct {
 	local []string       // literal loopback addresses, IPv4 first; empty with LocalPort 0
 	retry backoff.Policy // the pause between failed rounds
 
-	// The calls' counts for Report, logged per interval by agg.
-	agg                              *logcount.Aggregator
-	localDials, peerDials, fallbacks *logcount.Counter
-	failures                         *logcount.Counter
-	lastRoute                        atomic.Int32 // the routeKind last logged
+	// The calls' counts, read by Report and by nothing else.
+	localDials, peerDials, fallbacks, failures atomic.Uint64
+	lastRoute                                  atomic.Int32 // the routeKind last logged
+
+	// home closes at the first local connection made once LocalReady has
+	// closed (nil with LocalPort 0); atHome is set just before, so that
+	// later calls skip the Once.
+	home     chan struct{}
+	homeOnce sync.Once
+	atHome   atomic.Bool
 
 	// mu guards holdoff: addresses whose server asked for a pause, shared by
 	// every Dial so that a caller looping on Dial does not hammer them.
@@ -110,10 +113,6 @@ func New(cfg Config) (*Dialer, error) {
 	}
 	cfg = cfg.withDefaults()
 	d := &Dialer{cfg: cfg, holdoff: make(map[string]holdoff)}
-	d.agg = logcount.New(logcount.Config{Logger: cfg.Logger, Clock: cfg.Clock})
-	g := d.agg.Group(slog.LevelInfo, "dials")
-	d.localDials, d.peerDials, d.fallbacks = g.Counter("local"), g.Counter("peer"), g.Counter("fallbacks")
-	d.failures = d.agg.Group(slog.LevelWarn, "dials failed").Counter("failures")
 	// MinBackoff doubled per failed round, capped at MaxBackoff, drawn
 	// from [b/2, b] so that agents failing together spread out.
 	d.retry = backoff.Policy{Min: cfg.MinBackoff, Max: cfg.MaxBackoff, Jitter: 0.5}
@@ -123,6 +122,7 @@ func New(cfg Config) (*Dialer, error) {
 		// anything (or to nothing), and the incident log shows how little
 		// "looked up localhost" guarantees about where the agent ends up.
 		d.local = []string{net.JoinHostPort("127.0.0.1", port), net.JoinHostPort("::1", port)}
+		d.home = make(chan struct{})
 	}
 	return d, nil
 }
@@ -138,6 +138,15 @@ func (d *Dialer) LocalReady() <-chan struct{} {
 	}
 	return d.cfg.LocalReady
 }
+
+// Home returns a channel that is closed when the Dialer has moved home:
+// at its first call (Dial or Connect, so also Transport's and grpcdialer's
+// connections) that connects to this machine's controller once LocalReady
+// has closed — never by a connection to a peer, nor by a local one made
+// before LocalReady closed. A "self-dial" gate can wait on it instead of
+// pinging the local server. It is nil when LocalPort is 0 (there is no
+// home to move to); it never closes while LocalReady stays open.
+func (d *Dialer) Home() <-chan struct{} { return d.home }
 
 // Dial connects to the controller chosen by the policy. It keeps trying,
 // with jittered capped exponential backoff between rounds, until it
@@ -400,7 +409,7 @@ func (r *round[T]) launch() bool {
 	r.c.tried(addr)
 	if c := r.c; !c.fellBack && c.d.cfg.LocalPort != 0 && !c.d.isLocal(addr) {
 		c.fellBack = true
-		c.d.fallbacks.Inc()
+		c.d.fallbacks.Add(1)
 	}
 	// The attempt gets only what it needs, not r, so that r stays on
 	// race's stack.
@@ -568,7 +577,7 @@ func (c *connector[T]) failed(addr string, err error, cancelled bool) {
 
 func (c *connector[T]) fail(err error) error {
 	derr := c.dialError(err)
-	c.d.failures.IncErr(derr)
+	c.d.failures.Add(1)
 	return derr
 }
 

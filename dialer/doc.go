@@ -53,18 +53,20 @@
 // grpc.ClientConn whose resolver hands it the local address, so that gRPC
 // connects there and drains the peer connection itself.
 //
-// # Logs and counters
+// Home (on the Dialer, a Transport, or grpcdialer's Client) is a channel
+// closed at the first connection to this machine's controller once
+// LocalReady has closed: the self-client has moved home. A "self-dial"
+// readiness gate waits on it; nothing needs to ping the local server.
+//
+// # Logs and counts
 //
 // With Config.Logger set, a Dialer logs its route each time it changes:
 // "route chosen" (Info) with route ("local" or "peer"), addr and, for a
 // peer of a machine that has a controller, err — why it fell back: the
 // local controller was not ready within LocalReadyGrace, or the local
-// dial's failure. Transport and grpcdialer log their move home once ("http
-// transport moved home", with inflight, and "grpc client moved home";
-// route=local). Calls are never a record each: at most once per 10 s
-// while they happen, "dials" (Info; the counts local, peer and fallbacks
-// since the last record, and interval) and "dials failed" (Warn; failures,
-// interval, and err, the latest *DialError). Report has the same counters,
-// cumulative: LocalDials, PeerDials, Fallbacks, Failures. Close logs the
-// counts still pending; a Dialer without a Logger needs no Close.
+// dial's failure. The record is written by the call that changed the
+// route, so a Dialer has nothing to flush and no Close. Calls are counted,
+// never logged: Report has LocalDials, PeerDials, Fallbacks and Failures,
+// cumulative, and the metrics module exports them. A call that ends
+// because its ctx did (its owner cancelled it) logs nothing.
 package dialer

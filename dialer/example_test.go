@@ -200,3 +200,42 @@ func ExampleTransport() {
 	// served by peer
 	// served by local
 }
+
+// Home closes when the Dialer has moved home: at its first connection to
+// this machine's controller once LocalReady has closed. A "self-dial"
+// readiness gate waits on it; nothing pings the local server.
+func ExampleDialer_Home() {
+	ready := make(chan struct{})
+	d, err := dialer.New(dialer.Config{
+		LocalPort:  17071,
+		Policy:     dialer.PreferLocal, // local first, even before ready
+		LocalReady: ready,
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			c, s := net.Pipe() // every address answers
+			s.Close()
+			return c, nil
+		},
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	home := func() bool {
+		select {
+		case <-d.Home():
+			return true
+		default:
+			return false
+		}
+	}
+	conn, route, _ := d.Dial(context.Background())
+	conn.Close()
+	fmt.Printf("local: %t, home: %t\n", route.Local, home()) // local, but not ready yet
+	close(ready)
+	conn, route, _ = d.Dial(context.Background())
+	conn.Close()
+	fmt.Printf("local: %t, home: %t\n", route.Local, home())
+	// Output:
+	// local: true, home: false
+	// local: true, home: true
+}

@@ -39,20 +39,6 @@ func (d *Dialer) Report() Report {
 	}
 }
 
-// Close logs the counts of calls not yet logged to Config.Logger and stops
-// the timer that would have. Only a Dialer with a Logger needs it. The
-// Dialer still dials after Close, and counts in Report, but logs no more
-// counts. Close is idempotent.
-func (d *Dialer) Close() {
-	if d.agg != nil {
-		d.agg.Close()
-	}
-}
-
-// Logger returns Config.Logger (nil if none), for adapters that log with
-// the Dialer's logger, as grpcdialer does when it moves home.
-func (d *Dialer) Logger() *slog.Logger { return d.cfg.Logger }
-
 // Policy returns Config.Policy, for adapters that move their connections
 // home when LocalReady closes: under RequireLocal every connection is
 // local already, and there is nothing to move (NewTransport and grpcdialer
@@ -68,17 +54,24 @@ const (
 	routePeer
 )
 
-// won counts the call's connection and logs its route if the route
-// changed since the last one logged.
+// won counts the call's connection, closes Home if it is the first local
+// one since LocalReady closed, and logs its route if the route changed
+// since the last one logged.
 func (c *connector[T]) won(addr string) Route {
 	d := c.d
 	r := d.route(addr)
 	kind := routePeer
 	if r.Local {
 		kind = routeLocal
-		d.localDials.Inc()
+		d.localDials.Add(1)
+		if !d.atHome.Load() && isClosed(d.cfg.LocalReady) {
+			d.homeOnce.Do(func() {
+				d.atHome.Store(true)
+				close(d.home)
+			})
+		}
 	} else {
-		d.peerDials.Inc()
+		d.peerDials.Add(1)
 	}
 	if d.cfg.Logger != nil && routeKind(d.lastRoute.Load()) != kind && routeKind(d.lastRoute.Swap(int32(kind))) != kind {
 		attrs := []slog.Attr{slog.String("route", kind.String()), slog.String("addr", addr)}

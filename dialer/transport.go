@@ -3,7 +3,6 @@ package dialer
 import (
 	"context"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"sync"
@@ -18,9 +17,9 @@ import (
 // the idle connections to peers are closed at once, and a connection busy
 // with a request (or an upgraded connection, such as a websocket) is left
 // to finish it and closed only after. No request fails because of the
-// move. With the Dialer's Config.Logger, the move is logged once ("http
-// transport moved home", route=local, inflight: the requests still
-// finishing on peer connections).
+// move. Home says when the Transport has moved: it closes at the first
+// connection to this machine's controller that the Transport makes once
+// LocalReady has closed. (The Dialer's Logger has the route change.)
 //
 // The request's URL names the service, not the machine: its host is sent
 // as the Host header (and, over https, checked against the certificate),
@@ -54,6 +53,9 @@ type Transport struct {
 	mu    sync.Mutex
 	conns map[*beforeConn]struct{} // before's open connections
 	empty chan struct{}            // closed when conns empties; nil while no watcher runs
+
+	home     chan struct{} // see Home; nil with no local controller
+	homeOnce sync.Once
 }
 
 var _ http.RoundTripper = (*Transport)(nil)
@@ -77,6 +79,9 @@ func NewTransport(d *Dialer, base *http.Transport) (*Transport, error) {
 		}
 	}
 	t := &Transport{d: d, conns: make(map[*beforeConn]struct{})}
+	if d.local != nil {
+		t.home = make(chan struct{})
+	}
 	t.after = cloneFor(base, t.dialAfter)
 	// Under RequireLocal every connection is local already; with no
 	// local controller (LocalPort 0: ready is nil) there is nowhere to go.
@@ -145,10 +150,6 @@ func (t *Transport) move() {
 	if !t.moved.CompareAndSwap(false, true) {
 		return
 	}
-	if log := t.d.cfg.Logger; log != nil {
-		log.LogAttrs(context.Background(), slog.LevelInfo, "http transport moved home",
-			slog.String("route", routeLocal.String()), slog.Int64("inflight", t.inflight.Load()))
-	}
 	t.before.CloseIdleConnections()
 	if t.inflight.Load() == 0 {
 		t.closeBefore()
@@ -175,15 +176,30 @@ func (t *Transport) closeBefore() {
 	}
 }
 
-func (t *Transport) dialAfter(ctx context.Context, _, _ string) (net.Conn, error) {
-	c, _, err := t.d.Dial(ctx)
+// Home returns a channel that is closed when the Transport has moved home:
+// at the first connection it makes to this machine's controller once
+// LocalReady has closed (never at one to a peer). It is nil when the
+// Dialer's LocalPort is 0.
+func (t *Transport) Home() <-chan struct{} { return t.home }
+
+// dial dials through the Dialer and closes home at the first local
+// connection made once LocalReady has closed.
+func (t *Transport) dial(ctx context.Context) (net.Conn, error) {
+	c, r, err := t.d.Dial(ctx)
+	if err == nil && r.Local && isClosed(r.LocalReady) {
+		t.homeOnce.Do(func() { close(t.home) })
+	}
 	return c, err
+}
+
+func (t *Transport) dialAfter(ctx context.Context, _, _ string) (net.Conn, error) {
+	return t.dial(ctx)
 }
 
 // dialBefore dials for before and tracks the connection, so that the move
 // can close it once no request uses it.
 func (t *Transport) dialBefore(ctx context.Context, _, _ string) (net.Conn, error) {
-	c, _, err := t.d.Dial(ctx)
+	c, err := t.dial(ctx)
 	if err != nil {
 		return nil, err
 	}

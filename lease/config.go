@@ -47,7 +47,12 @@ type Config struct {
 	// be below 1.
 	RetryJitter float64
 	// Margin is taken off every deadline (until = sent + granted − Margin)
-	// to cover the drift between this clock and the store's. Zero means
+	// so that a promise ends before the store's term although this clock
+	// may run slower than the store's (every store leader's): a promise
+	// holds while this clock is slower by less than Margin / granted, that
+	// is Margin / (2×Duration) — 5 % with the default — or less when the
+	// store grants more than asked (etcd rounds a TTL up to whole seconds).
+	// A clock faster than the store's only promises less. Zero means
 	// Duration/10; it must be below Duration.
 	Margin time.Duration
 	// RetryDelay caps the backoff between attempts after an ambiguous
@@ -78,6 +83,15 @@ type Config struct {
 	// successor can start before the term ends.
 	ReleaseOnClose bool
 	// Clock times everything. If it's nil, clock.WallClock will be used.
+	// On Linux, with the wall clock (or any Clock whose times carry Go's
+	// monotonic reading), a suspend of the host is detected: the monotonic
+	// clock stops while the host sleeps (golang/go#24595), so Until would
+	// lie in the future for this process only. Check, Current and Report
+	// then say Unknown at once and the tracker asks the store again; Lead
+	// functions see their ctx end once that Unknown is published (at the
+	// renewer's next call if nothing asked sooner). Elsewhere, and with
+	// other clocks, a suspend is not detected: a promise then outlasts the
+	// lease by the time slept.
 	Clock clock.Clock
 	// Logger receives one record per change of the tracker's state (keys
 	// lease, state, holder, token, until, err, and latency: how long the
@@ -91,6 +105,9 @@ type Config struct {
 	// leader run ended" (with the cause) at Info. A routine renewal, a
 	// retry that changes nothing and Check never log. nil means no logs.
 	Logger *slog.Logger
+
+	// sleep replaces the host's sleep meter (tests inject suspends).
+	sleep sleepMeter
 }
 
 // minRenewFraction is the least RenewFraction: a hundred renewals per
@@ -184,4 +201,21 @@ func jitterOrDefault(j, def float64) float64 {
 		return 0
 	}
 	return j
+}
+
+// rateTolerance is how much slower than the store's clock this tracker's
+// clock may run and every promise still end before the store's term does:
+// Margin / (2×Duration) (5 % with the default Margin).
+//
+// A confirmation of a call sent at s (our clock) promises s + G − Margin,
+// where G is what the store granted (2×Duration, or more if it rounds up);
+// the store's term runs G on its clock from the call's arrival, no earlier
+// than s. With our clock at rate r and the store's at R, the promise ends
+// (G − Margin)/r after s and the term no sooner than G/R after it: safe
+// while r/R ≥ 1 − Margin/G. The renewal schedule does not enter: each
+// confirmation stands on its own. A clock faster than the store's only
+// promises less.
+func (c Config) rateTolerance() float64 {
+	c = c.withDefaults()
+	return float64(c.Margin) / float64(2*c.Duration)
 }

@@ -35,6 +35,21 @@
 //		return runSingularWorker(ctx, st.Token) // stop when ctx ends
 //	})
 //
+// What a Held promise rests on: the store keeps its side of the Store
+// contract, and this host's clock runs slower than every store leader's
+// by less than Margin / (2×Duration) — 5 % with the default Margin
+// (Duration/10); above that, a promise can outlast the store's term (see
+// Config.Margin). A host suspended while holding (its monotonic clock
+// stops) is detected on Linux with the wall clock, and the tracker answers
+// Unknown until the store confirms again; elsewhere it is not detected
+// (Config.Clock).
+//
+// A Tracker has gate.Component's shape without importing gate, so a
+// readiness board follows it: board.Follow("lease", tr) opens once the
+// tracker knows who leads (Held or NotHeld) and, while it does not, says
+// why in Check's words ("unknown: claim not confirmed: lease call timeout
+// 250ms"); it fails only when the tracker is closed.
+//
 // Any number of goroutines follow the status with Current (the latest
 // status and a channel closed at its next change; none can block the
 // renewer or each other). Report gives people, logs and metrics the state
@@ -74,7 +89,7 @@
 //	lease held                    INFO  a term granted
 //	lease confirmed again         INFO  the same term, after an unconfirmed renewal or Unknown
 //	lease renewal not confirmed   WARN  still Held until "until"; the tracker retries
-//	lease state unknown           WARN  the promise ran out unconfirmed, a late timer, a first claim unanswered
+//	lease state unknown           WARN  the promise ran out unconfirmed, a late timer, a suspend, a first claim unanswered
 //	lease lost                    WARN  a term we held is over ("token" is that term)
 //	lease held by another         INFO  a claim denied, naming the new "holder"
 //	lease stepped down, lease tracker closed, lease released   INFO

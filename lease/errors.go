@@ -43,11 +43,14 @@ type NotLeaderError struct {
 	Err    error  // why: the store's definitive answer, or the tracker's
 }
 
-func (e *NotLeaderError) Error() string {
+func (e *NotLeaderError) Error() string { return fmt.Sprintf("lease %q: %s", e.Name, e.what()) }
+
+// what is the error without the lease's name.
+func (e *NotLeaderError) what() string {
 	if e.Holder == "" {
-		return fmt.Sprintf("lease %q: not the leader: %v", e.Name, e.Err)
+		return fmt.Sprintf("not the leader: %v", e.Err)
 	}
-	return fmt.Sprintf("lease %q: not the leader: held by %q", e.Name, e.Holder)
+	return fmt.Sprintf("not the leader: held by %q", e.Holder)
 }
 
 // Is reports whether target is ErrNotLeader.
@@ -68,12 +71,14 @@ type RenewalFailedError struct {
 	Until time.Time
 }
 
-func (e *RenewalFailedError) Error() string {
+func (e *RenewalFailedError) Error() string { return fmt.Sprintf("lease %q: %s", e.Name, e.what()) }
+
+// what is the error without the lease's name.
+func (e *RenewalFailedError) what() string {
 	if e.Until.IsZero() {
-		return fmt.Sprintf("lease %q: claim not confirmed: %v", e.Name, e.Err)
+		return fmt.Sprintf("claim not confirmed: %v", e.Err)
 	}
-	return fmt.Sprintf("lease %q: renewal not confirmed (last confirmed until %s): %v",
-		e.Name, e.Until.Format(time.RFC3339Nano), e.Err)
+	return fmt.Sprintf("renewal not confirmed (last confirmed until %s): %v", e.Until.Format(time.RFC3339Nano), e.Err)
 }
 
 // Is reports whether target is ErrRenewalFailed.
@@ -105,6 +110,7 @@ var (
 	errLateTimer   = errors.New("renewal timer fired late: the process may have been paused")
 	errShortTerm   = errors.New("lease confirmed, but for less time than the check asked")
 	errRanOut      = errors.New("validity ran out before the store confirmed a renewal")
+	errSuspended   = errors.New("the host was suspended: its monotonic clock stopped")
 )
 
 // lateTimerError says by how much the renewal timer was late.

@@ -328,3 +328,51 @@ func ExampleConfig_logger() {
 	// level=INFO msg="lease tracker closed" lease=singular state=not-held token=1
 	// {Claim:{OK:1 Definitive:0 NotSent:0 Ambiguous:0} Extend:{OK:2 Definitive:0 NotSent:0 Ambiguous:1} Revoke:{OK:0 Definitive:0 NotSent:0 Ambiguous:0} InFlight:0}
 }
+
+// A Tracker has gate.Component's shape, so a readiness board follows it
+// with board.Follow("lease", tr): the entry opens once the tracker knows
+// who leads and, while it does not, says why in the tracker's words. Here
+// a local interface of the same shape stands for the board, and the
+// store's first claim times out.
+func ExampleTracker_Detail() {
+	type component interface {
+		Completed() <-chan struct{}
+		Failed() <-chan struct{}
+		Cause() error
+		Detail() string
+	}
+	clk := testclock.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	store := leasetest.NewFaultStore(lease.NewMemStore(lease.MemStoreConfig{Clock: clk}),
+		leasetest.FaultStoreConfig{Clock: clk})
+	store.Next(leasetest.OpClaim, leasetest.Timeout)
+	tr, err := lease.NewTracker(lease.Config{
+		Store: store, Name: "singular", Holder: "unit-0", Duration: 30 * time.Second, Clock: clk,
+	})
+	if err != nil {
+		panic(err)
+	}
+	defer tr.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+
+	var c component = tr
+	if _, err := leasetest.Settle(ctx, tr, clk, 1); err != nil { // the first claim, answered
+		panic(err)
+	}
+	fmt.Println("locked:", c.Detail())
+	if _, err := leasetest.Step(ctx, tr, clk); err != nil { // its retry
+		panic(err)
+	}
+	select {
+	case <-c.Completed():
+		st, _ := tr.Current()
+		fmt.Println("open: the tracker knows:", st.State)
+	case <-c.Failed():
+		fmt.Println("failed:", c.Cause())
+	case <-ctx.Done():
+		fmt.Println("still locked:", c.Detail())
+	}
+	// Output:
+	// locked: unknown: claim not confirmed: leasetest: injected lease operation timeout
+	// open: the tracker knows: held
+}

@@ -1,5 +1,7 @@
 package lease
 
+import "time"
+
 // ErrShortTermForTest is the error the tracker puts in a RenewalFailedError
 // when the store confirmed less than a check asked.
 var ErrShortTermForTest = errShortTerm
@@ -14,3 +16,18 @@ func MemStoreWatches(m *MemStore) int {
 	}
 	return n
 }
+
+// WithSleepForTest returns cfg with slept in place of the host's sleep
+// meter: slept(now) is how long the host has been suspended in all.
+func WithSleepForTest(cfg Config, slept func(now time.Time) time.Duration) Config {
+	cfg.sleep = sleepFunc(slept)
+	return cfg
+}
+
+type sleepFunc func(time.Time) time.Duration
+
+func (f sleepFunc) slept(now time.Time) time.Duration { return f(now) }
+
+// RateToleranceForTest is how much slower than the store's clock a
+// tracker's clock may run (Margin / (2×Duration)).
+func RateToleranceForTest(cfg Config) float64 { return cfg.rateTolerance() }

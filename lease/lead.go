@@ -208,9 +208,17 @@ func (t *Tracker) watch(token uint64, cancel context.CancelCauseFunc, stop <-cha
 //
 // A Held status is a promise only until its Until. After Close the status
 // is NotHeld and its channel is never closed: stop following on your own
-// ctx (Check tells ErrClosed).
+// ctx (Check tells ErrClosed). After a suspend of the host (see
+// Config.Clock), Current says Unknown at once, and the channel closes when
+// the tracker has asked the store again.
 func (t *Tracker) Current() (Status, <-chan struct{}) {
 	s := t.snap.Load()
+	if s.status.State == Held && t.sleep != nil && t.suspended(s, t.cfg.Clock.Now()) > 0 {
+		t.awaitRound() // the renewer publishes Unknown, and asks the store
+		st := s.status
+		st.State, st.Holder = Unknown, ""
+		return st, s.changed
+	}
 	return s.status, s.changed
 }
 

@@ -89,6 +89,12 @@ func (t *Tracker) Report() Report {
 		fallthrough
 	case s.status.State == NotHeld:
 		_, r.Err = t.evaluate(s, now, 0) // as Check says it
+	case t.suspended(s, now) > 0:
+		// Held, but the host slept since: Unknown, as Check says, from
+		// the moment this was seen.
+		var st Status
+		st, r.Err = t.evaluate(s, now, 0)
+		r.State, r.Holder, r.Since = st.State, st.Holder, now
 	case !now.Before(s.status.Until):
 		// Held, but the promise ran out before the renewer published
 		// so (a store call that ignores its ctx): Unknown, as Check

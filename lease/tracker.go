@@ -69,7 +69,9 @@ type Status struct {
 // remains; otherwise it waits for a renewal. Lead runs leader work while
 // the lease is held, Current follows the status, Report and Alive tell
 // people and health checks what the tracker does. A Tracker is safe for
-// concurrent use; Close stops it.
+// concurrent use; Close stops it. It is also a readiness component of
+// gate.Component's shape (Completed, Failed, Cause, Detail), so
+// board.Follow("lease", tr) opens once it knows who leads.
 //
 // If the Store is also a LossNotifier, the tracker watches each term it
 // holds and, when told the term may be over, renews at once instead of at
@@ -80,9 +82,11 @@ type Status struct {
 type Tracker struct {
 	cfg        Config
 	maxPromise time.Duration // the most any check can ask: 2×Duration − Margin
+	sleep      sleepMeter    // nil where a suspend of the host is not detected
 
 	// snap is the latest immutable snapshot; only the renewer stores it.
-	// Check's fast path is one atomic load and one clock read.
+	// Check's fast path is one atomic load, one clock read, and the sleep
+	// meter's look at that reading.
 	snap atomic.Pointer[snapshot]
 
 	// mu guards inflight, pending and next: the rounds checks wait on, and
@@ -103,6 +107,8 @@ type Tracker struct {
 	ctx       context.Context // cancelled (cause ErrClosed) by Close: ends an in-flight call
 	cancel    context.CancelCauseFunc
 	done      chan struct{} // closed by Close
+	known     chan struct{} // closed at the first Held or NotHeld (Completed)
+	isKnown   bool          // known is closed; owned by the renewer
 	closeOnce sync.Once
 	exited    chan struct{} // closed when the renewer has returned
 	closeErr  error         // the release error; written before exited closes
@@ -151,6 +157,9 @@ type snapshot struct {
 	changed chan struct{}
 	// since is when the tracker entered status.State (on its clock).
 	since time.Time
+	// slept is, for Held, how long the host had been suspended in all
+	// when the call that confirmed Until was sent (suspend.go).
+	slept time.Duration
 }
 
 // round is one store call that checks can wait for.
@@ -184,12 +193,17 @@ func NewTracker(cfg Config) (*Tracker, error) {
 		ctx:        ctx,
 		cancel:     cancel,
 		done:       make(chan struct{}),
+		known:      make(chan struct{}),
 		exited:     make(chan struct{}),
 		retry:      backoff.Backoff{Policy: cfg.retryPolicy()},
 		answered:   -1,
 		base:       cfg.Clock.Now().Add(-1),
 	}
 	t.loss.notifier, _ = cfg.Store.(LossNotifier)
+	t.sleep = cfg.sleep
+	if t.sleep == nil {
+		t.sleep = hostSleep
+	}
 	t.snap.Store(&snapshot{cause: errNotClaimed, changed: make(chan struct{}), since: cfg.Clock.Now()})
 	go t.run()
 	return t, nil
@@ -213,13 +227,18 @@ func NewTracker(cfg Config) (*Tracker, error) {
 //     validity lasts, Unknown after it;
 //   - ctx ended first: the cached status and an error wrapping ctx.Err().
 //
+// After a suspend of the host (detected on Linux, see Config.Clock) a Held
+// status answers Unknown, with the cause, until the store confirms again.
+//
 // atLeast must be in [0, 2×Duration − Margin], the longest promise a claim
 // can give; anything else is an invalid argument (errors.NotValid). After
 // Close, Check returns NotHeld and an error matching ErrClosed.
 func (t *Tracker) Check(ctx context.Context, atLeast time.Duration) (Status, error) {
 	if s := t.snap.Load(); s.status.State == Held && atLeast >= 0 && atLeast <= t.maxPromise {
-		// Held means now < Until, and at least atLeast left.
-		if left := s.status.Until.Sub(t.cfg.Clock.Now()); left >= atLeast && left > 0 {
+		// Held means now < Until, and at least atLeast left, and no
+		// suspend since the store confirmed it.
+		now := t.cfg.Clock.Now()
+		if left := s.status.Until.Sub(now); left >= atLeast && left > 0 && t.suspended(s, now) == 0 {
 			return s.status, nil
 		}
 	}
@@ -234,7 +253,8 @@ func (t *Tracker) check(ctx context.Context, atLeast time.Duration) (Status, err
 	s := t.snap.Load()
 	now := t.cfg.Clock.Now()
 	if s.closed || s.status.State == NotHeld ||
-		s.status.State == Held && now.Before(s.status.Until) && s.status.Until.Sub(now) >= atLeast {
+		s.status.State == Held && now.Before(s.status.Until) && s.status.Until.Sub(now) >= atLeast &&
+			t.suspended(s, now) == 0 {
 		return t.evaluate(s, now, atLeast)
 	}
 	r := t.awaitRound()
@@ -251,11 +271,15 @@ func (t *Tracker) check(ctx context.Context, atLeast time.Duration) (Status, err
 // evaluate turns snapshot s into a check's answer at now.
 func (t *Tracker) evaluate(s *snapshot, now time.Time, atLeast time.Duration) (Status, error) {
 	st := s.status
+	slept := t.suspended(s, now)
 	switch {
 	case s.closed:
 		return st, fmt.Errorf("lease %q: %w", t.cfg.Name, ErrClosed)
 	case st.State == NotHeld:
 		return st, s.cause
+	case slept > 0:
+		st.State, st.Holder = Unknown, ""
+		return st, &RenewalFailedError{Name: t.cfg.Name, Err: suspendError{slept: slept}, Until: st.Until}
 	case st.State == Held && now.Before(st.Until) && st.Until.Sub(now) >= atLeast:
 		return st, nil
 	case st.State == Held && now.Before(st.Until):
@@ -452,15 +476,21 @@ func (t *Tracker) attempt() time.Duration {
 	// sent is read before the call: the store's term can have begun no
 	// earlier, so sent + granted is a safe lower bound for its end.
 	sent := clk.Now()
+	slept := t.slept(sent)
 	timeout := callTimeoutError{timeout: t.cfg.CallTimeout}
 	if s := t.snap.Load(); s.status.State == Held {
 		left := s.status.Until.Sub(sent)
-		if left <= 0 {
-			// The validity ran out while we waited to retry.
+		if d := t.suspended(s, sent); d > 0 || left <= 0 {
+			// The validity ran out while we waited to retry, or the
+			// host slept since it was confirmed: Until cannot be
+			// trusted, and an ambiguous answer must not keep it.
 			st := s.status
 			st.State, st.Holder = Unknown, ""
 			cause := s.cause
-			if cause == nil {
+			switch {
+			case d > 0:
+				cause = suspendError{slept: d}
+			case cause == nil:
 				cause = errRanOut
 			}
 			t.publish(st, cause)
@@ -487,7 +517,7 @@ func (t *Tracker) attempt() time.Duration {
 	now := clk.Now()
 	switch {
 	case err == nil:
-		return t.confirmed(g, sent, now)
+		return t.confirmed(g, sent, slept, now)
 	case errors.Is(err, ErrHeld) || errors.Is(err, ErrNotHeld):
 		return t.lost(err)
 	default:
@@ -516,7 +546,7 @@ func (t *Tracker) call(parent context.Context, op storeOp, timeout callTimeoutEr
 	return end.Sub(start), err
 }
 
-func (t *Tracker) confirmed(g Grant, sent, now time.Time) time.Duration {
+func (t *Tracker) confirmed(g Grant, sent time.Time, slept time.Duration, now time.Time) time.Duration {
 	t.grant, t.hasGrant = g, true
 	t.retry.Reset()
 	// Before publishing: once Held is seen, the term is watched.
@@ -529,7 +559,7 @@ func (t *Tracker) confirmed(g Grant, sent, now time.Time) time.Duration {
 		t.publish(st, errRanOut)
 		return t.retryDelay(now)
 	}
-	t.publish(st, nil)
+	t.store(&snapshot{status: st, slept: slept})
 	interval := backoff.Duration(float64(until.Sub(sent)) * t.cfg.RenewFraction)
 	return sent.Add(backoff.Jitter(interval, t.cfg.Jitter)).Sub(now)
 }
@@ -556,7 +586,8 @@ func (t *Tracker) claimDelay() time.Duration {
 }
 
 func (t *Tracker) ambiguous(err error, now time.Time) time.Duration {
-	st := t.snap.Load().status
+	old := t.snap.Load()
+	st := old.status
 	if st.State == NotHeld && errors.Is(err, ErrNotSent) {
 		// A claim the store did not send changed nothing: the holder
 		// we were told of still stands, and so does its answer; claim
@@ -566,10 +597,10 @@ func (t *Tracker) ambiguous(err error, now time.Time) time.Duration {
 	// Only a confirmation upgrades: an ambiguous failure keeps Held while
 	// the validity lasts, and leaves Unknown (or a claim's NotHeld) as
 	// Unknown — an ambiguous claim may have been applied.
-	if !(t.hasGrant && st.State == Held && now.Before(st.Until)) {
+	if !(t.hasGrant && st.State == Held && now.Before(st.Until) && t.suspended(old, now) == 0) {
 		st.State, st.Holder = Unknown, ""
 	}
-	t.publish(st, err)
+	t.store(&snapshot{status: st, cause: err, slept: old.slept})
 	return t.retryDelay(now)
 }
 
@@ -680,6 +711,7 @@ func (t *Tracker) store(s *snapshot) {
 	}
 	s.changed = make(chan struct{})
 	t.snap.Store(s)
+	t.markKnown(s) // before followers wake: one who sees Held sees Completed closed
 	close(old.changed)
 }
 

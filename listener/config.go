@@ -82,24 +82,23 @@ type Config struct {
 	// call to OpenAPI would: pass the gate the controller waits on before
 	// it takes agents (a gate's Unlocked(), say), and no goroutine of
 	// yours has to wait for it. The open is tried once; if it fails (the
-	// address is in use), APIFailed closes and APIErr returns the
+	// address is in use), Failed closes and Cause returns the
 	// *PortError, so the failure shows where you watch the port (a
-	// readiness board), and you may call OpenAPI again. APIOpened closes
+	// readiness board), and you may call OpenAPI again. Completed closes
 	// once the port is open. CloseAPI before the channel closes does not
 	// cancel the open (BindAPIEarly plus CloseAPI, to learn the port
 	// number first, still works); Close does.
 	OpenAPIWhen <-chan struct{}
 
-	// Clock times the API rate limit, the accept-error backoff and the
-	// interval of the counts logged. If it is nil, clock.WallClock is used.
+	// Clock times the API rate limit and the accept-error backoff. If it
+	// is nil, clock.WallClock is used.
 	Clock clock.Clock
 
-	// Logger, if not nil, receives a record when a port is bound, opened
-	// or closed, when the API port fails to open and when an accept fails
-	// for good (keys port, addr, err), and, at most once per 10 s while
-	// they happen, the counts of connections rate-limited or refused and
-	// of accept errors retried (never a record per connection). nil means
-	// no logs. Close logs the counts still pending.
+	// Logger, if not nil, receives a record for each transition of a
+	// port: bound, opened or closed, the API port failing to open, an
+	// accept failing for good (keys port, addr, err). Connections are
+	// counted in Report, never logged. nil means no logs. Nothing is
+	// logged after Close has returned.
 	Logger *slog.Logger
 
 	// OnBound, if not nil, is called with each real bound address (the
@@ -107,6 +106,7 @@ type Config struct {
 	// port and an early API port in New, the API port in OpenAPI. It is
 	// called synchronously (for OpenAPIWhen, on the listener's watcher
 	// goroutine) and must not call OpenAPI or CloseAPI; it may call Close.
+	// It is never called once Close has begun.
 	OnBound func(p Port, addr net.Addr)
 }
 

@@ -32,29 +32,27 @@
 //
 // Config.OpenAPIWhen takes the channel the controller waits on (a gate's
 // Unlocked()) and opens the API port when it closes, so no goroutine of
-// yours waits for it. A bind failure is not lost: APIFailed closes and
-// APIErr (and Report().API.OpenErr) says why, while the controller port
-// serves on; APIOpened closes once the port is open. The pair goes on a
-// readiness board as it is:
+// yours waits for it. A bind failure is not lost: Failed closes and Cause
+// (and Report().API.OpenErr) says why, while the controller port serves
+// on; Completed closes once the port is open. With Detail, these make the
+// API port a gate.Component (without this package importing gate), so a
+// readiness board shows it in its own words, the bind error included:
 //
 //	l, err := listener.New(listener.Config{..., OpenAPIWhen: stable.Unlocked()})
-//	board.Watch("api-port", l.APIOpened(), l.APIFailed())
+//	board.Follow("api-port", l) // [-]api-port failed: listener: bind api port ...: address already in use
 //
-// # Logs and counters
+// # Logs and counts
 //
 // With Config.Logger set, the listener logs each transition of a port as
 // one record with the keys port ("controller" or "api") and addr: "port
 // bound", "port opened" and "port closed" at Info, "port failed to open"
 // (the API port's bind failure) and "accept failed" (the listener is dead)
-// at Error, with err. Per-connection events are never a record each: at
-// most once per 10 s while they happen, each port logs
-// "connections rate-limited or refused" (Info; the counts rate_limited and
-// refused since its last record, and interval) and "accept errors retried"
-// (Warn; errors, interval, and err, the latest). Close logs the counts
-// still pending. Report has the same counts per port, cumulative —
-// Accepted, RateLimited, Refused, TemporaryErrors — beside Throttled (the
-// time waited) and Conns (open now). The accept path never touches the
-// logger: a count is an atomic add.
+// at Error, with err. Nothing is logged after Close has returned.
+// Connections are counted, never logged: Report has the counts per port,
+// cumulative — Accepted, RateLimited, Refused, TemporaryErrors — beside
+// Throttled (the time waited) and Conns (open now), and the metrics module
+// exports them. The accept path never touches the logger: a count is an
+// atomic add.
 //
 // # HTTP and gRPC on one listener
 //

@@ -8,7 +8,9 @@ import (
 	"log"
 	"net"
 	"net/http"
+	"syscall"
 
+	"github.com/coldstart-go/coldstart/gate"
 	"github.com/coldstart-go/coldstart/listener"
 )
 
@@ -101,8 +103,8 @@ func ExampleListener_CloseAPI() {
 }
 
 // OpenAPIWhen opens the API port when a channel closes (a gate's
-// Unlocked(), say) with no goroutine of the caller's; APIOpened and
-// APIFailed report the outcome, and APIErr the bind failure, if any. Here
+// Unlocked(), say) with no goroutine of the caller's; Completed and
+// Failed report the outcome, and Cause the bind failure, if any. Here
 // the API address is taken, so the open fails where it can be seen.
 func ExampleConfig_openAPIWhen() {
 	squatter, _ := net.Listen("tcp", "127.0.0.1:0") // someone else holds the API address
@@ -119,14 +121,14 @@ func ExampleConfig_openAPIWhen() {
 
 	close(stable) // ... the controller is stable ...
 	select {
-	case <-l.APIOpened():
+	case <-l.Completed():
 		fmt.Println("api port open")
-	case <-l.APIFailed():
-		fmt.Println("api port failed:", errors.Is(l.APIErr(), listener.ErrBind))
+	case <-l.Failed():
+		fmt.Println("api port failed:", errors.Is(l.Cause(), listener.ErrBind))
 	}
 	squatter.Close()
 	if err := l.OpenAPI(); err == nil { // the caller may retry
-		<-l.APIOpened()
+		<-l.Completed()
 		fmt.Println("api port open on retry")
 	}
 	// Output:
@@ -143,4 +145,32 @@ func fetch(url string) string {
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(resp.Body)
 	return string(body)
+}
+
+// The API port is a gate.Component: a readiness board follows it as it is
+// and, when the bind fails, says why in the listener's words.
+func ExampleListener_Cause() {
+	squatter, _ := net.Listen("tcp", "127.0.0.1:0") // someone else holds the API address
+	defer squatter.Close()
+	stable := make(chan struct{})
+	l, err := listener.New(listener.Config{
+		ControllerAddr: "127.0.0.1:0",
+		APIAddr:        squatter.Addr().String(),
+		OpenAPIWhen:    stable,
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer l.Close()
+	board := gate.NewBoard(gate.BoardConfig{})
+	board.Follow("api-port", l)
+	fmt.Println(board.Report()[0].Detail)
+
+	close(stable) // ... the controller is stable: the open fails ...
+	<-l.Failed()
+	e := board.Report()[0]
+	fmt.Println(e.State, errors.Is(e.Err, listener.ErrBind), errors.Is(e.Err, syscall.EADDRINUSE))
+	// Output:
+	// opens when OpenAPIWhen closes
+	// failed true true
 }

@@ -16,7 +16,6 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/coldstart-go/coldstart/internal/backoff"
-	"github.com/coldstart-go/coldstart/internal/logcount"
 )
 
 // acceptBackoff paces retries of temporary accept errors as
@@ -35,7 +34,6 @@ var acceptBackoff = backoff.Policy{Min: 5 * time.Millisecond, Max: time.Second}
 type Listener struct {
 	cfg      Config
 	clk      clock.Clock
-	agg      *logcount.Aggregator // the ports' per-connection counts
 	listen   func(network, addr string) (net.Listener, error)
 	limiter  *rate.Limiter // nil: API port unlimited; used only by the API goroutine
 	sem      chan struct{} // nil: no API cap; a slot per open API conn
@@ -59,10 +57,8 @@ type Listener struct {
 	wg        sync.WaitGroup // the accept goroutines
 
 	// whenDone closes when the OpenAPIWhen watcher returns (nil without
-	// one). whenOnBound is true while the watcher is in OnBound: a Close
-	// from there must not wait for the goroutine it runs on.
-	whenDone    chan struct{}
-	whenOnBound atomic.Bool
+	// one).
+	whenDone chan struct{}
 
 	// apiOpened closes the first time the API port opens (under mu).
 	// apiFailed closes if the open asked for by Config.OpenAPIWhen fails,
@@ -72,10 +68,11 @@ type Listener struct {
 	openedOnce, failedOnce sync.Once
 	apiErr                 error
 
-	openMu sync.Mutex // serialises OpenAPI and CloseAPI; never held by Close
+	openMu sync.Mutex // serialises OpenAPI, CloseAPI and the watcher's open; never held by Close
 
 	mu          sync.Mutex // guards the fields below
 	closed      bool
+	op          *apiOp // the API-port call in flight (under openMu), nil if none
 	ctrlLn      net.Listener
 	apiLn       net.Listener // bound API socket, nil while unbound
 	apiSess     *session     // running API accept loop, nil while not open
@@ -100,16 +97,36 @@ func newSession() *session {
 // end closes quit; it is safe to call more than once.
 func (s *session) end() { s.quitOnce.Do(func() { close(s.quit) }) }
 
-// portState holds one port's counters for Report. The logcount counters
-// are also logged, as counts per interval.
+// apiOp is an API-port call in flight: OpenAPI, CloseAPI or the
+// OpenAPIWhen watcher's open, one at a time (openMu). Once committed (it
+// found the listener running, after its bind if it binds), Close waits
+// for it, so that nothing it does (a record, OnBound) comes after Close
+// has returned. Close does not wait for it before that (a slow bind) nor
+// in OnBound (a Close from OnBound must not wait for the call it runs
+// in): the call, on its next step, finds the listener closed and stops
+// silently.
+type apiOp struct {
+	done  chan struct{}
+	stage opStage // guarded by Listener.mu
+}
+
+type opStage int
+
+const (
+	opBinding opStage = iota
+	opCommitted
+	opInHook
+)
+
+// portState holds one port's counters for Report: atomics, read by
+// Report and by nothing else.
 type portState struct {
 	port      Port
 	accepted  atomic.Uint64
 	throttled atomic.Int64 // nanoseconds
 	conns     atomic.Int64
 
-	rateLimited, refused *logcount.Counter
-	tempErrs             *logcount.Counter
+	rateLimited, refused, tempErrs atomic.Uint64
 
 	errMu       sync.Mutex
 	lastTempErr error
@@ -147,9 +164,6 @@ func newListener(cfg Config, listen func(network, addr string) (net.Listener, er
 	if l.clk == nil {
 		l.clk = clock.WallClock
 	}
-	l.agg = logcount.New(logcount.Config{Logger: cfg.Logger, Clock: l.clk})
-	l.ctrl.counters(l.agg)
-	l.api.counters(l.agg)
 	if cfg.limited() {
 		l.limiter = rate.NewLimiter(cfg.APIRate, cfg.burst())
 	}
@@ -161,7 +175,7 @@ func newListener(cfg Config, listen func(network, addr string) (net.Listener, er
 		return nil, &PortError{Port: Controller, Op: opBind, Addr: cfg.ControllerAddr, Err: err}
 	}
 	l.ctrlLn, l.ctrlAddr = ctrlLn, ctrlLn.Addr()
-	l.bound(Controller, l.ctrlAddr, false)
+	l.bound(Controller, l.ctrlAddr)
 	if cfg.BindAPIEarly {
 		apiLn, err := listen("tcp", cfg.APIAddr)
 		if err != nil {
@@ -169,7 +183,7 @@ func newListener(cfg Config, listen func(network, addr string) (net.Listener, er
 			return nil, &PortError{Port: API, Op: opBind, Addr: cfg.APIAddr, Err: err}
 		}
 		l.apiLn, l.apiBindAddr = apiLn, apiLn.Addr().String()
-		l.bound(API, apiLn.Addr(), false)
+		l.bound(API, apiLn.Addr())
 	}
 	l.wg.Add(1)
 	go l.serve(&l.ctrl, ctrlLn, l.done, l.ctrlCh, nil)
@@ -183,7 +197,7 @@ func newListener(cfg Config, listen func(network, addr string) (net.Listener, er
 
 // openAPIWhen is the goroutine of Config.OpenAPIWhen: it opens the API
 // port when when closes, once, and reports a failure no caller would
-// otherwise see on APIFailed. The end of the listener ends it.
+// otherwise see on Failed. The end of the listener ends it.
 func (l *Listener) openAPIWhen(when <-chan struct{}) {
 	defer close(l.whenDone)
 	select {
@@ -191,7 +205,7 @@ func (l *Listener) openAPIWhen(when <-chan struct{}) {
 	case <-l.done:
 		return
 	}
-	if err := l.openAPI(true); err != nil {
+	if err := l.OpenAPI(); err != nil {
 		l.apiFailedWith(err)
 	}
 }
@@ -204,41 +218,105 @@ func (l *Listener) apiFailedWith(err error) {
 	})
 }
 
-// APIOpened returns a channel that is closed the first time the API port
-// opens, by OpenAPI or Config.OpenAPIWhen. With APIFailed and APIErr it
-// lets a readiness board show the API port (for example
-// gate.Board.Watch("api-port", l.APIOpened(), l.APIFailed())).
-func (l *Listener) APIOpened() <-chan struct{} { return l.apiOpened }
+// The API port as a gate.Component (Completed, Failed, Cause, Detail):
+// board.Follow("api-port", l) shows it on a readiness board in its own
+// words — the bind error if it failed to open — with no adapter, and
+// without this package importing gate.
 
-// APIFailed returns a channel that is closed, if the API port has not
-// opened yet, when the open asked for by Config.OpenAPIWhen fails or the
-// listener ends (Close, or a permanent accept failure); APIErr then says
-// why. A failed OpenAPI call does not close it: its caller has the error.
-// A later OpenAPI may still open the port; APIFailed stays closed.
-func (l *Listener) APIFailed() <-chan struct{} { return l.apiFailed }
+// Completed returns a channel that is closed the first time the API port
+// opens, by OpenAPI or Config.OpenAPIWhen.
+func (l *Listener) Completed() <-chan struct{} { return l.apiOpened }
 
-// APIErr returns why APIFailed closed: a *PortError matching ErrBind, an
-// error matching net.ErrClosed, or the listener's accept failure. It is
-// nil while APIFailed is open.
-func (l *Listener) APIErr() error {
+// Failed returns a channel that is closed, if the API port has not opened
+// yet, when the open asked for by Config.OpenAPIWhen fails or the listener
+// ends (Close, or a permanent accept failure); Cause then says why. A
+// failed OpenAPI call does not close it: its caller has the error. A later
+// OpenAPI may still open the port; Failed stays closed.
+func (l *Listener) Failed() <-chan struct{} { return l.apiFailed }
+
+// Cause returns why Failed closed: a *PortError matching ErrBind, an error
+// matching net.ErrClosed, or the listener's accept failure. It is nil
+// while Failed is open.
+func (l *Listener) Cause() error {
 	if !isClosed(l.apiFailed) {
 		return nil
 	}
 	return l.apiErr
 }
 
-// bound logs a port's bound address and reports it to OnBound; inWhen
-// says the OpenAPIWhen watcher is calling.
-func (l *Listener) bound(p Port, addr net.Addr, inWhen bool) {
+// Detail says what the API port waits for, for a board to show while it
+// is not open: "opens when OpenAPIWhen closes" or "opens on OpenAPI", with
+// the address once bound early; "" once it has opened.
+func (l *Listener) Detail() string {
+	if isClosed(l.apiOpened) {
+		return ""
+	}
+	d := "opens on OpenAPI"
+	if l.cfg.OpenAPIWhen != nil {
+		d = "opens when OpenAPIWhen closes"
+	}
+	if addr := l.APIAddr(); addr != nil {
+		d += ", bound at " + addr.String()
+	}
+	return d
+}
+
+// bound logs a port's bound address and reports it to OnBound, in New.
+func (l *Listener) bound(p Port, addr net.Addr) {
 	l.logPort(slog.LevelInfo, "port bound", p, addr.String(), nil)
+	if l.cfg.OnBound != nil {
+		l.cfg.OnBound(p, addr)
+	}
+}
+
+// boundAPI is bound for the API port bound by op. It reports false,
+// having logged nothing or called nothing more, if the listener has ended:
+// checked before the record, before OnBound and after it.
+func (l *Listener) boundAPI(op *apiOp, addr net.Addr) bool {
+	if !l.mark(op, opCommitted) {
+		return false
+	}
+	l.logPort(slog.LevelInfo, "port bound", API, addr.String(), nil)
 	if l.cfg.OnBound == nil {
-		return
+		return true
 	}
-	if inWhen {
-		l.whenOnBound.Store(true)
-		defer l.whenOnBound.Store(false)
+	if !l.mark(op, opInHook) {
+		return false
 	}
-	l.cfg.OnBound(p, addr)
+	l.cfg.OnBound(API, addr)
+	return l.mark(op, opCommitted)
+}
+
+// mark moves op to stage, unless the listener has ended: then it reports
+// false, and op must stop without a record.
+func (l *Listener) mark(op *apiOp, stage opStage) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.endedLocked() != nil {
+		return false
+	}
+	op.stage = stage
+	return true
+}
+
+// beginOp registers an API-port call (openMu held) at stage, unless the
+// listener has ended: then it returns what OpenAPI returns.
+func (l *Listener) beginOp(stage opStage) (*apiOp, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err := l.endedLocked(); err != nil {
+		return nil, err
+	}
+	l.op = &apiOp{done: make(chan struct{}), stage: stage}
+	return l.op, nil
+}
+
+// endOp ends the call beginOp registered.
+func (l *Listener) endOp(op *apiOp) {
+	l.mu.Lock()
+	l.op = nil
+	l.mu.Unlock()
+	close(op.done)
 }
 
 // logPort logs a port's transition, with its address and error if any.
@@ -253,15 +331,6 @@ func (l *Listener) logPort(level slog.Level, msg string, p Port, addr string, er
 		return
 	}
 	log.LogAttrs(context.Background(), level, msg, slog.String("port", p.String()), slog.String("addr", addr))
-}
-
-// counters makes the port's logged counters, one record per interval for
-// each group.
-func (p *portState) counters(agg *logcount.Aggregator) {
-	port := slog.String("port", p.port.String())
-	g := agg.Group(slog.LevelInfo, "connections rate-limited or refused", port)
-	p.rateLimited, p.refused = g.Counter("rate_limited"), g.Counter("refused")
-	p.tempErrs = agg.Group(slog.LevelWarn, "accept errors retried", port).Counter("errors")
 }
 
 // Accept waits for and returns the next connection from either port,
@@ -287,7 +356,7 @@ func (l *Listener) Accept() (net.Conn, error) {
 	select {
 	case <-l.done:
 		_ = c.Close()
-		c.state.refused.Inc()
+		c.state.refused.Add(1)
 		return nil, l.doneErr()
 	default:
 	}
@@ -360,18 +429,25 @@ func (l *Listener) stopAPI() (exited <-chan struct{}, err error) {
 // Close stops both ports and unblocks every pending Accept. It closes the
 // API socket even if the API port was never opened, closes connections
 // accepted but not yet handed out, and returns once the accept goroutines
-// have exited. Connections already returned by Accept stay open: they
-// belong to the caller. Close is idempotent and safe to call concurrently;
-// calls after the first return nil. It may be called from OnBound, also
-// when the OpenAPIWhen watcher calls it: a Close made while the watcher
-// is in OnBound (from there or from elsewhere) returns without waiting
-// for that goroutine, which ends when OnBound returns (the API port it
-// bound is released, and APIErr matches net.ErrClosed).
+// have exited and an OpenAPI or CloseAPI in flight has returned: from then
+// on the listener logs nothing and calls OnBound no more, and its own
+// goroutines count nothing more. (The caller's calls still may: Conns
+// falls as the connections Accept returned close — they belong to the
+// caller and stay open — and an Accept that took a connection as Close
+// ran closes it and counts it Refused.) Close is idempotent and safe
+// to call concurrently; calls after the first return nil. It may be
+// called from OnBound: a Close made while OnBound runs (from there or
+// from elsewhere) does not wait for the call OnBound runs in, which, once
+// OnBound returns, releases the API port it bound and does nothing more
+// (Cause matches net.ErrClosed).
 func (l *Listener) Close() error {
 	err := error(nil)
 	l.closeOnce.Do(func() {
 		l.mu.Lock()
 		l.closed = true
+		op := l.op
+		wait := op != nil && op.stage == opCommitted
+		inHook := op != nil && op.stage == opInHook
 		l.mu.Unlock()
 		// done and the API session end before the controller socket
 		// closes, so its accept goroutine reads the error as "stop".
@@ -380,11 +456,15 @@ func (l *Listener) Close() error {
 			err = apiErr
 		}
 		l.wg.Wait()
-		if l.whenDone != nil && !l.whenOnBound.Load() {
+		// An API-port call committed before closed was set ends before
+		// we return; any other finds closed set and stops silently.
+		if wait {
+			<-op.done
+		}
+		if l.whenDone != nil && !inHook {
 			<-l.whenDone
 		}
 		l.logPort(slog.LevelInfo, "port closed", Controller, l.ctrlAddr.String(), nil)
-		l.agg.Close() // after the accept loops: their last counts are in
 	})
 	return err
 }
@@ -419,27 +499,34 @@ func (l *Listener) APIAddr() net.Addr {
 // listener stays controller-only and the caller may retry. After Close it
 // binds nothing and returns an error matching net.ErrClosed; after a
 // permanent accept failure it returns that failure.
-func (l *Listener) OpenAPI() error { return l.openAPI(false) }
-
-// openAPI is OpenAPI; inWhen says the OpenAPIWhen watcher is calling.
-func (l *Listener) openAPI(inWhen bool) error {
+func (l *Listener) OpenAPI() error {
 	l.openMu.Lock()
 	defer l.openMu.Unlock()
-	l.mu.Lock()
-	err, open := l.endedLocked(), l.apiSess != nil
-	ln, addr := l.apiLn, l.apiBindAddr
-	l.mu.Unlock()
-	if err != nil || open {
+	op, err := l.beginOp(opBinding)
+	if err != nil {
 		return err
+	}
+	defer l.endOp(op)
+	l.mu.Lock()
+	open, ln, addr := l.apiSess != nil, l.apiLn, l.apiBindAddr
+	l.mu.Unlock()
+	if open {
+		return nil
 	}
 
 	if ln == nil {
 		if ln, err = l.listen("tcp", addr); err != nil {
+			if !l.mark(op, opCommitted) {
+				return l.endedErr() // the listener ended meanwhile
+			}
 			err = &PortError{Port: API, Op: opBind, Addr: addr, Err: err}
 			l.logPort(slog.LevelError, "port failed to open", API, addr, err)
 			return err
 		}
-		l.bound(API, ln.Addr(), inWhen)
+		if !l.boundAPI(op, ln.Addr()) {
+			_ = ln.Close() // the listener ended meanwhile
+			return l.endedErr()
+		}
 	}
 
 	if err := l.startAPI(ln); err != nil {
@@ -447,6 +534,13 @@ func (l *Listener) openAPI(inWhen bool) error {
 	}
 	l.logPort(slog.LevelInfo, "port opened", API, ln.Addr().String(), nil)
 	return nil
+}
+
+// endedErr is endedLocked, taking mu.
+func (l *Listener) endedErr() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.endedLocked()
 }
 
 // startAPI starts the API port's accept loop on ln, unless the listener
@@ -503,6 +597,11 @@ var errOpenClosed = fmt.Errorf("listener: open API port: %w", net.ErrClosed)
 func (l *Listener) CloseAPI() error {
 	l.openMu.Lock()
 	defer l.openMu.Unlock()
+	op, err := l.beginOp(opCommitted)
+	if err != nil {
+		return nil // the listener has ended: the port is closed already
+	}
+	defer l.endOp(op)
 	exited, err := l.stopAPI()
 	if exited != nil {
 		<-exited
@@ -542,7 +641,7 @@ func (l *Listener) serve(p *portState, ln net.Listener, quit <-chan struct{}, ou
 		p.accepted.Add(1)
 		if limiter != nil && !l.throttle(p, limiter, quit) {
 			_ = c.Close()
-			p.refused.Inc()
+			p.refused.Add(1)
 			if sem != nil {
 				<-sem
 			}
@@ -554,7 +653,7 @@ func (l *Listener) serve(p *portState, ln net.Listener, quit <-chan struct{}, ou
 		case out <- wc:
 		case <-quit:
 			_ = wc.Close()
-			p.refused.Inc()
+			p.refused.Add(1)
 			return
 		}
 	}
@@ -596,7 +695,7 @@ func (l *Listener) throttle(p *portState, limiter *rate.Limiter, quit <-chan str
 	if d <= 0 {
 		return true
 	}
-	p.rateLimited.Inc()
+	p.rateLimited.Add(1)
 	ok := backoff.SleepUntil(quit, l.clk, d)
 	end := l.clk.Now()
 	p.throttled.Add(int64(end.Sub(now)))
@@ -641,7 +740,7 @@ func temporary(err error) bool {
 }
 
 func (p *portState) noteTempErr(err error, at time.Time) {
-	p.tempErrs.IncErr(err)
+	p.tempErrs.Add(1)
 	p.errMu.Lock()
 	p.lastTempErr, p.lastTempAt = err, at
 	p.errMu.Unlock()

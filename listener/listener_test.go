@@ -2,13 +2,16 @@ package listener_test
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"math"
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/juju/clock/testclock"
@@ -17,6 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/time/rate"
 
+	"github.com/coldstart-go/coldstart/internal/logtest"
 	"github.com/coldstart-go/coldstart/listener"
 )
 
@@ -330,36 +334,160 @@ type blockingBind struct {
 	ln               *fakeListener
 }
 
+// TestCloseWhileOpeningTheAPIPort: Close does not wait for a bind in
+// flight, and the OpenAPI that made it, back from the bind, finds the
+// listener closed: it releases the socket and logs nothing, calls no
+// OnBound, whether the bind succeeded or failed. (Before, it logged
+// "port bound" and called OnBound after Close had returned.)
 func TestCloseWhileOpeningTheAPIPort(t *testing.T) {
-	bb := blockingBind{entered: make(chan struct{}), release: make(chan struct{}), ln: newFake(2)}
-	calls := 0
-	listen := func(network, addr string) (net.Listener, error) {
-		calls++
-		if calls == 1 {
-			return net.Listen(network, addr)
-		}
-		close(bb.entered)
-		<-bb.release
-		return bb.ln, nil
-	}
-	l, err := listener.NewWithListen(loopback(listener.Config{}), listen)
-	require.NoError(t, err)
+	for _, bindErr := range []error{nil, syscall.EADDRINUSE} {
+		t.Run(fmt.Sprint("bind error ", bindErr), func(t *testing.T) {
+			bb := blockingBind{entered: make(chan struct{}), release: make(chan struct{}), ln: newFake(2)}
+			calls := 0
+			listen := func(network, addr string) (net.Listener, error) {
+				calls++
+				if calls == 1 {
+					return net.Listen(network, addr)
+				}
+				close(bb.entered)
+				<-bb.release
+				if bindErr != nil {
+					return nil, bindErr
+				}
+				return bb.ln, nil
+			}
+			h := logtest.New()
+			var apiBound atomic.Int32
+			l, err := listener.NewWithListen(loopback(listener.Config{Logger: h.Logger(),
+				OnBound: func(p listener.Port, _ net.Addr) {
+					if p == listener.API {
+						apiBound.Add(1)
+					}
+				}}), listen)
+			require.NoError(t, err)
 
+			opened := make(chan error, 1)
+			go func() { opened <- l.OpenAPI() }()
+			<-bb.entered
+			// Close does not wait for the bind in flight.
+			require.NoError(t, l.Close())
+			h.Seal(t)
+			close(bb.release)
+
+			select {
+			case err := <-opened:
+				require.ErrorIs(t, err, net.ErrClosed)
+			case <-time.After(guard):
+				t.Fatal("OpenAPI did not return")
+			}
+			if bindErr == nil {
+				assert.True(t, bb.ln.isClosed(), "the socket bound during Close must be closed")
+			}
+			assert.Nil(t, l.APIAddr())
+			assert.Zero(t, apiBound.Load(), "OnBound called after Close")
+		})
+	}
+}
+
+// TestCloseWhileOnBoundRuns: a Close made (from elsewhere) while OnBound
+// runs for an OpenAPI does not wait for it — OnBound may be what Close
+// waits behind — and that OpenAPI, back from OnBound, finds the listener
+// closed: it releases the port and logs nothing more ("port opened").
+func TestCloseWhileOnBoundRuns(t *testing.T) {
+	h := logtest.New()
+	inHook, release := make(chan struct{}), make(chan struct{})
+	l := newListener(t, listener.Config{Logger: h.Logger(), OnBound: func(p listener.Port, _ net.Addr) {
+		if p == listener.API {
+			close(inHook)
+			<-release
+		}
+	}})
 	opened := make(chan error, 1)
 	go func() { opened <- l.OpenAPI() }()
-	<-bb.entered
-	// Close does not wait for the bind in flight.
-	require.NoError(t, l.Close())
-	close(bb.release)
-
+	waitClosed(t, inHook, "OnBound")
+	closed := make(chan error, 1)
+	go func() { closed <- l.Close() }()
+	select {
+	case err := <-closed:
+		require.NoError(t, err)
+	case <-time.After(guard):
+		close(release)
+		t.Fatal("Close waited for OnBound")
+	}
+	h.Seal(t)
+	close(release)
 	select {
 	case err := <-opened:
 		require.ErrorIs(t, err, net.ErrClosed)
 	case <-time.After(guard):
 		t.Fatal("OpenAPI did not return")
 	}
-	assert.True(t, bb.ln.isClosed(), "the socket bound during Close must be closed")
 	assert.Nil(t, l.APIAddr())
+	for _, r := range h.Matching("port opened") {
+		assert.Equal(t, "controller", r.Str("port"), "the API port opened after Close")
+	}
+}
+
+// TestCloseWaitsForACloseAPIInFlight: a CloseAPI still releasing the API
+// socket when Close is called logs its "port closed" before Close returns,
+// not after. (Before, Close returned first, and the record came late.) It
+// runs in a synctest bubble, so that "Close has returned" and "Close
+// waits" are each observed, not guessed from timing.
+func TestCloseWaitsForACloseAPIInFlight(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := logtest.New()
+		ctrl := newFake(1)
+		api := &slowCloseListener{fakeListener: newFake(2), release: make(chan struct{})}
+		l, err := listener.NewWithListen(loopback(listener.Config{Logger: h.Logger()}),
+			(&listenSeq{fakes: []net.Listener{ctrl, api}}).listen)
+		require.NoError(t, err)
+		require.NoError(t, l.OpenAPI())
+
+		closedAPI := make(chan error, 1)
+		go func() { closedAPI <- l.CloseAPI() }()
+		synctest.Wait() // CloseAPI is in the API socket's Close
+
+		closeReturned := make(chan struct{})
+		go func() {
+			assert.NoError(t, l.Close())
+			close(closeReturned)
+		}()
+		synctest.Wait() // Close has returned, or waits for CloseAPI
+		returned := isDone(closeReturned)
+		if returned {
+			h.Seal(t)
+		}
+		close(api.release)
+		require.NoError(t, <-closedAPI)
+		<-closeReturned
+		if !returned {
+			h.Seal(t)
+		}
+		assert.False(t, returned, "Close returned while CloseAPI was still releasing the API port")
+		assert.Len(t, h.Matching("port closed"), 2, "%v", h.Records())
+	})
+}
+
+// slowCloseListener is a fake whose Close stops its Accept at once but
+// returns only when the test releases it, as a socket whose close is slow.
+type slowCloseListener struct {
+	*fakeListener
+	release chan struct{}
+}
+
+func (s *slowCloseListener) Close() error {
+	err := s.fakeListener.Close()
+	<-s.release
+	return err
+}
+
+func isDone(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
 }
 
 func TestCloseReleasesAnAPISocketThatWasNeverOpened(t *testing.T) {

@@ -57,13 +57,13 @@ func TestOpenAPIWhenOpensTheAPIPortWhenTheChannelCloses(t *testing.T) {
 	_, body := get(t, client, "http://"+l.Addr().String()+"/port")
 	assert.Equal(t, "controller", body)
 	assert.Nil(t, l.APIAddr(), "the API port is bound before the channel closes")
-	assertOpen(t, l.APIOpened(), "APIOpened")
+	assertOpen(t, l.Completed(), "Completed")
 
 	close(stable)
-	waitClosed(t, l.APIOpened(), "APIOpened")
+	waitClosed(t, l.Completed(), "Completed")
 	<-bound
-	assertOpen(t, l.APIFailed(), "APIFailed")
-	require.NoError(t, l.APIErr())
+	assertOpen(t, l.Failed(), "Failed")
+	require.NoError(t, l.Cause())
 	assert.Equal(t, apiAddr.String(), l.APIAddr().String())
 	code, body := get(t, client, "http://"+apiAddr.String()+"/agent-login")
 	assert.Equal(t, http.StatusOK, code)
@@ -71,8 +71,8 @@ func TestOpenAPIWhenOpensTheAPIPortWhenTheChannelCloses(t *testing.T) {
 	assert.True(t, l.Report().API.Open)
 }
 
-// A bind failure of the open nobody called is not lost: APIFailed closes,
-// APIErr and Report say why, the listener stays controller-only, and a
+// A bind failure of the open nobody called is not lost: Failed closes,
+// Cause and Report say why, the listener stays controller-only, and a
 // later OpenAPI may still open the port.
 func TestOpenAPIWhenBindFailureIsReported(t *testing.T) {
 	squatter, err := net.Listen("tcp", "127.0.0.1:0")
@@ -83,9 +83,9 @@ func TestOpenAPIWhenBindFailureIsReported(t *testing.T) {
 	l := newListener(t, listener.Config{APIAddr: addr, OpenAPIWhen: stable})
 
 	close(stable)
-	waitClosed(t, l.APIFailed(), "APIFailed")
-	assertOpen(t, l.APIOpened(), "APIOpened")
-	err = l.APIErr()
+	waitClosed(t, l.Failed(), "Failed")
+	assertOpen(t, l.Completed(), "Completed")
+	err = l.Cause()
 	require.ErrorIs(t, err, listener.ErrBind)
 	require.ErrorIs(t, err, syscall.EADDRINUSE)
 	var pe *listener.PortError
@@ -102,13 +102,13 @@ func TestOpenAPIWhenBindFailureIsReported(t *testing.T) {
 
 	require.NoError(t, squatter.Close())
 	require.NoError(t, l.OpenAPI())
-	waitClosed(t, l.APIOpened(), "APIOpened after a later OpenAPI")
+	waitClosed(t, l.Completed(), "Completed after a later OpenAPI")
 	dial(t, l.APIAddr())
 	mustAccept(t, l, listener.API)
 }
 
 // Close before the channel closes ends the wait (goleak checks the
-// goroutine is gone) and resolves APIFailed with net.ErrClosed, so a board
+// goroutine is gone) and resolves Failed with net.ErrClosed, so a board
 // watching the port does not show it locked for ever; closing the channel
 // afterwards binds nothing.
 func TestCloseBeforeOpenAPIWhenBindsNothing(t *testing.T) {
@@ -118,10 +118,10 @@ func TestCloseBeforeOpenAPIWhenBindsNothing(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, l.Close())
 	close(stable)
-	waitClosed(t, l.APIFailed(), "APIFailed")
-	require.ErrorIs(t, l.APIErr(), net.ErrClosed)
+	waitClosed(t, l.Failed(), "Failed")
+	require.ErrorIs(t, l.Cause(), net.ErrClosed)
 	assert.Equal(t, 1, seq.count(), "the API port was bound after Close")
-	assertOpen(t, l.APIOpened(), "APIOpened")
+	assertOpen(t, l.Completed(), "Completed")
 }
 
 // With BindAPIEarly and CloseAPI (to learn the port, then refuse agents),
@@ -135,7 +135,7 @@ func TestOpenAPIWhenAfterEarlyBindAndCloseAPI(t *testing.T) {
 	require.Nil(t, l.APIAddr())
 
 	close(stable)
-	waitClosed(t, l.APIOpened(), "APIOpened")
+	waitClosed(t, l.Completed(), "Completed")
 	require.Equal(t, first.String(), l.APIAddr().String())
 	c := dial(t, l.APIAddr())
 	s := mustAccept(t, l, listener.API)
@@ -146,7 +146,7 @@ func TestOpenAPIWhenAfterEarlyBindAndCloseAPI(t *testing.T) {
 	require.NoError(t, err)
 }
 
-// A permanent accept failure before the API port opened resolves APIFailed
+// A permanent accept failure before the API port opened resolves Failed
 // with that failure.
 func TestAFailureBeforeTheAPIPortOpenedIsItsErr(t *testing.T) {
 	ctrl := newFake(1)
@@ -157,13 +157,13 @@ func TestAFailureBeforeTheAPIPortOpenedIsItsErr(t *testing.T) {
 	ctrl.give(t, nil, syscall.EBADF)
 	_, failure := l.Accept()
 	require.ErrorIs(t, failure, listener.ErrAcceptFailed)
-	waitClosed(t, l.APIFailed(), "APIFailed")
-	require.Equal(t, failure, l.APIErr())
+	waitClosed(t, l.Failed(), "Failed")
+	require.Equal(t, failure, l.Cause())
 }
 
 // OnBound may Close the listener, also when the OpenAPIWhen watcher calls
 // it (before the fix Close waited for that very goroutine, for ever): the
-// API port bound for it is released and APIFailed says why.
+// API port bound for it is released and Failed says why.
 func TestCloseFromOnBoundWithOpenAPIWhen(t *testing.T) {
 	when := make(chan struct{})
 	var l *listener.Listener
@@ -182,9 +182,9 @@ func TestCloseFromOnBoundWithOpenAPIWhen(t *testing.T) {
 	case <-time.After(guard):
 		t.Fatal("Close from OnBound never returned")
 	}
-	waitClosed(t, l.APIFailed(), "APIFailed")
-	assert.ErrorIs(t, l.APIErr(), net.ErrClosed)
-	assertOpen(t, l.APIOpened(), "APIOpened")
+	waitClosed(t, l.Failed(), "Failed")
+	assert.ErrorIs(t, l.Cause(), net.ErrClosed)
+	assertOpen(t, l.Completed(), "Completed")
 	assert.Nil(t, l.APIAddr())
 	assert.NoError(t, l.Close(), "idempotent")
 }

@@ -49,7 +49,7 @@ type PortReport struct {
 	// (injected clock); nil if none.
 	LastTemporaryError   error
 	LastTemporaryErrorAt time.Time
-	// OpenErr is, for the API port, APIErr: why it failed to open when
+	// OpenErr is, for the API port, Cause: why it failed to open when
 	// Config.OpenAPIWhen closed, or why it never will; nil otherwise.
 	OpenErr error
 }
@@ -68,7 +68,7 @@ func (l *Listener) Report() Report {
 	}
 	api := l.api.report(apiAddr, l.apiSess != nil)
 	l.mu.Unlock()
-	api.OpenErr = l.APIErr()
+	api.OpenErr = l.Cause()
 
 	r := Report{Controller: ctrl, API: api, Closed: closed}
 	if isClosed(l.done) && l.failErr != nil {

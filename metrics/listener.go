@@ -53,7 +53,7 @@ func NewListenerCollector(name string, l *listener.Listener) prometheus.Collecto
 	c.open = c.add("open",
 		"1 while the port's accept loop runs, else 0.", "port")
 	c.openFailed = c.add("open_failed",
-		"1 if the API port failed to open (APIErr), else 0; always 0 for the controller port.", "port")
+		"1 if the API port failed to open (Cause), else 0; always 0 for the controller port.", "port")
 	c.closed = c.add("closed",
 		"1 once the listener has been closed, else 0.")
 	c.failed = c.add("failed",

@@ -44,7 +44,7 @@ coldstart_listener_failed{listener="c0"} 0
 # TYPE coldstart_listener_open gauge
 coldstart_listener_open{listener="c0",port="api"} 1
 coldstart_listener_open{listener="c0",port="controller"} 1
-# HELP coldstart_listener_open_failed 1 if the API port failed to open (APIErr), else 0; always 0 for the controller port.
+# HELP coldstart_listener_open_failed 1 if the API port failed to open (Cause), else 0; always 0 for the controller port.
 # TYPE coldstart_listener_open_failed gauge
 coldstart_listener_open_failed{listener="c0",port="api"} 0
 coldstart_listener_open_failed{listener="c0",port="controller"} 0

@@ -29,10 +29,16 @@
 // canceled"), and the agent's next start runs the steps again. Enter,
 // Complete and Fail remain for servers that drive the phases themselves.
 //
-// RPC servers guard each call that is not on their allowlist with g.Err(),
-// per call; gRPC servers use the interceptors of upgrade/grpcupgrade. The
-// gate is a gate.Component (Completed, Failed, Cause, Detail), so a board
-// of gates shows it in its own words.
+// One per-call guard decides every call: Admit. Middleware calls it for
+// HTTP, grpcupgrade's interceptors for gRPC, and an RPC server of your own
+// for each of its calls, per call — never cached at login:
+//
+//	if err := g.Admit(allowlisted(method)); err != nil {
+//		return err // not executed; errors.Is(err, upgrade.ErrUpgradeInProgress)
+//	}
+//
+// The gate is a gate.Component (Completed, Failed, Cause, Detail), so a
+// board of gates shows it in its own words.
 //
 // Client: an http.Client whose transport waits refusals out, resending a
 // request only when it can replay its body (req.GetBody):
@@ -63,43 +69,31 @@
 // and returns the refusal from its dial function gets the server's hint
 // honoured there too: errors.As finds its RetryAfter() method.
 //
-// # Logs and counters
+// # Options
 //
-// The clock and the logger arrive one way: GateConfig's Clock and Logger
-// for a gate, the options WithClock and WithLogger for Retry, WaitReady,
-// RetryTransport and grpcupgrade's client interceptors. nil means
-// clock.WallClock and no logs; nothing reads slog.Default. A gate logs:
+// A gate's settings are GateConfig's fields (Clock, Logger, OnTransition):
+// nil means clock.WallClock, no logs, no hook; nothing reads slog.Default.
+// A client's are RetryOptions (WithBackoff, WithClock, WithNotify,
+// WithRetryIf), the same for Retry, WaitReady, RetryTransport and
+// grpcupgrade's client interceptors. A nil RetryOption is ignored, and
+// WithClock(nil) and WithNotify(nil) mean the default (the wall clock; no
+// hook); WithRetryIf(nil) is not valid (errors.NotValid).
 //
-//   - "upgrade phase changed", INFO (ERROR for Failed): phase (the new
-//     one), from (the one it left), lasted (how long that lasted), epoch,
-//     and err (the cause) for Failed. SetRetryAfter is not a phase change.
-//   - "calls refused during upgrade", one record per refusing phase per
-//     10 s while calls arrive, never one per call: phase, refused,
-//     admitted (allowlisted), interval; INFO, WARN for phase=failed (those
-//     were 409s: clients stopped).
+// # Counts and logs
 //
-// Report().Calls has the same counts since NewGate, across epochs, one
-// CallsReport per refusing phase (checking, running-steps, failed), for
-// status pages and metrics: Refused (503 or 409; gRPC Unavailable or
-// FailedPrecondition) and Admitted. Middleware and grpcupgrade's server
-// interceptors count their calls; an RPC server of your own calls Admit
-// (Err counts nothing). A call costs one atomic add while the gate
-// refuses, and nothing once it is complete: the logger is never on the
-// request path.
+// Counts flow one way: the gate counts the calls it decides while it
+// refuses (one atomic add per call, nothing once it is complete) and
+// Report().Calls reads them — one CallsReport per refusing phase
+// (checking, running-steps, failed), since NewGate and across epochs:
+// Refused (503 or 409; gRPC Unavailable or FailedPrecondition) and
+// Admitted (allowlisted). The metrics module exports them.
 //
-// A client with WithLogger counts its waits the same way: "waiting out
-// upgrade refusals" (INFO: waits, interval) and "gave up waiting for
-// upgrade" (WARN: gave_up, interval, err, the latest) — a call that gave
-// up is one whose ctx ended, or whose deadline came before the server's
-// wait. One WithLogger option value keeps one set of counts for every
-// call made with it, so RetryTransport and the interceptors, which keep
-// their options, log all their requests together. A WithLogger made per
-// call is a set of counts per call — one record per call, its last counts
-// up to an interval late — so code that calls Retry or WaitReady many
-// times builds a RetryLog once, passes its Option, and closes it at
-// shutdown, which logs the counts still pending:
-//
-//	waits := &upgrade.RetryLog{Logger: logger}
-//	defer waits.Close()
-//	err := upgrade.Retry(ctx, call, waits.Option())
+// The Logger carries transitions only: one record per phase change,
+// "upgrade phase changed", INFO (ERROR for Failed), with phase (the new
+// one), from, lasted (how long from lasted), epoch, and err (the cause)
+// for Failed. A gate holds no timer and no goroutine, so it never writes
+// a record, counts or calls its hook after the calls made to it have
+// returned. A cancelled RunSteps (SIGTERM) is not a transition and logs
+// nothing. The clients log nothing: WithNotify is their hook, run inside
+// the call.
 package upgrade

@@ -7,7 +7,11 @@ import (
 )
 
 // Sentinel errors. Match them with errors.Is; the typed errors below carry
-// the details and match their sentinel.
+// the details and match their sentinel. Beside them, an invalid argument
+// (Enter(Complete), SetRetryAfter(0), RunSteps or Retry with a nil func,
+// WithRetryIf(nil), a backoff max below its base, a readiness URL that
+// does not parse) returns an error matching errors.NotValid from
+// github.com/juju/errors and changes nothing: fix the call, do not retry.
 var (
 	// ErrUpgradeInProgress means the server refused the call because it is
 	// still upgrading. The call was NOT executed, so it is safe to repeat:

@@ -5,10 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"time"
 
 	"github.com/coldstart-go/coldstart/upgrade"
@@ -100,13 +98,14 @@ func ExampleRetry() {
 	// calls: 3 err: <nil>
 }
 
-// An RPC server guards every call that is not on its allowlist with Err,
-// per call: Enter can close the gate again at any time.
-func ExampleGate_Err() {
+// An RPC server guards every call with Admit, per call (Enter can close
+// the gate again at any time), saying whether the call is on its
+// allowlist; Report counts what the gate decided while it refused.
+func ExampleGate_Admit() {
 	g := upgrade.NewGate(upgrade.GateConfig{})
 	allowed := map[string]bool{"Client.FullStatus": true}
 	call := func(facade, method string) {
-		if err := g.Err(); err != nil && !allowed[facade+"."+method] {
+		if err := g.Admit(allowed[facade+"."+method]); err != nil {
 			fmt.Println(method, "refused:", errors.Is(err, upgrade.ErrUpgradeInProgress))
 			return
 		}
@@ -116,10 +115,13 @@ func ExampleGate_Err() {
 	call("Application", "Deploy")
 	g.Complete()
 	call("Application", "Deploy")
+	c := g.Report().Calls[0]
+	fmt.Printf("%s: admitted %d, refused %d\n", c.Phase, c.Admitted, c.Refused)
 	// Output:
 	// FullStatus served
 	// Deploy refused: true
 	// Deploy served
+	// checking: admitted 1, refused 1
 }
 
 // A gate goes on a board of gates (or any select) through its epoch's
@@ -160,31 +162,4 @@ func ExampleInProgressError_retryAfter() {
 	// Output:
 	// leave 10.0.0.2:17070 alone for 5s
 	// true
-}
-
-// A client that calls Retry many times counts all their waits in one
-// RetryLog, built once; Close logs the counts still pending.
-func ExampleRetryLog() {
-	logger := slog.New(slog.NewTextHandler(os.Stdout, &slog.HandlerOptions{
-		ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
-			if a.Key == slog.TimeKey || a.Key == "interval" {
-				return slog.Attr{} // a stable output
-			}
-			return a
-		},
-	}))
-	waits := &upgrade.RetryLog{Logger: logger}
-	for range 3 {
-		refused := false
-		_ = upgrade.Retry(context.Background(), func(context.Context) error {
-			if !refused {
-				refused = true
-				return &upgrade.InProgressError{Phase: upgrade.RunningSteps, RetryDelay: time.Millisecond}
-			}
-			return nil
-		}, waits.Option())
-	}
-	waits.Close() // at shutdown
-	// Output:
-	// level=INFO msg="waiting out upgrade refusals" waits=3
 }

@@ -145,9 +145,10 @@ func (r *refusal) write(w http.ResponseWriter) {
 // both with the header Coldstart-Upgrade: <code> and a JSON body
 // {"code", "phase", "message"} (plus "cause" once failed). A refusal is
 // precomputed per gate state and costs one small allocation (two when R is
-// 128 s or more). While the gate refuses, each request is counted, admitted
-// (allowlisted) or refused, in Report().Calls and the gate's refusal
-// records; once the upgrade is complete nothing is counted or logged.
+// 128 s or more). Each request is decided by the gate's per-call guard,
+// as Admit decides it: while the gate refuses it is counted, admitted
+// (allowlisted) or refused, in Report().Calls; once the upgrade is
+// complete nothing is counted.
 //
 // The not-executed promise: a refused request never reaches next, so a
 // client may repeat it safely. The gate is read once, when the request

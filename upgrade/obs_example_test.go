@@ -1,6 +1,7 @@
 package upgrade_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -14,10 +15,9 @@ import (
 	"github.com/coldstart-go/coldstart/upgrade"
 )
 
-// A gate with a logger makes one record per phase change. The calls it
-// decides are counted in Report, and logged as one record per phase per
-// 10 s — 3,000 refusals make one line, not 3,000 (here the 10 s have not
-// passed yet, so the record is still pending).
+// A gate with a logger makes one record per phase change, and nothing
+// else: the calls it decides are counted in Report (3,000 refusals, no
+// line), and the metrics module exports the counts.
 func ExampleGateConfig() {
 	logger := slog.New(slog.NewTextHandler(os.Stdout, &slog.HandlerOptions{
 		ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
@@ -51,4 +51,24 @@ func ExampleGateConfig() {
 	// checking: refused 3000, admitted 1
 	// running-steps: refused 0, admitted 0
 	// failed: refused 1, admitted 0
+}
+
+// OnTransition is a hook for the same phase changes, run inside the call
+// that made each one: here, the story of a failed attempt and a retried
+// one.
+func ExampleGateConfig_onTransition() {
+	g := upgrade.NewGate(upgrade.GateConfig{OnTransition: func(from, to upgrade.Phase, err error) {
+		if err != nil {
+			fmt.Printf("%s -> %s: %v\n", from, to, err)
+			return
+		}
+		fmt.Printf("%s -> %s\n", from, to)
+	}})
+	_ = g.RunSteps(context.Background(), func(context.Context) error { return errors.New("disk full") })
+	_ = g.RunSteps(context.Background(), func(context.Context) error { return nil })
+	// Output:
+	// checking -> running-steps
+	// running-steps -> failed: upgrade steps: disk full
+	// failed -> running-steps
+	// running-steps -> complete
 }

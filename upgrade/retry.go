@@ -5,9 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
-	"sync"
 	"syscall"
 	"time"
 
@@ -15,7 +13,6 @@ import (
 	jujuerrors "github.com/juju/errors"
 
 	"github.com/coldstart-go/coldstart/internal/backoff"
-	"github.com/coldstart-go/coldstart/internal/logcount"
 )
 
 // Defaults of Retry's backoff (see WithBackoff).
@@ -24,7 +21,10 @@ const (
 	defaultBackoffMax  = 30 * time.Second
 )
 
-// RetryOption configures Retry, WaitReady and RetryTransport.
+// RetryOption configures Retry, WaitReady, RetryTransport and
+// grpcupgrade's client interceptors. A nil RetryOption is ignored, so an
+// option chosen at run time can be passed as is: Retry(ctx, fn, nil) is
+// Retry(ctx, fn). Options apply in order; a later one of a kind wins.
 type RetryOption func(*retryConfig)
 
 type retryConfig struct {
@@ -32,7 +32,6 @@ type retryConfig struct {
 	policy  backoff.Policy
 	notify  func(attempt int, err error, wait time.Duration)
 	retryIf func(error) bool
-	log     *retryLog // nil: no logs
 }
 
 // WithBackoff sets the backoff: the wait after the n-th refusal is drawn
@@ -42,147 +41,26 @@ func WithBackoff(base, max time.Duration) RetryOption {
 	return func(c *retryConfig) { c.policy.Min, c.policy.Max = base, max }
 }
 
-// WithClock sets the clock the waits run on, and the interval of the
-// records of WithLogger (nil, the default, means clock.WallClock).
+// WithClock sets the clock the waits run on (nil, the default, means
+// clock.WallClock).
 func WithClock(clk clock.Clock) RetryOption {
 	return func(c *retryConfig) { c.clk = clk }
 }
 
-// WithLogger sets where the waits are logged (nil, the default, means no
-// logs). Waits and give-ups are counted, never logged one by one: one
-// record per 10 s while they happen, INFO "waiting out upgrade refusals"
-// with "waits" (refusals waited out), and WARN "gave up waiting for
-// upgrade" with "gave_up" (calls that stopped waiting because their ctx
-// ended or its deadline came before the server's wait) and "err" (the
-// latest such error, which the caller was also returned).
-//
-// The counts are kept by the option value: every call made with the same
-// WithLogger option adds to the same records, timed on the clock of the
-// first call that uses it. RetryTransport and grpcupgrade's client
-// interceptors keep their options, so their records cover all their
-// requests.
-//
-// Each WithLogger call makes a new set of records: Retry(ctx, fn,
-// WithLogger(l)) written inside a loop or a request handler logs one
-// record per call, not per interval. Its counts are logged when the
-// interval ends, and nothing closes the option, so the last ones come up
-// to 10 s late, or never if the process exits first. For a client that
-// calls Retry or WaitReady many times, and for any client that must log
-// its last counts at shutdown, build a RetryLog once instead and Close it.
-func WithLogger(logger *slog.Logger) RetryOption {
-	if logger == nil {
-		return func(c *retryConfig) { c.log = nil }
-	}
-	l := &retryLog{logger: logger}
-	return func(c *retryConfig) { c.log = l }
-}
-
-// RetryLog is WithLogger's records as a value built once, that can be
-// closed: every call given its Option adds to one set of records, and
-// Close logs the counts still pending. Use it where Retry or WaitReady is
-// called many times, and give the same Option to RetryTransport and
-// grpcupgrade's client interceptors to count their waits in the same
-// records:
-//
-//	waits := &upgrade.RetryLog{Logger: logger}
-//	defer waits.Close() // logs what the interval has not yet
-//	for _, c := range calls {
-//		err := upgrade.Retry(ctx, c, waits.Option())
-//		...
-//	}
-//
-// Set Logger before the first Option (nil means no logs). The records are
-// timed on the clock of the first call (WithClock). Calls made after Close
-// still retry, and count, but log nothing. A RetryLog is safe for
-// concurrent use.
-type RetryLog struct {
-	// Logger receives the records; nil means no logs.
-	Logger *slog.Logger
-
-	once sync.Once
-	log  *retryLog // nil without a Logger
-}
-
-// Option returns the RetryOption that counts a call's waits in r's
-// records (as WithLogger does in its own).
-func (r *RetryLog) Option() RetryOption {
-	l := r.records()
-	return func(c *retryConfig) { c.log = l }
-}
-
-// Close logs the counts not yet logged and stops the records' timer. It is
-// idempotent.
-func (r *RetryLog) Close() {
-	if l := r.records(); l != nil {
-		l.close()
-	}
-}
-
-func (r *RetryLog) records() *retryLog {
-	r.once.Do(func() {
-		if r.Logger != nil {
-			r.log = &retryLog{logger: r.Logger}
-		}
-	})
-	return r.log
-}
-
-// retryLog counts the waits of every call made with one WithLogger option
-// or RetryLog.
-type retryLog struct {
-	logger *slog.Logger
-	once   sync.Once
-	agg    *logcount.Aggregator
-	waits  *logcount.Counter
-	gaveUp *logcount.Counter
-}
-
-// The records of WithLogger.
-const (
-	msgWaits  = "waiting out upgrade refusals"
-	msgGaveUp = "gave up waiting for upgrade"
-)
-
-// start makes the counters, on the clock of the first call.
-func (l *retryLog) start(clk clock.Clock) {
-	l.once.Do(func() {
-		l.agg = logcount.New(logcount.Config{Logger: l.logger, Clock: clk})
-		l.waits = l.agg.Group(slog.LevelInfo, msgWaits).Counter("waits")
-		l.gaveUp = l.agg.Group(slog.LevelWarn, msgGaveUp).Counter("gave_up")
-	})
-}
-
-// close logs the pending counts. A call after it counts into the closed
-// aggregator, which logs nothing (and so needs no clock of its own).
-func (l *retryLog) close() {
-	l.start(clock.WallClock)
-	l.agg.Close()
-}
-
-// waited counts a wait about to begin.
-func (l *retryLog) waited() {
-	if l != nil {
-		l.waits.Inc()
-	}
-}
-
-// gaveUpWith counts a call that stopped waiting with err, and returns err.
-func (l *retryLog) gaveUpWith(err error) error {
-	if l != nil {
-		l.gaveUp.IncErr(err)
-	}
-	return err
-}
-
 // WithNotify sets a hook called before each wait with the attempt number
-// (from 1), the error that attempt returned, and the wait chosen.
+// (from 1), the error that attempt returned, and the wait chosen (nil, the
+// default, means none). It is the client's one hook: count, log or trace
+// the waits there. It runs on the calling goroutine, inside the call, so
+// it is never called after Retry (or RoundTrip, or the intercepted call)
+// has returned.
 func WithNotify(fn func(attempt int, err error, wait time.Duration)) RetryOption {
 	return func(c *retryConfig) { c.notify = fn }
 }
 
 // WithRetryIf replaces the test for "retry this error" (by default: it
 // matches ErrUpgradeInProgress). Errors matching ErrUpgradeFailed always
-// stop Retry, whatever the predicate says.
+// stop Retry, whatever the predicate says. A nil pred is not valid: Retry
+// returns an error matching errors.NotValid (github.com/juju/errors).
 func WithRetryIf(pred func(error) bool) RetryOption {
 	return func(c *retryConfig) { c.retryIf = pred }
 }
@@ -195,13 +73,12 @@ func newRetryConfig(opts []RetryOption) (retryConfig, error) {
 		retryIf: func(err error) bool { return errors.Is(err, ErrUpgradeInProgress) },
 	}
 	for _, o := range opts {
-		o(&c)
+		if o != nil {
+			o(&c)
+		}
 	}
 	if c.clk == nil {
 		c.clk = clock.WallClock
-	}
-	if c.log != nil {
-		c.log.start(c.clk)
 	}
 	switch {
 	case c.policy.Min <= 0:
@@ -252,7 +129,7 @@ func hintOf(err error) time.Duration {
 // fixed hint to every client brings them back together; that is the
 // server's choice. Without a hint Retry waits a capped exponential backoff
 // with full jitter (see WithBackoff). Waits run on the clock of WithClock
-// (by default clock.WallClock), and WithLogger counts them. If the server
+// (by default clock.WallClock), and WithNotify sees each. If the server
 // asks for a wait that ends after ctx's deadline, Retry returns at once
 // with an error that says so and matches both the refusal
 // (ErrUpgradeInProgress) and context.DeadlineExceeded; a backoff that
@@ -294,8 +171,8 @@ func (c *retryConfig) run(ctx context.Context, fn func(context.Context) error) e
 			switch left := time.Until(deadline); {
 			case hint > 0 && hint >= left:
 				// err names the server's wait; say only what it outlasts.
-				return c.log.gaveUpWith(fmt.Errorf("upgrade: the server's wait outlasts ctx's deadline, %v away: %w (%w)",
-					max(left, 0).Round(time.Millisecond), err, context.DeadlineExceeded))
+				return fmt.Errorf("upgrade: the server's wait outlasts ctx's deadline, %v away: %w (%w)",
+					max(left, 0).Round(time.Millisecond), err, context.DeadlineExceeded)
 			case left <= 0: // the deadline passed during fn; ctx is about to say so
 				<-ctx.Done()
 				return c.stopped(ctx, attempt, last)
@@ -306,7 +183,6 @@ func (c *retryConfig) run(ctx context.Context, fn func(context.Context) error) e
 		if c.notify != nil {
 			c.notify(attempt, err, wait)
 		}
-		c.log.waited()
 		if backoff.Sleep(ctx, c.clk, wait) != nil {
 			return c.stopped(ctx, attempt, last)
 		}
@@ -323,7 +199,7 @@ func (c *retryConfig) stopped(ctx context.Context, attempts int, last error) err
 	if attempts == 1 {
 		noun = "attempt"
 	}
-	return c.log.gaveUpWith(fmt.Errorf("upgrade: stopped retrying after %d %s: %w; last refusal: %w", attempts, noun, ctx.Err(), last))
+	return fmt.Errorf("upgrade: stopped retrying after %d %s: %w; last refusal: %w", attempts, noun, ctx.Err(), last)
 }
 
 // notReadyError is WaitReady's "not yet": the server is not listening, or a
@@ -345,7 +221,7 @@ func (e *notReadyError) RetryAfter() time.Duration { return e.hint }
 // proxy, with Retry's backoff and opts (a WithRetryIf in opts replaces that
 // test). It returns nil once ready, at once on ErrUpgradeFailed or any other
 // status, and an error wrapping ctx.Err() when ctx ends. A nil client means
-// http.DefaultClient; WithClock and WithLogger work as for Retry.
+// http.DefaultClient; WithClock and WithNotify work as for Retry.
 func WaitReady(ctx context.Context, client *http.Client, url string, opts ...RetryOption) error {
 	if client == nil {
 		client = http.DefaultClient

@@ -286,6 +286,38 @@ func TestRetryRejectsBadOptions(t *testing.T) {
 	assert.ErrorIs(t, upgrade.Retry(context.Background(), nil), jujuerrors.NotValid)
 }
 
+// One rule for options: a nil RetryOption is ignored (it panicked), in
+// every function that takes them, among other options or alone; a nil
+// argument to WithClock or WithNotify means the default.
+func TestANilOptionIsIgnored(t *testing.T) {
+	refusedOnce := func() func(context.Context) error {
+		refused := false
+		return func(context.Context) error {
+			if !refused {
+				refused = true
+				return &upgrade.InProgressError{Phase: upgrade.Checking, RetryDelay: time.Millisecond}
+			}
+			return nil
+		}
+	}
+	var none upgrade.RetryOption
+	assert.NoError(t, upgrade.Retry(context.Background(), refusedOnce(), none))
+	assert.NoError(t, upgrade.Retry(context.Background(), refusedOnce(), nil, upgrade.WithClock(nil), nil, upgrade.WithNotify(nil), nil))
+
+	g := upgrade.NewGate(upgrade.GateConfig{})
+	g.Complete()
+	url, _, _ := gatedServer(t, g)
+	client := &http.Client{Transport: upgrade.RetryTransport(nil, nil, upgrade.WithNotify(nil), nil)}
+	defer client.CloseIdleConnections()
+	resp, err := client.Get(url)
+	require.NoError(t, err)
+	_ = resp.Body.Close()
+	assert.Equal(t, http.StatusOK, resp.StatusCode)
+
+	srv := newServer(t, upgrade.ReadyHandler(g))
+	assert.NoError(t, upgrade.WaitReady(context.Background(), srv.Client(), srv.URL, nil))
+}
+
 // One jitter: a coldstart server draws each refusal's Retry-After from
 // [R, 2R], and the client waits exactly that. Measured before this rule, a
 // 1 s hint made Retry wait 1.16–1.76 s and a 2 s hint 2.35–3.34 s on top of

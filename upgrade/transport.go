@@ -29,10 +29,8 @@ import (
 //
 // Each refusal's body is drained and closed before the wait, so the
 // connection goes back to the pool. opts are Retry's (WithBackoff for
-// refusals without a hint, WithNotify, WithClock, WithLogger, whose
-// records count the waits of all the transport's requests together);
-// WithRetryIf has no effect, since only refusals are known not to have
-// been executed.
+// refusals without a hint, WithNotify, WithClock); WithRetryIf has no
+// effect, since only refusals are known not to have been executed.
 func RetryTransport(next http.RoundTripper, opts ...RetryOption) http.RoundTripper {
 	if next == nil {
 		next = http.DefaultTransport

@@ -12,8 +12,6 @@ import (
 
 	"github.com/juju/clock"
 	jujuerrors "github.com/juju/errors"
-
-	"github.com/coldstart-go/coldstart/internal/logcount"
 )
 
 // Phase is where a server is in its upgrade.
@@ -110,8 +108,8 @@ type Report struct {
 	Calls []CallsReport
 }
 
-// CallsReport counts the calls a gate decided in one phase (Middleware,
-// grpcupgrade's server interceptors, and every Admit).
+// CallsReport counts the calls a gate decided in one phase: every Admit,
+// which Middleware and grpcupgrade's server interceptors call for theirs.
 type CallsReport struct {
 	// Phase is Checking, RunningSteps or Failed.
 	Phase Phase
@@ -126,51 +124,61 @@ type CallsReport struct {
 // refusingPhases are the phases whose calls a gate counts, in Report order.
 var refusingPhases = [...]Phase{Checking, RunningSteps, Failed}
 
-// phaseCalls are the counters of one refusing phase. They are logcount
-// counters: one atomic add per call, and the refusal records.
+// phaseCalls are the counters of one refusing phase: one atomic add per
+// call, read by Report.
 type phaseCalls struct {
-	admitted, refused *logcount.Counter
+	admitted, refused atomic.Uint64
 }
 
 // GateConfig configures a Gate. The zero GateConfig is valid: the wall
-// clock and no logs.
+// clock, no logs, no hook.
 type GateConfig struct {
-	// Clock stamps Report.Since, times how long each phase lasted, and
-	// times the interval of the refusal records. nil means clock.WallClock.
+	// Clock stamps Report.Since and times how long each phase lasted. nil
+	// means clock.WallClock.
 	Clock clock.Clock
-	// Logger receives a record for each phase change and, while calls are
-	// refused, one record per phase per 10 s with the counts (never one
-	// per call). nil means no logs; the counters in Report count anyway.
+	// Logger receives one record per phase change, and nothing else: the
+	// calls the gate decides are counted in Report, never logged. nil means
+	// no logs.
 	Logger *slog.Logger
+	// OnTransition, if not nil, is called after every phase change (after
+	// its record), for your own timeline or metrics; err is the cause when
+	// to is Failed, else nil. Hooks run in transition order, outside the
+	// gate's lock, on the goroutine of one of the callers that changed the
+	// phase (so one caller may run the hook for another's transition); by
+	// the time every call that changed the phase has returned, every hook
+	// has run. A hook may call the gate's methods, including transitions,
+	// which are queued behind it rather than deadlocking.
+	OnTransition func(from, to Phase, err error)
 }
 
-// The records a Gate logs, and their keys.
+// The record a Gate logs, and its phase key.
 const (
-	msgPhase   = "upgrade phase changed"
-	msgRefused = "calls refused during upgrade"
-	keyPhase   = "phase"
+	msgPhase = "upgrade phase changed"
+	keyPhase = "phase"
 )
 
 // Gate is an upgrade-in-progress gate: while it is not Complete, servers
 // refuse every call that is not on their allowlist, and say so in a way
-// clients can recognise and wait out (Err, Middleware).
+// clients can recognise and wait out (Admit, Middleware).
 //
 // A gate starts in Checking, epoch 1. Enter moves between Checking and
 // RunningSteps; Complete and Fail end the epoch, and whichever comes first
 // wins (the other is then a no-op) until Enter starts a new epoch. Reading
-// the gate (Err, Phase, Completed, Failed) is a single atomic load, and
+// the gate (Phase, Completed, Failed) is a single atomic load, and
 // deciding a call (Admit, Middleware) adds one atomic add while the gate
-// refuses: cheap enough for every call. A Gate is safe for concurrent use.
+// refuses: cheap enough for every call. A gate holds no timer and no
+// goroutine: nothing it owns logs, counts or calls a hook except inside
+// the calls made to it. A Gate is safe for concurrent use.
 type Gate struct {
 	clk    clock.Clock
-	logger *slog.Logger           // nil: no logs
-	st     atomic.Pointer[state]  // the published state; replaced, never mutated
-	calls  [Failed + 1]phaseCalls // by phase; only the refusing phases' are set
+	logger *slog.Logger                    // nil: no logs
+	hook   func(from, to Phase, err error) // nil: no hook
+	st     atomic.Pointer[state]           // the published state; replaced, never mutated
+	calls  [Failed + 1]phaseCalls          // by phase; only the refusing phases' are used
 
 	mu         sync.Mutex // serialises transitions; guards the fields below
 	retryAfter time.Duration
-	hook       func(from, to Phase, err error)
-	pending    []transition // transitions whose hook has not run yet, in order
+	pending    []transition // transitions whose record and hook have not run yet, in order
 	delivering bool         // some goroutine is running hooks from pending
 }
 
@@ -178,10 +186,9 @@ type Gate struct {
 // precomputed here so that refusing a call costs no formatting.
 type state struct {
 	Report
-	guard   error         // what Err returns
-	refusal *refusal      // the HTTP answer to a refused request; nil when Complete
-	calls   *phaseCalls   // the counters of the phase; nil when Complete
-	next    chan struct{} // closed when this state is superseded
+	guard   error       // what Admit refuses with
+	refusal *refusal    // the HTTP answer to a refused request; nil when Complete
+	calls   *phaseCalls // the counters of the phase; nil when Complete
 	// completed and failed: every state of one epoch shares them, and the
 	// transition that ends the epoch closes one. Only a closed one is
 	// replaced when the next epoch begins; the other carries over, so that
@@ -191,7 +198,6 @@ type state struct {
 }
 
 type transition struct {
-	hook     func(from, to Phase, err error) // nil: only logged
 	from, to Phase
 	err      error
 	epoch    uint64
@@ -205,16 +211,7 @@ func NewGate(cfg GateConfig) *Gate {
 	if clk == nil {
 		clk = clock.WallClock
 	}
-	g := &Gate{clk: clk, logger: cfg.Logger, retryAfter: defaultRetryAfter}
-	agg := logcount.New(logcount.Config{Logger: cfg.Logger, Clock: clk})
-	for _, p := range refusingPhases {
-		level := slog.LevelInfo
-		if p == Failed {
-			level = slog.LevelWarn
-		}
-		grp := agg.Group(level, msgRefused, slog.String(keyPhase, p.String()))
-		g.calls[p] = phaseCalls{refused: grp.Counter("refused"), admitted: grp.Counter("admitted")}
-	}
+	g := &Gate{clk: clk, logger: cfg.Logger, hook: cfg.OnTransition, retryAfter: defaultRetryAfter}
 	g.st.Store(g.newState(Report{Phase: Checking, Since: clk.Now(), Epoch: 1}, nil))
 	return g
 }
@@ -223,7 +220,7 @@ func NewGate(cfg GateConfig) *Gate {
 // every refused call will share. prev is the state it replaces (nil for
 // the first): a state of the same epoch keeps its epoch's channels.
 func (g *Gate) newState(r Report, prev *state) *state {
-	s := &state{Report: r, next: make(chan struct{})}
+	s := &state{Report: r}
 	switch {
 	case prev == nil:
 		s.completed, s.failed = make(chan struct{}), make(chan struct{})
@@ -248,25 +245,26 @@ func (g *Gate) newState(r Report, prev *state) *state {
 	return s
 }
 
-// admit decides a call in state s, and counts it while the gate refuses.
+// admit is the per-call guard, the one Admit, Middleware and (through
+// Admit) grpcupgrade share: it decides a call in state s, and counts it
+// while the gate refuses.
 func (s *state) admit(allowlisted bool) error {
 	switch {
 	case s.guard == nil:
 		return nil
 	case allowlisted:
-		s.calls.admitted.Inc()
+		s.calls.admitted.Add(1)
 		return nil
 	}
-	s.calls.refused.Inc()
+	s.calls.refused.Add(1)
 	return s.guard
 }
 
-// publish installs r as the current state and wakes Wait. g.mu is held.
+// publish installs r as the current state. g.mu is held.
 func (g *Gate) publish(r Report, err error) {
 	old := g.st.Load()
 	s := g.newState(r, old)
 	g.st.Store(s)
-	close(old.next)
 	if old.Phase == r.Phase { // SetRetryAfter: not a transition
 		return
 	}
@@ -278,7 +276,7 @@ func (g *Gate) publish(r Report, err error) {
 	}
 	if g.hook != nil || g.logger != nil {
 		g.pending = append(g.pending, transition{
-			hook: g.hook, from: old.Phase, to: r.Phase, err: err, epoch: r.Epoch, lasted: r.Since.Sub(old.Since),
+			from: old.Phase, to: r.Phase, err: err, epoch: r.Epoch, lasted: r.Since.Sub(old.Since),
 		})
 	}
 }
@@ -309,15 +307,15 @@ func (g *Gate) Enter(p Phase) error {
 	return nil
 }
 
-// Complete ends the current epoch successfully: Err returns nil and every
-// call is served. It is a no-op if the epoch already ended (Complete or
+// Complete ends the current epoch successfully: Admit returns nil and
+// every call is served. It is a no-op if the epoch already ended (Complete or
 // Failed).
 func (g *Gate) Complete() {
 	g.end(Complete, nil)
 }
 
 // Fail ends the current epoch in failure: calls are refused with an error
-// matching ErrUpgradeFailed and carrying err, and Wait returns it. A nil
+// matching ErrUpgradeFailed and carrying err (Cause returns it). A nil
 // err is recorded as an unknown cause. It is a no-op if the epoch already
 // ended (Complete or Failed); Enter starts a new attempt.
 func (g *Gate) Fail(err error) {
@@ -367,10 +365,19 @@ func (g *Gate) Report() Report {
 //
 // A board entry resolves once: after a completed upgrade, Enter (a new
 // upgrade) does not make the entry locked again; watch the new epoch's
-// pair under a new entry if readiness must follow it.
+// pair under a new entry if readiness must follow it. Code that waits for
+// the upgrade selects on the pair:
+//
+//	select {
+//	case <-g.Completed():
+//	case <-g.Failed():
+//		return &upgrade.FailedError{Err: g.Cause()} // matches ErrUpgradeFailed
+//	case <-ctx.Done():
+//		return ctx.Err()
+//	}
 //
 // (Not Done: a Done channel with an Err method means "resolved, failed if
-// Err" elsewhere, and Err is non-nil while an upgrade runs.)
+// Err" elsewhere, and a gate's refusal is non-nil while an upgrade runs.)
 func (g *Gate) Completed() <-chan struct{} { return g.st.Load().completed }
 
 // Failed returns a channel closed the next time an epoch fails: the
@@ -440,47 +447,24 @@ func (g *Gate) RunSteps(ctx context.Context, steps func(context.Context) error) 
 	return err
 }
 
-// Err is the per-call guard: nil when the upgrade is complete, an
-// *InProgressError (matching ErrUpgradeInProgress) while it is in progress,
-// and a *FailedError (matching ErrUpgradeFailed, unwrapping to the cause)
-// once it failed. Call it for every call that is not allowlisted — never
-// cache the answer at login, since Enter can re-close the gate at any time.
-// It allocates nothing; the errors it returns are shared and must be
-// treated as read-only. It counts nothing: a server that wants its calls
-// in Report and the refusal records calls Admit instead.
-func (g *Gate) Err() error { return g.st.Load().guard }
-
-// Admit is the per-call guard that counts, for an RPC server of your own:
-// call it for every call, with allowlisted saying whether the call is on
-// your allowlist. It returns nil when the call may run — the upgrade is
-// complete, or allowlisted is true — and otherwise Err's refusal. While
-// the gate refuses, each call is counted in Report().Calls, admitted or
-// refused, by phase, and logged in the refusal records. Middleware and
-// grpcupgrade's server interceptors call it for their calls. It allocates
-// nothing.
+// Admit is the per-call guard: call it for every call, with allowlisted
+// saying whether the call is on your allowlist, and run the call only if
+// it returns nil — the upgrade is complete, or allowlisted is true.
+// Otherwise it returns the refusal: an *InProgressError (matching
+// ErrUpgradeInProgress, carrying the phase and RetryAfter) while the
+// upgrade is in progress, a *FailedError (matching ErrUpgradeFailed,
+// unwrapping to the cause) once it failed. Never cache the answer at
+// login: Enter can close the gate again at any time.
+//
+// While the gate refuses, each call is counted in Report().Calls by phase,
+// admitted or refused; once the upgrade is complete nothing is counted.
+// Middleware and grpcupgrade's server interceptors decide their calls with
+// it. It allocates nothing; the errors it returns are shared and must be
+// treated as read-only.
 func (g *Gate) Admit(allowlisted bool) error { return g.st.Load().admit(allowlisted) }
 
-// Wait blocks until the upgrade is complete (nil), has failed (an error
-// matching ErrUpgradeFailed), or ctx ends (an error wrapping ctx.Err()).
-func (g *Gate) Wait(ctx context.Context) error {
-	for {
-		s := g.st.Load()
-		switch s.Phase {
-		case Complete:
-			return nil
-		case Failed:
-			return s.guard
-		}
-		select {
-		case <-s.next:
-		case <-ctx.Done():
-			return fmt.Errorf("upgrade: stopped waiting while %s: %w", s.Phase.describe(), ctx.Err())
-		}
-	}
-}
-
 // SetRetryAfter sets R, how long refused callers are asked to wait at
-// least (default 1 s). Err's InProgressError carries R itself; each refusal
+// least (default 1 s). Admit's InProgressError carries R itself; each refusal
 // on the wire (Middleware's Retry-After in whole seconds, grpcupgrade's
 // pushback in milliseconds) carries a wait drawn from [R, 2R], so that a
 // herd refused together, whose generic clients sleep exactly what they are
@@ -488,7 +472,7 @@ func (g *Gate) Wait(ctx context.Context) error {
 // follows R and is not set on its own: the longer the wait, the wider the
 // window a herd needs. This is the only jitter: Retry, RetryTransport and
 // grpcupgrade's clients wait exactly the hint they are given. An RPC layer
-// of your own that sends Err's RetryAfter on should draw each refusal's
+// of your own that sends Admit's RetryAfter on should draw each refusal's
 // hint from [R, 2R] too. d must be positive. It takes effect at once and
 // is not a transition.
 func (g *Gate) SetRetryAfter(d time.Duration) error {
@@ -500,20 +484,6 @@ func (g *Gate) SetRetryAfter(d time.Duration) error {
 	g.retryAfter = d
 	g.publish(g.st.Load().Report, nil)
 	return nil
-}
-
-// OnTransition sets the hook called after every phase change, for your
-// own logs and metrics (GateConfig.Logger already logs each change; nil
-// removes the hook), after the change's record. err is the cause when to is Failed, else nil.
-// Hooks run in transition order, outside the gate's lock, on the goroutine
-// of one of the callers that changed the phase (so one caller may run the
-// hook for another's transition). A hook may call the gate's methods,
-// including transitions, which are queued behind it rather than deadlocking.
-// Only transitions after OnTransition returns reach the new hook.
-func (g *Gate) OnTransition(hook func(from, to Phase, err error)) {
-	g.mu.Lock()
-	g.hook = hook
-	g.mu.Unlock()
 }
 
 // deliver runs queued hooks unless another goroutine already is (it will
@@ -539,8 +509,8 @@ func (g *Gate) deliver() {
 		g.pending = g.pending[1:]
 		g.mu.Unlock()
 		g.log(t)
-		if t.hook != nil {
-			t.hook(t.from, t.to, t.err)
+		if g.hook != nil {
+			g.hook(t.from, t.to, t.err)
 		}
 		g.mu.Lock()
 	}

@@ -33,6 +33,13 @@
 //	...
 //	defer cc.Close()
 //	client := pb.NewControllerClient(cc) // use it as any ClientConn
+//	cc.Connect()                         // dial now, not at the first RPC
+//	<-cc.Home()                          // moved home: a self-dial gate opens
+//
+// NewClient returns a *Client, a *grpc.ClientConn with Home: a channel
+// closed at its first connection to this machine's controller once
+// LocalReady has closed (never at one to a peer), so a readiness gate
+// needs no health-check call to learn the client has moved home.
 //
 // The ClientConn's authority is Authority ("controller"), which names no
 // host: with TLS, give the server name the controllers' certificates carry

@@ -113,7 +113,7 @@ func Example_httpAndGRPCOnOneListener() {
 
 	// The agents' port, once the controller is stable.
 	close(stable)
-	<-ln.APIOpened()
+	<-ln.Completed()
 	agent, err := grpc.NewClient(ln.APIAddr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		fmt.Println(err)

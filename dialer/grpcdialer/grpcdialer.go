@@ -2,7 +2,6 @@ package grpcdialer
 
 import (
 	"context"
-	"log/slog"
 	"net"
 	"sync"
 
@@ -41,15 +40,31 @@ var (
 	localRoute = resolver.Address{Addr: "dialer:local"}
 )
 
-// NewClient returns a gRPC ClientConn whose connections d dials, that
-// moves home when d's LocalReady closes. Until then the ClientConn holds
+// Client is a gRPC ClientConn (use it as one: generated clients take it,
+// Close closes it) that says when it has moved home.
+type Client struct {
+	*grpc.ClientConn
+
+	home     chan struct{} // see Home; nil with no local controller
+	homeOnce sync.Once
+}
+
+// Home returns a channel that is closed when the Client has moved home: at
+// the first connection it makes to this machine's controller once
+// LocalReady has closed (never at one to a peer). A "self-dial" gate waits
+// on it instead of calling the local server to find out. It is nil when
+// the Dialer's LocalPort is 0.
+func (c *Client) Home() <-chan struct{} { return c.home }
+
+// NewClient returns a gRPC Client whose connections d dials, that moves
+// home when d's LocalReady closes. Until then the ClientConn holds
 // the connection the Dialer gave it (a peer's, before this machine's
 // controller serves); when LocalReady closes, its resolver reports a new
 // address, and gRPC connects anew (the Dialer now dials loopback only) and
 // drains the old connection itself: RPCs in flight on it run to their end,
 // new RPCs wait for the local connection (they are not failed), and the
-// ClientConn is never closed under them. With the Dialer's Config.Logger,
-// the move is logged once ("grpc client moved home", route=local).
+// ClientConn is never closed under them. Home closes at the first local
+// connection after LocalReady (the Dialer's Logger has the route change).
 //
 // Under RequireLocal every connection is local already: the ClientConn
 // never moves, and LocalReady closing changes nothing (as with
@@ -59,37 +74,54 @@ var (
 // opts are given to grpc.NewClient before NewClient's own two, a resolver
 // and a context dialer, which therefore win: the Dialer's Config.DialContext
 // is the place to change how connections are made, and transport
-// credentials (required by grpc) come in opts. The ClientConn's authority
+// credentials (required by grpc) come in opts; a nil option is ignored.
+// The ClientConn's authority
 // is Authority, "controller": with TLS credentials, set
 // tls.Config.ServerName (or grpc.WithAuthority) to the name in the
 // controllers' certificates, or every handshake fails with "certificate
 // is valid for ..., not controller". Close the ClientConn as usual; that
 // also stops the resolver. A nil d is reported as an error satisfying
 // errors.Is(err, errors.NotValid) (github.com/juju/errors).
-func NewClient(d *dialer.Dialer, opts ...grpc.DialOption) (*grpc.ClientConn, error) {
+func NewClient(d *dialer.Dialer, opts ...grpc.DialOption) (*Client, error) {
 	if d == nil {
 		return nil, jujuerrors.NotValidf("nil Dialer")
+	}
+	c := &Client{}
+	if d.Home() != nil {
+		c.home = make(chan struct{})
 	}
 	ready := d.LocalReady()
 	if d.Policy() == dialer.RequireLocal {
 		ready = nil // local from the first connection: nowhere to move
 	}
-	opts = append(opts[:len(opts):len(opts)],
-		grpc.WithResolvers(&builder{ready: ready, log: d.Logger()}),
+	all := make([]grpc.DialOption, 0, len(opts)+2)
+	for _, o := range opts {
+		if o != nil {
+			all = append(all, o)
+		}
+	}
+	all = append(all,
+		grpc.WithResolvers(&builder{ready: ready}),
 		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) {
-			c, _, err := d.Dial(ctx)
-			return c, err
+			conn, r, err := d.Dial(ctx)
+			if err == nil && r.Local && isClosed(r.LocalReady) {
+				c.homeOnce.Do(func() { close(c.home) })
+			}
+			return conn, err
 		}),
 	)
-	return grpc.NewClient(target, opts...)
+	cc, err := grpc.NewClient(target, all...)
+	if err != nil {
+		return nil, err
+	}
+	c.ClientConn = cc
+	return c, nil
 }
 
 // builder builds the resolver of one ClientConn (again after it leaves
 // idle mode).
 type builder struct {
 	ready <-chan struct{} // nil: never moves (no local controller, or RequireLocal)
-	log   *slog.Logger    // the Dialer's; nil: no logs
-	moved sync.Once       // the move is logged once per ClientConn
 }
 
 func (b *builder) Scheme() string { return scheme }
@@ -131,11 +163,6 @@ func (r *moveResolver) watch(b *builder, cc resolver.ClientConn) {
 		// The balancer (pick_first, or any other) drops the anyRoute
 		// SubConn, which closes its transport gracefully.
 		_ = cc.UpdateState(resolver.State{Addresses: []resolver.Address{localRoute}})
-		if b.log != nil {
-			b.moved.Do(func() {
-				b.log.LogAttrs(context.Background(), slog.LevelInfo, "grpc client moved home", slog.String("route", "local"))
-			})
-		}
 	case <-r.quit:
 	}
 }

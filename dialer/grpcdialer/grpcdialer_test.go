@@ -166,7 +166,7 @@ func (c *countedConn) Close() error {
 	return err
 }
 
-func call(ctx context.Context, cc *grpc.ClientConn, method string) (string, error) {
+func call(ctx context.Context, cc grpc.ClientConnInterface, method string) (string, error) {
 	var out wrapperspb.StringValue
 	if err := cc.Invoke(ctx, method, wrapperspb.String("hi"), &out); err != nil {
 		return "", err
@@ -174,7 +174,7 @@ func call(ctx context.Context, cc *grpc.ClientConn, method string) (string, erro
 	return out.GetValue(), nil
 }
 
-func mustCall(t *testing.T, cc *grpc.ClientConn, method string) string {
+func mustCall(t *testing.T, cc grpc.ClientConnInterface, method string) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
 	defer cancel()
@@ -188,7 +188,7 @@ type callResult struct {
 	err   error
 }
 
-func callAsync(cc *grpc.ClientConn, method string) <-chan callResult {
+func callAsync(cc grpc.ClientConnInterface, method string) <-chan callResult {
 	ch := make(chan callResult, 1)
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*waitFor)
@@ -199,7 +199,7 @@ func callAsync(cc *grpc.ClientConn, method string) <-chan callResult {
 	return ch
 }
 
-func newClient(t *testing.T, d *dialer.Dialer) *grpc.ClientConn {
+func newClient(t *testing.T, d *dialer.Dialer) *grpcdialer.Client {
 	t.Helper()
 	cc, err := grpcdialer.NewClient(d, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	require.NoError(t, err)
@@ -215,7 +215,7 @@ func listenLoopback(t *testing.T) net.Listener {
 }
 
 // waitLeaves waits until cc's state is no longer s.
-func waitLeaves(t *testing.T, cc *grpc.ClientConn, s connectivity.State) {
+func waitLeaves(t *testing.T, cc *grpcdialer.Client, s connectivity.State) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
 	defer cancel()
@@ -226,8 +226,9 @@ func waitLeaves(t *testing.T, cc *grpc.ClientConn, s connectivity.State) {
 // listening the ClientConn works through a peer; when LocalReady closes it
 // connects locally, the RPC in flight on the peer runs to its end there,
 // new RPCs go local (none fails, none reaches the peer), the peer
-// connection closes once drained, and the ClientConn is never closed. The
-// Dialer's logger has the move once, beside the two routes.
+// connection closes once drained, and the ClientConn is never closed.
+// Home closes at the local connection, not before; the Dialer's logger has
+// the two routes.
 func TestClientMovesHomeWhenLocalReadyCloses(t *testing.T) {
 	peerLn := listenLoopback(t)
 	peer := startGRPC(t, "peer", peerLn)
@@ -242,10 +243,11 @@ func TestClientMovesHomeWhenLocalReadyCloses(t *testing.T) {
 		Logger:          h.Logger(),
 	})
 	require.NoError(t, err)
-	defer d.Close()
 	cc := newClient(t, d)
+	require.NotNil(t, cc.Home())
 
 	assert.Equal(t, "peer", mustCall(t, cc, whoMethod))
+	assert.False(t, isClosed(cc.Home()), "a peer connection is not home")
 	held := callAsync(cc, holdMethod)
 	peer.waitEntered(t)
 	_, peerWhos := peer.counts()
@@ -258,6 +260,7 @@ func TestClientMovesHomeWhenLocalReadyCloses(t *testing.T) {
 	for range 3 {
 		assert.Equal(t, "local", mustCall(t, cc, whoMethod))
 	}
+	assert.True(t, isClosed(cc.Home()), "the local connection is")
 	open, _ := peer.counts()
 	assert.Equal(t, 1, open, "the peer connection busy with Hold must stay open")
 
@@ -277,12 +280,12 @@ func TestClientMovesHomeWhenLocalReadyCloses(t *testing.T) {
 	assert.Equal(t, 3, homeWhos)
 	assert.Equal(t, "local", mustCall(t, cc, whoMethod), "the ClientConn still works")
 
-	moved := h.WaitMessage(t, "grpc client moved home", 1)
-	require.Len(t, moved, 1)
-	assert.Equal(t, slog.LevelInfo, moved[0].Level)
-	assert.Equal(t, "local", moved[0].Str("route"))
-	routes := h.Matching("route chosen")
-	require.Len(t, routes, 2, "%v", routes)
+	routes := h.Records()
+	require.Len(t, routes, 2, "the routes, and nothing else: %v", routes)
+	for _, r := range routes {
+		assert.Equal(t, "route chosen", r.Message)
+		assert.Equal(t, slog.LevelInfo, r.Level)
+	}
 	assert.Equal(t, "peer", routes[0].Str("route"))
 	assert.Equal(t, "local", routes[1].Str("route"))
 	assert.Equal(t, dialer.Report{LocalReady: true, LocalDials: 1, PeerDials: 1, Fallbacks: 1}, d.Report())
@@ -360,22 +363,19 @@ func TestNewClientRejectsANilDialer(t *testing.T) {
 
 // Under RequireLocal the ClientConn is local from its first connection:
 // LocalReady closing must not make it reconnect (before the fix its
-// resolver moved it to a second local connection and logged a move home).
+// resolver moved it to a second local connection).
 // A move happens within milliseconds of LocalReady closing; the test waits
 // a second for a second connection that must not come.
 func TestClientUnderRequireLocalNeverMoves(t *testing.T) {
 	ln := listenLoopback(t)
 	home := startGRPC(t, "local", ln)
 	ready := make(chan struct{})
-	h := logtest.New()
 	d, err := dialer.New(dialer.Config{
 		LocalPort:  ln.Addr().(*net.TCPAddr).Port,
 		Policy:     dialer.RequireLocal,
 		LocalReady: ready,
-		Logger:     h.Logger(),
 	})
 	require.NoError(t, err)
-	defer d.Close()
 	cc := newClient(t, d)
 	assert.Equal(t, "local", mustCall(t, cc, whoMethod))
 	home.waitAccepted(t)
@@ -389,7 +389,6 @@ func TestClientUnderRequireLocalNeverMoves(t *testing.T) {
 	assert.Equal(t, "local", mustCall(t, cc, whoMethod))
 	open, _ := home.counts()
 	assert.Equal(t, 1, open)
-	assert.Empty(t, h.Matching("grpc client moved home"))
 }
 
 // With TLS, the ClientConn verifies the controllers' certificates against
@@ -458,4 +457,29 @@ func selfSigned(t *testing.T, name string) (tls.Certificate, *x509.CertPool) {
 	pool := x509.NewCertPool()
 	pool.AddCert(leaf)
 	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key, Leaf: leaf}, pool
+}
+
+func isClosed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
+// A nil DialOption is ignored, as the rule for options says (grpc.NewClient
+// would panic on it).
+func TestNewClientIgnoresANilOption(t *testing.T) {
+	ln := listenLoopback(t)
+	startGRPC(t, "local", ln)
+	ready := make(chan struct{})
+	close(ready)
+	d, err := dialer.New(dialer.Config{LocalPort: ln.Addr().(*net.TCPAddr).Port, LocalReady: ready})
+	require.NoError(t, err)
+	cc, err := grpcdialer.NewClient(d, nil, grpc.WithTransportCredentials(insecure.NewCredentials()), nil)
+	require.NoError(t, err)
+	defer cc.Close()
+	assert.Equal(t, "local", mustCall(t, cc, whoMethod))
+	assert.True(t, isClosed(cc.Home()), "a local connection after LocalReady: home")
 }

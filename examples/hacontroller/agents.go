@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net"
 	"net/http"
 	"sync"
@@ -64,7 +63,7 @@ type herd struct {
 // port from the start, retrying a closed port with upgrade.Retry (its
 // transport waits out an upgrade in progress), until it is admitted or ctx
 // ends.
-func startAgents(ctx context.Context, o options, tl *timeline, log *slog.Logger, ctrls []*controller) *herd {
+func startAgents(ctx context.Context, o options, tl *timeline, ctrls []*controller) *herd {
 	h := &herd{
 		stats: &agentStats{perCtrl: make([]portStats, len(ctrls))},
 		slots: make(chan struct{}, agentSlots),
@@ -89,7 +88,7 @@ func startAgents(ctx context.Context, o options, tl *timeline, log *slog.Logger,
 	client := &http.Client{Transport: upgrade.RetryTransport(&http.Transport{
 		DisableKeepAlives: true,
 		DialContext:       h.dial,
-	}, upgrade.WithNotify(func(int, error, time.Duration) { h.stats.upgrading.Add(1) }), upgrade.WithLogger(log))}
+	}, upgrade.WithNotify(func(int, error, time.Duration) { h.stats.upgrading.Add(1) }))}
 	tl.log("agents", "%d agents start logging in on the api ports, retrying refusals", o.agents)
 	var wg sync.WaitGroup
 	for i := range o.agents {

@@ -131,14 +131,25 @@ func newController(cfg controllerConfig) (_ *controller, err error) {
 		upgradeHold: cfg.upgradeHold, served: make(chan struct{}),
 		calls: []*selfCall{newSelfCall("POST /controller/workers"), newSelfCall("grpc Health/List"), newSelfCall("grpc Health/Watch")},
 	}
-	c.up = upgrade.NewGate(upgrade.GateConfig{Clock: c.clk, Logger: c.log})
-	c.up.OnTransition(func(from, to upgrade.Phase, err error) { // the timeline's story; Logger has the records
-		if err != nil {
+	c.up = upgrade.NewGate(upgrade.GateConfig{Clock: c.clk, Logger: c.log, OnTransition: func(from, to upgrade.Phase, err error) {
+		if err != nil { // the timeline's story; Logger has the records
 			c.tl.log(c.name, "upgrade %s -> %s: %v", from, to, err)
 			return
 		}
 		c.tl.log(c.name, "upgrade %s -> %s", from, to)
+	}})
+	c.faults = leasetest.NewFaultStore(cfg.store, leasetest.FaultStoreConfig{Clock: c.clk})
+	c.tracker, err = lease.NewTracker(lease.Config{
+		Store:    c.faults,
+		Name:     leaseName,
+		Holder:   c.name,
+		Duration: c.o.leaseTerm,
+		Clock:    c.clk,
+		Logger:   c.log,
 	})
+	if err != nil {
+		return nil, err
+	}
 	c.newBoard()
 	// From here on each step holds something: undo them all on error.
 	defer func() {
@@ -155,25 +166,13 @@ func newController(cfg controllerConfig) (_ *controller, err error) {
 	if c.ln, err = c.listen(cfg.apiAddr); err != nil {
 		return nil, err
 	}
-	c.api = c.board.Follow("api-port", apiPort{c.ln}).After(c.stable)
+	c.api = c.board.Follow("api-port", c.ln).After(c.stable) // the listener's API port is a gate.Component
 	c.workers = gate.New("workers").After(c.selfDialed, c.upgraded)
 	c.board.Add("workers", c.workers)
 	c.metrics = prometheus.NewRegistry()
 	c.mux, c.grpc = c.newMux(), c.newGRPC()
 	c.srv = c.newServer()
 	if c.dial, err = c.newDialer(cfg.peers); err != nil {
-		return nil, err
-	}
-	c.faults = leasetest.NewFaultStore(cfg.store, leasetest.FaultStoreConfig{Clock: c.clk})
-	c.tracker, err = lease.NewTracker(lease.Config{
-		Store:    c.faults,
-		Name:     leaseName,
-		Holder:   c.name,
-		Duration: c.o.leaseTerm,
-		Clock:    c.clk,
-		Logger:   c.log,
-	})
-	if err != nil {
 		return nil, err
 	}
 	if err := c.registerMetrics(); err != nil {
@@ -187,9 +186,10 @@ func newController(cfg controllerConfig) (_ *controller, err error) {
 }
 
 // newBoard makes the controller's gates: stable is all of serving,
-// self-dial, upgrade and lease. The upgrade gate joins the board with
-// Follow, so its entry shows the phase while locked and the cause if it
-// fails, with no state copied by hand; stable is built on that entry, so
+// self-dial, upgrade and lease. The upgrade gate and the lease tracker join
+// the board with Follow, so their entries show the phase (or why the lease
+// is unknown) while locked and the cause if they fail, with no state copied
+// by hand; stable is built on that entry, so
 // it opens after the upgrade, and fails with it. The api-port and workers
 // entries are added once the listener exists (newController); After tells
 // the timeline what each waited for.
@@ -202,21 +202,10 @@ func (c *controller) newBoard() {
 	// The demo's upgrade steps end only once the upgrade gate has refused
 	// the controller's own calls (runUpgrade), made after its self-dial.
 	c.upgraded = c.board.Follow("upgrade", c.up).After(c.selfDialed)
-	c.leaseKnown = gate.New("lease")
-	c.board.Add("lease", c.leaseKnown)
+	c.leaseKnown = c.board.Follow("lease", c.tracker) // opens once it knows who leads
 	c.stable = gate.AllOf("stable", c.serving, c.selfDialed, c.upgraded, c.leaseKnown)
 	c.board.Add("stable", c.stable)
 }
-
-// apiPort is the listener's API port as a gate.Component, so that its
-// board entry names a bind failure (Follow) where Watch would say only
-// that the failed channel closed.
-type apiPort struct{ ln *listener.Listener }
-
-func (p apiPort) Completed() <-chan struct{} { return p.ln.APIOpened() }
-func (p apiPort) Failed() <-chan struct{}    { return p.ln.APIFailed() }
-func (p apiPort) Cause() error               { return p.ln.APIErr() }
-func (p apiPort) Detail() string             { return "opens once stable" }
 
 // listen binds the controller port and the API port, and closes the API
 // port again until the controller is stable: Config.OpenAPIWhen opens it
@@ -508,28 +497,22 @@ func (c *controller) pause(ctx context.Context, d time.Duration) bool {
 	return backoff.Sleep(ctx, c.clk, d) == nil
 }
 
-// followLease waits for the tracker's first definitive answer.
+// followLease records the tracker's first definitive answer, once the
+// board's lease entry has opened.
 func (c *controller) followLease(ctx context.Context) {
-	for {
-		st, changed := c.tracker.Current()
-		if st.State != lease.Unknown {
-			_, err := c.tracker.Check(ctx, 0)
-			c.mu.Lock()
-			c.status, c.leaseErr = st, err
-			c.mu.Unlock()
-			if st.State == lease.Held {
-				c.tl.log(c.name, "lease %q held (token %d, valid for %v)", leaseName, st.Token, time.Until(st.Until).Round(time.Millisecond))
-			} else {
-				c.tl.log(c.name, "%v", err)
-			}
-			c.leaseKnown.Unlock()
-			return
-		}
-		select {
-		case <-changed:
-		case <-ctx.Done():
-			return
-		}
+	select {
+	case <-c.leaseKnown.Unlocked():
+	case <-ctx.Done():
+		return
+	}
+	st, err := c.tracker.Check(ctx, 0)
+	c.mu.Lock()
+	c.status, c.leaseErr = st, err
+	c.mu.Unlock()
+	if st.State == lease.Held {
+		c.tl.log(c.name, "lease %q held (token %d, valid for %v)", leaseName, st.Token, time.Until(st.Until).Round(time.Millisecond))
+	} else {
+		c.tl.log(c.name, "%v", err)
 	}
 }
 
@@ -561,10 +544,10 @@ func (c *controller) apiAddress() string {
 	return c.apiAddr
 }
 
-// shutdown closes the board first (it stops following the listener and
-// the upgrade, so their ends are not startup failures on it), stops
-// serving, waits for Serve to return, releases the lease tracker and
-// flushes the dialer's counts; it is idempotent.
+// shutdown closes the board first (it stops following the listener, the
+// upgrade and the lease tracker, so their ends are not startup failures on
+// it), stops serving, waits for Serve to return and releases the lease
+// tracker; it is idempotent.
 func (c *controller) shutdown() {
 	_ = c.board.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -574,7 +557,6 @@ func (c *controller) shutdown() {
 	_ = c.ln.Close()
 	<-c.served
 	_ = c.tracker.Close()
-	c.dial.Close()
 	c.abandon()
 }
 

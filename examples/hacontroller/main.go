@@ -225,7 +225,7 @@ func run(ctx context.Context, o options, out io.Writer, log *slog.Logger) error 
 func scenario(ctx context.Context, o options, tl *timeline, log *slog.Logger, ctrls []*controller, begin, probed chan struct{}) *summary {
 	// The herd is at the door before the controllers start: every API
 	// port has refused an agent, and its agents are retrying.
-	agents := startAgents(ctx, o, tl, log, ctrls)
+	agents := startAgents(ctx, o, tl, ctrls)
 	agents.refusedEverywhere(ctx)
 	tl.log("agents", "refused by every api port (closed until stable), retrying: the controllers start")
 	close(begin)

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptrace"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -59,13 +58,13 @@ func (s *selfCall) finish(err error) {
 // connection goes through the dialer, which waits for the local server
 // rather than dial a peer, and both clients would move home by themselves
 // had they started on a peer (dialer.NewTransport, grpcdialer.NewClient).
-// It makes the allowlisted calls (self-dial), then three calls the upgrade
-// gate refuses until the upgrade completes: the HTTP client waits them out
-// with upgrade.RetryTransport, the gRPC client with grpcupgrade's
-// interceptors (workers).
+// Self-dial is the gRPC client moving home (grpcdialer's Client.Home: its
+// first connection to the local server once that serves; no ping). Then
+// it makes three calls the upgrade gate refuses until the upgrade
+// completes: the HTTP client waits them out with upgrade.RetryTransport,
+// the gRPC client with grpcupgrade's interceptors (workers).
 func (c *controller) selfClient(ctx context.Context) {
 	c.tl.log(c.name, "api clients starting: waiting for the local server (not dialling a peer)")
-	logOpt := upgrade.WithLogger(c.log) // one option: one set of counted waits for all the calls
 	home, err := dialer.NewTransport(c.dial, &http.Transport{DisableKeepAlives: true})
 	if err != nil {
 		c.selfDialed.Fail(err)
@@ -73,12 +72,12 @@ func (c *controller) selfClient(ctx context.Context) {
 	}
 	defer home.CloseIdleConnections()
 	workers := c.calls[0]
-	client := &http.Client{Transport: upgrade.RetryTransport(home, workers.notify(c), logOpt, upgrade.WithClock(c.clk))}
+	client := &http.Client{Transport: upgrade.RetryTransport(home, workers.notify(c), upgrade.WithClock(c.clk))}
 	list, watch := c.calls[1], c.calls[2]
 	cc, err := grpcdialer.NewClient(c.dial,
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithUnaryInterceptor(grpcupgrade.UnaryClientInterceptor(list.notify(c), logOpt, upgrade.WithClock(c.clk))),
-		grpc.WithStreamInterceptor(grpcupgrade.StreamClientInterceptor(watch.notify(c), logOpt, upgrade.WithClock(c.clk))))
+		grpc.WithUnaryInterceptor(grpcupgrade.UnaryClientInterceptor(list.notify(c), upgrade.WithClock(c.clk))),
+		grpc.WithStreamInterceptor(grpcupgrade.StreamClientInterceptor(watch.notify(c), upgrade.WithClock(c.clk))))
 	if err != nil {
 		c.selfDialed.Fail(err)
 		return
@@ -86,18 +85,13 @@ func (c *controller) selfClient(ctx context.Context) {
 	defer cc.Close()
 	health := healthpb.NewHealthClient(cc)
 
-	// Allowlisted: GET /ping over HTTP, the health Check over gRPC.
-	var selfAddr string
-	trace := &httptrace.ClientTrace{GotConn: func(i httptrace.GotConnInfo) { selfAddr = i.Conn.RemoteAddr().String() }}
-	if err := httpCall(httptrace.WithClientTrace(ctx, trace), client, "GET", "http://controller/ping", ""); err != nil {
-		c.selfDialed.Fail(err)
+	cc.Connect() // dial now, not at the first RPC: no ping needed
+	select {
+	case <-cc.Home():
+	case <-ctx.Done():
 		return
 	}
-	if _, err := health.Check(ctx, &healthpb.HealthCheckRequest{}); err != nil {
-		c.selfDialed.Fail(fmt.Errorf("grpc health check: %w", err))
-		return
-	}
-	c.tl.log(c.name, "self-dial -> %s (local: %t), over HTTP and gRPC", selfAddr, selfAddr == c.ctrlAddr)
+	c.tl.log(c.name, "self-dial: the gRPC client moved home (local server, no ping)")
 	c.selfDialed.Unlock()
 
 	// Off the allowlist, all three at once: each is refused while the

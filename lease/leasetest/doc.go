@@ -23,4 +23,49 @@
 //	store.Always(leasetest.OpExtend, leasetest.Hang) // renewals never answer
 //	// store.WaitBlocked(ctx, 1) tells when a call is in flight, so the
 //	// test can advance clk past its timeout; then Settle.
+//
+// Whether the trackers of a test kept their promises — never two holders
+// at once, tokens in order, no ErrNotLeader while promised, no Held past
+// Until, no stale fenced write — is the job of package history
+// (leasetest/history): record every answer, then Verify.
+//
+// # Fake time without a testclock: testing/synctest
+//
+// A Tracker, MemStore and FaultStore also run inside a testing/synctest
+// bubble (Go 1.25 and later) on their default clocks: leave Config.Clock,
+// MemStoreConfig.Clock and FaultStoreConfig.Clock nil, and the bubble's
+// fake time drives every claim, renewal, retry, call timeout and FaultStore
+// latency. time.Sleep(time.Hour) in the test is an hour of renewals, run in
+// milliseconds. synctest.Wait does what Settle does on a testclock: when it
+// returns, every tracker waits for its next timer; Settle and Step are for
+// testclock users and go on working as before. Close the trackers before
+// the bubble's function returns (synctest.Test waits for every goroutine
+// of the bubble). A store that waits on a network (etcdlease, k8slease)
+// does not belong in a bubble: fake time stands still while it waits.
+// Examples cannot run in a bubble (synctest.Test needs a *testing.T), so
+// here is the shape; TestSyncTestHourOfRenewalsAndAHandOver in this
+// package is the whole of it:
+//
+//	func TestHandOver(t *testing.T) {
+//		synctest.Test(t, func(t *testing.T) {
+//			store := lease.NewMemStore(lease.MemStoreConfig{}) // the bubble's clock
+//			var rec history.Recorder
+//			a, _ := lease.NewTracker(lease.Config{Store: store, Name: "l", Holder: "a", Duration: 10 * time.Second})
+//			b, _ := lease.NewTracker(lease.Config{Store: store, Name: "l", Holder: "b", Duration: 10 * time.Second})
+//			// ... goroutines that Check (or follow Current, or Lead) and
+//			// rec.Record each answer, with time.Now() before and after ...
+//			time.Sleep(time.Hour)                 // an hour of renewals
+//			asked := time.Now()
+//			err := a.StepDown(ctx)                // the hand-over
+//			rec.Record(history.Answer{Node: "a", Call: history.CallStepDown, Err: err,
+//				Asked: asked, Returned: time.Now()})
+//			time.Sleep(time.Minute)
+//			// ... stop the goroutines ...
+//			a.Close()
+//			b.Close()
+//			for _, v := range rec.Verify() {
+//				t.Error(v)
+//			}
+//		})
+//	}
 package leasetest

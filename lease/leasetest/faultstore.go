@@ -50,7 +50,10 @@ const (
 	AppliedTimeout
 	// Lost is a definitive loss: Extend and Revoke revoke the term in the
 	// wrapped store and return lease.ErrNotHeld; Claim returns the bare
-	// lease.ErrHeld (a holder the store does not name).
+	// lease.ErrHeld (a holder the store does not name). An Extend's Lost
+	// ends a term whose promise still stands — a store breaking its word,
+	// on purpose — so a history of the run (leasetest/history) reports
+	// NotLeaderWhilePromised.
 	Lost
 	// Hang does not forward the call and blocks until the call's ctx ends,
 	// then returns an error wrapping ctx.Err(): a store that never answers.

@@ -40,13 +40,11 @@
 // A client without the interceptor turns a refusal into an upgrade error
 // with FromError.
 //
-// The server interceptors count each call they decide while the gate
-// refuses in the gate's Report().Calls and refusal records (see
-// upgrade.Gate.Admit), so HTTP and gRPC refusals add up in one place. The
-// client interceptors take upgrade.WithClock and upgrade.WithLogger in
-// their options; since they keep their options, the waits of all their
-// calls make one record per interval. Pass an upgrade.RetryLog's Option
-// instead, and Close it at shutdown, to log the last counts too.
+// The server interceptors decide each call with upgrade.Gate.Admit, the
+// gate's one per-call guard, as upgrade.Middleware does, so HTTP and gRPC
+// calls add up in one place, the gate's Report().Calls. Nothing here logs:
+// the client interceptors take upgrade.Retry's options (WithClock,
+// WithNotify, the one hook; a nil option is ignored).
 //
 // A stream not yet admitted keeps what it sent, to send it again: up to
 // 64 messages and 4 MiB of them (proto.Size) per stream, until its first

@@ -65,9 +65,9 @@ const pushbackKey = "grpc-retry-pushback-ms"
 //   - failed: codes.FailedPrecondition, reason UPGRADE_FAILED (the cause in
 //     its metadata) and pushback -1, on which grpc-go stops retrying.
 //
-// While the gate refuses, each call is counted, admitted (allowlisted) or
-// refused, in the gate's Report().Calls and refusal records (see
-// upgrade.Gate.Admit). It panics if g is nil.
+// Each call is decided by upgrade.Gate.Admit, the gate's one per-call
+// guard: while the gate refuses it is counted, admitted (allowlisted) or
+// refused, in the gate's Report().Calls. It panics if g is nil.
 func UnaryServerInterceptor(g *upgrade.Gate, allow func(fullMethod string) bool) grpc.UnaryServerInterceptor {
 	if g == nil {
 		panic("grpcupgrade.UnaryServerInterceptor: nil Gate")
@@ -101,10 +101,10 @@ func StreamServerInterceptor(g *upgrade.Gate, allow func(fullMethod string) bool
 	}
 }
 
-// admit decides a call with g, consulting allow only while g refuses
-// (Admit counts the call then, in the gate's Report and refusal records).
+// admit decides a call with the gate's one per-call guard, Admit, which
+// counts it while g refuses; allow is consulted only then.
 func admit(g *upgrade.Gate, allow func(string) bool, fullMethod string) error {
-	if g.Err() == nil {
+	if g.Phase() == upgrade.Complete {
 		return nil
 	}
 	return g.Admit(allow != nil && allow(fullMethod))
@@ -260,9 +260,8 @@ func (e *statusError) GRPCStatus() *status.Status { return e.st }
 // still answers status.Code: a refusal's code, or codes.Canceled /
 // codes.DeadlineExceeded when ctx ended while it waited (the error then
 // also matches the context error and the last refusal). opts are
-// upgrade.Retry's: upgrade.WithClock times the waits, and the records of
-// upgrade.WithLogger count the waits of all the interceptor's calls
-// together.
+// upgrade.Retry's (a nil one is ignored): upgrade.WithClock times the
+// waits, and upgrade.WithNotify, the one hook, sees each, inside the call.
 //
 // Only refused calls are retried, which is safe because a refused call was
 // not executed. Combine it with a built-in retry policy if you like: the
@@ -319,8 +318,7 @@ const (
 // and a refusal reaches RecvMsg as an error. Header and Context are the
 // current attempt's. Every error RecvMsg returns, committed or not, is
 // FromError's, as the unary interceptor's; opts are upgrade.Retry's
-// (upgrade.WithClock times the waits, upgrade.WithLogger counts them with
-// all the interceptor's streams).
+// (upgrade.WithClock times the waits, upgrade.WithNotify sees each).
 func StreamClientInterceptor(opts ...upgrade.RetryOption) grpc.StreamClientInterceptor {
 	return func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, callOpts ...grpc.CallOption) (grpc.ClientStream, error) {
 		s := &retryStream{ctx: ctx, opts: opts, open: func(ctx context.Context) (grpc.ClientStream, error) {

@@ -3,8 +3,8 @@ package grpcupgrade_test
 import (
 	"context"
 	"errors"
-	"log/slog"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -21,8 +21,17 @@ import (
 	"github.com/coldstart-go/coldstart/upgrade/grpcupgrade"
 )
 
-// interval is logcount's: how long a count waits to be logged.
-const interval = 10 * time.Second
+// noTimerArmed fails t if anything armed a timer on clk since the last
+// receive from its Alarms: a component that arms none cannot log, count
+// or call a hook later, on its own.
+func noTimerArmed(t *testing.T, clk *testclock.Clock, what string) {
+	t.Helper()
+	select {
+	case <-clk.Alarms():
+		t.Errorf("%s armed a timer: something would happen after the calls returned", what)
+	default:
+	}
+}
 
 // calls runs n calls of call from a few goroutines and checks each code.
 func calls(t *testing.T, n int, want codes.Code, call func() error) {
@@ -45,7 +54,7 @@ func calls(t *testing.T, n int, want codes.Code, call func() error) {
 
 // The server interceptors count every call they decide while the gate
 // refuses — unary and stream, refused or allowlisted, by phase — in the
-// gate's Report and in one record per phase per interval.
+// gate's Report, and log none: the gate's records are its phase changes.
 func TestServerInterceptorsCountTheirCallsInTheGate(t *testing.T) {
 	clk := testclock.NewClock(t0)
 	h := logtest.New()
@@ -82,30 +91,23 @@ func TestServerInterceptorsCountTheirCallsInTheGate(t *testing.T) {
 	}, g.Report().Calls)
 	assert.Equal(t, int64(30+2+10), s.health.n.Load(), "only admitted calls ran")
 
-	require.NoError(t, clk.WaitAdvance(interval, waitTimeout, 1))
-	recs := h.WaitMessage(t, "calls refused during upgrade", 2)
-	require.Len(t, recs, 2, "1,272 calls decided, two records")
-	byPhase := map[string]logtest.Record{}
-	for _, r := range recs {
-		byPhase[r.Str("phase")] = r
-	}
-	assert.Equal(t, slog.LevelInfo, byPhase["checking"].Level)
-	assert.Equal(t, uint64(1200), byPhase["checking"].Uint64(t, "refused"))
-	assert.Equal(t, uint64(30), byPhase["checking"].Uint64(t, "admitted"))
-	assert.Equal(t, slog.LevelWarn, byPhase["failed"].Level)
-	assert.Equal(t, uint64(40), byPhase["failed"].Uint64(t, "refused"))
-	assert.Equal(t, uint64(2), byPhase["failed"].Uint64(t, "admitted"))
+	h.Seal(t)
+	assert.Len(t, h.Records(), 3, "1,292 calls decided, three phase changes: three records")
+	assert.Len(t, h.Matching("upgrade phase changed"), 3)
+	noTimerArmed(t, clk, "the gate")
+	clk.Advance(time.Hour) // nothing is pending: Seal fails the test on a late record
 }
 
-// The client interceptor keeps its options, so the waits of all its calls
-// make one record: 20 calls refused together, one record with waits=20.
-func TestClientInterceptorLogsTheWaitsOfAllItsCallsTogether(t *testing.T) {
+// The client interceptor takes no logger: WithNotify, its one hook, sees
+// every wait of every call, inside the call. 20 calls refused together
+// wait, and nothing else arms a timer.
+func TestClientInterceptorHooksEachWaitInsideItsCall(t *testing.T) {
 	clk := testclock.NewClock(t0)
-	h := logtest.New()
 	g := upgrade.NewGate(upgrade.GateConfig{})
 	s := newServer(t, g, nil)
+	var waits atomic.Int64
 	client := dial(t, s, grpc.WithDisableRetry(), grpc.WithUnaryInterceptor(
-		grpcupgrade.UnaryClientInterceptor(upgrade.WithClock(clk), upgrade.WithLogger(h.Logger()))))
+		grpcupgrade.UnaryClientInterceptor(nil, upgrade.WithClock(clk), upgrade.WithNotify(func(int, error, time.Duration) { waits.Add(1) }))))
 
 	const n = 20
 	var wg sync.WaitGroup
@@ -115,16 +117,38 @@ func TestClientInterceptorLogsTheWaitsOfAllItsCallsTogether(t *testing.T) {
 			assert.NoError(t, err)
 		})
 	}
-	// Every call waits (at most 2 s, the server's [R, 2R]), beside the
-	// records' timer; the upgrade completes meanwhile.
-	require.NoError(t, clk.WaitAdvance(0, waitTimeout, n+1))
+	// Every call waits (at most 2 s, the server's [R, 2R]); the upgrade
+	// completes meanwhile.
+	require.NoError(t, clk.WaitAdvance(0, waitTimeout, n))
 	g.Complete()
-	require.NoError(t, clk.WaitAdvance(2*time.Second, waitTimeout, n+1))
+	require.NoError(t, clk.WaitAdvance(2*time.Second, waitTimeout, n))
 	wg.Wait()
 	assert.Equal(t, int64(n), s.health.n.Load())
+	assert.Equal(t, int64(n), waits.Load())
+}
 
-	require.NoError(t, clk.WaitAdvance(interval-2*time.Second, waitTimeout, 1))
-	recs := h.WaitMessage(t, "waiting out upgrade refusals", 1)
-	require.Len(t, h.Records(), 1)
-	assert.Equal(t, uint64(n), recs[0].Uint64(t, "waits"))
+// A call whose ctx ends while it waits (a SIGTERM) answers codes.Canceled
+// and leaves nothing behind: no timer, no hook called later.
+func TestClientInterceptorStopsWithItsCall(t *testing.T) {
+	clk := testclock.NewClock(t0)
+	g := upgrade.NewGate(upgrade.GateConfig{})
+	s := newServer(t, g, nil)
+	var waits atomic.Int64
+	client := dial(t, s, grpc.WithDisableRetry(), grpc.WithUnaryInterceptor(
+		grpcupgrade.UnaryClientInterceptor(upgrade.WithClock(clk), upgrade.WithNotify(func(int, error, time.Duration) { waits.Add(1) }))))
+
+	ctx, sigterm := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := client.Check(ctx, &healthpb.HealthCheckRequest{})
+		done <- err
+	}()
+	<-clk.Alarms() // waiting out the refusal
+	sigterm()
+	err := <-done
+	assert.Equal(t, codes.Canceled, status.Code(err))
+	assert.ErrorIs(t, err, upgrade.ErrUpgradeInProgress, "the last refusal")
+	noTimerArmed(t, clk, "the interceptor after the call returned")
+	clk.Advance(time.Hour)
+	assert.Equal(t, int64(1), waits.Load(), "one wait, no hook after the call returned")
 }

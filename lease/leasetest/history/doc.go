@@ -1,0 +1,27 @@
+// Package history checks that a test's lease trackers kept their promises.
+//
+// The incident it answers is the one every leader election exists to
+// prevent: two processes acting as leader at once — a store that ended a
+// term early, a tracker that answered Held past its validity, a fencing
+// check that let a deposed leader's write through. Such a break seldom
+// fails a test by itself; it shows only when what each tracker said, and
+// when, is laid side by side. So a test records every answer its trackers
+// give (Check, Current, each Lead run, StepDown) and every fenced write its
+// resources answer, in a Recorder, from any number of goroutines, and
+// Verify judges the whole history:
+//
+//	var rec history.Recorder
+//	asked := time.Now()
+//	st, err := tr.Check(ctx, 0)
+//	rec.Record(history.Answer{Node: "a", Call: history.CallCheck, Status: st, Err: err,
+//		Asked: asked, Returned: time.Now()})
+//	...
+//	for _, v := range rec.Verify() {
+//		t.Error(v)
+//	}
+//
+// All times in one history must be read from one clock: the clock the
+// trackers run on (their Status.Until is on it), read by the test around
+// each call. One process's time.Now, a testclock, or the fake clock of a
+// testing/synctest bubble all do; times from two machines do not compare.
+package history

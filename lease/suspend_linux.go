@@ -1,0 +1,88 @@
+package lease
+
+import (
+	"sync/atomic"
+	"syscall"
+	"time"
+	"unsafe"
+)
+
+// On Linux, CLOCK_BOOTTIME − CLOCK_MONOTONIC is the time the host has spent
+// suspended since boot: the two clocks differ in nothing else.
+func init() {
+	if s, ok := bootSlept(); ok {
+		b := newBootClock()
+		b.last.Store(&bootReading{slept: s})
+		hostSleep = b
+	}
+}
+
+// bootClock reads the kernel's clocks only when it may have to: a suspend
+// moves the wall clock (CLOCK_REALTIME) against the monotonic one, and a
+// time.Time from the wall clock carries both readings, so Check's fast path
+// compares them (a few nanoseconds) and makes the system calls only when
+// they have moved apart: a suspend, or the wall clock stepped (set by hand
+// or by NTP, a leap second). NTP's slewing changes the rate of both alike.
+type bootClock struct {
+	epoch     time.Time // with a monotonic reading
+	epochWall time.Time // epoch without it
+	last      atomic.Pointer[bootReading]
+}
+
+func newBootClock() *bootClock {
+	now := time.Now()
+	return &bootClock{epoch: now, epochWall: now.Round(0)}
+}
+
+// bootReading is the time slept as of a moment whose wall clock was skew
+// ahead of its monotonic clock (both counted from epoch).
+type bootReading struct {
+	skew  time.Duration
+	slept time.Duration
+}
+
+func (b *bootClock) slept(now time.Time) time.Duration {
+	r := b.last.Load()
+	// now.Sub(epoch) is monotonic when now has a monotonic reading; without
+	// one (a clock other than the wall clock) skew stays 0 and the reading
+	// never changes: a suspend is then not detected.
+	skew := now.Round(0).Sub(b.epochWall) - now.Sub(b.epoch)
+	if d := skew - r.skew; d > -suspendTolerance && d < suspendTolerance {
+		return r.slept
+	}
+	s, ok := bootSlept()
+	if !ok {
+		return r.slept
+	}
+	// Callers racing here store readings taken after their own now; a
+	// reading left behind by a slower one has an older skew, so the next
+	// caller whose wall clock has moved reads the clocks again.
+	b.last.Store(&bootReading{skew: skew, slept: s})
+	return s
+}
+
+// bootSlept reads CLOCK_BOOTTIME − CLOCK_MONOTONIC. The monotonic clock is
+// read on both sides of the boot clock, and a reading whose sides lie far
+// apart (the thread was descheduled) is taken again.
+func bootSlept() (time.Duration, bool) {
+	const clockMonotonic, clockBoottime = 1, 7
+	for range 5 {
+		m1, ok1 := clockGettime(clockMonotonic)
+		bt, ok2 := clockGettime(clockBoottime)
+		m2, ok3 := clockGettime(clockMonotonic)
+		if !ok1 || !ok2 || !ok3 {
+			return 0, false
+		}
+		if m2-m1 < suspendTolerance/10 {
+			return bt - (m1 + (m2-m1)/2), true
+		}
+	}
+	return 0, false
+}
+
+func clockGettime(id uintptr) (time.Duration, bool) {
+	var ts syscall.Timespec
+	// clock_gettime does not block: RawSyscall spares the scheduler.
+	_, _, errno := syscall.RawSyscall(syscall.SYS_CLOCK_GETTIME, id, uintptr(unsafe.Pointer(&ts)), 0)
+	return time.Duration(ts.Nano()), errno == 0
+}
