@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net/http"
-	"net/http/httptest"
 	"slices"
 	"sync"
 	"testing"
@@ -194,7 +192,7 @@ func BenchmarkWake10kPaired(b *testing.B) {
 func board20() *gate.Board {
 	b := gate.NewBoard(gate.BoardConfig{})
 	for i := range 20 {
-		l := b.New(fmt.Sprintf("gate-%02d", i))
+		l := add(b, fmt.Sprintf("gate-%02d", i))
 		switch {
 		case i < 14:
 			l.Unlock()
@@ -205,78 +203,42 @@ func board20() *gate.Board {
 	return b
 }
 
-// discard is a ResponseWriter that keeps nothing, so that the benchmark
-// measures the handler, not a recorder.
-type discard struct{ h http.Header }
-
-func (d *discard) Header() http.Header         { return d.h }
-func (d *discard) Write(p []byte) (int, error) { return len(p), nil }
-func (d *discard) WriteHeader(int)             {}
-
-// BenchmarkHandler is the cost of one /readyz answer from a 20-gate board
-// beside the Board.Report it is made from.
-func BenchmarkHandler(b *testing.B) {
+// BenchmarkReport is the cost of one Report of a 20-gate board, and of
+// one whose entries follow components, half of them still locked: every
+// Report first looks at their channels.
+func BenchmarkReport(b *testing.B) {
 	mid := board20()
-	ready := gate.NewBoard(gate.BoardConfig{})
-	for i := range 20 {
-		ready.New(fmt.Sprintf("gate-%02d", i)).Unlock()
-	}
 	b.Run("report", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			_ = mid.Report()
 		}
 	})
-	// Watch entries, half of them still locked: every Report first looks
-	// at their channels.
-	watched := gate.NewBoard(gate.BoardConfig{})
+	followed := gate.NewBoard(gate.BoardConfig{})
+	defer followed.Close() // ends the Follow goroutines
 	never := make(chan struct{})
-	defer close(never) // ends the Watch goroutines
 	opened := make(chan struct{})
 	close(opened)
 	for i := range 20 {
 		if i%2 == 0 {
-			watched.Watch(fmt.Sprintf("gate-%02d", i), opened, nil)
+			followed.Follow(fmt.Sprintf("gate-%02d", i), gate.Channels(opened, nil))
 		} else {
-			watched.Watch(fmt.Sprintf("gate-%02d", i), never, nil)
+			followed.Follow(fmt.Sprintf("gate-%02d", i), gate.Channels(never, nil))
 		}
 	}
 	b.Run("report-watched", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			_ = watched.Report()
+			_ = followed.Report()
 		}
 	})
-	for _, tc := range []struct {
-		name, target, accept string
-		board                *gate.Board
-	}{
-		{"plain-ready", "/readyz", "", ready},
-		{"plain-failing", "/readyz", "", mid},
-		{"verbose", "/readyz?verbose", "", mid},
-		{"json", "/readyz", "application/json", mid},
-	} {
-		b.Run(tc.name, func(b *testing.B) {
-			h := tc.board.Handler()
-			req := httptest.NewRequest(http.MethodGet, tc.target, nil)
-			if tc.accept != "" {
-				req.Header.Set("Accept", tc.accept)
-			}
-			w := &discard{h: http.Header{}}
-			b.ReportAllocs()
-			for b.Loop() {
-				clear(w.h)
-				h.ServeHTTP(w, req)
-			}
-		})
-	}
 }
 
 // boardGates returns a locked and an open gate on a board with logger
 // (nil: none), for the hot paths with and without logs.
 func boardGates(logger *slog.Logger) (locked, open *gate.Lock) {
 	b := gate.NewBoard(gate.BoardConfig{Logger: logger})
-	locked, open = b.New("locked"), b.New("open")
+	locked, open = add(b, "locked"), add(b, "open")
 	open.Unlock()
 	return locked, open
 }
@@ -354,14 +316,14 @@ func timelineBoard20() *gate.Board {
 	b := gate.NewBoard(gate.BoardConfig{})
 	leaves := make([]*gate.Lock, 16)
 	for i := range leaves {
-		leaves[i] = b.New(fmt.Sprintf("gate-%02d", i))
+		leaves[i] = add(b, fmt.Sprintf("gate-%02d", i))
 	}
 	first := gate.AllOf("first-half", gate.Waiter(leaves[0]), leaves[1], leaves[2], leaves[3], leaves[4], leaves[5], leaves[6], leaves[7])
-	b.Add(first)
+	put(b, first)
 	stable := gate.AllOf("stable", gate.Waiter(first), leaves[8], leaves[9], leaves[10], leaves[11], leaves[12], leaves[13])
-	b.Add(stable)
-	api := b.New("api-port").After(stable)
-	b.New("workers").After(api)
+	put(b, stable)
+	api := add(b, "api-port").After(stable)
+	add(b, "workers").After(api)
 	for i, l := range leaves {
 		switch {
 		case i < 14:
@@ -374,37 +336,26 @@ func timelineBoard20() *gate.Board {
 	return b
 }
 
-// BenchmarkTimeline is the cost of a timeline of a 20-gate board, and of
-// each of its answers, beside the /readyz?verbose answer of the same board
-// in the same run.
+// BenchmarkTimeline is the cost of a timeline of a 20-gate board and its
+// critical chain (package boardview measures its answers).
 func BenchmarkTimeline(b *testing.B) {
 	board := timelineBoard20()
-	b.Run("readyz-verbose", func(b *testing.B) {
-		h := board.Handler()
-		req := httptest.NewRequest(http.MethodGet, "/readyz?verbose", nil)
-		w := &discard{h: http.Header{}}
-		b.ReportAllocs()
-		for b.Loop() {
-			clear(w.h)
-			h.ServeHTTP(w, req)
-		}
-	})
 	b.Run("Timeline", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			_ = board.Timeline().CriticalChain("")
 		}
 	})
-	for _, format := range []string{"text", "json", "svg"} {
-		b.Run(format, func(b *testing.B) {
-			h := board.TimelineHandler()
-			req := httptest.NewRequest(http.MethodGet, "/timeline?format="+format, nil)
-			w := &discard{h: http.Header{}}
-			b.ReportAllocs()
-			for b.Loop() {
-				clear(w.h)
-				h.ServeHTTP(w, req)
-			}
-		})
+}
+
+// BenchmarkUnlockOnBoard is a gate made, put on a board, and opened: the
+// board's hook records the opening (no logger).
+func BenchmarkUnlockOnBoard(b *testing.B) {
+	board := gate.NewBoard(gate.BoardConfig{})
+	b.ReportAllocs()
+	for b.Loop() {
+		l := gate.New("g")
+		board.Add("g", l)
+		l.Unlock()
 	}
 }

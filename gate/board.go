@@ -2,6 +2,7 @@ package gate
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -36,38 +37,57 @@ func (s State) String() string {
 }
 
 // A Board answers "what is startup still waiting on?" and, afterwards,
-// "what did it wait on?". Register the gates a process starts with; Report
-// lists each one's state, how long it has been locked (or took to open),
-// the order in which they opened, and why any failed; Timeline keeps when
-// each was added, opened or failed and what it waited for, and finds each
-// one's critical chain. Both are cheap enough to call from a status
-// endpoint or a log line: Handler serves the report as a Kubernetes-style
-// /readyz, TimelineHandler the timeline as text, JSON and SVG.
+// "what did it wait on?". Put on it the gates a process starts with (Add)
+// and the components kept outside this package (Follow); Report lists each
+// entry's state, how long it has been locked (or took to open), the order
+// in which they opened, and why any failed; Timeline keeps when each was
+// added, opened or failed and what it waited for, and finds each one's
+// critical chain. Both are cheap enough to call from a status endpoint or
+// a log line (package gate/boardview serves them over HTTP).
 //
-// A Board is safe for concurrent use; the zero Board is not usable, make one
-// with NewBoard.
+// Close ends the board: it stops following its components and writes no
+// more records; Report and Timeline then show the board as it was when
+// closed. A Board is safe for concurrent use; the zero Board is not
+// usable, make one with NewBoard.
 type Board struct {
+	name  string
 	clk   clock.Clock
 	log   *slog.Logger // nil: no logs
 	start time.Time    // when NewBoard made it: the timeline's zero
 
-	mu      sync.Mutex
-	entries []*entry
+	// done is closed by Close: the Follow goroutines end.
+	done chan struct{}
+	// active counts what may still log or call a component — Follow
+	// goroutines, resolution hooks, reports — so that Close returns only
+	// once none is under way. It is added to only under mu while the
+	// board is open, so no Add races Close's Wait.
+	active sync.WaitGroup
+
+	mu       sync.Mutex
+	entries  []*entry
+	closed   bool
+	closedAt time.Time // the clock when Close was first called
 }
 
-// BoardConfig is what a Board is timed on and logs to. The zero value is
-// ready to use: the wall clock, no logs.
+// BoardConfig is what a Board is named, timed on and logs to. The zero
+// value is ready to use: no name, the wall clock, no logs.
 type BoardConfig struct {
+	// Name names the board where several are shown together (a process
+	// in a trace, a swimlane in a picture): "c0", "controller-1". It is
+	// Timeline.Board. Empty means unnamed; a viewer numbers it.
+	Name string
 	// Clock stamps when the board starts and when each entry is added,
 	// opened or failed. nil means clock.WallClock.
 	Clock clock.Clock
 	// Logger receives one record as each entry opens ("gate opened", at
-	// Info) or fails ("gate failed", at Warn: startup will not finish),
-	// with the keys gate (its name), waited (how long since it was added)
-	// and, for a failure, err (the cause). An entry's record is written as
-	// its gate resolves; a tracked Waiter that is not a *Lock is seen to
-	// resolve, and logged, by the first Report or Timeline after. Nothing else logs: waiting on or asking a
-	// gate never touches the logger. nil means no logs.
+	// Info) or fails ("gate failed": at Warn, as startup will not finish;
+	// at Info when the cause is context.Canceled, an owner's ordinary
+	// shutdown), with the keys gate (its name), waited (how long since it
+	// was added) and, for a failure, err (the cause). An entry's record is
+	// written as its gate resolves; an added Waiter that is not a *Lock is
+	// seen to resolve, and logged, by the first Report or Timeline after.
+	// Nothing else logs, and nothing logs once Close has returned. nil
+	// means no logs.
 	Logger *slog.Logger
 }
 
@@ -79,12 +99,12 @@ type entry struct {
 	resolved time.Time // zero until seen resolved
 	seq      uint64    // place in resolveSeq; 0 while locked
 	err      error
-	src      *source // a Watch or Follow entry's channels; nil otherwise
+	src      *source // a Follow entry's channels; nil otherwise
 }
 
-// source is what a Watch or Follow entry's gate resolves from: a report
-// settles it at once if a channel has closed, rather than say "locked"
-// until the entry's goroutine has run.
+// source is what a Follow entry's gate resolves from: a report settles it
+// at once if a channel has closed, rather than say "locked" until the
+// entry's goroutine has run.
 type source struct {
 	l              *Lock
 	opened, failed <-chan struct{}
@@ -97,32 +117,21 @@ func NewBoard(cfg BoardConfig) *Board {
 	if clk == nil {
 		clk = clock.WallClock
 	}
-	return &Board{clk: clk, log: cfg.Logger, start: clk.Now()}
+	return &Board{name: cfg.Name, clk: clk, log: cfg.Logger, start: clk.Now(), done: make(chan struct{})}
 }
 
-// New makes a gate with gate.New and adds it to the board.
-func (b *Board) New(name string) *Lock {
-	l := New(name)
-	b.Add(l)
-	return l
-}
-
-// Add puts l on the board under its own name. A *Lock's opening or failure
-// is recorded the moment it happens, so the order is exact.
-func (b *Board) Add(l *Lock) {
-	if l == nil {
-		panic("gate.Board.Add: nil *Lock")
-	}
-	b.Track(l.Name(), l)
-}
-
-// Track puts any Waiter on the board under name. For a *Lock the opening is
-// recorded as it happens; any other Waiter is looked at when a report is
-// made, so its opening time and order are those of the first report that
-// saw it open. Track never starts a goroutine.
-func (b *Board) Track(name string, w Waiter) {
+// Add puts w on the board under name. A *Lock's opening or failure is
+// recorded the moment it happens, so the order is exact; any other Waiter
+// is looked at when a report is made, so its opening time and order are
+// those of the first report that saw it open (a Waiter with a Detail()
+// string method says what it is doing while locked). Add never starts a
+// goroutine. A nil w is a programming error and panics.
+//
+//	serving := gate.New("serving")
+//	board.Add("serving", serving)
+func (b *Board) Add(name string, w Waiter) {
 	if l, isLock := w.(*Lock); w == nil || (isLock && l == nil) {
-		panic(fmt.Sprintf("gate.Board.Track(%q): nil Waiter", name))
+		panic(fmt.Sprintf("gate.Board.Add(%q): nil Waiter", name))
 	}
 	e := &entry{name: name, w: w}
 	if d, ok := w.(detailer); ok {
@@ -143,6 +152,10 @@ func (b *Board) add(e *entry) {
 	b.mu.Unlock()
 	if l, ok := e.w.(*Lock); ok {
 		l.onResolve(func() {
+			if !b.enter() {
+				return // closed: the board records nothing more
+			}
+			defer b.active.Done()
 			b.mu.Lock()
 			marked := b.markResolved(e, l.Err(), l.resolvedSeq())
 			b.mu.Unlock()
@@ -153,35 +166,45 @@ func (b *Board) add(e *entry) {
 	}
 }
 
-// Watch puts on the board an entry fed by two channels, for state kept
-// outside this package, and returns the entry's gate: it unlocks when
-// opened closes and fails when failed closes (a nil channel never closes),
-// whichever happens first; if both are closed when the board first looks,
-// it fails. Every Report and Timeline looks at the channels first, so it
-// shows a channel that has closed even before the entry's goroutine runs.
-// Build composites on the returned gate (AllOf("stable", ..., w)), not on
-// the channels, and they resolve after it, in the board's order too. Its place in the opening order is when the board saw the
-// channel close: at once if it already has, else on the one goroutine
-// Watch starts, which ends when either channel closes. A pair that never
-// closes keeps that goroutine, as a gate that never resolves keeps its
-// waiters. Both channels nil is a programming error and panics.
-//
-// A failed entry says only that its failed channel closed; Follow shows a
-// component's own cause and detail. What the entry waited for is not
-// known to the board: declare it with After on the returned gate
-// (board.Watch("api-port", ...).After(stable)) for the Timeline.
-func (b *Board) Watch(name string, opened, failed <-chan struct{}) *Lock {
-	if opened == nil && failed == nil {
-		panic(fmt.Sprintf("gate.Board.Watch(%q): nil opened and failed channels", name))
+// enter reports whether the board is open and, if it is, counts the
+// caller as active until it calls b.active.Done: Close waits for it.
+func (b *Board) enter() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return false
 	}
-	return b.watch(name, opened, failed, nil, nil)
+	b.active.Add(1)
+	return true
+}
+
+// Close ends the board: the goroutines of its Follow entries end, and
+// once Close has returned the board writes no record, calls no
+// Component method and records no resolution — an entry still locked
+// stays locked. Report and Timeline still answer, as of the moment Close
+// was called (Timeline's End). A gate Follow returned that is still
+// locked then stays locked, and so do composites built on it: wait on
+// them with a ctx that ends. Close is idempotent and safe to call
+// concurrently; every call returns once the board is quiet. It always
+// returns nil. Close must not be called from the Logger's handler or a
+// Component's method, which the board may be waiting for.
+func (b *Board) Close() error {
+	b.mu.Lock()
+	if !b.closed {
+		b.closed, b.closedAt = true, b.clk.Now()
+		close(b.done)
+	}
+	b.mu.Unlock()
+	b.active.Wait()
+	return nil
 }
 
 // Component is state kept outside this package that a board shows in the
-// component's own words (Follow): two channels, as Watch takes, and what
-// the component says about itself. *upgrade.Gate is one, so a board shows
+// component's own words (Follow). *upgrade.Gate is one, so a board shows
 // "[-]upgrade locked for 3s (running upgrade steps)" and "[-]upgrade
-// failed: upgrade steps: disk full" with no state copied by hand.
+// failed: upgrade steps: disk full" with no state copied by hand; so are a
+// *listener.Listener's API port and a *lease.Tracker, and Channels makes
+// one of a bare pair of channels.
 type Component interface {
 	// Completed returns a channel closed when the component next succeeds.
 	Completed() <-chan struct{}
@@ -194,12 +217,24 @@ type Component interface {
 	Detail() string
 }
 
-// Follow is Watch for a Component: the entry unlocks when c.Completed()
-// closes and fails with c.Cause() when c.Failed() closes (matching it with
-// errors.Is); while it is locked, every report asks c.Detail() and shows it
-// beside the time it has waited (Entry.Detail). Like Watch's, the entry
-// resolves once, and its gate is what composites should be built on. A nil
-// c, or one whose channels are both nil, is a programming error and panics.
+// Follow puts c on the board under name and returns the entry's gate: it
+// unlocks when c.Completed() closes and fails with c.Cause() when
+// c.Failed() closes (matching it with errors.Is; a nil channel never
+// closes), whichever happens first; if both are closed when the board
+// first looks, it fails. While the entry is locked, every report asks
+// c.Detail() and shows it beside the time it has waited (Entry.Detail),
+// and looks at the channels first, so it shows one that has closed even
+// before the entry's goroutine runs.
+//
+// Build composites on the returned gate (AllOf("stable", ..., g)), not on
+// the channels, and they resolve after it, in the board's order too. Its
+// place in the opening order is when the board saw a channel close: at
+// once if one already has, else on the one goroutine Follow starts, which
+// ends when either channel closes or the board is closed. What the entry
+// waited for is not known to the board: declare it with After on the
+// returned gate (board.Follow("api-port", ln).After(stable)) for the
+// Timeline. A nil c, or one whose channels are both nil, is a programming
+// error and panics.
 func (b *Board) Follow(name string, c Component) *Lock {
 	if c == nil {
 		panic(fmt.Sprintf("gate.Board.Follow(%q): nil Component", name))
@@ -208,26 +243,46 @@ func (b *Board) Follow(name string, c Component) *Lock {
 	if opened == nil && failed == nil {
 		panic(fmt.Sprintf("gate.Board.Follow(%q): nil Completed and Failed channels", name))
 	}
-	return b.watch(name, opened, failed, c.Cause, c.Detail)
-}
-
-// watch is Watch and Follow: cause (nil: errFailedChannel) is what the
-// entry fails with, detail what it shows while locked.
-func (b *Board) watch(name string, opened, failed <-chan struct{}, cause func() error, detail func() string) *Lock {
-	src := &source{l: New(name), opened: opened, failed: failed, cause: cause}
-	b.add(&entry{name: name, w: src.l, detail: detail, src: src})
+	src := &source{l: New(name), opened: opened, failed: failed, cause: c.Cause}
+	e := &entry{name: name, w: src.l, src: src}
+	if _, bare := c.(channels); !bare { // a bare pair has nothing to say
+		e.detail = c.Detail
+	}
+	b.add(e)
+	if !b.enter() {
+		return src.l // closed: followed no more
+	}
 	if src.settle() {
+		b.active.Done()
 		return src.l
 	}
 	go func() {
+		defer b.active.Done()
 		select {
 		case <-opened:
 		case <-failed:
+		case <-b.done:
+			return
 		}
 		src.settle()
 	}()
 	return src.l
 }
+
+// Channels returns a Component made of a bare pair of channels, for state
+// kept outside this package that has no Cause or Detail to give: Follow
+// unlocks its entry when opened closes and fails it ("its failed channel
+// is closed") when failed does.
+//
+//	board.Follow("migrations", gate.Channels(migrated, migrationFailed))
+func Channels(opened, failed <-chan struct{}) Component { return channels{opened, failed} }
+
+type channels struct{ opened, failed <-chan struct{} }
+
+func (c channels) Completed() <-chan struct{} { return c.opened }
+func (c channels) Failed() <-chan struct{}    { return c.failed }
+func (c channels) Cause() error               { return nil }
+func (c channels) Detail() string             { return "" }
 
 // settle resolves the source's gate if either channel has closed, failed
 // first, and reports whether it did; it never blocks. A gate resolves
@@ -312,13 +367,13 @@ func (b *Board) look(e *entry) bool {
 	return false
 }
 
-// markResolved records e's resolution once, and reports whether this call
-// did; b.mu must be held. A seq of 0 (a foreign Waiter, seen resolved only
+// markResolved records e's resolution once, unless the board is closed,
+// and reports whether this call did; b.mu must be held. A seq of 0 (a foreign Waiter, seen resolved only
 // now) takes the next place in the order. Once recorded, e's fields never
 // change again, so the goroutine that recorded them may read them after
 // releasing b.mu.
 func (b *Board) markResolved(e *entry, err error, seq uint64) bool {
-	if e.seq != 0 {
+	if e.seq != 0 || b.closed {
 		return false
 	}
 	if seq == 0 {
@@ -331,16 +386,22 @@ func (b *Board) markResolved(e *entry, err error, seq uint64) bool {
 }
 
 // logResolved writes the record of each entry's opening or failure, with
-// b.mu released: a handler may itself read the board.
+// b.mu released (a handler may itself read the board), by a caller that
+// entered the board: Close waits for it.
 func (b *Board) logResolved(es ...*entry) {
 	if b.log == nil {
 		return
 	}
 	for _, e := range es {
 		gateAttr, waited := slog.String("gate", e.name), slog.Duration("waited", e.resolved.Sub(e.since))
-		if e.err == nil {
+		switch {
+		case e.err == nil:
 			b.log.LogAttrs(context.Background(), slog.LevelInfo, "gate opened", gateAttr, waited)
-		} else {
+		case errors.Is(e.err, context.Canceled):
+			// The owner shut it down (a ctx canceled, a SIGTERM): the plan,
+			// not something to look at.
+			b.log.LogAttrs(context.Background(), slog.LevelInfo, "gate failed", gateAttr, waited, slog.Any("err", causeOf(e.err)))
+		default:
 			b.log.LogAttrs(context.Background(), slog.LevelWarn, "gate failed", gateAttr, waited, slog.Any("err", causeOf(e.err)))
 		}
 	}
@@ -362,8 +423,8 @@ type Entry struct {
 	// names the gate and matches the cause (errors.Is).
 	Err error
 	// Detail is what a locked entry's component says it is doing (see
-	// Follow; a tracked Waiter with a Detail() string method says it too);
-	// empty once the entry has resolved.
+	// Follow; an added Waiter with a Detail() string method says it too);
+	// empty once the entry has resolved, and on a closed board.
 	Detail string
 }
 
@@ -372,8 +433,14 @@ type Report []Entry
 
 // Report returns the state of every gate on the board. It asks each locked
 // entry's component for its Detail after releasing the board, so a Detail
-// method may itself read the board.
+// method may itself read the board. On a closed board it asks nothing and
+// shows the board as it was when closed.
 func (b *Board) Report() Report {
+	if !b.enter() {
+		r, _, _ := b.report()
+		return r
+	}
+	defer b.active.Done()
 	b.settleSources()
 	r, details, marked := b.report()
 	b.logResolved(marked...)
@@ -391,7 +458,7 @@ func (b *Board) Report() Report {
 func (b *Board) report() (_ Report, _ []func() string, marked []*entry) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	now := b.clk.Now()
+	now := b.now()
 	r := make(Report, len(b.entries))
 	var (
 		seqs    []uint64
@@ -476,6 +543,15 @@ func (r Report) String() string {
 	}
 	parts = append(parts, fmt.Sprintf("%d open", open))
 	return strings.Join(parts, "; ")
+}
+
+// now is the time a report is taken at: the clock's, or when the board
+// was closed; b.mu must be held.
+func (b *Board) now() time.Time {
+	if b.closed {
+		return b.closedAt
+	}
+	return b.clk.Now()
 }
 
 // causeOf returns the cause inside a gate's failure, for lines that already

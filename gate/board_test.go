@@ -17,11 +17,11 @@ var t0 = time.Date(2026, 11, 30, 1, 0, 0, 0, time.UTC)
 func TestBoardReportsWhatStartupWaitsOn(t *testing.T) {
 	clk := testclock.NewClock(t0)
 	b := gate.NewBoard(gate.BoardConfig{Clock: clk})
-	ctrl := b.New("controller-port")
-	steps := b.New("upgrade-steps")
+	ctrl := add(b, "controller-port")
+	steps := add(b, "upgrade-steps")
 	clk.Advance(2 * time.Second)
-	api := b.New("api-port")
-	mongo := b.New("mongo")
+	api := add(b, "api-port")
+	mongo := add(b, "mongo")
 	clk.Advance(time.Second)
 	ctrl.Unlock()
 	clk.Advance(4 * time.Second)
@@ -70,7 +70,7 @@ func TestBoardOrderIsUnlockOrderEvenAtTheSameInstant(t *testing.T) {
 	names := []string{"e", "d", "c", "b", "a"}
 	locks := map[string]*gate.Lock{}
 	for _, n := range names {
-		locks[n] = b.New(n)
+		locks[n] = add(b, n)
 	}
 	for _, n := range []string{"c", "a", "e", "b", "d"} {
 		locks[n].Unlock()
@@ -78,12 +78,12 @@ func TestBoardOrderIsUnlockOrderEvenAtTheSameInstant(t *testing.T) {
 	assert.Equal(t, []string{"c", "a", "e", "b", "d"}, b.Report().Opened())
 }
 
-func TestBoardTracksForeignWaitersWhenReported(t *testing.T) {
+func TestBoardSeesForeignWaitersWhenReported(t *testing.T) {
 	clk := testclock.NewClock(t0)
 	b := gate.NewBoard(gate.BoardConfig{Clock: clk})
 	c := make(chanWaiter)
-	b.Track("local-ready", c)
-	b.Track("always", gate.AlreadyUnlocked)
+	b.Add("local-ready", c)
+	b.Add("always", gate.AlreadyUnlocked)
 	clk.Advance(time.Second)
 	r := b.Report()
 	assert.Equal(t, gate.StateLocked, r[0].State)
@@ -101,18 +101,17 @@ func TestBoardAddsAlreadyResolvedGates(t *testing.T) {
 	b := gate.NewBoard(gate.BoardConfig{})
 	l := gate.New("early")
 	l.Unlock()
-	b.Add(l)
+	put(b, l)
 	r := b.Report()
 	assert.Equal(t, gate.StateUnlocked, r[0].State)
 	assert.Equal(t, 1, r[0].Order)
 	assert.Equal(t, "1 open", r.String())
 }
 
-func TestBoardTrackNilPanics(t *testing.T) {
-	assert.PanicsWithValue(t, `gate.Board.Track("x"): nil Waiter`, func() { gate.NewBoard(gate.BoardConfig{}).Track("x", nil) })
+func TestBoardAddNilPanics(t *testing.T) {
+	assert.PanicsWithValue(t, `gate.Board.Add("x"): nil Waiter`, func() { gate.NewBoard(gate.BoardConfig{}).Add("x", nil) })
 	var nilLock *gate.Lock
-	assert.PanicsWithValue(t, `gate.Board.Track("y"): nil Waiter`, func() { gate.NewBoard(gate.BoardConfig{}).Track("y", nilLock) })
-	assert.PanicsWithValue(t, `gate.Board.Add: nil *Lock`, func() { gate.NewBoard(gate.BoardConfig{}).Add(nil) })
+	assert.PanicsWithValue(t, `gate.Board.Add("y"): nil Waiter`, func() { gate.NewBoard(gate.BoardConfig{}).Add("y", nilLock) })
 }
 
 // A report made while a gate's resolving goroutine is still running the
@@ -122,9 +121,9 @@ func TestBoardTrackNilPanics(t *testing.T) {
 func TestBoardOrderWhenReportedBeforeItsHookRan(t *testing.T) {
 	other, b := gate.NewBoard(gate.BoardConfig{}), gate.NewBoard(gate.BoardConfig{})
 	stable, api := gate.New("stable"), gate.New("api-port")
-	other.Add(stable) // stable's first hook: blocks while other is held
-	b.Add(stable)
-	b.Add(api)
+	put(other, stable) // stable's first hook: blocks while other is held
+	put(b, stable)
+	put(b, api)
 
 	release := gate.HoldBoard(other)
 	resolved := make(chan struct{})
@@ -140,7 +139,7 @@ func TestBoardOrderWhenReportedBeforeItsHookRan(t *testing.T) {
 func TestBoardSeesForeignFailures(t *testing.T) {
 	b := gate.NewBoard(gate.BoardConfig{})
 	broken := brokenFailer{done: make(chan struct{})}
-	b.Track("foreign", broken)
+	b.Add("foreign", broken)
 	assert.Equal(t, gate.StateLocked, b.Report()[0].State)
 	close(broken.done)
 	r := b.Report()
@@ -166,17 +165,17 @@ func TestBoardRecordsPartBeforeCompositeAddedEarlier(t *testing.T) {
 	part := gate.New("self-dial")
 	stable := gate.AllOf("stable", part) // hooks part before the board does
 	b := gate.NewBoard(gate.BoardConfig{})
-	b.Add(stable)
-	b.Add(part)
+	put(b, stable)
+	put(b, part)
 	part.Unlock()
 	assert.Equal(t, []string{"self-dial", "stable"}, b.Report().Opened())
 }
 
-func TestBoardWatch(t *testing.T) {
+func TestBoardFollowChannels(t *testing.T) {
 	for _, tc := range []struct {
 		name           string
-		openedClosed   bool // before Watch
-		failedClosed   bool // before Watch
+		openedClosed   bool // before Follow
+		failedClosed   bool // before Follow
 		close          string
 		state          gate.State
 		reportContains string
@@ -197,7 +196,7 @@ func TestBoardWatch(t *testing.T) {
 			if tc.failedClosed {
 				close(failed)
 			}
-			l := b.Watch("upgrade", opened, failed)
+			l := b.Follow("upgrade", gate.Channels(opened, failed))
 			if tc.close == "" {
 				assert.True(t, isClosed(l.Done()), "resolved at once, with no goroutine")
 			} else {
@@ -220,12 +219,12 @@ func TestBoardWatch(t *testing.T) {
 	}
 }
 
-func TestBoardWatchOrderIsCloseOrder(t *testing.T) {
+func TestBoardFollowOrderIsCloseOrder(t *testing.T) {
 	b := gate.NewBoard(gate.BoardConfig{})
 	a, c := make(chan struct{}), make(chan struct{})
-	wa := b.Watch("a", a, nil)
-	lock := b.New("b")
-	wc := b.Watch("c", c, nil)
+	wa := b.Follow("a", gate.Channels(a, nil))
+	lock := add(b, "b")
+	wc := b.Follow("c", gate.Channels(c, nil))
 	close(c)
 	<-wc.Done()
 	lock.Unlock()
@@ -234,28 +233,38 @@ func TestBoardWatchOrderIsCloseOrder(t *testing.T) {
 	assert.Equal(t, []string{"c", "b", "a"}, b.Report().Opened())
 }
 
-// A composite built on Watch's gate opens after it on the board, and fails
+// A composite built on Follow's gate opens after it on the board, and fails
 // with it: the order hacontroller's "stable" relies on, which a composite
-// on the raw channel could not promise (the board records a Watch entry on
-// the goroutine Watch starts, which may run after the composite opened).
-func TestBoardCompositeOnWatchFollowsIt(t *testing.T) {
+// on the raw channel could not promise (the board records a Follow entry on
+// the goroutine Follow starts, which may run after the composite opened).
+func TestBoardCompositeOnFollowFollowsIt(t *testing.T) {
 	for range 100 {
 		b := gate.NewBoard(gate.BoardConfig{})
 		completed := make(chan struct{})
-		stable := gate.AllOf("stable", b.Watch("upgrade", completed, nil))
-		b.Add(stable)
+		stable := gate.AllOf("stable", b.Follow("upgrade", gate.Channels(completed, nil)))
+		put(b, stable)
 		close(completed)
 		<-stable.Unlocked()
 		require.Equal(t, []string{"upgrade", "stable"}, b.Report().Opened())
 	}
 	failed := make(chan struct{})
 	b := gate.NewBoard(gate.BoardConfig{})
-	stable := gate.AllOf("stable", b.Watch("upgrade", nil, failed))
+	stable := gate.AllOf("stable", b.Follow("upgrade", gate.Channels(nil, failed)))
 	close(failed)
 	<-stable.Done()
 	assert.ErrorContains(t, stable.Err(), "its failed channel is closed")
 }
 
-func TestBoardWatchNilChannelsPanics(t *testing.T) {
-	assert.PanicsWithValue(t, `gate.Board.Watch("x"): nil opened and failed channels`, func() { gate.NewBoard(gate.BoardConfig{}).Watch("x", nil, nil) })
+func TestBoardFollowChannelsNilPanics(t *testing.T) {
+	assert.PanicsWithValue(t, `gate.Board.Follow("x"): nil Completed and Failed channels`, func() { gate.NewBoard(gate.BoardConfig{}).Follow("x", gate.Channels(nil, nil)) })
 }
+
+// add puts a new gate named name on b.
+func add(b *gate.Board, name string) *gate.Lock {
+	l := gate.New(name)
+	b.Add(name, l)
+	return l
+}
+
+// put puts l on b under its own name.
+func put(b *gate.Board, l *gate.Lock) { b.Add(l.Name(), l) }

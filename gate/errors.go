@@ -19,11 +19,15 @@ var (
 	// engine's filter tells "a gate failed" from its workers' own errors
 	// with errors.Is(err, ErrFailed), and names it with errors.As.
 	ErrFailed = errors.New("gate failed")
+)
 
+// Causes of failures the package makes itself; callers match ErrFailed.
+var (
 	// errNoParts fails AnyOf with no parts, which can never unlock.
 	errNoParts = errors.New("no parts, so it can never unlock")
 
-	// errFailedChannel fails a Watch entry whose failed channel closed.
+	// errFailedChannel fails a Follow entry whose component closed its
+	// Failed channel without giving a Cause (as Channels never does).
 	errFailedChannel = errors.New("its failed channel is closed")
 )
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http/httptest"
 	"time"
 
 	"github.com/juju/clock/testclock"
@@ -47,9 +46,10 @@ func ExampleAllOf() {
 func ExampleBoard() {
 	clk := testclock.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	board := gate.NewBoard(gate.BoardConfig{Clock: clk})
-	ctrlPort := board.New("controller-port")
-	board.New("upgrade-steps")
-	board.New("lease")
+	ctrlPort := gate.New("controller-port")
+	board.Add("controller-port", ctrlPort)
+	board.Add("upgrade-steps", gate.New("upgrade-steps"))
+	board.Add("lease", gate.New("lease"))
 
 	clk.Advance(1500 * time.Millisecond)
 	ctrlPort.Unlock()
@@ -58,42 +58,6 @@ func ExampleBoard() {
 	// A stalled startup says what it waits on, e.g. in a log line.
 	fmt.Println(board.Report())
 	// Output: waiting on upgrade-steps (11.5s), lease (11.5s); 1 open
-}
-
-// A board answers a readiness probe the Kubernetes /readyz way; a state
-// kept outside this package (here an upgrade's pair of channels) goes on it
-// with Watch, and composites are built on the gate Watch returns.
-func ExampleBoard_Handler() {
-	clk := testclock.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	board := gate.NewBoard(gate.BoardConfig{Clock: clk})
-	serving := board.New("serving")
-	completed, failed := make(chan struct{}), make(chan struct{})
-	upgraded := board.Watch("upgrade", completed, failed)
-	stable := gate.AllOf("stable", serving, upgraded)
-	board.Add(stable)
-
-	probe := func() {
-		rec := httptest.NewRecorder()
-		board.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/readyz?verbose", nil))
-		fmt.Print(rec.Code, "\n", rec.Body)
-	}
-	serving.Unlock()
-	clk.Advance(12 * time.Second)
-	probe()
-	close(completed)
-	_ = gate.Wait(context.Background(), stable)
-	probe()
-	// Output:
-	// 503
-	// [+]serving ok
-	// [-]upgrade locked for 12s
-	// [-]stable locked for 12s
-	// readyz check failed
-	// 200
-	// [+]serving ok
-	// [+]upgrade ok
-	// [+]stable ok
-	// readyz check passed
 }
 
 func ExampleFlag() {
@@ -151,30 +115,36 @@ func (m *migration) Detail() string             { return "migrating schema 41 to
 
 // A component on the board speaks in its own words: its detail while the
 // entry is locked, its cause once it failed. (An *upgrade.Gate is such a
-// component: board.Follow("upgrade", g).)
+// component: board.Follow("upgrade", g); so are a *listener.Listener's API
+// port and a *lease.Tracker.) Close ends the board's following.
 func ExampleBoard_Follow() {
 	clk := testclock.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	board := gate.NewBoard(gate.BoardConfig{Clock: clk})
+	defer board.Close()
 	m := &migration{done: make(chan struct{}), failed: make(chan struct{})}
 	entry := board.Follow("schema", m)
 
-	probe := func() {
-		rec := httptest.NewRecorder()
-		board.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/readyz", nil))
-		fmt.Print(rec.Body)
-	}
 	clk.Advance(3 * time.Second)
-	probe()
+	fmt.Println(board.Report())
 	m.cause = errors.New("table agents: disk full")
 	close(m.failed)
 	<-entry.Done()
-	probe()
+	fmt.Println(board.Report())
 	var failed *gate.FailedError
 	fmt.Println(errors.As(entry.Err(), &failed), failed.Name, errors.Is(entry.Err(), gate.ErrFailed))
 	// Output:
-	// [-]schema locked for 3s (migrating schema 41 to 42)
-	// readyz check failed
-	// [-]schema failed: table agents: disk full
-	// readyz check failed
+	// waiting on schema (3s: migrating schema 41 to 42); 0 open
+	// failed: schema (3s: table agents: disk full); 0 open
 	// true schema true
+}
+
+// A bare pair of channels is a Component too.
+func ExampleChannels() {
+	board := gate.NewBoard(gate.BoardConfig{})
+	defer board.Close()
+	migrated, migrationFailed := make(chan struct{}), make(chan struct{})
+	entry := board.Follow("migrations", gate.Channels(migrated, migrationFailed))
+	close(migrationFailed)
+	fmt.Println(gate.Wait(context.Background(), entry))
+	// Output: gate "migrations" failed: its failed channel is closed
 }

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http/httptest"
 	"os"
 	"time"
 
@@ -18,11 +17,13 @@ import (
 func ExampleTimeline_CriticalChain() {
 	clk := testclock.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	board := gate.NewBoard(gate.BoardConfig{Clock: clk})
-	serving, lease := board.New("serving"), board.New("lease")
-	upgrade := board.New("upgrade").After(serving) // the steps run once it serves
+	serving, lease := gate.New("serving"), gate.New("lease")
+	upgrade := gate.New("upgrade").After(serving) // the steps run once it serves
 	stable := gate.AllOf("stable", serving, upgrade, lease)
-	board.Add(stable)
-	api := board.New("api-port").After(stable) // our code opens it once stable
+	api := gate.New("api-port").After(stable) // our code opens it once stable
+	for _, l := range []*gate.Lock{serving, lease, upgrade, stable, api} {
+		board.Add(l.Name(), l)
+	}
 
 	clk.Advance(800 * time.Millisecond)
 	serving.Unlock()
@@ -41,29 +42,6 @@ func ExampleTimeline_CriticalChain() {
 	//     └─serving @800ms +800ms
 }
 
-// TimelineHandler serves the same as text (here), JSON or SVG.
-func ExampleBoard_TimelineHandler() {
-	clk := testclock.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	board := gate.NewBoard(gate.BoardConfig{Clock: clk})
-	port, lease := board.New("controller-port"), board.New("lease")
-	board.Add(gate.AllOf("stable", port, lease))
-	clk.Advance(time.Second)
-	port.Unlock()
-	clk.Advance(2 * time.Second)
-	lease.Fail(errors.New("no quorum"))
-
-	// http.Handle("/timeline", board.TimelineHandler())
-	rec := httptest.NewRecorder()
-	board.TimelineHandler().ServeHTTP(rec, httptest.NewRequest("GET", "/timeline", nil))
-	fmt.Print(rec.Body)
-	// Output:
-	// The time when a gate opened or failed is printed after the "@" character.
-	// The time it took after the input it waited for last is printed after the "+" character.
-	//
-	// stable failed @3s: gate "lease" failed: no quorum
-	// └─lease failed @3s +3s: no quorum
-}
-
 // A board with a Logger writes one record as each gate opens or fails.
 func ExampleBoardConfig() {
 	logger := slog.New(slog.NewTextHandler(os.Stdout, &slog.HandlerOptions{
@@ -76,7 +54,9 @@ func ExampleBoardConfig() {
 	}))
 	clk := testclock.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	board := gate.NewBoard(gate.BoardConfig{Clock: clk, Logger: logger})
-	port, lease := board.New("controller-port"), board.New("lease")
+	port, lease := gate.New("controller-port"), gate.New("lease")
+	board.Add("controller-port", port)
+	board.Add("lease", lease)
 
 	clk.Advance(1500 * time.Millisecond)
 	port.Unlock()

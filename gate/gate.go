@@ -143,7 +143,7 @@ func (l *Lock) resolvedSeq() uint64 {
 // systemd's After= orders units. It changes nothing else: l still opens
 // only when Unlock is called. It returns l, so that
 //
-//	api := board.New("api-port").After(stable)
+//	api := gate.New("api-port").After(stable)
 //
 // reads as the dependency it declares. A nil input panics.
 func (l *Lock) After(inputs ...*Lock) *Lock {

@@ -59,9 +59,9 @@ func TestBoardLogsEachGateOpenedOrFailedOnce(t *testing.T) {
 	logs := &capture{}
 	clk := testclock.NewClock(t0)
 	b := gate.NewBoard(gate.BoardConfig{Clock: clk, Logger: slog.New(logs)})
-	port, lease := b.New("controller-port"), b.New("lease")
+	port, lease := add(b, "controller-port"), add(b, "lease")
 	stable := gate.AllOf("stable", port, lease)
-	b.Add(stable)
+	put(b, stable)
 	clk.Advance(800 * ms)
 	port.Unlock()
 	port.Unlock() // a no-op: no second record
@@ -92,12 +92,12 @@ func TestBoardLogsEachGateOpenedOrFailedOnce(t *testing.T) {
 
 // A Waiter that is not a *Lock is seen open only when the board looks: its
 // record comes with the first report or timeline that saw it, once.
-func TestBoardLogsATrackedWaiterWhenItFirstSeesItOpen(t *testing.T) {
+func TestBoardLogsAnAddedWaiterWhenItFirstSeesItOpen(t *testing.T) {
 	logs := &capture{}
 	clk := testclock.NewClock(t0)
 	b := gate.NewBoard(gate.BoardConfig{Clock: clk, Logger: slog.New(logs)})
 	open := &openable{ch: make(chan struct{})}
-	b.Track("foreign", open)
+	b.Add("foreign", open)
 	close(open.ch)
 	assert.Empty(t, logs.all(), "nothing has looked yet")
 	clk.Advance(2 * time.Second)
@@ -128,9 +128,9 @@ func TestBoardLogsWithItsLockReleased(t *testing.T) {
 	logs := &capture{}
 	b := gate.NewBoard(gate.BoardConfig{Logger: slog.New(logs)})
 	logs.during = func() { _ = b.Report().String() }
-	l := b.New("controller-port")
+	l := add(b, "controller-port")
 	open := &openable{ch: make(chan struct{})}
-	b.Track("foreign", open)
+	b.Add("foreign", open)
 	close(open.ch)
 
 	done := make(chan struct{})
@@ -149,7 +149,7 @@ func TestBoardLogsWithItsLockReleased(t *testing.T) {
 
 func TestBoardWithoutALoggerLogsNothing(t *testing.T) {
 	b := gate.NewBoard(gate.BoardConfig{})
-	b.New("x").Unlock()
-	b.New("y").Fail(errors.New("no"))
+	add(b, "x").Unlock()
+	add(b, "y").Fail(errors.New("no"))
 	assert.Len(t, b.Report(), 2) // and nothing panicked
 }

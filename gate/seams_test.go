@@ -1,18 +1,14 @@
 package gate_test
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
-	"net/http/httptest"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/juju/clock/testclock"
 	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 
 	"github.com/coldstart-go/coldstart/gate"
 )
@@ -64,51 +60,35 @@ func (c *component) fail(cause error) {
 func TestBoardFollowShowsCauseAndDetail(t *testing.T) {
 	clk := testclock.NewClock(t0)
 	b := gate.NewBoard(gate.BoardConfig{Clock: clk})
-	b.New("api-port").Unlock()
+	add(b, "api-port").Unlock()
 	c := newComponent("checking whether new agent binaries are needed")
 	entry := b.Follow("upgrade", c)
 	clk.Advance(time.Second)
 	c.set("running upgrade steps")
 	clk.Advance(2 * time.Second)
 
-	rec := serve(b, "/readyz?verbose", "")
-	assert.Equal(t, http.StatusServiceUnavailable, rec.Code)
-	assert.Equal(t, "[+]api-port ok\n[-]upgrade locked for 3s (running upgrade steps)\nreadyz check failed\n", rec.Body.String())
 	assert.Equal(t, "waiting on upgrade (3s: running upgrade steps); 1 open", b.Report().String())
-	assert.Equal(t, "running upgrade steps", jsonEntries(t, b)[1]["detail"])
+	assert.Equal(t, "running upgrade steps", b.Report()[1].Detail)
 
 	diskFull := errors.New("disk full")
 	c.fail(fmt.Errorf("upgrade steps: %w", diskFull))
 	<-entry.Done()
-	rec = serve(b, "/readyz?verbose", "")
-	assert.Equal(t, "[+]api-port ok\n[-]upgrade failed: upgrade steps: disk full\nreadyz check failed\n", rec.Body.String())
 	r := b.Report()
 	assert.ErrorIs(t, r[1].Err, diskFull, "the component's cause, not a copy of its text")
 	assert.ErrorIs(t, entry.Err(), diskFull)
 	assert.Empty(t, r[1].Detail, "a resolved entry has no detail")
-	j := jsonEntries(t, b)[1]
-	assert.Equal(t, "upgrade steps: disk full", j["error"])
-	assert.Equal(t, "failed", j["state"])
-	assert.NotContains(t, j, "detail")
-}
-
-func jsonEntries(t *testing.T, b *gate.Board) []map[string]any {
-	t.Helper()
-	rec := serve(b, "/readyz", "application/json")
-	var out []map[string]any
-	require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &out), rec.Body.String())
-	return out
+	assert.Equal(t, gate.StateFailed, r[1].State)
+	assert.Equal(t, "failed: upgrade (3s: upgrade steps: disk full); 1 open", r.String())
 }
 
 func TestBoardFollowCompletes(t *testing.T) {
 	b := gate.NewBoard(gate.BoardConfig{})
 	c := newComponent("running upgrade steps")
 	stable := gate.AllOf("stable", b.Follow("upgrade", c))
-	b.Add(stable)
+	put(b, stable)
 	close(c.completed)
 	<-stable.Unlocked()
 	assert.Equal(t, []string{"upgrade", "stable"}, b.Report().Opened())
-	assert.Equal(t, "ok", serve(b, "/readyz", "").Body.String())
 }
 
 // A component that failed without saying why still fails its entry, and
@@ -132,10 +112,10 @@ type detailWaiter struct{ chanWaiter }
 
 func (detailWaiter) Detail() string { return "no peer admitted us yet" }
 
-func TestBoardTrackShowsAWaitersDetail(t *testing.T) {
+func TestBoardAddShowsAWaitersDetail(t *testing.T) {
 	b := gate.NewBoard(gate.BoardConfig{Clock: testclock.NewClock(t0)})
-	b.Track("self-dial", detailWaiter{make(chanWaiter)})
-	assert.Contains(t, serve(b, "/readyz", "").Body.String(), "[-]self-dial locked for 0s (no peer admitted us yet)\n")
+	b.Add("self-dial", detailWaiter{make(chanWaiter)})
+	assert.Equal(t, "no peer admitted us yet", b.Report()[0].Detail)
 }
 
 // A Detail method may read the board it is on: the board asks it after
@@ -206,24 +186,10 @@ func TestZeroLockIsUsable(t *testing.T) {
 	t.Run("in a struct, on a board and in a composite", func(t *testing.T) {
 		var agent struct{ ready gate.Lock }
 		b := gate.NewBoard(gate.BoardConfig{})
-		b.Add(&agent.ready)
+		put(b, &agent.ready)
 		all := gate.AllOf("all", &agent.ready)
 		agent.ready.Unlock()
 		assert.True(t, all.IsUnlocked())
 		assert.Equal(t, gate.StateUnlocked, b.Report()[0].State)
 	})
-}
-
-// The handler's answers go through a real HTTP server as well as a recorder.
-func TestBoardFollowOverHTTP(t *testing.T) {
-	b := gate.NewBoard(gate.BoardConfig{})
-	c := newComponent("running upgrade steps")
-	b.Follow("upgrade", c)
-	defer close(c.completed)
-	srv := httptest.NewServer(b.Handler())
-	defer srv.Close()
-	resp, err := http.Get(srv.URL + "/readyz")
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
 }

@@ -13,9 +13,12 @@ import (
 // before it, that input's own, and so on back to an entry that waited for
 // nothing. Every time in it is an offset from the board's start (NewBoard).
 type Timeline struct {
-	// Start is when the board was made.
+	// Board is the board's name (BoardConfig.Name).
+	Board string
+	// Start is when the board was made, on its clock: with the wall clock,
+	// timelines of several boards and processes line up by it.
 	Start time.Time
-	// End is when the timeline was taken.
+	// End is when the timeline was taken (or the board closed).
 	End time.Duration
 	// Entries are the board's entries, in the order they were added.
 	Entries []Span
@@ -56,12 +59,17 @@ type Span struct {
 
 // Timeline returns the board's history so far. Like Report, it never
 // blocks on a gate and asks each locked entry's component for its Detail
-// after releasing the board.
+// after releasing the board; on a closed board it asks nothing and ends
+// when the board was closed.
 func (b *Board) Timeline() Timeline {
-	b.settleSources()
+	live := b.enter()
+	if live {
+		defer b.active.Done()
+		b.settleSources()
+	}
 	rows, now, marked := b.rows()
 	b.logResolved(marked...)
-	t := Timeline{Start: b.start, End: now.Sub(b.start), Entries: make([]Span, len(rows))}
+	t := Timeline{Board: b.name, Start: b.start, End: now.Sub(b.start), Entries: make([]Span, len(rows))}
 
 	index := make(map[*Lock]int, len(rows)) // a gate's first entry
 	seqs := make([]uint64, 0, len(rows))
@@ -81,7 +89,7 @@ func (b *Board) Timeline() Timeline {
 		switch {
 		case e.seq == 0:
 			s.State = StateLocked
-			if e.detail != nil {
+			if e.detail != nil && live {
 				s.Detail = e.detail()
 			}
 		case e.err != nil:
@@ -121,7 +129,7 @@ func (b *Board) rows() (rows []entry, now time.Time, marked []*entry) {
 	for i, e := range b.entries {
 		rows[i] = *e
 	}
-	return rows, b.clk.Now(), marked
+	return rows, b.now(), marked
 }
 
 // onBoard returns the indexes of the board entries l waited for, once
@@ -184,7 +192,7 @@ func critical(rows []entry, i int, inputs []int) int {
 // what startup as a whole waited on longest. It returns nil for a name on
 // no entry, and for an empty board.
 func (t Timeline) CriticalChain(name string) Chain {
-	at := t.index(name)
+	at := t.Index(name)
 	if at < 0 {
 		return nil
 	}
@@ -215,9 +223,11 @@ func (t Timeline) spans(indexes []int) Chain {
 	return c
 }
 
-// index returns the index of the entry CriticalChain(name) starts from,
-// or -1.
-func (t Timeline) index(name string) int {
+// Index returns the index in Entries of the entry CriticalChain(name)
+// starts from — the first entry named name, or for "" the head of the
+// board's own chain — or -1 if there is none. Follow Critical from it to
+// walk the chain by index, as a picture that marks the chain does.
+func (t Timeline) Index(name string) int {
 	if name != "" {
 		return slices.IndexFunc(t.Entries, func(s Span) bool { return s.Name == name })
 	}
@@ -284,12 +294,16 @@ func (c Chain) String() string {
 			sb.WriteString(strings.Repeat("  ", i-1))
 			sb.WriteString("└─")
 		}
-		sb.WriteString(s.Name)
-		sb.WriteString(s.times())
+		sb.WriteString(s.String())
 		sb.WriteByte('\n')
 	}
 	return sb.String()
 }
+
+// String prints the span as a line of a Chain does: "api-port @2.4s +5ms",
+// "lease failed @1s +1s: no quorum", "upgrade locked +12s (running
+// upgrade steps)".
+func (s Span) String() string { return s.Name + s.times() }
 
 // times is what follows a span's name in a chain: " @1s +200ms",
 // " failed @1s +1s: no quorum", " locked +12s (running upgrade steps)".

@@ -31,16 +31,16 @@ func controllerBoard(t *testing.T, cfg gate.BoardConfig) (*gate.Board, *testcloc
 	clk := testclock.NewClock(t0)
 	cfg.Clock = clk
 	b := gate.NewBoard(cfg)
-	metrics := b.New("metrics")
-	serving := b.New("serving")
-	selfDial := b.New("self-dial").After(serving)
-	lease := b.New("lease")
+	metrics := add(b, "metrics")
+	serving := add(b, "serving")
+	selfDial := add(b, "self-dial").After(serving)
+	lease := add(b, "lease")
 	clk.Advance(100 * ms)
-	upgrade := b.New("upgrade").After(serving)
+	upgrade := add(b, "upgrade").After(serving)
 	stable := gate.AllOf("stable", serving, selfDial, upgrade, lease)
-	b.Add(stable)
-	api := b.New("api-port").After(stable)
-	workers := b.New("workers").After(api)
+	put(b, stable)
+	api := add(b, "api-port").After(stable)
+	workers := add(b, "workers").After(api)
 
 	step := func(at time.Duration, l *gate.Lock) {
 		clk.Advance(t0.Add(at).Sub(clk.Now()))
@@ -114,8 +114,8 @@ func TestTimelineCriticalChainOfAControllerStartup(t *testing.T) {
 func TestTimelineCriticalInputOfAnyOfIsTheFirstToOpen(t *testing.T) {
 	clk := testclock.NewClock(t0)
 	b := gate.NewBoard(gate.BoardConfig{Clock: clk})
-	near, far := b.New("near-peer"), b.New("far-peer")
-	b.Add(gate.AnyOf("a-peer", near, far))
+	near, far := add(b, "near-peer"), add(b, "far-peer")
+	put(b, gate.AnyOf("a-peer", near, far))
 	clk.Advance(200 * ms)
 	near.Unlock() // opens a-peer
 	clk.Advance(time.Second)
@@ -127,8 +127,8 @@ func TestTimelineCriticalInputOfAnyOfIsTheFirstToOpen(t *testing.T) {
 
 func TestTimelineOrdersInputsThatOpenedAtTheSameInstant(t *testing.T) {
 	b := gate.NewBoard(gate.BoardConfig{Clock: testclock.NewClock(t0)}) // the clock never moves
-	first, second := b.New("first"), b.New("second")
-	b.Add(gate.AllOf("both", first, second))
+	first, second := add(b, "first"), add(b, "second")
+	put(b, gate.AllOf("both", first, second))
 	second.Unlock()
 	first.Unlock() // opened last, at the same instant: still the critical input
 	assert.Equal(t, []string{"both", "first"}, chainNames(b.Timeline().CriticalChain("both")))
@@ -137,8 +137,8 @@ func TestTimelineOrdersInputsThatOpenedAtTheSameInstant(t *testing.T) {
 func TestTimelineFailedChainNamesTheFailure(t *testing.T) {
 	clk := testclock.NewClock(t0)
 	b := gate.NewBoard(gate.BoardConfig{Clock: clk})
-	port, lease := b.New("controller-port"), b.New("lease")
-	b.Add(gate.AllOf("stable", port, lease))
+	port, lease := add(b, "controller-port"), add(b, "lease")
+	put(b, gate.AllOf("stable", port, lease))
 	clk.Advance(time.Second)
 	port.Unlock()
 	clk.Advance(2 * time.Second)
@@ -155,13 +155,13 @@ func TestTimelineFailedChainNamesTheFailure(t *testing.T) {
 func TestTimelineOfAStalledStartupFollowsWhatIsStillLocked(t *testing.T) {
 	clk := testclock.NewClock(t0)
 	b := gate.NewBoard(gate.BoardConfig{Clock: clk})
-	port := b.New("controller-port")
+	port := add(b, "controller-port")
 	steps := newComponent("running upgrade steps")
 	upgrade := b.Follow("upgrade", steps)
-	lease := b.New("lease")
+	lease := add(b, "lease")
 	stable := gate.AllOf("stable", port, upgrade, lease)
-	b.Add(stable)
-	b.New("api-port").After(stable)
+	put(b, stable)
+	add(b, "api-port").After(stable)
 	clk.Advance(time.Second)
 	port.Unlock()
 	clk.Advance(11 * time.Second)
@@ -192,9 +192,9 @@ func TestTimelineOfAStalledStartupFollowsWhatIsStillLocked(t *testing.T) {
 func TestTimelineLooksThroughACompositeNotOnTheBoard(t *testing.T) {
 	clk := testclock.NewClock(t0)
 	b := gate.NewBoard(gate.BoardConfig{Clock: clk})
-	a, c := b.New("a"), b.New("c")
+	a, c := add(b, "a"), add(b, "c")
 	inner := gate.AllOf("inner", a, c) // not on the board
-	b.Add(gate.AllOf("outer", inner, a))
+	put(b, gate.AllOf("outer", inner, a))
 	clk.Advance(time.Second)
 	a.Unlock()
 	clk.Advance(time.Second)
@@ -208,7 +208,7 @@ func TestTimelineLooksThroughACompositeNotOnTheBoard(t *testing.T) {
 
 func TestTimelineChainOfACycleEnds(t *testing.T) {
 	b := gate.NewBoard(gate.BoardConfig{})
-	x, y := b.New("x"), b.New("y")
+	x, y := add(b, "x"), add(b, "y")
 	x.After(y)
 	y.After(x) // a cycle that can never resolve: the chain must still end
 	assert.Equal(t, []string{"y", "x"}, chainNames(b.Timeline().CriticalChain("")))

@@ -34,7 +34,7 @@ func BenchmarkScrape(b *testing.B) {
 	clk := testclock.NewClock(t0)
 	board := gate.NewBoard(gate.BoardConfig{Clock: clk})
 	for i := range 20 {
-		g := board.New(fmt.Sprintf("gate-%02d", i))
+		g := add(board, fmt.Sprintf("gate-%02d", i))
 		if i%2 == 0 {
 			g.Unlock()
 		}

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/coldstart-go/coldstart/gate"
+	"github.com/coldstart-go/coldstart/gate/boardview"
 	"github.com/coldstart-go/coldstart/metrics"
 	"github.com/coldstart-go/coldstart/upgrade"
 )
@@ -19,9 +20,12 @@ import (
 // A controller registers a collector per component on its own registry
 // and serves it beside /readyz; each scrape reads the Reports then.
 func Example() {
-	board := gate.NewBoard(gate.BoardConfig{})
+	board := gate.NewBoard(gate.BoardConfig{Name: "c0"})
+	defer board.Close()
 	upgrades := upgrade.NewGate(upgrade.GateConfig{})
-	board.New("controller-port").Unlock()
+	port := gate.New("controller-port")
+	board.Add("controller-port", port)
+	port.Unlock()
 	upgraded := board.Follow("upgrade", upgrades)
 
 	reg := prometheus.NewRegistry()
@@ -31,7 +35,7 @@ func Example() {
 	)
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	mux.Handle("/readyz", board.Handler())
+	mux.Handle("/readyz", boardview.ReadyHandler(board))
 
 	show := func() {
 		rec := httptest.NewRecorder()

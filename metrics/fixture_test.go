@@ -55,15 +55,15 @@ func newWorld(t *testing.T) *world {
 // 5 s, still locked.
 func (w *world) newBoard(t *testing.T) {
 	w.board = gate.NewBoard(gate.BoardConfig{Clock: w.boardClk})
-	port := w.board.New("controller-port")
-	mongo := w.board.New("mongo")
-	w.board.New("api-caller")
+	port := add(w.board, "controller-port")
+	mongo := add(w.board, "mongo")
+	add(w.board, "api-caller")
 	w.boardClk.Advance(2 * time.Second)
 	port.Unlock()
 	w.boardClk.Advance(time.Second)
 	mongo.Fail(errors.New("no quorum"))
 	w.boardClk.Advance(2 * time.Second)
-	w.board.New("controller-port")
+	add(w.board, "controller-port")
 }
 
 // newListener: a real listener on loopback. The controller port accepted
@@ -197,4 +197,11 @@ func (w *world) newUpgrade(t *testing.T) {
 	decide(false, true)
 	require.NoError(t, w.upgrades.Enter(upgrade.Checking))
 	decide(true, false)
+}
+
+// add puts a new gate named name on b.
+func add(b *gate.Board, name string) *gate.Lock {
+	l := gate.New(name)
+	b.Add(name, l)
+	return l
 }

@@ -156,7 +156,7 @@ func scrape(t *testing.T, h http.Handler) string {
 func TestValuesAreReadAtScrapeTime(t *testing.T) {
 	clk := testclock.NewClock(t0)
 	board := gate.NewBoard(gate.BoardConfig{Clock: clk})
-	g := board.New("stable")
+	g := add(board, "stable")
 	c := metrics.NewBoardCollector("c0", board)
 	waited := func(seconds string) string {
 		return `
@@ -247,8 +247,8 @@ func TestInstancesOfOneKind(t *testing.T) {
 // saying so, and the process does not panic.
 func TestInvalidGateNameFailsTheScrapeNotTheProcess(t *testing.T) {
 	board := gate.NewBoard(gate.BoardConfig{Clock: testclock.NewClock(t0)})
-	board.New("ok")
-	board.New("bad\xff")
+	add(board, "ok")
+	add(board, "bad\xff")
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(metrics.NewBoardCollector("c0", board))
 	mfs, err := reg.Gather()

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/coldstart-go/coldstart/gate"
+	"github.com/coldstart-go/coldstart/gate/boardview"
 	"github.com/coldstart-go/coldstart/upgrade"
 )
 
@@ -115,7 +116,7 @@ func TestBoardFollowsAnUpgradeGate(t *testing.T) {
 	g := upgrade.NewGate(upgrade.GateConfig{Clock: clk})
 	b := gate.NewBoard(gate.BoardConfig{Clock: clk})
 	entry := b.Follow("upgrade", g)
-	srv := newServer(t, b.Handler())
+	srv := newServer(t, boardview.ReadyHandler(b))
 	get := func(accept string) (int, string) {
 		req, err := http.NewRequest(http.MethodGet, srv.URL+"/readyz?verbose", nil)
 		require.NoError(t, err)
@@ -187,6 +188,6 @@ func TestBoardFollowsAnUpgradeThatCompletes(t *testing.T) {
 	require.NoError(t, g.RunSteps(context.Background(), func(context.Context) error { return nil }))
 	<-entry.Unlocked()
 	rec := httptest.NewRecorder()
-	b.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/readyz", nil))
+	boardview.ReadyHandler(b).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/readyz", nil))
 	assert.Equal(t, "ok", rec.Body.String())
 }

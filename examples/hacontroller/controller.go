@@ -25,6 +25,7 @@ import (
 
 	"github.com/coldstart-go/coldstart/dialer"
 	"github.com/coldstart-go/coldstart/gate"
+	"github.com/coldstart-go/coldstart/gate/boardview"
 	"github.com/coldstart-go/coldstart/internal/backoff"
 	"github.com/coldstart-go/coldstart/lease"
 	"github.com/coldstart-go/coldstart/lease/leasetest"
@@ -166,7 +167,8 @@ func newController(cfg controllerConfig) (_ *controller, err error) {
 		return nil, err
 	}
 	c.api = c.board.Follow("api-port", c.ln).After(c.stable) // the listener's API port is a gate.Component
-	c.workers = c.board.New("workers").After(c.selfDialed, c.upgraded)
+	c.workers = gate.New("workers").After(c.selfDialed, c.upgraded)
+	c.board.Add("workers", c.workers)
 	c.metrics = prometheus.NewRegistry()
 	c.mux, c.grpc = c.newMux(), c.newGRPC()
 	c.srv = c.newServer()
@@ -192,15 +194,17 @@ func newController(cfg controllerConfig) (_ *controller, err error) {
 // entries are added once the listener exists (newController); After tells
 // the timeline what each waited for.
 func (c *controller) newBoard() {
-	c.board = gate.NewBoard(gate.BoardConfig{Clock: c.clk, Logger: c.log})
-	c.serving = c.board.New("serving")
-	c.selfDialed = c.board.New("self-dial").After(c.serving) // the dialer waits for the local server
+	c.board = gate.NewBoard(gate.BoardConfig{Name: c.name, Clock: c.clk, Logger: c.log})
+	c.serving = gate.New("serving")
+	c.selfDialed = gate.New("self-dial").After(c.serving) // the dialer waits for the local server
+	c.board.Add("serving", c.serving)
+	c.board.Add("self-dial", c.selfDialed)
 	// The demo's upgrade steps end only once the upgrade gate has refused
 	// the controller's own calls (runUpgrade), made after its self-dial.
 	c.upgraded = c.board.Follow("upgrade", c.up).After(c.selfDialed)
 	c.leaseKnown = c.board.Follow("lease", c.tracker) // opens once it knows who leads
 	c.stable = gate.AllOf("stable", c.serving, c.selfDialed, c.upgraded, c.leaseKnown)
-	c.board.Add(c.stable)
+	c.board.Add("stable", c.stable)
 }
 
 // listen binds the controller port and the API port, and closes the API
@@ -285,8 +289,8 @@ func (c *controller) newDialer(peers func() []string) (*dialer.Dialer, error) {
 // counters at /metrics.
 func (c *controller) newMux() *http.ServeMux {
 	mux := http.NewServeMux()
-	mux.Handle("GET /readyz", c.board.Handler())
-	mux.Handle("GET /timeline", c.board.TimelineHandler())
+	mux.Handle("GET /readyz", boardview.ReadyHandler(c.board))
+	mux.Handle("GET /timeline", boardview.TimelineHandler(c.board))
 	mux.Handle("GET /metrics", promhttp.HandlerFor(c.metrics, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /ping", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "pong") })
 	mux.Handle("GET /ready", upgrade.ReadyHandler(c.up))
@@ -540,9 +544,12 @@ func (c *controller) apiAddress() string {
 	return c.apiAddr
 }
 
-// shutdown stops serving, waits for Serve to return and releases the lease
+// shutdown closes the board first (it stops following the listener, the
+// upgrade and the lease tracker, so their ends are not startup failures on
+// it), stops serving, waits for Serve to return and releases the lease
 // tracker; it is idempotent.
 func (c *controller) shutdown() {
+	_ = c.board.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	_ = c.srv.Shutdown(ctx)
@@ -557,8 +564,7 @@ func (c *controller) shutdown() {
 var errShutdown = errors.New("controller shut down")
 
 // abandon fails the upgrade epoch if it is still open (a no-op once it
-// ended), so that the goroutine the board's Follow keeps on its channels
-// ends; stable, built on that entry, fails with it. This is the process
+// ended), so that nothing waits on it any more. This is the process
 // going away, not a step's failure: a controller that restarts runs its
 // steps again (RunSteps left the gate in progress when ctx ended).
 func (c *controller) abandon() {

@@ -34,10 +34,12 @@
 // story did not happen or an invariant broke. -log json (or text) writes
 // every component's slog records to stderr. With -hold the controllers
 // keep serving after the summary until interrupted, so you can probe them
-// with curl.
+// with curl. -trace and -svg write the controllers' startup as one trace
+// file (Perfetto, chrome://tracing) and one picture, a swimlane each.
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -53,6 +55,7 @@ import (
 	"time"
 
 	"github.com/coldstart-go/coldstart/gate"
+	"github.com/coldstart-go/coldstart/gate/boardview"
 	"github.com/coldstart-go/coldstart/lease"
 )
 
@@ -70,6 +73,8 @@ type options struct {
 	timeout      time.Duration
 	hold         bool
 	log          string // "", "json" or "text": slog records to stderr
+	trace        string // "": none; else the file the controllers' startup is written to as trace events
+	svg          string // "": none; else the file the controllers' startup is drawn to, a swimlane each
 }
 
 // The run is bounded in count as well as time: one process, loopback only.
@@ -95,6 +100,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.DurationVar(&o.timeout, "timeout", 20*time.Second, "give up (and fail) after this long")
 	fs.BoolVar(&o.hold, "hold", false, "after the summary, keep the controllers serving /readyz, /timeline and /metrics until interrupted (SIGINT, SIGTERM)")
 	fs.StringVar(&o.log, "log", "", "write every component's slog records to stderr: json or text (default: none)")
+	fs.StringVar(&o.trace, "trace", "", "write every controller's startup (its board's timeline) to this file as one Chrome trace: open it in Perfetto or chrome://tracing")
+	fs.StringVar(&o.svg, "svg", "", "draw every controller's startup to this file as one SVG, a swimlane per controller on one time axis")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: go run ./examples/hacontroller [flags]\n\n"+
 			"Runs an HA controller startup in one process on loopback and prints its timeline.\n\nFlags:\n")
@@ -186,6 +193,9 @@ func run(ctx context.Context, o options, out io.Writer, log *slog.Logger) error 
 	defer cancel()
 	s := scenario(deadline, o, tl, log, ctrls, begin, probed)
 	problems := s.violations()
+	if err := writeStartup(o, tl, ctrls); err != nil {
+		problems = append(problems, err.Error())
+	}
 	if deadline.Err() != nil {
 		problems = append(problems, fmt.Sprintf("did not finish within -timeout %v (or was interrupted): %s", o.timeout, pending(ctrls)))
 	}
@@ -320,4 +330,36 @@ func pending(ctrls []*controller) string {
 		s = append(s, c.name+": "+c.board.Report().String())
 	}
 	return strings.Join(s, " | ")
+}
+
+// writeStartup writes the controllers' boards as one trace (-trace) and
+// one swimlane SVG (-svg), as they stand at the end of the scenario.
+func writeStartup(o options, tl *timeline, ctrls []*controller) error {
+	if o.trace == "" && o.svg == "" {
+		return nil
+	}
+	timelines := make([]gate.Timeline, len(ctrls))
+	for i, c := range ctrls {
+		timelines[i] = c.board.Timeline()
+	}
+	for _, f := range []struct {
+		path, what string
+		write      func(io.Writer, ...gate.Timeline) error
+	}{
+		{o.trace, "trace (open it in Perfetto or chrome://tracing)", boardview.WriteTrace},
+		{o.svg, "picture (a swimlane per controller)", boardview.WriteSVG},
+	} {
+		if f.path == "" {
+			continue
+		}
+		var buf bytes.Buffer
+		if err := f.write(&buf, timelines...); err != nil {
+			return fmt.Errorf("writing %s: %w", f.path, err)
+		}
+		if err := os.WriteFile(f.path, buf.Bytes(), 0o644); err != nil {
+			return fmt.Errorf("writing the startup %s: %w", f.what, err)
+		}
+		tl.log("boards", "startup of %d controllers written to %s: %s", len(ctrls), f.path, f.what)
+	}
+	return nil
 }

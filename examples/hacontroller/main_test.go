@@ -4,10 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"encoding/xml"
 	"errors"
 	"flag"
 	"io"
 	"net"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -18,6 +21,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/coldstart-go/coldstart/gate"
+	"github.com/coldstart-go/coldstart/internal/logtest"
 	"github.com/coldstart-go/coldstart/lease"
 	"github.com/coldstart-go/coldstart/upgrade"
 )
@@ -37,13 +41,18 @@ func TestRunHoldsEveryInvariant(t *testing.T) {
 	// renewal was once held up long enough (its 125ms call timeout hit
 	// again and again) that c0's term ran out before the fault began and c1
 	// took over — the lease doing its job, but not the story under test.
-	o, err := parseFlags([]string{"-agents", "300", "-api-rate", "200", "-api-burst", "10", "-steps", "200ms", "-lease", "1s", "-fault", "1.4s"}, io.Discard)
+	dir := t.TempDir()
+	tracePath, svgPath := filepath.Join(dir, "startup.json"), filepath.Join(dir, "startup.svg")
+	o, err := parseFlags([]string{"-agents", "300", "-api-rate", "200", "-api-burst", "10", "-steps", "200ms", "-lease", "1s", "-fault", "1.4s",
+		"-trace", tracePath, "-svg", svgPath}, io.Discard)
 	require.NoError(t, err)
 	var out bytes.Buffer
 	logs := newWaitWriter() // a timer's count record may come late, from another goroutine
 	require.NoError(t, run(context.Background(), o, &out, newLogger("json", logs)), out.String())
 	s := out.String()
 	assertLogRecords(t, logs.String())
+	assertStartupFiles(t, tracePath, svgPath)
+	assert.Contains(t, s, "boards  startup of 3 controllers written to "+tracePath)
 	m := regexp.MustCompile(`controller self-dials     (\d+)/(\d+) local \(0 to peers\)`).FindStringSubmatch(s)
 	require.NotNil(t, m, s)
 	assert.Equal(t, m[1], m[2], "every self-dial local")
@@ -73,6 +82,51 @@ func TestRunHoldsEveryInvariant(t *testing.T) {
 	assert.Regexp(t, `\ncritical chain of c0 \(@ when each gate opened, \+ how long it took after its input\)\n  (workers|api-port) @\S+ \+\S+\n  └─`, s)
 	assert.NotContains(t, s, "holding:", "no -hold, no hold")
 	assert.Regexp(t, `refusals retried          [1-9]\d* agent dials refused while an api port was closed; [1-9]\d* controller calls \(HTTP, gRPC unary and stream\) refused`, s)
+}
+
+// assertStartupFiles checks what -trace and -svg wrote: one trace with a
+// process per controller, each with its board's entries and its critical
+// chain, and one picture with a swimlane per controller.
+func assertStartupFiles(t *testing.T, tracePath, svgPath string) {
+	t.Helper()
+	body, err := os.ReadFile(tracePath)
+	require.NoError(t, err)
+	var trace struct {
+		TraceEvents []struct {
+			Name string         `json:"name"`
+			Cat  string         `json:"cat"`
+			Ph   string         `json:"ph"`
+			Pid  int            `json:"pid"`
+			Tid  int            `json:"tid"`
+			Args map[string]any `json:"args"`
+		} `json:"traceEvents"`
+	}
+	require.NoError(t, json.Unmarshal(body, &trace))
+	processes := map[int]string{}
+	bars := map[int][]string{}
+	chain := map[int]int{}
+	for _, ev := range trace.TraceEvents {
+		switch {
+		case ev.Ph == "M" && ev.Name == "process_name":
+			processes[ev.Pid] = ev.Args["name"].(string)
+		case ev.Ph == "X" && ev.Cat == "critical": // its critical chain's track
+			chain[ev.Pid]++
+		case ev.Ph == "X":
+			bars[ev.Pid] = append(bars[ev.Pid], ev.Name)
+		}
+	}
+	assert.Equal(t, map[int]string{1: "c0", 2: "c1", 3: "c2"}, processes)
+	for pid := 1; pid <= 3; pid++ {
+		assert.Equal(t, []string{"serving", "self-dial", "upgrade", "lease", "stable", "api-port", "workers"}, bars[pid], "process %d: a track per entry", pid)
+		assert.GreaterOrEqual(t, chain[pid], 3, "process %d: its critical chain", pid)
+	}
+	svg, err := os.ReadFile(svgPath)
+	require.NoError(t, err)
+	require.NoError(t, xml.Unmarshal(svg, new(struct{})), "well-formed")
+	assert.Contains(t, string(svg), "startup timeline: 3 boards, 21 gates")
+	for _, c := range []string{"c0", "c1", "c2"} {
+		assert.Contains(t, string(svg), `data-board="`+c+`"`)
+	}
 }
 
 // assertLogRecords checks that every component was given the logger: each
@@ -131,7 +185,17 @@ func TestRunCutShortIsAnErrorNotAPanic(t *testing.T) {
 	o, err := parseFlags([]string{"-agents", "300", "-timeout", "300ms"}, io.Discard)
 	require.NoError(t, err)
 	var out bytes.Buffer
-	assert.Error(t, run(context.Background(), o, &out, nil), out.String())
+	logs := logtest.New()
+	assert.Error(t, run(context.Background(), o, &out, logs.Logger()), out.String())
+	// The controllers are shut down when run returns: no record after it
+	// (a board following the listener's API port once logged "gate failed
+	// ... use of closed network connection" here, after Run had returned).
+	logs.Seal(t)
+	for _, r := range logs.Records() {
+		if r.Message == "gate failed" {
+			assert.NotContains(t, r.Str("err"), "closed network connection", "the board was closed before the listener: %v", r)
+		}
+	}
 }
 
 func TestFlags(t *testing.T) {
@@ -174,7 +238,8 @@ func TestSummaryNamesEveryBrokenInvariant(t *testing.T) {
 		c := &controller{name: name, board: gate.NewBoard(gate.BoardConfig{})}
 		locks := map[string]*gate.Lock{}
 		for _, g := range order {
-			locks[g] = c.board.New(g)
+			locks[g] = gate.New(g)
+			c.board.Add(g, locks[g])
 		}
 		for _, g := range opened {
 			locks[g].Unlock()

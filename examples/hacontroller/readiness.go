@@ -111,5 +111,6 @@ var holdEndpoints = []struct{ path, what string }{
 	{"/timeline", "the critical chain, as systemd-analyze prints it"},
 	{"/timeline?format=json", "every gate: added, opened or failed, what it waited for"},
 	{"/timeline?format=svg", "the timeline as a picture (save it, open it in a browser)"},
+	{"/timeline?format=trace", "the timeline as trace events (open it in Perfetto)"},
 	{"/metrics", "every component's counters and states, for Prometheus"},
 }

@@ -143,6 +143,10 @@ func TestHoldServesUntilInterrupted(t *testing.T) {
 			if m := regexp.MustCompile(`\nleader_election_master_status\{name="singular-controller"\} (\d)\n`).FindStringSubmatch(string(body)); assert.NotNil(t, m, u[1]) {
 				leaders += int(m[1][0] - '0')
 			}
+		case "/timeline?format=trace": // the board as a process named for its controller
+			assert.Equal(t, "application/json", resp.Header.Get("Content-Type"), u[1])
+			assert.Contains(t, string(body), `{"name":"process_name","ph":"M",`, u[1])
+			assert.Contains(t, string(body), `"args":{"name":"`+u[2]+`"}`, u[1])
 		case "/timeline?format=svg":
 			assert.Equal(t, "image/svg+xml", strings.Split(resp.Header.Get("Content-Type"), ";")[0], u[1])
 			assert.NoError(t, xml.Unmarshal(body, new(struct{ XMLName xml.Name })), "well-formed XML: %s", u[1])

@@ -50,20 +50,20 @@ type Startup struct {
 
 // NewStartup returns a startup whose self-dial retries every retryDelay on clk.
 func NewStartup(clk clock.Clock, steps Steps, retryDelay time.Duration) *Startup {
-	b := gate.NewBoard(gate.BoardConfig{Clock: clk})
 	s := &Startup{
-		Board:          b,
-		ControllerPort: b.New("controller-port"),
-		SelfDialed:     b.New("self-dial"),
-		Upgraded:       b.New("upgrade-steps"),
-		APIOpen:        b.New("api-port"),
+		Board:          gate.NewBoard(gate.BoardConfig{Clock: clk}),
+		ControllerPort: gate.New("controller-port"),
+		SelfDialed:     gate.New("self-dial"),
+		Upgraded:       gate.New("upgrade-steps"),
 		clk:            clk,
 		steps:          steps,
 		retryDelay:     retryDelay,
 	}
 	s.Stable = gate.AllOf("stable", s.ControllerPort, s.SelfDialed, s.Upgraded)
-	b.Add(s.Stable)
-	s.APIOpen.After(s.Stable) // Run opens it once stable has: the Timeline's critical chain follows it
+	s.APIOpen = gate.New("api-port").After(s.Stable) // Run opens it once stable has: the Timeline's critical chain follows it
+	for _, l := range []*gate.Lock{s.ControllerPort, s.SelfDialed, s.Upgraded, s.APIOpen, s.Stable} {
+		s.Board.Add(l.Name(), l)
+	}
 	return s
 }
 

@@ -82,13 +82,13 @@ type Recorder struct {
 func NewRecorder(locks ...*gate.Lock) *Recorder {
 	r := &Recorder{board: gate.NewBoard(gate.BoardConfig{})}
 	for _, l := range locks {
-		r.board.Add(l)
+		r.board.Add(l.Name(), l)
 	}
 	return r
 }
 
 // Watch adds l to the recorder.
-func (r *Recorder) Watch(l *gate.Lock) { r.board.Add(l) }
+func (r *Recorder) Watch(l *gate.Lock) { r.board.Add(l.Name(), l) }
 
 // Order returns the names of the watched gates that have unlocked, first
 // opened first.

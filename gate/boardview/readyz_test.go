@@ -1,4 +1,4 @@
-package gate_test
+package boardview_test
 
 import (
 	"encoding/json"
@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/coldstart-go/coldstart/gate"
+	"github.com/coldstart-go/coldstart/gate/boardview"
 )
 
 // serve makes one request to b's handler.
@@ -25,7 +26,7 @@ func serve(b *gate.Board, target, accept string) *httptest.ResponseRecorder {
 		req.Header.Set("Accept", accept)
 	}
 	rec := httptest.NewRecorder()
-	b.Handler().ServeHTTP(rec, req)
+	boardview.ReadyHandler(b).ServeHTTP(rec, req)
 	return rec
 }
 
@@ -34,9 +35,9 @@ func serve(b *gate.Board, target, accept string) *httptest.ResponseRecorder {
 func startupBoard() *gate.Board {
 	clk := testclock.NewClock(t0)
 	b := gate.NewBoard(gate.BoardConfig{Clock: clk})
-	api := b.New("api-port")
-	b.New("upgrade-steps")
-	lease := b.New("lease")
+	api := add(b, "api-port")
+	add(b, "upgrade-steps")
+	lease := add(b, "lease")
 	clk.Advance(2 * time.Second)
 	api.Unlock()
 	clk.Advance(3 * time.Second)
@@ -73,7 +74,7 @@ func TestHandlerStates(t *testing.T) {
 		name: "one gate locked: 503, and a failing answer is always verbose",
 		board: func() *gate.Board {
 			b := openBoard()
-			b.New("lease")
+			add(b, "lease")
 			return b
 		},
 		target: "/readyz", code: 503, body: "[+]api-port ok\n[+]upgrade-steps ok\n[-]lease locked for 0s\nreadyz check failed\n",
@@ -98,8 +99,8 @@ func TestHandlerStates(t *testing.T) {
 
 func openBoard() *gate.Board {
 	b := gate.NewBoard(gate.BoardConfig{Clock: testclock.NewClock(t0)})
-	b.New("api-port").Unlock()
-	b.New("upgrade-steps").Unlock()
+	add(b, "api-port").Unlock()
+	add(b, "upgrade-steps").Unlock()
 	return b
 }
 
@@ -179,7 +180,7 @@ func TestHandlerJSON(t *testing.T) {
 // is 200. Run under -race.
 func TestHandlerWhileBoardChanges(t *testing.T) {
 	b := gate.NewBoard(gate.BoardConfig{})
-	srv := httptest.NewServer(b.Handler())
+	srv := httptest.NewServer(boardview.ReadyHandler(b))
 	defer srv.Close()
 
 	const gates = 50
@@ -189,9 +190,9 @@ func TestHandlerWhileBoardChanges(t *testing.T) {
 	go func() {
 		defer wg.Done()
 		for i := range gates {
-			l := b.New(fmt.Sprintf("g%d", i))
+			l := add(b, fmt.Sprintf("g%d", i))
 			opened := make(chan struct{})
-			watched[i] = b.Watch(fmt.Sprintf("w%d", i), opened, nil)
+			watched[i] = b.Follow(fmt.Sprintf("w%d", i), gate.Channels(opened, nil))
 			if i%10 == 9 {
 				l.Fail(errors.New("boom"))
 			}

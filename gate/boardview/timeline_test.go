@@ -1,4 +1,4 @@
-package gate_test
+package boardview_test
 
 import (
 	"encoding/json"
@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/coldstart-go/coldstart/gate"
+	"github.com/coldstart-go/coldstart/gate/boardview"
 )
 
 func getTimeline(t *testing.T, b *gate.Board, target, accept string) *httptest.ResponseRecorder {
@@ -25,7 +26,7 @@ func getTimeline(t *testing.T, b *gate.Board, target, accept string) *httptest.R
 		req.Header.Set("Accept", accept)
 	}
 	rec := httptest.NewRecorder()
-	b.TimelineHandler().ServeHTTP(rec, req)
+	boardview.TimelineHandler(b).ServeHTTP(rec, req)
 	return rec
 }
 
@@ -66,7 +67,7 @@ func TestTimelineHandlerRefusesWhatItCannotAnswer(t *testing.T) {
 
 	rec = getTimeline(t, b, "/timeline?format=png", "")
 	assert.Equal(t, http.StatusBadRequest, rec.Code)
-	assert.Equal(t, "format \"png\" (must be text, json or svg)\n", rec.Body.String())
+	assert.Equal(t, "format \"png\" (must be text, json, svg or trace)\n", rec.Body.String())
 
 	rec = getTimeline(t, gate.NewBoard(gate.BoardConfig{}), "/timeline", "")
 	assert.Equal(t, http.StatusOK, rec.Code)
@@ -94,8 +95,8 @@ type timelineJSON struct {
 
 func TestTimelineHandlerJSON(t *testing.T) {
 	b, clk := controllerBoard(t, gate.BoardConfig{})
-	b.New("mongo").Fail(errors.New("no quorum"))
-	b.Add(gate.New("backup"))
+	add(b, "mongo").Fail(errors.New("no quorum"))
+	put(b, gate.New("backup"))
 	clk.Advance(time.Second)
 
 	for _, tc := range []struct{ target, accept string }{
@@ -145,6 +146,7 @@ func TestTimelineHandlerJSON(t *testing.T) {
 type svgRect struct {
 	Class string `xml:"class,attr"`
 	Gate  string `xml:"data-gate,attr"`
+	Board string `xml:"data-board,attr"`
 	State string `xml:"data-state,attr"`
 	Chain bool   `xml:"data-chain,attr"`
 	X     string `xml:"x,attr"`
@@ -201,7 +203,7 @@ func parseSVG(t *testing.T, body []byte) (bars []svgRect, text string) {
 
 func TestTimelineHandlerSVG(t *testing.T) {
 	b, clk := controllerBoard(t, gate.BoardConfig{})
-	b.New("mongo").Fail(errors.New("no quorum"))
+	add(b, "mongo").Fail(errors.New("no quorum"))
 	clk.Advance(time.Second)
 
 	rec := getTimeline(t, b, "/timeline?format=svg&gate=workers", "")
@@ -250,7 +252,7 @@ func TestTimelineHandlerSVG(t *testing.T) {
 
 func TestTimelineSVGEscapesNamesAndErrors(t *testing.T) {
 	b := gate.NewBoard(gate.BoardConfig{})
-	b.New(`<script>"&'`).Fail(errors.New(`</svg><b>`))
+	add(b, `<script>"&'`).Fail(errors.New(`</svg><b>`))
 	bars, text := parseSVG(t, getTimeline(t, b, "/timeline?format=svg", "").Body.Bytes())
 	require.Len(t, bars, 1)
 	assert.Equal(t, `<script>"&'`, bars[0].Gate)

@@ -1,4 +1,4 @@
-package gate
+package boardview
 
 import (
 	"bytes"
@@ -10,20 +10,17 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/coldstart-go/coldstart/gate"
 )
 
-// Handler serves the board the way Kubernetes serves /readyz, so that a
+// ReadyHandler serves b the way Kubernetes serves /readyz, so that a
 // kubelet, a load balancer or curl can ask what startup still waits on:
 //
 //   - 200 and "ok" when every gate on the board is unlocked, else 503;
 //
 //   - ?verbose (or any 503) lists one line per gate, in board order, then a
-//     verdict:
-//
-//     [+]controller-port ok
-//     [-]upgrade locked for 12s (running upgrade steps)
-//     [-]lease failed: no quorum
-//     readyz check failed
+//     verdict (below);
 //
 //   - ?exclude=name (repeatable) leaves those gates out of the verdict
 //     ("[+]name excluded: ok"); a name on no gate gets a "warn:" line;
@@ -32,10 +29,17 @@ import (
 //     (locked, unlocked, failed), since, for, opened order, detail, error —
 //     with the same status code.
 //
+// A verbose answer:
+//
+//	[+]controller-port ok
+//	[-]upgrade locked for 12s (running upgrade steps)
+//	[-]lease failed: no quorum
+//	readyz check failed
+//
 // It never blocks: each request reads a Report.
-func (b *Board) Handler() http.Handler { return readyz{b} }
+func ReadyHandler(b *gate.Board) http.Handler { return readyz{b} }
 
-type readyz struct{ b *Board }
+type readyz struct{ b *gate.Board }
 
 func (h readyz) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var query map[string][]string
@@ -46,7 +50,7 @@ func (h readyz) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	report := h.b.Report()
 	code := http.StatusOK
 	for _, e := range report {
-		if e.State != StateUnlocked && !slices.Contains(excluded, e.Name) {
+		if e.State != gate.StateUnlocked && !slices.Contains(excluded, e.Name) {
 			code = http.StatusServiceUnavailable
 			break
 		}
@@ -69,7 +73,7 @@ func (h readyz) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // verboseText is the ?verbose body: a line per gate, a warning naming
 // excluded names that match no gate, and the verdict.
-func verboseText(report Report, excluded []string, passed bool) []byte {
+func verboseText(report gate.Report, excluded []string, passed bool) []byte {
 	var buf bytes.Buffer
 	buf.Grow(40*len(report) + 24)
 	line := func(parts ...string) {
@@ -92,16 +96,16 @@ func verboseText(report Report, excluded []string, passed bool) []byte {
 		switch {
 		case isExcluded(e.Name):
 			line("[+]", e.Name, " excluded: ok")
-		case e.State == StateUnlocked:
+		case e.State == gate.StateUnlocked:
 			line("[+]", e.Name, " ok")
-		case e.State == StateLocked:
+		case e.State == gate.StateLocked:
 			if e.Detail != "" {
 				line("[-]", e.Name, " locked for ", e.For.Round(time.Millisecond).String(), " (", e.Detail, ")")
 			} else {
 				line("[-]", e.Name, " locked for ", e.For.Round(time.Millisecond).String())
 			}
 		default:
-			line("[-]", e.Name, " failed: ", causeOf(e.Err).Error())
+			line("[-]", e.Name, " failed: ", cause(e.Err).Error())
 		}
 	}
 	var unknown []string
@@ -165,7 +169,7 @@ type jsonEntry struct {
 }
 
 // serveJSON writes the gates not excluded as a JSON array.
-func serveJSON(w http.ResponseWriter, code int, report Report, excluded []string) {
+func serveJSON(w http.ResponseWriter, code int, report gate.Report, excluded []string) {
 	out := make([]jsonEntry, 0, len(report))
 	for _, e := range report {
 		if slices.Contains(excluded, e.Name) {
@@ -174,7 +178,7 @@ func serveJSON(w http.ResponseWriter, code int, report Report, excluded []string
 		j := jsonEntry{Name: e.Name, State: e.State.String(), Since: e.Since.Format(time.RFC3339Nano),
 			For: e.For.Round(time.Millisecond).String(), Order: e.Order, Detail: e.Detail}
 		if e.Err != nil {
-			j.Error = causeOf(e.Err).Error()
+			j.Error = cause(e.Err).Error()
 		}
 		out = append(out, j)
 	}

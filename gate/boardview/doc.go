@@ -1,0 +1,36 @@
+// Package boardview presents a gate.Board to people and programs: a
+// Kubernetes-style readiness probe, and the startup timeline as text,
+// JSON, an SVG picture and Chrome trace events — of one board, or of
+// several boards and processes on one time axis.
+//
+// It answers the question operators could not answer from "dependency not
+// available" log spam — what is startup still waiting on, and which chain
+// of gates made it slow — where they already look: a kubelet's or a load
+// balancer's probe, curl, a browser, Perfetto. Package gate keeps the
+// board itself and imports no net/http; everything here only reads a
+// board's Report and Timeline, so it can never hold a gate or change a
+// board.
+//
+// What it promises:
+//
+//   - ReadyHandler answers as Kubernetes' /readyz does (200 "ok" or 503,
+//     ?verbose, ?exclude, JSON by Accept) and never blocks.
+//
+//   - TimelineHandler serves the board's critical chain as text, the whole
+//     timeline as JSON, an SVG, or trace events, chosen by ?format or
+//     Accept, and never blocks.
+//
+//   - WriteTrace writes timelines as Chrome trace-event JSON (Perfetto,
+//     chrome://tracing): a process per board, a track per entry, times on
+//     the wall clock, so traces of several processes line up; MergeTraces
+//     joins such files into one. WriteSVG draws several boards as
+//     swimlanes on one time axis; ReadTimeline reads back the JSON that
+//     TimelineHandler serves, so a picture can be drawn from other
+//     processes' answers.
+//
+// Serve a board beside the program's other routes, and write several:
+//
+//	mux.Handle("/readyz", boardview.ReadyHandler(board))
+//	mux.Handle("/timeline", boardview.TimelineHandler(board)) // ?format=json|svg|trace, ?gate=name
+//	boardview.WriteTrace(f, c0.Timeline(), c1.Timeline(), c2.Timeline())
+package boardview
