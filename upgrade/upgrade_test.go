@@ -393,7 +393,7 @@ func TestCompletedAndFailedChannelsPerEpoch(t *testing.T) {
 	assert.False(t, isClosed(g.Completed()) || isClosed(g.Failed()))
 }
 
-// The pair board.Watch takes is read in two calls; a failed epoch retried
+// The pair gate.Channels takes is read in two calls; a failed epoch retried
 // between them must not leave a pair that never closes (the entry would
 // stay locked and /readyz answer 503 after the retry completed).
 func TestCompletedFailedPairSurvivesARetryBetweenReads(t *testing.T) {

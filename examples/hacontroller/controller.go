@@ -154,7 +154,7 @@ func newController(cfg controllerConfig) (_ *controller, err error) {
 	// From here on each step holds something: undo them all on error.
 	defer func() {
 		if err != nil {
-			c.abandon()
+			_ = c.board.Close()
 			if c.tracker != nil {
 				_ = c.tracker.Close()
 			}
@@ -557,18 +557,6 @@ func (c *controller) shutdown() {
 	_ = c.ln.Close()
 	<-c.served
 	_ = c.tracker.Close()
-	c.abandon()
-}
-
-// errShutdown ends what a controller still waited on when it shut down.
-var errShutdown = errors.New("controller shut down")
-
-// abandon fails the upgrade epoch if it is still open (a no-op once it
-// ended), so that nothing waits on it any more. This is the process
-// going away, not a step's failure: a controller that restarts runs its
-// steps again (RunSteps left the gate in progress when ctx ended).
-func (c *controller) abandon() {
-	c.up.Fail(errShutdown)
 }
 
 // acceptRates returns the most API connections that reached the server in

@@ -224,7 +224,7 @@ func TestReadyzPassesTheUpgradeGateInEveryPhase(t *testing.T) {
 			defer tr.Close()
 			c := &controller{name: "c0", up: upgrade.NewGate(upgrade.GateConfig{}), tracker: tr}
 			c.newBoard()
-			defer c.abandon()
+			defer c.board.Close()
 			c.serving.Unlock()
 			c.mux, c.grpc = c.newMux(), c.newGRPC()
 			h := c.handler()
