@@ -1,0 +1,460 @@
+package catalogue_test
+
+import (
+	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// A found record: the message a component writes, and where the constant
+// that names it is used.
+type found struct {
+	component, message string
+	at                 string // file:line, relative to the root scanned
+}
+
+// The methods of *slog.Logger that write a record, and the index of their
+// message argument.
+var sinkMsgArg = map[string]int{
+	"Debug": 0, "Info": 0, "Warn": 0, "Error": 0,
+	"DebugContext": 1, "InfoContext": 1, "WarnContext": 1, "ErrorContext": 1,
+	"Log": 2, "LogAttrs": 2,
+}
+
+// pkg is one directory's non-test Go files.
+type pkg struct {
+	dir    string // relative to the root, slash-separated
+	name   string // the package clause
+	files  []*ast.File
+	consts map[string]ast.Expr // package-level constants
+	// loggers holds the names of variables, fields and parameters
+	// declared *slog.Logger anywhere in the package.
+	loggers map[string]bool
+}
+
+// scanner finds the messages of every log record written by the non-test
+// source of the packages under some directories, with go/ast alone (other
+// modules' dependencies need not be present).
+//
+// A record is written by a call of a *slog.Logger method (sinkMsgArg) on
+// a receiver that is declared *slog.Logger in its package or whose name
+// says it is a logger ("log", "logger", "Logger"). Its message is a
+// string constant, or is traced back to one through:
+//   - a parameter of the enclosing function: a wrapper such as
+//     listener's logPort(level, msg, ...): every call of the wrapper (in
+//     its package; for a package under internal/, in any package) supplies
+//     one;
+//   - a local variable: every value assigned to it in the function;
+//   - a struct field: every value a composite literal or an assignment in
+//     the package gives a field of that name (internal/logcount keeps
+//     the message of a group in one).
+//
+// A message it cannot trace to a constant is reported as unresolved, so a
+// new way of logging fails the test rather than hiding from it.
+type scanner struct {
+	fset       *token.FileSet
+	root       string
+	pkgs       []*pkg
+	found      []found
+	unresolved []string
+	seen       map[string]bool // wrapper params and fields traced already
+}
+
+func newScanner(root string, dirs ...string) (*scanner, error) {
+	s := &scanner{fset: token.NewFileSet(), root: root, seen: map[string]bool{}}
+	byDir := map[string]*pkg{}
+	for _, d := range dirs {
+		err := filepath.WalkDir(filepath.Join(root, d), func(path string, e fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			if e.IsDir() {
+				if e.Name() == "testdata" || strings.HasPrefix(e.Name(), ".") {
+					return filepath.SkipDir
+				}
+				// A test-only module (lease/k8slease/internal/apiservertest)
+				// is no part of the library.
+				if exists(filepath.Join(path, "go.mod")) && strings.Contains(filepath.ToSlash(path), "/internal/") {
+					return filepath.SkipDir
+				}
+				return nil
+			}
+			if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+				return nil
+			}
+			f, err := parser.ParseFile(s.fset, path, nil, parser.SkipObjectResolution)
+			if err != nil {
+				return err
+			}
+			rel, err := filepath.Rel(root, filepath.Dir(path))
+			if err != nil {
+				return err
+			}
+			rel = filepath.ToSlash(rel)
+			p := byDir[rel]
+			if p == nil {
+				p = &pkg{dir: rel, name: f.Name.Name, consts: map[string]ast.Expr{}, loggers: map[string]bool{}}
+				byDir[rel] = p
+				s.pkgs = append(s.pkgs, p)
+			}
+			p.files = append(p.files, f)
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	for _, p := range s.pkgs {
+		for _, f := range p.files {
+			p.index(f)
+		}
+	}
+	return s, nil
+}
+
+// index records p's constants and the names it declares *slog.Logger.
+func (p *pkg) index(f *ast.File) {
+	for _, d := range f.Decls {
+		if g, ok := d.(*ast.GenDecl); ok && g.Tok == token.CONST {
+			for _, sp := range g.Specs {
+				vs := sp.(*ast.ValueSpec)
+				for i, n := range vs.Names {
+					if i < len(vs.Values) {
+						p.consts[n.Name] = vs.Values[i]
+					}
+				}
+			}
+		}
+	}
+	ast.Inspect(f, func(n ast.Node) bool {
+		var names []*ast.Ident
+		var typ ast.Expr
+		switch n := n.(type) {
+		case *ast.Field:
+			names, typ = n.Names, n.Type
+		case *ast.ValueSpec:
+			names, typ = n.Names, n.Type
+		default:
+			return true
+		}
+		if isSlogLogger(typ) {
+			for _, id := range names {
+				p.loggers[id.Name] = true
+			}
+		}
+		return true
+	})
+}
+
+func isSlogLogger(e ast.Expr) bool {
+	st, ok := e.(*ast.StarExpr)
+	if !ok {
+		return false
+	}
+	sel, ok := st.X.(*ast.SelectorExpr)
+	if !ok {
+		return false
+	}
+	x, ok := sel.X.(*ast.Ident)
+	return ok && x.Name == "slog" && sel.Sel.Name == "Logger"
+}
+
+// run finds every record.
+func (s *scanner) run() {
+	for _, p := range s.pkgs {
+		s.eachCall(p, func(fn *ast.FuncDecl, call *ast.CallExpr) {
+			sel, ok := call.Fun.(*ast.SelectorExpr)
+			if !ok {
+				return
+			}
+			i, ok := sinkMsgArg[sel.Sel.Name]
+			if !ok || len(call.Args) <= i || !p.isLogger(sel.X) {
+				return
+			}
+			s.trace(p, fn, call.Args[i], s.pos(call))
+		})
+	}
+}
+
+// isLogger reports whether e, the receiver of a call, is a logger.
+func (p *pkg) isLogger(e ast.Expr) bool {
+	var name string
+	switch e := e.(type) {
+	case *ast.Ident:
+		name = e.Name
+	case *ast.SelectorExpr:
+		name = e.Sel.Name
+	case *ast.CallExpr: // logger.With(...).Info(...)
+		if sel, ok := e.Fun.(*ast.SelectorExpr); ok && (sel.Sel.Name == "With" || sel.Sel.Name == "WithGroup") {
+			return p.isLogger(sel.X)
+		}
+		return false
+	default:
+		return false
+	}
+	if p.loggers[name] {
+		return true
+	}
+	n := strings.ToLower(name)
+	return n == "log" || strings.HasSuffix(n, "logger")
+}
+
+// eachCall calls f for every call in p's functions, with the function
+// declaration it is in (nil at package level).
+func (s *scanner) eachCall(p *pkg, f func(*ast.FuncDecl, *ast.CallExpr)) {
+	for _, file := range p.files {
+		for _, d := range file.Decls {
+			fn, _ := d.(*ast.FuncDecl)
+			ast.Inspect(d, func(n ast.Node) bool {
+				if call, ok := n.(*ast.CallExpr); ok {
+					f(fn, call)
+				}
+				return true
+			})
+		}
+	}
+}
+
+func (s *scanner) pos(n ast.Node) string {
+	p := s.fset.Position(n.Pos())
+	rel, err := filepath.Rel(s.root, p.Filename)
+	if err != nil {
+		rel = p.Filename
+	}
+	return fmt.Sprintf("%s:%d", filepath.ToSlash(rel), p.Line)
+}
+
+// trace finds the constants e (in fn of p, used at the call at) can be.
+func (s *scanner) trace(p *pkg, fn *ast.FuncDecl, e ast.Expr, at string) {
+	if v, ok := s.constant(p, e); ok {
+		if v != "" {
+			s.found = append(s.found, found{component: p.dir, message: v, at: s.pos(e)})
+		}
+		return
+	}
+	switch e := e.(type) {
+	case *ast.ParenExpr:
+		s.trace(p, fn, e.X, at)
+		return
+	case *ast.Ident:
+		if fn != nil {
+			if i, ok := paramIndex(fn, e.Name); ok {
+				s.traceCallers(p, fn, i)
+				return
+			}
+			if vals := assigned(fn, e.Name); len(vals) > 0 {
+				for _, v := range vals {
+					s.trace(p, fn, v, at)
+				}
+				return
+			}
+		}
+	case *ast.SelectorExpr:
+		if _, isPkg := e.X.(*ast.Ident); !isPkg || !s.isImport(e.X.(*ast.Ident).Name) {
+			if s.traceField(p, e.Sel.Name) {
+				return
+			}
+		}
+	}
+	s.unresolved = append(s.unresolved, fmt.Sprintf("%s: a record's message %s is not traced to a constant", at, types(e)))
+}
+
+func types(e ast.Expr) string {
+	var b strings.Builder
+	ast.Fprint(&b, token.NewFileSet(), e, nil)
+	if b.Len() > 200 {
+		return fmt.Sprintf("(%T)", e)
+	}
+	return strings.Join(strings.Fields(b.String()), " ")
+}
+
+func (s *scanner) isImport(name string) bool {
+	for _, p := range s.pkgs {
+		if p.name == name {
+			return true
+		}
+	}
+	return name == "slog" || name == "fmt"
+}
+
+// constant evaluates e as a string constant of p (or of a scanned package
+// it names), if it is one.
+func (s *scanner) constant(p *pkg, e ast.Expr) (string, bool) {
+	switch e := e.(type) {
+	case *ast.BasicLit:
+		if e.Kind != token.STRING {
+			return "", false
+		}
+		v, err := strconv.Unquote(e.Value)
+		return v, err == nil
+	case *ast.ParenExpr:
+		return s.constant(p, e.X)
+	case *ast.BinaryExpr:
+		if e.Op != token.ADD {
+			return "", false
+		}
+		l, ok1 := s.constant(p, e.X)
+		r, ok2 := s.constant(p, e.Y)
+		return l + r, ok1 && ok2
+	case *ast.Ident:
+		if v, ok := p.consts[e.Name]; ok {
+			return s.constant(p, v)
+		}
+	case *ast.SelectorExpr:
+		if x, ok := e.X.(*ast.Ident); ok {
+			for _, q := range s.pkgs {
+				if q.name == x.Name {
+					if v, ok := q.consts[e.Sel.Name]; ok {
+						return s.constant(q, v)
+					}
+				}
+			}
+		}
+	}
+	return "", false
+}
+
+// paramIndex returns the index of fn's parameter name among its arguments.
+func paramIndex(fn *ast.FuncDecl, name string) (int, bool) {
+	i := 0
+	for _, f := range fn.Type.Params.List {
+		if len(f.Names) == 0 {
+			i++
+			continue
+		}
+		for _, n := range f.Names {
+			if n.Name == name {
+				return i, true
+			}
+			i++
+		}
+	}
+	return 0, false
+}
+
+// assigned returns every value fn assigns (or declares) a variable name
+// with, one-to-one.
+func assigned(fn *ast.FuncDecl, name string) []ast.Expr {
+	var vals []ast.Expr
+	ast.Inspect(fn.Body, func(n ast.Node) bool {
+		switch n := n.(type) {
+		case *ast.AssignStmt:
+			if len(n.Lhs) != len(n.Rhs) {
+				return true
+			}
+			for i, l := range n.Lhs {
+				if id, ok := l.(*ast.Ident); ok && id.Name == name {
+					vals = append(vals, n.Rhs[i])
+				}
+			}
+		case *ast.ValueSpec:
+			for i, id := range n.Names {
+				if id.Name == name && i < len(n.Values) && len(n.Values) == len(n.Names) {
+					vals = append(vals, n.Values[i])
+				}
+			}
+		}
+		return true
+	})
+	return vals
+}
+
+// traceCallers traces argument i of every call of fn, a wrapper.
+func (s *scanner) traceCallers(p *pkg, fn *ast.FuncDecl, i int) {
+	key := fmt.Sprintf("func %s.%s#%d", p.dir, fn.Name.Name, i)
+	if s.seen[key] {
+		return
+	}
+	s.seen[key] = true
+	shared := strings.HasPrefix(p.dir, "internal/") || strings.Contains(p.dir, "/internal/")
+	for _, q := range s.pkgs {
+		if q != p && !shared {
+			continue
+		}
+		s.eachCall(q, func(caller *ast.FuncDecl, call *ast.CallExpr) {
+			var name string
+			switch f := call.Fun.(type) {
+			case *ast.Ident:
+				if q != p {
+					return
+				}
+				name = f.Name
+			case *ast.SelectorExpr:
+				name = f.Sel.Name
+			}
+			if name == fn.Name.Name && i < len(call.Args) {
+				s.trace(q, caller, call.Args[i], s.pos(call))
+			}
+		})
+	}
+}
+
+// traceField traces every value p gives a struct field name, reporting
+// whether it found any.
+func (s *scanner) traceField(p *pkg, name string) bool {
+	key := "field " + p.dir + "." + name
+	if s.seen[key] {
+		return true
+	}
+	s.seen[key] = true
+	any := false
+	for _, file := range p.files {
+		for _, d := range file.Decls {
+			fn, _ := d.(*ast.FuncDecl)
+			ast.Inspect(d, func(n ast.Node) bool {
+				switch n := n.(type) {
+				case *ast.KeyValueExpr:
+					if k, ok := n.Key.(*ast.Ident); ok && k.Name == name {
+						any = true
+						s.trace(p, fn, n.Value, s.pos(n))
+					}
+				case *ast.AssignStmt:
+					if len(n.Lhs) != len(n.Rhs) {
+						return true
+					}
+					for i, l := range n.Lhs {
+						if sel, ok := l.(*ast.SelectorExpr); ok && sel.Sel.Name == name {
+							any = true
+							s.trace(p, fn, n.Rhs[i], s.pos(n))
+						}
+					}
+				}
+				return true
+			})
+		}
+	}
+	return any
+}
+
+// records returns what the scan found, one per component and message,
+// sorted, each with the first place it is used.
+func (s *scanner) records() []found {
+	byKey := map[[2]string]found{}
+	for _, f := range s.found {
+		k := [2]string{f.component, f.message}
+		if old, ok := byKey[k]; !ok || f.at < old.at {
+			byKey[k] = f
+		}
+	}
+	out := make([]found, 0, len(byKey))
+	for _, f := range byKey {
+		out = append(out, f)
+	}
+	slices.SortFunc(out, func(a, b found) int {
+		return strings.Compare(a.component+"\x00"+a.message, b.component+"\x00"+b.message)
+	})
+	return out
+}
+
+// exists reports whether path exists.
+func exists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
+}
