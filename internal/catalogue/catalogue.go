@@ -25,8 +25,11 @@ const (
 // component (a package's directory, "lease/etcdlease") writes it.
 type Record struct {
 	Component, Message string
-	Line               int    // in the README
-	Row                string // as written
+	// Levels are the levels the level cell names (DEBUG, INFO, WARN,
+	// ERROR, in capitals: "WARN; INFO when ..." is both), sorted.
+	Levels []string
+	Line   int    // in the README
+	Row    string // as written
 }
 
 // Family is a row of the metric-families table.
@@ -43,7 +46,10 @@ type Catalogue struct {
 	Families []Family
 }
 
-var code = regexp.MustCompile("`([^`]*)`")
+var (
+	code  = regexp.MustCompile("`([^`]*)`")
+	level = regexp.MustCompile(`\b(DEBUG|INFO|WARN|ERROR)\b`)
+)
 
 // Read reads the catalogue of the README at path. Each table must appear
 // exactly once. A records row starts its first two cells with the
@@ -88,7 +94,12 @@ func Read(path string) (*Catalogue, error) {
 			if comp == nil || msg == nil || !strings.HasPrefix(cells[0], "`") || !strings.HasPrefix(cells[1], "`") {
 				return nil, fmt.Errorf("%s:%d: want a row to start with its `component` and `message`: %s", path, line, text)
 			}
-			c.Records = append(c.Records, Record{Component: comp[1], Message: msg[1], Line: line, Row: text})
+			levels := level.FindAllString(cells[2], -1)
+			if len(levels) == 0 {
+				return nil, fmt.Errorf("%s:%d: want a level (DEBUG, INFO, WARN or ERROR): %s", path, line, text)
+			}
+			slices.Sort(levels)
+			c.Records = append(c.Records, Record{Component: comp[1], Message: msg[1], Levels: slices.Compact(levels), Line: line, Row: text})
 		case FamiliesHeader:
 			name := code.FindStringSubmatch(cells[0])
 			if name == nil {
@@ -135,10 +146,14 @@ func splitRow(row string) []string {
 	return append(cells, strings.TrimSpace(cur.String()))
 }
 
-// RecordRow is the README row for a record, its level and keys left for
-// the writer to fill in from the code.
-func RecordRow(component, message string) string {
-	return fmt.Sprintf("| `%s` | `%s` | LEVEL | KEYS |", component, message)
+// RecordRow is the README row for a record, its keys left for the writer
+// to fill in from the code, and its levels too if none are given.
+func RecordRow(component, message string, levels []string) string {
+	l := "LEVEL"
+	if len(levels) > 0 {
+		l = strings.Join(levels, ", ")
+	}
+	return fmt.Sprintf("| `%s` | `%s` | %s | KEYS |", component, message, l)
 }
 
 // FamilyRow is the README row for a family, its meaning left for the

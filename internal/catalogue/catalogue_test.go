@@ -14,7 +14,7 @@ import (
 func TestReadFindsBothTables(t *testing.T) {
 	c, err := catalogue.Read("testdata/README.md")
 	require.NoError(t, err)
-	assert.Equal(t, []catalogue.Record{{Component: "dialer", Message: "route chosen", Line: 5,
+	assert.Equal(t, []catalogue.Record{{Component: "dialer", Message: "route chosen", Levels: []string{"INFO"}, Line: 5,
 		Row: "| `dialer` | `route chosen`: prose after the message, with `code` | INFO | `route` (`local`\\|`peer`) |"}}, c.Records)
 	require.Len(t, c.Families, 2)
 	assert.Equal(t, catalogue.Family{Name: "coldstart_x_total", Type: "counter", Labels: []string{"a", "b"}, Line: 11,
@@ -29,6 +29,7 @@ func TestReadRefusesWhatItCannotRead(t *testing.T) {
 		"two records tables":  catalogue.RecordsHeader + "\n\n" + catalogue.RecordsHeader + "\n\n" + catalogue.FamiliesHeader + "\n",
 		"message not in code": catalogue.RecordsHeader + "\n| `gate` | gate opened | INFO | `gate` |\n\n" + catalogue.FamiliesHeader + "\n",
 		"a cell missing":      catalogue.RecordsHeader + "\n| `gate` | `gate opened` | INFO |\n\n" + catalogue.FamiliesHeader + "\n",
+		"no level":            catalogue.RecordsHeader + "\n| `gate` | `gate opened` | info | `gate` |\n\n" + catalogue.FamiliesHeader + "\n",
 		"family not in code":  catalogue.RecordsHeader + "\n\n" + catalogue.FamiliesHeader + "\n| coldstart_y | gauge | — | y |\n",
 	} {
 		t.Run(name, func(t *testing.T) {

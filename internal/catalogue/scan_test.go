@@ -17,15 +17,29 @@ import (
 // that names it is used.
 type found struct {
 	component, message string
-	at                 string // file:line, relative to the root scanned
+	at                 string   // file:line, relative to the root scanned
+	levels             []string // sorted; nil if the scanner cannot tell
 }
 
-// The methods of *slog.Logger that write a record, and the index of their
-// message argument.
-var sinkMsgArg = map[string]int{
-	"Debug": 0, "Info": 0, "Warn": 0, "Error": 0,
-	"DebugContext": 1, "InfoContext": 1, "WarnContext": 1, "ErrorContext": 1,
-	"Log": 2, "LogAttrs": 2,
+// The methods of *slog.Logger that write a record: the index of their
+// message argument, and their level, or the index of their level argument.
+var sinks = map[string]struct {
+	msg   int
+	level string
+	arg   int
+}{
+	"Debug": {0, "DEBUG", 0}, "Info": {0, "INFO", 0}, "Warn": {0, "WARN", 0}, "Error": {0, "ERROR", 0},
+	"DebugContext": {1, "DEBUG", 0}, "InfoContext": {1, "INFO", 0}, "WarnContext": {1, "WARN", 0}, "ErrorContext": {1, "ERROR", 0},
+	"Log": {2, "", 1}, "LogAttrs": {2, "", 1},
+}
+
+// level is what a scan knows of a record's level while it traces the
+// message: the levels themselves, or the expression that gives them in the
+// function being traced, or nothing (unknown).
+type level struct {
+	set     []string
+	expr    ast.Expr
+	unknown bool
 }
 
 // pkg is one directory's non-test Go files.
@@ -174,11 +188,15 @@ func (s *scanner) run() {
 			if !ok {
 				return
 			}
-			i, ok := sinkMsgArg[sel.Sel.Name]
-			if !ok || len(call.Args) <= i || !p.isLogger(sel.X) {
+			sink, ok := sinks[sel.Sel.Name]
+			if !ok || len(call.Args) <= sink.msg || !p.isLogger(sel.X) {
 				return
 			}
-			s.trace(p, fn, call.Args[i], s.pos(call))
+			lv := level{set: []string{sink.level}}
+			if sink.level == "" {
+				lv = level{expr: call.Args[sink.arg]}
+			}
+			s.trace(p, fn, call.Args[sink.msg], lv, s.pos(call))
 		})
 	}
 }
@@ -231,27 +249,28 @@ func (s *scanner) pos(n ast.Node) string {
 	return fmt.Sprintf("%s:%d", filepath.ToSlash(rel), p.Line)
 }
 
-// trace finds the constants e (in fn of p, used at the call at) can be.
-func (s *scanner) trace(p *pkg, fn *ast.FuncDecl, e ast.Expr, at string) {
+// trace finds the constants e (in fn of p, used at the call at) can be,
+// and the levels lv gives each.
+func (s *scanner) trace(p *pkg, fn *ast.FuncDecl, e ast.Expr, lv level, at string) {
 	if v, ok := s.constant(p, e); ok {
 		if v != "" {
-			s.found = append(s.found, found{component: p.dir, message: v, at: s.pos(e)})
+			s.found = append(s.found, found{component: p.dir, message: v, at: s.pos(e), levels: s.levels(fn, lv)})
 		}
 		return
 	}
 	switch e := e.(type) {
 	case *ast.ParenExpr:
-		s.trace(p, fn, e.X, at)
+		s.trace(p, fn, e.X, lv, at)
 		return
 	case *ast.Ident:
 		if fn != nil {
 			if i, ok := paramIndex(fn, e.Name); ok {
-				s.traceCallers(p, fn, i)
+				s.traceCallers(p, fn, i, lv)
 				return
 			}
-			if vals := assigned(fn, e.Name); len(vals) > 0 {
-				for _, v := range vals {
-					s.trace(p, fn, v, at)
+			if vals := assignments(fn, e.Name); len(vals) > 0 {
+				for _, a := range vals {
+					s.trace(p, fn, a.value, pairedLevel(fn, a, lv), at)
 				}
 				return
 			}
@@ -264,6 +283,88 @@ func (s *scanner) trace(p *pkg, fn *ast.FuncDecl, e ast.Expr, at string) {
 		}
 	}
 	s.unresolved = append(s.unresolved, fmt.Sprintf("%s: a record's message %s is not traced to a constant", at, types(e)))
+}
+
+// levels returns the levels lv gives in fn, sorted, or nil if it cannot
+// tell: a slog.LevelX, or a local variable assigned only those.
+func (s *scanner) levels(fn *ast.FuncDecl, lv level) []string {
+	if lv.unknown {
+		return nil
+	}
+	if lv.expr == nil {
+		return lv.set
+	}
+	var out []string
+	var add func(e ast.Expr) bool
+	add = func(e ast.Expr) bool {
+		switch e := e.(type) {
+		case *ast.SelectorExpr:
+			if x, ok := e.X.(*ast.Ident); ok && x.Name == "slog" && strings.HasPrefix(e.Sel.Name, "Level") {
+				out = append(out, strings.ToUpper(strings.TrimPrefix(e.Sel.Name, "Level")))
+				return true
+			}
+		case *ast.Ident:
+			if fn == nil {
+				return false
+			}
+			if _, isParam := paramIndex(fn, e.Name); isParam {
+				return false
+			}
+			vals := assignments(fn, e.Name)
+			for _, a := range vals {
+				if !add(a.value) {
+					return false
+				}
+			}
+			return len(vals) > 0
+		}
+		return false
+	}
+	if !add(lv.expr) {
+		return nil
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// inCaller returns what lv, in fn, is in a caller of fn that passes args.
+func (s *scanner) inCaller(fn *ast.FuncDecl, lv level, args []ast.Expr) level {
+	if lv.expr == nil || lv.unknown {
+		return lv
+	}
+	if id, ok := lv.expr.(*ast.Ident); ok {
+		if j, ok := paramIndex(fn, id.Name); ok {
+			if j < len(args) {
+				return level{expr: args[j]}
+			}
+			return level{unknown: true}
+		}
+	}
+	if set := s.levels(fn, lv); set != nil {
+		return level{set: set}
+	}
+	return level{unknown: true}
+}
+
+// pairedLevel returns the level of the record whose message variable a
+// assigns: if lv is a local variable too, the value the same statement
+// gives it, or else its first value (level, msg := slog.LevelInfo, "");
+// otherwise lv.
+func pairedLevel(fn *ast.FuncDecl, a assignment, lv level) level {
+	id, ok := lv.expr.(*ast.Ident)
+	if !ok || lv.unknown {
+		return lv
+	}
+	if _, isParam := paramIndex(fn, id.Name); isParam {
+		return lv
+	}
+	if v, ok := a.sibling(id.Name); ok {
+		return level{expr: v}
+	}
+	if vals := assignments(fn, id.Name); len(vals) > 0 && vals[0].define {
+		return level{expr: vals[0].value}
+	}
+	return level{unknown: true}
 }
 
 func types(e ast.Expr) string {
@@ -339,10 +440,31 @@ func paramIndex(fn *ast.FuncDecl, name string) (int, bool) {
 	return 0, false
 }
 
-// assigned returns every value fn assigns (or declares) a variable name
-// with, one-to-one.
-func assigned(fn *ast.FuncDecl, name string) []ast.Expr {
-	var vals []ast.Expr
+// assignment is one value a statement gives a variable.
+type assignment struct {
+	value  ast.Expr
+	define bool // := or var
+	names  []ast.Expr
+	values []ast.Expr
+}
+
+// sibling returns the value the same statement gives the variable name.
+func (a assignment) sibling(name string) (ast.Expr, bool) {
+	for i, n := range a.names {
+		if id, ok := n.(*ast.Ident); ok && id.Name == name {
+			return a.values[i], true
+		}
+	}
+	return nil, false
+}
+
+// assignments returns every value fn assigns (or declares) a variable name
+// with, one-to-one, in source order.
+func assignments(fn *ast.FuncDecl, name string) []assignment {
+	var out []assignment
+	if fn.Body == nil {
+		return nil
+	}
 	ast.Inspect(fn.Body, func(n ast.Node) bool {
 		switch n := n.(type) {
 		case *ast.AssignStmt:
@@ -351,24 +473,32 @@ func assigned(fn *ast.FuncDecl, name string) []ast.Expr {
 			}
 			for i, l := range n.Lhs {
 				if id, ok := l.(*ast.Ident); ok && id.Name == name {
-					vals = append(vals, n.Rhs[i])
+					out = append(out, assignment{value: n.Rhs[i], define: n.Tok == token.DEFINE, names: n.Lhs, values: n.Rhs})
 				}
 			}
 		case *ast.ValueSpec:
+			if len(n.Values) != len(n.Names) {
+				return true
+			}
+			names := make([]ast.Expr, len(n.Names))
 			for i, id := range n.Names {
-				if id.Name == name && i < len(n.Values) && len(n.Values) == len(n.Names) {
-					vals = append(vals, n.Values[i])
+				names[i] = id
+			}
+			for i, id := range n.Names {
+				if id.Name == name {
+					out = append(out, assignment{value: n.Values[i], define: true, names: names, values: n.Values})
 				}
 			}
 		}
 		return true
 	})
-	return vals
+	return out
 }
 
-// traceCallers traces argument i of every call of fn, a wrapper.
-func (s *scanner) traceCallers(p *pkg, fn *ast.FuncDecl, i int) {
-	key := fmt.Sprintf("func %s.%s#%d", p.dir, fn.Name.Name, i)
+// traceCallers traces argument i of every call of fn, a wrapper, with
+// the level lv is at that call.
+func (s *scanner) traceCallers(p *pkg, fn *ast.FuncDecl, i int, lv level) {
+	key := fmt.Sprintf("func %s.%s#%d %v", p.dir, fn.Name.Name, i, lv)
 	if s.seen[key] {
 		return
 	}
@@ -390,7 +520,7 @@ func (s *scanner) traceCallers(p *pkg, fn *ast.FuncDecl, i int) {
 				name = f.Sel.Name
 			}
 			if name == fn.Name.Name && i < len(call.Args) {
-				s.trace(q, caller, call.Args[i], s.pos(call))
+				s.trace(q, caller, call.Args[i], s.inCaller(fn, lv, call.Args), s.pos(call))
 			}
 		})
 	}
@@ -413,7 +543,7 @@ func (s *scanner) traceField(p *pkg, name string) bool {
 				case *ast.KeyValueExpr:
 					if k, ok := n.Key.(*ast.Ident); ok && k.Name == name {
 						any = true
-						s.trace(p, fn, n.Value, s.pos(n))
+						s.trace(p, fn, n.Value, level{unknown: true}, s.pos(n))
 					}
 				case *ast.AssignStmt:
 					if len(n.Lhs) != len(n.Rhs) {
@@ -422,7 +552,7 @@ func (s *scanner) traceField(p *pkg, name string) bool {
 					for i, l := range n.Lhs {
 						if sel, ok := l.(*ast.SelectorExpr); ok && sel.Sel.Name == name {
 							any = true
-							s.trace(p, fn, n.Rhs[i], s.pos(n))
+							s.trace(p, fn, n.Rhs[i], level{unknown: true}, s.pos(n))
 						}
 					}
 				}
@@ -434,17 +564,33 @@ func (s *scanner) traceField(p *pkg, name string) bool {
 }
 
 // records returns what the scan found, one per component and message,
-// sorted, each with the first place it is used.
+// sorted, each with the first place it is used and the levels of every
+// place (nil if the scan cannot tell one of them).
 func (s *scanner) records() []found {
 	byKey := map[[2]string]found{}
+	known := map[[2]string]bool{}
 	for _, f := range s.found {
 		k := [2]string{f.component, f.message}
-		if old, ok := byKey[k]; !ok || f.at < old.at {
-			byKey[k] = f
+		old, seen := byKey[k]
+		if !seen {
+			byKey[k], known[k] = f, f.levels != nil
+			continue
 		}
+		if f.at < old.at {
+			old.at = f.at
+		}
+		known[k] = known[k] && f.levels != nil
+		old.levels = append(slices.Clone(old.levels), f.levels...)
+		byKey[k] = old
 	}
 	out := make([]found, 0, len(byKey))
-	for _, f := range byKey {
+	for k, f := range byKey {
+		if known[k] {
+			slices.Sort(f.levels)
+			f.levels = slices.Compact(f.levels)
+		} else {
+			f.levels = nil
+		}
 		out = append(out, f)
 	}
 	slices.SortFunc(out, func(a, b found) int {

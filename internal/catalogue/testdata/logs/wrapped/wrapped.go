@@ -53,3 +53,11 @@ func notRecords(tb testing.TB, w http.ResponseWriter, err error) {
 	tb.Error("not a logger")
 	http.Error(w, err.Error(), 500)
 }
+
+func (t *thing) phase(failed bool) {
+	level := slog.LevelInfo
+	if failed {
+		level = slog.LevelWarn
+	}
+	t.lg.LogAttrs(context.Background(), level, "two levels")
+}
