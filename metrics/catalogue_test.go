@@ -25,6 +25,7 @@ import (
 type family struct {
 	typ    string
 	labels []string // sorted
+	help   string
 }
 
 // Every family the collectors export is in the root README's catalogue
@@ -66,7 +67,7 @@ func TestMetricFamiliesMatchTheREADME(t *testing.T) {
 					labels[lp.GetName()] = true
 				}
 			}
-			f := family{typ: strings.ToLower(mf.GetType().String()), labels: slices.Sorted(maps.Keys(labels))}
+			f := family{typ: strings.ToLower(mf.GetType().String()), labels: slices.Sorted(maps.Keys(labels)), help: mf.GetHelp()}
 			if old, ok := got[mf.GetName()]; ok {
 				require.Equal(t, old, f, "%s: two collectors export it differently", mf.GetName())
 			}
@@ -151,7 +152,7 @@ func diffFamilies(got map[string]family, listed []catalogue.Family) string {
 	}
 	for _, name := range slices.Sorted(maps.Keys(got)) {
 		if _, ok := inREADME[name]; !ok {
-			add = append(add, catalogue.FamilyRow(name, got[name].typ, got[name].labels))
+			add = append(add, catalogue.FamilyRow(name, got[name].typ, got[name].labels, got[name].help))
 		}
 	}
 	if len(add)+len(fix)+len(remove) == 0 {
@@ -160,7 +161,7 @@ func diffFamilies(got map[string]family, listed []catalogue.Family) string {
 	var b strings.Builder
 	b.WriteString("README.md's catalogue of metric families and the collectors disagree.\n")
 	if len(add) > 0 {
-		fmt.Fprintf(&b, "\nFamilies exported that README.md does not list: add these rows to the table headed\n%s\n(MEANING from the collector's HELP):\n\n%s\n", catalogue.FamiliesHeader, strings.Join(add, "\n"))
+		fmt.Fprintf(&b, "\nFamilies exported that README.md does not list: add these rows to the table headed\n%s\n(the meaning is the family's HELP: say it in the README's words):\n\n%s\n", catalogue.FamiliesHeader, strings.Join(add, "\n"))
 	}
 	if len(fix) > 0 {
 		fmt.Fprintf(&b, "\nFamilies whose type or labels differ: correct these rows (keep their meaning):\n\n%s\n", strings.Join(fix, "\n"))
@@ -175,7 +176,7 @@ func diffFamilies(got map[string]family, listed []catalogue.Family) string {
 func TestDiffFamiliesPrintsRowsToAddFixAndRemove(t *testing.T) {
 	diff := diffFamilies(
 		map[string]family{
-			"coldstart_a_total": {typ: "counter", labels: []string{"a", "b"}},
+			"coldstart_a_total": {typ: "counter", labels: []string{"a", "b"}, help: "As counted."},
 			"coldstart_b":       {typ: "gauge"},
 			"coldstart_c":       {typ: "gauge", labels: []string{"x"}},
 		},
@@ -184,7 +185,7 @@ func TestDiffFamiliesPrintsRowsToAddFixAndRemove(t *testing.T) {
 			{Name: "coldstart_c", Type: "counter", Labels: []string{"x"}, Line: 4, Row: "| `coldstart_c` | counter | `x` | c |"},
 			{Name: "coldstart_gone", Type: "gauge", Line: 5, Row: "| `coldstart_gone` | gauge | — | gone |"},
 		})
-	assert.Contains(t, diff, "\n| `coldstart_a_total` | counter | `a`, `b` | MEANING |\n")
+	assert.Contains(t, diff, "\n| `coldstart_a_total` | counter | `a`, `b` | As counted. |\n")
 	assert.Contains(t, diff, "README.md:4: | `coldstart_c` | counter | `x` | c |\n  type and labels should be: gauge | `x`")
 	assert.Contains(t, diff, "README.md:5: | `coldstart_gone` | gauge | — | gone |")
 	assert.NotContains(t, diff, "coldstart_b`")

@@ -156,10 +156,13 @@ func RecordRow(component, message string, levels []string) string {
 	return fmt.Sprintf("| `%s` | `%s` | %s | KEYS |", component, message, l)
 }
 
-// FamilyRow is the README row for a family, its meaning left for the
-// writer to fill in.
-func FamilyRow(name, typ string, labels []string) string {
-	return fmt.Sprintf("| `%s` | %s | %s | MEANING |", name, typ, LabelCell(labels))
+// FamilyRow is the README row for a family; an empty meaning is left for
+// the writer to fill in.
+func FamilyRow(name, typ string, labels []string, meaning string) string {
+	if meaning == "" {
+		meaning = "MEANING"
+	}
+	return fmt.Sprintf("| `%s` | %s | %s | %s |", name, typ, LabelCell(labels), strings.ReplaceAll(meaning, "|", `\|`))
 }
 
 // LabelCell is the labels cell of a families row: each label name in
