@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"go/ast"
 	"go/parser"
+	"go/printer"
 	"go/token"
 	"io/fs"
 	"os"
@@ -51,6 +52,7 @@ type pkg struct {
 	// loggers holds the names of variables, fields and parameters
 	// declared *slog.Logger anywhere in the package.
 	loggers map[string]bool
+	imports map[string]bool // the names its files import packages as
 }
 
 // scanner finds the messages of every log record written by the non-test
@@ -114,7 +116,7 @@ func newScanner(root string, dirs ...string) (*scanner, error) {
 			rel = filepath.ToSlash(rel)
 			p := byDir[rel]
 			if p == nil {
-				p = &pkg{dir: rel, name: f.Name.Name, consts: map[string]ast.Expr{}, loggers: map[string]bool{}}
+				p = &pkg{dir: rel, name: f.Name.Name, consts: map[string]ast.Expr{}, loggers: map[string]bool{}, imports: map[string]bool{}}
 				byDir[rel] = p
 				s.pkgs = append(s.pkgs, p)
 			}
@@ -133,8 +135,17 @@ func newScanner(root string, dirs ...string) (*scanner, error) {
 	return s, nil
 }
 
-// index records p's constants and the names it declares *slog.Logger.
+// index records p's constants, imports and the names it declares
+// *slog.Logger.
 func (p *pkg) index(f *ast.File) {
+	for _, im := range f.Imports {
+		path, _ := strconv.Unquote(im.Path.Value)
+		name := path[strings.LastIndex(path, "/")+1:]
+		if im.Name != nil {
+			name = im.Name.Name
+		}
+		p.imports[name] = true
+	}
 	for _, d := range f.Decls {
 		if g, ok := d.(*ast.GenDecl); ok && g.Tok == token.CONST {
 			for _, sp := range g.Specs {
@@ -276,13 +287,13 @@ func (s *scanner) trace(p *pkg, fn *ast.FuncDecl, e ast.Expr, lv level, at strin
 			}
 		}
 	case *ast.SelectorExpr:
-		if _, isPkg := e.X.(*ast.Ident); !isPkg || !s.isImport(e.X.(*ast.Ident).Name) {
+		if x, ok := e.X.(*ast.Ident); !ok || !p.imports[x.Name] {
 			if s.traceField(p, e.Sel.Name) {
 				return
 			}
 		}
 	}
-	s.unresolved = append(s.unresolved, fmt.Sprintf("%s: a record's message %s is not traced to a constant", at, types(e)))
+	s.unresolved = append(s.unresolved, fmt.Sprintf("%s: a record's message %s is not traced to a constant", at, show(e)))
 }
 
 // levels returns the levels lv gives in fn, sorted, or nil if it cannot
@@ -367,22 +378,13 @@ func pairedLevel(fn *ast.FuncDecl, a assignment, lv level) level {
 	return level{unknown: true}
 }
 
-func types(e ast.Expr) string {
+// show prints e as source.
+func show(e ast.Expr) string {
 	var b strings.Builder
-	ast.Fprint(&b, token.NewFileSet(), e, nil)
-	if b.Len() > 200 {
+	if err := printer.Fprint(&b, token.NewFileSet(), e); err != nil {
 		return fmt.Sprintf("(%T)", e)
 	}
-	return strings.Join(strings.Fields(b.String()), " ")
-}
-
-func (s *scanner) isImport(name string) bool {
-	for _, p := range s.pkgs {
-		if p.name == name {
-			return true
-		}
-	}
-	return name == "slog" || name == "fmt"
+	return b.String()
 }
 
 // constant evaluates e as a string constant of p (or of a scanned package
