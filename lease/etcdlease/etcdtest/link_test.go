@@ -21,9 +21,21 @@ func requireAbsent(t *testing.T, m *etcdtest.Member, k, why string) {
 	require.Empty(t, resp.Kvs, why)
 }
 
+// requireClosed fails unless the link closed c: a read ends with an error
+// that is not a timeout (the member sends nothing unasked).
+func requireClosed(t *testing.T, c net.Conn, which string) {
+	t.Helper()
+	require.NoError(t, c.SetReadDeadline(time.Now().Add(10*time.Second)))
+	_, err := c.Read(make([]byte, 1))
+	require.Error(t, err, which)
+	var ne net.Error
+	require.False(t, errors.As(err, &ne) && ne.Timeout(), "%s: still open after 10s", which)
+}
+
 // A cut link is a blackhole: a call through it runs into its own deadline,
-// and what it sent never reaches the member, not even after the heal; once
-// healed, the same client calls through it again.
+// and what it sent never reaches the member, not even after the heal, when
+// every connection that lived through the cut is closed; once healed, the
+// same client calls through it again.
 func TestLinkCutBlackholesUntilHealed(t *testing.T) {
 	m := etcdtest.Start(t)
 	link := m.Link()
@@ -31,6 +43,9 @@ func TestLinkCutBlackholesUntilHealed(t *testing.T) {
 	ctx := testCtx(t)
 	_, err := cli.Put(ctx, "/before", "v")
 	require.NoError(t, err)
+	raw, err := net.Dial("tcp", strings.TrimPrefix(link.Endpoints()[0], "http://"))
+	require.NoError(t, err)
+	defer raw.Close()
 
 	link.Cut()
 	short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
@@ -42,6 +57,7 @@ func TestLinkCutBlackholesUntilHealed(t *testing.T) {
 	require.NoError(t, err, "the member's own client does not cross the link")
 
 	link.Heal()
+	requireClosed(t, raw, "a connection that lived through the cut")
 	requireAbsent(t, m, "/during", "bytes sent during the cut arrived after the heal")
 	resp, err := cli.Get(ctx, "/direct")
 	require.NoError(t, err, "the client redials once healed")
@@ -59,19 +75,11 @@ func TestLinkRefuseClosesConnections(t *testing.T) {
 	defer open.Close()
 
 	link.Refuse()
-	requireClosed := func(c net.Conn, which string) {
-		t.Helper()
-		require.NoError(t, c.SetReadDeadline(time.Now().Add(10*time.Second)))
-		_, err := c.Read(make([]byte, 1))
-		require.Error(t, err, which)
-		var ne net.Error
-		require.False(t, errors.As(err, &ne) && ne.Timeout(), "%s: still open after 10s", which)
-	}
-	requireClosed(open, "a connection open before Refuse")
+	requireClosed(t, open, "a connection open before Refuse")
 	fresh, err := net.Dial("tcp", addr)
 	require.NoError(t, err)
 	defer fresh.Close()
-	requireClosed(fresh, "a connection made after Refuse")
+	requireClosed(t, fresh, "a connection made after Refuse")
 
 	link.Heal()
 	_, err = link.Client().Put(testCtx(t), "/k", "v")
