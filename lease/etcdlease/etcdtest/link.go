@@ -11,7 +11,7 @@ import (
 )
 
 // Link is the network between clients and one member's client port: a TCP
-// proxy on loopback that a test can cut, slow down or pause, and heal —
+// proxy on loopback that a test can cut, refuse, slow or pause, and heal —
 // the faults a lease holder meets when it loses sight of etcd while etcd
 // itself carries on (a partition, a congested or frozen path). Only the
 // clients that dial Link's endpoint (Client, or a client of Endpoints) go
@@ -19,11 +19,9 @@ import (
 // before; Heal ends it. A Link is safe for concurrent use, and lives as
 // long as its member: Member.Close closes it and its client.
 type Link struct {
-	member string
 	target string // the member's client address, host:port
 	l      net.Listener
-	done   chan struct{} // closed by close
-	wg     sync.WaitGroup
+	wg     sync.WaitGroup // the goroutines of accept and serve
 	// held counts the chunks read from one end and not yet written to the
 	// other (for the kit's tests: bytes a fault holds).
 	held atomic.Int64
@@ -55,7 +53,7 @@ func newLink(name, target string) (*Link, error) {
 		return nil, fmt.Errorf("etcdtest: client link of member %s: %w", name, err)
 	}
 	k := &Link{
-		member: name, target: target, l: l, done: make(chan struct{}),
+		target: target, l: l,
 		changed: make(chan struct{}), conns: make(map[*pair]struct{}),
 	}
 	k.wg.Add(1)
@@ -156,7 +154,6 @@ func (k *Link) close() {
 		return
 	}
 	k.closed = true
-	close(k.done)
 	cli := k.client
 	var ps []*pair
 	for p := range k.conns {
