@@ -91,9 +91,9 @@ func (k *Link) Client() *clientv3.Client {
 func (k *Link) Cut() { k.set(faultCut, 0) }
 
 // Refuse closes every connection across the link, and each new one at once,
-// as a host that rejects them would: calls fail fast instead of timing out
-// (a client that waits for a connection, as etcd's does by default, still
-// waits until its deadline).
+// as a host that rejects them would: connections fail fast instead of
+// hanging. (A call of etcd's client waits for a connection by default, so
+// it still ends at its deadline, though its client knows why.)
 func (k *Link) Refuse() { k.set(faultRefused, 0) }
 
 // Slow delays every byte crossing the link by d, each way, as a congested
