@@ -120,22 +120,19 @@ func (k *Link) Heal() { k.set(faultNone, 0) }
 
 // set replaces the link's fault. Leaving a cut closes the connections that
 // lived through it (their streams lost bytes); a refusal closes them all.
+// They are closed before the change is published: a writer woken by it
+// must not deliver what the cut held.
 func (k *Link) set(f fault, delay time.Duration) {
 	k.mu.Lock()
-	was := k.fault
+	defer k.mu.Unlock()
+	if f == faultRefused || k.fault == faultCut && f != faultCut {
+		for p := range k.conns {
+			p.close()
+		}
+	}
 	k.fault, k.delay = f, delay
 	close(k.changed)
 	k.changed = make(chan struct{})
-	var doomed []*pair
-	if f == faultRefused || was == faultCut && f != faultCut {
-		for p := range k.conns {
-			doomed = append(doomed, p)
-		}
-	}
-	k.mu.Unlock()
-	for _, p := range doomed {
-		p.close()
-	}
 }
 
 // state returns the fault now, and a channel closed at its next change.
@@ -240,6 +237,7 @@ type pair struct {
 }
 
 // close closes both ends, so that the four goroutines moving its bytes end.
+// It does not block.
 func (p *pair) close() {
 	p.once.Do(func() {
 		close(p.gone)
