@@ -67,10 +67,9 @@ func newLink(name, target string) (*Link, error) {
 func (k *Link) Endpoints() []string { return []string{"http://" + k.l.Addr().String()} }
 
 // Client returns a client of the member through the link (made at the
-// first call), closed with the member. Like Member.Client it logs nothing
-// and notices a dead connection within about 2 s; it also redials within
-// 200 ms once the link heals, rather than after gRPC's default backoff of
-// up to two minutes.
+// first call), closed with the member. Like Member.Client it logs nothing,
+// notices a dead connection within about 2 s, and redials within 200 ms
+// once the link heals (gRPC's default backoff grows to two minutes).
 func (k *Link) Client() *clientv3.Client {
 	k.mu.Lock()
 	defer k.mu.Unlock()
