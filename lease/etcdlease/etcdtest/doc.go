@@ -19,6 +19,19 @@
 //		leader.Stop() // as if its process crashed
 //	}
 //
+// Each member also has a client Link: a proxy in front of its client port
+// that a test cuts (a blackhole), refuses, slows or pauses, and heals, so
+// that a tracker whose client dials it loses sight of etcd while etcd, and
+// every other client, carries on. It reruns a partition or an outage
+// against the test's own tracker settings; record the trackers' answers in
+// a leasetest/history Recorder and let Verify judge them (see ExampleLink):
+//
+//	store, err := etcdlease.NewStore(m.Link().Client(), "/test/") // behind the link
+//	a, err := lease.NewTracker(lease.Config{Store: store, ...})   // your settings
+//	... // b on a store of m.Client(); record every Check of a and b
+//	m.Link().Cut()  // a answers Unknown; once etcd expires a's term, b holds
+//	m.Link().Heal() // a redials and is told b holds the lease
+//
 // Timing: a single member ticks every 50 ms with a 500 ms election
 // timeout, so its minimum lease TTL is 750 ms; a cluster's members tick
 // every 100 ms with a 1 s election timeout (minimum TTL 1.5 s), so that a
