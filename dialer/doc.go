@@ -60,13 +60,12 @@
 //
 // # Logs and counts
 //
-// With Config.Logger set, a Dialer logs its route each time it changes:
-// "route chosen" (Info) with route ("local" or "peer"), addr and, for a
-// peer of a machine that has a controller, err — why it fell back: the
-// local controller was not ready within LocalReadyGrace, or the local
-// dial's failure. The record is written by the call that changed the
-// route, so a Dialer has nothing to flush and no Close. Calls are counted,
-// never logged: Report has LocalDials, PeerDials, Fallbacks and Failures,
-// cumulative, and the metrics module exports them. A call that ends
-// because its ctx did (its owner cancelled it) logs nothing.
+// With Config.Logger set, a Dialer logs its route each time it changes,
+// and for a peer of a machine that has a controller why it fell back (the
+// repository README's catalogue has the record and its keys). The record
+// is written by the call that changed the route, so a Dialer has nothing
+// to flush and no Close. Calls are counted, never logged: Report has
+// LocalDials, PeerDials, Fallbacks and Failures, cumulative, and the
+// metrics module exports them. A call that ends because its ctx did (its
+// owner cancelled it) logs nothing.
 package dialer

@@ -84,20 +84,9 @@
 //
 // Logs: with Config.Logger (a *slog.Logger; nil means none) the tracker
 // writes one record per change of its state, never one per routine renewal,
-// per retry that changes nothing, or on Check's path:
-//
-//	lease held                    INFO  a term granted
-//	lease confirmed again         INFO  the same term, after an unconfirmed renewal or Unknown
-//	lease renewal not confirmed   WARN  still Held until "until"; the tracker retries
-//	lease state unknown           WARN  the promise ran out unconfirmed, a late timer, a suspend, a first claim unanswered
-//	lease lost                    WARN  a term we held is over ("token" is that term)
-//	lease held by another         INFO  a claim denied, naming the new "holder"
-//	lease stepped down, lease tracker closed, lease released   INFO
-//	lease release not confirmed   WARN  the revoke failed; the term runs out on its own
-//	lease leader run started, lease leader run ended   INFO  a Lead function, "err" why it ended
-//
-// with the keys lease, state, holder, token, until, err (the cause) and
-// latency (the store call that brought the change) where they apply.
+// per retry that changes nothing, or on Check's path. The records, their
+// levels and keys are in the repository README's catalogue ("Log records
+// and metric families").
 //
 // Stores count their calls alike: a StoreReport gives, per operation
 // (claim, extend, revoke), the calls by the class of their answer (OK,

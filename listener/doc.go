@@ -43,11 +43,10 @@
 //
 // # Logs and counts
 //
-// With Config.Logger set, the listener logs each transition of a port as
-// one record with the keys port ("controller" or "api") and addr: "port
-// bound", "port opened" and "port closed" at Info, "port failed to open"
-// (the API port's bind failure) and "accept failed" (the listener is dead)
-// at Error, with err. Nothing is logged after Close has returned.
+// With Config.Logger set, the listener logs each transition of a port
+// (bound, opened, closed, failed to open, accept failed) as one record;
+// the repository README's catalogue lists them. Nothing is logged after
+// Close has returned.
 // Connections are counted, never logged: Report has the counts per port,
 // cumulative — Accepted, RateLimited, Refused, TemporaryErrors — beside
 // Throttled (the time waited) and Conns (open now), and the metrics module

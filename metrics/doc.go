@@ -27,6 +27,7 @@
 // (board, listener, dialer, upgrade, store) or, for a tracker, its lease
 // name (lease). Two collectors of one kind with the same name are refused by
 // Register, as are an empty name and a nil component (errors matching
-// errors.NotValid from github.com/juju/errors). See README.md for every
-// metric.
+// errors.NotValid from github.com/juju/errors). Every family, with its
+// type and labels, is in the repository README's catalogue ("Log records
+// and metric families").
 package metrics

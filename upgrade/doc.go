@@ -88,12 +88,10 @@
 // Refused (503 or 409; gRPC Unavailable or FailedPrecondition) and
 // Admitted (allowlisted). The metrics module exports them.
 //
-// The Logger carries transitions only: one record per phase change,
-// "upgrade phase changed", INFO (ERROR for Failed), with phase (the new
-// one), from, lasted (how long from lasted), epoch, and err (the cause)
-// for Failed. A gate holds no timer and no goroutine, so it never writes
-// a record, counts or calls its hook after the calls made to it have
-// returned. A cancelled RunSteps (SIGTERM) is not a transition and logs
+// The Logger carries transitions only: one record per phase change (its
+// level and keys are in the repository README's catalogue). A gate holds
+// no timer and no goroutine, so it never writes a record, counts or calls
+// its hook after the calls made to it have returned. A cancelled RunSteps (SIGTERM) is not a transition and logs
 // nothing. The clients log nothing: WithNotify is their hook, run inside
 // the call.
 package upgrade

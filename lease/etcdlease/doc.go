@@ -102,7 +102,7 @@
 // confirmed again (with how long it was not), lost and re-created; calls
 // refused over capacity, and the keys a SessionStore deleted itself
 // (orphans, abandoned terms), as counts per interval — never a line per
-// call. The README lists the records and their attributes.
+// call. The repository README's catalogue lists the records and their keys.
 //
 // Tests: package etcdtest (lease/etcdlease/etcdtest) starts real etcd
 // servers in the test binary — one member, or a cluster whose leader a

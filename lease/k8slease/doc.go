@@ -66,8 +66,8 @@
 // once each and never per call: a takeover of a Lease whose holder went
 // silent, a Lease deleted, a Lease deleted and re-created (its UID
 // changed, its leaseTransitions restarted), a renewal or release that
-// conflicted with a write that ended the term. The README lists the
-// records and their attributes.
+// conflicted with a write that ended the term. The repository README's
+// catalogue lists the records and their keys.
 //
 // # Limits
 //
