@@ -23,7 +23,10 @@ type Timing struct {
 	// through before Unknown: its promise, 2×Duration − Margin, less the
 	// renewal interval, RenewFraction of it. An outage that begins right
 	// after a renewal is ridden longer (up to the whole promise); the
-	// worst one begins just before the next.
+	// worst one begins just before the next. From the promise's end on,
+	// Current and Report say Unknown, and so does Check — after waiting
+	// for the store call it asks for, up to CallTimeout unless its ctx
+	// ends sooner.
 	Outage time.Duration
 	// CrashTakeover is the longest a successor waits to hold the lease
 	// after its holder died without releasing it: the term granted at

@@ -122,6 +122,11 @@ func TestTimingOutageIsRiddenHeldUntilTheStatedFigure(t *testing.T) {
 			fs.Always(leasetest.AnyOp, leasetest.Hang)
 			require.NoError(t, fs.WaitBlocked(ctx, 1))
 			began := time.Now()
+			published := make(chan time.Time, 1)
+			go func() {
+				awaitStatus(tr, lease.Unknown)
+				published <- time.Now()
+			}()
 			require.Less(t, last.Until.Sub(began), last.Until.Sub(last.Until.Add(-2*cfg.Duration)), "the outage began after the renewal")
 
 			// Check answers Held at every tick until the first Unknown,
@@ -148,6 +153,7 @@ func TestTimingOutageIsRiddenHeldUntilTheStatedFigure(t *testing.T) {
 			assert.Equal(t, last.Until, st.Until, "the promise of the last renewal")
 			assert.False(t, asked.Before(st.Until), "Unknown at %v, before the promise's end", asked.Sub(began))
 			assert.Less(t, asked.Sub(st.Until), tick, "first Unknown within a tick of the promise's end")
+			assert.Equal(t, st.Until, <-published, "Current says Unknown at the promise's end")
 			assert.GreaterOrEqual(t, rode, want.Outage, "Unknown before the stated outage")
 			assert.LessOrEqual(t, rode, want.Outage+shortenedBy(cfg, promiseOf(cfg)-want.Outage),
 				"stated outage %v not reached", want.Outage)
