@@ -311,7 +311,7 @@ func TestTimingCallRatesAreTheStatedFigures(t *testing.T) {
 				awaitStatus(tr, lease.NotHeld)
 				trs = append(trs, tr)
 			}
-			time.Sleep(400 * cfg.Duration)
+			time.Sleep(200 * cfg.Duration)
 			for _, tr := range trs {
 				require.NoError(t, tr.Close())
 			}
