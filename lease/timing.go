@@ -19,9 +19,9 @@ import (
 // grants more than asked (etcd rounds a TTL up to whole seconds) or notices
 // an expiry late adds that much to the crash takeover.
 type Timing struct {
-	// Outage is the longest store outage a holder is sure to answer Held
-	// through before Unknown: its promise, 2×Duration − Margin, less the
-	// renewal interval, RenewFraction of it. An outage that begins right
+	// Outage is how long a holder is sure to answer Held through a store
+	// outage before it answers Unknown: its promise, 2×Duration − Margin,
+	// less the renewal interval, RenewFraction of it. An outage that begins right
 	// after a renewal is ridden longer (up to the whole promise); the
 	// worst one begins just before the next. From the promise's end on,
 	// Current and Report say Unknown, and so does Check — after waiting
