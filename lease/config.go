@@ -14,7 +14,10 @@ import (
 // Config configures a Tracker. Store, Name, Holder and Duration are
 // required; every other zero value has the default its comment gives.
 // Validate checks everything but Store, so settings (flags) can be checked
-// before the store is dialled; NewTracker also requires Store.
+// before the store is dialled; NewTracker also requires Store. Timing says
+// what the settings promise: the store outage ridden before Unknown, the
+// worst crash and graceful takeovers, the clock drift tolerated and the
+// calls per second they cost.
 type Config struct {
 	// Store is where the lease is claimed and extended.
 	Store Store
@@ -26,18 +29,25 @@ type Config struct {
 	Holder string
 	// Duration is the guarantee a check can give ("leader for at least
 	// Duration"). The tracker claims and extends for 2×Duration, so a
-	// check for Duration is answered from cache for most of a term.
+	// check for Duration is answered from cache for most of a term — and
+	// a successor waits up to 2×Duration + ClaimInterval after a holder
+	// dies without releasing (Timing.CrashTakeover).
 	Duration time.Duration
 	// RenewFraction is the fraction of the validity obtained by a claim
 	// or extend after which the tracker extends again: lower renews more
-	// often and leaves more time for retries. Zero means 0.5; any other
-	// value must be in [0.01, 1) (a tinier one would renew all the time).
+	// often and rides a longer store outage: Held through an outage of
+	// (2×Duration − Margin) × (1 − RenewFraction) at least
+	// (Timing.Outage), renewing every (2×Duration − Margin) ×
+	// RenewFraction (Timing.RenewRate). Zero means 0.5; any other value
+	// must be in [0.01, 1) (a tinier one would renew all the time).
 	RenewFraction float64
 	// Jitter spreads the tracker's scheduled calls — renewals, and claims
 	// while another holder has the lease — so that trackers do not call in
 	// step: each comes early by a random fraction, up to Jitter, of its
-	// interval, never late. Zero means 0.1; a negative value means none;
-	// it must be below 1. (Retries have RetryJitter.)
+	// interval, never late — so no worst case in Timing grows with it; the
+	// mean wait is (1 − Jitter/2) of the interval, which Timing's call
+	// rates count. Zero means 0.1; a negative value means none; it must be
+	// below 1. (Retries have RetryJitter.)
 	Jitter float64
 	// RetryJitter shortens each retry after an ambiguous failure (see
 	// RetryDelay) by a random fraction, up to RetryJitter, of its delay,
@@ -50,8 +60,9 @@ type Config struct {
 	// so that a promise ends before the store's term although this clock
 	// may run slower than the store's (every store leader's): a promise
 	// holds while this clock is slower by less than Margin / granted, that
-	// is Margin / (2×Duration) — 5 % with the default — or less when the
-	// store grants more than asked (etcd rounds a TTL up to whole seconds).
+	// is Margin / (2×Duration) — 5 % with the default (Timing.ClockDrift)
+	// — or less when the store grants more than asked (etcd rounds a TTL
+	// up to whole seconds).
 	// A clock faster than the store's only promises less. Zero means
 	// Duration/10; it must be below Duration.
 	Margin time.Duration
@@ -62,8 +73,11 @@ type Config struct {
 	// tracker reconfirms soon after the store recovers.
 	RetryDelay time.Duration
 	// ClaimInterval is the wait between claims while another holder has
-	// the lease: how soon after its term ends this tracker may take over.
-	// Zero means Duration/10; it must be at most Duration.
+	// the lease: how soon after its term ends this tracker may take over
+	// (Timing.GracefulTakeover after a release, and the part of
+	// Timing.CrashTakeover beyond the term), and a waiting follower's
+	// load on the store (Timing.ClaimRate). Zero means Duration/10; it
+	// must be at most Duration.
 	ClaimInterval time.Duration
 	// CallTimeout bounds each store call; a call that runs out is
 	// ambiguous. A call is also cut off when the validity it would extend

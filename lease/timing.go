@@ -1,0 +1,117 @@
+package lease
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"time"
+
+	"github.com/coldstart-go/coldstart/internal/backoff"
+)
+
+// Timing is what a Config promises, worked out from the tracker's own
+// schedule (see Config.Timing): the worst cases a person plans for, and the
+// load on the store.
+//
+// The figures are for a store that answers at once and grants what it is
+// asked (MemStore). A real store's latency adds its round trips to each
+// takeover and takes its request latency off the outage; a store that
+// grants more than asked (etcd rounds a TTL up to whole seconds) or notices
+// an expiry late adds that much to the crash takeover.
+type Timing struct {
+	// Outage is how long a holder is sure to answer Held through a store
+	// outage before it answers Unknown: its promise, 2×Duration − Margin,
+	// less the renewal interval, RenewFraction of it. An outage that begins right
+	// after a renewal is ridden longer (up to the whole promise); the
+	// worst one begins just before the next. From the promise's end on,
+	// Current and Report say Unknown, and so does Check — after waiting
+	// for the store call it asks for, up to CallTimeout unless its ctx
+	// ends sooner.
+	Outage time.Duration
+	// CrashTakeover is the longest a successor waits to hold the lease
+	// after its holder died without releasing it: the term granted at
+	// the holder's last renewal, 2×Duration, plus a ClaimInterval (the
+	// successor's claim was refused just before that term ended).
+	CrashTakeover time.Duration
+	// GracefulTakeover is the longest a successor waits to hold the lease
+	// after its holder released it (ReleaseOnClose, StepDown): one
+	// ClaimInterval, the wait between a waiting follower's claims. A
+	// release the store does not confirm is a crash takeover.
+	GracefulTakeover time.Duration
+	// ClockDrift is how much slower than the store's clock this host's
+	// clock may run, as a fraction, with every promise still ending
+	// before the store's term: Margin / (2×Duration), 0.05 with the
+	// default Margin (see Config.Margin).
+	ClockDrift float64
+	// RenewRate is the renewal calls per second that 1,000 leases, each
+	// held by one tracker, send to the store in steady state: 1,000 over
+	// the mean renewal interval, (2×Duration − Margin) × RenewFraction,
+	// shortened by Jitter/2 on average.
+	RenewRate float64
+	// ClaimRate is the claim calls per second of one follower waiting
+	// while another holds the lease: one per ClaimInterval, shortened by
+	// Jitter/2 on average (a store's latency lengthens each wait by one
+	// round trip, so a real store sees fewer).
+	ClaimRate float64
+}
+
+// Timing returns what c promises, with its defaults applied: the figures
+// follow the tracker's schedule (renewal after RenewFraction of the
+// promise, claims every ClaimInterval, terms of 2×Duration, promises cut
+// by Margin). Jitter only ever shortens a wait, so it enters the worst
+// cases not at all and the call rates as its mean; RetryDelay, RetryJitter,
+// CallTimeout and LateTimer enter none of the figures (an unanswered call
+// is cut off when the promise ends, whatever CallTimeout). Store, Name and
+// Holder need not be set; for a Config whose timing fields do not
+// Validate, Timing returns the zero Timing.
+func (c Config) Timing() Timing {
+	if c.Name == "" {
+		c.Name = "timing"
+	}
+	if c.Holder == "" {
+		c.Holder = "timing"
+	}
+	if c.Validate() != nil {
+		return Timing{}
+	}
+	c = c.withDefaults()
+	promise := 2*c.Duration - c.Margin
+	// As Tracker.confirmed schedules a renewal, before jitter.
+	renew := backoff.Duration(float64(promise) * c.RenewFraction)
+	meanShare := 1 - c.Jitter/2 // a wait d is drawn from [d·(1−Jitter), d]
+	return Timing{
+		Outage:           promise - renew,
+		CrashTakeover:    2*c.Duration + c.ClaimInterval,
+		GracefulTakeover: c.ClaimInterval,
+		ClockDrift:       c.rateTolerance(),
+		RenewRate:        1000 / (renew.Seconds() * meanShare),
+		ClaimRate:        1 / (c.ClaimInterval.Seconds() * meanShare),
+	}
+}
+
+// String says the figures in words, to three significant digits.
+func (t Timing) String() string {
+	return fmt.Sprintf("tolerates a store outage of %v before answering Unknown; "+
+		"a crash takeover takes at most %v, a graceful one at most %v; "+
+		"tolerates a clock %s%% slower than the store's; "+
+		"1,000 held leases cost %s renewal calls/s, a waiting follower %s claim calls/s",
+		round3(t.Outage), round3(t.CrashTakeover), round3(t.GracefulTakeover),
+		num3(100*t.ClockDrift), num3(t.RenewRate), num3(t.ClaimRate))
+}
+
+// round3 rounds d to three significant digits.
+func round3(d time.Duration) time.Duration {
+	if d < 1000 {
+		return d
+	}
+	unit := time.Duration(math.Pow10(int(math.Floor(math.Log10(float64(d)))) - 2))
+	return d.Round(unit)
+}
+
+// num3 prints x to three significant digits, never in exponent form.
+func num3(x float64) string {
+	if x >= 1000 || x <= 0 || math.IsInf(x, 0) || math.IsNaN(x) {
+		return strconv.FormatFloat(math.Round(x), 'f', -1, 64)
+	}
+	return strconv.FormatFloat(x, 'g', 3, 64)
+}
