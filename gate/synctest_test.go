@@ -121,6 +121,9 @@ func TestSyncTestBoardFailureIsTimedExactly(t *testing.T) {
 		}()
 		err := gate.Wait(context.Background(), g)
 		require.ErrorIs(t, err, gate.ErrFailed)
+		// Wait is released as the gate fails; the board's record is
+		// written just after, on the goroutine that failed it.
+		synctest.Wait()
 		assert.Equal(t, "failed: lease (7s: no quorum); 0 open", b.Report().String())
 		assert.Equal(t, "lease failed @7s +7s: no quorum\n", b.Timeline().CriticalChain("lease").String())
 		recs := logs.Matching("gate failed")
