@@ -335,3 +335,29 @@ func TestSyncTestRetryTransportHerdInFakeTime(t *testing.T) {
 		assert.Greater(t, len(back), 1, "spread over several instants: %v", back)
 	})
 }
+
+// Without a server's hint Retry waits its own jittered backoff, on the
+// bubble's clock too: each wait within its doubling bound, and the call
+// returns exactly when the waits add up.
+func TestSyncTestRetryBackoffInFakeTime(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const base, refusals = 100 * time.Millisecond, 6
+		calls := 0
+		start := time.Now()
+		var w waits
+		err := upgrade.Retry(context.Background(), func(context.Context) error {
+			if calls++; calls <= refusals {
+				return &upgrade.InProgressError{Phase: upgrade.RunningSteps} // no hint
+			}
+			return nil
+		}, upgrade.WithBackoff(base, time.Second), upgrade.WithNotify(w.notify))
+		require.NoError(t, err)
+		ds := w.all()
+		require.Len(t, ds, refusals)
+		assert.Equal(t, w.sum(), time.Since(start))
+		for i, d := range ds {
+			bound := min(base<<i, time.Second)
+			assert.True(t, d > 0 && d <= bound, "wait %d: %v, want (0, %v]", i+1, d, bound)
+		}
+	})
+}
