@@ -18,9 +18,11 @@
 // goroutine of the bubble waiting on a gate made outside it is not
 // durably blocked, so fake time stands still while it waits: a helper
 // waiting on such a gate that a goroutine of the bubble opens after a
-// fake-time sleep never returns. Close every Board before the bubble's function returns
-// (synctest.Test fails a test that leaves a goroutine of the bubble
-// blocked, such as a Board's Follow goroutine); a Recorder starts none and
+// fake-time sleep never returns. Close every Board before the bubble's
+// function returns, and let every AllOf or AnyOf with a part that is not
+// a *gate.Lock resolve: synctest.Test fails a test that leaves a goroutine
+// of the bubble blocked, such as a Board's Follow goroutine or a
+// composite's follower of a foreign part. A Recorder starts none and
 // needs no Close.
 //
 //	func TestStartupOrder(t *testing.T) {
