@@ -12,11 +12,11 @@
 // too: a bound of an hour costs no real time, and a helper returns at the
 // exact fake instant its gate resolves, so a test can assert durations
 // exactly. Call synctest.Wait before AssertLocked or AssertNotOpened: once
-// it returns, every goroutine of the bubble is blocked, so "still locked"
-// is a fact, not a race with the goroutine that would open the gate. Make
+// it returns, every other goroutine of the bubble is durably blocked, so
+// "still locked" is a fact, not a race with the goroutine that would open the gate. Make
 // the gates, and start the code that opens them, inside the bubble: a
 // goroutine of the bubble waiting on a gate made outside it is not
-// durably blocked, so fake time stands still while it waits: a helper
+// durably blocked, so fake time stands still while it waits, and a helper
 // waiting on such a gate that a goroutine of the bubble opens after a
 // fake-time sleep never returns. Close every Board before the bubble's
 // function returns, and let every AllOf or AnyOf with a part that is not
