@@ -79,6 +79,19 @@
 // WithClock(nil) and WithNotify(nil) mean the default (the wall clock; no
 // hook); WithRetryIf(nil) is not valid (errors.NotValid).
 //
+// # Testing in a synctest bubble
+//
+// A Gate and its clients run inside a testing/synctest bubble (Go 1.25
+// and later) on their default clocks (a nil GateConfig.Clock, no
+// WithClock): steps that sleep and every Retry-After waited out take fake
+// time, so a test asserts exact durations — a client's wait is exactly
+// the sum of the Retry-After values it was sent. Reach the server through
+// an http.RoundTripper that calls the handler (Middleware, ReadyHandler)
+// with an httptest.ResponseRecorder, not through a listener: a goroutine
+// blocked on a socket is not durably blocked, and fake time stands still
+// while it waits. synctest_test.go in this package shows the phases, Retry,
+// WaitReady and a herd of RetryTransports that way.
+//
 // # Counts and logs
 //
 // Counts flow one way: the gate counts the calls it decides while it

@@ -2,6 +2,42 @@
 // that a gate is still locked, that it opens within a bound, and that a set
 // of gates opened in the order a design requires ("controller port before
 // API port").
+//
+// # In a testing/synctest bubble
+//
+// The helpers work inside a testing/synctest bubble (Go 1.25 and later),
+// where a gate.Board on its default clock (a nil BoardConfig.Clock) and
+// every time.Sleep, timer and deadline run on the bubble's fake time. The
+// bounds AssertUnlocksWithin and AssertFailsWithin take are fake time
+// too: a bound of an hour costs no real time, and a helper returns at the
+// exact fake instant its gate resolves, so a test can assert durations
+// exactly. Call synctest.Wait before AssertLocked or AssertNotOpened: once
+// it returns, every other goroutine of the bubble is durably blocked, so
+// "still locked" is a fact, not a race with the goroutine that would open the gate. Make
+// the gates, and start the code that opens them, inside the bubble: a
+// goroutine of the bubble waiting on a gate made outside it is not
+// durably blocked, so fake time stands still while it waits, and a helper
+// waiting on such a gate that a goroutine of the bubble opens after a
+// fake-time sleep never returns. Close every Board before the bubble's
+// function returns, and let every AllOf or AnyOf with a part that is not
+// a *gate.Lock resolve: synctest.Test fails a test that leaves a goroutine
+// of the bubble blocked, such as a Board's Follow goroutine or a
+// composite's follower of a foreign part. A Recorder starts none and
+// needs no Close.
+//
+//	func TestStartupOrder(t *testing.T) {
+//		synctest.Test(t, func(t *testing.T) {
+//			ctrl, api := gate.New("controller-port"), gate.New("api-port")
+//			rec := gatetest.NewRecorder(ctrl, api)
+//			go startServers(ctrl, api) // opens each port after its fake-time work
+//			synctest.Wait()
+//			gatetest.AssertLocked(t, api)
+//			start := time.Now()
+//			gatetest.AssertUnlocksWithin(t, api, time.Hour)
+//			// time.Since(start) is exactly the fake time api-port took
+//			rec.AssertOrder(t, "controller-port", "api-port")
+//		})
+//	}
 package gatetest
 
 import (
