@@ -133,8 +133,8 @@ func hintOf(err error) time.Duration {
 // asks for a wait that ends after ctx's deadline, Retry returns at once
 // with an error that says so and matches both the refusal
 // (ErrUpgradeInProgress) and context.DeadlineExceeded; a backoff that
-// would overrun the deadline is instead shortened so the last attempt
-// still happens.
+// would overrun the deadline is instead shortened once so a last attempt
+// still happens; if that one is refused too, Retry waits for the deadline.
 //
 // fn receives ctx. Retrying is safe because a refused call was not executed
 // (see Middleware); fn must itself turn responses into errors, e.g. with
@@ -153,6 +153,7 @@ func Retry(ctx context.Context, fn func(context.Context) error, opts ...RetryOpt
 // run is Retry's loop, for a valid c and a non-nil fn.
 func (c *retryConfig) run(ctx context.Context, fn func(context.Context) error) error {
 	var last error
+	lastChance := false // a backoff was already cut to fit inside the deadline
 	for attempt := 1; ; attempt++ {
 		if err := ctx.Err(); err != nil {
 			return c.stopped(ctx, attempt-1, last)
@@ -176,8 +177,15 @@ func (c *retryConfig) run(ctx context.Context, fn func(context.Context) error) e
 			case left <= 0: // the deadline passed during fn; ctx is about to say so
 				<-ctx.Done()
 				return c.stopped(ctx, attempt, last)
-			case wait >= left: // a backoff (a hint < left is kept): jitter inside what is left
-				wait = left - backoff.Jitter(left, 1)
+			case wait >= left && lastChance:
+				// The attempt squeezed in before the deadline was refused
+				// too. Cutting again would shrink each wait toward zero and
+				// call fn in a loop that never blocks (forever under a fake
+				// clock, where time moves only while we wait): wait out ctx.
+				<-ctx.Done()
+				return c.stopped(ctx, attempt, last)
+			case wait >= left: // a backoff (a hint < left is kept): one last attempt, jittered inside what is left
+				wait, lastChance = left-backoff.Jitter(left, 1), true
 			}
 		}
 		if c.notify != nil {

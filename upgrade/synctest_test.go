@@ -361,3 +361,24 @@ func TestSyncTestRetryBackoffInFakeTime(t *testing.T) {
 		}
 	})
 }
+
+// A backoff cut to fit inside the deadline is cut once: after that last
+// attempt Retry waits for the deadline. Before, each refusal cut the wait
+// again toward zero, and under a fake clock fn was called in a loop that
+// never blocked (millions of calls at 2.999999999s, never returning).
+func TestSyncTestRetryBackoffNeverSpinsAtTheDeadline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		defer cancel()
+		start := time.Now()
+		calls := 0
+		err := upgrade.Retry(ctx, func(context.Context) error {
+			calls++
+			return &upgrade.InProgressError{Phase: upgrade.Checking} // no RetryAfter: a backoff
+		})
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+		require.ErrorIs(t, err, upgrade.ErrUpgradeInProgress)
+		assert.Equal(t, 3*time.Second, time.Since(start), "returns at the deadline")
+		assert.Less(t, calls, 64, "attempts are backoffs, not a spin")
+	})
+}
