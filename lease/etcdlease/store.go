@@ -46,10 +46,26 @@ type Store struct {
 	orphans []clientv3.LeaseID
 }
 
-// cachedLease is the etcd lease of the term of name with some token.
+// cachedLease is the etcd lease of the term of name with some token, and
+// what the Store knows of its life: the raft term it was granted or last
+// renewed in, as confirmed (see confirmedInTerm), and the send time of
+// that grant or renewal, on the Store's clock, for a TTL of ttl. Extend
+// resumes the etcd lease only while both still hold (see resumable).
 type cachedLease struct {
 	name string
 	id   clientv3.LeaseID
+	leaseLife
+}
+
+// leaseLife is what a store knows of the life of one of its etcd leases:
+// the raft term it was granted or last renewed in, as confirmed (see
+// confirmedInTerm), the send time of that grant or renewal on the store's
+// clock, and its TTL. A keep-alive of the lease may back a promise only
+// while resumable says so.
+type leaseLife struct {
+	term      uint64
+	confirmed time.Time
+	ttl       time.Duration
 }
 
 const (
@@ -156,6 +172,7 @@ func (s *Store) claim(ctx context.Context, name, holder string, d time.Duration)
 		return lease.Grant{}, &OpError{Op: "claim", Name: name, Holder: holder, Err: err}
 	}
 
+	sent := s.opts.clock.Now()
 	gr, err := s.cli.Grant(ctx, ttlFor(d))
 	if err != nil {
 		// A lease granted without our hearing it has no keys and expires
@@ -184,8 +201,9 @@ func (s *Store) claim(ctx context.Context, name, holder string, d time.Duration)
 	}
 	// The transaction made exactly one revision: the key's create revision.
 	token := uint64(resp.Header.Revision)
-	s.remember(name, token, gr.ID)
-	return lease.Grant{Name: name, Holder: holder, Token: token, Duration: time.Duration(gr.TTL) * time.Second}, nil
+	ttl := time.Duration(gr.TTL) * time.Second
+	s.remember(name, token, cachedLease{id: gr.ID, leaseLife: leaseLife{term: gr.ResponseHeader.GetRaftTerm(), confirmed: sent, ttl: ttl}})
+	return lease.Grant{Name: name, Holder: holder, Token: token, Duration: ttl}, nil
 }
 
 // Extend keeps the term g alive: one keep-alive of its etcd lease, then a
@@ -221,7 +239,8 @@ func (s *Store) extend(ctx context.Context, g lease.Grant, d time.Duration) (lea
 	}
 	key := s.Key(g.Name)
 
-	id, ok := s.cached(g.Name, g.Token)
+	known, ok := s.cached(g.Name, g.Token)
+	id := known.id
 	if !ok {
 		// Not granted by this Store (or forgotten): the key says which
 		// etcd lease carries the term, if the term is still alive.
@@ -237,6 +256,7 @@ func (s *Store) extend(ctx context.Context, g lease.Grant, d time.Duration) (lea
 
 	want := ttlFor(d)
 	for attempt := 0; ; attempt++ {
+		sent := s.opts.clock.Now()
 		ka, kaErr := s.cli.KeepAliveOnce(ctx, id)
 		if kaErr != nil && !errors.Is(kaErr, rpctypes.ErrLeaseNotFound) {
 			return fail(kaErr)
@@ -260,6 +280,9 @@ func (s *Store) extend(ctx context.Context, g lease.Grant, d time.Duration) (lea
 				return fail(fmt.Errorf("key %q moved between etcd leases %x and %x", key, id, got))
 			}
 			id = got
+			if known, ok = s.cached(g.Name, g.Token); ok && known.id != id {
+				ok = false
+			}
 			continue
 		}
 		if kaErr != nil {
@@ -272,21 +295,89 @@ func (s *Store) extend(ctx context.Context, g lease.Grant, d time.Duration) (lea
 			// lease (granted by the majority after it was cut off).
 			return fail(errNotFoundKeyOnLease)
 		}
-		if err := confirmedInTerm(ka.ResponseHeader.GetRaftTerm(), readTerm); err != nil {
+		kaTerm := ka.ResponseHeader.GetRaftTerm()
+		if err := confirmedInTerm(kaTerm, readTerm); err != nil {
 			return fail(err)
 		}
-		if ka.TTL < want {
+		if !ok || !known.resumable(kaTerm, sent) || ka.TTL < want {
+			// The renewal is real, but promises nothing: some old
+			// leader may still revoke this etcd lease (or it is too
+			// short). The term moves to a fresh one first.
 			return s.relet(ctx, g, id, want)
 		}
-		s.remember(g.Name, g.Token, id)
-		g.Duration = time.Duration(ka.TTL) * time.Second
+		ttl := time.Duration(ka.TTL) * time.Second
+		s.remember(g.Name, g.Token, cachedLease{id: id, leaseLife: leaseLife{term: kaTerm, confirmed: sent, ttl: ttl}})
+		g.Duration = ttl
 		return g, nil
 	}
 }
 
-// errNotFoundKeyOnLease is the cause when a keep-alive said the etcd lease
-// is gone but the key was read still on it: a stale member's answer.
-var errNotFoundKeyOnLease = errors.New("keep-alive not confirmed: a member said the lease is gone but the key is still on it")
+// resumable says whether a keep-alive of the etcd lease, sent at sent
+// and confirmed in raft term kaTerm, may back a promise: the lease was
+// last confirmed in that same raft term, and less than its TTL before
+// (less a tenth, for clock rates) — so no raft leader, present or
+// deposed, can have found it expired and have a revoke of it in flight.
+// Otherwise the caller moves the key to a fresh etcd lease (relet) before
+// promising anything; that costs a grant and a transaction, once per
+// term after a leader change or an outage longer than the TTL.
+//
+// Why (issue 24, H1; etcd's server.go revokeExpiredLeases, lessor.go).
+// An etcd lease is revoked by expiry only when the lessor of a member
+// that believes it leads (a "primary" lessor) finds it expired on its own
+// clock: its last renewal there, or its promotion there, plus the TTL.
+// The server checks leadership once for the whole batch of expired
+// leases, and not at all while the member's raft still ticks; it then
+// proposes their revokes, at most 16 in flight, each waiting up to the
+// request timeout (5s + 2 × the election timeout). A leader isolated
+// just as it found a batch expired proposes the first 16 in its own term,
+// where they die with it; the rest wait for a slot, then — the member
+// now a follower — for a leader, are forwarded to whichever it hears of
+// next, and commit in that leader's term, whatever happened to the lease
+// there meanwhile (etcd-io/etcd#15247's unfixed half). The new leader
+// promoted the lease on election, so a holder cut off past the TTL that
+// comes back has its keep-alive answered and confirmed in the new term —
+// and its key deleted seconds later by the old leader's revoke.
+//
+// What the two conditions exclude. A revoke of l is proposed by a member
+// M whose primary lessor had l expired: M led in some raft term T_M.
+//
+//   - T_M = known.term, the keep-alive's term. M renewed l at or after
+//     known.confirmed (or promoted it after), so it finds l expired no
+//     sooner than a TTL after that; the keep-alive, sent before, and
+//     answered with a TTL by M itself, renewed it first (M answers a
+//     renewal of an expired lease only once its revoke is done, with
+//     "no such lease"), so M keeps l until sent plus the TTL.
+//   - T_M > known.term, the keep-alive's term too (else l is not
+//     resumed): M was elected by a quorum after the read that confirmed
+//     this keep-alive, so it promoted l after the keep-alive renewed it,
+//     and finds it expired no sooner than sent plus the TTL.
+//   - T_M < known.term: M was deposed before l was last confirmed; its
+//     queued revokes may commit at any later time. l was then last
+//     confirmed in a later term than any term M led; and l was granted
+//     (or relet) in — and only ever confirmed in — that one term, so a
+//     member that led before it never had l at all. The only exception:
+//     a raft election between the grant's commit and its answer (the
+//     grant's header then names the later term): a leader deposed in that
+//     gap has l with an expiry of the grant's time plus the TTL, and its
+//     queued revoke could land while a later promise stands.
+//
+// Since a keep-alive that changes the term is never resumed, every
+// promise on l comes from keep-alives confirmed in l's own term, whose
+// leaders all keep l until the keep-alive's send time plus the TTL. The
+// revoke a deposed leader queued for l finds, when it commits, either no
+// key on l (moved: the revoke deletes nothing) or the key still on it
+// (then the relet's transaction, guarded by the token and by l, fails,
+// and the term is over — with no promise standing, as the last one was
+// made before l was last confirmed plus the TTL, the earliest M found l
+// expired).
+func (l leaseLife) resumable(kaTerm uint64, sent time.Time) bool {
+	return kaTerm == l.term && sent.Before(l.confirmed.Add(l.ttl-l.ttl/10))
+}
+
+// errNotFoundKeyOnLease is the cause when a keep-alive (or a TimeToLive)
+// said the etcd lease is gone but the key was read still on it: a stale
+// member's answer.
+var errNotFoundKeyOnLease = errors.New("not confirmed: a member said the etcd lease is gone but the key is still on it")
 
 // errTermChanged is the cause when a keep-alive and the read that was to
 // confirm it were answered in different raft terms.
@@ -329,13 +420,19 @@ var errTermChanged = errors.New("keep-alive not confirmed: raft term changed bef
 // lessor as it applies the first entry of its term, extending every lease
 // to at least its whole TTL from then (lessor Promote). Either way etcd
 // keeps the lease until at least the keep-alive's send time + TTL (on
-// etcd's clock; clock rates are assumed to agree). One caveat: with lease
-// checkpointing enabled (off by default), a new leader restores the TTL
-// remaining at the latest checkpoint, and a renewal's clearing of it is
-// proposed asynchronously, so a promotion right after a renewal may give
-// the lease less than its TTL. A different term is inconclusive (the
-// renewal may have been a stale leader's), so the keep-alive is left
-// unconfirmed and retried.
+// etcd's clock; clock rates are assumed to agree). Lease checkpointing
+// (off by default) does not change this: a new leader restores the TTL
+// remaining at the latest checkpoint, but a renewal first clears that
+// checkpoint through raft, synchronously — lessor Renew waits for the
+// clear to be applied before it renews and answers — so a leader elected
+// after the answer has applied the clear and restores the whole TTL
+// (unless the clear timed out, after etcd's request timeout: the server
+// ignores that error and renews anyway; the read confirming the renewal
+// in the same term makes that unlikely, not impossible). A
+// different term is inconclusive (the renewal may have been a stale
+// leader's), so the keep-alive is left unconfirmed and retried. (Whether
+// the lease may then be resumed at all is leaseLife.resumable's question:
+// a deposed leader may still revoke it.)
 func confirmedInTerm(kaTerm, readTerm uint64) error {
 	if kaTerm == 0 || kaTerm != readTerm {
 		return fmt.Errorf("%w (keep-alive in term %d, read in term %d)", errTermChanged, kaTerm, readTerm)
@@ -349,6 +446,7 @@ func (s *Store) relet(ctx context.Context, g lease.Grant, old clientv3.LeaseID, 
 	fail := func(err error) (lease.Grant, error) {
 		return lease.Grant{}, &OpError{Op: "extend", Name: g.Name, Holder: g.Holder, Token: g.Token, Err: err}
 	}
+	sent := s.opts.clock.Now()
 	gr, err := s.cli.Grant(ctx, ttl)
 	if err != nil {
 		return fail(err)
@@ -377,8 +475,9 @@ func (s *Store) relet(ctx context.Context, g lease.Grant, old clientv3.LeaseID, 
 	}
 	// The old lease carries no key now; it expires by itself if this fails.
 	s.revokeQuietly(ctx, old)
-	s.remember(g.Name, g.Token, gr.ID)
-	g.Duration = time.Duration(gr.TTL) * time.Second
+	granted := time.Duration(gr.TTL) * time.Second
+	s.remember(g.Name, g.Token, cachedLease{id: gr.ID, leaseLife: leaseLife{term: gr.ResponseHeader.GetRaftTerm(), confirmed: sent, ttl: granted}})
+	g.Duration = granted
 	return g, nil
 }
 
@@ -480,7 +579,10 @@ func readHolder(ctx context.Context, cli *clientv3.Client, key, name string) (le
 		return fail(err)
 	}
 	if ttl.TTL <= 0 {
-		// The lease ended after the read; etcd deletes the key with it.
+		// Either the lease ended after the read (etcd deletes the key
+		// with it), or a stale leader, which never had the lease, said
+		// so (TimeToLive is answered from the leader's own lessor, like a
+		// keep-alive). A second linearizable read tells them apart.
 		return lease.Grant{}, &lease.NotHeldError{Name: name, Token: g.Token, Reason: fmt.Sprintf("read: the term of %q just ended", g.Holder)}
 	}
 	g.Duration = time.Duration(ttl.TTL) * time.Second
@@ -529,20 +631,22 @@ func (s *Store) revokeQuietly(ctx context.Context, id clientv3.LeaseID) {
 // cached returns the etcd lease of the term (name, token), if known. The
 // name must match too: a grant carrying another lease's token must not
 // keep that lease alive.
-func (s *Store) cached(name string, token uint64) (clientv3.LeaseID, bool) {
+func (s *Store) cached(name string, token uint64) (cachedLease, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	c, ok := s.leases[token]
-	return c.id, ok && c.name == name
+	return c, ok && c.name == name
 }
 
-func (s *Store) remember(name string, token uint64, id clientv3.LeaseID) {
+// remember records l as the etcd lease of the term (name, token).
+func (s *Store) remember(name string, token uint64, l cachedLease) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if len(s.leases) >= maxCached {
 		clear(s.leases)
 	}
-	s.leases[token] = cachedLease{name: name, id: id}
+	l.name = name
+	s.leases[token] = l
 }
 
 func (s *Store) forget(token uint64) {
