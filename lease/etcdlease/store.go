@@ -583,6 +583,13 @@ func readHolder(ctx context.Context, cli *clientv3.Client, key, name string) (le
 		// with it), or a stale leader, which never had the lease, said
 		// so (TimeToLive is answered from the leader's own lessor, like a
 		// keep-alive). A second linearizable read tells them apart.
+		again, _, err := get(ctx, cli, key)
+		if err != nil {
+			return fail(err)
+		}
+		if again != nil && again.CreateRevision == kv.CreateRevision && again.Lease == kv.Lease {
+			return fail(errNotFoundKeyOnLease)
+		}
 		return lease.Grant{}, &lease.NotHeldError{Name: name, Token: g.Token, Reason: fmt.Sprintf("read: the term of %q just ended", g.Holder)}
 	}
 	g.Duration = time.Duration(ttl.TTL) * time.Second
