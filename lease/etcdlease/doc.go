@@ -34,6 +34,23 @@
 //     ambiguous, and when etcd answers again the term goes on with the same
 //     token if the key is still its own.
 //
+// A renewal that etcd confirmed is not always safe to build on: a raft
+// leader deposed with revokes of expired leases still queued forwards them
+// to the next leader, which commits them, whatever happened to the lease
+// meanwhile. So an etcd lease is resumed only by a keep-alive confirmed in
+// the raft term it was last confirmed in, within its TTL of that; after a
+// leader change or a longer outage the key first moves to a fresh etcd
+// lease (a SessionStore: a new session), guarded by its token, and only
+// then is anything promised.
+//
+// The promises rest on assumptions, listed in the README with what happens
+// outside each: clock rates that differ by less than the bound
+// lease.Config.Margin sets (the figure is in package lease's doc); no
+// suspend of the holder's host; no etcd member answering from a snapshot
+// it just installed (five or more voting members: not yet defended); no
+// gRPC proxy between client and etcd; nobody else revoking the etcd leases
+// or deleting the keys; the tracker and the store on one clock.
+//
 // The mapping onto etcd: Claim grants an etcd lease of the requested
 // duration rounded up to whole seconds and, in one transaction, puts the
 // key (value: the holder) only if it does not exist, else reads the holder.
@@ -99,7 +116,8 @@
 // sent — ErrOverCapacity among them — and ambiguous) and the calls in
 // flight, as every store does. WithLogger logs transitions only: a
 // SessionStore's session granted, unconfirmed (an outage begins),
-// confirmed again (with how long it was not), lost and re-created; calls
+// confirmed again (with how long it was not), retired, lost and
+// re-created; calls
 // refused over capacity, and the keys a SessionStore deleted itself
 // (orphans, abandoned terms), as counts per interval — never a line per
 // call. The README lists the records and their attributes.
