@@ -21,9 +21,11 @@
 // an outage of the whole cluster:
 //
 //   - No two holders at once. A promise is extended only on a quorum's
-//     word: a keep-alive answer counts once a linearizable read sent after
-//     it is answered in the same raft term (a stale leader can answer a
-//     keep-alive from its own lessor, but cannot serve that read).
+//     word: a keep-alive answer counts once a read sent after it, in a
+//     transaction raft commits (it writes nothing), is answered in the same
+//     raft term (a stale leader can answer a keep-alive from its own
+//     lessor, but cannot commit; a plain read's term may be stale on a
+//     member that just installed a snapshot).
 //   - An outage is never "not the leader". A term ends only when etcd says
 //     so — a linearizable read finds its key gone or created again, or a
 //     SessionStore's session lease is not found, confirmed in the same raft
@@ -46,9 +48,7 @@
 // The promises rest on assumptions, listed in the README with what happens
 // outside each: clock rates that differ by less than the bound
 // lease.Config.Margin sets (the figure is in package lease's doc); no
-// suspend of the holder's host; no etcd member answering from a snapshot
-// it just installed (five or more voting members: not yet defended); no
-// gRPC proxy between client and etcd; nobody else revoking the etcd leases
+// suspend of the holder's host; no gRPC proxy between client and etcd; nobody else revoking the etcd leases
 // or deleting the keys; the tracker and the store on one clock.
 //
 // The mapping onto etcd: Claim grants an etcd lease of the requested
@@ -77,7 +77,7 @@
 // number of leases), SessionStore puts every key of a process on one etcd
 // lease, its session, kept alive by one stream, and answers Extend without
 // a call to etcd (traffic flat in the number of leases: one keep-alive
-// and its confirming read every TTL/3; a crashed process's leases are free
+// and its confirming committed read every TTL/3; a crashed process's leases are free
 // after the session's TTL). Pick SessionStore
 // for a controller that leads hundreds or thousands of applications:
 //

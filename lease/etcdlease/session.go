@@ -22,7 +22,8 @@ import (
 //
 // Its invariant: until is a promise made by a quorum. It is set by the
 // grant (a raft proposal, committed by a quorum) and moved — only later —
-// by a keep-alive whose answer a linearizable read, sent after it, has
+// by a keep-alive whose answer a committed read (readCommitted), sent
+// after it, has
 // confirmed in the same raft term (confirmedInTerm), and confirmed in the
 // raft term of the grant, less than a TTL after the last confirmed one
 // (leaseLife.resumable). A keep-alive answer alone never moves it: a raft
@@ -174,7 +175,7 @@ func keepAliveTimeout(ttl time.Duration) time.Duration {
 }
 
 // run keeps the session alive on one stream, one keep-alive every TTL/3,
-// each confirmed by a linearizable read of confirmKey, until etcd says the
+// each confirmed by a committed read of confirmKey, until etcd says the
 // lease is gone, confirmed in the same raft term (then it calls lost), a
 // confirmed keep-alive must not be resumed (then it calls retired), or
 // ctx ends. A failure marks the session unconfirmed, and the stream is
@@ -196,7 +197,7 @@ func (sess *session) run(ctx context.Context, cli *clientv3.Client, clk clock.Cl
 		renewed, err := ka.roundTrip(sess.id, keepAliveTimeout(ttl))
 		switch {
 		case err == nil:
-			// One linearizable read per keep-alive, whatever the
+			// One committed read per keep-alive, whatever the
 			// number of keys: see confirmedInTerm. It confirms a "no
 			// such lease" (TTL 0) as well as a renewal: a stale leader
 			// says that of a lease the majority granted after it was
@@ -239,16 +240,20 @@ func (sess *session) run(ctx context.Context, cli *clientv3.Client, clk clock.Cl
 	}
 }
 
-// confirm sends the linearizable read of key that confirms a keep-alive
-// answered in raft term kaTerm (see confirmedInTerm), within timeout.
+// confirm sends the committed read of key (readCommitted) that confirms a
+// keep-alive answered in raft term kaTerm (see confirmedInTerm), within
+// timeout. A keep-alive's "no such lease" is confirmed alike: a stale
+// leader says it of a session granted after it was cut off, and a member
+// that just installed a snapshot could otherwise answer a plain read in
+// that stale leader's term (issue 24, H3).
 func confirm(ctx context.Context, cli *clientv3.Client, clk clock.Clock, key string, kaTerm uint64, timeout time.Duration) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	timer := clk.AfterFunc(timeout, cancel)
 	defer timer.Stop()
-	_, readTerm, err := get(ctx, cli, key)
+	_, readTerm, err := readCommitted(ctx, cli, key)
 	if err != nil {
-		return fmt.Errorf("keep-alive not confirmed by a linearizable read: %w", rpctypes.Error(err))
+		return fmt.Errorf("keep-alive not confirmed by a committed read: %w", rpctypes.Error(err))
 	}
 	return confirmedInTerm(kaTerm, readTerm)
 }

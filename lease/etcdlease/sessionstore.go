@@ -29,10 +29,10 @@ import (
 // latest confirmed keep-alive + TTL − now), so a grant never reaches past
 // what etcd promised, and it knows the key still carries the term's token
 // from a watch of the prefix. A keep-alive counts as confirmed only once a
-// linearizable read sent after its answer is answered in the same raft
-// term, so a raft leader cut off from its quorum cannot extend a promise.
-// Steady-state traffic is therefore one keep-alive message and one read
-// every TTL/3 whatever the number of leases.
+// read sent after its answer, committed through raft, is answered in the
+// same raft term, so a raft leader cut off from its quorum cannot extend
+// a promise. Steady-state traffic is therefore one keep-alive message and
+// one committed read every TTL/3 whatever the number of leases.
 //
 // A term ends only when etcd says so — its key deleted or created again
 // (as the watch sees), its session lost — or when it is revoked, or when
@@ -663,7 +663,8 @@ func (s *SessionStore) startSessionLocked(sess *session, rev int64) {
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
-		// Any key will do for the confirming read; the prefix itself is
+		// Any key will do for the confirming read (it writes nothing;
+		// see readCommitted); the prefix itself is
 		// one nobody writes.
 		sess.run(s.ctx, s.cli, s.opts.clock, s.prefix, s.log, func() { s.sessionLost(sess) }, func() { s.sessionRetired(sess) })
 	}()

@@ -207,8 +207,9 @@ func (s *Store) claim(ctx context.Context, name, holder string, d time.Duration)
 }
 
 // Extend keeps the term g alive: one keep-alive of its etcd lease, then a
-// linearizable read confirming the key still carries g.Token, answered in
-// the same raft term as the keep-alive (see confirmedInTerm). etcd renews a
+// committed read (readCommitted) confirming the key still carries
+// g.Token, answered in the same raft term as the keep-alive (see
+// confirmedInTerm). etcd renews a
 // lease for the TTL it was granted with, so the returned Duration is that
 // TTL, which may exceed d; when d is longer than that TTL, Extend moves the
 // key to a fresh etcd lease of ceil(d) seconds in a transaction guarded by
@@ -266,7 +267,7 @@ func (s *Store) extend(ctx context.Context, g lease.Grant, d time.Duration) (lea
 		// the etcd lease is gone, the read tells whether the term went
 		// with it (etcd deletes a lease's keys as it ends it) or had
 		// moved to another etcd lease first.
-		kv, readTerm, err := get(ctx, s.cli, key)
+		kv, readTerm, err := readCommitted(ctx, s.cli, key)
 		if err != nil {
 			return fail(err)
 		}
@@ -384,7 +385,7 @@ var errNotFoundKeyOnLease = errors.New("not confirmed: a member said the etcd le
 var errTermChanged = errors.New("keep-alive not confirmed: raft term changed before the confirming read")
 
 // confirmedInTerm says whether a keep-alive whose answer's header says
-// raft term kaTerm is confirmed by a linearizable read, sent after that
+// raft term kaTerm is confirmed by a committed read, sent after that
 // answer, whose header says readTerm: nil when they are the same term.
 //
 // Why that confirms it. A keep-alive is not a raft proposal: the member
@@ -403,18 +404,24 @@ var errTermChanged = errors.New("keep-alive not confirmed: raft term changed bef
 //     leader is the answering member itself (whose applied entries are of
 //     its term or earlier) or the leader it forwarded to, of its current
 //     raft term, which is at least the term of any entry it applied.
-//   - readTerm ≥ the term of the leader whose quorum confirmed the read
-//     (ReadIndex: a quorum acknowledged a heartbeat of that leader after
-//     the read arrived): etcd's leader confirms reads only once it has
-//     committed an entry of its own term, and the member answers only
-//     once it has applied up to the read index, so it has applied an entry
-//     of that term.
+//   - readTerm ≥ the term of the leader whose quorum committed the read:
+//     it is a transaction raft must commit (see readCommitted), and the
+//     member answers only once it has applied that entry, which sets its
+//     term to the entry's — the committing leader's. (A plain
+//     linearizable read does not give this: a member that last caught
+//     up by installing a snapshot serves reads confirmed by the current
+//     leader while its header still names the term of the last entry it
+//     applied before the snapshot — etcd's applySnapshot sets neither the
+//     term nor the applied index. With five or more voting members, such
+//     a member and a stale leader can share that old term, and a
+//     keep-alive the stale leader answered passed as confirmed; issue 24,
+//     H2, TestSnapshotFollowersStaleTermConfirmsNothing.)
 //
-// A stale leader cannot gather that quorum, so its reads fail. If kaTerm =
-// readTerm = T, the renewing leader's term is ≥ T and the confirming
-// leader's is ≤ T; a leader of a later term than the confirming one was
-// elected by a quorum that would have refused the confirming heartbeat,
-// which came after the renewal; so both are term T's leader, which still
+// A stale leader cannot commit, so its transactions fail. If kaTerm =
+// readTerm = T, the renewing leader's term is ≥ T and the committing
+// leader's is ≤ T; a leader of a later term than the committing one was
+// elected by a quorum that would have refused to append the entry, which
+// was proposed after the renewal; so both are term T's leader, which still
 // led a quorum after the keep-alive was answered. Its lessor renewed the
 // lease (or said it is gone), and a leader elected later promotes its
 // lessor as it applies the first entry of its term, extending every lease
@@ -607,8 +614,32 @@ func newKeyValue(kv *mvccpb.KeyValue) *keyValue {
 	return &keyValue{CreateRevision: kv.CreateRevision, Lease: kv.Lease, Value: kv.Value}
 }
 
+// readCommitted reads key in a transaction that raft commits (its compare
+// never holds, and the branch not taken deletes the key, which makes the
+// transaction a write: etcd proposes it rather than serving it from a
+// ReadIndex). Nothing is written, and the revision does not move. The raft
+// term in its answer is at least that of the leader whose quorum committed
+// it, on any member (see confirmedInTerm): the answer to a plain read may
+// name an older term. It costs a raft entry, and is made once per
+// keep-alive to confirm, never per key.
+func readCommitted(ctx context.Context, cli *clientv3.Client, key string) (*keyValue, uint64, error) {
+	resp, err := cli.Txn(ctx).
+		If(clientv3.Compare(clientv3.CreateRevision(key), "<", 0)).
+		Then(clientv3.OpDelete(key)).
+		Else(clientv3.OpGet(key)).
+		Commit()
+	if err != nil {
+		return nil, 0, err
+	}
+	if resp.Succeeded {
+		return nil, 0, fmt.Errorf("a compare of create revision < 0 held on %q", key) // etcd would be broken
+	}
+	return elseKV(resp), resp.Header.GetRaftTerm(), nil
+}
+
 // get reads key with a linearizable read; nil when it does not exist. It
-// returns the raft term the read was answered in.
+// returns the raft term the read was answered in, which may be older than
+// the term of the leader that confirmed the read (see readCommitted).
 func get(ctx context.Context, cli *clientv3.Client, key string) (*keyValue, uint64, error) {
 	resp, err := cli.Get(ctx, key)
 	if err != nil {

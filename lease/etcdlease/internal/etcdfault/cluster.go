@@ -34,6 +34,13 @@ type Config struct {
 	// two busy cores holds elections only when a fault asks for one.
 	// etcd's least lease TTL is 1.5 × ElectionMs.
 	TickMs, ElectionMs uint
+	// SnapshotCount is how many applied entries make a member snapshot
+	// and compact its raft log; SnapshotCatchUpEntries, how many entries
+	// it keeps after the snapshot for slow followers (one further behind
+	// catches up by installing the snapshot). Zero means etcd's defaults
+	// (10,000 and 5,000); small values make a lagging member install a
+	// snapshot after a few hundred writes.
+	SnapshotCount, SnapshotCatchUpEntries uint64
 	// StartTimeout bounds the start of a member and the first election;
 	// zero means 30s.
 	StartTimeout time.Duration
@@ -142,6 +149,7 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 			PeerURL: c.peers[i].url(), ClientURL: c.clients[i].url(),
 			InitialCluster: strings.Join(initial, ","), Token: "etcdfault",
 			TickMs: cfg.TickMs, ElectionMs: cfg.ElectionMs,
+			SnapshotCount: cfg.SnapshotCount, SnapshotCatchUpEntries: cfg.SnapshotCatchUpEntries,
 		})
 		if err := c.start(i); err != nil {
 			return nil, err
