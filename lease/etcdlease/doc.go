@@ -21,9 +21,11 @@
 // an outage of the whole cluster:
 //
 //   - No two holders at once. A promise is extended only on a quorum's
-//     word: a keep-alive answer counts once a linearizable read sent after
-//     it is answered in the same raft term (a stale leader can answer a
-//     keep-alive from its own lessor, but cannot serve that read).
+//     word: a keep-alive answer counts once a read sent after it, in a
+//     transaction raft commits (it writes nothing), is answered in the same
+//     raft term (a stale leader can answer a keep-alive from its own
+//     lessor, but cannot commit; a plain read's term may be stale on a
+//     member that just installed a snapshot).
 //   - An outage is never "not the leader". A term ends only when etcd says
 //     so — a linearizable read finds its key gone or created again, or a
 //     SessionStore's session lease is not found, confirmed in the same raft
@@ -33,6 +35,21 @@
 //     could reach etcd; while etcd cannot be reached every Extend is
 //     ambiguous, and when etcd answers again the term goes on with the same
 //     token if the key is still its own.
+//
+// A renewal that etcd confirmed is not always safe to build on: a raft
+// leader deposed with revokes of expired leases still queued forwards them
+// to the next leader, which commits them, whatever happened to the lease
+// meanwhile. So an etcd lease is resumed only by a keep-alive confirmed in
+// the raft term it was last confirmed in, within its TTL of that; after a
+// leader change or a longer outage the key first moves to a fresh etcd
+// lease (a SessionStore: a new session), guarded by its token, and only
+// then is anything promised.
+//
+// The promises rest on assumptions, listed in the README with what happens
+// outside each: clock rates that differ by less than the bound
+// lease.Config.Margin sets (the figure is in package lease's doc); no
+// suspend of the holder's host; no gRPC proxy between client and etcd; nobody else revoking the etcd leases
+// or deleting the keys; the tracker and the store on one clock.
 //
 // The mapping onto etcd: Claim grants an etcd lease of the requested
 // duration rounded up to whole seconds and, in one transaction, puts the
@@ -60,7 +77,7 @@
 // number of leases), SessionStore puts every key of a process on one etcd
 // lease, its session, kept alive by one stream, and answers Extend without
 // a call to etcd (traffic flat in the number of leases: one keep-alive
-// and its confirming read every TTL/3; a crashed process's leases are free
+// and its confirming committed read every TTL/3; a crashed process's leases are free
 // after the session's TTL). Pick SessionStore
 // for a controller that leads hundreds or thousands of applications:
 //
@@ -99,7 +116,8 @@
 // sent — ErrOverCapacity among them — and ambiguous) and the calls in
 // flight, as every store does. WithLogger logs transitions only: a
 // SessionStore's session granted, unconfirmed (an outage begins),
-// confirmed again (with how long it was not), lost and re-created; calls
+// confirmed again (with how long it was not), retired, lost and
+// re-created; calls
 // refused over capacity, and the keys a SessionStore deleted itself
 // (orphans, abandoned terms), as counts per interval — never a line per
 // call. The repository README's catalogue lists the records and their keys.

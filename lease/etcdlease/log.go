@@ -22,6 +22,7 @@ const (
 	msgSessionGranted     = "etcd session granted"
 	msgSessionRecreated   = "etcd session re-created"
 	msgSessionLost        = "etcd session lost"
+	msgSessionRetired     = "etcd session retired"
 	msgSessionUnconfirmed = "etcd session unconfirmed"
 	msgSessionConfirmed   = "etcd session confirmed again"
 	msgKeysDeleted        = "etcd lease keys deleted by the store"

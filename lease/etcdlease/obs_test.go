@@ -144,36 +144,33 @@ func TestOverCapacityIsCountedNotSentAndLoggedAsACount(t *testing.T) {
 }
 
 // A SessionStore logs each transition of its session once, and nothing
-// per call: granted; unconfirmed when etcd stops (however many keep-alives
-// then fail); confirmed again when it is back, with how long it was not;
+// per call: granted; unconfirmed when etcd cannot be reached (however many
+// keep-alives then fail); confirmed again when it can, in the same raft
+// term, with how long it was not; retired when a keep-alive is confirmed in
+// another raft term (etcd restarted), its term moving to a new session;
 // lost when etcd no longer has the lease; re-created by the next claim. A
 // tracker renews throughout, and adds no record of the store's.
 func TestSessionStoreLogsEachSessionTransitionOnce(t *testing.T) {
 	etcd := etcdtest.Start(t)
 	toEtcd, cli := proxiedClient(t, etcd)
 	logs := logtest.New()
-	const d = 500 * time.Millisecond
-	s := newSessionStore(t, cli, "/sessionlog/", 3*2*d, etcdlease.WithLogger(logs.Logger())) // a keep-alive every second
+	const d = time.Second
+	s := newSessionStore(t, cli, "/sessionlog/", 3*2*d, etcdlease.WithLogger(logs.Logger())) // a keep-alive every 2s
 	tr := newTracker(t, lease.Config{Store: s, Name: "singular", Holder: "c0", Duration: d, LateTimer: slowTimer, CallTimeout: d / 2})
-	nextStatus(t, tr, 10*time.Second, isHeld, isNotHeld, "the claim")
+	held := nextStatus(t, tr, 10*time.Second, isHeld, isNotHeld, "the claim")
 	granted := logs.WaitMessage(t, "etcd session granted", 1)[0]
 	require.Equal(t, slog.LevelInfo, granted.Level)
 	require.Equal(t, "/sessionlog/", granted.Str("prefix"))
-	require.Equal(t, (3 * time.Second).String(), granted.Str("ttl"))
-	id, err := strconv.ParseInt(granted.Str("session"), 16, 64)
-	require.NoError(t, err, "the session's etcd lease, in hex")
+	require.Equal(t, (6 * time.Second).String(), granted.Str("ttl"))
 
-	// etcd stops (raft first, so no lease expires meanwhile; the proxy cut
-	// so that its open streams end at once) and restarts on its data.
-	etcd.Etcd().Server.HardStop()
+	// The client is cut off from etcd until a keep-alive fails, then
+	// reaches it again, well within the session's TTL.
 	toEtcd.cut()
-	etcd.Stop()
 	down := logs.WaitMessage(t, "etcd session unconfirmed", 1)[0]
 	require.Equal(t, slog.LevelWarn, down.Level)
 	require.NotEmpty(t, down.Str("err"))
 	require.NotEmpty(t, down.Str("until"))
 	require.Equal(t, granted.Str("session"), down.Str("session"))
-	require.NoError(t, etcd.Restart())
 	toEtcd.reopen(t)
 	up := logs.WaitMessage(t, "etcd session confirmed again", 1)[0]
 	require.Equal(t, slog.LevelInfo, up.Level)
@@ -181,7 +178,26 @@ func TestSessionStoreLogsEachSessionTransitionOnce(t *testing.T) {
 	require.NoError(t, err)
 	require.Positive(t, unconfirmed)
 	require.Len(t, logs.Matching("etcd session unconfirmed"), 1, "once per outage, not per failed keep-alive")
-	nextStatus(t, tr, 10*time.Second, isHeld, isNotHeld, "the same term after the outage")
+
+	// etcd stops (raft first, so no lease expires meanwhile; the proxy cut
+	// so that its open streams end at once) and restarts on its data, in a
+	// new raft term: the session retires, and the term moves to a new one.
+	etcd.Etcd().Server.HardStop()
+	toEtcd.cut()
+	etcd.Stop()
+	logs.WaitMessage(t, "etcd session unconfirmed", 2)
+	require.NoError(t, etcd.Restart())
+	toEtcd.reopen(t)
+	retired := logs.WaitMessage(t, "etcd session retired", 1)[0]
+	require.Equal(t, slog.LevelInfo, retired.Level)
+	require.Equal(t, granted.Str("session"), retired.Str("session"))
+	require.Equal(t, "1", retired.Str("terms"))
+	second := logs.WaitMessage(t, "etcd session granted", 2)[1]
+	require.NotEqual(t, granted.Str("session"), second.Str("session"))
+	after := nextStatus(t, tr, 10*time.Second, isHeld, isNotHeld, "the same term after the outage")
+	require.Equal(t, held.Token, after.Token, "the same term, on the new session")
+	id, err := strconv.ParseInt(second.Str("session"), 16, 64)
+	require.NoError(t, err, "the session's etcd lease, in hex")
 
 	// etcd drops the session's lease (as it would after an outage longer
 	// than its TTL).
@@ -189,11 +205,11 @@ func TestSessionStoreLogsEachSessionTransitionOnce(t *testing.T) {
 	require.NoError(t, err)
 	lost := logs.WaitMessage(t, "etcd session lost", 1)[0]
 	require.Equal(t, slog.LevelWarn, lost.Level)
-	require.Equal(t, granted.Str("session"), lost.Str("session"))
+	require.Equal(t, second.Str("session"), lost.Str("session"))
 	// The tracker claims again, on a new session.
 	again := logs.WaitMessage(t, "etcd session re-created", 1)[0]
-	require.Equal(t, granted.Str("session"), again.Str("lost"))
-	require.NotEqual(t, granted.Str("session"), again.Str("session"))
+	require.Equal(t, second.Str("session"), again.Str("lost"))
+	require.NotEqual(t, second.Str("session"), again.Str("session"))
 	nextStatus(t, tr, 10*time.Second, isHeld, nil, "the claim on the new session")
 
 	var msgs []string
@@ -201,6 +217,7 @@ func TestSessionStoreLogsEachSessionTransitionOnce(t *testing.T) {
 		msgs = append(msgs, r.Message)
 	}
 	require.Equal(t, []string{"etcd session granted", "etcd session unconfirmed", "etcd session confirmed again",
+		"etcd session unconfirmed", "etcd session retired", "etcd session granted",
 		"etcd session lost", "etcd session re-created"}, msgs, "transitions only")
 	require.NotZero(t, s.StoreReport().Extend.OK, "the tracker renewed")
 }

@@ -22,8 +22,10 @@ type options struct {
 const DefaultMaxInFlight = 64
 
 // WithClock times the store's own waits (its watch retries; a
-// SessionStore's keep-alives, grants and expiries) on clk. Nil, the
-// default, means clock.WallClock. etcd's TTLs always run on etcd's clock.
+// SessionStore's keep-alives, grants and expiries) and dates its etcd
+// leases' confirmed renewals on clk. Nil, the default, means
+// clock.WallClock. etcd's TTLs always run on etcd's clock; give the store
+// the tracker's clock.
 func WithClock(clk clock.Clock) Option {
 	return func(o *options) { o.clock = clk }
 }

@@ -22,15 +22,25 @@ import (
 //
 // Its invariant: until is a promise made by a quorum. It is set by the
 // grant (a raft proposal, committed by a quorum) and moved — only later —
-// by a keep-alive whose answer a linearizable read, sent after it, has
-// confirmed in the same raft term (confirmedInTerm). A keep-alive answer
-// alone never moves it: a raft leader cut off from its peers answers
-// keep-alives of a lease the majority may have expired.
+// by a keep-alive whose answer a committed read (readCommitted), sent
+// after it, has
+// confirmed in the same raft term (confirmedInTerm), and confirmed in the
+// raft term of the grant, less than a TTL after the last confirmed one
+// (leaseLife.resumable). A keep-alive answer alone never moves it: a raft
+// leader cut off from its peers answers keep-alives of a lease the
+// majority may have expired. One confirmed in another term, or after a
+// TTL without one, retires the session: some deposed leader may still
+// have a revoke of it in flight (issue 24, H1), so it backs no promise
+// again, and the store moves its keys onto a new session, each in a
+// transaction guarded by its token, before granting them anything more.
 type session struct {
 	id clientv3.LeaseID
 
-	mu  sync.Mutex
-	ttl time.Duration // as etcd granted or last renewed it
+	mu sync.Mutex
+	// life is the raft term of the grant, and the send time and TTL of
+	// the grant or of the latest confirmed keep-alive.
+	life leaseLife
+	ttl  time.Duration // as etcd granted or last renewed it
 	// until is when etcd's promise ends at the earliest: the send time of
 	// the latest confirmed keep-alive (or of the grant) plus the TTL.
 	until time.Time
@@ -44,6 +54,7 @@ type session struct {
 	// store has been able to reach etcd since.
 	reachable time.Time
 	lost      bool // etcd said the lease is gone, confirmed in the same raft term
+	retired   bool // a keep-alive was confirmed that must not be resumed: see session
 }
 
 // promise is a snapshot of a session's state, for the term table.
@@ -73,9 +84,10 @@ func (p promise) unconfirmed() error {
 	return fmt.Errorf("no session keep-alive confirmed since %v", p.until.Add(-p.ttl))
 }
 
-// newSession is the session etcd granted as id for ttl, asked at sent.
-func newSession(id clientv3.LeaseID, ttl time.Duration, sent time.Time) *session {
-	return &session{id: id, ttl: ttl, until: sent.Add(ttl)}
+// newSession is the session etcd granted as id for ttl, asked at sent and
+// answered in raft term term.
+func newSession(id clientv3.LeaseID, ttl time.Duration, sent time.Time, term uint64) *session {
+	return &session{id: id, ttl: ttl, until: sent.Add(ttl), life: leaseLife{term: term, confirmed: sent, ttl: ttl}}
 }
 
 func (sess *session) promise() promise {
@@ -105,8 +117,23 @@ func (sess *session) renewed(sent, now time.Time, ttl time.Duration) (unconfirme
 	if until := sent.Add(ttl); until.After(sess.until) {
 		sess.until = until
 	}
-	sess.ttl, sess.err = ttl, nil
+	if sent.After(sess.life.confirmed) {
+		sess.life.confirmed = sent
+	}
+	sess.ttl, sess.life.ttl, sess.err = ttl, ttl, nil
 	return unconfirmed, again
+}
+
+// resumable says whether a keep-alive sent at sent and confirmed in raft
+// term kaTerm may renew the promise (see leaseLife.resumable); when not,
+// the session is retired for good.
+func (sess *session) resumable(kaTerm uint64, sent time.Time) bool {
+	sess.mu.Lock()
+	defer sess.mu.Unlock()
+	if !sess.retired && !sess.life.resumable(kaTerm, sent) {
+		sess.retired = true
+	}
+	return !sess.retired
 }
 
 // failed records that a keep-alive was not confirmed at now, for err; it
@@ -148,12 +175,13 @@ func keepAliveTimeout(ttl time.Duration) time.Duration {
 }
 
 // run keeps the session alive on one stream, one keep-alive every TTL/3,
-// each confirmed by a linearizable read of confirmKey, until etcd says the
-// lease is gone, confirmed in the same raft term (then it calls lost), or
+// each confirmed by a committed read of confirmKey, until etcd says the
+// lease is gone, confirmed in the same raft term (then it calls lost), a
+// confirmed keep-alive must not be resumed (then it calls retired), or
 // ctx ends. A failure marks the session unconfirmed, and the stream is
 // reopened after a backoff. It logs to log when the session becomes
 // unconfirmed and when it is confirmed again, not at each failed retry.
-func (sess *session) run(ctx context.Context, cli *clientv3.Client, clk clock.Clock, confirmKey string, log storeLog, lost func()) {
+func (sess *session) run(ctx context.Context, cli *clientv3.Client, clk clock.Clock, confirmKey string, log storeLog, lost, retired func()) {
 	p := sess.promise()
 	ttl := p.ttl
 	next := p.until.Add(-ttl + ttl/keepAliveEvery)
@@ -169,7 +197,7 @@ func (sess *session) run(ctx context.Context, cli *clientv3.Client, clk clock.Cl
 		renewed, err := ka.roundTrip(sess.id, keepAliveTimeout(ttl))
 		switch {
 		case err == nil:
-			// One linearizable read per keep-alive, whatever the
+			// One committed read per keep-alive, whatever the
 			// number of keys: see confirmedInTerm. It confirms a "no
 			// such lease" (TTL 0) as well as a renewal: a stale leader
 			// says that of a lease the majority granted after it was
@@ -195,6 +223,11 @@ func (sess *session) run(ctx context.Context, cli *clientv3.Client, clk clock.Cl
 					slog.Time("until", sess.promise().until), slog.Any("err", err))
 			}
 			next = clk.Now().Add(retry.Next())
+		case !sess.resumable(ka.term, sent):
+			// Renewed, but some deposed leader may still revoke it:
+			// its keys move to a new session (see session).
+			retired()
+			return
 		default:
 			retry.Reset()
 			ttl = renewed
@@ -207,16 +240,20 @@ func (sess *session) run(ctx context.Context, cli *clientv3.Client, clk clock.Cl
 	}
 }
 
-// confirm sends the linearizable read of key that confirms a keep-alive
-// answered in raft term kaTerm (see confirmedInTerm), within timeout.
+// confirm sends the committed read of key (readCommitted) that confirms a
+// keep-alive answered in raft term kaTerm (see confirmedInTerm), within
+// timeout. A keep-alive's "no such lease" is confirmed alike: a stale
+// leader says it of a session granted after it was cut off, and a member
+// that just installed a snapshot could otherwise answer a plain read in
+// that stale leader's term (issue 24, H3).
 func confirm(ctx context.Context, cli *clientv3.Client, clk clock.Clock, key string, kaTerm uint64, timeout time.Duration) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	timer := clk.AfterFunc(timeout, cancel)
 	defer timer.Stop()
-	_, readTerm, err := get(ctx, cli, key)
+	_, readTerm, err := readCommitted(ctx, cli, key)
 	if err != nil {
-		return fmt.Errorf("keep-alive not confirmed by a linearizable read: %w", rpctypes.Error(err))
+		return fmt.Errorf("keep-alive not confirmed by a committed read: %w", rpctypes.Error(err))
 	}
 	return confirmedInTerm(kaTerm, readTerm)
 }

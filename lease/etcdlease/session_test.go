@@ -466,18 +466,19 @@ func TestSessionStoreBatchLeavesOutGoneCallers(t *testing.T) {
 
 // A keep-alive answer alone never extends the session's promise: a raft
 // leader cut off from its quorum answers keep-alives from its own lessor.
-// Here the client's linearizable reads are cut (a gRPC interceptor fails
-// every Range) while keep-alives still reach etcd and are answered: the
-// store must stop trusting them — every Extend turns ambiguous once the
-// promise confirmed before the cut runs low — and trust them again, same
-// term, once reads pass. Before the confirming read, the answered
+// Here the client's reads are cut (a gRPC interceptor fails every Range
+// and Txn: the confirming read is a committed transaction) while
+// keep-alives still reach etcd and are answered: the store must stop
+// trusting them — every Extend turns ambiguous once the promise confirmed
+// before the cut runs low — and trust them again, same term, once reads
+// pass (on a new session: the cut outlasted the TTL). Before the confirming read, the answered
 // keep-alives alone kept every Extend granted.
 func TestSessionKeepAliveNeedsItsConfirmingRead(t *testing.T) {
 	m := etcdtest.Start(t)
 	var cutReads atomic.Bool
 	cli := newClientWith(t, []grpc.DialOption{grpc.WithChainUnaryInterceptor(
 		func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-			if cutReads.Load() && method == "/etcdserverpb.KV/Range" {
+			if cutReads.Load() && (method == "/etcdserverpb.KV/Range" || method == "/etcdserverpb.KV/Txn") {
 				return status.Error(codes.Unavailable, "test: reads cut")
 			}
 			return invoker(ctx, method, req, reply, cc, opts...)

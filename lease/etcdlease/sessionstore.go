@@ -29,10 +29,10 @@ import (
 // latest confirmed keep-alive + TTL − now), so a grant never reaches past
 // what etcd promised, and it knows the key still carries the term's token
 // from a watch of the prefix. A keep-alive counts as confirmed only once a
-// linearizable read sent after its answer is answered in the same raft
-// term, so a raft leader cut off from its quorum cannot extend a promise.
-// Steady-state traffic is therefore one keep-alive message and one read
-// every TTL/3 whatever the number of leases.
+// read sent after its answer, committed through raft, is answered in the
+// same raft term, so a raft leader cut off from its quorum cannot extend
+// a promise. Steady-state traffic is therefore one keep-alive message and
+// one committed read every TTL/3 whatever the number of leases.
 //
 // A term ends only when etcd says so — its key deleted or created again
 // (as the watch sees), its session lost — or when it is revoked, or when
@@ -86,6 +86,11 @@ type SessionStore struct {
 	terms    termTable
 	closeErr error
 	lastLost clientv3.LeaseID // the session lost last, if any: the next grant re-creates it
+	// retired are the sessions retired (see session), by when: an
+	// Extend of a live term on one moves its key to the current session.
+	// An entry is dropped once the session's etcd lease has surely
+	// expired (retiredFor), taking the keys not moved with it.
+	retired map[clientv3.LeaseID]time.Time
 }
 
 // expireEvery is how often the store looks for abandoned terms.
@@ -126,7 +131,7 @@ func NewSessionStore(cli *clientv3.Client, prefix string, ttl time.Duration, opt
 	log := newStoreLog(o, prefix)
 	s := &SessionStore{
 		cli: cli, prefix: prefix, ttl: ttlFor(ttl), opts: o, slots: newSlots(o.maxInFlight, log.overCapacity), log: log,
-		ctx: ctx, cancel: cancel, terms: newTermTable(),
+		ctx: ctx, cancel: cancel, terms: newTermTable(), retired: make(map[clientv3.LeaseID]time.Time),
 	}
 	s.claims.store = s
 	return s, nil
@@ -274,6 +279,9 @@ func (s *SessionStore) extend(ctx context.Context, g lease.Grant, d time.Duratio
 	}
 	t := s.terms.terms[g.Name]
 	switch {
+	case t != nil && t.token == g.Token && t.state == termLive && s.isRetiredLocked(t.sess):
+		s.mu.Unlock()
+		return s.move(ctx, g, d, t)
 	case t != nil && t.token == g.Token:
 		granted, err := s.terms.extend(t, g, d, now, s.sess.promise())
 		s.mu.Unlock()
@@ -360,6 +368,75 @@ func (s *SessionStore) adopt(ctx context.Context, g lease.Grant, d time.Duration
 	}
 	g.Duration = granted
 	return g, nil
+}
+
+// move extends the live term t of g, whose session was retired, by moving
+// its key onto the current session (granting one if there is none) in a
+// transaction guarded by its token and by the retired session: the
+// retired session's etcd lease may yet be revoked by a deposed leader (see
+// session), and a key moved off it is not deleted by that revoke. If the
+// revoke (or anything else) took the key first, the transaction finds it
+// gone and the term is over; no promise stands then, since none was made
+// on the retired session after its last confirmed keep-alive plus its TTL,
+// before which no leader finds it expired.
+func (s *SessionStore) move(ctx context.Context, g lease.Grant, d time.Duration, t *term) (lease.Grant, error) {
+	fail := func(err error) (lease.Grant, error) {
+		return lease.Grant{}, &OpError{Op: "extend", Name: g.Name, Holder: g.Holder, Token: g.Token, Err: err}
+	}
+	if err := s.slots.acquire(ctx); err != nil {
+		return lease.Grant{}, notSent("extend", g.Name, g.Holder, g.Token, err)
+	}
+	defer s.slots.release()
+	s.mu.Lock()
+	old := t.sess
+	s.mu.Unlock()
+	sess, err := s.session(ctx)
+	if err != nil {
+		return fail(err)
+	}
+	start := s.opts.clock.Now()
+	key := s.Key(g.Name)
+	resp, err := s.cli.Txn(ctx).
+		If(clientv3.Compare(clientv3.CreateRevision(key), "=", int64(g.Token)),
+			clientv3.Compare(clientv3.LeaseValue(key), "=", old)).
+		Then(clientv3.OpPut(key, "", clientv3.WithIgnoreValue(), clientv3.WithLease(sess.id))).
+		Else(clientv3.OpGet(key)).
+		Commit()
+	if err != nil {
+		return fail(err)
+	}
+	if !resp.Succeeded {
+		kv := elseKV(resp)
+		if kv == nil || uint64(kv.CreateRevision) != g.Token {
+			s.endTerm(g.Name, g.Token, termOver)
+			return lease.Grant{}, notHeld("extend", g, kv)
+		}
+		if kv.Lease != int64(sess.id) {
+			return fail(fmt.Errorf("key %q moved to etcd lease %x concurrently", key, kv.Lease))
+		}
+		// Moved already, by an Extend whose answer was lost.
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.terms.terms[g.Name] != t || t.state != termLive || t.sess != old {
+		return fail(fmt.Errorf("the term of %q changed while its key was moved onto a new session", g.Name))
+	}
+	granted, err := s.terms.moved(g.Name, t, sess.promise(), start, d)
+	if err != nil {
+		if !errors.Is(err, lease.ErrNotHeld) {
+			err = &OpError{Op: "extend", Name: g.Name, Holder: g.Holder, Token: g.Token, Err: err}
+		}
+		return lease.Grant{}, err
+	}
+	g.Duration = granted
+	return g, nil
+}
+
+// isRetiredLocked says whether the session id was retired. Called with
+// s.mu held.
+func (s *SessionStore) isRetiredLocked(id clientv3.LeaseID) bool {
+	_, ok := s.retired[id]
+	return ok
 }
 
 // Revoke ends the term g at once: it deletes the key in a transaction
@@ -558,7 +635,7 @@ func (s *SessionStore) grant(ctx context.Context) (*session, error) {
 		// expires by itself.
 		return nil, err
 	}
-	sess := newSession(resp.ID, time.Duration(resp.TTL)*time.Second, sent)
+	sess := newSession(resp.ID, time.Duration(resp.TTL)*time.Second, sent, resp.ResponseHeader.GetRaftTerm())
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -586,9 +663,10 @@ func (s *SessionStore) startSessionLocked(sess *session, rev int64) {
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
-		// Any key will do for the confirming read; the prefix itself is
+		// Any key will do for the confirming read (it writes nothing;
+		// see readCommitted); the prefix itself is
 		// one nobody writes.
-		sess.run(s.ctx, s.cli, s.opts.clock, s.prefix, s.log, func() { s.sessionLost(sess) })
+		sess.run(s.ctx, s.cli, s.opts.clock, s.prefix, s.log, func() { s.sessionLost(sess) }, func() { s.sessionRetired(sess) })
 	}()
 	if !s.watching {
 		// Every key of this and later sessions is created after the
@@ -616,6 +694,24 @@ func (s *SessionStore) sessionLost(sess *session) {
 	s.log.log(slog.LevelWarn, msgSessionLost, sessionAttr(sess.id), slog.Int("terms", s.terms.sessionLost(sess.id)))
 	s.mu.Unlock()
 }
+
+// sessionRetired records that sess retired (see session): later claims
+// get a new session, and the live terms on it move there as they are
+// extended.
+func (s *SessionStore) sessionRetired(sess *session) {
+	now := s.opts.clock.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.sess == sess {
+		s.sess = nil
+	}
+	s.retired[sess.id] = now
+	s.log.log(slog.LevelInfo, msgSessionRetired, sessionAttr(sess.id), slog.Int("terms", s.terms.live(sess.id)))
+}
+
+// retiredFor is how long a retired session is remembered: its etcd lease,
+// no longer kept alive, has expired by then, with every key not moved.
+func retiredFor(ttl time.Duration) time.Duration { return 2 * ttl }
 
 // observe gives the watched events to the term table.
 func (s *SessionStore) observe(evs []*clientv3.Event) bool {
@@ -657,6 +753,11 @@ func (s *SessionStore) expireTerms() {
 		now := s.opts.clock.Now()
 		s.mu.Lock()
 		due := s.terms.expired(now, s.sess.promise())
+		for id, at := range s.retired {
+			if now.Sub(at) > retiredFor(time.Duration(s.ttl)*time.Second) {
+				delete(s.retired, id)
+			}
+		}
 		s.mu.Unlock()
 		for _, x := range due {
 			s.deleteExpired(x)

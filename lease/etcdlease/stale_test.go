@@ -132,8 +132,9 @@ func retryStale(t *testing.T, try func(t *testing.T) (reproduced bool)) {
 // A stale raft leader answers "no such lease" for an etcd lease the
 // majority granted while it was cut off. Neither store takes that as the
 // end of a live term: the Store reads the key still on that lease and says
-// the keep-alive is unconfirmed; the SessionStore finds the answer not
-// confirmed in the same raft term and keeps its session.
+// the keep-alive is unconfirmed (and Holder, told TTL -1 by it, that it
+// cannot tell, not that nobody holds the lease); the SessionStore finds
+// the answer not confirmed in the same raft term and keeps its session.
 func TestStaleLeaderNotFoundEndsNoTerm(t *testing.T) {
 	retryStale(t, func(t *testing.T) bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -203,7 +204,7 @@ func TestStaleLeaderNotFoundEndsNoTerm(t *testing.T) {
 			}
 		}()
 		r.resumeStale(ctx, t)
-		storeStale := false
+		storeStale, holderStale := false, false
 		for end := time.Now().Add(3 * time.Second); time.Now().Before(end); {
 			cctx, ccancel := context.WithTimeout(ctx, 300*time.Millisecond)
 			_, err := sMix.Extend(cctx, g, 20*time.Second)
@@ -213,6 +214,16 @@ func TestStaleLeaderNotFoundEndsNoTerm(t *testing.T) {
 				require.ErrorIs(t, err, etcdlease.ErrUnconfirmed)
 			}
 			require.NotErrorIs(t, err, lease.ErrNotHeld, "Store.Extend ended a live term on a stale leader's word")
+			// Holder asks the stale leader the TTL (-1: it never had
+			// the lease) and reads the key at the majority.
+			cctx, ccancel = context.WithTimeout(ctx, 300*time.Millisecond)
+			_, err = sMix.Holder(cctx, "x")
+			ccancel()
+			if errors.Is(err, etcdlease.ErrNotFoundKeyOnLease) {
+				holderStale = true
+				require.ErrorIs(t, err, etcdlease.ErrUnconfirmed)
+			}
+			require.NotErrorIs(t, err, lease.ErrNotHeld, "Store.Holder said nobody holds a live term on a stale leader's word")
 		}
 		pcancel()
 		<-polled
@@ -226,9 +237,9 @@ func TestStaleLeaderNotFoundEndsNoTerm(t *testing.T) {
 		}
 		r.requireLeaseAlive(ctx, t, "/s/x")
 		r.requireLeaseAlive(ctx, t, "/ss/y")
-		t.Logf("stale \"no such lease\" seen by the Store: %v, by the SessionStore: %v", storeStale, sessionStale.Load())
+		t.Logf("stale \"no such lease\" seen by the Store: %v, by its Holder: %v, by the SessionStore: %v", storeStale, holderStale, sessionStale.Load())
 		r.c.HealAll()
-		return storeStale && sessionStale.Load()
+		return storeStale && holderStale && sessionStale.Load()
 	})
 }
 

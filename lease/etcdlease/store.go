@@ -46,10 +46,26 @@ type Store struct {
 	orphans []clientv3.LeaseID
 }
 
-// cachedLease is the etcd lease of the term of name with some token.
+// cachedLease is the etcd lease of the term of name with some token, and
+// what the Store knows of its life: the raft term it was granted or last
+// renewed in, as confirmed (see confirmedInTerm), and the send time of
+// that grant or renewal, on the Store's clock, for a TTL of ttl. Extend
+// resumes the etcd lease only while both still hold (see resumable).
 type cachedLease struct {
 	name string
 	id   clientv3.LeaseID
+	leaseLife
+}
+
+// leaseLife is what a store knows of the life of one of its etcd leases:
+// the raft term it was granted or last renewed in, as confirmed (see
+// confirmedInTerm), the send time of that grant or renewal on the store's
+// clock, and its TTL. A keep-alive of the lease may back a promise only
+// while resumable says so.
+type leaseLife struct {
+	term      uint64
+	confirmed time.Time
+	ttl       time.Duration
 }
 
 const (
@@ -156,6 +172,7 @@ func (s *Store) claim(ctx context.Context, name, holder string, d time.Duration)
 		return lease.Grant{}, &OpError{Op: "claim", Name: name, Holder: holder, Err: err}
 	}
 
+	sent := s.opts.clock.Now()
 	gr, err := s.cli.Grant(ctx, ttlFor(d))
 	if err != nil {
 		// A lease granted without our hearing it has no keys and expires
@@ -184,13 +201,15 @@ func (s *Store) claim(ctx context.Context, name, holder string, d time.Duration)
 	}
 	// The transaction made exactly one revision: the key's create revision.
 	token := uint64(resp.Header.Revision)
-	s.remember(name, token, gr.ID)
-	return lease.Grant{Name: name, Holder: holder, Token: token, Duration: time.Duration(gr.TTL) * time.Second}, nil
+	ttl := time.Duration(gr.TTL) * time.Second
+	s.remember(name, token, cachedLease{id: gr.ID, leaseLife: leaseLife{term: gr.ResponseHeader.GetRaftTerm(), confirmed: sent, ttl: ttl}})
+	return lease.Grant{Name: name, Holder: holder, Token: token, Duration: ttl}, nil
 }
 
 // Extend keeps the term g alive: one keep-alive of its etcd lease, then a
-// linearizable read confirming the key still carries g.Token, answered in
-// the same raft term as the keep-alive (see confirmedInTerm). etcd renews a
+// committed read (readCommitted) confirming the key still carries
+// g.Token, answered in the same raft term as the keep-alive (see
+// confirmedInTerm). etcd renews a
 // lease for the TTL it was granted with, so the returned Duration is that
 // TTL, which may exceed d; when d is longer than that TTL, Extend moves the
 // key to a fresh etcd lease of ceil(d) seconds in a transaction guarded by
@@ -221,7 +240,8 @@ func (s *Store) extend(ctx context.Context, g lease.Grant, d time.Duration) (lea
 	}
 	key := s.Key(g.Name)
 
-	id, ok := s.cached(g.Name, g.Token)
+	known, ok := s.cached(g.Name, g.Token)
+	id := known.id
 	if !ok {
 		// Not granted by this Store (or forgotten): the key says which
 		// etcd lease carries the term, if the term is still alive.
@@ -237,6 +257,7 @@ func (s *Store) extend(ctx context.Context, g lease.Grant, d time.Duration) (lea
 
 	want := ttlFor(d)
 	for attempt := 0; ; attempt++ {
+		sent := s.opts.clock.Now()
 		ka, kaErr := s.cli.KeepAliveOnce(ctx, id)
 		if kaErr != nil && !errors.Is(kaErr, rpctypes.ErrLeaseNotFound) {
 			return fail(kaErr)
@@ -246,7 +267,7 @@ func (s *Store) extend(ctx context.Context, g lease.Grant, d time.Duration) (lea
 		// the etcd lease is gone, the read tells whether the term went
 		// with it (etcd deletes a lease's keys as it ends it) or had
 		// moved to another etcd lease first.
-		kv, readTerm, err := get(ctx, s.cli, key)
+		kv, readTerm, err := readCommitted(ctx, s.cli, key)
 		if err != nil {
 			return fail(err)
 		}
@@ -260,6 +281,9 @@ func (s *Store) extend(ctx context.Context, g lease.Grant, d time.Duration) (lea
 				return fail(fmt.Errorf("key %q moved between etcd leases %x and %x", key, id, got))
 			}
 			id = got
+			if known, ok = s.cached(g.Name, g.Token); ok && known.id != id {
+				ok = false
+			}
 			continue
 		}
 		if kaErr != nil {
@@ -272,28 +296,96 @@ func (s *Store) extend(ctx context.Context, g lease.Grant, d time.Duration) (lea
 			// lease (granted by the majority after it was cut off).
 			return fail(errNotFoundKeyOnLease)
 		}
-		if err := confirmedInTerm(ka.ResponseHeader.GetRaftTerm(), readTerm); err != nil {
+		kaTerm := ka.ResponseHeader.GetRaftTerm()
+		if err := confirmedInTerm(kaTerm, readTerm); err != nil {
 			return fail(err)
 		}
-		if ka.TTL < want {
+		if !ok || !known.resumable(kaTerm, sent) || ka.TTL < want {
+			// The renewal is real, but promises nothing: some old
+			// leader may still revoke this etcd lease (or it is too
+			// short). The term moves to a fresh one first.
 			return s.relet(ctx, g, id, want)
 		}
-		s.remember(g.Name, g.Token, id)
-		g.Duration = time.Duration(ka.TTL) * time.Second
+		ttl := time.Duration(ka.TTL) * time.Second
+		s.remember(g.Name, g.Token, cachedLease{id: id, leaseLife: leaseLife{term: kaTerm, confirmed: sent, ttl: ttl}})
+		g.Duration = ttl
 		return g, nil
 	}
 }
 
-// errNotFoundKeyOnLease is the cause when a keep-alive said the etcd lease
-// is gone but the key was read still on it: a stale member's answer.
-var errNotFoundKeyOnLease = errors.New("keep-alive not confirmed: a member said the lease is gone but the key is still on it")
+// resumable says whether a keep-alive of the etcd lease, sent at sent
+// and confirmed in raft term kaTerm, may back a promise: the lease was
+// last confirmed in that same raft term, and less than its TTL before
+// (less a tenth, for clock rates) — so no raft leader, present or
+// deposed, can have found it expired and have a revoke of it in flight.
+// Otherwise the caller moves the key to a fresh etcd lease (relet) before
+// promising anything; that costs a grant and a transaction, once per
+// term after a leader change or an outage longer than the TTL.
+//
+// Why (issue 24, H1; etcd's server.go revokeExpiredLeases, lessor.go).
+// An etcd lease is revoked by expiry only when the lessor of a member
+// that believes it leads (a "primary" lessor) finds it expired on its own
+// clock: its last renewal there, or its promotion there, plus the TTL.
+// The server checks leadership once for the whole batch of expired
+// leases, and not at all while the member's raft still ticks; it then
+// proposes their revokes, at most 16 in flight, each waiting up to the
+// request timeout (5s + 2 × the election timeout). A leader isolated
+// just as it found a batch expired proposes the first 16 in its own term,
+// where they die with it; the rest wait for a slot, then — the member
+// now a follower — for a leader, are forwarded to whichever it hears of
+// next, and commit in that leader's term, whatever happened to the lease
+// there meanwhile (etcd-io/etcd#15247's unfixed half). The new leader
+// promoted the lease on election, so a holder cut off past the TTL that
+// comes back has its keep-alive answered and confirmed in the new term —
+// and its key deleted seconds later by the old leader's revoke.
+//
+// What the two conditions exclude. A revoke of l is proposed by a member
+// M whose primary lessor had l expired: M led in some raft term T_M.
+//
+//   - T_M = known.term, the keep-alive's term. M renewed l at or after
+//     known.confirmed (or promoted it after), so it finds l expired no
+//     sooner than a TTL after that; the keep-alive, sent before, and
+//     answered with a TTL by M itself, renewed it first (M answers a
+//     renewal of an expired lease only once its revoke is done, with
+//     "no such lease"), so M keeps l until sent plus the TTL.
+//   - T_M > known.term, the keep-alive's term too (else l is not
+//     resumed): M was elected by a quorum after the read that confirmed
+//     this keep-alive, so it promoted l after the keep-alive renewed it,
+//     and finds it expired no sooner than sent plus the TTL.
+//   - T_M < known.term: M was deposed before l was last confirmed; its
+//     queued revokes may commit at any later time. l was then last
+//     confirmed in a later term than any term M led; and l was granted
+//     (or relet) in — and only ever confirmed in — that one term, so a
+//     member that led before it never had l at all. The only exception:
+//     a raft election between the grant's commit and its answer (the
+//     grant's header then names the later term): a leader deposed in that
+//     gap has l with an expiry of the grant's time plus the TTL, and its
+//     queued revoke could land while a later promise stands.
+//
+// Since a keep-alive that changes the term is never resumed, every
+// promise on l comes from keep-alives confirmed in l's own term, whose
+// leaders all keep l until the keep-alive's send time plus the TTL. The
+// revoke a deposed leader queued for l finds, when it commits, either no
+// key on l (moved: the revoke deletes nothing) or the key still on it
+// (then the relet's transaction, guarded by the token and by l, fails,
+// and the term is over — with no promise standing, as the last one was
+// made before l was last confirmed plus the TTL, the earliest M found l
+// expired).
+func (l leaseLife) resumable(kaTerm uint64, sent time.Time) bool {
+	return kaTerm == l.term && sent.Before(l.confirmed.Add(l.ttl-l.ttl/10))
+}
+
+// errNotFoundKeyOnLease is the cause when a keep-alive (or a TimeToLive)
+// said the etcd lease is gone but the key was read still on it: a stale
+// member's answer.
+var errNotFoundKeyOnLease = errors.New("not confirmed: a member said the etcd lease is gone but the key is still on it")
 
 // errTermChanged is the cause when a keep-alive and the read that was to
 // confirm it were answered in different raft terms.
 var errTermChanged = errors.New("keep-alive not confirmed: raft term changed before the confirming read")
 
 // confirmedInTerm says whether a keep-alive whose answer's header says
-// raft term kaTerm is confirmed by a linearizable read, sent after that
+// raft term kaTerm is confirmed by a committed read, sent after that
 // answer, whose header says readTerm: nil when they are the same term.
 //
 // Why that confirms it. A keep-alive is not a raft proposal: the member
@@ -312,30 +404,42 @@ var errTermChanged = errors.New("keep-alive not confirmed: raft term changed bef
 //     leader is the answering member itself (whose applied entries are of
 //     its term or earlier) or the leader it forwarded to, of its current
 //     raft term, which is at least the term of any entry it applied.
-//   - readTerm ≥ the term of the leader whose quorum confirmed the read
-//     (ReadIndex: a quorum acknowledged a heartbeat of that leader after
-//     the read arrived): etcd's leader confirms reads only once it has
-//     committed an entry of its own term, and the member answers only
-//     once it has applied up to the read index, so it has applied an entry
-//     of that term.
+//   - readTerm ≥ the term of the leader whose quorum committed the read:
+//     it is a transaction raft must commit (see readCommitted), and the
+//     member answers only once it has applied that entry, which sets its
+//     term to the entry's — the committing leader's. (A plain
+//     linearizable read does not give this: a member that last caught
+//     up by installing a snapshot serves reads confirmed by the current
+//     leader while its header still names the term of the last entry it
+//     applied before the snapshot — etcd's applySnapshot sets neither the
+//     term nor the applied index. With five or more voting members, such
+//     a member and a stale leader can share that old term, and a
+//     keep-alive the stale leader answered passed as confirmed; issue 24,
+//     H2, TestSnapshotFollowersStaleTermConfirmsNothing.)
 //
-// A stale leader cannot gather that quorum, so its reads fail. If kaTerm =
-// readTerm = T, the renewing leader's term is ≥ T and the confirming
-// leader's is ≤ T; a leader of a later term than the confirming one was
-// elected by a quorum that would have refused the confirming heartbeat,
-// which came after the renewal; so both are term T's leader, which still
+// A stale leader cannot commit, so its transactions fail. If kaTerm =
+// readTerm = T, the renewing leader's term is ≥ T and the committing
+// leader's is ≤ T; a leader of a later term than the committing one was
+// elected by a quorum that would have refused to append the entry, which
+// was proposed after the renewal; so both are term T's leader, which still
 // led a quorum after the keep-alive was answered. Its lessor renewed the
 // lease (or said it is gone), and a leader elected later promotes its
 // lessor as it applies the first entry of its term, extending every lease
 // to at least its whole TTL from then (lessor Promote). Either way etcd
 // keeps the lease until at least the keep-alive's send time + TTL (on
-// etcd's clock; clock rates are assumed to agree). One caveat: with lease
-// checkpointing enabled (off by default), a new leader restores the TTL
-// remaining at the latest checkpoint, and a renewal's clearing of it is
-// proposed asynchronously, so a promotion right after a renewal may give
-// the lease less than its TTL. A different term is inconclusive (the
-// renewal may have been a stale leader's), so the keep-alive is left
-// unconfirmed and retried.
+// etcd's clock; clock rates are assumed to agree). Lease checkpointing
+// (off by default) does not change this: a new leader restores the TTL
+// remaining at the latest checkpoint, but a renewal first clears that
+// checkpoint through raft, synchronously — lessor Renew waits for the
+// clear to be applied before it renews and answers — so a leader elected
+// after the answer has applied the clear and restores the whole TTL
+// (unless the clear timed out, after etcd's request timeout: the server
+// ignores that error and renews anyway; the read confirming the renewal
+// in the same term makes that unlikely, not impossible). A
+// different term is inconclusive (the renewal may have been a stale
+// leader's), so the keep-alive is left unconfirmed and retried. (Whether
+// the lease may then be resumed at all is leaseLife.resumable's question:
+// a deposed leader may still revoke it.)
 func confirmedInTerm(kaTerm, readTerm uint64) error {
 	if kaTerm == 0 || kaTerm != readTerm {
 		return fmt.Errorf("%w (keep-alive in term %d, read in term %d)", errTermChanged, kaTerm, readTerm)
@@ -349,6 +453,7 @@ func (s *Store) relet(ctx context.Context, g lease.Grant, old clientv3.LeaseID, 
 	fail := func(err error) (lease.Grant, error) {
 		return lease.Grant{}, &OpError{Op: "extend", Name: g.Name, Holder: g.Holder, Token: g.Token, Err: err}
 	}
+	sent := s.opts.clock.Now()
 	gr, err := s.cli.Grant(ctx, ttl)
 	if err != nil {
 		return fail(err)
@@ -377,8 +482,9 @@ func (s *Store) relet(ctx context.Context, g lease.Grant, old clientv3.LeaseID, 
 	}
 	// The old lease carries no key now; it expires by itself if this fails.
 	s.revokeQuietly(ctx, old)
-	s.remember(g.Name, g.Token, gr.ID)
-	g.Duration = time.Duration(gr.TTL) * time.Second
+	granted := time.Duration(gr.TTL) * time.Second
+	s.remember(g.Name, g.Token, cachedLease{id: gr.ID, leaseLife: leaseLife{term: gr.ResponseHeader.GetRaftTerm(), confirmed: sent, ttl: granted}})
+	g.Duration = granted
 	return g, nil
 }
 
@@ -480,7 +586,17 @@ func readHolder(ctx context.Context, cli *clientv3.Client, key, name string) (le
 		return fail(err)
 	}
 	if ttl.TTL <= 0 {
-		// The lease ended after the read; etcd deletes the key with it.
+		// Either the lease ended after the read (etcd deletes the key
+		// with it), or a stale leader, which never had the lease, said
+		// so (TimeToLive is answered from the leader's own lessor, like a
+		// keep-alive). A second linearizable read tells them apart.
+		again, _, err := get(ctx, cli, key)
+		if err != nil {
+			return fail(err)
+		}
+		if again != nil && again.CreateRevision == kv.CreateRevision && again.Lease == kv.Lease {
+			return fail(errNotFoundKeyOnLease)
+		}
 		return lease.Grant{}, &lease.NotHeldError{Name: name, Token: g.Token, Reason: fmt.Sprintf("read: the term of %q just ended", g.Holder)}
 	}
 	g.Duration = time.Duration(ttl.TTL) * time.Second
@@ -498,8 +614,32 @@ func newKeyValue(kv *mvccpb.KeyValue) *keyValue {
 	return &keyValue{CreateRevision: kv.CreateRevision, Lease: kv.Lease, Value: kv.Value}
 }
 
+// readCommitted reads key in a transaction that raft commits (its compare
+// never holds, and the branch not taken deletes the key, which makes the
+// transaction a write: etcd proposes it rather than serving it from a
+// ReadIndex). Nothing is written, and the revision does not move. The raft
+// term in its answer is at least that of the leader whose quorum committed
+// it, on any member (see confirmedInTerm): the answer to a plain read may
+// name an older term. It costs a raft entry, and is made once per
+// keep-alive to confirm, never per key.
+func readCommitted(ctx context.Context, cli *clientv3.Client, key string) (*keyValue, uint64, error) {
+	resp, err := cli.Txn(ctx).
+		If(clientv3.Compare(clientv3.CreateRevision(key), "<", 0)).
+		Then(clientv3.OpDelete(key)).
+		Else(clientv3.OpGet(key)).
+		Commit()
+	if err != nil {
+		return nil, 0, err
+	}
+	if resp.Succeeded {
+		return nil, 0, fmt.Errorf("a compare of create revision < 0 held on %q", key) // etcd would be broken
+	}
+	return elseKV(resp), resp.Header.GetRaftTerm(), nil
+}
+
 // get reads key with a linearizable read; nil when it does not exist. It
-// returns the raft term the read was answered in.
+// returns the raft term the read was answered in, which may be older than
+// the term of the leader that confirmed the read (see readCommitted).
 func get(ctx context.Context, cli *clientv3.Client, key string) (*keyValue, uint64, error) {
 	resp, err := cli.Get(ctx, key)
 	if err != nil {
@@ -529,20 +669,22 @@ func (s *Store) revokeQuietly(ctx context.Context, id clientv3.LeaseID) {
 // cached returns the etcd lease of the term (name, token), if known. The
 // name must match too: a grant carrying another lease's token must not
 // keep that lease alive.
-func (s *Store) cached(name string, token uint64) (clientv3.LeaseID, bool) {
+func (s *Store) cached(name string, token uint64) (cachedLease, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	c, ok := s.leases[token]
-	return c.id, ok && c.name == name
+	return c, ok && c.name == name
 }
 
-func (s *Store) remember(name string, token uint64, id clientv3.LeaseID) {
+// remember records l as the etcd lease of the term (name, token).
+func (s *Store) remember(name string, token uint64, l cachedLease) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if len(s.leases) >= maxCached {
 		clear(s.leases)
 	}
-	s.leases[token] = cachedLease{name: name, id: id}
+	l.name = name
+	s.leases[token] = l
 }
 
 func (s *Store) forget(token uint64) {

@@ -286,7 +286,10 @@ func TestConstructorsRejectBadArguments(t *testing.T) {
 
 // When another Extend has moved the term to a longer etcd lease (revoking
 // the one this Store knew), the term is still live: Extend follows the key
-// to its new etcd lease rather than calling the term over.
+// to its new etcd lease rather than calling the term over — and, knowing
+// nothing of that etcd lease's life (when it was last confirmed, in which
+// raft term), moves it to one of its own, of the duration asked, before it
+// promises anything (see TestFaultDeposedLeadersRevokeNeverTwoLeaders).
 func TestExtendFollowsTermToItsNewEtcdLease(t *testing.T) {
 	s, cli, _ := newStore(t)
 	ctx := testCtx(t)
@@ -301,10 +304,10 @@ func TestExtendFollowsTermToItsNewEtcdLease(t *testing.T) {
 	g2, err := s.Extend(ctx, g, time.Second)
 	require.NoError(t, err, "the term moved, it did not end")
 	require.Equal(t, g.Token, g2.Token)
-	require.Equal(t, 3*time.Second, g2.Duration)
+	require.Equal(t, time.Second, g2.Duration, "on a fresh etcd lease of the duration asked")
 	leases, err := cli.Leases(ctx)
 	require.NoError(t, err)
-	require.Len(t, leases.Leases, 1, "the first etcd lease was revoked by the move")
+	require.Len(t, leases.Leases, 1, "the earlier etcd leases were revoked by the moves")
 }
 
 // A call whose ctx ended before it was sent is "not sent" — certain, so

@@ -312,6 +312,41 @@ func (tt *termTable) unsure(name, holder string, sess clientv3.LeaseID, start ti
 	return nil
 }
 
+// moved records that the live term t of name had its key moved, by a
+// transaction sent at start, onto the session p, its own session having
+// retired, for a holder who asked for d; it returns what it grants, as
+// grant does (d, or less if p's promise ends sooner). The term, its token
+// and its Lost channels go on: it is the same term, on another etcd lease.
+func (tt *termTable) moved(name string, t *term, p promise, start time.Time, d time.Duration) (time.Duration, error) {
+	t.sess, t.asked = p.id, d
+	granted := min(d, p.until.Sub(start))
+	switch {
+	case tt.changed[name].rev > int64(t.token):
+		t.end(termOver)
+		return 0, termEnded("extend", lease.Grant{Name: name, Holder: t.holder, Token: t.token}, tt.holderAfter(name, t.token),
+			"key deleted or created again while it was moved onto a new session")
+	case p.lost:
+		t.end(termOver) // etcd deleted the key with the session
+		return 0, p.unconfirmed()
+	case granted <= 0:
+		return 0, p.unconfirmed()
+	}
+	if end := start.Add(granted); end.After(t.expires) {
+		t.expires = end
+	}
+	return granted, nil
+}
+
+// live counts the live terms on the session id.
+func (tt *termTable) live(id clientv3.LeaseID) (n int) {
+	for _, t := range tt.terms {
+		if t.sess == id && t.state == termLive {
+			n++
+		}
+	}
+	return n
+}
+
 // sessionLost ends every term on the session id: etcd said its lease is
 // gone, and etcd deletes a lease's keys as it ends it. It returns how many
 // live terms it ended.

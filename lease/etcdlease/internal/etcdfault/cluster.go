@@ -3,11 +3,14 @@
 package etcdfault
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -31,6 +34,13 @@ type Config struct {
 	// two busy cores holds elections only when a fault asks for one.
 	// etcd's least lease TTL is 1.5 × ElectionMs.
 	TickMs, ElectionMs uint
+	// SnapshotCount is how many applied entries make a member snapshot
+	// and compact its raft log; SnapshotCatchUpEntries, how many entries
+	// it keeps after the snapshot for slow followers (one further behind
+	// catches up by installing the snapshot). Zero means etcd's defaults
+	// (10,000 and 5,000); small values make a lagging member install a
+	// snapshot after a few hundred writes.
+	SnapshotCount, SnapshotCatchUpEntries uint64
 	// StartTimeout bounds the start of a member and the first election;
 	// zero means 30s.
 	StartTimeout time.Duration
@@ -139,6 +149,7 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 			PeerURL: c.peers[i].url(), ClientURL: c.clients[i].url(),
 			InitialCluster: strings.Join(initial, ","), Token: "etcdfault",
 			TickMs: cfg.TickMs, ElectionMs: cfg.ElectionMs,
+			SnapshotCount: cfg.SnapshotCount, SnapshotCatchUpEntries: cfg.SnapshotCatchUpEntries,
 		})
 		if err := c.start(i); err != nil {
 			return nil, err
@@ -519,4 +530,51 @@ func (c *Cluster) Close() {
 	for _, p := range c.clients {
 		p.close()
 	}
+}
+
+// LeasesExpired returns member i's count of etcd leases its own expiry
+// loop has revoked (etcd_debugging_server_lease_expired_total, from its
+// /metrics): it rises only when a revoke that member proposed, as the
+// leader that found the lease expired, was applied — also when the
+// proposal was forwarded and committed after the member was deposed.
+func (c *Cluster) LeasesExpired(ctx context.Context, i int) (float64, error) {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.ClientURL(i)+"/metrics", nil)
+	if err != nil {
+		return 0, err
+	}
+	// No idle connection outlives the call (goleak).
+	hc := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return 0, fmt.Errorf("etcdfault: metrics of %s: %w", memberName(i), err)
+	}
+	defer resp.Body.Close()
+	const name = "etcd_debugging_server_lease_expired_total "
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), name); ok {
+			return strconv.ParseFloat(strings.TrimSpace(v), 64)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return 0, err
+	}
+	return 0, fmt.Errorf("etcdfault: %s's metrics have no %s", memberName(i), strings.TrimSpace(name))
+}
+
+// LeaderSeenBy returns the member that member i, asked now (within a
+// second), names its raft leader: -1 when it names none. Unlike Leader it
+// asks one member, so it answers while what clients send other members is
+// held back (HoldClients).
+func (c *Cluster) LeaderSeenBy(ctx context.Context, i int) (int, error) {
+	st, err := c.status(ctx, i)
+	if err != nil {
+		return -1, err
+	}
+	if st.Leader == 0 {
+		return -1, nil
+	}
+	return c.indexOf(st.Leader), nil
 }

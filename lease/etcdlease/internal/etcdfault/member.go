@@ -37,6 +37,9 @@ type memberSpec struct {
 	Token          string
 	TickMs         uint
 	ElectionMs     uint
+	// SnapshotCount and SnapshotCatchUpEntries: zero means etcd's
+	// defaults.
+	SnapshotCount, SnapshotCatchUpEntries uint64
 }
 
 // MemberMain runs an etcd member and exits if this process was started by
@@ -67,6 +70,12 @@ func serveMember(specJSON string) error {
 	cfg.LogOutputs = []string{"stderr"} // the member's log file
 	cfg.TickMs = spec.TickMs
 	cfg.ElectionMs = spec.ElectionMs
+	if spec.SnapshotCount != 0 {
+		cfg.SnapshotCount = spec.SnapshotCount
+	}
+	if spec.SnapshotCatchUpEntries != 0 {
+		cfg.SnapshotCatchUpEntries = spec.SnapshotCatchUpEntries
+	}
 	cfg.UnsafeNoFsync = true // a killed process loses nothing: the page cache survives it
 	listen := url.URL{Scheme: "http", Host: "127.0.0.1:0"}
 	peer, err := url.Parse(spec.PeerURL)

@@ -1,0 +1,243 @@
+//go:build linux
+
+package etcdlease_test
+
+// H2 and H3 of issue 24: a member that caught up by installing a snapshot
+// answers linearizable reads with its old raft term (etcd's applySnapshot
+// sets neither the term nor the applied index) until it applies an entry
+// of the new term. With five voting members, a stale leader (cut off,
+// still believing it leads) and such a member can share that old term: a
+// keep-alive answered by the stale leader and a read answered by the
+// member pass "answered in the same raft term" — the Store confirms a
+// renewal the majority never made (H2), and a SessionStore takes the
+// stale leader's "no such lease" of a session granted after it was cut
+// off for a loss (H3: every term ErrNotLeader while its promise stands).
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/coldstart-go/coldstart/lease"
+	"github.com/coldstart-go/coldstart/lease/etcdlease"
+	"github.com/coldstart-go/coldstart/lease/etcdlease/internal/etcdfault"
+)
+
+// switchKV is a clientv3.KV whose calls go to one client's KV, then,
+// once switched, to another's: a client whose reads move from one member
+// to another, as a client with every member's endpoint may.
+type switchKV struct{ kv atomic.Pointer[clientv3.KV] }
+
+func newSwitchKV(to *clientv3.Client) *switchKV {
+	s := &switchKV{}
+	s.switchTo(to)
+	return s
+}
+
+func (s *switchKV) switchTo(cli *clientv3.Client) {
+	kv := clientv3.NewKV(cli)
+	s.kv.Store(&kv)
+}
+
+func (s *switchKV) target() clientv3.KV { return *s.kv.Load() }
+
+func (s *switchKV) Put(ctx context.Context, key, val string, opts ...clientv3.OpOption) (*clientv3.PutResponse, error) {
+	return s.target().Put(ctx, key, val, opts...)
+}
+
+func (s *switchKV) Get(ctx context.Context, key string, opts ...clientv3.OpOption) (*clientv3.GetResponse, error) {
+	return s.target().Get(ctx, key, opts...)
+}
+
+func (s *switchKV) GetStream(ctx context.Context, key string, opts ...clientv3.OpOption) (clientv3.GetStreamChan, error) {
+	return s.target().GetStream(ctx, key, opts...)
+}
+
+func (s *switchKV) Delete(ctx context.Context, key string, opts ...clientv3.OpOption) (*clientv3.DeleteResponse, error) {
+	return s.target().Delete(ctx, key, opts...)
+}
+
+func (s *switchKV) Compact(ctx context.Context, rev int64, opts ...clientv3.CompactOption) (*clientv3.CompactResponse, error) {
+	return s.target().Compact(ctx, rev, opts...)
+}
+
+func (s *switchKV) Do(ctx context.Context, op clientv3.Op) (clientv3.OpResponse, error) {
+	return s.target().Do(ctx, op)
+}
+
+func (s *switchKV) Txn(ctx context.Context) clientv3.Txn { return s.target().Txn(ctx) }
+
+// Snapshot settings of the H2 schedule: a member cut off for a few hundred
+// writes catches up by installing a snapshot.
+const (
+	h2Members        = 5
+	h2SnapshotCount  = 100
+	h2CatchUpEntries = 10
+	h2Writes         = 300
+)
+
+// With five members, a keep-alive answered by a stale leader and a read
+// answered by a member that just installed a snapshot (its header still in
+// the stale leader's raft term) confirm nothing: the Store's Extend is
+// ambiguous, never a renewal (H2); the SessionStore neither renews its
+// session on the stale leader's word nor takes its "no such lease" of a
+// session granted after it was cut off for a loss (H3).
+func TestSnapshotFollowersStaleTermConfirmsNothing(t *testing.T) {
+	retryStale(t, func(t *testing.T) bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		defer cancel()
+		c, err := etcdfault.Start(ctx, etcdfault.Config{
+			Dir: t.TempDir(), Members: h2Members, TickMs: faultTickMs, ElectionMs: faultElectionMs,
+			SnapshotCount: h2SnapshotCount, SnapshotCatchUpEntries: h2CatchUpEntries, Logf: t.Logf,
+		})
+		require.NoError(t, err)
+		defer c.Close() // last: after every client is closed
+		x, err := c.Leader(ctx)
+		require.NoError(t, err)
+		b, m := (x+1)%h2Members, (x+2)%h2Members // the lagging member, and one of the majority
+		client := func(i int) *clientv3.Client {
+			cli, err := clientv3.New(clientv3.Config{Endpoints: []string{c.ClientURL(i)}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+			require.NoError(t, err)
+			t.Cleanup(func() { cli.Close() })
+			return cli
+		}
+		cliB, cliM := client(b), client(m)
+
+		// The Store's keep-alives reach x; its reads and transactions go
+		// to m, and to b once b has caught up. It claims while x leads,
+		// so x renews its etcd lease.
+		storeKV := newSwitchKV(cliM)
+		mixS := client(x)
+		mixS.KV = storeKV
+		s, err := etcdlease.NewStore(mixS, "/s/")
+		require.NoError(t, err)
+		g, err := s.Claim(ctx, "x", "h", 20*time.Second)
+		require.NoError(t, err)
+
+		// b falls behind past every member's compacted log.
+		c.Isolate(b)
+		for i := range h2Writes {
+			_, err := cliM.Put(ctx, fmt.Sprintf("/fill/%04d", i), "x")
+			require.NoError(t, err)
+		}
+		// x is cut off and paused; the majority elects another.
+		c.Isolate(x)
+		c.HoldClients(x)
+		require.NoError(t, c.Pause(x))
+		for {
+			l, err := c.LeaderSeenBy(ctx, m)
+			if err == nil && l >= 0 && l != x {
+				break
+			}
+			require.NoError(t, ctx.Err(), "the majority elects a new leader")
+			pass(ctx, 20*time.Millisecond)
+		}
+		// A session x never hears of: its keep-alive stream is opened on
+		// x's connection, everything else goes to the majority.
+		sessKV := newSwitchKV(cliM)
+		mixSS := client(x)
+		mixSS.KV, mixSS.Lease, mixSS.Watcher = sessKV, clientv3.NewLease(cliM), clientv3.NewWatcher(cliM)
+		ss, err := etcdlease.NewSessionStore(mixSS, "/ss/", 3*time.Second)
+		require.NoError(t, err)
+		defer ss.Close()
+		sg, err := ss.Claim(ctx, "y", "h", time.Second)
+		require.NoError(t, err)
+		t.Logf("session store claimed %q at token %d", sg.Name, sg.Token)
+		sLost := ss.Lost(ctx, sg)
+		resp, err := cliM.Get(ctx, "/ss/y")
+		require.NoError(t, err)
+		kctx, kcancel := context.WithCancel(ctx)
+		defer kcancel()
+		kch, err := cliM.KeepAlive(kctx, clientv3.LeaseID(resp.Kvs[0].Lease)) // the session never truly ends
+		require.NoError(t, err)
+		go func() {
+			for range kch { // closed when kctx ends
+			}
+		}()
+
+		// b heals toward the majority, not x: it installs a snapshot.
+		// Nothing is written after that.
+		for j := range h2Members {
+			if j != x && j != b {
+				c.Heal(b, j)
+				c.Heal(j, b)
+			}
+		}
+		current := resp.Header.RaftTerm
+		var bTerm uint64
+		for end := time.Now().Add(10 * time.Second); time.Now().Before(end); pass(ctx, 50*time.Millisecond) {
+			cctx, ccancel := context.WithTimeout(ctx, time.Second)
+			r, err := cliB.Get(cctx, "/ss/y")
+			ccancel()
+			if err == nil && len(r.Kvs) == 1 {
+				bTerm = r.Header.RaftTerm
+				break
+			}
+		}
+		t.Logf("m%d caught up: it answers in raft term %d, the majority's is %d", b, bTerm, current)
+		if bTerm == 0 || bTerm >= current {
+			c.HealAll()
+			t.Logf("m%d did not answer in a stale term (no snapshot installed, or an entry applied since)", b)
+			return false
+		}
+		storeKV.switchTo(cliB)
+		sessKV.switchTo(cliB)
+
+		// x resumes, still cut off: it believes it leads until its next
+		// election timeout, and answers keep-alives from its own lessor.
+		pass(ctx, 3*faultTickMs*time.Millisecond)
+		require.NoError(t, c.Resume(x))
+		pass(ctx, 3*faultTickMs*time.Millisecond)
+		c.ReleaseClients(x)
+
+		var confirmed, unconfirmed int
+		var sessionStale atomic.Bool
+		var sessionNotHeld atomic.Pointer[error]
+		last := "start"
+		for end := time.Now().Add(3 * time.Second); time.Now().Before(end); {
+			cctx, ccancel := context.WithTimeout(ctx, 300*time.Millisecond)
+			ng, err := s.Extend(cctx, g, 20*time.Second)
+			ccancel()
+			switch {
+			case err == nil:
+				confirmed++
+				t.Errorf("a keep-alive answered by the stale leader m%d was confirmed by m%d's snapshot term (Duration %v)", x, b, ng.Duration)
+			case errors.Is(err, etcdlease.ErrTermChanged):
+				unconfirmed++
+				require.ErrorIs(t, err, etcdlease.ErrUnconfirmed)
+			}
+			require.NotErrorIs(t, err, lease.ErrNotHeld)
+			serr := etcdlease.SessionErr(ss)
+			if errors.Is(serr, etcdlease.ErrTermChanged) {
+				sessionStale.Store(true)
+			}
+			if fmt.Sprint(serr) != last {
+				last = fmt.Sprint(serr)
+				t.Logf("session: %s", last)
+			}
+			if _, err := ss.Extend(ctx, sg, time.Second); errors.Is(err, lease.ErrNotHeld) {
+				sessionNotHeld.CompareAndSwap(nil, &err)
+			}
+			pass(ctx, 20*time.Millisecond)
+		}
+		if err := sessionNotHeld.Load(); err != nil {
+			t.Errorf("SessionStore.Extend ended a live term on a stale leader's \"no such lease\" and a snapshot's term: %v", *err)
+		}
+		select {
+		case <-sLost:
+			t.Errorf("SessionStore ended a live term (Lost closed) on a stale leader's \"no such lease\" and a snapshot's term")
+		default:
+		}
+		c.HealAll()
+		t.Logf("Store: %d keep-alives answered by the stale leader left unconfirmed, %d confirmed; SessionStore: a stale answer seen: %v",
+			unconfirmed, confirmed, sessionStale.Load())
+		return confirmed+unconfirmed > 0 && (sessionStale.Load() || sessionNotHeld.Load() != nil || t.Failed())
+	})
+}
