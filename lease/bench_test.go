@@ -270,7 +270,7 @@ func BenchmarkStoreCounters(b *testing.B) {
 		}
 		b.Run(mode+"/op=count", func(b *testing.B) {
 			var c lease.StoreCounters
-			run(b, func() func() { return func() { c.BeginExtend()(nil) } })
+			run(b, func() func() { return func() { c.Begin(lease.OpExtend)(nil) } })
 		})
 		b.Run(mode+"/op=memstore-extend", func(b *testing.B) {
 			store := lease.NewMemStore(lease.MemStoreConfig{})

@@ -157,7 +157,7 @@ func (s *SessionStore) Key(name string) string { return s.prefix + name }
 // matching errors.NotValid; a claim not sent, one matching lease.ErrNotSent;
 // any other error matches ErrUnconfirmed.
 func (s *SessionStore) Claim(ctx context.Context, name, holder string, d time.Duration) (lease.Grant, error) {
-	done := s.calls.BeginClaim()
+	done := s.calls.Begin(lease.OpClaim)
 	g, err := s.claimAgain(ctx, name, holder, d)
 	done(err)
 	return g, err
@@ -256,7 +256,7 @@ func (s *SessionStore) grantedLocked(name, holder string, token uint64, sess *se
 // (a predecessor process) is read and, if still live, moved onto this
 // store's session in a transaction guarded by its token.
 func (s *SessionStore) Extend(ctx context.Context, g lease.Grant, d time.Duration) (lease.Grant, error) {
-	done := s.calls.BeginExtend()
+	done := s.calls.Begin(lease.OpExtend)
 	g, err := s.extend(ctx, g, d)
 	done(err)
 	return g, err
@@ -367,7 +367,7 @@ func (s *SessionStore) adopt(ctx context.Context, g lease.Grant, d time.Duration
 // a *lease.NotHeldError when the term is already over; any other error
 // matches ErrUnconfirmed (or lease.ErrNotSent).
 func (s *SessionStore) Revoke(ctx context.Context, g lease.Grant) error {
-	done := s.calls.BeginRevoke()
+	done := s.calls.Begin(lease.OpRevoke)
 	err := s.revoke(ctx, g)
 	done(err)
 	return err

@@ -137,7 +137,7 @@ func checkGrant(g lease.Grant, d time.Duration) error {
 // an error matching errors.NotValid (github.com/juju/errors); any other
 // error matches ErrUnconfirmed (and lease.ErrNotSent if the claim was not sent).
 func (s *Store) Claim(ctx context.Context, name, holder string, d time.Duration) (lease.Grant, error) {
-	done := s.calls.BeginClaim()
+	done := s.calls.Begin(lease.OpClaim)
 	g, err := s.claim(ctx, name, holder, d)
 	done(err)
 	return g, err
@@ -200,7 +200,7 @@ func (s *Store) claim(ctx context.Context, name, holder string, d time.Duration)
 // it); any other error matches ErrUnconfirmed (or lease.ErrNotSent if the
 // call was not sent).
 func (s *Store) Extend(ctx context.Context, g lease.Grant, d time.Duration) (lease.Grant, error) {
-	done := s.calls.BeginExtend()
+	done := s.calls.Begin(lease.OpExtend)
 	g, err := s.extend(ctx, g, d)
 	done(err)
 	return g, err
@@ -389,7 +389,7 @@ func (s *Store) relet(ctx context.Context, g lease.Grant, old clientv3.LeaseID, 
 // term is over, so a failure to revoke the emptied etcd lease is not
 // reported (it expires by itself).
 func (s *Store) Revoke(ctx context.Context, g lease.Grant) error {
-	done := s.calls.BeginRevoke()
+	done := s.calls.Begin(lease.OpRevoke)
 	err := s.revoke(ctx, g)
 	done(err)
 	return err

@@ -151,7 +151,7 @@ func testTrackerLearnsRevokedTermDefinitively(t *testing.T, kind storeKind) {
 	require.Greater(t, again.Token, held.Token)
 	rep := tr.Report()
 	require.NotZero(t, rep.Losses, "the revoked term was learned definitively")
-	require.Equal(t, uint64(2), rep.Claims)
+	require.Equal(t, uint64(2), rep.Calls.Claim.OK)
 }
 
 // Another client deletes the leader's key: etcdlease's Lost watch tells

@@ -143,7 +143,7 @@ func (s *Store) StoreReport() lease.StoreReport { return s.calls.StoreReport() }
 // other error matches ErrUnconfirmed, except an invalid argument, which is a
 // NotValid error (github.com/juju/errors).
 func (s *Store) Claim(ctx context.Context, name, holder string, d time.Duration) (lease.Grant, error) {
-	done := s.calls.BeginClaim()
+	done := s.calls.Begin(lease.OpClaim)
 	g, err := s.claim(ctx, name, holder, d)
 	done(err)
 	return g, err
@@ -202,7 +202,7 @@ func (s *Store) claim(ctx context.Context, name, holder string, d time.Duration)
 // now; any other error matches ErrUnconfirmed, except an invalid argument
 // (NotValid).
 func (s *Store) Extend(ctx context.Context, g lease.Grant, d time.Duration) (lease.Grant, error) {
-	done := s.calls.BeginExtend()
+	done := s.calls.Begin(lease.OpExtend)
 	out, err := s.extend(ctx, g, d)
 	done(err)
 	return out, err
@@ -232,7 +232,7 @@ func (s *Store) extend(ctx context.Context, g lease.Grant, d time.Duration) (lea
 // already over gets a *lease.NotHeldError; any other error matches
 // ErrUnconfirmed, except an invalid argument (NotValid).
 func (s *Store) Revoke(ctx context.Context, g lease.Grant) error {
-	done := s.calls.BeginRevoke()
+	done := s.calls.Begin(lease.OpRevoke)
 	err := s.revoke(ctx, g)
 	done(err)
 	return err

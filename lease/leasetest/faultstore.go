@@ -297,7 +297,7 @@ func (f *FaultStore) block(ctx context.Context, d time.Duration) error {
 
 // Claim implements lease.Store.
 func (f *FaultStore) Claim(ctx context.Context, name, holder string, d time.Duration) (lease.Grant, error) {
-	done := f.count.BeginClaim()
+	done := f.count.Begin(lease.OpClaim)
 	g, err := f.claim(ctx, name, holder, d)
 	done(err)
 	return g, err
@@ -328,7 +328,7 @@ func (f *FaultStore) claim(ctx context.Context, name, holder string, d time.Dura
 
 // Extend implements lease.Store.
 func (f *FaultStore) Extend(ctx context.Context, g lease.Grant, d time.Duration) (lease.Grant, error) {
-	done := f.count.BeginExtend()
+	done := f.count.Begin(lease.OpExtend)
 	g, err := f.extend(ctx, g, d)
 	done(err)
 	return g, err
@@ -360,7 +360,7 @@ func (f *FaultStore) extend(ctx context.Context, g lease.Grant, d time.Duration)
 
 // Revoke implements lease.Store.
 func (f *FaultStore) Revoke(ctx context.Context, g lease.Grant) error {
-	done := f.count.BeginRevoke()
+	done := f.count.Begin(lease.OpRevoke)
 	err := f.revoke(ctx, g)
 	done(err)
 	return err
