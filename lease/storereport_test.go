@@ -118,3 +118,27 @@ func TestTrackerCountsItsCallsAsItsStoreDoes(t *testing.T) {
 	assert.Equal(t, rep.Calls.Extend.Definitive, rep.Losses)
 	assert.Equal(t, rep.Calls.Claim.Definitive, rep.Denials)
 }
+
+// TestCallErrorIsTheAmbiguousClass: a store's *lease.CallError matches
+// ErrUnconfirmed and unwraps to its cause, unless the call was not sent —
+// then it matches ErrNotSent only; it is never definitive, and counters
+// class it as it says.
+func TestCallErrorIsTheAmbiguousClass(t *testing.T) {
+	sent := &lease.CallError{Store: "mystore", Op: "extend", Name: "l", Holder: "a", Token: 7, Err: context.DeadlineExceeded}
+	assert.ErrorIs(t, sent, lease.ErrUnconfirmed)
+	assert.ErrorIs(t, sent, context.DeadlineExceeded)
+	assert.NotErrorIs(t, sent, lease.ErrNotSent)
+	assert.NotErrorIs(t, sent, lease.ErrNotHeld)
+	assert.EqualError(t, sent, `mystore: extend lease "l" for "a" (token 7) unconfirmed: context deadline exceeded`)
+
+	unsent := &lease.CallError{Store: "mystore", Op: "claim", Name: "l", Holder: "a",
+		Err: fmt.Errorf("%w: %w", lease.ErrNotSent, context.Canceled)}
+	assert.ErrorIs(t, unsent, lease.ErrNotSent)
+	assert.NotErrorIs(t, unsent, lease.ErrUnconfirmed, "certain, not ambiguous")
+	assert.EqualError(t, unsent, `mystore: claim lease "l" for "a" not sent: lease call not sent: context canceled`)
+
+	var c lease.StoreCounters
+	c.Begin(lease.OpExtend)(sent)
+	c.Begin(lease.OpClaim)(unsent)
+	assert.Equal(t, lease.StoreReport{Claim: lease.StoreCalls{NotSent: 1}, Extend: lease.StoreCalls{Ambiguous: 1}}, c.StoreReport())
+}

@@ -210,7 +210,7 @@ func TestStaleLeaderNotFoundEndsNoTerm(t *testing.T) {
 			ccancel()
 			if errors.Is(err, etcdlease.ErrNotFoundKeyOnLease) {
 				storeStale = true
-				require.ErrorIs(t, err, etcdlease.ErrUnconfirmed)
+				require.ErrorIs(t, err, lease.ErrUnconfirmed)
 			}
 			require.NotErrorIs(t, err, lease.ErrNotHeld, "Store.Extend ended a live term on a stale leader's word")
 		}
@@ -260,7 +260,7 @@ func TestStaleRenewalReadElsewhereIsUnconfirmed(t *testing.T) {
 				t.Errorf("a keep-alive answered by the stale leader was confirmed (Duration %v)", ng.Duration)
 			case errors.Is(err, etcdlease.ErrTermChanged):
 				stale++
-				require.ErrorIs(t, err, etcdlease.ErrUnconfirmed)
+				require.ErrorIs(t, err, lease.ErrUnconfirmed)
 			}
 			require.NotErrorIs(t, err, lease.ErrNotHeld)
 		}
