@@ -137,6 +137,9 @@ func TestCallErrorIsTheAmbiguousClass(t *testing.T) {
 	assert.NotErrorIs(t, unsent, lease.ErrUnconfirmed, "certain, not ambiguous")
 	assert.EqualError(t, unsent, `mystore: claim lease "l" for "a" not sent: lease call not sent: context canceled`)
 
+	assert.ErrorIs(t, leasetest.ErrInjectedTimeout, lease.ErrUnconfirmed, "FaultStore's ambiguous answer is lease's class")
+	assert.ErrorIs(t, fmt.Errorf("wrapped: %w", leasetest.ErrInjectedTimeout), leasetest.ErrInjectedTimeout)
+
 	var c lease.StoreCounters
 	c.Begin(lease.OpExtend)(sent)
 	c.Begin(lease.OpClaim)(unsent)

@@ -2,7 +2,6 @@ package leasetest
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -82,8 +81,14 @@ func (f Fault) String() string {
 }
 
 // ErrInjectedTimeout is the ambiguous error of the Timeout and
-// AppliedTimeout faults. It is neither lease.ErrHeld nor lease.ErrNotHeld.
-var ErrInjectedTimeout = errors.New("leasetest: injected lease operation timeout")
+// AppliedTimeout faults: it matches lease.ErrUnconfirmed, and neither
+// lease.ErrHeld nor lease.ErrNotHeld.
+var ErrInjectedTimeout error = injectedTimeout{}
+
+type injectedTimeout struct{}
+
+func (injectedTimeout) Error() string        { return "leasetest: injected lease operation timeout" }
+func (injectedTimeout) Is(target error) bool { return target == lease.ErrUnconfirmed }
 
 // errInjectedNotSent is the error of the NotSent fault.
 var errInjectedNotSent = fmt.Errorf("leasetest: injected: %w", lease.ErrNotSent)
