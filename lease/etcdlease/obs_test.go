@@ -201,3 +201,39 @@ func TestSessionStoreLogsEachSessionTransitionOnce(t *testing.T) {
 		"etcd session lost", "etcd session re-created"}, msgs, "transitions only")
 	require.NotZero(t, s.StoreReport().Extend.OK, "the tracker renewed")
 }
+
+// Once Close has returned, neither store writes a record — a tracker on it
+// closed first, releasing its term; a SessionStore's session goroutine
+// (keep-alives, expiry rounds) ended with Close. The tracker's own log,
+// sealed at its Close, stays quiet too.
+func TestNothingLoggedAfterClose(t *testing.T) {
+	forEachStore(t, func(t *testing.T, kind storeKind) {
+		cli := etcdtest.Start(t).Client()
+		storeLogs, trackerLogs := logtest.New(), logtest.New()
+		var store lease.Store
+		const d = 500 * time.Millisecond
+		if kind.name == "SessionStore" {
+			s, err := etcdlease.NewSessionStore(cli, "/quiet/", 6*d, etcdlease.WithLogger(storeLogs.Logger()))
+			require.NoError(t, err)
+			store = s
+		} else {
+			store = newEtcdStore(t, cli, "/quiet/", etcdlease.WithLogger(storeLogs.Logger()))
+		}
+		tr, err := lease.NewTracker(lease.Config{Store: store, Name: "singular", Holder: "c0", Duration: d,
+			LateTimer: slowTimer, CallTimeout: d / 2, ReleaseOnClose: true, Logger: trackerLogs.Logger()})
+		require.NoError(t, err)
+		held := nextStatus(t, tr, 10*time.Second, isHeld, isNotHeld, "the claim")
+		nextStatus(t, tr, 10*time.Second, func(s lease.Status) bool { return s.Until.After(held.Until) }, isNotHeld, "a renewal")
+		require.NoError(t, tr.Close())
+		trackerLogs.Seal(t)
+		if c, ok := store.(interface{ Close() error }); ok {
+			require.NoError(t, c.Close())
+		}
+		storeLogs.Seal(t)
+		calls := store.(lease.StoreReporter).StoreReport()
+		require.Equal(t, uint64(1), calls.Revoke.OK, "released at Close")
+		require.Zero(t, calls.InFlight)
+		// The seals fail the test on any record until it ends; goleak
+		// (TestMain) on any goroutine of the store's left running.
+	})
+}
