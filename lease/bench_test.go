@@ -238,7 +238,7 @@ func benchMemStore(b *testing.B, keys, contenders int) {
 }
 
 // BenchmarkStoreCounters measures what StoreCounters adds to a store call:
-// op=count is one BeginExtend and its done alone, op=memstore-extend a
+// op=count is one Begin(OpExtend) and its done alone, op=memstore-extend a
 // whole MemStore Extend (which counts too), serially and with every
 // goroutine sharing one set of counters (and, for MemStore, one store, each
 // goroutine on its own lease). The counting's share of a call is
@@ -270,7 +270,7 @@ func BenchmarkStoreCounters(b *testing.B) {
 		}
 		b.Run(mode+"/op=count", func(b *testing.B) {
 			var c lease.StoreCounters
-			run(b, func() func() { return func() { c.BeginExtend()(nil) } })
+			run(b, func() func() { return func() { c.Begin(lease.OpExtend)(nil) } })
 		})
 		b.Run(mode+"/op=memstore-extend", func(b *testing.B) {
 			store := lease.NewMemStore(lease.MemStoreConfig{})

@@ -96,11 +96,14 @@
 // levels and keys are in the repository README's catalogue ("Log records
 // and metric families").
 //
-// Stores count their calls alike: a StoreReport gives, per operation
-// (claim, extend, revoke), the calls by the class of their answer (OK,
-// Definitive, NotSent, Ambiguous) and the calls in flight. MemStore and
-// leasetest.FaultStore are StoreReporters, so one metrics collector serves
-// any of them; another Store counts the same way with StoreCounters.
+// Lease calls are counted once, in one shape: a StoreReport gives, per
+// operation (claim, extend, revoke), the calls by the class of their
+// answer (OK, Definitive, NotSent, Ambiguous) and the calls in flight — a
+// store's StoreReport the calls it served, a Tracker's Report.Calls the
+// calls it made. MemStore and leasetest.FaultStore are StoreReporters, so
+// one metrics collector serves any of them; another Store counts the same
+// way with StoreCounters, and names an ambiguous answer with a *CallError
+// (ErrUnconfirmed).
 //
 // Package leasetest tests a Store against the contract (RunStoreContract),
 // drives a Tracker on a testclock with no sleeps (Settle, Step) and injects

@@ -362,7 +362,7 @@ func TestStepDownReleasesAfterFnAndStaysFollower(t *testing.T) {
 		t.Fatalf("fn ran again after the step-down: %+v", r.st)
 	default:
 	}
-	assert.Equal(t, uint64(1), rep.Claims, "one claim granted, the first")
+	assert.Equal(t, uint64(1), rep.Calls.Claim.OK, "one claim granted, the first")
 }
 
 func TestStepDownAfterCloseIsErrClosed(t *testing.T) {
@@ -473,8 +473,7 @@ func TestReportCounts(t *testing.T) {
 	rep := settle(t, f)
 	assert.Equal(t, lease.Held, rep.State)
 	assert.Equal(t, "singular", rep.Name)
-	assert.Equal(t, uint64(1), rep.Calls)
-	assert.Equal(t, uint64(1), rep.Claims)
+	assert.Equal(t, lease.StoreReport{Claim: lease.StoreCalls{OK: 1}}, rep.Calls)
 	assert.Equal(t, uint64(1), rep.Transitions, "Unknown → Held")
 	assert.Equal(t, t0.Add(renewAt), rep.NextCall)
 	assert.Zero(t, rep.UnknownFor, "the claim was answered at once")
@@ -483,19 +482,19 @@ func TestReportCounts(t *testing.T) {
 	f.store.Next(leasetest.OpExtend, leasetest.Timeout)
 	step(t, f) // an ambiguous renewal
 	rep = step(t, f)
-	assert.Equal(t, uint64(2), rep.Renewals)
-	assert.Equal(t, uint64(1), rep.Ambiguous)
+	assert.Equal(t, lease.StoreCalls{OK: 2, Ambiguous: 1}, rep.Calls.Extend)
 	assert.Equal(t, lease.Held, rep.State)
 
 	f.store.Next(leasetest.OpExtend, leasetest.Lost)
 	rep = step(t, f)
 	assert.Equal(t, uint64(1), rep.Losses)
+	assert.Equal(t, rep.Calls.Extend.Definitive, rep.Losses)
 	assert.Equal(t, lease.NotHeld, rep.State)
 	assert.Equal(t, uint64(2), rep.Transitions)
 
 	unsent.Store(1)
 	rep = step(t, f) // an unsent claim
-	assert.Equal(t, uint64(1), rep.NotSent)
+	assert.Equal(t, uint64(1), rep.Calls.Claim.NotSent)
 	f.store.Next(leasetest.OpClaim, leasetest.Timeout)
 	rep = step(t, f) // an ambiguous claim: Unknown
 	assert.Equal(t, lease.Unknown, rep.State)
@@ -511,9 +510,10 @@ func TestReportCounts(t *testing.T) {
 	assert.Equal(t, firstRetry+time.Second, rep.UnknownFor,
 		"Unknown from the ambiguous claim to the confirmation")
 	assert.Equal(t, uint64(4), rep.Transitions)
-	assert.Equal(t, uint64(8), rep.Calls)
-	assert.Equal(t, uint64(2), rep.Claims)
-	assert.Equal(t, uint64(2), rep.Ambiguous)
+	assert.Equal(t, lease.StoreReport{ // 8 calls, 2 of them ambiguous
+		Claim:  lease.StoreCalls{OK: 2, NotSent: 1, Ambiguous: 1},
+		Extend: lease.StoreCalls{OK: 2, Definitive: 1, Ambiguous: 1},
+	}, rep.Calls)
 }
 
 // TestAliveThroughStoreOutage: a store that hangs every call, or times

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/coldstart-go/coldstart/internal/logtest"
 	"github.com/coldstart-go/coldstart/lease"
 	"github.com/coldstart-go/coldstart/lease/leasetest"
 )
@@ -260,4 +261,33 @@ func TestLogLateTimer(t *testing.T) {
 	assert.NotContains(t, recs[0].attrs, "latency")
 	assert.ErrorContains(t, recs[0].attrs["err"].Any().(error), "fired late")
 	assert.Contains(t, recs[1].attrs, "latency")
+}
+
+// TestNothingAfterClose: once Close has returned (a release made, a Lead
+// function ended), the tracker writes no record, makes no store call and
+// counts nothing, however the clock moves and whoever asks.
+func TestNothingAfterClose(t *testing.T) {
+	logs := logtest.New()
+	f := newFixture(t, func(c *lease.Config) { c.Logger = logs.Logger(); c.ReleaseOnClose = true }, nil)
+	f.held(t)
+	step(t, f) // a renewal
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	led := make(chan error, 1)
+	go func() {
+		led <- f.tr.Lead(ctx, func(ctx context.Context, _ lease.Status) error { <-ctx.Done(); return nil })
+	}()
+	logs.WaitMessage(t, "lease leader run started", 1)
+	require.NoError(t, f.tr.Close())
+	logs.Seal(t)
+	require.Len(t, logs.Matching("lease released"), 1)
+	rep, calls := f.tr.Report(), f.store.StoreReport()
+
+	require.ErrorIs(t, <-led, lease.ErrClosed)
+	f.clk.Advance(10 * time.Minute)
+	_, err := f.tr.Check(context.Background(), 0)
+	require.ErrorIs(t, err, lease.ErrClosed)
+	assert.Equal(t, rep.Calls, f.tr.Report().Calls, "no call counted after Close")
+	assert.Equal(t, rep.Transitions, f.tr.Report().Transitions)
+	assert.Equal(t, calls, f.store.StoreReport(), "no store call after Close")
 }

@@ -71,7 +71,7 @@ var _ interface {
 // Claim implements Store. It returns a *HeldError naming the holder while a
 // term is live, even when that holder has the same name as the claimant.
 func (m *MemStore) Claim(ctx context.Context, name, holder string, d time.Duration) (Grant, error) {
-	done := m.calls.BeginClaim()
+	done := m.calls.Begin(OpClaim)
 	g, err := m.claim(ctx, name, holder, d)
 	done(err)
 	return g, err
@@ -105,7 +105,7 @@ func (m *MemStore) claim(ctx context.Context, name, holder string, d time.Durati
 // Extend implements Store. It extends only the live term g.Token; it never
 // shortens a term, and reports the time left from now as the Duration.
 func (m *MemStore) Extend(ctx context.Context, g Grant, d time.Duration) (Grant, error) {
-	done := m.calls.BeginExtend()
+	done := m.calls.Begin(OpExtend)
 	g, err := m.extend(ctx, g, d)
 	done(err)
 	return g, err
@@ -136,7 +136,7 @@ func (m *MemStore) extend(ctx context.Context, g Grant, d time.Duration) (Grant,
 
 // Revoke implements Store.
 func (m *MemStore) Revoke(ctx context.Context, g Grant) error {
-	done := m.calls.BeginRevoke()
+	done := m.calls.Begin(OpRevoke)
 	err := m.revoke(ctx, g)
 	done(err)
 	return err

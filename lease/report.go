@@ -26,23 +26,17 @@ type Report struct {
 	Err    error
 	Closed bool
 
-	// Calls counts the store calls that finished (claims, extends and
-	// revokes), whatever their answer.
-	Calls uint64
-	// Claims counts the terms this tracker's claims were granted.
-	Claims uint64
-	// Renewals counts the extends the store confirmed.
-	Renewals uint64
-	// Ambiguous counts the calls whose outcome is unknown: a timeout, a
-	// lost connection, a store without quorum (not ErrNotSent).
-	Ambiguous uint64
-	// NotSent counts the calls the store never sent (ErrNotSent).
-	NotSent uint64
+	// Calls counts this tracker's store calls by operation and outcome, as
+	// stores count theirs: Calls.Claim.OK is the terms its claims were
+	// granted, Calls.Extend.OK the renewals the store confirmed. InFlight
+	// is 1 while a call is in flight (see InCall).
+	Calls StoreReport
 	// Losses counts the terms this tracker held that the store said were
-	// over (a definitive answer to an extend).
+	// over (a definitive answer to an extend: Calls.Extend.Definitive).
 	Losses uint64
 	// Denials counts the claims the store refused because another holder
-	// has the lease: a follower's routine, not a loss.
+	// has the lease (Calls.Claim.Definitive): a follower's routine, not a
+	// loss.
 	Denials uint64
 	// Transitions counts the changes of State.
 	Transitions uint64
@@ -75,9 +69,7 @@ func (t *Tracker) Report() Report {
 	r := Report{
 		Name: t.cfg.Name, State: s.status.State, Holder: s.status.Holder, Token: s.status.Token,
 		Until: s.status.Until, Since: s.since, Err: s.cause, Closed: s.closed,
-		Calls: c.calls.Load(), Claims: c.claims.Load(), Renewals: c.renewals.Load(),
-		Ambiguous: c.ambiguous.Load(), NotSent: c.notSent.Load(), Losses: c.losses.Load(),
-		Denials: c.denials.Load(), Transitions: c.transitions.Load(),
+		Calls: c.calls.StoreReport(), Transitions: c.transitions.Load(),
 		UnknownFor: time.Duration(c.unknownNanos.Load()),
 		LastCall:   time.Duration(c.lastLatency.Load()),
 	}
@@ -104,6 +96,7 @@ func (t *Tracker) Report() Report {
 		r.State, r.Holder, r.Since = st.State, st.Holder, s.status.Until
 		r.UnknownFor += now.Sub(s.status.Until)
 	}
+	r.Losses, r.Denials = r.Calls.Extend.Definitive, r.Calls.Claim.Definitive
 	if end := c.lastEnd.Load(); end != 0 {
 		r.LastCallEnd = t.base.Add(time.Duration(end))
 	}
@@ -139,50 +132,13 @@ func (t *Tracker) Alive() error {
 		t.cfg.Name, in, t.cfg.CallTimeout)
 }
 
-// storeOp is the kind of a store call, for the counters.
-type storeOp int
-
-const (
-	opClaim storeOp = iota
-	opExtend
-	opRevoke
-)
-
 // counters are the Report's counters: written by the renewer, read by
 // Report with atomic loads.
 type counters struct {
-	calls, claims, renewals, ambiguous, notSent atomic.Uint64
-	losses, denials, transitions                atomic.Uint64
-	unknownNanos, lastLatency                   atomic.Int64
+	calls                     StoreCounters
+	transitions               atomic.Uint64
+	unknownNanos, lastLatency atomic.Int64
 	// lastEnd and callStart are when the last store call ended and when
 	// the one in flight started, as offsets from Tracker.base; 0 when none.
 	lastEnd, callStart atomic.Int64
-}
-
-// called counts a finished store call that ended at end (an offset from
-// Tracker.base).
-func (c *counters) called(op storeOp, err error, latency, end time.Duration) {
-	c.calls.Add(1)
-	c.lastLatency.Store(int64(latency))
-	c.lastEnd.Store(int64(end))
-	switch classify(err) {
-	case outcomeOK:
-		switch op {
-		case opClaim:
-			c.claims.Add(1)
-		case opExtend:
-			c.renewals.Add(1)
-		}
-	case outcomeDefinitive:
-		switch op {
-		case opClaim:
-			c.denials.Add(1)
-		case opExtend:
-			c.losses.Add(1)
-		}
-	case outcomeNotSent:
-		c.notSent.Add(1)
-	default:
-		c.ambiguous.Add(1)
-	}
 }

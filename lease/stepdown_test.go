@@ -96,7 +96,7 @@ func requireSteppedDownFollower(t *testing.T, f *fixture) {
 	rep := settle(t, f)
 	assert.Equal(t, lease.NotHeld, rep.State)
 	assert.Equal(t, f.clk.Now().Add(dur), rep.NextCall, "no claim for one Duration after the step-down")
-	assert.Equal(t, uint64(1), rep.Claims, "claimed again after the step-down")
+	assert.Equal(t, uint64(1), rep.Calls.Claim.OK, "claimed again after the step-down")
 }
 
 // blockLog is a slog.Handler that blocks the record msg until release

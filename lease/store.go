@@ -38,7 +38,8 @@ type Grant struct {
 //     Such an error matches nothing that says "unconfirmed".
 //   - Ambiguous: every other error (a timeout, a lost connection, a back
 //     end without quorum). The store may or may not have applied the call;
-//     the caller must not treat it as a loss.
+//     the caller must not treat it as a loss. ErrUnconfirmed names the
+//     class; a store says so with a *CallError.
 //
 // Success means the lease is held until at least the start of the call
 // plus the granted Duration.
@@ -77,26 +78,42 @@ type LossNotifier interface {
 	Lost(ctx context.Context, g Grant) <-chan struct{}
 }
 
-// Store errors: ErrHeld and ErrNotHeld are the definitive answers,
-// ErrNotSent is "nothing was sent"; a Store reports anything it cannot
-// confirm (a timeout, a lost connection) as some other error, which is
-// ambiguous (see Store).
-var (
-	// ErrHeld means a claim was denied because another holder has the
-	// lease. Do not retry at once: wait for the term to end.
-	ErrHeld = errors.New("lease held by another holder")
-	// ErrNotHeld means the grant is no longer held: it expired, was
-	// revoked, or the lease changed hands. Do not retry the extend; claim
-	// afresh if you still want the lease. Stores return a *NotHeldError.
-	ErrNotHeld = errors.New("lease not held")
-	// ErrNotSent means the store did not send the call at all (its ctx
-	// ended while the store was holding calls back, as stores that bound
-	// their calls in flight do): nothing changed. Retry later. Unlike other
-	// errors, it is not ambiguous, so the tracker keeps what it knew — a
-	// claim not sent leaves NotHeld as it was — rather than drop to
-	// Unknown.
-	ErrNotSent = errors.New("lease call not sent")
-)
+// CallError is a store call that got no definitive answer: ambiguous —
+// it matches ErrUnconfirmed — or, when Err matches ErrNotSent, not sent,
+// and then it matches only ErrNotSent. It names the store, the call and
+// the lease, and unwraps to the back end's own error, so errors.Is(err,
+// context.DeadlineExceeded) works. It never matches ErrHeld or ErrNotHeld.
+type CallError struct {
+	Store  string // which store, e.g. "etcdlease" or `k8slease namespace "default"`
+	Op     string // "claim", "extend", "revoke", or a store's own, e.g. "read"
+	Name   string // the lease
+	Holder string // empty for a read
+	Token  uint64 // the term; 0 for a claim
+	Err    error  // what the back end or its client said
+}
+
+func (e *CallError) Error() string {
+	verb := "unconfirmed"
+	if errors.Is(e.Err, ErrNotSent) {
+		verb = "not sent"
+	}
+	msg := fmt.Sprintf("%s: %s lease %q", e.Store, e.Op, e.Name)
+	if e.Holder != "" {
+		msg += fmt.Sprintf(" for %q", e.Holder)
+	}
+	if e.Token != 0 {
+		msg += fmt.Sprintf(" (token %d)", e.Token)
+	}
+	return fmt.Sprintf("%s %s: %v", msg, verb, e.Err)
+}
+
+// Unwrap returns the cause.
+func (e *CallError) Unwrap() error { return e.Err }
+
+// Is reports whether target is ErrUnconfirmed and the call was sent.
+func (e *CallError) Is(target error) bool {
+	return target == ErrUnconfirmed && !errors.Is(e.Err, ErrNotSent)
+}
 
 // HeldError is a definitive claim denial that names the current holder.
 // It matches ErrHeld with errors.Is.

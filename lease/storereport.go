@@ -2,13 +2,15 @@ package lease
 
 import (
 	"errors"
+	"strconv"
 	"sync/atomic"
 )
 
-// StoreReport is a point-in-time picture of a Store's calls, for people,
-// logs, status pages and metrics: the finished calls of each operation by
-// outcome, and the calls in flight. Every store that has one counts alike
-// (with StoreCounters), so one collector serves them all.
+// StoreReport counts lease store calls in one shape — the finished calls
+// of each operation by the class of their answer, and the calls in flight
+// — whoever makes or serves them: a Store's StoreReport counts the calls it
+// served, a Tracker's Report.Calls the calls it made. Both count with
+// StoreCounters, so one reader serves them all.
 type StoreReport struct {
 	Claim, Extend, Revoke StoreCalls
 	// InFlight is the calls begun and not yet returned, including calls a
@@ -32,17 +34,40 @@ type StoreCalls struct {
 }
 
 // StoreReporter is a Store that counts its calls: what a metrics collector
-// asks of any store. MemStore and leasetest.FaultStore implement it.
+// asks of any store. MemStore, leasetest.FaultStore and the etcdlease and
+// k8slease stores implement it.
 type StoreReporter interface {
 	StoreReport() StoreReport
 }
 
-// StoreCounters counts a Store's calls for its StoreReport, classifying
-// each answer as Store says, so that every store counts the same way. A
-// store holds one and brackets each call:
+// Op is a store call's operation: a row of a StoreReport.
+type Op int
+
+// The operations of Store.
+const (
+	OpClaim Op = iota
+	OpExtend
+	OpRevoke
+)
+
+func (op Op) String() string {
+	switch op {
+	case OpClaim:
+		return "claim"
+	case OpExtend:
+		return "extend"
+	case OpRevoke:
+		return "revoke"
+	}
+	return "Op(" + strconv.Itoa(int(op)) + ")"
+}
+
+// StoreCounters counts store calls for a StoreReport, classifying each
+// answer as Store says, so that every store (and the Tracker) counts the
+// same way. A store holds one and brackets each call:
 //
 //	func (s *MyStore) Claim(ctx context.Context, name, holder string, d time.Duration) (lease.Grant, error) {
-//		done := s.calls.BeginClaim()
+//		done := s.calls.Begin(lease.OpClaim)
 //		g, err := s.claim(ctx, name, holder, d)
 //		done(err)
 //		return g, err
@@ -50,44 +75,35 @@ type StoreReporter interface {
 //
 //	func (s *MyStore) StoreReport() lease.StoreReport { return s.calls.StoreReport() }
 //
-// Each Begin method counts a call in flight and returns the function that
-// ends it, to be called once with the call's error. The zero value is
-// ready to use; it is safe for concurrent use and lock-free (an atomic add
-// at each end of a call), and allocates nothing while done stays in the
-// calling function, as above.
+// Begin counts a call in flight and returns the function that ends it, to
+// be called once with the call's error. The zero value is ready to use; it
+// is safe for concurrent use and lock-free (an atomic add at each end of a
+// call), and allocates nothing while done stays in the calling function,
+// as above.
 type StoreCounters struct {
 	// begun counts the calls begun; the calls in flight are those begun
 	// less those finished (counted by outcome): one atomic add at each end
 	// of a call.
-	begun                 atomic.Uint64
-	claim, extend, revoke callCounters
+	begun atomic.Uint64
+	ops   [3][4]atomic.Uint64 // finished calls by Op and outcome
 }
 
-type callCounters struct{ ok, definitive, notSent, ambiguous atomic.Uint64 }
-
-// BeginClaim begins a Claim.
-func (c *StoreCounters) BeginClaim() (done func(err error)) { return c.begin(&c.claim) }
-
-// BeginExtend begins an Extend.
-func (c *StoreCounters) BeginExtend() (done func(err error)) { return c.begin(&c.extend) }
-
-// BeginRevoke begins a Revoke.
-func (c *StoreCounters) BeginRevoke() (done func(err error)) { return c.begin(&c.revoke) }
-
-func (c *StoreCounters) begin(op *callCounters) func(error) {
+// Begin begins a call of op. An op that is not one of OpClaim, OpExtend
+// and OpRevoke panics.
+func (c *StoreCounters) Begin(op Op) (done func(err error)) {
+	row := &c.ops[op]
 	c.begun.Add(1)
-	return func(err error) {
-		switch classify(err) {
-		case outcomeOK:
-			op.ok.Add(1)
-		case outcomeDefinitive:
-			op.definitive.Add(1)
-		case outcomeNotSent:
-			op.notSent.Add(1)
-		default:
-			op.ambiguous.Add(1)
-		}
-	}
+	return func(err error) { row[classify(err)].Add(1) }
+}
+
+// begin and end are Begin's halves, for the Tracker, which switches on the
+// outcome end returns: one classification per call.
+func (c *StoreCounters) begin() { c.begun.Add(1) }
+
+func (c *StoreCounters) end(op Op, err error) outcome {
+	o := classify(err)
+	c.ops[op][o].Add(1)
+	return o
 }
 
 // StoreReport returns the counts now. Each count is read atomically; a
@@ -96,14 +112,15 @@ func (c *StoreCounters) StoreReport() StoreReport {
 	// The finished calls are read before the begun ones: every call
 	// counted finished was counted begun before, so InFlight is never
 	// negative.
-	r := StoreReport{Claim: c.claim.load(), Extend: c.extend.load(), Revoke: c.revoke.load()}
+	r := StoreReport{Claim: c.load(OpClaim), Extend: c.load(OpExtend), Revoke: c.load(OpRevoke)}
 	r.InFlight = int(c.begun.Load() - r.Claim.total() - r.Extend.total() - r.Revoke.total())
 	return r
 }
 
-func (c *callCounters) load() StoreCalls {
-	return StoreCalls{OK: c.ok.Load(), Definitive: c.definitive.Load(),
-		NotSent: c.notSent.Load(), Ambiguous: c.ambiguous.Load()}
+func (c *StoreCounters) load(op Op) StoreCalls {
+	row := &c.ops[op]
+	return StoreCalls{OK: row[outcomeOK].Load(), Definitive: row[outcomeDefinitive].Load(),
+		NotSent: row[outcomeNotSent].Load(), Ambiguous: row[outcomeAmbiguous].Load()}
 }
 
 func (c StoreCalls) total() uint64 { return c.OK + c.Definitive + c.NotSent + c.Ambiguous }

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/coldstart-go/coldstart/lease"
+	"github.com/coldstart-go/coldstart/lease/leasetest"
 )
 
 // TestMemStoreReportCountsEachCallByClass: every call of each operation is
@@ -52,16 +53,16 @@ func TestMemStoreReportCountsEachCallByClass(t *testing.T) {
 // not.
 func TestStoreCountersClassifyAndCountInFlight(t *testing.T) {
 	var c lease.StoreCounters
-	claim := c.BeginClaim()
-	extend := c.BeginExtend()
-	revoke := c.BeginRevoke()
+	claim := c.Begin(lease.OpClaim)
+	extend := c.Begin(lease.OpExtend)
+	revoke := c.Begin(lease.OpRevoke)
 	assert.Equal(t, 3, c.StoreReport().InFlight)
 	claim(&lease.HeldError{Name: "l", Holder: "b"})
 	extend(fmt.Errorf("store: %w", lease.ErrNotSent))
 	assert.Equal(t, 1, c.StoreReport().InFlight)
 	revoke(errors.New("connection reset"))
-	c.BeginExtend()(fmt.Errorf("wrapped: %w", &lease.NotHeldError{Name: "l", Token: 3}))
-	c.BeginClaim()(nil)
+	c.Begin(lease.OpExtend)(fmt.Errorf("wrapped: %w", &lease.NotHeldError{Name: "l", Token: 3}))
+	c.Begin(lease.OpClaim)(nil)
 	assert.Equal(t, lease.StoreReport{
 		Claim:  lease.StoreCalls{OK: 1, Definitive: 1},
 		Extend: lease.StoreCalls{Definitive: 1, NotSent: 1},
@@ -79,10 +80,68 @@ func TestStoreCountersConcurrent(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for range 1000 {
-				c.BeginExtend()(nil)
+				c.Begin(lease.OpExtend)(nil)
 			}
 		}()
 	}
 	wg.Wait()
 	assert.Equal(t, lease.StoreReport{Extend: lease.StoreCalls{OK: 8000}}, c.StoreReport())
+}
+
+// TestTrackerCountsItsCallsAsItsStoreDoes: a tracker's Report.Calls and
+// its store's StoreReport are one shape, and, for a tracker alone on a
+// store, the same counts — claims denied, renewals, ambiguous and not-sent
+// calls, a loss and the release — however its store answered.
+func TestTrackerCountsItsCallsAsItsStoreDoes(t *testing.T) {
+	f := newFixture(t, func(c *lease.Config) { c.ReleaseOnClose = true }, nil)
+	f.held(t)
+	step(t, f) // a renewal
+	f.store.Next(leasetest.OpExtend, leasetest.Timeout)
+	step(t, f) // an ambiguous renewal
+	f.store.Next(leasetest.OpExtend, leasetest.Lost)
+	step(t, f) // a loss
+	f.store.Next(leasetest.OpClaim, leasetest.NotSent)
+	step(t, f) // an unsent claim
+	f.store.Next(leasetest.OpClaim, leasetest.Timeout)
+	step(t, f) // an ambiguous claim
+	rep := step(t, f)
+	require.Equal(t, lease.Held, rep.State)
+	require.NoError(t, f.tr.Close()) // a release
+
+	rep = f.tr.Report()
+	assert.Equal(t, lease.StoreReport{
+		Claim:  lease.StoreCalls{OK: 2, NotSent: 1, Ambiguous: 1},
+		Extend: lease.StoreCalls{OK: 1, Definitive: 1, Ambiguous: 1},
+		Revoke: lease.StoreCalls{OK: 1},
+	}, rep.Calls)
+	assert.Equal(t, f.store.StoreReport(), rep.Calls, "the tracker counts as its store does")
+	assert.Equal(t, rep.Calls.Extend.Definitive, rep.Losses)
+	assert.Equal(t, rep.Calls.Claim.Definitive, rep.Denials)
+}
+
+// TestCallErrorIsTheAmbiguousClass: a store's *lease.CallError matches
+// ErrUnconfirmed and unwraps to its cause, unless the call was not sent —
+// then it matches ErrNotSent only; it is never definitive, and counters
+// class it as it says.
+func TestCallErrorIsTheAmbiguousClass(t *testing.T) {
+	sent := &lease.CallError{Store: "mystore", Op: "extend", Name: "l", Holder: "a", Token: 7, Err: context.DeadlineExceeded}
+	assert.ErrorIs(t, sent, lease.ErrUnconfirmed)
+	assert.ErrorIs(t, sent, context.DeadlineExceeded)
+	assert.NotErrorIs(t, sent, lease.ErrNotSent)
+	assert.NotErrorIs(t, sent, lease.ErrNotHeld)
+	assert.EqualError(t, sent, `mystore: extend lease "l" for "a" (token 7) unconfirmed: context deadline exceeded`)
+
+	unsent := &lease.CallError{Store: "mystore", Op: "claim", Name: "l", Holder: "a",
+		Err: fmt.Errorf("%w: %w", lease.ErrNotSent, context.Canceled)}
+	assert.ErrorIs(t, unsent, lease.ErrNotSent)
+	assert.NotErrorIs(t, unsent, lease.ErrUnconfirmed, "certain, not ambiguous")
+	assert.EqualError(t, unsent, `mystore: claim lease "l" for "a" not sent: lease call not sent: context canceled`)
+
+	assert.ErrorIs(t, leasetest.ErrInjectedTimeout, lease.ErrUnconfirmed, "FaultStore's ambiguous answer is lease's class")
+	assert.ErrorIs(t, fmt.Errorf("wrapped: %w", leasetest.ErrInjectedTimeout), leasetest.ErrInjectedTimeout)
+
+	var c lease.StoreCounters
+	c.Begin(lease.OpExtend)(sent)
+	c.Begin(lease.OpClaim)(unsent)
+	assert.Equal(t, lease.StoreReport{Claim: lease.StoreCalls{NotSent: 1}, Extend: lease.StoreCalls{Ambiguous: 1}}, c.StoreReport())
 }

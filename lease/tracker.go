@@ -502,23 +502,24 @@ func (t *Tracker) attempt() time.Duration {
 	}
 	var g Grant
 	var err error
+	var class outcome
 	if t.hasGrant {
-		t.answered, err = t.call(t.ctx, opExtend, timeout, func(ctx context.Context) (err error) {
+		t.answered, class, err = t.call(t.ctx, OpExtend, timeout, func(ctx context.Context) (err error) {
 			g, err = t.cfg.Store.Extend(ctx, t.grant, 2*t.cfg.Duration)
 			return err
 		})
 	} else {
-		t.answered, err = t.call(t.ctx, opClaim, timeout, func(ctx context.Context) (err error) {
+		t.answered, class, err = t.call(t.ctx, OpClaim, timeout, func(ctx context.Context) (err error) {
 			g, err = t.cfg.Store.Claim(ctx, t.cfg.Name, t.cfg.Holder, 2*t.cfg.Duration)
 			return err
 		})
 	}
 	defer func() { t.answered = -1 }()
 	now := clk.Now()
-	switch {
-	case err == nil:
+	switch class {
+	case outcomeOK:
 		return t.confirmed(g, sent, slept, now)
-	case errors.Is(err, ErrHeld) || errors.Is(err, ErrNotHeld):
+	case outcomeDefinitive:
 		return t.lost(err)
 	default:
 		return t.ambiguous(err, now)
@@ -526,14 +527,15 @@ func (t *Tracker) attempt() time.Duration {
 }
 
 // call runs one store call under parent, cut off by timeout, counts it,
-// and returns how long it took and its error. A call cut off says so: its
+// and returns how long it took, the class of its answer and its error. A call cut off says so: its
 // error wraps the timeout (which matches context.DeadlineExceeded) or
 // Close's ErrClosed, not a bare "context canceled".
-func (t *Tracker) call(parent context.Context, op storeOp, timeout callTimeoutError, fn func(ctx context.Context) error) (time.Duration, error) {
+func (t *Tracker) call(parent context.Context, op Op, timeout callTimeoutError, fn func(ctx context.Context) error) (time.Duration, outcome, error) {
 	ctx, cancel := context.WithCancelCause(parent)
 	defer cancel(nil)
 	timer := t.cfg.Clock.AfterFunc(timeout.timeout, func() { cancel(timeout) })
 	start := t.cfg.Clock.Now()
+	t.counters.calls.begin()
 	t.counters.callStart.Store(int64(start.Sub(t.base)))
 	err := fn(ctx)
 	end := t.cfg.Clock.Now()
@@ -542,8 +544,10 @@ func (t *Tracker) call(parent context.Context, op storeOp, timeout callTimeoutEr
 	if cause := context.Cause(ctx); err != nil && cause != nil && !errors.Is(err, cause) {
 		err = fmt.Errorf("%w: %w", cause, err)
 	}
-	t.counters.called(op, err, end.Sub(start), end.Sub(t.base))
-	return end.Sub(start), err
+	c := &t.counters
+	c.lastLatency.Store(int64(end.Sub(start)))
+	c.lastEnd.Store(int64(end.Sub(t.base)))
+	return end.Sub(start), c.calls.end(op, err), err
 }
 
 func (t *Tracker) confirmed(g Grant, sent time.Time, slept time.Duration, now time.Time) time.Duration {
@@ -744,7 +748,7 @@ func (t *Tracker) shutdown() {
 func (t *Tracker) release() error {
 	// Not under t.ctx: Close has cancelled it, and releasing is part of
 	// closing.
-	latency, err := t.call(context.Background(), opRevoke, callTimeoutError{timeout: t.cfg.CallTimeout},
+	latency, _, err := t.call(context.Background(), OpRevoke, callTimeoutError{timeout: t.cfg.CallTimeout},
 		func(ctx context.Context) error { return t.cfg.Store.Revoke(ctx, t.grant) })
 	t.logRelease(latency, err)
 	if err == nil || errors.Is(err, ErrNotHeld) {

@@ -17,9 +17,9 @@ type trackerCollector struct {
 	// rather than the collector's constant label.
 	set bool
 
-	state, token, until, closed                                               *prometheus.Desc
-	calls, claims, renewals, ambiguous, notSent, losses, denials, transitions *prometheus.Desc
-	unknown, lastCall, inCall                                                 *prometheus.Desc
+	state, token, until, closed  *prometheus.Desc
+	losses, denials, transitions *prometheus.Desc
+	unknown, lastCall, inCall    *prometheus.Desc
 }
 
 // NewTrackerCollector returns a collector of t's Report, its series
@@ -29,9 +29,6 @@ type trackerCollector struct {
 //	coldstart_lease_token                        the fencing token of the term last confirmed
 //	coldstart_lease_until_timestamp_seconds      the end of the promise while held, else 0
 //	coldstart_lease_closed
-//	coldstart_lease_calls_total                  store calls finished, whatever their answer
-//	coldstart_lease_claims_total, coldstart_lease_renewals_total
-//	coldstart_lease_ambiguous_calls_total, coldstart_lease_not_sent_calls_total
 //	coldstart_lease_losses_total                 terms this tracker held that the store said are over
 //	coldstart_lease_denials_total                claims denied because another holder had the lease
 //	coldstart_lease_transitions_total
@@ -40,7 +37,10 @@ type trackerCollector struct {
 //	coldstart_lease_call_in_flight_seconds       how long the call in flight has run, 0 if none
 //
 // Times are on the tracker's clock: the until timestamp is Unix time only
-// on the wall clock. The token is exact up to 2^53.
+// on the wall clock. The token is exact up to 2^53. The tracker's store
+// calls by operation and outcome (Report.Calls) are counted, in the same
+// shape, by its store: one family, coldstart_lease_store_calls_total
+// (NewStoreCollector).
 func NewTrackerCollector(t *lease.Tracker) prometheus.Collector {
 	if t == nil {
 		return invalid{jujuerrors.NotValidf("nil *lease.Tracker (must be one from lease.NewTracker)")}
@@ -84,16 +84,6 @@ func newTrackerCollector(d descs, trackers func() []*lease.Tracker, set bool) *t
 		"While the lease is held, when the promise ends (on the tracker's clock, Unix time on the wall clock); 0 while it is not held.")
 	c.closed = add("closed",
 		"1 once the tracker has been closed, else 0.")
-	c.calls = add("calls_total",
-		"Store calls (claims, extends, revokes) that finished, whatever their answer.")
-	c.claims = add("claims_total",
-		"Terms this tracker's claims were granted.")
-	c.renewals = add("renewals_total",
-		"Extends the store confirmed.")
-	c.ambiguous = add("ambiguous_calls_total",
-		"Store calls whose outcome is unknown: a timeout, a lost connection, a store without quorum.")
-	c.notSent = add("not_sent_calls_total",
-		"Store calls the store never sent (ErrNotSent).")
 	c.losses = add("losses_total",
 		"Terms this tracker held that the store said are over (definitive losses).")
 	c.denials = add("denials_total",
@@ -149,11 +139,6 @@ func (c *trackerCollector) collect(ch chan<- prometheus.Metric, r lease.Report, 
 	}
 	gauge(ch, c.until, until, lv...)
 	gauge(ch, c.closed, flag(r.Closed), lv...)
-	counter(ch, c.calls, r.Calls, lv...)
-	counter(ch, c.claims, r.Claims, lv...)
-	counter(ch, c.renewals, r.Renewals, lv...)
-	counter(ch, c.ambiguous, r.Ambiguous, lv...)
-	counter(ch, c.notSent, r.NotSent, lv...)
 	counter(ch, c.losses, r.Losses, lv...)
 	counter(ch, c.denials, r.Denials, lv...)
 	counter(ch, c.transitions, r.Transitions, lv...)

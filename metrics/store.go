@@ -14,8 +14,10 @@ type storeCollector struct {
 }
 
 // NewStoreCollector returns a collector of s's StoreReport — any store that
-// counts its calls: lease.MemStore, leasetest.FaultStore, or yours, with
-// lease.StoreCounters — its series labelled store=name:
+// counts its calls: lease.MemStore, leasetest.FaultStore, the etcdlease
+// and k8slease stores, or yours, with lease.StoreCounters — its series
+// labelled store=name. It is the one family of lease calls: the calls of
+// the trackers on s, counted as each tracker's Report.Calls counts them.
 //
 //	coldstart_lease_store_calls_total{operation, outcome}  finished calls: operation claim, extend or revoke;
 //	                                                       outcome ok, definitive, not-sent or ambiguous

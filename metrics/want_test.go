@@ -96,18 +96,9 @@ coldstart_dialer_fallbacks_total{dialer="agent"} 1
 coldstart_dialer_local_ready{dialer="agent"} 1
 `
 	wantLeader = `
-# HELP coldstart_lease_ambiguous_calls_total Store calls whose outcome is unknown: a timeout, a lost connection, a store without quorum.
-# TYPE coldstart_lease_ambiguous_calls_total counter
-coldstart_lease_ambiguous_calls_total{lease="singular-controller"} 0
 # HELP coldstart_lease_call_in_flight_seconds How long the store call now in flight has run; 0 when none is.
 # TYPE coldstart_lease_call_in_flight_seconds gauge
 coldstart_lease_call_in_flight_seconds{lease="singular-controller"} 0
-# HELP coldstart_lease_calls_total Store calls (claims, extends, revokes) that finished, whatever their answer.
-# TYPE coldstart_lease_calls_total counter
-coldstart_lease_calls_total{lease="singular-controller"} 2
-# HELP coldstart_lease_claims_total Terms this tracker's claims were granted.
-# TYPE coldstart_lease_claims_total counter
-coldstart_lease_claims_total{lease="singular-controller"} 1
 # HELP coldstart_lease_closed 1 once the tracker has been closed, else 0.
 # TYPE coldstart_lease_closed gauge
 coldstart_lease_closed{lease="singular-controller"} 0
@@ -120,12 +111,6 @@ coldstart_lease_last_call_seconds{lease="singular-controller"} 0
 # HELP coldstart_lease_losses_total Terms this tracker held that the store said are over (definitive losses).
 # TYPE coldstart_lease_losses_total counter
 coldstart_lease_losses_total{lease="singular-controller"} 0
-# HELP coldstart_lease_not_sent_calls_total Store calls the store never sent (ErrNotSent).
-# TYPE coldstart_lease_not_sent_calls_total counter
-coldstart_lease_not_sent_calls_total{lease="singular-controller"} 0
-# HELP coldstart_lease_renewals_total Extends the store confirmed.
-# TYPE coldstart_lease_renewals_total counter
-coldstart_lease_renewals_total{lease="singular-controller"} 1
 # HELP coldstart_lease_state Whether the tracker's lease is in the state the state label names (unknown, held or not-held): 1 for its state, 0 for the others.
 # TYPE coldstart_lease_state gauge
 coldstart_lease_state{lease="singular-controller",state="held"} 1
@@ -145,18 +130,9 @@ coldstart_lease_unknown_seconds_total{lease="singular-controller"} 0
 coldstart_lease_until_timestamp_seconds{lease="singular-controller"} 1.7672256285e+09
 `
 	wantFollower = `
-# HELP coldstart_lease_ambiguous_calls_total Store calls whose outcome is unknown: a timeout, a lost connection, a store without quorum.
-# TYPE coldstart_lease_ambiguous_calls_total counter
-coldstart_lease_ambiguous_calls_total{lease="singular-controller"} 0
 # HELP coldstart_lease_call_in_flight_seconds How long the store call now in flight has run; 0 when none is.
 # TYPE coldstart_lease_call_in_flight_seconds gauge
 coldstart_lease_call_in_flight_seconds{lease="singular-controller"} 0
-# HELP coldstart_lease_calls_total Store calls (claims, extends, revokes) that finished, whatever their answer.
-# TYPE coldstart_lease_calls_total counter
-coldstart_lease_calls_total{lease="singular-controller"} 1
-# HELP coldstart_lease_claims_total Terms this tracker's claims were granted.
-# TYPE coldstart_lease_claims_total counter
-coldstart_lease_claims_total{lease="singular-controller"} 0
 # HELP coldstart_lease_closed 1 once the tracker has been closed, else 0.
 # TYPE coldstart_lease_closed gauge
 coldstart_lease_closed{lease="singular-controller"} 0
@@ -169,12 +145,6 @@ coldstart_lease_last_call_seconds{lease="singular-controller"} 0
 # HELP coldstart_lease_losses_total Terms this tracker held that the store said are over (definitive losses).
 # TYPE coldstart_lease_losses_total counter
 coldstart_lease_losses_total{lease="singular-controller"} 0
-# HELP coldstart_lease_not_sent_calls_total Store calls the store never sent (ErrNotSent).
-# TYPE coldstart_lease_not_sent_calls_total counter
-coldstart_lease_not_sent_calls_total{lease="singular-controller"} 0
-# HELP coldstart_lease_renewals_total Extends the store confirmed.
-# TYPE coldstart_lease_renewals_total counter
-coldstart_lease_renewals_total{lease="singular-controller"} 0
 # HELP coldstart_lease_state Whether the tracker's lease is in the state the state label names (unknown, held or not-held): 1 for its state, 0 for the others.
 # TYPE coldstart_lease_state gauge
 coldstart_lease_state{lease="singular-controller",state="held"} 0

@@ -77,7 +77,7 @@ func (b *claimBatcher) send(r *claimReq) error {
 	b.mu.Lock()
 	if b.closed {
 		b.mu.Unlock()
-		return &OpError{Op: "claim", Name: r.name, Holder: r.holder, Err: errClosed}
+		return &lease.CallError{Store: storeName, Op: "claim", Name: r.name, Holder: r.holder, Err: errClosed}
 	}
 	if err := r.ctx.Err(); err != nil {
 		b.mu.Unlock()
@@ -110,12 +110,11 @@ func (b *claimBatcher) send(r *claimReq) error {
 		}
 		// Still queued: a sender waited for a call slot all along.
 		err := fmt.Errorf("%w: the claim waited for one of the %d call slots: %w", ErrOverCapacity, b.store.slots.size, r.ctx.Err())
-		b.store.slots.refused.IncErr(err)
 		return notSent("claim", r.name, r.holder, 0, err)
 	}
 	// In flight: the batch will record what happened to the key.
 	r.abandoned = true
-	return &OpError{Op: "claim", Name: r.name, Holder: r.holder, Err: r.ctx.Err()}
+	return &lease.CallError{Store: storeName, Op: "claim", Name: r.name, Holder: r.holder, Err: r.ctx.Err()}
 }
 
 // startSenderLocked starts the sender that waits for a slot. Called with

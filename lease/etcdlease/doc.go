@@ -9,8 +9,8 @@
 // *lease.HeldError naming the holder) or lease.ErrNotHeld (a
 // *lease.NotHeldError naming the term that is over and, when the store read
 // it, who holds the lease now); a timeout, "no leader", an unavailable
-// member, a cancelled context or a broken connection is an *OpError
-// matching ErrUnconfirmed, which wraps etcd's own error, so the Tracker
+// member, a cancelled context or a broken connection is a *lease.CallError
+// matching lease.ErrUnconfirmed, which wraps etcd's own error, so the Tracker
 // reports ErrRenewalFailed with the time it still holds, never
 // ErrNotLeader. A call never sent (its ctx ended while it waited for one of
 // the store's call slots) matches lease.ErrNotSent only, and ErrOverCapacity
@@ -117,10 +117,9 @@
 // flight, as every store does. WithLogger logs transitions only: a
 // SessionStore's session granted, unconfirmed (an outage begins),
 // confirmed again (with how long it was not), retired, lost and
-// re-created; calls
-// refused over capacity, and the keys a SessionStore deleted itself
-// (orphans, abandoned terms), as counts per interval — never a line per
-// call. The repository README's catalogue lists the records and their keys.
+// re-created — never a line per call, never a count, nothing after Close
+// has returned. The repository README's catalogue lists the records and
+// their keys.
 //
 // Tests: package etcdtest (lease/etcdlease/etcdtest) starts real etcd
 // servers in the test binary — one member, or a cluster whose leader a

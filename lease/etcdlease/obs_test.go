@@ -16,7 +16,6 @@ import (
 	"google.golang.org/grpc"
 	grpcbackoff "google.golang.org/grpc/backoff"
 
-	"github.com/coldstart-go/coldstart/internal/logcount"
 	"github.com/coldstart-go/coldstart/internal/logtest"
 	"github.com/coldstart-go/coldstart/lease"
 	"github.com/coldstart-go/coldstart/lease/etcdlease"
@@ -76,7 +75,7 @@ func TestStoreReportCountsEachCallByClass(t *testing.T) {
 
 		toEtcd.cut()
 		_, err = store.Claim(shortCtx(t), "z", "a", 10*time.Second)
-		require.ErrorIs(t, err, etcdlease.ErrUnconfirmed)
+		require.ErrorIs(t, err, lease.ErrUnconfirmed)
 
 		require.Equal(t, lease.StoreReport{
 			Claim:  lease.StoreCalls{OK: 2, Definitive: 1, NotSent: 1, Ambiguous: 1},
@@ -89,9 +88,11 @@ func TestStoreReportCountsEachCallByClass(t *testing.T) {
 // Calls that wait out a store's call slots fail with ErrOverCapacity and
 // count as not sent — a SessionStore's claims too, queued for a batch
 // while its sender waits for a slot (before, they matched only
-// lease.ErrNotSent) — and are logged as one count per interval, never a
-// line each.
-func TestOverCapacityIsCountedNotSentAndLoggedAsACount(t *testing.T) {
+// lease.ErrNotSent). They are counted once, in the StoreReport, and never
+// logged: no record per call, and no count per interval either (before
+// round 4, one record per interval, written by a timer that could fire
+// after Close).
+func TestOverCapacityIsCountedNotSentNotLogged(t *testing.T) {
 	cli := etcdtest.Start(t).Client()
 	for _, kind := range []struct {
 		name string
@@ -113,32 +114,28 @@ func TestOverCapacityIsCountedNotSentAndLoggedAsACount(t *testing.T) {
 			g, err := store.Claim(testCtx(t), "held", "a", time.Minute)
 			require.NoError(t, err)
 			release := hold()
-			defer release()
 
 			const claims = 3
 			for i := range claims {
 				_, err := store.Claim(shortCtx(t), "x"+strconv.Itoa(i), "a", time.Minute)
 				require.ErrorIs(t, err, etcdlease.ErrOverCapacity, "claim %d", i)
 				require.ErrorIs(t, err, lease.ErrNotSent)
-				require.NotErrorIs(t, err, etcdlease.ErrUnconfirmed)
+				require.NotErrorIs(t, err, lease.ErrUnconfirmed)
 			}
 			err = store.Revoke(shortCtx(t), g)
 			require.ErrorIs(t, err, etcdlease.ErrOverCapacity)
 			report := store.(lease.StoreReporter).StoreReport()
 			require.Equal(t, lease.StoreCalls{OK: 1, NotSent: claims}, report.Claim)
 			require.Equal(t, lease.StoreCalls{NotSent: 1}, report.Revoke)
-			require.Empty(t, logs.Matching("etcd lease calls refused over capacity"), "counted, not yet logged")
-
-			// The first refusal armed the interval's timer.
-			clk.Advance(logcount.DefaultInterval)
-			recs := logs.WaitMessage(t, "etcd lease calls refused over capacity", 1)
-			require.Len(t, recs, 1, "one record for every refusal of the interval")
-			r := recs[0]
-			require.Equal(t, slog.LevelWarn, r.Level)
-			require.Equal(t, uint64(claims+1), r.Uint64(t, "refused"))
-			require.Equal(t, "1", r.Str("max_in_flight"))
-			require.Equal(t, "/overcap/"+kind.name+"/", r.Str("prefix"))
-			require.Contains(t, r.Str("err"), "over capacity")
+			release()
+			if c, ok := store.(interface{ Close() error }); ok {
+				require.NoError(t, c.Close()) // a Store has no Close: its calls have returned
+			}
+			logs.Seal(t)
+			clk.Advance(time.Minute) // no interval timer to fire a count
+			for _, r := range logs.Records() {
+				require.Equal(t, "etcd session granted", r.Message, "transitions only: %v", r)
+			}
 		})
 	}
 }
@@ -220,4 +217,40 @@ func TestSessionStoreLogsEachSessionTransitionOnce(t *testing.T) {
 		"etcd session unconfirmed", "etcd session retired", "etcd session granted",
 		"etcd session lost", "etcd session re-created"}, msgs, "transitions only")
 	require.NotZero(t, s.StoreReport().Extend.OK, "the tracker renewed")
+}
+
+// Once Close has returned, neither store writes a record — a tracker on it
+// closed first, releasing its term; a SessionStore's session goroutine
+// (keep-alives, expiry rounds) ended with Close. The tracker's own log,
+// sealed at its Close, stays quiet too.
+func TestNothingLoggedAfterClose(t *testing.T) {
+	forEachStore(t, func(t *testing.T, kind storeKind) {
+		cli := etcdtest.Start(t).Client()
+		storeLogs, trackerLogs := logtest.New(), logtest.New()
+		var store lease.Store
+		const d = 500 * time.Millisecond
+		if kind.name == "SessionStore" {
+			s, err := etcdlease.NewSessionStore(cli, "/quiet/", 6*d, etcdlease.WithLogger(storeLogs.Logger()))
+			require.NoError(t, err)
+			store = s
+		} else {
+			store = newEtcdStore(t, cli, "/quiet/", etcdlease.WithLogger(storeLogs.Logger()))
+		}
+		tr, err := lease.NewTracker(lease.Config{Store: store, Name: "singular", Holder: "c0", Duration: d,
+			LateTimer: slowTimer, CallTimeout: d / 2, ReleaseOnClose: true, Logger: trackerLogs.Logger()})
+		require.NoError(t, err)
+		held := nextStatus(t, tr, 10*time.Second, isHeld, isNotHeld, "the claim")
+		nextStatus(t, tr, 10*time.Second, func(s lease.Status) bool { return s.Until.After(held.Until) }, isNotHeld, "a renewal")
+		require.NoError(t, tr.Close())
+		trackerLogs.Seal(t)
+		if c, ok := store.(interface{ Close() error }); ok {
+			require.NoError(t, c.Close())
+		}
+		storeLogs.Seal(t)
+		calls := store.(lease.StoreReporter).StoreReport()
+		require.Equal(t, uint64(1), calls.Revoke.OK, "released at Close")
+		require.Zero(t, calls.InFlight)
+		// The seals fail the test on any record until it ends; goleak
+		// (TestMain) on any goroutine of the store's left running.
+	})
 }

@@ -7,7 +7,7 @@ import (
 	jujuerrors "github.com/juju/errors"
 )
 
-// Option adjusts a Store or a SessionStore.
+// Option adjusts a Store or a SessionStore. A nil Option is ignored.
 type Option func(*options)
 
 type options struct {
@@ -31,11 +31,11 @@ func WithClock(clk clock.Clock) Option {
 }
 
 // WithLogger makes the store log to logger; nil, the default, means no
-// logs. It logs transitions, never a line per call: a SessionStore's
-// session granted, re-created, lost, unconfirmed (an outage begins) and
-// confirmed again; and, as counts per interval, calls refused over
-// capacity and the keys a SessionStore deleted itself (see the package
-// doc for the records).
+// logs. It logs transitions, never a line per call and no counts (those
+// are in StoreReport): a SessionStore's session granted, re-created,
+// lost, unconfirmed (an outage begins) and confirmed again (see the
+// package doc for the records). Nothing is logged once Close has
+// returned.
 func WithLogger(logger *slog.Logger) Option {
 	return func(o *options) { o.logger = logger }
 }
@@ -66,10 +66,9 @@ func WithRevokeOnClose() Option {
 func newOptions(opts []Option, session bool) (options, error) {
 	var o options
 	for _, opt := range opts {
-		if opt == nil {
-			return o, jujuerrors.NotValidf("nil Option")
+		if opt != nil { // a nil Option is ignored, as everywhere in coldstart
+			opt(&o)
 		}
-		opt(&o)
 	}
 	if o.revokeOnClose && !session {
 		return o, jujuerrors.NotValidf("option WithRevokeOnClose (must be given to NewSessionStore only: a Store has no session to revoke)")

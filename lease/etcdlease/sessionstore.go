@@ -41,7 +41,7 @@ import (
 // confirmed is over, and the store deletes its key (guarded by the token)
 // within about a second. An outage never ends a term by itself: while the
 // session's keep-alive is unconfirmed, every Extend is ambiguous
-// (ErrUnconfirmed), and when etcd answers again the term goes on with the
+// (lease.ErrUnconfirmed), and when etcd answers again the term goes on with the
 // same token. When etcd answers a keep-alive "no such lease" (the process
 // was cut off for longer than the TTL), every term is definitively over
 // (a *lease.NotHeldError) and the next Claim grants a new session.
@@ -70,9 +70,6 @@ type SessionStore struct {
 	claims claimBatcher
 	log    storeLog
 	calls  lease.StoreCounters
-	// deleted counts the keys the store deleted itself, for its next
-	// record of them (at the end of an expiry round, or at Close).
-	deleted deletedKeys
 
 	ctx    context.Context // ends on Close
 	cancel context.CancelFunc
@@ -130,7 +127,7 @@ func NewSessionStore(cli *clientv3.Client, prefix string, ttl time.Duration, opt
 	ctx, cancel := context.WithCancel(context.Background())
 	log := newStoreLog(o, prefix)
 	s := &SessionStore{
-		cli: cli, prefix: prefix, ttl: ttlFor(ttl), opts: o, slots: newSlots(o.maxInFlight, log.overCapacity), log: log,
+		cli: cli, prefix: prefix, ttl: ttlFor(ttl), opts: o, slots: newSlots(o.maxInFlight), log: log,
 		ctx: ctx, cancel: cancel, terms: newTermTable(), retired: make(map[clientv3.LeaseID]time.Time),
 	}
 	s.claims.store = s
@@ -160,9 +157,9 @@ func (s *SessionStore) Key(name string) string { return s.prefix + name }
 // keep-alive promises less. When another term holds the key it returns a
 // *lease.HeldError naming that holder. Invalid arguments give an error
 // matching errors.NotValid; a claim not sent, one matching lease.ErrNotSent;
-// any other error matches ErrUnconfirmed.
+// any other error matches lease.ErrUnconfirmed.
 func (s *SessionStore) Claim(ctx context.Context, name, holder string, d time.Duration) (lease.Grant, error) {
-	done := s.calls.BeginClaim()
+	done := s.calls.Begin(lease.OpClaim)
 	g, err := s.claimAgain(ctx, name, holder, d)
 	done(err)
 	return g, err
@@ -185,7 +182,7 @@ func (s *SessionStore) claimAgain(ctx context.Context, name, holder string, d ti
 func (s *SessionStore) claim(ctx context.Context, name, holder string, d time.Duration) (g lease.Grant, again bool, err error) {
 	defer s.busyWith(name)()
 	fail := func(err error) (lease.Grant, bool, error) {
-		return lease.Grant{}, false, &OpError{Op: "claim", Name: name, Holder: holder, Err: err}
+		return lease.Grant{}, false, &lease.CallError{Store: storeName, Op: "claim", Name: name, Holder: holder, Err: err}
 	}
 	r := &claimReq{ctx: ctx, name: name, holder: holder, d: d, done: make(chan struct{})}
 	if err := s.claims.send(r); err != nil {
@@ -193,7 +190,7 @@ func (s *SessionStore) claim(ctx context.Context, name, holder string, d time.Du
 	}
 	switch {
 	case r.lostSession:
-		return lease.Grant{}, true, &OpError{Op: "claim", Name: name, Holder: holder, Err: r.err}
+		return lease.Grant{}, true, &lease.CallError{Store: storeName, Op: "claim", Name: name, Holder: holder, Err: r.err}
 	case r.err != nil:
 		return fail(r.err)
 	case r.kv != nil:
@@ -230,13 +227,10 @@ func (s *SessionStore) claimDenied(ctx context.Context, name, holder string, d t
 	if !expired || s.slots.wait(ctx) != nil {
 		return lease.Grant{}, false, held
 	}
-	deleted, _, err := deleteTerm(ctx, s.cli, s.Key(name), uint64(kv.CreateRevision))
+	_, _, err := deleteTerm(ctx, s.cli, s.Key(name), uint64(kv.CreateRevision))
 	s.slots.release()
 	if err != nil {
 		return lease.Grant{}, false, held
-	}
-	if deleted != nil {
-		s.deleted.add(t)
 	}
 	s.endTerm(name, uint64(kv.CreateRevision), termOver)
 	return lease.Grant{}, true, held
@@ -247,7 +241,7 @@ func (s *SessionStore) claimDenied(ctx context.Context, name, holder string, d t
 func (s *SessionStore) grantedLocked(name, holder string, token uint64, sess *session, start time.Time, d time.Duration) (lease.Grant, bool, error) {
 	granted, err := s.terms.grant(name, holder, token, sess.promise(), start, d)
 	if err != nil {
-		return lease.Grant{}, false, &OpError{Op: "claim", Name: name, Holder: holder, Token: token, Err: err}
+		return lease.Grant{}, false, &lease.CallError{Store: storeName, Op: "claim", Name: name, Holder: holder, Token: token, Err: err}
 	}
 	return lease.Grant{Name: name, Holder: holder, Token: token, Duration: granted}, false, nil
 }
@@ -256,12 +250,12 @@ func (s *SessionStore) grantedLocked(name, holder string, token uint64, sess *se
 // keep-alive promises less, without a call to etcd for terms this store
 // granted. It returns a *lease.NotHeldError when the term is over
 // (revoked, deleted or taken over as the watch saw, abandoned by its
-// holder, or its session lost) and an error matching ErrUnconfirmed while
+// holder, or its session lost) and an error matching lease.ErrUnconfirmed while
 // the session's keep-alive is unconfirmed. A term granted by another store
 // (a predecessor process) is read and, if still live, moved onto this
 // store's session in a transaction guarded by its token.
 func (s *SessionStore) Extend(ctx context.Context, g lease.Grant, d time.Duration) (lease.Grant, error) {
-	done := s.calls.BeginExtend()
+	done := s.calls.Begin(lease.OpExtend)
 	g, err := s.extend(ctx, g, d)
 	done(err)
 	return g, err
@@ -275,7 +269,7 @@ func (s *SessionStore) extend(ctx context.Context, g lease.Grant, d time.Duratio
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
-		return lease.Grant{}, &OpError{Op: "extend", Name: g.Name, Holder: g.Holder, Token: g.Token, Err: errClosed}
+		return lease.Grant{}, &lease.CallError{Store: storeName, Op: "extend", Name: g.Name, Holder: g.Holder, Token: g.Token, Err: errClosed}
 	}
 	t := s.terms.terms[g.Name]
 	switch {
@@ -287,7 +281,7 @@ func (s *SessionStore) extend(ctx context.Context, g lease.Grant, d time.Duratio
 		s.mu.Unlock()
 		if err != nil {
 			if !errors.Is(err, lease.ErrNotHeld) {
-				err = &OpError{Op: "extend", Name: g.Name, Holder: g.Holder, Token: g.Token, Err: err}
+				err = &lease.CallError{Store: storeName, Op: "extend", Name: g.Name, Holder: g.Holder, Token: g.Token, Err: err}
 			}
 			return lease.Grant{}, err
 		}
@@ -321,7 +315,7 @@ type seenTerm struct {
 // it).
 func (s *SessionStore) adopt(ctx context.Context, g lease.Grant, d time.Duration, seen seenTerm) (lease.Grant, error) {
 	fail := func(err error) (lease.Grant, error) {
-		return lease.Grant{}, &OpError{Op: "extend", Name: g.Name, Holder: g.Holder, Token: g.Token, Err: err}
+		return lease.Grant{}, &lease.CallError{Store: storeName, Op: "extend", Name: g.Name, Holder: g.Holder, Token: g.Token, Err: err}
 	}
 	if err := s.slots.acquire(ctx); err != nil {
 		return lease.Grant{}, notSent("extend", g.Name, g.Holder, g.Token, err)
@@ -381,7 +375,7 @@ func (s *SessionStore) adopt(ctx context.Context, g lease.Grant, d time.Duration
 // before which no leader finds it expired.
 func (s *SessionStore) move(ctx context.Context, g lease.Grant, d time.Duration, t *term) (lease.Grant, error) {
 	fail := func(err error) (lease.Grant, error) {
-		return lease.Grant{}, &OpError{Op: "extend", Name: g.Name, Holder: g.Holder, Token: g.Token, Err: err}
+		return lease.Grant{}, &lease.CallError{Store: storeName, Op: "extend", Name: g.Name, Holder: g.Holder, Token: g.Token, Err: err}
 	}
 	if err := s.slots.acquire(ctx); err != nil {
 		return lease.Grant{}, notSent("extend", g.Name, g.Holder, g.Token, err)
@@ -424,7 +418,7 @@ func (s *SessionStore) move(ctx context.Context, g lease.Grant, d time.Duration,
 	granted, err := s.terms.moved(g.Name, t, sess.promise(), start, d)
 	if err != nil {
 		if !errors.Is(err, lease.ErrNotHeld) {
-			err = &OpError{Op: "extend", Name: g.Name, Holder: g.Holder, Token: g.Token, Err: err}
+			err = &lease.CallError{Store: storeName, Op: "extend", Name: g.Name, Holder: g.Holder, Token: g.Token, Err: err}
 		}
 		return lease.Grant{}, err
 	}
@@ -442,9 +436,9 @@ func (s *SessionStore) isRetiredLocked(id clientv3.LeaseID) bool {
 // Revoke ends the term g at once: it deletes the key in a transaction
 // guarded by g.Token (the session lives on for the other keys). It returns
 // a *lease.NotHeldError when the term is already over; any other error
-// matches ErrUnconfirmed (or lease.ErrNotSent).
+// matches lease.ErrUnconfirmed (or lease.ErrNotSent).
 func (s *SessionStore) Revoke(ctx context.Context, g lease.Grant) error {
-	done := s.calls.BeginRevoke()
+	done := s.calls.Begin(lease.OpRevoke)
 	err := s.revoke(ctx, g)
 	done(err)
 	return err
@@ -455,7 +449,7 @@ func (s *SessionStore) revoke(ctx context.Context, g lease.Grant) error {
 		return jujuerrors.NotValidf("grant %+v (must have a Name and a Token)", g)
 	}
 	if s.isClosed() {
-		return &OpError{Op: "revoke", Name: g.Name, Holder: g.Holder, Token: g.Token, Err: errClosed}
+		return &lease.CallError{Store: storeName, Op: "revoke", Name: g.Name, Holder: g.Holder, Token: g.Token, Err: errClosed}
 	}
 	if err := s.slots.acquire(ctx); err != nil {
 		return notSent("revoke", g.Name, g.Holder, g.Token, err)
@@ -463,7 +457,7 @@ func (s *SessionStore) revoke(ctx context.Context, g lease.Grant) error {
 	defer s.slots.release()
 	deleted, kv, err := deleteTerm(ctx, s.cli, s.Key(g.Name), g.Token)
 	if err != nil {
-		return &OpError{Op: "revoke", Name: g.Name, Holder: g.Holder, Token: g.Token, Err: err}
+		return &lease.CallError{Store: storeName, Op: "revoke", Name: g.Name, Holder: g.Holder, Token: g.Token, Err: err}
 	}
 	s.endTerm(g.Name, g.Token, termOver)
 	if deleted == nil {
@@ -478,7 +472,7 @@ func (s *SessionStore) Holder(ctx context.Context, name string) (lease.Grant, er
 		return lease.Grant{}, jujuerrors.NotValidf("empty lease name")
 	}
 	if s.isClosed() {
-		return lease.Grant{}, &OpError{Op: "read", Name: name, Err: errClosed}
+		return lease.Grant{}, &lease.CallError{Store: storeName, Op: "read", Name: name, Err: errClosed}
 	}
 	if err := s.slots.acquire(ctx); err != nil {
 		return lease.Grant{}, notSent("read", name, "", 0, err)
@@ -516,7 +510,7 @@ func (s *SessionStore) Lost(ctx context.Context, g lease.Grant) <-chan struct{} 
 // every key of the store goes at once, so close every tracker on the store
 // first (a tracker still running holds a grant that would be cut short).
 // Calls after Close fail, without a call to etcd, with an error matching
-// lease.ErrNotSent (not ErrUnconfirmed). Close is idempotent.
+// lease.ErrNotSent (not lease.ErrUnconfirmed). Close is idempotent.
 func (s *SessionStore) Close() error {
 	s.mu.Lock()
 	if s.closed {
@@ -529,8 +523,6 @@ func (s *SessionStore) Close() error {
 	s.cancel()
 	s.claims.close()
 	s.wg.Wait()
-	s.deleted.logSince(s.log)
-	s.log.agg.Close()
 	var err error
 	if s.opts.revokeOnClose && sess != nil {
 		err = s.revokeSession(sess)
@@ -762,7 +754,6 @@ func (s *SessionStore) expireTerms() {
 		for _, x := range due {
 			s.deleteExpired(x)
 		}
-		s.deleted.logSince(s.log)
 	}
 }
 
@@ -804,12 +795,8 @@ func (s *SessionStore) deleteExpired(x expiredTerm) {
 		token = x.t.token
 		s.mu.Unlock()
 	}
-	deleted, _, err := deleteTerm(ctx, s.cli, key, token)
-	if err != nil {
+	if _, _, err := deleteTerm(ctx, s.cli, key, token); err != nil {
 		return
-	}
-	if deleted != nil {
-		s.deleted.add(x.t)
 	}
 	s.endTerm(x.name, token, termOver)
 }

@@ -2,11 +2,8 @@ package etcdlease
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
-
-	"github.com/coldstart-go/coldstart/internal/logcount"
 )
 
 // slots bounds the calls in flight. Waiters are served newest first: when
@@ -21,9 +18,6 @@ type slots struct {
 	free    int
 	waiting []*slotWaiter // a stack: the newest last
 	gone    int           // waiters in waiting that gave up
-	// refused counts the callers' calls that waited out their ctx
-	// (ErrOverCapacity); the store's own waits are not refusals.
-	refused *logcount.Counter
 }
 
 type slotWaiter struct {
@@ -31,19 +25,11 @@ type slotWaiter struct {
 	gone  bool
 }
 
-func newSlots(n int, refused *logcount.Counter) *slots {
-	return &slots{size: n, free: n, refused: refused}
-}
+func newSlots(n int) *slots { return &slots{size: n, free: n} }
 
-// acquire takes a slot for a caller's call, as wait does, and counts the
-// call refused if it waited out ctx.
-func (s *slots) acquire(ctx context.Context) error {
-	err := s.wait(ctx)
-	if errors.Is(err, ErrOverCapacity) {
-		s.refused.IncErr(err)
-	}
-	return err
-}
+// acquire takes a slot for a caller's call, as wait does. A call refused
+// (ErrOverCapacity) is counted NotSent in the store's StoreReport.
+func (s *slots) acquire(ctx context.Context) error { return s.wait(ctx) }
 
 // wait takes a slot, waiting while none is free. It returns ctx's error,
 // without a slot, if ctx had ended already; if ctx ends while it waits, an

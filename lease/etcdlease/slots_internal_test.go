@@ -6,14 +6,12 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
-
-	"github.com/coldstart-go/coldstart/internal/logcount"
 )
 
 // Waiters are served newest first; one whose ctx ends gets its error and no
 // slot, and the slot goes to the next waiter.
 func TestSlotsServeNewestFirst(t *testing.T) {
-	s := newSlots(1, new(logcount.Counter))
+	s := newSlots(1)
 	require.NoError(t, s.acquire(context.Background()))
 
 	served := make(chan int, 3)
@@ -49,7 +47,7 @@ func TestSlotsServeNewestFirst(t *testing.T) {
 
 // A call whose ctx has ended is not given a slot even if one is free.
 func TestSlotsRefuseEndedContext(t *testing.T) {
-	s := newSlots(1, new(logcount.Counter))
+	s := newSlots(1)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	require.ErrorIs(t, s.acquire(ctx), context.Canceled)
@@ -77,7 +75,7 @@ func waitWaiting(t *testing.T, s *slots, n int) {
 // A call that waited for a slot until its ctx ended says the store is over
 // capacity; one whose ctx had ended before it asked does not.
 func TestSlotsWaitedOutIsOverCapacity(t *testing.T) {
-	s := newSlots(1, new(logcount.Counter))
+	s := newSlots(1)
 	require.NoError(t, s.acquire(context.Background()))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

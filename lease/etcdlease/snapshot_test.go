@@ -211,7 +211,7 @@ func TestSnapshotFollowersStaleTermConfirmsNothing(t *testing.T) {
 				t.Errorf("a keep-alive answered by the stale leader m%d was confirmed by m%d's snapshot term (Duration %v)", x, b, ng.Duration)
 			case errors.Is(err, etcdlease.ErrTermChanged):
 				unconfirmed++
-				require.ErrorIs(t, err, etcdlease.ErrUnconfirmed)
+				require.ErrorIs(t, err, lease.ErrUnconfirmed)
 			}
 			require.NotErrorIs(t, err, lease.ErrNotHeld)
 			serr := etcdlease.SessionErr(ss)

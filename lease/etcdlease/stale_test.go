@@ -211,7 +211,7 @@ func TestStaleLeaderNotFoundEndsNoTerm(t *testing.T) {
 			ccancel()
 			if errors.Is(err, etcdlease.ErrNotFoundKeyOnLease) {
 				storeStale = true
-				require.ErrorIs(t, err, etcdlease.ErrUnconfirmed)
+				require.ErrorIs(t, err, lease.ErrUnconfirmed)
 			}
 			require.NotErrorIs(t, err, lease.ErrNotHeld, "Store.Extend ended a live term on a stale leader's word")
 			// Holder asks the stale leader the TTL (-1: it never had
@@ -221,7 +221,7 @@ func TestStaleLeaderNotFoundEndsNoTerm(t *testing.T) {
 			ccancel()
 			if errors.Is(err, etcdlease.ErrNotFoundKeyOnLease) {
 				holderStale = true
-				require.ErrorIs(t, err, etcdlease.ErrUnconfirmed)
+				require.ErrorIs(t, err, lease.ErrUnconfirmed)
 			}
 			require.NotErrorIs(t, err, lease.ErrNotHeld, "Store.Holder said nobody holds a live term on a stale leader's word")
 		}
@@ -271,7 +271,7 @@ func TestStaleRenewalReadElsewhereIsUnconfirmed(t *testing.T) {
 				t.Errorf("a keep-alive answered by the stale leader was confirmed (Duration %v)", ng.Duration)
 			case errors.Is(err, etcdlease.ErrTermChanged):
 				stale++
-				require.ErrorIs(t, err, etcdlease.ErrUnconfirmed)
+				require.ErrorIs(t, err, lease.ErrUnconfirmed)
 			}
 			require.NotErrorIs(t, err, lease.ErrNotHeld)
 		}

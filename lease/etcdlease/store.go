@@ -94,7 +94,7 @@ func NewStore(cli *clientv3.Client, prefix string, opts ...Option) (*Store, erro
 		return nil, err
 	}
 	return &Store{
-		cli: cli, prefix: prefix, opts: o, slots: newSlots(o.maxInFlight, newStoreLog(o, prefix).overCapacity),
+		cli: cli, prefix: prefix, opts: o, slots: newSlots(o.maxInFlight),
 		leases: make(map[uint64]cachedLease),
 	}, nil
 }
@@ -107,7 +107,7 @@ var (
 
 // StoreReport implements lease.StoreReporter: the Store's calls of Claim,
 // Extend and Revoke so far by the class of their answer (a call not sent,
-// ErrOverCapacity among them, is NotSent; one matching ErrUnconfirmed is
+// ErrOverCapacity among them, is NotSent; one matching lease.ErrUnconfirmed is
 // Ambiguous), and the calls in flight, including those waiting for a call
 // slot. Holder is not counted.
 func (s *Store) StoreReport() lease.StoreReport { return s.calls.StoreReport() }
@@ -151,9 +151,9 @@ func checkGrant(g lease.Grant, d time.Duration) error {
 // Grant's Duration is the TTL etcd granted. When another term holds the key
 // it returns a *lease.HeldError naming that holder. Invalid arguments give
 // an error matching errors.NotValid (github.com/juju/errors); any other
-// error matches ErrUnconfirmed (and lease.ErrNotSent if the claim was not sent).
+// error matches lease.ErrUnconfirmed (and lease.ErrNotSent if the claim was not sent).
 func (s *Store) Claim(ctx context.Context, name, holder string, d time.Duration) (lease.Grant, error) {
-	done := s.calls.BeginClaim()
+	done := s.calls.Begin(lease.OpClaim)
 	g, err := s.claim(ctx, name, holder, d)
 	done(err)
 	return g, err
@@ -169,7 +169,7 @@ func (s *Store) claim(ctx context.Context, name, holder string, d time.Duration)
 	defer s.slots.release()
 	s.revokeOrphans(ctx)
 	fail := func(err error) (lease.Grant, error) {
-		return lease.Grant{}, &OpError{Op: "claim", Name: name, Holder: holder, Err: err}
+		return lease.Grant{}, &lease.CallError{Store: storeName, Op: "claim", Name: name, Holder: holder, Err: err}
 	}
 
 	sent := s.opts.clock.Now()
@@ -216,10 +216,10 @@ func (s *Store) claim(ctx context.Context, name, holder string, d time.Duration)
 // g.Token (the token is unchanged). It returns a *lease.NotHeldError when
 // a linearizable read finds the key gone or belonging to a later term (a
 // keep-alive's "no such lease" alone ends nothing: a stale member may say
-// it); any other error matches ErrUnconfirmed (or lease.ErrNotSent if the
+// it); any other error matches lease.ErrUnconfirmed (or lease.ErrNotSent if the
 // call was not sent).
 func (s *Store) Extend(ctx context.Context, g lease.Grant, d time.Duration) (lease.Grant, error) {
-	done := s.calls.BeginExtend()
+	done := s.calls.Begin(lease.OpExtend)
 	g, err := s.extend(ctx, g, d)
 	done(err)
 	return g, err
@@ -236,7 +236,7 @@ func (s *Store) extend(ctx context.Context, g lease.Grant, d time.Duration) (lea
 	}
 	defer s.slots.release()
 	fail := func(err error) (lease.Grant, error) {
-		return lease.Grant{}, &OpError{Op: "extend", Name: g.Name, Holder: g.Holder, Token: g.Token, Err: err}
+		return lease.Grant{}, &lease.CallError{Store: storeName, Op: "extend", Name: g.Name, Holder: g.Holder, Token: g.Token, Err: err}
 	}
 	key := s.Key(g.Name)
 
@@ -451,7 +451,7 @@ func confirmedInTerm(kaTerm, readTerm uint64) error {
 // seconds, keeping its create revision (the token).
 func (s *Store) relet(ctx context.Context, g lease.Grant, old clientv3.LeaseID, ttl int64) (lease.Grant, error) {
 	fail := func(err error) (lease.Grant, error) {
-		return lease.Grant{}, &OpError{Op: "extend", Name: g.Name, Holder: g.Holder, Token: g.Token, Err: err}
+		return lease.Grant{}, &lease.CallError{Store: storeName, Op: "extend", Name: g.Name, Holder: g.Holder, Token: g.Token, Err: err}
 	}
 	sent := s.opts.clock.Now()
 	gr, err := s.cli.Grant(ctx, ttl)
@@ -491,11 +491,11 @@ func (s *Store) relet(ctx context.Context, g lease.Grant, old clientv3.LeaseID, 
 // Revoke ends the term g at once: it deletes the key in a transaction
 // guarded by g.Token, then revokes the term's etcd lease. It returns an
 // error matching lease.ErrNotHeld when the term is already over; any other
-// error matches ErrUnconfirmed (or lease.ErrNotSent). Once the key is deleted the
+// error matches lease.ErrUnconfirmed (or lease.ErrNotSent). Once the key is deleted the
 // term is over, so a failure to revoke the emptied etcd lease is not
 // reported (it expires by itself).
 func (s *Store) Revoke(ctx context.Context, g lease.Grant) error {
-	done := s.calls.BeginRevoke()
+	done := s.calls.Begin(lease.OpRevoke)
 	err := s.revoke(ctx, g)
 	done(err)
 	return err
@@ -511,7 +511,7 @@ func (s *Store) revoke(ctx context.Context, g lease.Grant) error {
 	defer s.slots.release()
 	deleted, kv, err := deleteTerm(ctx, s.cli, s.Key(g.Name), g.Token)
 	if err != nil {
-		return &OpError{Op: "revoke", Name: g.Name, Holder: g.Holder, Token: g.Token, Err: err}
+		return &lease.CallError{Store: storeName, Op: "revoke", Name: g.Name, Holder: g.Holder, Token: g.Token, Err: err}
 	}
 	if deleted == nil {
 		return s.notHeld("revoke", g, kv)
@@ -556,7 +556,7 @@ func elseKV(resp *clientv3.TxnResponse) *keyValue {
 // Holder reads the named lease's live term: its holder, token and, as
 // Duration, the time etcd gives it left (whole seconds, rounded down). It
 // returns an error matching lease.ErrNotHeld when nobody holds the lease;
-// any other error matches ErrUnconfirmed (or lease.ErrNotSent).
+// any other error matches lease.ErrUnconfirmed (or lease.ErrNotSent).
 func (s *Store) Holder(ctx context.Context, name string) (lease.Grant, error) {
 	if name == "" {
 		return lease.Grant{}, jujuerrors.NotValidf("empty lease name")
@@ -571,7 +571,7 @@ func (s *Store) Holder(ctx context.Context, name string) (lease.Grant, error) {
 // readHolder reads the live term of the lease name kept at key.
 func readHolder(ctx context.Context, cli *clientv3.Client, key, name string) (lease.Grant, error) {
 	fail := func(err error) (lease.Grant, error) {
-		return lease.Grant{}, &OpError{Op: "read", Name: name, Err: err}
+		return lease.Grant{}, &lease.CallError{Store: storeName, Op: "read", Name: name, Err: err}
 	}
 	kv, _, err := get(ctx, cli, key)
 	if err != nil {

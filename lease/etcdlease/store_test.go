@@ -11,6 +11,7 @@ import (
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/coldstart-go/coldstart/internal/logtest"
 	"github.com/coldstart-go/coldstart/lease"
 	"github.com/coldstart-go/coldstart/lease/etcdlease"
 	"github.com/coldstart-go/coldstart/lease/etcdlease/etcdtest"
@@ -43,7 +44,7 @@ func TestClaimExtendRevoke(t *testing.T) {
 	require.ErrorIs(t, err, lease.ErrNotHeld)
 	_, err = s.Extend(ctx, g, time.Second)
 	require.ErrorIs(t, err, lease.ErrNotHeld)
-	require.False(t, errors.Is(err, etcdlease.ErrUnconfirmed))
+	require.False(t, errors.Is(err, lease.ErrUnconfirmed))
 
 	g3, err := s.Claim(ctx, "singular", "b", time.Second)
 	require.NoError(t, err)
@@ -121,10 +122,10 @@ func TestUnreachableEtcdIsUnconfirmedNotNotHeld(t *testing.T) {
 func requireUnconfirmed(t *testing.T, err error, op string, token uint64) {
 	t.Helper()
 	require.Error(t, err)
-	require.ErrorIs(t, err, etcdlease.ErrUnconfirmed)
+	require.ErrorIs(t, err, lease.ErrUnconfirmed)
 	require.NotErrorIs(t, err, lease.ErrNotHeld)
 	require.NotErrorIs(t, err, lease.ErrHeld)
-	var oe *etcdlease.OpError
+	var oe *lease.CallError
 	require.ErrorAs(t, err, &oe)
 	require.Equal(t, op, oe.Op)
 	require.Equal(t, "singular", oe.Name)
@@ -258,7 +259,8 @@ func TestBadArgumentsAreNotValid(t *testing.T) {
 
 // Both constructors validate alike: a nil client is a NotValid error, never
 // a panic, and an option that does not apply to the store is rejected
-// rather than ignored.
+// rather than ignored. A nil Option is ignored, as everywhere in coldstart
+// (before round 4, NotValid here).
 func TestConstructorsRejectBadArguments(t *testing.T) {
 	cli := etcdtest.Start(t).Client()
 	for _, c := range []struct {
@@ -267,7 +269,6 @@ func TestConstructorsRejectBadArguments(t *testing.T) {
 		cli  *clientv3.Client
 	}{
 		{"nil client", nil, nil},
-		{"nil option", []etcdlease.Option{nil}, cli},
 		{"negative MaxInFlight", []etcdlease.Option{etcdlease.WithMaxInFlight(-1)}, cli},
 	} {
 		_, err := etcdlease.NewStore(c.cli, "/p/", c.opts...)
@@ -282,6 +283,16 @@ func TestConstructorsRejectBadArguments(t *testing.T) {
 	require.ErrorContains(t, err, "MaxInFlight -1 (must be positive, or 0 for the default)")
 	_, err = etcdlease.NewStore(cli, "/p/", etcdlease.WithMaxInFlight(0))
 	require.NoError(t, err, "0 means the default")
+
+	logs := logtest.New()
+	_, err = etcdlease.NewStore(cli, "/p/", nil, etcdlease.WithMaxInFlight(1), nil)
+	require.NoError(t, err, "nil options are ignored")
+	ss, err := etcdlease.NewSessionStore(cli, "/nil/", 3*time.Second, nil, etcdlease.WithLogger(logs.Logger()), nil)
+	require.NoError(t, err, "nil options are ignored")
+	defer ss.Close()
+	_, err = ss.Claim(testCtx(t), "x", "a", time.Second)
+	require.NoError(t, err)
+	logs.WaitMessage(t, "etcd session granted", 1) // the option beside the nils applied
 }
 
 // When another Extend has moved the term to a longer etcd lease (revoking
@@ -311,7 +322,7 @@ func TestExtendFollowsTermToItsNewEtcdLease(t *testing.T) {
 }
 
 // A call whose ctx ended before it was sent is "not sent" — certain, so
-// it matches lease.ErrNotSent and not ErrUnconfirmed — on both stores.
+// it matches lease.ErrNotSent and not lease.ErrUnconfirmed — on both stores.
 func TestCallNotSentIsNotUnconfirmed(t *testing.T) {
 	cli := etcdtest.Start(t).Client()
 	forEachStore(t, func(t *testing.T, kind storeKind) {
@@ -325,7 +336,7 @@ func TestCallNotSentIsNotUnconfirmed(t *testing.T) {
 		} {
 			err := call()
 			require.ErrorIs(t, err, lease.ErrNotSent, op)
-			require.NotErrorIs(t, err, etcdlease.ErrUnconfirmed, op)
+			require.NotErrorIs(t, err, lease.ErrUnconfirmed, op)
 			require.ErrorIs(t, err, context.Canceled, op)
 			require.ErrorContains(t, err, "not sent", op)
 		}

@@ -15,7 +15,6 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/coldstart-go/coldstart/lease"
-	"github.com/coldstart-go/coldstart/lease/etcdlease"
 	"github.com/coldstart-go/coldstart/lease/etcdlease/etcdtest"
 )
 
@@ -151,7 +150,7 @@ func testTrackerLearnsRevokedTermDefinitively(t *testing.T, kind storeKind) {
 	require.Greater(t, again.Token, held.Token)
 	rep := tr.Report()
 	require.NotZero(t, rep.Losses, "the revoked term was learned definitively")
-	require.Equal(t, uint64(2), rep.Claims)
+	require.Equal(t, uint64(2), rep.Calls.Claim.OK)
 }
 
 // Another client deletes the leader's key: etcdlease's Lost watch tells
@@ -314,7 +313,7 @@ func TestFailoverRenewalFailsAmbiguouslyThenRecovers(t *testing.T) {
 	require.True(t, got.st.Until.Equal(before.Until), "until %v, want the old %v", got.st.Until, before.Until)
 	var rf *lease.RenewalFailedError
 	require.ErrorAs(t, got.err, &rf)
-	require.ErrorIs(t, rf, etcdlease.ErrUnconfirmed, "the cause must be the store's unconfirmed call")
+	require.ErrorIs(t, rf, lease.ErrUnconfirmed, "the cause must be the store's unconfirmed call")
 
 	// The survivors elect a leader and the client reaches them: the same
 	// term is confirmed again. It may pass through Unknown on the way if
@@ -368,7 +367,7 @@ func TestSessionFailoverRenewalFailsAmbiguouslyThenRecovers(t *testing.T) {
 	for {
 		_, err := store.Extend(ctx, g, 2*d)
 		if err != nil {
-			require.ErrorIs(t, err, etcdlease.ErrUnconfirmed, "Extend during the failover")
+			require.ErrorIs(t, err, lease.ErrUnconfirmed, "Extend during the failover")
 			break
 		}
 		select {
@@ -386,7 +385,7 @@ func TestSessionFailoverRenewalFailsAmbiguouslyThenRecovers(t *testing.T) {
 	require.NotEqual(t, lease.NotHeld, st.State)
 	var rf *lease.RenewalFailedError
 	require.ErrorAs(t, err, &rf)
-	require.ErrorIs(t, rf, etcdlease.ErrUnconfirmed, "the cause must be the store's unconfirmed call")
+	require.ErrorIs(t, rf, lease.ErrUnconfirmed, "the cause must be the store's unconfirmed call")
 
 	healed := time.Now()
 	var survivors []string

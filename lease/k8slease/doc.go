@@ -9,8 +9,8 @@
 // NVIDIA/gpu-operator#2185, operator-sdk#1813). Here only the API server's
 // definitive answers become lease.ErrHeld or lease.ErrNotHeld; a timeout, a
 // 5xx or 429, a refused or broken connection, or a 404 that does not say
-// "this Lease does not exist" is an *OpError matching ErrUnconfirmed, so the
-// tracker answers lease.ErrRenewalFailed ("still ours until T") through an
+// "this Lease does not exist" is a *lease.CallError matching
+// lease.ErrUnconfirmed, so the tracker answers lease.ErrRenewalFailed ("still ours until T") through an
 // outage, never lease.ErrNotLeader.
 //
 //	cfg, err := rest.InClusterConfig()

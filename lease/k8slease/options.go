@@ -6,7 +6,7 @@ import (
 	"github.com/juju/clock"
 )
 
-// Option adjusts a Store.
+// Option adjusts a Store. A nil Option is ignored.
 type Option func(*options)
 
 type options struct {

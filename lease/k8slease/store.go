@@ -23,41 +23,6 @@ import (
 	"github.com/coldstart-go/coldstart/lease"
 )
 
-// ErrUnconfirmed marks every error of this package that is not a definitive
-// answer: the API server may or may not have applied the call (a timeout, a
-// 5xx or 429 answer, a refused or broken connection, a cancelled context, a
-// 404 that is not "this Lease does not exist"). Do not treat it as a loss
-// of the lease: keep the old deadline and retry. Errors matching it are
-// *OpError values and unwrap to client-go's own error, so
-// apierrors.IsTooManyRequests(err) and errors.Is(err,
-// context.DeadlineExceeded) work.
-var ErrUnconfirmed = errors.New("the API server did not confirm the lease operation")
-
-// OpError is an ambiguous failure of one Store call. It names the call and
-// the lease, and unwraps to the cause. It matches ErrUnconfirmed and never
-// lease.ErrHeld or lease.ErrNotHeld.
-type OpError struct {
-	Op        string // "claim", "extend" or "revoke"
-	Namespace string
-	Name      string // the lease: the Lease object's name
-	Holder    string
-	Token     uint64 // 0 for a claim
-	Err       error  // what client-go or the API server said
-}
-
-func (e *OpError) Error() string {
-	if e.Token == 0 {
-		return fmt.Sprintf("k8slease: %s lease %s/%s for %q unconfirmed: %v", e.Op, e.Namespace, e.Name, e.Holder, e.Err)
-	}
-	return fmt.Sprintf("k8slease: %s lease %s/%s for %q (token %d) unconfirmed: %v", e.Op, e.Namespace, e.Name, e.Holder, e.Token, e.Err)
-}
-
-// Unwrap returns the cause.
-func (e *OpError) Unwrap() error { return e.Err }
-
-// Is reports whether target is ErrUnconfirmed.
-func (e *OpError) Is(target error) bool { return target == ErrUnconfirmed }
-
 // Store is a lease.Store on coordination.k8s.io/v1 Lease objects in one
 // namespace: lease name = object name, Holder = spec.holderIdentity, Token =
 // spec.leaseTransitions. It writes the spec the way client-go's
@@ -127,7 +92,7 @@ func NewStore(cli coordinationv1client.CoordinationV1Interface, namespace string
 // StoreReport implements lease.StoreReporter: the Store's calls of Claim,
 // Extend and Revoke so far, each counted once when it returns (however many
 // API requests it made) by the class of its answer — OK; Definitive
-// (*lease.HeldError, *lease.NotHeldError); Ambiguous (ErrUnconfirmed, and an
+// (*lease.HeldError, *lease.NotHeldError); Ambiguous (lease.ErrUnconfirmed, and an
 // invalid argument, as lease.Store's classes say) — and the calls in
 // flight. NotSent stays zero: every call the Store begins is sent.
 func (s *Store) StoreReport() lease.StoreReport { return s.calls.StoreReport() }
@@ -140,10 +105,10 @@ func (s *Store) StoreReport() lease.StoreReport { return s.calls.StoreReport() }
 // waits for its old term, as client-go does). Every claim increments
 // leaseTransitions, which is the new term's token. The granted Duration is
 // d rounded up to whole seconds (the Lease's leaseDurationSeconds). Any
-// other error matches ErrUnconfirmed, except an invalid argument, which is a
+// other error matches lease.ErrUnconfirmed, except an invalid argument, which is a
 // NotValid error (github.com/juju/errors).
 func (s *Store) Claim(ctx context.Context, name, holder string, d time.Duration) (lease.Grant, error) {
-	done := s.calls.BeginClaim()
+	done := s.calls.Begin(lease.OpClaim)
 	g, err := s.claim(ctx, name, holder, d)
 	done(err)
 	return g, err
@@ -155,7 +120,7 @@ func (s *Store) claim(ctx context.Context, name, holder string, d time.Duration)
 		return lease.Grant{}, err
 	}
 	fail := func(err error) (lease.Grant, error) {
-		return lease.Grant{}, &OpError{Op: "claim", Namespace: s.namespace, Name: name, Holder: holder, Err: err}
+		return lease.Grant{}, &lease.CallError{Store: storeName(s.namespace), Op: "claim", Name: name, Holder: holder, Err: err}
 	}
 	for attempt := 1; ; attempt++ {
 		cur, since, err := s.read(ctx, name)
@@ -199,10 +164,10 @@ func (s *Store) claim(ctx context.Context, name, holder string, d time.Duration)
 // same second, so that client-go sees the change). A term that ran out
 // with nobody taking it is extended as well. A term that is over (taken,
 // released, its Lease deleted) gets a *lease.NotHeldError naming the holder
-// now; any other error matches ErrUnconfirmed, except an invalid argument
+// now; any other error matches lease.ErrUnconfirmed, except an invalid argument
 // (NotValid).
 func (s *Store) Extend(ctx context.Context, g lease.Grant, d time.Duration) (lease.Grant, error) {
-	done := s.calls.BeginExtend()
+	done := s.calls.Begin(lease.OpExtend)
 	out, err := s.extend(ctx, g, d)
 	done(err)
 	return out, err
@@ -230,9 +195,9 @@ func (s *Store) extend(ctx context.Context, g lease.Grant, d time.Duration) (lea
 // holder, leaseDurationSeconds 1, leaseTransitions kept), guarded by the
 // resourceVersion, so that any party may claim it at once. A term that is
 // already over gets a *lease.NotHeldError; any other error matches
-// ErrUnconfirmed, except an invalid argument (NotValid).
+// lease.ErrUnconfirmed, except an invalid argument (NotValid).
 func (s *Store) Revoke(ctx context.Context, g lease.Grant) error {
-	done := s.calls.BeginRevoke()
+	done := s.calls.Begin(lease.OpRevoke)
 	err := s.revoke(ctx, g)
 	done(err)
 	return err
@@ -262,7 +227,7 @@ func (s *Store) revoke(ctx context.Context, g lease.Grant) error {
 // term, which it logs.
 func (s *Store) update(ctx context.Context, op string, g lease.Grant, change func(cur *coordinationv1.Lease, now time.Time) *coordinationv1.Lease) (*coordinationv1.Lease, error) {
 	fail := func(err error) (*coordinationv1.Lease, error) {
-		return nil, &OpError{Op: op, Namespace: s.namespace, Name: g.Name, Holder: g.Holder, Token: g.Token, Err: err}
+		return nil, &lease.CallError{Store: storeName(s.namespace), Op: op, Name: g.Name, Holder: g.Holder, Token: g.Token, Err: err}
 	}
 	cur := s.last(g.Name)
 	// uid is the object term g was seen in: if it was deleted and

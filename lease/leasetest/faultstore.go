@@ -2,7 +2,6 @@ package leasetest
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -82,8 +81,14 @@ func (f Fault) String() string {
 }
 
 // ErrInjectedTimeout is the ambiguous error of the Timeout and
-// AppliedTimeout faults. It is neither lease.ErrHeld nor lease.ErrNotHeld.
-var ErrInjectedTimeout = errors.New("leasetest: injected lease operation timeout")
+// AppliedTimeout faults: it matches lease.ErrUnconfirmed, and neither
+// lease.ErrHeld nor lease.ErrNotHeld.
+var ErrInjectedTimeout error = injectedTimeout{}
+
+type injectedTimeout struct{}
+
+func (injectedTimeout) Error() string        { return "leasetest: injected lease operation timeout" }
+func (injectedTimeout) Is(target error) bool { return target == lease.ErrUnconfirmed }
 
 // errInjectedNotSent is the error of the NotSent fault.
 var errInjectedNotSent = fmt.Errorf("leasetest: injected: %w", lease.ErrNotSent)
@@ -297,7 +302,7 @@ func (f *FaultStore) block(ctx context.Context, d time.Duration) error {
 
 // Claim implements lease.Store.
 func (f *FaultStore) Claim(ctx context.Context, name, holder string, d time.Duration) (lease.Grant, error) {
-	done := f.count.BeginClaim()
+	done := f.count.Begin(lease.OpClaim)
 	g, err := f.claim(ctx, name, holder, d)
 	done(err)
 	return g, err
@@ -328,7 +333,7 @@ func (f *FaultStore) claim(ctx context.Context, name, holder string, d time.Dura
 
 // Extend implements lease.Store.
 func (f *FaultStore) Extend(ctx context.Context, g lease.Grant, d time.Duration) (lease.Grant, error) {
-	done := f.count.BeginExtend()
+	done := f.count.Begin(lease.OpExtend)
 	g, err := f.extend(ctx, g, d)
 	done(err)
 	return g, err
@@ -360,7 +365,7 @@ func (f *FaultStore) extend(ctx context.Context, g lease.Grant, d time.Duration)
 
 // Revoke implements lease.Store.
 func (f *FaultStore) Revoke(ctx context.Context, g lease.Grant) error {
-	done := f.count.BeginRevoke()
+	done := f.count.Begin(lease.OpRevoke)
 	err := f.revoke(ctx, g)
 	done(err)
 	return err

@@ -10,7 +10,7 @@ import (
 )
 
 // Settle waits until tr, running on clk, has settled: it has finished at
-// least minCalls store calls (lease.Report.Calls; 0 for any) and its
+// least minCalls store calls (all of lease.Report.Calls; 0 for any) and its
 // renewer waits for the clock — no store call in flight or asked for, the
 // next one scheduled at Report.NextCall, after clk.Now(). Nothing more
 // happens in tr until clk moves, a check or StepDown asks for a call, or a
@@ -29,7 +29,7 @@ import (
 func Settle(ctx context.Context, tr *lease.Tracker, clk *testclock.Clock, minCalls uint64) (lease.Report, error) {
 	for {
 		r := tr.Report()
-		if r.Closed || r.Calls >= minCalls && !r.NextCall.IsZero() && r.NextCall.After(clk.Now()) {
+		if r.Closed || finished(r) >= minCalls && !r.NextCall.IsZero() && r.NextCall.After(clk.Now()) {
 			return r, nil
 		}
 		select {
@@ -50,18 +50,28 @@ func Step(ctx context.Context, tr *lease.Tracker, clk *testclock.Clock) (lease.R
 		return r, err
 	}
 	clk.Advance(r.NextCall.Sub(clk.Now()))
-	return Settle(ctx, tr, clk, r.Calls+1)
+	return Settle(ctx, tr, clk, finished(r)+1)
 }
 
 // unsettled says why r, a Report of a tracker that has not settled, is not.
 func unsettled(r lease.Report, minCalls uint64) string {
 	switch {
-	case r.Calls < minCalls:
-		return fmt.Sprintf("%d of %d store calls finished (state %v)", r.Calls, minCalls, r.State)
+	case finished(r) < minCalls:
+		return fmt.Sprintf("%d of %d store calls finished (state %v)", finished(r), minCalls, r.State)
 	case r.InCall > 0:
 		return fmt.Sprintf("a store call in flight for %v (state %v)", r.InCall, r.State)
 	}
 	return fmt.Sprintf("state %v, %d store calls finished, no call scheduled: "+
 		"a store call just started or asked for, or the renewer waits for Lead functions to return before it releases the lease",
-		r.State, r.Calls)
+		r.State, finished(r))
+}
+
+// finished is the store calls r's tracker has finished, whatever their
+// answer.
+func finished(r lease.Report) uint64 {
+	var n uint64
+	for _, c := range []lease.StoreCalls{r.Calls.Claim, r.Calls.Extend, r.Calls.Revoke} {
+		n += c.OK + c.Definitive + c.NotSent + c.Ambiguous
+	}
+	return n
 }

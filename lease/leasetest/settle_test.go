@@ -43,7 +43,7 @@ func TestStepDrivesRenewals(t *testing.T) {
 	for i := range 5 {
 		r, err = leasetest.Step(ctx, tr, clk)
 		require.NoError(t, err)
-		assert.Equal(t, uint64(i+1), r.Renewals)
+		assert.Equal(t, uint64(i+1), r.Calls.Extend.OK)
 		assert.Equal(t, lease.Held, r.State)
 		assert.True(t, r.NextCall.After(clk.Now()))
 	}
@@ -68,7 +68,7 @@ func TestSettleWaitsOutCallInFlight(t *testing.T) {
 	r, err := leasetest.Settle(waitCtx(t), tr, clk, 1)
 	require.NoError(t, err)
 	assert.Equal(t, lease.Unknown, r.State)
-	assert.Equal(t, uint64(1), r.Ambiguous)
+	assert.Equal(t, lease.StoreReport{Claim: lease.StoreCalls{Ambiguous: 1}}, r.Calls)
 	assert.Zero(t, r.InCall)
 }
 
@@ -102,7 +102,7 @@ func ExampleStep() {
 			panic(err)
 		}
 		if r.State != lease.Held {
-			fmt.Println(r.State, "after", clk.Now().Sub(t0), "and", r.Ambiguous, "unanswered renewals")
+			fmt.Println(r.State, "after", clk.Now().Sub(t0), "and", r.Calls.Extend.Ambiguous, "unanswered renewals")
 			return
 		}
 	}

@@ -182,7 +182,7 @@ func TestSyncTestHourOfRenewalsAndAHandOver(t *testing.T) {
 		assert.Equal(t, first.Token, ra.Token, "one term all hour")
 		// Renewed half-way through each validity (2×Duration − Margin,
 		// less up to 10% jitter): an hour is at least 3600s/9.5s of them.
-		assert.GreaterOrEqual(t, ra.Renewals, uint64(time.Hour/(19*time.Second/2)))
+		assert.GreaterOrEqual(t, ra.Calls.Extend.OK, uint64(time.Hour/(19*time.Second/2)))
 
 		handOver := time.Now()
 		r.stepDown("a")
@@ -198,7 +198,7 @@ func TestSyncTestHourOfRenewalsAndAHandOver(t *testing.T) {
 		assert.Equal(t, 1, r.leadRuns("a"))
 		assert.Equal(t, 1, r.leadRuns("b"))
 		assert.Equal(t, time.Hour+10*time.Minute+took, time.Since(start), "fake time moved only as the test slept")
-		t.Logf("%v of fake time: %d renewals, hand-over in %v", time.Since(start), ra.Renewals, took)
+		t.Logf("%v of fake time: %d renewals, hand-over in %v", time.Since(start), ra.Calls.Extend.OK, took)
 	})
 	t.Logf("in %v of real time", time.Since(began))
 }
@@ -267,13 +267,13 @@ func TestSyncTestWaitSettles(t *testing.T) {
 		time.Sleep(500 * time.Millisecond)
 		synctest.Wait()
 		r := tr.Report()
-		assert.Equal(t, uint64(0), r.Calls, "the claim waits for its latency")
+		assert.Equal(t, lease.StoreReport{InFlight: 1}, r.Calls, "the claim waits for its latency")
 		assert.Equal(t, 500*time.Millisecond, r.InCall)
 
 		time.Sleep(1500 * time.Millisecond) // the rest of the claim's latency, both ways
 		synctest.Wait()
 		r = tr.Report()
-		assert.Equal(t, uint64(1), r.Calls)
+		assert.Equal(t, lease.StoreReport{Claim: lease.StoreCalls{OK: 1}}, r.Calls)
 		assert.Equal(t, lease.Held, r.State)
 		assert.Zero(t, r.InCall)
 		assert.True(t, r.NextCall.After(time.Now()), "waits for its next renewal at %v", r.NextCall)
