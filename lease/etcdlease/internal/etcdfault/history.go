@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/coldstart-go/coldstart/lease"
+	"github.com/coldstart-go/coldstart/lease/leasetest/history"
 )
 
 // AnswerClass is what kind of error a check returned.
@@ -185,65 +186,19 @@ func Check(h History, terms []Term, applied map[string]int64, heals []time.Time,
 	}
 	sort.Strings(nodes)
 
-	// Promises, per node, and the per-node rules.
-	var promisesAll []Promise
-	for _, n := range nodes {
-		var maxUntil time.Time
-		var lastToken uint64
-		var cur *Promise
-		for _, a := range byNode[n] {
-			if a.Class == AnswerNotLeader && a.First.Before(maxUntil) {
-				v.NotLeaderInPromise++
-				v.Violations = append(v.Violations, fmt.Sprintf(
-					"%s answered ErrNotLeader at %s while its promise stood until %s (%v early): %v",
-					n, rel(a.First), rel(maxUntil), maxUntil.Sub(a.First).Round(time.Millisecond), a.Err))
-			}
-			if !promises(a) {
-				continue
-			}
-			tok := a.Status.Token
-			if tok < lastToken {
-				v.Violations = append(v.Violations, fmt.Sprintf(
-					"%s was promised term %d at %s after term %d", n, tok, rel(a.First), lastToken))
-			}
-			lastToken = max(lastToken, tok)
-			if a.Status.Until.After(maxUntil) {
-				maxUntil = a.Status.Until
-			}
-			if cur != nil && cur.Token == tok && !a.First.After(cur.To) {
-				if a.Status.Until.After(cur.To) {
-					cur.To = a.Status.Until
-				}
-				continue
-			}
-			if cur != nil {
-				promisesAll = append(promisesAll, *cur)
-			}
-			cur = &Promise{Node: n, Token: tok, From: a.First, To: a.Status.Until}
+	// The promises, judged by leasetest/history: overlaps, token order,
+	// ErrNotLeader while promised, Held past Until, stale fenced writes.
+	for _, x := range judge(h) {
+		switch x.Rule {
+		case history.Overlap:
+			v.Overlaps = append(v.Overlaps, Overlap{A: promiseOf(x.Earlier), B: promiseOf(x.Later), From: x.From, To: x.To})
+		case history.NotLeaderWhilePromised:
+			v.NotLeaderInPromise++
 		}
-		if cur != nil {
-			promisesAll = append(promisesAll, *cur)
-		}
+		v.Violations = append(v.Violations, x.String())
 	}
 
-	// No two terms promised at one instant.
-	for i, a := range promisesAll {
-		for _, b := range promisesAll[i+1:] {
-			if a.Token == b.Token {
-				continue
-			}
-			from, to := later(a.From, b.From), earlier(a.To, b.To)
-			if from.Before(to) {
-				v.Overlaps = append(v.Overlaps, Overlap{A: a, B: b, From: from, To: to})
-				v.Violations = append(v.Violations, fmt.Sprintf(
-					"two leaders for %v from %s: %s promised term %d [%s, %s], %s promised term %d [%s, %s]",
-					to.Sub(from).Round(time.Millisecond), rel(from),
-					a.Node, a.Token, rel(a.From), rel(a.To), b.Node, b.Token, rel(b.From), rel(b.To)))
-			}
-		}
-	}
-
-	// Terms as etcd recorded them; no term promised after a later one was.
+	// Terms as etcd recorded them.
 	byToken := make(map[uint64]Term, len(terms))
 	for _, t := range terms {
 		byToken[t.Token] = t
@@ -272,19 +227,7 @@ func Check(h History, terms []Term, applied map[string]int64, heals []time.Time,
 		}
 	}
 	v.Promised = len(promised)
-	// A check asked after a newer term was first promised must not
-	// promise an older one.
 	sort.Slice(all, func(i, j int) bool { return all[i].First.Before(all[j].First) })
-	for _, a := range all {
-		for _, b := range all {
-			if b.Status.Token > a.Status.Token && b.First.Before(a.LastAsked) {
-				v.Violations = append(v.Violations, fmt.Sprintf(
-					"%s was promised term %d in a check asked at %s, after %s was promised the newer term %d at %s",
-					a.Node, a.Status.Token, rel(a.LastAsked), b.Node, b.Status.Token, rel(b.First)))
-				break
-			}
-		}
-	}
 
 	// Writes.
 	for _, w := range h.Writes {
@@ -342,6 +285,43 @@ func Check(h History, terms []Term, applied map[string]int64, heals []time.Time,
 		}
 	}
 	return v
+}
+
+// errRefused is a fenced write's answer when etcd applied nothing (the
+// compare failed) without an error.
+var errRefused = errors.New("fenced write not applied")
+
+// judge records h's check answers and fenced writes in a history.Recorder
+// and verifies them. A run of equal answers is recorded as its first and
+// its last: every rule an answer inside the run breaks, one of those
+// breaks too (their promises are equal, and the last was asked latest).
+func judge(h History) []history.Violation {
+	var rec history.Recorder
+	for _, a := range h.Answers {
+		rec.Record(history.Answer{Node: a.Node, Call: history.CallCheck, Status: a.Status, Err: a.Err,
+			Asked: a.FirstAsked, Returned: a.First})
+		if a.Count > 1 {
+			rec.Record(history.Answer{Node: a.Node, Call: history.CallCheck, Status: a.Status, Err: a.Err,
+				Asked: a.LastAsked, Returned: a.Last})
+		}
+	}
+	for _, w := range h.Writes {
+		if !w.Fenced {
+			continue // judged against etcd's revisions below
+		}
+		err := w.Err
+		if err == nil && !w.Succeeded {
+			err = errRefused
+		}
+		rec.Record(history.Answer{Node: w.Node, Call: history.CallWrite, Status: lease.Status{Token: w.Token},
+			Err: err, Asked: w.Sent, Returned: w.Acked})
+	}
+	return rec.Verify()
+}
+
+// promiseOf is the Promise a violation's answer stands for.
+func promiseOf(a history.Answer) Promise {
+	return Promise{Node: a.Node, Token: a.Status.Token, From: a.Returned, To: a.Status.Until}
 }
 
 // termAt returns the term that held the key at revision rev.

@@ -54,7 +54,7 @@ func TestCheckFindsTwoLeaders(t *testing.T) {
 	require.False(t, v.OK())
 	require.Len(t, v.Overlaps, 1)
 	require.Equal(t, 500*time.Millisecond, v.Overlaps[0].To.Sub(v.Overlaps[0].From))
-	require.Contains(t, v.String(), "two leaders for 500ms")
+	require.Contains(t, v.String(), "overlap: two terms promised for 500ms")
 }
 
 // A correct store's history passes however late its answers are
@@ -82,7 +82,7 @@ func TestCheckFindsOlderTermPromisedAfterNewer(t *testing.T) {
 	v := check([]etcdfault.Answer{held("b", 9, 1, 1, 1.2), held("a", 5, 1.5, 1.5, 2)})
 	require.Empty(t, v.Overlaps)
 	require.False(t, v.OK())
-	require.Contains(t, v.String(), "after b was promised the newer term 9")
+	require.Contains(t, v.String(), "term 5 promised after term 9")
 }
 
 func TestCheckFindsTermsEtcdDoesNotRecord(t *testing.T) {
