@@ -154,9 +154,9 @@ var errTermChanged = errors.New("keep-alive not confirmed: raft term changed bef
 //     its term or earlier) or the leader it forwarded to, of its current
 //     raft term, which is at least the term of any entry it applied.
 //   - readTerm ≥ the term of the leader whose quorum committed the read:
-//     it is a transaction raft must commit (see readCommitted), and the
-//     member answers only once it has applied that entry, which sets its
-//     term to the entry's — the committing leader's. (A plain
+//     it is a transaction raft must commit, sent twice (see
+//     readCommitted), and the member answering the second has applied
+//     the first and recorded its term — the committing leader's. (A plain
 //     linearizable read does not give this: a member that last caught
 //     up by installing a snapshot serves reads confirmed by the current
 //     leader while its header still names the term of the last entry it
@@ -275,22 +275,32 @@ func newKeyValue(kv *mvccpb.KeyValue) *keyValue {
 // readCommitted reads key in a transaction that raft commits (its compare
 // never holds, and the branch not taken deletes the key, which makes the
 // transaction a write: etcd proposes it rather than serving it from a
-// ReadIndex). Nothing is written, and the revision does not move. The raft
-// term in its answer is at least that of the leader whose quorum committed
-// it, on any member (see confirmedInTerm): the answer to a plain read may
-// name an older term. It costs a raft entry, and is made once per
-// keep-alive to confirm, never per key.
+// ReadIndex), twice in a row; nothing is written, and the revision does
+// not move. The raft term in the second answer is at least that of the
+// leader whose quorum committed the first (see confirmedInTerm), on any
+// member — the answer to a plain read may name an older term. Why twice:
+// etcd wakes the caller of a write as it applies the entry, just before
+// it records the entry's term as its own (applyEntries: applyEntryNormal
+// triggers the waiter, then setAppliedIndex, then setTerm), so the answer
+// to one write may still carry the term before it; the second is applied
+// after the first's term was recorded, by whichever member answers it.
+// It costs two raft entries, once per keep-alive to confirm, never per
+// key.
 func readCommitted(ctx context.Context, cli *clientv3.Client, key string) (*keyValue, uint64, error) {
-	resp, err := cli.Txn(ctx).
-		If(clientv3.Compare(clientv3.CreateRevision(key), "<", 0)).
-		Then(clientv3.OpDelete(key)).
-		Else(clientv3.OpGet(key)).
-		Commit()
-	if err != nil {
-		return nil, 0, err
-	}
-	if resp.Succeeded {
-		return nil, 0, fmt.Errorf("a compare of create revision < 0 held on %q", key) // etcd would be broken
+	var resp *clientv3.TxnResponse
+	for range 2 {
+		var err error
+		resp, err = cli.Txn(ctx).
+			If(clientv3.Compare(clientv3.CreateRevision(key), "<", 0)).
+			Then(clientv3.OpDelete(key)).
+			Else(clientv3.OpGet(key)).
+			Commit()
+		if err != nil {
+			return nil, 0, err
+		}
+		if resp.Succeeded {
+			return nil, 0, fmt.Errorf("a compare of create revision < 0 held on %q", key) // etcd would be broken
+		}
 	}
 	return elseKV(resp), resp.Header.GetRaftTerm(), nil
 }
