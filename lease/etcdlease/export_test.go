@@ -77,7 +77,7 @@ func HoldStoreSlot(s *Store) func() {
 // ExtendUncounted is SessionStore.Extend without its StoreReport counters,
 // the baseline of BenchmarkSessionExtend.
 func ExtendUncounted(s *SessionStore, ctx context.Context, g lease.Grant, d time.Duration) (lease.Grant, error) {
-	return s.extend(ctx, g, d)
+	return s.extendTerm(ctx, g, d)
 }
 
 // ErrTermChanged and ErrNotFoundKeyOnLease are the causes of a keep-alive

@@ -174,21 +174,21 @@ func keepAliveTimeout(ttl time.Duration) time.Duration {
 	return min(ttl/keepAliveWait, maxKeepAliveWait)
 }
 
-// run keeps the session alive on one stream, one keep-alive every TTL/3,
+// keepAlive keeps the session alive on one stream, one keep-alive every TTL/3,
 // each confirmed by a committed read of confirmKey, until etcd says the
 // lease is gone, confirmed in the same raft term (then it calls lost), a
 // confirmed keep-alive must not be resumed (then it calls retired), or
 // ctx ends. A failure marks the session unconfirmed, and the stream is
 // reopened after a backoff. It logs to log when the session becomes
 // unconfirmed and when it is confirmed again, not at each failed retry.
-func (sess *session) run(ctx context.Context, cli *clientv3.Client, clk clock.Clock, confirmKey string, log storeLog, lost, retired func()) {
+func (sess *session) keepAlive(ctx context.Context, cli *clientv3.Client, clk clock.Clock, confirmKey string, log storeLog, lost, retired func()) {
 	p := sess.promise()
 	ttl := p.ttl
 	next := p.until.Add(-ttl + ttl/keepAliveEvery)
 	retry := backoff.Backoff{Policy: backoff.Policy{
 		Min: 100 * time.Millisecond, Max: max(ttl/keepAliveEvery/4, 100*time.Millisecond), Jitter: 0.2}}
 	var ka *keepAliveStream
-	defer func() { ka.close() }()
+	defer func() { ka.stop() }()
 	for backoff.SleepUntil(ctx.Done(), clk, next.Sub(clk.Now())) {
 		if ka == nil {
 			ka = newKeepAliveStream(ctx, cli, clk)
@@ -216,7 +216,7 @@ func (sess *session) run(ctx context.Context, cli *clientv3.Client, clk clock.Cl
 			}
 			return
 		case err != nil:
-			ka.close()
+			ka.stop()
 			ka = nil
 			if sess.failed(err, clk.Now()) {
 				log.log(slog.LevelWarn, msgSessionUnconfirmed, sessionAttr(sess.id),
@@ -314,7 +314,7 @@ func (k *keepAliveStream) roundTrip(id clientv3.LeaseID, timeout time.Duration) 
 	return max(time.Duration(resp.TTL)*time.Second, 0), nil
 }
 
-func (k *keepAliveStream) close() {
+func (k *keepAliveStream) stop() {
 	if k != nil {
 		k.cancel()
 	}

@@ -239,7 +239,7 @@ func (s *SessionStore) claimDenied(ctx context.Context, name, holder string, d t
 // grantedLocked records the live term token of name, put at start on
 // sess, and returns its grant. Called with s.mu held.
 func (s *SessionStore) grantedLocked(name, holder string, token uint64, sess *session, start time.Time, d time.Duration) (lease.Grant, bool, error) {
-	granted, err := s.terms.grant(name, holder, token, sess.promise(), start, d)
+	granted, err := s.terms.record(name, holder, token, sess.promise(), start, d)
 	if err != nil {
 		return lease.Grant{}, false, &lease.CallError{Store: storeName, Op: "claim", Name: name, Holder: holder, Token: token, Err: err}
 	}
@@ -256,12 +256,12 @@ func (s *SessionStore) grantedLocked(name, holder string, token uint64, sess *se
 // store's session in a transaction guarded by its token.
 func (s *SessionStore) Extend(ctx context.Context, g lease.Grant, d time.Duration) (lease.Grant, error) {
 	done := s.calls.Begin(lease.OpExtend)
-	g, err := s.extend(ctx, g, d)
+	g, err := s.extendTerm(ctx, g, d)
 	done(err)
 	return g, err
 }
 
-func (s *SessionStore) extend(ctx context.Context, g lease.Grant, d time.Duration) (lease.Grant, error) {
+func (s *SessionStore) extendTerm(ctx context.Context, g lease.Grant, d time.Duration) (lease.Grant, error) {
 	if err := checkGrant(g, d); err != nil {
 		return lease.Grant{}, err
 	}
@@ -277,7 +277,7 @@ func (s *SessionStore) extend(ctx context.Context, g lease.Grant, d time.Duratio
 		s.mu.Unlock()
 		return s.move(ctx, g, d, t)
 	case t != nil && t.token == g.Token:
-		granted, err := s.terms.extend(t, g, d, now, s.sess.promise())
+		granted, err := s.terms.renew(t, g, d, now, s.sess.promise())
 		s.mu.Unlock()
 		if err != nil {
 			if !errors.Is(err, lease.ErrNotHeld) {
@@ -356,7 +356,7 @@ func (s *SessionStore) adopt(ctx context.Context, g lease.Grant, d time.Duration
 	if t := s.terms.terms[g.Name]; t != seen.t || (t != nil && t.state != seen.state) {
 		return fail(fmt.Errorf("the term of %q changed while its key was moved onto this session", g.Name))
 	}
-	granted, err := s.terms.grant(g.Name, g.Holder, g.Token, sess.promise(), start, d)
+	granted, err := s.terms.record(g.Name, g.Holder, g.Token, sess.promise(), start, d)
 	if err != nil {
 		return fail(err)
 	}
@@ -564,7 +564,7 @@ func (s *SessionStore) currentLocked() clientv3.LeaseID {
 func (s *SessionStore) endTerm(name string, token uint64, state termState) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.terms.endTerm(name, token, state)
+	s.terms.endOf(name, token, state)
 }
 
 // busyWith counts a call on name in progress until the func it returns
@@ -608,7 +608,7 @@ func (s *SessionStore) session(ctx context.Context) (*session, error) {
 		granting := make(chan struct{})
 		s.granting = granting
 		s.mu.Unlock()
-		sess, err := s.grant(ctx)
+		sess, err := s.grantSession(ctx)
 		s.mu.Lock()
 		s.granting = nil
 		close(granting)
@@ -617,9 +617,9 @@ func (s *SessionStore) session(ctx context.Context) (*session, error) {
 	}
 }
 
-// grant makes a new session and starts keeping it alive; the first one
+// grantSession makes a new session and starts keeping it alive; the first one
 // also starts the watch of the prefix and the expiry of terms.
-func (s *SessionStore) grant(ctx context.Context) (*session, error) {
+func (s *SessionStore) grantSession(ctx context.Context) (*session, error) {
 	sent := s.opts.clock.Now()
 	resp, err := s.cli.Grant(ctx, s.ttl)
 	if err != nil {
@@ -658,7 +658,7 @@ func (s *SessionStore) startSessionLocked(sess *session, rev int64) {
 		// Any key will do for the confirming read (it writes nothing;
 		// see readCommitted); the prefix itself is
 		// one nobody writes.
-		sess.run(s.ctx, s.cli, s.opts.clock, s.prefix, s.log, func() { s.sessionLost(sess) }, func() { s.sessionRetired(sess) })
+		sess.keepAlive(s.ctx, s.cli, s.opts.clock, s.prefix, s.log, func() { s.sessionLost(sess) }, func() { s.sessionRetired(sess) })
 	}()
 	if !s.watching {
 		// Every key of this and later sessions is created after the
@@ -683,7 +683,7 @@ func (s *SessionStore) sessionLost(sess *session) {
 	}
 	s.lastLost = sess.id
 	// Under the lock, as the grant that re-creates it logs.
-	s.log.log(slog.LevelWarn, msgSessionLost, sessionAttr(sess.id), slog.Int("terms", s.terms.sessionLost(sess.id)))
+	s.log.log(slog.LevelWarn, msgSessionLost, sessionAttr(sess.id), slog.Int("terms", s.terms.endSession(sess.id)))
 	s.mu.Unlock()
 }
 
@@ -718,7 +718,7 @@ func (s *SessionStore) observe(evs []*clientv3.Event) bool {
 	now := s.opts.clock.Now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.terms.observe(kes, s.currentLocked(), now)
+	s.terms.apply(kes, s.currentLocked(), now)
 	return false
 }
 
@@ -733,7 +733,7 @@ func (s *SessionStore) resync(kvs []*mvccpb.KeyValue, rev int64) bool {
 	now := s.opts.clock.Now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.terms.resync(kes, rev, s.currentLocked(), now)
+	s.terms.reload(kes, rev, s.currentLocked(), now)
 	return false
 }
 

@@ -17,6 +17,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -151,6 +152,42 @@ func TestSnapshotFollowersStaleTermConfirmsNothing(t *testing.T) {
 		require.NoError(t, err)
 		t.Logf("session store claimed %q at token %d", sg.Name, sg.Token)
 		sLost := ss.Lost(ctx, sg)
+		// The holder keeps asking (an Extend every 200ms) from now on, or
+		// the store would rightly end the term as abandoned; the
+		// session's state shows what its keep-alive stream, which reaches
+		// x, was answered.
+		var sessionStale atomic.Bool
+		var sessionNotHeld atomic.Pointer[error]
+		pctx, pcancel := context.WithCancel(ctx)
+		polled := make(chan struct{})
+		go func() {
+			defer close(polled)
+			tick := time.NewTicker(5 * time.Millisecond)
+			defer tick.Stop()
+			last := "<nil>"
+			for i := 0; ; i++ {
+				serr := etcdlease.SessionErr(ss)
+				if errors.Is(serr, etcdlease.ErrTermChanged) {
+					sessionStale.Store(true)
+				}
+				if fmt.Sprint(serr) != last {
+					last = fmt.Sprint(serr)
+					t.Logf("session: %s", last)
+				}
+				if i%40 == 0 {
+					if _, err := ss.Extend(pctx, sg, time.Second); errors.Is(err, lease.ErrNotHeld) {
+						sessionNotHeld.CompareAndSwap(nil, &err)
+					}
+				}
+				select {
+				case <-pctx.Done():
+					return
+				case <-tick.C:
+				}
+			}
+		}()
+		stopPolling := sync.OnceFunc(func() { pcancel(); <-polled })
+		defer stopPolling()
 		resp, err := cliM.Get(ctx, "/ss/y")
 		require.NoError(t, err)
 		kctx, kcancel := context.WithCancel(ctx)
@@ -198,9 +235,6 @@ func TestSnapshotFollowersStaleTermConfirmsNothing(t *testing.T) {
 		c.ReleaseClients(x)
 
 		var confirmed, unconfirmed int
-		var sessionStale atomic.Bool
-		var sessionNotHeld atomic.Pointer[error]
-		last := "start"
 		for end := time.Now().Add(3 * time.Second); time.Now().Before(end); {
 			cctx, ccancel := context.WithTimeout(ctx, 300*time.Millisecond)
 			ng, err := s.Extend(cctx, g, 20*time.Second)
@@ -214,19 +248,9 @@ func TestSnapshotFollowersStaleTermConfirmsNothing(t *testing.T) {
 				require.ErrorIs(t, err, lease.ErrUnconfirmed)
 			}
 			require.NotErrorIs(t, err, lease.ErrNotHeld)
-			serr := etcdlease.SessionErr(ss)
-			if errors.Is(serr, etcdlease.ErrTermChanged) {
-				sessionStale.Store(true)
-			}
-			if fmt.Sprint(serr) != last {
-				last = fmt.Sprint(serr)
-				t.Logf("session: %s", last)
-			}
-			if _, err := ss.Extend(ctx, sg, time.Second); errors.Is(err, lease.ErrNotHeld) {
-				sessionNotHeld.CompareAndSwap(nil, &err)
-			}
 			pass(ctx, 20*time.Millisecond)
 		}
+		stopPolling()
 		if err := sessionNotHeld.Load(); err != nil {
 			t.Errorf("SessionStore.Extend ended a live term on a stale leader's \"no such lease\" and a snapshot's term: %v", *err)
 		}

@@ -131,20 +131,20 @@ func (tt *termTable) set(name string, t *term) {
 	tt.terms[name] = t
 }
 
-// endTerm ends the term of name with token, if it is the one recorded.
-func (tt *termTable) endTerm(name string, token uint64, state termState) {
+// endOf ends the term of name with token, if it is the one recorded.
+func (tt *termTable) endOf(name string, token uint64, state termState) {
 	if t := tt.terms[name]; t != nil && t.token == token {
 		t.end(state)
 	}
 }
 
-// grant records the live term token of name, put at start on session p,
+// record records the live term token of name, put at start on session p,
 // for holder who asked for d, and returns what it grants: d, or less if
 // p's promise ends sooner. A term that cannot be granted (the watch saw it
 // end already; the promise ran out or the session is lost) is recorded as
 // ended and its error is ambiguous: the key was put, but nobody was
 // promised it.
-func (tt *termTable) grant(name, holder string, token uint64, p promise, start time.Time, d time.Duration) (time.Duration, error) {
+func (tt *termTable) record(name, holder string, token uint64, p promise, start time.Time, d time.Duration) (time.Duration, error) {
 	granted := min(d, p.until.Sub(start))
 	t := &term{token: token, holder: holder, sess: p.id, expires: start.Add(max(granted, 0)), asked: d, promised: granted > 0}
 	tt.set(name, t)
@@ -167,11 +167,11 @@ func (tt *termTable) grant(name, holder string, token uint64, p promise, start t
 	return granted, nil
 }
 
-// extend answers Extend of the term t, recorded for g.Name with g.Token,
+// renew answers Extend of the term t, recorded for g.Name with g.Token,
 // at now, with p its session's promise: the duration granted, or a
 // *lease.NotHeldError when the term is over, or (ambiguous) why the
 // session cannot back a grant now.
-func (tt *termTable) extend(t *term, g lease.Grant, d time.Duration, now time.Time, p promise) (time.Duration, error) {
+func (tt *termTable) renew(t *term, g lease.Grant, d time.Duration, now time.Time, p promise) (time.Duration, error) {
 	over := func(why string) (time.Duration, error) {
 		return 0, termEnded("extend", g, tt.holderAfter(g.Name, g.Token), why)
 	}
@@ -219,11 +219,11 @@ type keyEvent struct {
 	isCreated bool
 }
 
-// observe applies watched events: a term whose key was deleted or created
+// apply applies watched events: a term whose key was deleted or created
 // again after the term began is over; a key created on the current
 // session cur (zero: none) that no term owns is an orphan, recorded as
 // expired for the store to delete.
-func (tt *termTable) observe(evs []keyEvent, cur clientv3.LeaseID, now time.Time) {
+func (tt *termTable) apply(evs []keyEvent, cur clientv3.LeaseID, now time.Time) {
 	for _, ev := range evs {
 		switch {
 		case ev.deleted:
@@ -248,10 +248,10 @@ func (tt *termTable) observe(evs []keyEvent, cur clientv3.LeaseID, now time.Time
 	}
 }
 
-// resync applies a read of every key under the prefix at revision rev (kvs
+// reload applies a read of every key under the prefix at revision rev (kvs
 // as keyEvents of their creation): a term that began before rev and whose
 // key is not there is over; a key on cur that no term owns is an orphan.
-func (tt *termTable) resync(kvs []keyEvent, rev int64, cur clientv3.LeaseID, now time.Time) {
+func (tt *termTable) reload(kvs []keyEvent, rev int64, cur clientv3.LeaseID, now time.Time) {
 	present := make(map[string]int64, len(kvs))
 	for _, kv := range kvs {
 		present[kv.name] = kv.create
@@ -315,7 +315,7 @@ func (tt *termTable) unsure(name, holder string, sess clientv3.LeaseID, start ti
 // moved records that the live term t of name had its key moved, by a
 // transaction sent at start, onto the session p, its own session having
 // retired, for a holder who asked for d; it returns what it grants, as
-// grant does (d, or less if p's promise ends sooner). The term, its token
+// record does (d, or less if p's promise ends sooner). The term, its token
 // and its Lost channels go on: it is the same term, on another etcd lease.
 func (tt *termTable) moved(name string, t *term, p promise, start time.Time, d time.Duration) (time.Duration, error) {
 	t.sess, t.asked = p.id, d
@@ -347,10 +347,10 @@ func (tt *termTable) live(id clientv3.LeaseID) (n int) {
 	return n
 }
 
-// sessionLost ends every term on the session id: etcd said its lease is
+// endSession ends every term on the session id: etcd said its lease is
 // gone, and etcd deletes a lease's keys as it ends it. It returns how many
 // live terms it ended.
-func (tt *termTable) sessionLost(id clientv3.LeaseID) (live int) {
+func (tt *termTable) endSession(id clientv3.LeaseID) (live int) {
 	for _, t := range tt.terms {
 		if t.sess == id && t.state != termOver {
 			if t.state == termLive {

@@ -32,7 +32,7 @@ func confirmedUntil(sent time.Time) promise {
 func claimed(t *testing.T) (*termTable, *term, lease.Grant) {
 	t.Helper()
 	tt := newTermTable()
-	granted, err := tt.grant("x", "a", 10, confirmedUntil(t0), t0, tableD)
+	granted, err := tt.record("x", "a", 10, confirmedUntil(t0), t0, tableD)
 	require.NoError(t, err)
 	require.Equal(t, tableD, granted)
 	return &tt, tt.terms["x"], lease.Grant{Name: "x", Holder: "a", Token: 10}
@@ -63,7 +63,7 @@ func TestTermTableOutageEndsNothing(t *testing.T) {
 	down.err = errors.New("keep-alive not answered in time")
 	for _, at := range []time.Duration{time.Second, tableD, tableTTL, 10 * tableTTL} {
 		now := t0.Add(at)
-		_, err := tt.extend(term, g, tableD, now, down)
+		_, err := tt.renew(term, g, tableD, now, down)
 		requireAmbiguous(t, err)
 		require.Empty(t, tt.expired(now, down), "expired during the outage at +%v", at)
 		require.Equal(t, termLive, term.state)
@@ -73,7 +73,7 @@ func TestTermTableOutageEndsNothing(t *testing.T) {
 	back := t0.Add(10*tableTTL + time.Second)
 	up := confirmedUntil(back)
 	up.reachable = back
-	granted, err := tt.extend(term, g, tableD, back.Add(100*time.Millisecond), up)
+	granted, err := tt.renew(term, g, tableD, back.Add(100*time.Millisecond), up)
 	require.NoError(t, err, "the same term goes on")
 	require.Equal(t, tableD, granted)
 }
@@ -89,7 +89,7 @@ func TestTermTableAbandonedOnlyWhileReachable(t *testing.T) {
 	due := tt.expired(back.Add(tableD), up)
 	require.Len(t, due, 1)
 	require.Equal(t, termExpired, term.state)
-	_, err := tt.extend(term, g, tableD, back.Add(tableD), up)
+	_, err := tt.renew(term, g, tableD, back.Add(tableD), up)
 	requireOver(t, err, "")
 }
 
@@ -98,7 +98,7 @@ func TestTermTableAbandonedOnlyWhileReachable(t *testing.T) {
 func TestTermTableUnextendedTermIsAbandoned(t *testing.T) {
 	tt, term, g := claimed(t)
 	up := confirmedUntil(t0.Add(tableD))
-	_, err := tt.extend(term, g, tableD, t0.Add(tableD), up)
+	_, err := tt.renew(term, g, tableD, t0.Add(tableD), up)
 	requireOver(t, err, "")
 	require.Equal(t, termExpired, term.state)
 	require.Len(t, tt.expired(t0.Add(tableD), up), 1, "the key is to be deleted")
@@ -109,16 +109,16 @@ func TestTermTableUnextendedTermIsAbandoned(t *testing.T) {
 func TestTermTableGrantsWithinThePromise(t *testing.T) {
 	tt, term, g := claimed(t)
 	p := confirmedUntil(t0)
-	granted, err := tt.extend(term, g, 10*time.Second, t0.Add(time.Second), p)
+	granted, err := tt.renew(term, g, 10*time.Second, t0.Add(time.Second), p)
 	require.NoError(t, err)
 	require.Equal(t, tableTTL-time.Second, granted, "no further than the keep-alive's send time + TTL")
-	granted, err = tt.extend(term, g, time.Second, t0.Add(time.Second), p)
+	granted, err = tt.renew(term, g, time.Second, t0.Add(time.Second), p)
 	require.NoError(t, err)
 	require.Equal(t, time.Second, granted)
 	require.Equal(t, t0.Add(tableTTL), term.expires, "the furthest grant stands")
 
 	p.until = t0.Add(time.Second) // no keep-alive confirmed since
-	_, err = tt.extend(term, g, time.Second, t0.Add(time.Second), p)
+	_, err = tt.renew(term, g, time.Second, t0.Add(time.Second), p)
 	requireAmbiguous(t, err)
 }
 
@@ -130,12 +130,12 @@ func TestTermTableEtcdEndsTerms(t *testing.T) {
 	t.Run("key created again", func(t *testing.T) {
 		tt, term, g := claimed(t)
 		lost := tt.lostChannel(g)
-		tt.observe([]keyEvent{
+		tt.apply([]keyEvent{
 			{name: "x", deleted: true, mod: 11},
 			{name: "x", create: 12, mod: 12, lease: 0x77, holder: "b", isCreated: true},
 		}, sessID, now)
 		require.Equal(t, termOver, term.state)
-		_, err := tt.extend(term, g, tableD, now, p)
+		_, err := tt.renew(term, g, tableD, now, p)
 		requireOver(t, err, "b")
 		select {
 		case <-lost:
@@ -145,26 +145,26 @@ func TestTermTableEtcdEndsTerms(t *testing.T) {
 	})
 	t.Run("an event of the term itself", func(t *testing.T) {
 		tt, term, _ := claimed(t)
-		tt.observe([]keyEvent{{name: "x", create: 10, mod: 13, lease: sessID, holder: "a"}}, sessID, now)
+		tt.apply([]keyEvent{{name: "x", create: 10, mod: 13, lease: sessID, holder: "a"}}, sessID, now)
 		require.Equal(t, termLive, term.state, "a put that kept the create revision is the same term")
 	})
 	t.Run("resync without the key", func(t *testing.T) {
 		tt, term, g := claimed(t)
-		tt.resync(nil, 20, sessID, now)
+		tt.reload(nil, 20, sessID, now)
 		require.Equal(t, termOver, term.state)
-		_, err := tt.extend(term, g, tableD, now, p)
+		_, err := tt.renew(term, g, tableD, now, p)
 		requireOver(t, err, "")
 	})
 	t.Run("session lost", func(t *testing.T) {
 		tt, term, g := claimed(t)
-		tt.sessionLost(sessID)
-		_, err := tt.extend(term, g, tableD, now, promise{})
+		tt.endSession(sessID)
+		_, err := tt.renew(term, g, tableD, now, promise{})
 		requireOver(t, err, "")
 	})
 	t.Run("seen ended before it was recorded", func(t *testing.T) {
 		tt := newTermTable()
-		tt.observe([]keyEvent{{name: "y", deleted: true, mod: 15}}, sessID, now)
-		_, err := tt.grant("y", "a", 14, p, t0, tableD)
+		tt.apply([]keyEvent{{name: "y", deleted: true, mod: 15}}, sessID, now)
+		_, err := tt.record("y", "a", 14, p, t0, tableD)
 		requireAmbiguous(t, err)
 		require.Equal(t, termOver, tt.terms["y"].state)
 	})
@@ -176,7 +176,7 @@ func TestTermTableOrphans(t *testing.T) {
 	now := t0
 	tt := newTermTable()
 	tt.busy["busy"] = 1
-	tt.observe([]keyEvent{
+	tt.apply([]keyEvent{
 		{name: "orphan", create: 5, mod: 5, lease: sessID, holder: "a", isCreated: true},
 		{name: "busy", create: 6, mod: 6, lease: sessID, holder: "a", isCreated: true},
 		{name: "foreign", create: 7, mod: 7, lease: 0x99, holder: "b", isCreated: true},
