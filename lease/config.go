@@ -205,6 +205,38 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
+// maxWakeSpread caps the random delay between a release a ReleaseWatcher
+// reports and the claim it wakes: a few quorum writes' worth, small
+// against the hand-over a watch buys, large enough to spread many
+// followers' claims so that the winner's is not queued behind the rest.
+const maxWakeSpread = 5 * time.Millisecond
+
+// wakeSpread is the most a follower woken by a release waits before it
+// claims: ClaimInterval/10, at most maxWakeSpread; none without Jitter. c
+// must have its defaults.
+func (c Config) wakeSpread() time.Duration {
+	if c.Jitter <= 0 {
+		return 0
+	}
+	return min(c.ClaimInterval/10, maxWakeSpread)
+}
+
+// claimDelay is the wait before the next claim while another holder has
+// the lease and no watch will say when it lets go. c must have its
+// defaults.
+func (c Config) claimDelay() time.Duration {
+	return backoff.Jitter(c.ClaimInterval, c.Jitter)
+}
+
+// fallbackClaimDelay is the wait before the next claim while a
+// ReleaseWatcher watches the holder's term: one term, 2×Duration, so that
+// a watch gone silent costs a graceful hand-over no more than a crash
+// would, and a waiting follower sends one call a term (≤ 1 a second for
+// any Duration of 500ms or more). c must have its defaults.
+func (c Config) fallbackClaimDelay() time.Duration {
+	return backoff.Jitter(2*c.Duration, c.Jitter)
+}
+
 // jitterOrDefault is a jitter knob's value: zero is the default, negative
 // is none.
 func jitterOrDefault(j, def float64) float64 {

@@ -130,6 +130,21 @@ type Tracker struct {
 	answered time.Duration
 	retry    backoff.Backoff // after ambiguous failures; reset by an answer
 	loss     lossWatch
+	waiting  releaseWatch // another holder's term, while NotHeld
+}
+
+// releaseWatch is the renewer's watch, through a ReleaseWatcher, of the
+// term another holder has.
+type releaseWatch struct {
+	watcher ReleaseWatcher // nil when the Store is not one
+	token   uint64         // the term watched, while armed
+	armed   bool
+	ch      <-chan error
+	stop    context.CancelFunc
+	// over is the last term whose watch said it was over: a refusal
+	// naming that term again shows the watch wrong, and the tracker
+	// polls rather than trust it again.
+	over uint64
 }
 
 // lossWatch is the renewer's watch of its term through a LossNotifier.
@@ -200,6 +215,7 @@ func NewTracker(cfg Config) (*Tracker, error) {
 		base:       cfg.Clock.Now().Add(-1),
 	}
 	t.loss.notifier, _ = cfg.Store.(LossNotifier)
+	t.waiting.watcher, _ = cfg.Store.(ReleaseWatcher)
 	t.sleep = cfg.sleep
 	if t.sleep == nil {
 		t.sleep = hostSleep
@@ -423,6 +439,20 @@ func (t *Tracker) wait(delay time.Duration) (*stepDownRequest, bool) {
 				t.loss.fired()
 				alarm.Stop()
 				break loop
+			case err := <-t.waiting.ch:
+				// The term we wait out is over (claim after a short
+				// random delay), or the watch broke (poll again).
+				wake := clk.Now().Add(t.waiting.signalled(err, t.cfg))
+				if !wake.Before(scheduled) {
+					continue
+				}
+				alarm.Stop()
+				if !wake.After(clk.Now()) {
+					break loop
+				}
+				scheduled = wake
+				t.setNext(scheduled)
+				alarm = clk.NewAlarm(scheduled)
 			case <-t.kick:
 				if t.hasPending() {
 					alarm.Stop()
@@ -553,6 +583,7 @@ func (t *Tracker) call(parent context.Context, op Op, timeout callTimeoutError, 
 func (t *Tracker) confirmed(g Grant, sent time.Time, slept time.Duration, now time.Time) time.Duration {
 	t.grant, t.hasGrant = g, true
 	t.retry.Reset()
+	t.waiting.end()
 	// Before publishing: once Held is seen, the term is watched.
 	t.loss.follow(t.ctx, g)
 	until := sent.Add(g.Duration - t.cfg.Margin)
@@ -580,14 +611,17 @@ func (t *Tracker) lost(err error) time.Duration {
 		// Our term is over; the lease may well be free. Claim again soon.
 		return t.retry.Policy.Next(1)
 	}
+	if t.waiting.follow(t.ctx, err) {
+		// The watch wakes us when the holder's term is over; the poll
+		// is a fallback for a watch gone silent, once a term.
+		return t.cfg.fallbackClaimDelay()
+	}
 	return t.claimDelay()
 }
 
 // claimDelay is the wait before the next claim while another holder has
 // the lease.
-func (t *Tracker) claimDelay() time.Duration {
-	return backoff.Jitter(t.cfg.ClaimInterval, t.cfg.Jitter)
-}
+func (t *Tracker) claimDelay() time.Duration { return t.cfg.claimDelay() }
 
 func (t *Tracker) ambiguous(err error, now time.Time) time.Duration {
 	old := t.snap.Load()
@@ -627,6 +661,7 @@ func (t *Tracker) retryDelay(now time.Time) time.Duration {
 func (t *Tracker) stepDownNow(req *stepDownRequest) time.Duration {
 	s := t.snap.Load()
 	t.loss.end()
+	t.waiting.end()
 	t.publish(Status{State: NotHeld}, &NotLeaderError{Name: t.cfg.Name, Err: errSteppedDown})
 	// A check that asked for a store call before NotHeld was published is
 	// answered by it: the call it asked for must not go, or this follower
@@ -724,6 +759,7 @@ func (t *Tracker) store(s *snapshot) {
 // the lease if configured or if a StepDown that Close interrupted owes it.
 func (t *Tracker) shutdown() {
 	t.loss.end()
+	t.waiting.end()
 	last := t.snap.Load()
 	if t.owed != nil {
 		last = t.owed.held
@@ -794,6 +830,51 @@ func (w *lossWatch) end() {
 		w.stop()
 	}
 	*w = lossWatch{notifier: w.notifier}
+}
+
+// follow watches the term a refused claim's err names, if the store can
+// watch it, and reports whether it does. A term already watched keeps its
+// watch; a term whose watch already said "over" is not watched again.
+func (w *releaseWatch) follow(parent context.Context, err error) bool {
+	var held *HeldError
+	if w.watcher == nil || !errors.As(err, &held) || held.Token == 0 || held.Token == w.over {
+		w.end()
+		return false
+	}
+	if w.armed && w.token == held.Token {
+		return true
+	}
+	w.end()
+	ctx, stop := context.WithCancel(parent) // parent ends on Close
+	w.token, w.armed, w.stop = held.Token, true, stop
+	w.ch = w.watcher.WatchRelease(ctx, held)
+	if w.ch == nil {
+		w.end()
+		return false
+	}
+	return true
+}
+
+// signalled ends the watch that yielded err and returns how long to wait
+// before the next claim: a short random delay when the term is over (nil),
+// so that a hundred followers woken together do not claim at once; a claim
+// interval when the watch broke, as if it had never been.
+func (w *releaseWatch) signalled(err error, cfg Config) time.Duration {
+	token := w.token
+	w.end()
+	if err != nil {
+		return cfg.claimDelay()
+	}
+	w.over = token
+	return backoff.Jitter(cfg.wakeSpread(), 1)
+}
+
+// end stops watching.
+func (w *releaseWatch) end() {
+	if w.stop != nil {
+		w.stop()
+	}
+	*w = releaseWatch{watcher: w.watcher, over: w.over}
 }
 
 // holderOf is the holder a definitive store answer names, if any.
