@@ -611,12 +611,7 @@ func (t *Tracker) lost(err error) time.Duration {
 		// Our term is over; the lease may well be free. Claim again soon.
 		return t.retry.Policy.Next(1)
 	}
-	if t.waiting.follow(t.ctx, err) {
-		// The watch wakes us when the holder's term is over; the poll
-		// is a fallback for a watch gone silent, once a term.
-		return t.cfg.fallbackClaimDelay()
-	}
-	return t.claimDelay()
+	return t.waiting.follow(t.ctx, err, t.cfg)
 }
 
 // claimDelay is the wait before the next claim while another holder has
@@ -833,26 +828,34 @@ func (w *lossWatch) end() {
 }
 
 // follow watches the term a refused claim's err names, if the store can
-// watch it, and reports whether it does. A term already watched keeps its
-// watch; a term whose watch already said "over" is not watched again.
-func (w *releaseWatch) follow(parent context.Context, err error) bool {
+// watch it, and returns the wait before the next claim: while the watch
+// runs, a fallback poll once a term, 2×Duration, in case it goes silent
+// (the watch wakes the renewer sooner); without one, a claim interval. A
+// term already watched keeps its watch; a term whose watch already said
+// "over" is not watched again. A watch that has answered already is
+// answered here, so that its wait is the one scheduled.
+func (w *releaseWatch) follow(parent context.Context, err error, cfg Config) time.Duration {
 	var held *HeldError
 	if w.watcher == nil || !errors.As(err, &held) || held.Token == 0 || held.Token == w.over {
 		w.end()
-		return false
+		return cfg.claimDelay()
 	}
-	if w.armed && w.token == held.Token {
-		return true
-	}
-	w.end()
-	ctx, stop := context.WithCancel(parent) // parent ends on Close
-	w.token, w.armed, w.stop = held.Token, true, stop
-	w.ch = w.watcher.WatchRelease(ctx, held)
-	if w.ch == nil {
+	if !w.armed || w.token != held.Token {
 		w.end()
-		return false
+		ctx, stop := context.WithCancel(parent) // parent ends on Close
+		w.token, w.armed, w.stop = held.Token, true, stop
+		w.ch = w.watcher.WatchRelease(ctx, held)
+		if w.ch == nil {
+			w.end()
+			return cfg.claimDelay()
+		}
 	}
-	return true
+	select {
+	case err := <-w.ch:
+		return w.signalled(err, cfg)
+	default:
+		return cfg.fallbackClaimDelay()
+	}
 }
 
 // signalled ends the watch that yielded err and returns how long to wait
