@@ -30,7 +30,8 @@ type Config struct {
 	// Duration is the guarantee a check can give ("leader for at least
 	// Duration"). The tracker claims and extends for 2×Duration, so a
 	// check for Duration is answered from cache for most of a term — and
-	// a successor waits up to 2×Duration + ClaimInterval after a holder
+	// a successor waits up to 2×Duration (plus a few ms with a Store that
+	// is a ReleaseWatcher, plus ClaimInterval with another) after a holder
 	// dies without releasing (Timing.CrashTakeover).
 	Duration time.Duration
 	// RenewFraction is the fraction of the validity obtained by a claim
@@ -73,11 +74,14 @@ type Config struct {
 	// tracker reconfirms soon after the store recovers.
 	RetryDelay time.Duration
 	// ClaimInterval is the wait between claims while another holder has
-	// the lease: how soon after its term ends this tracker may take over
+	// the lease and the Store is not a ReleaseWatcher (or its watch
+	// failed): how soon after its term ends this tracker may take over
 	// (Timing.GracefulTakeover after a release, and the part of
 	// Timing.CrashTakeover beyond the term), and a waiting follower's
-	// load on the store (Timing.ClaimRate). Zero means Duration/10; it
-	// must be at most Duration.
+	// load on the store (Timing.ClaimRate). A follower woken by a
+	// ReleaseWatcher claims after a random delay of at most
+	// ClaimInterval/10, capped at 5ms, and otherwise once a term
+	// (2×Duration). Zero means Duration/10; it must be at most Duration.
 	ClaimInterval time.Duration
 	// CallTimeout bounds each store call; a call that runs out is
 	// ambiguous. A call is also cut off when the validity it would extend

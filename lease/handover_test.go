@@ -1,6 +1,7 @@
 package lease_test
 
 import (
+	"context"
 	"fmt"
 	"sync"
 	"testing"
@@ -278,6 +279,37 @@ func TestFailingWatchesPollAtTheClaimInterval(t *testing.T) {
 		assert.Equal(t, 100, fs.Calls(leasetest.OpClaim)-claims, "one claim per ClaimInterval")
 		st, _ := b.Current()
 		assert.Equal(t, lease.NotHeld, st.State)
+		assert.Equal(t, "a", st.Holder)
+	})
+}
+
+// spurious is a store whose release watch says "over" at once, every time.
+type spurious struct{ lease.Store }
+
+func (spurious) WatchRelease(context.Context, *lease.HeldError) <-chan error {
+	ch := make(chan error)
+	close(ch)
+	return ch
+}
+
+// A watch that says the term is over when the store then names the same
+// term is not trusted again for it: the follower polls every
+// ClaimInterval, never claiming at the wake spread's pace.
+func TestSpuriousReleaseWatchDoesNotSpin(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := lease.NewMemStore(lease.MemStoreConfig{})
+		a := startFollower(t, mem, "a", nil)
+		defer func() { require.NoError(t, a.Close()) }()
+		awaitStatus(a, lease.Held)
+		b := startFollower(t, spurious{mem}, "b", func(c *lease.Config) { c.Jitter = -1 })
+		defer func() { require.NoError(t, b.Close()) }()
+		awaitStatus(b, lease.NotHeld)
+		synctest.Wait() // b's claim after the watch's first "over"
+		before := mem.StoreReport().Claim.Definitive
+		time.Sleep(10 * handoverDuration)
+		synctest.Wait()
+		assert.Equal(t, uint64(100), mem.StoreReport().Claim.Definitive-before, "one claim per ClaimInterval")
+		st, _ := b.Current()
 		assert.Equal(t, "a", st.Holder)
 	})
 }

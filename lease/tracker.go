@@ -79,6 +79,11 @@ type Status struct {
 // as ErrNotLeader promptly. The signal alone changes nothing: only the
 // store's answer to that renewal does (a confirmation keeps Held and the
 // token). Until that answer, Check still answers from the cached promise.
+//
+// If the Store is also a ReleaseWatcher, a follower refused a claim waits
+// on the holder's term and claims when it is over (after at most 5ms, see
+// Config.ClaimInterval), instead of every ClaimInterval; a claim once a
+// term covers a watch gone silent, and a watch that fails makes it poll.
 type Tracker struct {
 	cfg        Config
 	maxPromise time.Duration // the most any check can ask: 2×Duration − Margin
@@ -237,7 +242,8 @@ func NewTracker(cfg Config) (*Tracker, error) {
 //   - the store says another holder has it or our term is over, or the
 //     tracker stepped down: (NotHeld, *NotLeaderError matching
 //     ErrNotLeader). While NotHeld, Check answers from cache; the tracker
-//     keeps claiming in the background every ClaimInterval;
+//     keeps claiming in the background every ClaimInterval, or, with a
+//     ReleaseWatcher, when the holder's term is over;
 //   - the store could not confirm: a *RenewalFailedError matching
 //     ErrRenewalFailed, with State Held and the old Until while that
 //     validity lasts, Unknown after it;
@@ -623,8 +629,12 @@ func (t *Tracker) ambiguous(err error, now time.Time) time.Duration {
 	st := old.status
 	if st.State == NotHeld && errors.Is(err, ErrNotSent) {
 		// A claim the store did not send changed nothing: the holder
-		// we were told of still stands, and so does its answer; claim
-		// again when we would have after that answer.
+		// we were told of still stands, and so does its answer (and
+		// the watch of its term); claim again when we would have
+		// after that answer.
+		if t.waiting.armed {
+			return t.cfg.fallbackClaimDelay()
+		}
 		return t.claimDelay()
 	}
 	// Only a confirmation upgrades: an ambiguous failure keeps Held while
