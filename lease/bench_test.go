@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -324,4 +326,71 @@ func BenchmarkCheckWithLogger(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkGracefulHandOver measures, in real time on MemStore at the
+// defaults (Duration 2s), the gap from a leader's release (Close with
+// ReleaseOnClose) to its follower leading, over 50 hand-overs: a follower
+// that polls every ClaimInterval (the store's watch hidden) against one
+// woken by MemStore's ReleaseWatcher. Each release comes at a random
+// moment of the poll's interval. Run with -benchtime=1x.
+func BenchmarkGracefulHandOver(b *testing.B) {
+	const handovers = 50
+	const duration = 2 * time.Second
+	for _, watch := range []bool{false, true} {
+		name := "polls"
+		if watch {
+			name = "watches"
+		}
+		b.Run(name, func(b *testing.B) {
+			var gaps []time.Duration
+			for range b.N {
+				for i := range handovers {
+					gaps = append(gaps, handOver(b, watch, fmt.Sprintf("l%d", i), duration))
+				}
+			}
+			slices.Sort(gaps)
+			b.ReportMetric(float64(gaps[len(gaps)/2].Microseconds())/1000, "p50-ms")
+			b.ReportMetric(float64(gaps[len(gaps)-1].Microseconds())/1000, "max-ms")
+		})
+	}
+}
+
+// handOver runs one graceful hand-over of lease name and returns its gap.
+func handOver(b *testing.B, watch bool, name string, duration time.Duration) time.Duration {
+	mem := lease.NewMemStore(lease.MemStoreConfig{})
+	var follower lease.Store = mem
+	if !watch {
+		follower = storeOnly{mem}
+	}
+	start := func(store lease.Store, holder string, release bool) *lease.Tracker {
+		tr, err := lease.NewTracker(lease.Config{Store: store, Name: name, Holder: holder,
+			Duration: duration, ReleaseOnClose: release})
+		if err != nil {
+			b.Fatal(err)
+		}
+		return tr
+	}
+	await := func(tr *lease.Tracker, s lease.State) {
+		for {
+			st, changed := tr.Current()
+			if st.State == s {
+				return
+			}
+			<-changed
+		}
+	}
+	a := start(mem, "a", true)
+	await(a, lease.Held)
+	f := start(follower, "f", false)
+	defer f.Close()
+	await(f, lease.NotHeld)
+	// A random moment of the follower's poll interval (Duration/10).
+	time.Sleep(time.Duration(rand.Int64N(int64(duration / 10))))
+	released := time.Now()
+	if err := a.Close(); err != nil {
+		b.Fatal(err)
+	}
+	await(f, lease.Held)
+	return time.Since(released)
 }

@@ -30,7 +30,8 @@ type Config struct {
 	// Duration is the guarantee a check can give ("leader for at least
 	// Duration"). The tracker claims and extends for 2×Duration, so a
 	// check for Duration is answered from cache for most of a term — and
-	// a successor waits up to 2×Duration + ClaimInterval after a holder
+	// a successor waits up to 2×Duration (plus a few ms with a Store that
+	// is a ReleaseWatcher, plus ClaimInterval with another) after a holder
 	// dies without releasing (Timing.CrashTakeover).
 	Duration time.Duration
 	// RenewFraction is the fraction of the validity obtained by a claim
@@ -73,11 +74,14 @@ type Config struct {
 	// tracker reconfirms soon after the store recovers.
 	RetryDelay time.Duration
 	// ClaimInterval is the wait between claims while another holder has
-	// the lease: how soon after its term ends this tracker may take over
+	// the lease and the Store is not a ReleaseWatcher (or its watch
+	// failed): how soon after its term ends this tracker may take over
 	// (Timing.GracefulTakeover after a release, and the part of
 	// Timing.CrashTakeover beyond the term), and a waiting follower's
-	// load on the store (Timing.ClaimRate). Zero means Duration/10; it
-	// must be at most Duration.
+	// load on the store (Timing.ClaimRate). A follower woken by a
+	// ReleaseWatcher claims after a random delay of at most
+	// ClaimInterval/10, capped at 5ms, and otherwise once a term
+	// (2×Duration). Zero means Duration/10; it must be at most Duration.
 	ClaimInterval time.Duration
 	// CallTimeout bounds each store call; a call that runs out is
 	// ambiguous. A call is also cut off when the validity it would extend
@@ -203,6 +207,38 @@ func (c Config) withDefaults() Config {
 		c.Clock = clock.WallClock
 	}
 	return c
+}
+
+// maxWakeSpread caps the random delay between a release a ReleaseWatcher
+// reports and the claim it wakes: a few quorum writes' worth, small
+// against the hand-over a watch buys, large enough to spread many
+// followers' claims so that the winner's is not queued behind the rest.
+const maxWakeSpread = 5 * time.Millisecond
+
+// wakeSpread is the most a follower woken by a release waits before it
+// claims: ClaimInterval/10, at most maxWakeSpread; none without Jitter. c
+// must have its defaults.
+func (c Config) wakeSpread() time.Duration {
+	if c.Jitter <= 0 {
+		return 0
+	}
+	return min(c.ClaimInterval/10, maxWakeSpread)
+}
+
+// claimDelay is the wait before the next claim while another holder has
+// the lease and no watch will say when it lets go. c must have its
+// defaults.
+func (c Config) claimDelay() time.Duration {
+	return backoff.Jitter(c.ClaimInterval, c.Jitter)
+}
+
+// fallbackClaimDelay is the wait before the next claim while a
+// ReleaseWatcher watches the holder's term: one term, 2×Duration, so that
+// a watch gone silent costs a graceful hand-over no more than a crash
+// would, and a waiting follower sends one call a term (≤ 1 a second for
+// any Duration of 500ms or more). c must have its defaults.
+func (c Config) fallbackClaimDelay() time.Duration {
+	return backoff.Jitter(2*c.Duration, c.Jitter)
 }
 
 // jitterOrDefault is a jitter knob's value: zero is the default, negative

@@ -27,12 +27,14 @@ type MemStore struct {
 	watches map[string]map[*memWatch]struct{}
 }
 
-// memWatch is one Lost channel of the term token of a lease.
+// memWatch is one Lost or WatchRelease channel of the term token of a
+// lease; one of lost and released is set, and closed when the term ends.
 type memWatch struct {
-	ctx   context.Context // once it ends, the watch reports nothing
-	name  string
-	token uint64
-	lost  chan struct{}
+	ctx      context.Context // once it ends, the watch reports nothing
+	name     string
+	token    uint64
+	lost     chan struct{}
+	released chan error
 	// expiry fires at the term's expiry as last seen; an extend moves
 	// the expiry, and the timer is re-armed when it finds the term live.
 	expiry clock.Timer
@@ -65,6 +67,7 @@ func NewMemStore(cfg MemStoreConfig) *MemStore {
 var _ interface {
 	Store
 	LossNotifier
+	ReleaseWatcher
 	StoreReporter
 } = (*MemStore)(nil)
 
@@ -93,7 +96,7 @@ func (m *MemStore) claim(ctx context.Context, name, holder string, d time.Durati
 	defer m.mu.Unlock()
 	now := m.clk.Now()
 	if cur, ok := m.terms[name]; ok && now.Before(cur.expiry) {
-		return Grant{}, &HeldError{Name: name, Holder: cur.grant.Holder}
+		return Grant{}, &HeldError{Name: name, Holder: cur.grant.Holder, Token: cur.grant.Token}
 	}
 	m.last++
 	g := Grant{Name: name, Holder: holder, Token: m.last, Duration: d}
@@ -206,26 +209,51 @@ func (m *MemStore) live(g Grant, now time.Time) (memTerm, bool) {
 // it is already over). When ctx ends first the channel stays open and the
 // watch is dropped. Lost never blocks.
 func (m *MemStore) Lost(ctx context.Context, g Grant) <-chan struct{} {
-	lost := make(chan struct{})
-	if ctx.Err() != nil {
-		return lost
+	w := &memWatch{ctx: ctx, name: g.Name, token: g.Token, lost: make(chan struct{})}
+	m.watch(w, g)
+	return w.lost
+}
+
+// WatchRelease implements ReleaseWatcher: the channel is closed when the
+// term held names is revoked, replaced by a claim, or expires on the
+// store's clock (at once if it is already over). When ctx ends first it
+// stays open and the watch is dropped. It never blocks, and a MemStore
+// watch never fails.
+func (m *MemStore) WatchRelease(ctx context.Context, held *HeldError) <-chan error {
+	w := &memWatch{ctx: ctx, name: held.Name, token: held.Token, released: make(chan error, 1)}
+	m.watch(w, Grant{Name: held.Name, Holder: held.Holder, Token: held.Token})
+	return w.released
+}
+
+// watch starts w, a watch of the term g, or closes it at once if that term
+// is over.
+func (m *MemStore) watch(w *memWatch, g Grant) {
+	if w.ctx.Err() != nil {
+		return
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	now := m.clk.Now()
 	cur, ok := m.live(g, now)
 	if !ok {
-		close(lost)
-		return lost
+		w.close()
+		return
 	}
-	w := &memWatch{ctx: ctx, name: g.Name, token: g.Token, lost: lost}
 	if m.watches[g.Name] == nil {
 		m.watches[g.Name] = make(map[*memWatch]struct{})
 	}
 	m.watches[g.Name][w] = struct{}{}
 	w.expiry = m.clk.AfterFunc(cur.expiry.Sub(now), func() { m.expired(w) })
-	w.unhook = context.AfterFunc(ctx, func() { m.unwatch(w) })
-	return lost
+	w.unhook = context.AfterFunc(w.ctx, func() { m.unwatch(w) })
+}
+
+// close closes w's channel: its term is over.
+func (w *memWatch) close() {
+	if w.lost != nil {
+		close(w.lost)
+	} else {
+		close(w.released)
+	}
 }
 
 // expired runs when w's expiry timer fires: it ends w if its term is
@@ -267,7 +295,7 @@ func (m *MemStore) end(w *memWatch) {
 	m.drop(w)
 	w.unhook()
 	if w.ctx.Err() == nil {
-		close(w.lost)
+		w.close()
 	}
 }
 

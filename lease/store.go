@@ -78,6 +78,35 @@ type LossNotifier interface {
 	Lost(ctx context.Context, g Grant) <-chan struct{}
 }
 
+// ReleaseWatcher is an optional Store extension that tells a waiting
+// follower when the term it was refused for is over, so that it claims at
+// once instead of at its next poll. MemStore implements it.
+//
+// A Tracker whose Store implements it, refused a claim by a *HeldError
+// that names the term (Token non-zero), waits on the watch — with a
+// fallback claim once a term, 2×Duration, in case the watch goes silent —
+// and claims when it yields nil, after a random delay of at most 5 ms
+// (see Timing) so that many followers do not claim at once. The signal is
+// only a trigger: the claim still goes to the store, which refuses it
+// while any term is live, so a successor never starts before a promise
+// that was not released has run out. A watch that yields an error makes
+// the tracker poll every ClaimInterval, as with a store that does not
+// watch; it changes nothing the tracker reports.
+type ReleaseWatcher interface {
+	// WatchRelease watches the term held names — held.Name's term
+	// held.Token, as a refused Claim reported it — and returns a channel
+	// that yields one value and is then closed: nil when that term is
+	// over (released, revoked, expired, replaced, or the lease's record
+	// deleted), at once if it already is, so that a release between the
+	// refused claim and the watch is never missed; or an error when the
+	// store cannot watch it or the watch broke. It must not block: it
+	// returns at once and watches in the background, until ctx ends,
+	// whereupon the channel yields nothing and nothing of the watch
+	// remains. A store that implements it names the term in every
+	// HeldError it returns.
+	WatchRelease(ctx context.Context, held *HeldError) <-chan error
+}
+
 // CallError is a store call that got no definitive answer: ambiguous —
 // it matches ErrUnconfirmed — or, when Err matches ErrNotSent, not sent,
 // and then it matches only ErrNotSent. It names the store, the call and
@@ -120,6 +149,9 @@ func (e *CallError) Is(target error) bool {
 type HeldError struct {
 	Name   string // the lease
 	Holder string // who holds it now
+	// Token is the holder's term, the start point of a ReleaseWatcher's
+	// watch; 0 when the store does not say.
+	Token uint64
 }
 
 func (e *HeldError) Error() string {

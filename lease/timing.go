@@ -14,7 +14,10 @@ import (
 // load on the store.
 //
 // The figures are for a store that answers at once and grants what it is
-// asked (MemStore). A real store's latency adds its round trips to each
+// asked (MemStore). Where the takeovers and the follower's rate differ for
+// a Store that is a ReleaseWatcher (a follower that waits on a watch and
+// wakes on the release) and one that is not (a follower that polls every
+// ClaimInterval), each field says both. A real store's latency adds its round trips to each
 // takeover and takes its request latency off the outage; a store that
 // grants more than asked (etcd rounds a TTL up to whole seconds) or notices
 // an expiry late adds that much to the crash takeover.
@@ -30,13 +33,19 @@ type Timing struct {
 	Outage time.Duration
 	// CrashTakeover is the longest a successor waits to hold the lease
 	// after its holder died without releasing it: the term granted at
-	// the holder's last renewal, 2×Duration, plus a ClaimInterval (the
-	// successor's claim was refused just before that term ended).
+	// the holder's last renewal, 2×Duration, plus, with a store that
+	// watches, the wake spread (the watch says the term expired; the
+	// successor claims after a random delay of at most ClaimInterval/10,
+	// capped at 5ms, none without Jitter); with one that does not, a
+	// ClaimInterval (its claim was refused just before the term ended).
 	CrashTakeover time.Duration
 	// GracefulTakeover is the longest a successor waits to hold the lease
-	// after its holder released it (ReleaseOnClose, StepDown): one
-	// ClaimInterval, the wait between a waiting follower's claims. A
-	// release the store does not confirm is a crash takeover.
+	// after its holder released it (ReleaseOnClose, StepDown): with a
+	// store that watches, the wake spread (see CrashTakeover); with one
+	// that does not, one ClaimInterval, the wait between a waiting
+	// follower's claims. A release the store does not confirm is a crash
+	// takeover; a watch that fails makes the follower poll, and the
+	// figures are those of a store that does not watch.
 	GracefulTakeover time.Duration
 	// ClockDrift is how much slower than the store's clock this host's
 	// clock may run, as a fraction, with every promise still ending
@@ -49,7 +58,9 @@ type Timing struct {
 	// shortened by Jitter/2 on average.
 	RenewRate float64
 	// ClaimRate is the claim calls per second of one follower waiting
-	// while another holds the lease: one per ClaimInterval, shortened by
+	// while another holds the lease: with a store that watches, one per
+	// term (2×Duration), the fallback in case the watch goes silent; with
+	// one that does not, one per ClaimInterval. Each wait is shortened by
 	// Jitter/2 on average (a store's latency lengthens each wait by one
 	// round trip, so a real store sees fewer).
 	ClaimRate float64
@@ -61,9 +72,11 @@ type Timing struct {
 // by Margin). Jitter only ever shortens a wait, so it enters the worst
 // cases not at all and the call rates as its mean; RetryDelay, RetryJitter,
 // CallTimeout and LateTimer enter none of the figures (an unanswered call
-// is cut off when the promise ends, whatever CallTimeout). Store, Name and
-// Holder need not be set; for a Config whose timing fields do not
-// Validate, Timing returns the zero Timing.
+// is cut off when the promise ends, whatever CallTimeout). Store tells
+// whether the follower's figures are a watch's (a ReleaseWatcher) or a
+// poll's (any other Store, or nil). Name and Holder need not be set; for
+// a Config whose timing fields do not Validate, Timing returns the zero
+// Timing.
 func (c Config) Timing() Timing {
 	if c.Name == "" {
 		c.Name = "timing"
@@ -79,13 +92,19 @@ func (c Config) Timing() Timing {
 	// As Tracker.confirmed schedules a renewal, before jitter.
 	renew := backoff.Duration(float64(promise) * c.RenewFraction)
 	meanShare := 1 - c.Jitter/2 // a wait d is drawn from [d·(1−Jitter), d]
+	// As Tracker.lost schedules the next claim after a refused one, and
+	// the wait after a watch says the holder's term is over.
+	takeover, claimEvery := c.ClaimInterval, c.ClaimInterval
+	if _, ok := c.Store.(ReleaseWatcher); ok {
+		takeover, claimEvery = c.wakeSpread(), 2*c.Duration
+	}
 	return Timing{
 		Outage:           promise - renew,
-		CrashTakeover:    2*c.Duration + c.ClaimInterval,
-		GracefulTakeover: c.ClaimInterval,
+		CrashTakeover:    2*c.Duration + takeover,
+		GracefulTakeover: takeover,
 		ClockDrift:       c.rateTolerance(),
 		RenewRate:        1000 / (renew.Seconds() * meanShare),
-		ClaimRate:        1 / (c.ClaimInterval.Seconds() * meanShare),
+		ClaimRate:        1 / (claimEvery.Seconds() * meanShare),
 	}
 }
 

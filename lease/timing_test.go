@@ -68,6 +68,45 @@ func promiseOf(cfg lease.Config) time.Duration {
 	return 2*cfg.Duration - cfg.Margin
 }
 
+// polled hides a Store's ReleaseWatcher: its followers poll.
+type polled struct{ lease.Store }
+
+// watched passes a ReleaseWatcher's watch through a wrapper of it.
+type watched struct {
+	lease.Store
+	w lease.ReleaseWatcher
+}
+
+func (s watched) WatchRelease(ctx context.Context, held *lease.HeldError) <-chan error {
+	return s.w.WatchRelease(ctx, held)
+}
+
+// eachFollower runs f with a follower that polls (the MemStore's watch
+// hidden) and with one that waits on the MemStore's watch.
+func eachFollower(t *testing.T, f func(t *testing.T, watch bool)) {
+	t.Run("polls", func(t *testing.T) { f(t, false) })
+	t.Run("watches", func(t *testing.T) { f(t, true) })
+}
+
+// followerStore is s, a wrapper of mem, with mem's watch when watch is set
+// and without any otherwise.
+func followerStore(watch bool, mem *lease.MemStore, s lease.Store) lease.Store {
+	if watch {
+		return watched{Store: s, w: mem}
+	}
+	return polled{s}
+}
+
+// takeoverShortenedBy is the most jitter takes off a stated takeover: a
+// polling follower's ClaimInterval is shortened by up to Jitter of it, a
+// watching follower's wake spread is drawn from all of [0, spread].
+func takeoverShortenedBy(cfg lease.Config, want lease.Timing) time.Duration {
+	if _, ok := cfg.Store.(lease.ReleaseWatcher); ok {
+		return want.GracefulTakeover
+	}
+	return shortenedBy(cfg, want.GracefulTakeover)
+}
+
 // startTimed starts a tracker of cfg for holder on lease name in store.
 func startTimed(t *testing.T, cfg lease.Config, store lease.Store, name, holder string) *lease.Tracker {
 	cfg.Store, cfg.Name, cfg.Holder = store, name, holder
@@ -167,30 +206,40 @@ func TestTimingOutageIsRiddenHeldUntilTheStatedFigure(t *testing.T) {
 
 func TestTimingCrashTakeoverIsAtMostTheStatedFigure(t *testing.T) {
 	eachTiming(t, func(t *testing.T, cfg lease.Config) {
-		synctest.Test(t, func(t *testing.T) {
-			want := cfg.Timing()
-			store := lease.NewMemStore(lease.MemStoreConfig{})
-			a := startTimed(t, cfg, store, "l", "a")
-			held := awaitRenewals(t, a, 3)
+		eachFollower(t, func(t *testing.T, watch bool) { crashTakeover(t, cfg, watch) })
+	})
+}
 
-			// a dies right after a renewal (no release): its term runs
-			// 2×Duration from now. A successor's claim refused just before
-			// that term ends is the worst case. Starting it then is the
-			// same as a follower that waited all along and whose claim
-			// fell there: each refused claim is followed by the same wait.
-			crashed := time.Now()
-			require.NoError(t, a.Close())
-			time.Sleep(2*cfg.Duration - 1)
-			b := startTimed(t, cfg, store, "l", "b")
-			defer func() { require.NoError(t, b.Close()) }()
-			st := awaitStatus(b, lease.Held)
-			took := time.Since(crashed)
-			assert.Greater(t, st.Token, held.Token)
-			assert.LessOrEqual(t, took, want.CrashTakeover)
-			assert.GreaterOrEqual(t, took, want.CrashTakeover-shortenedBy(cfg, want.GracefulTakeover)-1,
-				"stated crash takeover %v not reached", want.CrashTakeover)
-			t.Logf("crash takeover %v, stated %v", took, want.CrashTakeover)
-		})
+// crashTakeover runs a crash takeover by a follower that watches or polls
+// and checks it against cfg's stated figure.
+func crashTakeover(t *testing.T, cfg lease.Config, watch bool) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := lease.NewMemStore(lease.MemStoreConfig{})
+		store := followerStore(watch, mem, mem)
+		cfg.Store = store
+		want := cfg.Timing()
+		a := startTimed(t, cfg, mem, "l", "a")
+		held := awaitRenewals(t, a, 3)
+
+		// a dies right after a renewal (no release): its term runs
+		// 2×Duration from now. A successor's claim refused just before
+		// that term ends is the worst case. Starting it then is the
+		// same as a follower that waited all along and whose claim
+		// fell there: each refused claim is followed by the same wait
+		// (or the same watch, which fires when the term expires).
+		crashed := time.Now()
+		require.NoError(t, a.Close())
+		time.Sleep(2*cfg.Duration - 1)
+		b := startTimed(t, cfg, store, "l", "b")
+		defer func() { require.NoError(t, b.Close()) }()
+		st := awaitStatus(b, lease.Held)
+		took := time.Since(crashed)
+		assert.Greater(t, st.Token, held.Token)
+		assert.LessOrEqual(t, took, want.CrashTakeover)
+		assert.GreaterOrEqual(t, took, want.CrashTakeover-takeoverShortenedBy(cfg, want)-1,
+			"stated crash takeover %v not reached", want.CrashTakeover)
+		assert.GreaterOrEqual(t, took, 2*cfg.Duration, "b led before a's term ran out")
+		t.Logf("crash takeover %v, stated %v", took, want.CrashTakeover)
 	})
 }
 
@@ -213,35 +262,44 @@ func (s *refusedClaims) Claim(ctx context.Context, name, holder string, d time.D
 
 func TestTimingGracefulTakeoverIsAtMostTheStatedFigure(t *testing.T) {
 	eachTiming(t, func(t *testing.T, cfg lease.Config) {
-		synctest.Test(t, func(t *testing.T) {
-			want := cfg.Timing()
-			mem := lease.NewMemStore(lease.MemStoreConfig{})
-			leader := cfg
-			leader.ReleaseOnClose = true
-			a := startTimed(t, leader, mem, "l", "a")
-			held := awaitStatus(a, lease.Held)
-			follower := &refusedClaims{Store: mem, refused: make(chan struct{}, 1)}
-			b := startTimed(t, cfg, follower, "l", "b")
-			defer func() { require.NoError(t, b.Close()) }()
-			time.Sleep(10 * cfg.Duration)
+		eachFollower(t, func(t *testing.T, watch bool) { gracefulTakeover(t, cfg, watch) })
+	})
+}
 
-			// a releases right after one of b's claims was refused: the
-			// worst moment, b waits a whole ClaimInterval for its next.
-			select {
-			case <-follower.refused:
-			default:
-			}
-			<-follower.refused
-			released := time.Now()
-			require.NoError(t, a.Close())
-			st := awaitStatus(b, lease.Held)
-			took := time.Since(released)
-			assert.Greater(t, st.Token, held.Token)
-			assert.LessOrEqual(t, took, want.GracefulTakeover)
-			assert.GreaterOrEqual(t, took, want.GracefulTakeover-shortenedBy(cfg, want.GracefulTakeover),
-				"stated graceful takeover %v not reached", want.GracefulTakeover)
-			t.Logf("graceful takeover %v, stated %v", took, want.GracefulTakeover)
-		})
+// gracefulTakeover runs a graceful takeover by a follower that watches or
+// polls and checks it against cfg's stated figure.
+func gracefulTakeover(t *testing.T, cfg lease.Config, watch bool) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := lease.NewMemStore(lease.MemStoreConfig{})
+		follower := &refusedClaims{Store: mem, refused: make(chan struct{}, 1)}
+		store := followerStore(watch, mem, follower)
+		cfg.Store = store
+		want := cfg.Timing()
+		leader := cfg
+		leader.ReleaseOnClose = true
+		a := startTimed(t, leader, mem, "l", "a")
+		held := awaitStatus(a, lease.Held)
+		b := startTimed(t, cfg, store, "l", "b")
+		defer func() { require.NoError(t, b.Close()) }()
+		time.Sleep(10 * cfg.Duration)
+
+		// a releases right after one of b's claims was refused: the
+		// worst moment for a poll, b waits a whole ClaimInterval for
+		// its next. A watching b is woken by the release.
+		select {
+		case <-follower.refused:
+		default:
+		}
+		<-follower.refused
+		released := time.Now()
+		require.NoError(t, a.Close())
+		st := awaitStatus(b, lease.Held)
+		took := time.Since(released)
+		assert.Greater(t, st.Token, held.Token)
+		assert.LessOrEqual(t, took, want.GracefulTakeover)
+		assert.GreaterOrEqual(t, took, want.GracefulTakeover-takeoverShortenedBy(cfg, want),
+			"stated graceful takeover %v not reached", want.GracefulTakeover)
+		t.Logf("graceful takeover %v, stated %v", took, want.GracefulTakeover)
 	})
 }
 
@@ -294,45 +352,58 @@ func perSecond(m map[string]*callSpan) float64 {
 }
 
 func TestTimingCallRatesAreTheStatedFigures(t *testing.T) {
-	const holders, followers = 20, 2
 	eachTiming(t, func(t *testing.T, cfg lease.Config) {
-		synctest.Test(t, func(t *testing.T) {
-			want := cfg.Timing()
-			store := &callTimes{Store: lease.NewMemStore(lease.MemStoreConfig{}),
-				extend: make(map[string]*callSpan), claims: make(map[string]*callSpan)}
-			var trs []*lease.Tracker
-			for i := range holders {
-				tr := startTimed(t, cfg, store, fmt.Sprintf("l%d", i), fmt.Sprintf("h%d", i))
-				awaitStatus(tr, lease.Held)
-				trs = append(trs, tr)
-			}
-			for i := range followers {
-				tr := startTimed(t, cfg, store, "l0", fmt.Sprintf("f%d", i))
-				awaitStatus(tr, lease.NotHeld)
-				trs = append(trs, tr)
-			}
-			time.Sleep(200 * cfg.Duration)
-			for _, tr := range trs {
-				require.NoError(t, tr.Close())
-			}
-			store.mu.Lock()
-			defer store.mu.Unlock()
-			for i := range holders {
-				require.Equal(t, 1, store.claims[fmt.Sprintf("h%d", i)].n, "one term each")
-			}
-			renew := 1000 * perSecond(store.extend) // per 1,000 leases
-			claim := perSecond(store.claims)        // the holders' first claims count nothing
-			t.Logf("renewals %.2f/s per 1,000 leases, stated %.2f; claims %.3f/s per follower, stated %.3f",
-				renew, want.RenewRate, claim, want.ClaimRate)
-			// Without jitter the rates are exact; with it they are means
-			// over thousands of draws, which lie far within 0.3 %.
-			eps := 1e-9
-			if jitterOf(cfg) > 0 {
-				eps = 0.003
-			}
-			assert.InEpsilon(t, want.RenewRate, renew, eps)
-			assert.InEpsilon(t, want.ClaimRate, claim, eps)
-		})
+		eachFollower(t, func(t *testing.T, watch bool) { callRates(t, cfg, watch) })
+	})
+}
+
+// callRates runs 20 holders and followers that watch or poll, and checks
+// their call rates against cfg's stated figures.
+func callRates(t *testing.T, cfg lease.Config, watch bool) {
+	// A watching follower claims 20 times less often: more of them make
+	// as many draws of jitter.
+	holders, followers := 20, 2
+	if watch {
+		followers = 20
+	}
+	synctest.Test(t, func(t *testing.T) {
+		mem := lease.NewMemStore(lease.MemStoreConfig{})
+		times := &callTimes{Store: mem, extend: make(map[string]*callSpan), claims: make(map[string]*callSpan)}
+		store := followerStore(watch, mem, times)
+		cfg.Store = store
+		want := cfg.Timing()
+		var trs []*lease.Tracker
+		for i := range holders {
+			tr := startTimed(t, cfg, store, fmt.Sprintf("l%d", i), fmt.Sprintf("h%d", i))
+			awaitStatus(tr, lease.Held)
+			trs = append(trs, tr)
+		}
+		for i := range followers {
+			tr := startTimed(t, cfg, store, "l0", fmt.Sprintf("f%d", i))
+			awaitStatus(tr, lease.NotHeld)
+			trs = append(trs, tr)
+		}
+		time.Sleep(200 * cfg.Duration)
+		for _, tr := range trs {
+			require.NoError(t, tr.Close())
+		}
+		times.mu.Lock()
+		defer times.mu.Unlock()
+		for i := range holders {
+			require.Equal(t, 1, times.claims[fmt.Sprintf("h%d", i)].n, "one term each")
+		}
+		renew := 1000 * perSecond(times.extend) // per 1,000 leases
+		claim := perSecond(times.claims)        // the holders' first claims count nothing
+		t.Logf("renewals %.2f/s per 1,000 leases, stated %.2f; claims %.3f/s per follower, stated %.3f",
+			renew, want.RenewRate, claim, want.ClaimRate)
+		// Without jitter the rates are exact; with it they are means
+		// over thousands of draws, which lie far within 0.3 %.
+		eps := 1e-9
+		if jitterOf(cfg) > 0 {
+			eps = 0.003
+		}
+		assert.InEpsilon(t, want.RenewRate, renew, eps)
+		assert.InEpsilon(t, want.ClaimRate, claim, eps)
 	})
 }
 
@@ -353,6 +424,11 @@ func TestTimingClockDriftIsTheOverlapBound(t *testing.T) {
 	}
 }
 
+// watchingStore is a Store that is a ReleaseWatcher, for Timing.
+type watchingStore struct{ lease.Store }
+
+func (watchingStore) WatchRelease(context.Context, *lease.HeldError) <-chan error { return nil }
+
 func TestTimingFigures(t *testing.T) {
 	for _, tc := range []struct {
 		cfg  lease.Config
@@ -372,6 +448,23 @@ func TestTimingFigures(t *testing.T) {
 			Outage: 1900 * time.Millisecond, CrashTakeover: 4050 * time.Millisecond,
 			GracefulTakeover: 50 * time.Millisecond, ClockDrift: 0.05,
 			RenewRate: 1000 / 1.9, ClaimRate: 20,
+		}},
+		// A follower that waits on a watch: woken within ClaimInterval/10,
+		// capped at 5ms, and claiming once a term, 2×Duration.
+		{lease.Config{Duration: 2 * time.Second, Store: watchingStore{}}, lease.Timing{
+			Outage: 1900 * time.Millisecond, CrashTakeover: 4005 * time.Millisecond,
+			GracefulTakeover: 5 * time.Millisecond, ClockDrift: 0.05,
+			RenewRate: 1000 / (1.9 * 0.95), ClaimRate: 1 / (4 * 0.95),
+		}},
+		{lease.Config{Duration: 200 * time.Millisecond, Store: watchingStore{}}, lease.Timing{
+			Outage: 190 * time.Millisecond, CrashTakeover: 402 * time.Millisecond,
+			GracefulTakeover: 2 * time.Millisecond, ClockDrift: 0.05,
+			RenewRate: 1000 / (0.19 * 0.95), ClaimRate: 1 / (0.4 * 0.95),
+		}},
+		{lease.Config{Duration: 2 * time.Second, Jitter: -1, Store: watchingStore{}}, lease.Timing{
+			Outage: 1900 * time.Millisecond, CrashTakeover: 4 * time.Second,
+			GracefulTakeover: 0, ClockDrift: 0.05,
+			RenewRate: 1000 / 1.9, ClaimRate: 0.25,
 		}},
 	} {
 		got := tc.cfg.Timing()

@@ -79,6 +79,11 @@ type Status struct {
 // as ErrNotLeader promptly. The signal alone changes nothing: only the
 // store's answer to that renewal does (a confirmation keeps Held and the
 // token). Until that answer, Check still answers from the cached promise.
+//
+// If the Store is also a ReleaseWatcher, a follower refused a claim waits
+// on the holder's term and claims when it is over (after at most 5ms, see
+// Config.ClaimInterval), instead of every ClaimInterval; a claim once a
+// term covers a watch gone silent, and a watch that fails makes it poll.
 type Tracker struct {
 	cfg        Config
 	maxPromise time.Duration // the most any check can ask: 2×Duration − Margin
@@ -130,6 +135,21 @@ type Tracker struct {
 	answered time.Duration
 	retry    backoff.Backoff // after ambiguous failures; reset by an answer
 	loss     lossWatch
+	waiting  releaseWatch // another holder's term, while NotHeld
+}
+
+// releaseWatch is the renewer's watch, through a ReleaseWatcher, of the
+// term another holder has.
+type releaseWatch struct {
+	watcher ReleaseWatcher // nil when the Store is not one
+	token   uint64         // the term watched, while armed
+	armed   bool
+	ch      <-chan error
+	stop    context.CancelFunc
+	// over is the last term whose watch said it was over: a refusal
+	// naming that term again shows the watch wrong, and the tracker
+	// polls rather than trust it again.
+	over uint64
 }
 
 // lossWatch is the renewer's watch of its term through a LossNotifier.
@@ -200,6 +220,7 @@ func NewTracker(cfg Config) (*Tracker, error) {
 		base:       cfg.Clock.Now().Add(-1),
 	}
 	t.loss.notifier, _ = cfg.Store.(LossNotifier)
+	t.waiting.watcher, _ = cfg.Store.(ReleaseWatcher)
 	t.sleep = cfg.sleep
 	if t.sleep == nil {
 		t.sleep = hostSleep
@@ -221,7 +242,8 @@ func NewTracker(cfg Config) (*Tracker, error) {
 //   - the store says another holder has it or our term is over, or the
 //     tracker stepped down: (NotHeld, *NotLeaderError matching
 //     ErrNotLeader). While NotHeld, Check answers from cache; the tracker
-//     keeps claiming in the background every ClaimInterval;
+//     keeps claiming in the background every ClaimInterval, or, with a
+//     ReleaseWatcher, when the holder's term is over;
 //   - the store could not confirm: a *RenewalFailedError matching
 //     ErrRenewalFailed, with State Held and the old Until while that
 //     validity lasts, Unknown after it;
@@ -423,6 +445,20 @@ func (t *Tracker) wait(delay time.Duration) (*stepDownRequest, bool) {
 				t.loss.fired()
 				alarm.Stop()
 				break loop
+			case err := <-t.waiting.ch:
+				// The term we wait out is over (claim after a short
+				// random delay), or the watch broke (poll again).
+				wake := clk.Now().Add(t.waiting.signalled(err, t.cfg))
+				if !wake.Before(scheduled) {
+					continue
+				}
+				alarm.Stop()
+				if !wake.After(clk.Now()) {
+					break loop
+				}
+				scheduled = wake
+				t.setNext(scheduled)
+				alarm = clk.NewAlarm(scheduled)
 			case <-t.kick:
 				if t.hasPending() {
 					alarm.Stop()
@@ -553,6 +589,7 @@ func (t *Tracker) call(parent context.Context, op Op, timeout callTimeoutError, 
 func (t *Tracker) confirmed(g Grant, sent time.Time, slept time.Duration, now time.Time) time.Duration {
 	t.grant, t.hasGrant = g, true
 	t.retry.Reset()
+	t.waiting.end()
 	// Before publishing: once Held is seen, the term is watched.
 	t.loss.follow(t.ctx, g)
 	until := sent.Add(g.Duration - t.cfg.Margin)
@@ -580,22 +617,24 @@ func (t *Tracker) lost(err error) time.Duration {
 		// Our term is over; the lease may well be free. Claim again soon.
 		return t.retry.Policy.Next(1)
 	}
-	return t.claimDelay()
+	return t.waiting.follow(t.ctx, err, t.cfg)
 }
 
 // claimDelay is the wait before the next claim while another holder has
 // the lease.
-func (t *Tracker) claimDelay() time.Duration {
-	return backoff.Jitter(t.cfg.ClaimInterval, t.cfg.Jitter)
-}
+func (t *Tracker) claimDelay() time.Duration { return t.cfg.claimDelay() }
 
 func (t *Tracker) ambiguous(err error, now time.Time) time.Duration {
 	old := t.snap.Load()
 	st := old.status
 	if st.State == NotHeld && errors.Is(err, ErrNotSent) {
 		// A claim the store did not send changed nothing: the holder
-		// we were told of still stands, and so does its answer; claim
-		// again when we would have after that answer.
+		// we were told of still stands, and so does its answer (and
+		// the watch of its term); claim again when we would have
+		// after that answer.
+		if t.waiting.armed {
+			return t.cfg.fallbackClaimDelay()
+		}
 		return t.claimDelay()
 	}
 	// Only a confirmation upgrades: an ambiguous failure keeps Held while
@@ -627,6 +666,7 @@ func (t *Tracker) retryDelay(now time.Time) time.Duration {
 func (t *Tracker) stepDownNow(req *stepDownRequest) time.Duration {
 	s := t.snap.Load()
 	t.loss.end()
+	t.waiting.end()
 	t.publish(Status{State: NotHeld}, &NotLeaderError{Name: t.cfg.Name, Err: errSteppedDown})
 	// A check that asked for a store call before NotHeld was published is
 	// answered by it: the call it asked for must not go, or this follower
@@ -724,6 +764,7 @@ func (t *Tracker) store(s *snapshot) {
 // the lease if configured or if a StepDown that Close interrupted owes it.
 func (t *Tracker) shutdown() {
 	t.loss.end()
+	t.waiting.end()
 	last := t.snap.Load()
 	if t.owed != nil {
 		last = t.owed.held
@@ -794,6 +835,59 @@ func (w *lossWatch) end() {
 		w.stop()
 	}
 	*w = lossWatch{notifier: w.notifier}
+}
+
+// follow watches the term a refused claim's err names, if the store can
+// watch it, and returns the wait before the next claim: while the watch
+// runs, a fallback poll once a term, 2×Duration, in case it goes silent
+// (the watch wakes the renewer sooner); without one, a claim interval. A
+// term already watched keeps its watch; a term whose watch already said
+// "over" is not watched again. A watch that has answered already is
+// answered here, so that its wait is the one scheduled.
+func (w *releaseWatch) follow(parent context.Context, err error, cfg Config) time.Duration {
+	var held *HeldError
+	if w.watcher == nil || !errors.As(err, &held) || held.Token == 0 || held.Token == w.over {
+		w.end()
+		return cfg.claimDelay()
+	}
+	if !w.armed || w.token != held.Token {
+		w.end()
+		ctx, stop := context.WithCancel(parent) // parent ends on Close
+		w.token, w.armed, w.stop = held.Token, true, stop
+		w.ch = w.watcher.WatchRelease(ctx, held)
+		if w.ch == nil {
+			w.end()
+			return cfg.claimDelay()
+		}
+	}
+	select {
+	case err := <-w.ch:
+		return w.signalled(err, cfg)
+	default:
+		return cfg.fallbackClaimDelay()
+	}
+}
+
+// signalled ends the watch that yielded err and returns how long to wait
+// before the next claim: a short random delay when the term is over (nil),
+// so that a hundred followers woken together do not claim at once; a claim
+// interval when the watch broke, as if it had never been.
+func (w *releaseWatch) signalled(err error, cfg Config) time.Duration {
+	token := w.token
+	w.end()
+	if err != nil {
+		return cfg.claimDelay()
+	}
+	w.over = token
+	return backoff.Jitter(cfg.wakeSpread(), 1)
+}
+
+// end stops watching.
+func (w *releaseWatch) end() {
+	if w.stop != nil {
+		w.stop()
+	}
+	*w = releaseWatch{watcher: w.watcher, over: w.over}
 }
 
 // holderOf is the holder a definitive store answer names, if any.

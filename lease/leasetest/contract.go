@@ -54,6 +54,13 @@ type Harness struct {
 // If the store is also a lease.LossNotifier: Lost stays open while the term
 // is extended, and closes (within a few seconds of real time) when the term
 // is revoked or expires, and at once for a term already over.
+//
+// If the store is also a lease.ReleaseWatcher: every HeldError names the
+// live term (Token, Holder); WatchRelease of it yields nothing while the
+// term is extended, and yields nil (within a few seconds of real time)
+// when the term is revoked or expires — and for a term already over when
+// the watch begins, also when another term has begun since, so that a
+// release between a refused claim and its watch is never missed.
 func RunStoreContract(t *testing.T, setup func(t *testing.T) Harness) {
 	t.Helper()
 	for _, c := range contractCases {
@@ -85,6 +92,91 @@ var contractCases = []struct {
 	{"ConcurrentClaimsHaveOneWinner", testConcurrentClaimsHaveOneWinner},
 	{"CancelledContextIsNeverDefinitive", testCancelledContextIsNeverDefinitive},
 	{"LostClosesWhenTermIsRevoked", testLostClosesWhenTermIsRevoked},
+	{"ReleaseWatchYieldsWhenTermIsRevoked", testReleaseWatchYieldsWhenTermIsRevoked},
+}
+
+// refusedFor claims name for holder, which must be refused by the live term
+// of g, and returns the refusal. A ReleaseWatcher's must name that term.
+func refusedFor(t *testing.T, h Harness, name, holder string, g lease.Grant) *lease.HeldError {
+	t.Helper()
+	_, err := h.Store.Claim(context.Background(), name, holder, h.Term)
+	var held *lease.HeldError
+	if !errors.As(err, &held) {
+		t.Fatalf("Claim by %q while %q holds it: %v, want a *lease.HeldError", holder, g.Holder, err)
+	}
+	if held.Name != name || held.Holder != g.Holder || held.Token != g.Token {
+		t.Fatalf("Claim by %q refused with %+v, want lease %q, holder %q, token %d (a ReleaseWatcher's HeldError names the term)",
+			holder, *held, name, g.Holder, g.Token)
+	}
+	return held
+}
+
+// watchRelease returns the store's WatchRelease channel for held, or nil
+// when the store is not a lease.ReleaseWatcher. The watch ends with the
+// test.
+func watchRelease(t *testing.T, h Harness, held *lease.HeldError) <-chan error {
+	t.Helper()
+	w, ok := h.Store.(lease.ReleaseWatcher)
+	if !ok {
+		return nil
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	ch := w.WatchRelease(ctx, held)
+	if ch == nil {
+		t.Fatalf("WatchRelease(%+v) returned a nil channel", *held)
+	}
+	return ch
+}
+
+func wantReleased(t *testing.T, ch <-chan error, why string) {
+	t.Helper()
+	select {
+	case err, ok := <-ch:
+		if err != nil {
+			t.Fatalf("the release watch failed after %s: %v", why, err)
+		}
+		if ok {
+			if _, more := <-ch; more {
+				t.Fatalf("the release watch yielded more than one value after %s", why)
+			}
+		}
+	case <-time.After(lostWithin):
+		t.Fatalf("the release watch yielded nothing %v after %s", lostWithin, why)
+	}
+}
+
+func wantNotReleased(t *testing.T, ch <-chan error, why string) {
+	t.Helper()
+	select {
+	case err := <-ch:
+		t.Fatalf("the release watch yielded %v %s", err, why)
+	default:
+	}
+}
+
+func testReleaseWatchYieldsWhenTermIsRevoked(t *testing.T, h Harness, name string) {
+	if _, ok := h.Store.(lease.ReleaseWatcher); !ok {
+		t.Skip("the store is not a lease.ReleaseWatcher")
+	}
+	a := mustClaim(t, h, name, "a")
+	held := refusedFor(t, h, name, "b", a)
+	released := watchRelease(t, h, held)
+	for _, d := range []time.Duration{h.Term, 2 * h.Term} {
+		if _, err := h.Store.Extend(context.Background(), a, d); err != nil {
+			t.Fatalf("Extend(%v): %v", d, err)
+		}
+	}
+	wantNotReleased(t, released, "while the term was held")
+	if err := h.Store.Revoke(context.Background(), a); err != nil {
+		t.Fatalf("Revoke: %v", err)
+	}
+	wantReleased(t, released, "the term was revoked")
+	// Released between the refusal and the watch: the watch says so.
+	wantReleased(t, watchRelease(t, h, held), "the term was over when the watch began")
+	c := mustClaim(t, h, name, "c")
+	wantReleased(t, watchRelease(t, h, held), "another term began after the watched one ended")
+	wantNotReleased(t, watchRelease(t, h, refusedFor(t, h, name, "d", c)), "for a live term")
 }
 
 // lostWithin bounds, in real time, how long a LossNotifier may take to
@@ -327,6 +419,10 @@ const maxExpiryRounds = 10
 func testUnextendedTermExpires(t *testing.T, h Harness, name string) {
 	a := mustClaim(t, h, name, "a")
 	lost := watchLost(t, h, a) // nil unless the store is a LossNotifier
+	var released <-chan error  // nil unless the store is a ReleaseWatcher
+	if _, ok := h.Store.(lease.ReleaseWatcher); ok {
+		released = watchRelease(t, h, refusedFor(t, h, name, "w", a))
+	}
 	h.Advance(a.Duration)
 	var b lease.Grant
 	for round := 0; ; round++ {
@@ -349,6 +445,9 @@ func testUnextendedTermExpires(t *testing.T, h Harness, name string) {
 	wantNotHeld(t, "Extend of the expired term", err, a, "b")
 	if lost != nil {
 		wantLost(t, lost, "the term expired")
+	}
+	if released != nil {
+		wantReleased(t, released, "the term expired")
 	}
 }
 

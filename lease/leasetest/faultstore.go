@@ -2,6 +2,7 @@ package leasetest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -106,6 +107,11 @@ var errInjectedNotSent = fmt.Errorf("leasetest: injected: %w", lease.ErrNotSent)
 // what a store without one amounts to, though it does not keep the Lost rule
 // of RunStoreContract.) The watch of a wrapped LossNotifier costs one
 // goroutine, which ends with the watch's ctx or its signal.
+//
+// A FaultStore is always a lease.ReleaseWatcher too: WatchRelease passes
+// the wrapped store's watch through, or, when that store does not watch,
+// yields an error at once (a follower then polls, as it would on the
+// wrapped store itself); BreakReleaseWatches injects a watch failure.
 type FaultStore struct {
 	store lease.Store
 	clk   clock.Clock
@@ -122,6 +128,16 @@ type FaultStore struct {
 	change chan struct{}
 	// watches are the open Lost channels, by lease name.
 	watches map[string]map[*faultWatch]struct{}
+	// releases are the open WatchRelease channels, by lease name.
+	releases map[string]map[*releaseWatch]struct{}
+}
+
+// releaseWatch is one channel WatchRelease handed out.
+type releaseWatch struct {
+	ctx  context.Context // once it ends, the watch reports nothing
+	name string
+	ch   chan error    // yields one value, then closes
+	gone chan struct{} // closed when the watch is removed
 }
 
 // faultWatch is one channel Lost handed out.
@@ -134,6 +150,7 @@ type faultWatch struct {
 var _ interface {
 	lease.Store
 	lease.LossNotifier
+	lease.ReleaseWatcher
 	lease.StoreReporter
 } = (*FaultStore)(nil)
 
@@ -155,13 +172,14 @@ func NewFaultStore(store lease.Store, cfg FaultStoreConfig) *FaultStore {
 		clk = clock.WallClock
 	}
 	return &FaultStore{
-		store:   store,
-		clk:     clk,
-		queued:  make(map[Op][]Fault),
-		always:  make(map[Op]Fault),
-		calls:   make(map[Op]int),
-		change:  make(chan struct{}),
-		watches: make(map[string]map[*faultWatch]struct{}),
+		store:    store,
+		clk:      clk,
+		queued:   make(map[Op][]Fault),
+		always:   make(map[Op]Fault),
+		calls:    make(map[Op]int),
+		change:   make(chan struct{}),
+		watches:  make(map[string]map[*faultWatch]struct{}),
+		releases: make(map[string]map[*releaseWatch]struct{}),
 	}
 }
 
@@ -474,6 +492,92 @@ func (f *FaultStore) dropWatch(w *faultWatch) {
 	if len(f.watches[w.name]) == 0 {
 		delete(f.watches, w.name)
 	}
+}
+
+// errWatchBroken is the error a watch BreakReleaseWatches broke yields.
+var errWatchBroken = errors.New("leasetest: injected release watch failure")
+
+// errNoReleaseWatch is what WatchRelease yields when the wrapped store does
+// not watch.
+var errNoReleaseWatch = errors.New("leasetest: the wrapped store is not a lease.ReleaseWatcher")
+
+// WatchRelease implements lease.ReleaseWatcher: the channel yields what the
+// wrapped store's watch of held yields, or an error at once if the wrapped
+// store does not watch, or errWatchBroken when BreakReleaseWatches is
+// called for the lease. When ctx ends first it yields nothing. Faults do
+// not apply to WatchRelease.
+func (f *FaultStore) WatchRelease(ctx context.Context, held *lease.HeldError) <-chan error {
+	w := &releaseWatch{ctx: ctx, name: held.Name, ch: make(chan error, 1), gone: make(chan struct{})}
+	if ctx.Err() != nil {
+		return w.ch
+	}
+	f.mu.Lock()
+	if f.releases[held.Name] == nil {
+		f.releases[held.Name] = make(map[*releaseWatch]struct{})
+	}
+	f.releases[held.Name][w] = struct{}{}
+	f.mu.Unlock()
+	rw, ok := f.store.(lease.ReleaseWatcher)
+	if !ok {
+		f.endRelease(w, errNoReleaseWatch)
+		return w.ch
+	}
+	inner := rw.WatchRelease(ctx, held)
+	go func() {
+		select {
+		case err := <-inner:
+			f.endRelease(w, err)
+		case <-ctx.Done():
+			f.endRelease(w, ctx.Err())
+		case <-w.gone: // broken by BreakReleaseWatches
+		}
+	}()
+	return w.ch
+}
+
+// BreakReleaseWatches makes every open WatchRelease channel of the named
+// lease (one whose ctx has not ended) yield errWatchBroken, and returns how
+// many it broke. A lease.Tracker must answer it by polling, changing
+// nothing it reports.
+func (f *FaultStore) BreakReleaseWatches(name string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := 0
+	for w := range f.releases[name] {
+		if f.yieldRelease(w, errWatchBroken) {
+			n++
+		}
+	}
+	return n
+}
+
+// endRelease ends w, if it is still open, with err (nil: the term is
+// over).
+func (f *FaultStore) endRelease(w *releaseWatch, err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if _, ok := f.releases[w.name][w]; ok {
+		f.yieldRelease(w, err)
+	}
+}
+
+// yieldRelease removes w and, unless its ctx has ended, sends err (unless
+// nil) and closes its channel; it reports whether it did. f.mu must be
+// held.
+func (f *FaultStore) yieldRelease(w *releaseWatch, err error) bool {
+	delete(f.releases[w.name], w)
+	if len(f.releases[w.name]) == 0 {
+		delete(f.releases, w.name)
+	}
+	close(w.gone)
+	if w.ctx.Err() != nil {
+		return false
+	}
+	if err != nil {
+		w.ch <- err
+	}
+	close(w.ch)
+	return true
 }
 
 // injectedLoss is the definitive answer of a Lost fault on term g.

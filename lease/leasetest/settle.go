@@ -14,7 +14,8 @@ import (
 // renewer waits for the clock — no store call in flight or asked for, the
 // next one scheduled at Report.NextCall, after clk.Now(). Nothing more
 // happens in tr until clk moves, a check or StepDown asks for a call, or a
-// LossNotifier signals. It returns tr's Report at that moment, or an
+// LossNotifier or ReleaseWatcher signals (a follower woken by a release
+// then schedules its claim a few ms ahead: settle it again). It returns tr's Report at that moment, or an
 // error wrapping ctx.Err() if ctx ends first (a store call blocked on
 // clk, such as FaultStore latency or a Hang, keeps tr from settling).
 //
