@@ -119,6 +119,10 @@ func TestCrashTakeoverStillWaitsOutThePromise(t *testing.T) {
 		mem := lease.NewMemStore(lease.MemStoreConfig{})
 		a := startFollower(t, mem, "a", nil)
 		r.follow("a", a)
+		// a holds before b starts: if b's first claim won the race, a
+		// would never hold, and the wait below would run fake time on
+		// forever (b renewing) instead of failing.
+		awaitStatus(a, lease.Held)
 		b := startFollower(t, mem, "b", nil)
 		r.follow("b", b)
 		defer func() { require.NoError(t, b.Close()) }()
