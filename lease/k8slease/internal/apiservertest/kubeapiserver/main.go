@@ -59,6 +59,10 @@ func main() {
 }
 
 func run() error {
+	// If the test process dies, the pipes of our stdout and stderr may
+	// close before we have stopped: a write to them must fail, not kill us
+	// before the cleanup below.
+	signal.Ignore(syscall.SIGPIPE)
 	tb := &mainTB{verbose: os.Getenv("K8SLEASE_APISERVER_LOG") != ""}
 	if !tb.verbose {
 		// The servers' own logs go to klog.
