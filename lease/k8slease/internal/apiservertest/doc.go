@@ -8,8 +8,7 @@
 // go.mod), built without the race detector and cached by the go command as
 // a binary. So `go test -race` builds only the code under test (the store,
 // client-go, these tests) with the race detector, and a warm run starts the
-// server in seconds. Its first build is heavy (~10 min on 2 cores, ~3 GB at
-// link): `make test` vets the server's module before these tests run, which
-// compiles all of it but the link. Set K8SLEASE_APISERVER_LOG=1 to see the
-// server's logs.
+// server in seconds. Its first build is heavy (~900 CPU-seconds: 8–15 min
+// on 2 cores): `make test` builds it before these tests run. Set
+// K8SLEASE_APISERVER_LOG=1 to see the server's logs.
 package apiservertest

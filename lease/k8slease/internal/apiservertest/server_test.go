@@ -46,7 +46,7 @@ type serverConfig struct {
 // detector and cached by the go command as a binary, so that only the code
 // under test is built with -race. It returns the server's client config
 // and a func that stops the server. The first build of the server takes
-// ~10 min on 2 cores (`make test` vets its module first, which builds all
+// 8–15 min on 2 cores (`make test` vets its module first, which builds all
 // but its link); later runs start it in seconds.
 func startServers() (*rest.Config, func() error, error) {
 	cmd := exec.Command("go", "run", ".")
