@@ -1,28 +1,25 @@
 package apiservertest
 
 import (
+	"bufio"
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
-	"net/url"
 	"os"
+	"os/exec"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr"
 	"github.com/stretchr/testify/require"
-	"go.etcd.io/etcd/server/v3/embed"
-	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apiserver/pkg/storage/storagebackend"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/klog/v2"
-	kubeapiservertesting "k8s.io/kubernetes/cmd/kube-apiserver/app/testing"
 
 	"github.com/coldstart-go/coldstart/lease/k8slease"
 )
@@ -31,64 +28,80 @@ import (
 // client config, for a test to copy.
 var apiServer *rest.Config
 
-// startServers starts an embedded etcd and a kube-apiserver over it, and
-// returns the server's client config and a func that stops both.
-func startServers(tb *mainTB) (*rest.Config, func(), error) {
-	if !tb.verbose {
-		// The servers' and client-go's own logs (leaderelection's
-		// included) go to klog.
-		klog.SetLogger(logr.Discard())
-	}
-	dir, err := os.MkdirTemp("", "k8slease-etcd")
+// serverConfig is what the kubeapiserver program prints once it serves (a
+// copy of its Config).
+type serverConfig struct {
+	Host        string  `json:"host"`
+	BearerToken string  `json:"bearerToken,omitempty"`
+	ServerName  string  `json:"serverName,omitempty"`
+	CAData      []byte  `json:"caData,omitempty"`
+	CertData    []byte  `json:"certData,omitempty"`
+	KeyData     []byte  `json:"keyData,omitempty"`
+	QPS         float32 `json:"qps,omitempty"`
+	Burst       int     `json:"burst,omitempty"`
+}
+
+// startServers starts the kube-apiserver (and its etcd) in a process of its
+// own, `go run ./kubeapiserver`: a module of its own, built without the race
+// detector and cached by the go command as a binary, so that only the code
+// under test is built with -race. It returns the server's client config
+// and a func that stops the server. The first build of the server takes
+// 8–15 min on 2 cores (`make test` vets its module first, which builds all
+// but its link); later runs start it in seconds.
+func startServers() (*rest.Config, func() error, error) {
+	cmd := exec.Command("go", "run", ".")
+	cmd.Dir = "kubeapiserver"
+	// The server is built against its own go.mod, as `make test` builds it.
+	cmd.Env = append(os.Environ(), "GOWORK=off")
+	cmd.Stderr = os.Stderr
+	// The server stops when its stdin ends: when stop closes it, or when
+	// this process dies.
+	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		return nil, nil, err
 	}
-	cfg := embed.NewConfig()
-	cfg.Name = "apiservertest"
-	cfg.Dir = dir
-	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
-	cfg.LogLevel = "error"
-	cfg.UnsafeNoFsync = true // test data, thrown away
-	loopback := url.URL{Scheme: "http", Host: "127.0.0.1:0"}
-	peer := url.URL{Scheme: "http", Host: "127.0.0.1:0"}
-	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{loopback}, []url.URL{loopback}
-	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{peer}, []url.URL{peer}
-	cfg.InitialCluster = cfg.Name + "=" + peer.String()
-	e, err := embed.StartEtcd(cfg)
+	stdout, err := cmd.StdoutPipe()
 	if err != nil {
-		os.RemoveAll(dir)
-		return nil, nil, fmt.Errorf("start etcd: %w", err)
+		return nil, nil, err
 	}
-	stopEtcd := func() {
-		e.Close()
-		os.RemoveAll(dir)
+	if err := cmd.Start(); err != nil {
+		return nil, nil, fmt.Errorf("go run ./kubeapiserver: %w", err)
 	}
-	select {
-	case <-e.Server.ReadyNotify():
-	case err := <-e.Err():
-		stopEtcd()
-		return nil, nil, fmt.Errorf("etcd failed: %w", err)
-	case <-time.After(30 * time.Second):
-		stopEtcd()
-		return nil, nil, fmt.Errorf("etcd not ready after 30s")
+	exited := make(chan error, 1)
+	stop := func() error {
+		stdin.Close()
+		select {
+		case err := <-exited:
+			return err
+		case <-time.After(2 * time.Minute):
+			cmd.Process.Kill()
+			<-exited
+			return errors.New("kubeapiserver still running 2 minutes after its stdin closed: killed")
+		}
 	}
-
-	storage := storagebackend.NewDefaultConfig("/k8slease-test", nil)
-	// The --etcd-servers flag alone is not enough: StartTestServer takes
-	// the storage config whole.
-	storage.Transport.ServerList = []string{"http://" + e.Clients[0].Addr().String()}
-	opts := kubeapiservertesting.NewDefaultTestServerOptions()
-	opts.DisableInvariantChecks = true // kube's metrics invariants are not what these tests are about
-	srv, err := kubeapiservertesting.StartTestServer(tb, opts, nil, storage)
+	line, err := bufio.NewReader(stdout).ReadBytes('\n')
+	go func() { exited <- cmd.Wait() }()
 	if err != nil {
-		stopEtcd()
-		return nil, nil, fmt.Errorf("start kube-apiserver: %w", err)
+		stop()
+		return nil, nil, fmt.Errorf("go run ./kubeapiserver: no client config (%v); its output is above", err)
 	}
-	return srv.ClientConfig, func() {
-		srv.TearDownFn()
-		tb.cleanup()
-		stopEtcd()
-	}, nil
+	var sc serverConfig
+	if err := json.Unmarshal(line, &sc); err != nil {
+		stop()
+		return nil, nil, fmt.Errorf("kubeapiserver's client config %q: %w", line, err)
+	}
+	return &rest.Config{
+		Host:        sc.Host,
+		BearerToken: sc.BearerToken,
+		TLSClientConfig: rest.TLSClientConfig{
+			ServerName: sc.ServerName,
+			CAData:     sc.CAData,
+			CertData:   sc.CertData,
+			KeyData:    sc.KeyData,
+		},
+		QPS:   sc.QPS,
+		Burst: sc.Burst,
+	}, stop, nil
 }
 
 // newClient returns a clientset of the test server reached through host
@@ -152,81 +165,4 @@ func newStore(t testing.TB, cs kubernetes.Interface, ns string, opts ...k8slease
 	s, err := k8slease.NewStore(cs.CoordinationV1(), ns, opts...)
 	require.NoError(t, err)
 	return s
-}
-
-// mainTB is the testing.TB-like value StartTestServer needs, for TestMain,
-// which has none: one server serves the whole package. It keeps the
-// server's logs unless K8SLEASE_APISERVER_LOG is set, and turns a fatal
-// error into a panic (only StartTestServer calls it, before any test runs).
-type mainTB struct {
-	mu       sync.Mutex
-	failed   bool
-	cleanups []func()
-	verbose  bool
-}
-
-func newMainTB() *mainTB { return &mainTB{verbose: os.Getenv("K8SLEASE_APISERVER_LOG") != ""} }
-
-func (tb *mainTB) cleanup() {
-	tb.mu.Lock()
-	fns := tb.cleanups
-	tb.cleanups = nil
-	tb.mu.Unlock()
-	for i := len(fns) - 1; i >= 0; i-- {
-		fns[i]()
-	}
-}
-
-func (tb *mainTB) Attr(key, value string) {}
-func (tb *mainTB) Chdir(dir string)       { panic("apiservertest: Chdir in TestMain") }
-func (tb *mainTB) Cleanup(f func()) {
-	tb.mu.Lock()
-	defer tb.mu.Unlock()
-	tb.cleanups = append(tb.cleanups, f)
-}
-func (tb *mainTB) Error(args ...any) { tb.Log(args...); tb.Fail() }
-func (tb *mainTB) Errorf(format string, args ...any) {
-	tb.Logf(format, args...)
-	tb.Fail()
-}
-func (tb *mainTB) Fail() {
-	tb.mu.Lock()
-	defer tb.mu.Unlock()
-	tb.failed = true
-}
-func (tb *mainTB) FailNow() { panic("apiservertest: the test server failed to start") }
-func (tb *mainTB) Failed() bool {
-	tb.mu.Lock()
-	defer tb.mu.Unlock()
-	return tb.failed
-}
-func (tb *mainTB) Fatal(args ...any) { tb.Log(args...); tb.FailNow() }
-func (tb *mainTB) Fatalf(format string, args ...any) {
-	fmt.Fprintf(os.Stderr, format+"\n", args...)
-	tb.FailNow()
-}
-func (tb *mainTB) Helper() {}
-func (tb *mainTB) Log(args ...any) {
-	if tb.verbose {
-		fmt.Fprintln(os.Stderr, args...)
-	}
-}
-func (tb *mainTB) Logf(format string, args ...any) {
-	if tb.verbose {
-		fmt.Fprintf(os.Stderr, format+"\n", args...)
-	}
-}
-func (tb *mainTB) Name() string                  { return "apiservertest" }
-func (tb *mainTB) Setenv(key, value string)      { panic("apiservertest: Setenv in TestMain") }
-func (tb *mainTB) Skip(args ...any)              { panic("apiservertest: Skip in TestMain") }
-func (tb *mainTB) Skipf(format string, a ...any) { panic("apiservertest: Skip in TestMain") }
-func (tb *mainTB) SkipNow()                      { panic("apiservertest: Skip in TestMain") }
-func (tb *mainTB) Skipped() bool                 { return false }
-func (tb *mainTB) TempDir() string {
-	dir, err := os.MkdirTemp("", "k8slease-apiserver")
-	if err != nil {
-		panic(err)
-	}
-	tb.Cleanup(func() { os.RemoveAll(dir) })
-	return dir
 }
