@@ -69,7 +69,7 @@ func TestStoreReportCountsEachCallOnce(t *testing.T) {
 		t.Fatal("the renewal never reached the proxy")
 	}
 	require.Equal(t, 1, s.StoreReport().InFlight, "the renewal the proxy holds")
-	require.ErrorIs(t, <-errc, k8slease.ErrUnconfirmed)
+	require.ErrorIs(t, <-errc, lease.ErrUnconfirmed)
 
 	require.Equal(t, lease.StoreReport{
 		Claim:  lease.StoreCalls{OK: 2, Definitive: 1},

@@ -199,7 +199,7 @@ func TestDeletedLease(t *testing.T) {
 func TestMissingNamespaceIsNotDefinitive(t *testing.T) {
 	s := newStore(t, newClient(t, ""), "no-such-namespace")
 	_, err := s.Claim(context.Background(), "leader", "a", 2*time.Second)
-	require.ErrorIs(t, err, k8slease.ErrUnconfirmed)
+	require.ErrorIs(t, err, lease.ErrUnconfirmed)
 	require.NotErrorIs(t, err, lease.ErrHeld)
 	require.NotErrorIs(t, err, lease.ErrNotHeld)
 	require.ErrorContains(t, err, "no-such-namespace")
