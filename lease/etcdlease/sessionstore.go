@@ -205,7 +205,7 @@ func (s *SessionStore) claim(ctx context.Context, name, holder string, d time.Du
 // from an unconfirmed claim (adopted), or ours that ran out (deleted, and
 // the claim tried again).
 func (s *SessionStore) claimDenied(ctx context.Context, name, holder string, d time.Duration, sess *session, start time.Time, kv *keyValue) (lease.Grant, bool, error) {
-	held := &lease.HeldError{Name: name, Holder: string(kv.Value)}
+	held := &lease.HeldError{Name: name, Holder: string(kv.Value), Token: uint64(kv.CreateRevision)}
 	s.mu.Lock()
 	t := s.terms.terms[name]
 	ours := kv.Lease == int64(sess.id)

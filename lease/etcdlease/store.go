@@ -153,6 +153,7 @@ func (s *Store) claim(ctx context.Context, name, holder string, d time.Duration)
 		held := &lease.HeldError{Name: name}
 		if rr := resp.Responses[0].GetResponseRange(); rr != nil && len(rr.Kvs) > 0 {
 			held.Holder = string(rr.Kvs[0].Value)
+			held.Token = uint64(rr.Kvs[0].CreateRevision)
 		}
 		return lease.Grant{}, held
 	}
