@@ -95,3 +95,11 @@ func SessionErr(s *SessionStore) error {
 	defer s.mu.Unlock()
 	return s.sess.promise().err
 }
+
+// FollowRelease reads a release watch's channel wch of the term token as
+// WatchRelease does: over when an event ended the term, compacted when
+// etcd compacted past the watch's start, else the error the watch ended
+// with.
+func FollowRelease(wch clientv3.WatchChan, token int64) (over, compacted bool, err error) {
+	return followRelease(wch, token)
+}
