@@ -103,3 +103,15 @@ func SessionErr(s *SessionStore) error {
 func FollowRelease(wch clientv3.WatchChan, token int64) (over, compacted bool, err error) {
 	return followRelease(wch, token)
 }
+
+// ReleaseWatchFrom returns the revision a WatchRelease of held on s
+// starts at.
+func ReleaseWatchFrom(s lease.Store, held *lease.HeldError) int64 {
+	switch s := s.(type) {
+	case *Store:
+		return s.refusedAt.from(held)
+	case *SessionStore:
+		return s.refusedAt.from(held)
+	}
+	panic("not an etcdlease store")
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 
 	jujuerrors "github.com/juju/errors"
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -17,14 +18,20 @@ import (
 var errWatchEnded = errors.New("etcd watch channel closed")
 
 // WatchRelease implements lease.ReleaseWatcher: an etcd watch of the
-// lease's key, from the revision after the one that created the term
-// held.Token (the key's create revision, which every HeldError of the
-// Store names), yields nil at the first event that ends the term: a
-// delete (a revoke, or its etcd lease expired or revoked) or a put of a
+// lease's key yields nil at the first event that ends the term held.Token
+// (the key's create revision, which every HeldError of the Store names):
+// a delete (a revoke, or its etcd lease expired or revoked) or a put of a
 // new term. A put of the same term (an Extend moving the key to a longer
 // etcd lease under the token guard) keeps the create revision and is not
-// a release. As the watch starts at the term's creation, a release
-// between the refused claim and the watch is replayed at once.
+// a release.
+//
+// The watch starts just after the revision at which this store's refused
+// claim read the term live, so a release between the refusal and the
+// watch is replayed at once and nothing before it is; a watch of a term
+// the store has not refused a claim for starts after the term's creation
+// (correct too, but etcd replays the key's history since). Starting at
+// etcd's current revision also spares the first wake etcd's 100 ms
+// catch-up of watchers that start in the past.
 //
 // A watch cut off by compaction reads the key: missing or of a later
 // term yields nil, else it watches again from the read's revision. The
@@ -43,7 +50,7 @@ func (s *Store) WatchRelease(ctx context.Context, held *lease.HeldError) <-chan 
 		yield(out, err)
 		return out
 	}
-	go watchRelease(ctx, ctx, s.cli, s.Key(held.Name), held, out)
+	go watchRelease(ctx, ctx, s.cli, s.Key(held.Name), held, s.refusedAt.from(held), out)
 	return out
 }
 
@@ -73,7 +80,7 @@ func (s *SessionStore) WatchRelease(ctx context.Context, held *lease.HeldError) 
 		defer s.wg.Done()
 		defer cancel()
 		defer stop()
-		watchRelease(ctx, wctx, s.cli, s.Key(held.Name), held, out)
+		watchRelease(ctx, wctx, s.cli, s.Key(held.Name), held, s.refusedAt.from(held), out)
 	}()
 	return out
 }
@@ -102,14 +109,12 @@ func watchError(held *lease.HeldError, err error) error {
 	return &lease.CallError{Store: storeName, Op: "watch release", Name: held.Name, Holder: held.Holder, Token: held.Token, Err: err}
 }
 
-// watchRelease watches key for the end of held's term and yields the
-// answer to out. It yields nothing when caller (the ctx WatchRelease was
+// watchRelease watches key, from revision rev, for the end of held's
+// term and yields the answer to out. It yields nothing when caller (the ctx WatchRelease was
 // given) ends; ctx, which ends with caller and with the store, runs the
 // watch: its end while caller is live yields errClosed.
-func watchRelease(caller, ctx context.Context, cli *clientv3.Client, key string, held *lease.HeldError, out chan<- error) {
+func watchRelease(caller, ctx context.Context, cli *clientv3.Client, key string, held *lease.HeldError, rev int64, out chan<- error) {
 	token := int64(held.Token)
-	// Every event after the put that created the term.
-	rev := token + 1
 	for {
 		wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 		over, compacted, err := followRelease(cli.Watch(wctx, key, clientv3.WithRev(rev)), token)
@@ -171,4 +176,40 @@ func followRelease(wch clientv3.WatchChan, token int64) (over, compacted bool, e
 		}
 	}
 	return false, false, errWatchEnded
+}
+
+// refusals remember, per lease name, the revision at which a refused claim
+// read the live term, for WatchRelease to start from: it is safe to start
+// a watch of the term just after any revision at which the term was live.
+// Entries are overwritten by the name's next refusal; the map is emptied
+// when full, which costs a watch only the replay from the term's creation.
+type refusals struct {
+	mu sync.Mutex
+	m  map[string]refusal
+}
+
+type refusal struct {
+	token uint64
+	rev   int64
+}
+
+// note records that name's term token was live at revision rev.
+func (r *refusals) note(name string, token uint64, rev int64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.m == nil || len(r.m) >= maxCached {
+		r.m = make(map[string]refusal)
+	}
+	r.m[name] = refusal{token: token, rev: rev}
+}
+
+// from returns the revision a watch of held's term starts at: the one
+// after a refusal by the term, or after the term's creation.
+func (r *refusals) from(held *lease.HeldError) int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if f, ok := r.m[held.Name]; ok && f.token == held.Token && f.rev > int64(held.Token) {
+		return f.rev + 1
+	}
+	return int64(held.Token) + 1
 }

@@ -129,6 +129,34 @@ func TestWatchReleaseAfterCompaction(t *testing.T) {
 	})
 }
 
+// The watch starts just after the revision at which the refused claim saw
+// the term live: at etcd's current revision, where etcd's watch is in
+// sync at once (a watch from the past waits for etcd's catch-up, every
+// 100 ms), rather than replaying the key's history. A term no claim of
+// the store was refused for is watched from its creation.
+func TestWatchReleaseStartsAtTheRefusal(t *testing.T) {
+	cli := etcdtest.Start(t).Client()
+	forEachStore(t, func(t *testing.T, kind storeKind) {
+		store := kind.make(t, cli, "/from/"+kind.name+"/", time.Second)
+		ctx := testCtx(t)
+		g, err := store.Claim(ctx, "x", "a", time.Second)
+		require.NoError(t, err)
+		for range 3 {
+			_, err := cli.Put(ctx, "/from/other", "x")
+			require.NoError(t, err)
+		}
+		_, err = store.Claim(ctx, "x", "b", time.Second)
+		var held *lease.HeldError
+		require.ErrorAs(t, err, &held)
+		now, err := cli.Get(ctx, "/from/other")
+		require.NoError(t, err)
+		require.Equal(t, now.Header.Revision+1, etcdlease.ReleaseWatchFrom(store, held))
+		other := &lease.HeldError{Name: "y", Holder: "a", Token: g.Token}
+		require.Equal(t, int64(g.Token)+1, etcdlease.ReleaseWatchFrom(store, other))
+		require.Equal(t, int64(g.Token), etcdlease.ReleaseWatchFrom(store, &lease.HeldError{Name: "x", Holder: "a", Token: g.Token - 1}), "another term of x")
+	})
+}
+
 // Close ends a SessionStore's watches: one whose ctx is live says so with
 // an error that matches lease.ErrNotSent; so does one begun after Close.
 func TestWatchReleaseEndsWithSessionStore(t *testing.T) {

@@ -88,6 +88,8 @@ type SessionStore struct {
 	// An entry is dropped once the session's etcd lease has surely
 	// expired (retiredFor), taking the keys not moved with it.
 	retired map[clientv3.LeaseID]time.Time
+	// refusedAt is where WatchRelease starts (release.go).
+	refusedAt refusals
 }
 
 // expireEvery is how often the store looks for abandoned terms.
@@ -194,6 +196,7 @@ func (s *SessionStore) claim(ctx context.Context, name, holder string, d time.Du
 	case r.err != nil:
 		return fail(r.err)
 	case r.kv != nil:
+		s.refusedAt.note(name, uint64(r.kv.CreateRevision), r.rev)
 		return s.claimDenied(ctx, name, holder, d, r.sess, r.start, r.kv)
 	}
 	s.mu.Lock()
