@@ -5,6 +5,7 @@ package etcdlease_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -327,4 +328,72 @@ func TestWatchReleaseAcrossMemberRestart(t *testing.T) {
 			t.Error(v)
 		}
 	})
+}
+
+// A restart of the one etcd member under a watch of a live term ends it
+// with an error or not at all, never with "over": the term is still
+// refusing claims after the restart, and the watch's nil comes only with
+// the revoke.
+func TestWatchReleaseSaysNothingFalseAcrossRestart(t *testing.T) {
+	forEachStore(t, func(t *testing.T, kind storeKind) {
+		m := etcdtest.Start(t)
+		store := kind.make(t, m.Client(), "/restart/", 10*time.Second)
+		g, held := refusedClaim(t, store, "x", 10*time.Second)
+		ctx := testCtx(t)
+		ch := store.(lease.ReleaseWatcher).WatchRelease(ctx, held)
+		require.NoError(t, m.Restart())
+		// The term lives on: a claim is refused (once the client is back).
+		for {
+			_, err := store.Claim(ctx, "x", "c", 10*time.Second)
+			if errors.Is(err, lease.ErrHeld) {
+				break
+			}
+			require.ErrorIs(t, err, lease.ErrUnconfirmed, "a claim after the restart")
+			require.NoError(t, ctx.Err())
+		}
+		select {
+		case err := <-ch:
+			require.Error(t, err, "the watch said the term was over while it was live")
+			t.Logf("the watch ended with the restart: %v", err)
+			return
+		default:
+		}
+		for {
+			err := store.Revoke(ctx, g)
+			if err == nil {
+				break
+			}
+			require.ErrorIs(t, err, lease.ErrUnconfirmed, "the revoke after the restart")
+			require.NoError(t, ctx.Err())
+		}
+		select {
+		case err := <-ch:
+			if err != nil {
+				t.Logf("the watch ended with the restart: %v", err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("the watch, resumed after the restart, yielded nothing 10s after the revoke")
+		}
+	})
+}
+
+// A watch on a member that loses its quorum ends with an error (the watch
+// requires etcd's leader), not with "over", and not in silence.
+func TestWatchReleaseFailsWithoutALeader(t *testing.T) {
+	c := etcdtest.StartCluster(t, 3)
+	ms := c.Members()
+	cli := newClient(t, ms[0].Endpoints()...)
+	store := newEtcdStore(t, cli, "/noleader/")
+	_, held := refusedClaim(t, store, "x", 10*time.Second)
+	ch := store.WatchRelease(testCtx(t), held)
+	ms[1].Stop()
+	ms[2].Stop()
+	select {
+	case err := <-ch:
+		require.Error(t, err, "the watch said the term was over when its member lost the quorum")
+		require.ErrorIs(t, err, lease.ErrUnconfirmed)
+		t.Logf("the watch ended: %v", err)
+	case <-time.After(20 * time.Second):
+		t.Fatal("the watch stayed silent 20s after its member lost the quorum")
+	}
 }
