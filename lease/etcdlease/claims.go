@@ -66,6 +66,7 @@ type claimReq struct {
 	start       time.Time // before the transaction was sent
 	token       uint64    // the claim succeeded: the key's create revision
 	kv          *keyValue // the claim was denied: the key as it is
+	rev         int64     // ... at this revision
 	err         error     // the claim was not confirmed
 	lostSession bool      // etcd said the session is gone
 }
@@ -272,7 +273,7 @@ func (b *claimBatcher) sendBatch(batch []*claimReq) {
 		default:
 			sub := (*clientv3.TxnResponse)(resp.Responses[i].GetResponseTxn())
 			if !sub.Succeeded {
-				r.kv = elseKV(sub)
+				r.kv, r.rev = elseKV(sub), resp.Header.Revision
 				break
 			}
 			// Every put of the transaction has its revision.

@@ -19,14 +19,14 @@ import (
 // SessionStore's doc asks.
 type storeKind struct {
 	name string
-	make func(t *testing.T, cli *clientv3.Client, prefix string, term time.Duration) lease.Store
+	make func(t testing.TB, cli *clientv3.Client, prefix string, term time.Duration) lease.Store
 }
 
 var storeKinds = []storeKind{
-	{"Store", func(t *testing.T, cli *clientv3.Client, prefix string, _ time.Duration) lease.Store {
+	{"Store", func(t testing.TB, cli *clientv3.Client, prefix string, _ time.Duration) lease.Store {
 		return newEtcdStore(t, cli, prefix)
 	}},
-	{"SessionStore", func(t *testing.T, cli *clientv3.Client, prefix string, term time.Duration) lease.Store {
+	{"SessionStore", func(t testing.TB, cli *clientv3.Client, prefix string, term time.Duration) lease.Store {
 		return newSessionStore(t, cli, prefix, 3*term)
 	}},
 }

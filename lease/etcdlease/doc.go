@@ -62,6 +62,12 @@
 // lease.Tracker renews at once (and reports ErrNotLeader promptly) when
 // another party deletes or takes over its key.
 //
+// Both stores are lease.ReleaseWatchers: a refused claim's HeldError names
+// the term (Token, the key's create revision), and WatchRelease watches the
+// key from the refusal's revision, so a waiting Tracker claims within
+// milliseconds of the holder's release instead of polling; the claim is
+// still the guarded put-if-absent, so a watch only ever wakes it early.
+//
 //	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{"10.0.0.1:2379", "10.0.0.2:2379", "10.0.0.3:2379"}})
 //	...
 //	defer cli.Close()

@@ -95,3 +95,23 @@ func SessionErr(s *SessionStore) error {
 	defer s.mu.Unlock()
 	return s.sess.promise().err
 }
+
+// FollowRelease reads a release watch's channel wch of the term token as
+// WatchRelease does: over when an event ended the term, compacted when
+// etcd compacted past the watch's start, else the error the watch ended
+// with.
+func FollowRelease(wch clientv3.WatchChan, token int64) (over, compacted bool, err error) {
+	return followRelease(wch, token)
+}
+
+// ReleaseWatchFrom returns the revision a WatchRelease of held on s
+// starts at.
+func ReleaseWatchFrom(s lease.Store, held *lease.HeldError) int64 {
+	switch s := s.(type) {
+	case *Store:
+		return s.refusedAt.from(held)
+	case *SessionStore:
+		return s.refusedAt.from(held)
+	}
+	panic("not an etcdlease store")
+}

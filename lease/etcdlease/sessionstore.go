@@ -88,6 +88,8 @@ type SessionStore struct {
 	// An entry is dropped once the session's etcd lease has surely
 	// expired (retiredFor), taking the keys not moved with it.
 	retired map[clientv3.LeaseID]time.Time
+	// refusedAt is where WatchRelease starts (release.go).
+	refusedAt refusals
 }
 
 // expireEvery is how often the store looks for abandoned terms.
@@ -194,6 +196,7 @@ func (s *SessionStore) claim(ctx context.Context, name, holder string, d time.Du
 	case r.err != nil:
 		return fail(r.err)
 	case r.kv != nil:
+		s.refusedAt.note(name, uint64(r.kv.CreateRevision), r.rev)
 		return s.claimDenied(ctx, name, holder, d, r.sess, r.start, r.kv)
 	}
 	s.mu.Lock()
@@ -205,7 +208,7 @@ func (s *SessionStore) claim(ctx context.Context, name, holder string, d time.Du
 // from an unconfirmed claim (adopted), or ours that ran out (deleted, and
 // the claim tried again).
 func (s *SessionStore) claimDenied(ctx context.Context, name, holder string, d time.Duration, sess *session, start time.Time, kv *keyValue) (lease.Grant, bool, error) {
-	held := &lease.HeldError{Name: name, Holder: string(kv.Value)}
+	held := &lease.HeldError{Name: name, Holder: string(kv.Value), Token: uint64(kv.CreateRevision)}
 	s.mu.Lock()
 	t := s.terms.terms[name]
 	ours := kv.Lease == int64(sess.id)

@@ -43,6 +43,8 @@ type Store struct {
 	// half-applied claim does not keep the lease from everyone (including
 	// its own retry) for a whole TTL.
 	orphans []clientv3.LeaseID
+	// refusedAt is where WatchRelease starts (release.go).
+	refusedAt refusals
 }
 
 // cachedLease is the etcd lease of the term of name with some token, and
@@ -153,6 +155,8 @@ func (s *Store) claim(ctx context.Context, name, holder string, d time.Duration)
 		held := &lease.HeldError{Name: name}
 		if rr := resp.Responses[0].GetResponseRange(); rr != nil && len(rr.Kvs) > 0 {
 			held.Holder = string(rr.Kvs[0].Value)
+			held.Token = uint64(rr.Kvs[0].CreateRevision)
+			s.refusedAt.note(name, held.Token, resp.Header.Revision)
 		}
 		return lease.Grant{}, held
 	}

@@ -191,7 +191,7 @@ func TestDeniedClaimRevokesItsEtcdLease(t *testing.T) {
 		_, err := s.Claim(ctx, "singular", "b", 10*time.Second)
 		var held *lease.HeldError
 		require.ErrorAs(t, err, &held)
-		require.Equal(t, &lease.HeldError{Name: "singular", Holder: "a"}, held)
+		require.Equal(t, &lease.HeldError{Name: "singular", Holder: "a", Token: g.Token}, held)
 	}
 	leases, err := cli.Leases(ctx)
 	require.NoError(t, err)

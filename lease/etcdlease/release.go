@@ -1,0 +1,215 @@
+package etcdlease
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	jujuerrors "github.com/juju/errors"
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/coldstart-go/coldstart/lease"
+)
+
+// errWatchEnded is the cause a release watch yields when etcd's watch
+// channel closed without a cancellation saying why.
+var errWatchEnded = errors.New("etcd watch channel closed")
+
+// WatchRelease implements lease.ReleaseWatcher: an etcd watch of the
+// lease's key yields nil at the first event that ends the term held.Token
+// (the key's create revision, which every HeldError of the Store names):
+// a delete (a revoke, or its etcd lease expired or revoked) or a put of a
+// new term. A put of the same term (an Extend moving the key to a longer
+// etcd lease under the token guard) keeps the create revision and is not
+// a release.
+//
+// The watch starts just after the revision at which this store's refused
+// claim read the term live, so a release between the refusal and the
+// watch is replayed at once and nothing before it is; a watch of a term
+// the store has not refused a claim for starts after the term's creation
+// (correct too, but etcd replays the key's history since). Starting at
+// etcd's current revision also spares the first wake etcd's 100 ms
+// catch-up of watchers that start in the past.
+//
+// A watch cut off by compaction reads the key: missing or of a later
+// term yields nil, else it watches again from the read's revision. The
+// watch requires etcd's leader (clientv3.WithRequireLeader), so a member
+// cut off from its quorum ends it with an error rather than going
+// silent; any other cancellation, a failed read, or the client's close
+// yields an error matching lease.ErrUnconfirmed, after which the tracker
+// polls. The watch ends, yielding nothing, when ctx ends.
+//
+// Safety: the watch only wakes a follower early. Its claim is still the
+// put-if-absent transaction, refused while any term's key exists, so a
+// wrong wake costs one refused claim, never two holders.
+func (s *Store) WatchRelease(ctx context.Context, held *lease.HeldError) <-chan error {
+	out := make(chan error, 1)
+	if err := checkHeld(held); err != nil {
+		yield(out, err)
+		return out
+	}
+	go watchRelease(ctx, ctx, s.cli, s.Key(held.Name), held, s.refusedAt.from(held), out)
+	return out
+}
+
+// WatchRelease implements lease.ReleaseWatcher as Store.WatchRelease
+// does (a SessionStore's Extend moves a predecessor's key onto its
+// session by a put that keeps the create revision: not a release). Close
+// ends the store's watches: a watch whose ctx is still live then yields
+// an error matching lease.ErrNotSent.
+func (s *SessionStore) WatchRelease(ctx context.Context, held *lease.HeldError) <-chan error {
+	out := make(chan error, 1)
+	if err := checkHeld(held); err != nil {
+		yield(out, err)
+		return out
+	}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		yield(out, watchError(held, errClosed))
+		return out
+	}
+	s.wg.Add(1)
+	s.mu.Unlock()
+	// wctx ends with ctx or the store.
+	wctx, cancel := context.WithCancel(ctx)
+	stop := context.AfterFunc(s.ctx, cancel)
+	go func() {
+		defer s.wg.Done()
+		defer cancel()
+		defer stop()
+		watchRelease(ctx, wctx, s.cli, s.Key(held.Name), held, s.refusedAt.from(held), out)
+	}()
+	return out
+}
+
+var (
+	_ lease.ReleaseWatcher = (*Store)(nil)
+	_ lease.ReleaseWatcher = (*SessionStore)(nil)
+)
+
+// checkHeld says whether held names a term a watch can start from.
+func checkHeld(held *lease.HeldError) error {
+	if held == nil || held.Name == "" || held.Token == 0 {
+		return jujuerrors.NotValidf("watch of held lease %+v (must name the lease and its term's token)", held)
+	}
+	return nil
+}
+
+// yield sends the watch's one answer and closes its channel.
+func yield(out chan<- error, err error) {
+	out <- err
+	close(out)
+}
+
+// watchError is the error a watch of held yields when it cannot go on.
+func watchError(held *lease.HeldError, err error) error {
+	return &lease.CallError{Store: storeName, Op: "watch release", Name: held.Name, Holder: held.Holder, Token: held.Token, Err: err}
+}
+
+// watchRelease watches key, from revision rev, for the end of held's
+// term and yields the answer to out. It yields nothing when caller (the ctx WatchRelease was
+// given) ends; ctx, which ends with caller and with the store, runs the
+// watch: its end while caller is live yields errClosed.
+func watchRelease(caller, ctx context.Context, cli *clientv3.Client, key string, held *lease.HeldError, rev int64, out chan<- error) {
+	token := int64(held.Token)
+	for {
+		wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+		over, compacted, err := followRelease(cli.Watch(wctx, key, clientv3.WithRev(rev)), token)
+		// Cancel drains the client's watcher for this ctx.
+		cancel()
+		switch {
+		case caller.Err() != nil:
+			return
+		case over:
+			yield(out, nil)
+			return
+		case ctx.Err() != nil:
+			yield(out, watchError(held, errClosed))
+			return
+		case !compacted:
+			if cli.Ctx().Err() != nil {
+				err = fmt.Errorf("client closed: %w", err)
+			}
+			yield(out, watchError(held, err))
+			return
+		}
+		// Compacted past rev: the key as it is now tells.
+		resp, err := cli.Get(clientv3.WithRequireLeader(ctx), key)
+		switch {
+		case caller.Err() != nil:
+			return
+		case ctx.Err() != nil:
+			yield(out, watchError(held, errClosed))
+			return
+		case err != nil:
+			yield(out, watchError(held, fmt.Errorf("read after compaction: %w", err)))
+			return
+		case len(resp.Kvs) == 0 || resp.Kvs[0].CreateRevision != token:
+			yield(out, nil)
+			return
+		}
+		rev = resp.Header.Revision + 1
+	}
+}
+
+// followRelease reads a watch of the term token's key until an event ends
+// the term (over), etcd compacted past the watch's start (compacted), or
+// the watch ends otherwise (err, its cause).
+func followRelease(wch clientv3.WatchChan, token int64) (over, compacted bool, err error) {
+	for wr := range wch {
+		for _, ev := range wr.Events {
+			if ev.Type == mvccpb.DELETE || ev.Kv.CreateRevision != token {
+				return true, false, nil
+			}
+		}
+		if wr.CompactRevision != 0 {
+			return false, true, nil
+		}
+		if wr.Canceled {
+			if err := wr.Err(); err != nil {
+				return false, false, err
+			}
+			return false, false, errWatchEnded
+		}
+	}
+	return false, false, errWatchEnded
+}
+
+// refusals remember, per lease name, the revision at which a refused claim
+// read the live term, for WatchRelease to start from: it is safe to start
+// a watch of the term just after any revision at which the term was live.
+// Entries are overwritten by the name's next refusal; the map is emptied
+// when full, which costs a watch only the replay from the term's creation.
+type refusals struct {
+	mu sync.Mutex
+	m  map[string]refusal
+}
+
+type refusal struct {
+	token uint64
+	rev   int64
+}
+
+// note records that name's term token was live at revision rev.
+func (r *refusals) note(name string, token uint64, rev int64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.m == nil || len(r.m) >= maxCached {
+		r.m = make(map[string]refusal)
+	}
+	r.m[name] = refusal{token: token, rev: rev}
+}
+
+// from returns the revision a watch of held's term starts at: the one
+// after a refusal by the term, or after the term's creation.
+func (r *refusals) from(held *lease.HeldError) int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if f, ok := r.m[held.Name]; ok && f.token == held.Token && f.rev > int64(held.Token) {
+		return f.rev + 1
+	}
+	return int64(held.Token) + 1
+}
