@@ -82,6 +82,14 @@ const (
 	h2SnapshotCount  = 100
 	h2CatchUpEntries = 10
 	h2Writes         = 300
+	// h2ElectionMs is long enough that the stale leader, once resumed,
+	// believes it leads (until its check-quorum tick) for longer than the
+	// session's keep-alive cadence (TTL/3 = 1s) plus its retry: the
+	// session's keep-alive reaches it in every try, on a loaded machine
+	// too. With the rig's 500ms, a try caught it about half the time.
+	h2ElectionMs = 2000
+	// h2SessionTTL is the session's TTL: etcd's least, 1.5 × h2ElectionMs.
+	h2SessionTTL = 3 * time.Second
 )
 
 // With five members, a keep-alive answered by a stale leader and a read
@@ -99,7 +107,7 @@ func TestSnapshotFollowersStaleTermConfirmsNothing(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 		defer cancel()
 		c, err := etcdfault.Start(ctx, etcdfault.Config{
-			Dir: t.TempDir(), Members: h2Members, TickMs: faultTickMs, ElectionMs: faultElectionMs,
+			Dir: t.TempDir(), Members: h2Members, TickMs: faultTickMs, ElectionMs: h2ElectionMs,
 			SnapshotCount: h2SnapshotCount, SnapshotCatchUpEntries: h2CatchUpEntries, Logf: t.Logf,
 		})
 		require.NoError(t, err)
@@ -149,7 +157,7 @@ func TestSnapshotFollowersStaleTermConfirmsNothing(t *testing.T) {
 		sessKV := newSwitchKV(cliM)
 		mixSS := client(x)
 		mixSS.KV, mixSS.Lease, mixSS.Watcher = sessKV, clientv3.NewLease(cliM), clientv3.NewWatcher(cliM)
-		ss, err := etcdlease.NewSessionStore(mixSS, "/ss/", 3*time.Second)
+		ss, err := etcdlease.NewSessionStore(mixSS, "/ss/", h2SessionTTL)
 		require.NoError(t, err)
 		defer ss.Close()
 		sg, err := ss.Claim(ctx, "y", "h", time.Second)
@@ -239,7 +247,7 @@ func TestSnapshotFollowersStaleTermConfirmsNothing(t *testing.T) {
 		c.ReleaseClients(x)
 
 		var confirmed, unconfirmed int
-		for end := time.Now().Add(3 * time.Second); time.Now().Before(end); {
+		for end := time.Now().Add(h2ElectionMs*time.Millisecond + time.Second); time.Now().Before(end); {
 			cctx, ccancel := context.WithTimeout(ctx, 300*time.Millisecond)
 			ng, err := s.Extend(cctx, g, 20*time.Second)
 			ccancel()

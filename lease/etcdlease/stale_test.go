@@ -40,9 +40,11 @@ type staleRig struct {
 	cliA, cliB *clientv3.Client
 }
 
-func startStaleRig(ctx context.Context, t *testing.T) *staleRig {
+// electionMs is the members' election timeout: how long a resumed a
+// believes it leads.
+func startStaleRig(ctx context.Context, t *testing.T, electionMs uint) *staleRig {
 	t.Helper()
-	c, err := etcdfault.Start(ctx, etcdfault.Config{Dir: t.TempDir(), TickMs: faultTickMs, ElectionMs: faultElectionMs, Logf: t.Logf})
+	c, err := etcdfault.Start(ctx, etcdfault.Config{Dir: t.TempDir(), TickMs: faultTickMs, ElectionMs: electionMs, Logf: t.Logf})
 	require.NoError(t, err)
 	t.Cleanup(c.Close) // last: after every client is closed
 	a, err := c.Leader(ctx)
@@ -139,7 +141,10 @@ func TestStaleLeaderNotFoundEndsNoTerm(t *testing.T) {
 	retryStale(t, func(t *testing.T) bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
-		r := startStaleRig(ctx, t)
+		// A resumed a leads for longer than the session's keep-alive
+		// cadence (TTL/3 = 1s) plus a retry: with 500ms it did in about
+		// half the tries, and under load in none of three.
+		r := startStaleRig(ctx, t, h2ElectionMs)
 		mixS, mixSS := r.keepAlivesToA(t, false), r.keepAlivesToA(t, true)
 		r.cutOff(ctx, t)
 		// Everything granted after the cut: a has never heard of it.
@@ -149,9 +154,9 @@ func TestStaleLeaderNotFoundEndsNoTerm(t *testing.T) {
 		require.NoError(t, err)
 		sMix, err := etcdlease.NewStore(mixS, "/s/")
 		require.NoError(t, err)
-		// A short TTL: the session tries a keep-alive every TTL/3, and
+		// The least TTL: the session tries a keep-alive every TTL/3, and
 		// again after each late one, so one reaches a while it leads.
-		ss, err := etcdlease.NewSessionStore(mixSS, "/ss/", 3*time.Second)
+		ss, err := etcdlease.NewSessionStore(mixSS, "/ss/", h2SessionTTL)
 		require.NoError(t, err)
 		defer ss.Close()
 		sg, err := ss.Claim(ctx, "y", "h", time.Second)
@@ -205,7 +210,7 @@ func TestStaleLeaderNotFoundEndsNoTerm(t *testing.T) {
 		}()
 		r.resumeStale(ctx, t)
 		storeStale, holderStale := false, false
-		for end := time.Now().Add(3 * time.Second); time.Now().Before(end); {
+		for end := time.Now().Add(h2ElectionMs*time.Millisecond + time.Second); time.Now().Before(end); {
 			cctx, ccancel := context.WithTimeout(ctx, 300*time.Millisecond)
 			_, err := sMix.Extend(cctx, g, 20*time.Second)
 			ccancel()
@@ -251,7 +256,7 @@ func TestStaleRenewalReadElsewhereIsUnconfirmed(t *testing.T) {
 	retryStale(t, func(t *testing.T) bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
-		r := startStaleRig(ctx, t)
+		r := startStaleRig(ctx, t, faultElectionMs)
 		sB, err := etcdlease.NewStore(r.cliB, "/s/")
 		require.NoError(t, err)
 		g, err := sB.Claim(ctx, "x", "h", 20*time.Second) // a knows this lease
