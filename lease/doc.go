@@ -98,9 +98,9 @@
 // 8.5 KB with MemStore's loss watch; BenchmarkManyTrackers measures it — and
 // the store's load grows as leases / Duration. Trackers started together
 // against a slow store do not pile up in step: each store call is cut off at
-// CallTimeout (its error says so: "lease call timeout 500ms"), and a retry
-// waits a doubling delay shortened at random (see Config.RetryDelay and
-// RetryJitter).
+// Duration/4 (its error says so: "lease call timeout 500ms"), and a retry
+// waits a doubling delay, Duration/80 to Duration/10, shortened at random
+// by up to half (see Config).
 //
 // Logs: with Config.Logger (a *slog.Logger; nil means none) the tracker
 // writes one record per change of its state, never one per routine renewal,

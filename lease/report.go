@@ -113,7 +113,8 @@ func (t *Tracker) Report() Report {
 
 // Alive is a liveness check for /livez: it returns an error only when the
 // tracker itself is stuck — a store call has been in flight for more than
-// twice CallTimeout, although every call is cut off at CallTimeout, so the
+// twice its call timeout (Duration/4, see Config), although every call is
+// cut off at that timeout, so the
 // Store ignores its ctx and the renewer cannot go on. A restart may fix
 // that. A store that fails or is slow, and another holder leading, are not
 // the tracker being stuck, and Alive stays nil: restarting would not help
@@ -124,12 +125,12 @@ func (t *Tracker) Alive() error {
 		return nil
 	}
 	in := t.cfg.Clock.Now().Sub(t.base.Add(time.Duration(start)))
-	if in <= 2*t.cfg.CallTimeout {
+	if in <= 2*t.cfg.callTimeout() {
 		return nil
 	}
 	return fmt.Errorf("lease %q: tracker stuck: a store call has not returned for %v "+
-		"(CallTimeout %v): the Store does not end calls when their context does",
-		t.cfg.Name, in, t.cfg.CallTimeout)
+		"(call timeout %v): the Store does not end calls when their context does",
+		t.cfg.Name, in, t.cfg.callTimeout())
 }
 
 // counters are the Report's counters: written by the renewer, read by

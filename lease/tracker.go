@@ -328,7 +328,7 @@ func (t *Tracker) evaluate(s *snapshot, now time.Time, atLeast time.Duration) (S
 // claim at once — but only after every running Lead function has
 // returned, and waiting for them no longer than the promise (Until), so
 // that a successor never starts while this process still does leader
-// work it was promised time for. The revoke waits at most CallTimeout;
+// work it was promised time for. The revoke waits at most Duration/4;
 // Close returns the store's error if it could not be confirmed.
 //
 // A StepDown that still waits for Lead functions when Close comes makes
@@ -473,7 +473,7 @@ func (t *Tracker) wait(delay time.Duration) (*stepDownRequest, bool) {
 		if req != nil {
 			return req, true
 		}
-		if late := clk.Now().Sub(scheduled); late > t.cfg.LateTimer {
+		if late := clk.Now().Sub(scheduled); late > t.cfg.lateTimer() {
 			if s := t.snap.Load(); s.status.State == Held {
 				st := s.status
 				st.State, st.Holder = Unknown, ""
@@ -513,7 +513,7 @@ func (t *Tracker) attempt() time.Duration {
 	// earlier, so sent + granted is a safe lower bound for its end.
 	sent := clk.Now()
 	slept := t.slept(sent)
-	timeout := callTimeoutError{timeout: t.cfg.CallTimeout}
+	timeout := callTimeoutError{timeout: t.cfg.callTimeout()}
 	if s := t.snap.Load(); s.status.State == Held {
 		left := s.status.Until.Sub(sent)
 		if d := t.suspended(s, sent); d > 0 || left <= 0 {
@@ -602,7 +602,7 @@ func (t *Tracker) confirmed(g Grant, sent time.Time, slept time.Duration, now ti
 	}
 	t.store(&snapshot{status: st, slept: slept})
 	interval := backoff.Duration(float64(until.Sub(sent)) * t.cfg.RenewFraction)
-	return sent.Add(backoff.Jitter(interval, t.cfg.Jitter)).Sub(now)
+	return sent.Add(backoff.Jitter(interval, t.cfg.jitter(renewJitter))).Sub(now)
 }
 
 func (t *Tracker) lost(err error) time.Duration {
@@ -785,11 +785,11 @@ func (t *Tracker) shutdown() {
 	}
 }
 
-// release revokes the held term, bounded by CallTimeout.
+// release revokes the held term, bounded by the call timeout.
 func (t *Tracker) release() error {
 	// Not under t.ctx: Close has cancelled it, and releasing is part of
 	// closing.
-	latency, _, err := t.call(context.Background(), OpRevoke, callTimeoutError{timeout: t.cfg.CallTimeout},
+	latency, _, err := t.call(context.Background(), OpRevoke, callTimeoutError{timeout: t.cfg.callTimeout()},
 		func(ctx context.Context) error { return t.cfg.Store.Revoke(ctx, t.grant) })
 	t.logRelease(latency, err)
 	if err == nil || errors.Is(err, ErrNotHeld) {
