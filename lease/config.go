@@ -29,8 +29,10 @@ import (
 // step; scheduled renewals and a polling follower's claims come early by a
 // random tenth of their interval at most, never late, so no worst case in
 // Timing grows with it. The scheduled calls' jitter and the retries' are
-// the only randomness; tests that want exact schedules drive the clock to
-// Report.NextCall (leasetest.Step).
+// the only randomness; a test that asserts times moves its test clock by
+// the un-jittered wait, which no call outlasts, so that each call goes at
+// the time the test chose (ExampleConfig_logger); leasetest.Step moves it
+// to Report.NextCall, whatever that is.
 type Config struct {
 	// Store is where the lease is claimed and extended.
 	Store Store
