@@ -224,6 +224,10 @@ func TestLeadDoesNotRerunFnWithinOneLeadership(t *testing.T) {
 		t.Fatalf("fn ran again within the same leadership: %+v", r.st)
 	default:
 	}
+	// The renewal the clock just fired has been answered: the revoke
+	// below must not race it (a renewal sent after it would find the term
+	// over by itself, one sent before it would confirm the term).
+	require.Equal(t, renewAt, f.nextIdle(t), "the renewer's wait after the renewal")
 	// The term ends (revoked behind our back) and a new one begins.
 	require.NoError(t, f.mem.Revoke(context.Background(),
 		lease.Grant{Name: "singular", Holder: "unit-0", Token: first.Token}))

@@ -608,8 +608,8 @@ func (t *Tracker) confirmed(g Grant, sent time.Time, slept time.Duration, now ti
 		t.publish(st, errRanOut)
 		return t.retryDelay(now)
 	}
+	t.handedOver(now) // counted before Held is seen
 	t.store(&snapshot{status: st, slept: slept})
-	t.handedOver(now)
 	interval := backoff.Duration(float64(until.Sub(sent)) * t.cfg.RenewFraction)
 	return sent.Add(backoff.Jitter(interval, t.cfg.jitter(renewJitter))).Sub(now)
 }
