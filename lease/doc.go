@@ -106,8 +106,9 @@
 // process's own goroutines keep every P busy a renewer whose timer is due
 // waits for one of them to be preempted (every 10 ms at most, per
 // goroutine ahead of it). BenchmarkRenewLatency measures it on MemStore:
-// on 2 cores, renew latency p99 was about 1 ms idle and tens of ms (25–85×)
-// with a goroutine spinning on every P; with one P left free, near idle.
+// on 2 cores, renew latency p99 was about 1.1–1.6 ms idle and 31–96 ms
+// (24–87×) with a goroutine spinning on every P; with one P left free,
+// 1.2–33 ms.
 // The tracker cannot jump the queue; what keeps a leader's promise steady
 // is (1) headroom: size CPU-bound worker pools to GOMAXPROCS−1, so one P is
 // free for timers and I/O; (2) a Margin above the stalls the host sees,

@@ -51,9 +51,9 @@ func (s *renewTimer) Extend(ctx context.Context, g lease.Grant, d time.Duration)
 // (cpu=busy-headroom: GOMAXPROCS−1 spinners). It reports the renew latency
 // — from the moment a renewal was scheduled to the store's answer, so
 // timer and scheduler delay both count — as p50, p99 and max over 500
-// renewals or more, the ratio of each p99 to idle's in the same run (run
-// them together), and how many times a tracker said Unknown because its
-// renewal timer fired more than Margin (Duration/10) late.
+// renewals or more, the ratio of each p99 to idle's in the same run (the
+// last idle run's, with -count), and how many times a tracker said Unknown
+// because its renewal timer fired more than Margin (Duration/10) late.
 //
 // Go's scheduler has no priorities: a renewer whose timer fired waits in a
 // run queue until a busy goroutine is preempted (sysmon preempts after
