@@ -37,7 +37,8 @@ func isClosed(ch <-chan struct{}) bool {
 // confirmed: lease call timeout 250ms"), not only how long it has waited;
 // it opens at Held and fails only at Close.
 func TestTrackerIsAComponentInItsOwnWords(t *testing.T) {
-	f := newFixture(t, func(cfg *lease.Config) { cfg.CallTimeout = 250 * time.Millisecond },
+	// Duration 1 s: each call is cut off after 250 ms.
+	f := newFixture(t, func(cfg *lease.Config) { cfg.Duration = time.Second },
 		func(f *fixture) { f.store.Always(leasetest.OpClaim, leasetest.Hang) })
 	var c component = f.tr
 	assert.Equal(t, "unknown: claim not confirmed: no answer from the store yet", c.Detail())

@@ -18,6 +18,21 @@ import (
 // what the settings promise: the store outage ridden before Unknown, the
 // worst crash and graceful takeovers, the clock drift tolerated and the
 // calls per second they cost.
+//
+// The rest of the tracker's timing follows from Duration (client-go asks
+// for three durations; this asks for one, and three refinements): each
+// store call is cut off after Duration/4 (a call that runs out is
+// ambiguous, and so is cut off sooner when the validity it would extend
+// runs out); after an ambiguous failure the tracker retries after
+// Duration/80, doubling to Duration/10, each delay shortened at random by
+// up to half, so that trackers whose calls failed together do not retry in
+// step; scheduled renewals and a polling follower's claims come early by a
+// random tenth of their interval at most, never late, so no worst case in
+// Timing grows with it. The scheduled calls' jitter and the retries' are
+// the only randomness; a test that asserts times moves its test clock by
+// the un-jittered wait, which no call outlasts, so that each call goes at
+// the time the test chose (ExampleConfig_logger); leasetest.Step moves it
+// to Report.NextCall, whatever that is.
 type Config struct {
 	// Store is where the lease is claimed and extended.
 	Store Store
@@ -42,37 +57,22 @@ type Config struct {
 	// RenewFraction (Timing.RenewRate). Zero means 0.5; any other value
 	// must be in [0.01, 1) (a tinier one would renew all the time).
 	RenewFraction float64
-	// Jitter spreads the tracker's scheduled calls — renewals, and claims
-	// while another holder has the lease — so that trackers do not call in
-	// step: each comes early by a random fraction, up to Jitter, of its
-	// interval, never late — so no worst case in Timing grows with it; the
-	// mean wait is (1 − Jitter/2) of the interval, which Timing's call
-	// rates count. Zero means 0.1; a negative value means none; it must be
-	// below 1. (Retries have RetryJitter.)
-	Jitter float64
-	// RetryJitter shortens each retry after an ambiguous failure (see
-	// RetryDelay) by a random fraction, up to RetryJitter, of its delay,
-	// so that trackers whose calls failed together — thousands started at
-	// once against a store that bounds its calls in flight — do not retry
-	// in lock-step. Zero means 0.5; a negative value means none; it must
-	// be below 1.
-	RetryJitter float64
 	// Margin is taken off every deadline (until = sent + granted − Margin)
 	// so that a promise ends before the store's term although this clock
 	// may run slower than the store's (every store leader's): a promise
 	// holds while this clock is slower by less than Margin / granted, that
 	// is Margin / (2×Duration) — 5 % with the default (Timing.ClockDrift)
 	// — or less when the store grants more than asked (etcd rounds a TTL
-	// up to whole seconds).
-	// A clock faster than the store's only promises less. Zero means
-	// Duration/10; it must be below Duration.
+	// up to whole seconds). A clock faster than the store's only promises
+	// less.
+	//
+	// Margin is also the stall the tracker tolerates: a renewal timer that
+	// fires more than Margin late (a VM frozen, a stop signal, a GC stall,
+	// a process starved of CPU) makes it suspect a pause it cannot measure
+	// and answer Unknown until the store confirms the lease again. On a
+	// loaded host, a Margin below its scheduling stalls turns them into
+	// Unknowns. Zero means Duration/10; it must be below Duration.
 	Margin time.Duration
-	// RetryDelay caps the backoff between attempts after an ambiguous
-	// failure, which starts at RetryDelay/8 and doubles; the first claim
-	// after our own term was found over also waits RetryDelay/8. Zero
-	// means Duration/10; it must be at most Duration/2, so that the
-	// tracker reconfirms soon after the store recovers.
-	RetryDelay time.Duration
 	// ClaimInterval is the wait between claims while another holder has
 	// the lease and the Store is not a ReleaseWatcher (or its watch
 	// failed): how soon after its term ends this tracker may take over
@@ -83,15 +83,6 @@ type Config struct {
 	// ClaimInterval/10, capped at 5ms, and otherwise once a term
 	// (2×Duration). Zero means Duration/10; it must be at most Duration.
 	ClaimInterval time.Duration
-	// CallTimeout bounds each store call; a call that runs out is
-	// ambiguous. A call is also cut off when the validity it would extend
-	// runs out. Zero means Duration/4; it must be at most Duration.
-	CallTimeout time.Duration
-	// LateTimer is how late a renewal timer may fire before the tracker
-	// suspects that the process was paused (a VM frozen, a stop signal,
-	// a GC stall) and downgrades to Unknown until the store confirms the
-	// lease again. Zero means Margin.
-	LateTimer time.Duration
 	// ReleaseOnClose makes Close revoke the held term, so that a successor
 	// can claim at once instead of waiting up to 2×Duration for the term to
 	// run out. Close revokes only once the functions Lead runs have
@@ -126,7 +117,25 @@ type Config struct {
 
 	// sleep replaces the host's sleep meter (tests inject suspends).
 	sleep sleepMeter
+	// noJitter makes every wait exact (tests that assert schedules).
+	noJitter bool
 }
+
+// The timing a Config does not ask for, derived from Duration (and
+// Margin); see Config.
+const (
+	// renewJitter is the most a scheduled call (a renewal, a polling
+	// follower's claim) comes early, as a fraction of its interval.
+	renewJitter = 0.1
+	// retryJitter is the most a retry after an ambiguous failure comes
+	// early, as a fraction of its delay.
+	retryJitter = 0.5
+	// retryDivisor: retries back off to Duration/retryDivisor, from an
+	// eighth of that.
+	retryDivisor = 10
+	// callDivisor: each store call is cut off after Duration/callDivisor.
+	callDivisor = 4
+)
 
 // minRenewFraction is the least RenewFraction: a hundred renewals per
 // validity at most, so that a tiny fraction cannot make the renewer spin.
@@ -150,29 +159,43 @@ func (c Config) Validate() error {
 		return errors.NotValidf("Duration %v (must be at most %v: leases are claimed for 2×Duration)", c.Duration, maxDuration)
 	case !(c.RenewFraction == 0 || c.RenewFraction >= minRenewFraction && c.RenewFraction < 1): // also rejects NaN
 		return errors.NotValidf("RenewFraction %v (must be in [%v, 1), or 0 for the default 0.5)", c.RenewFraction, minRenewFraction)
-	case c.Jitter != c.Jitter || c.Jitter >= 1: // NaN or too large
-		return errors.NotValidf("Jitter %v (must be below 1; 0 for the default 0.1, negative for none)", c.Jitter)
-	case c.RetryJitter != c.RetryJitter || c.RetryJitter >= 1:
-		return errors.NotValidf("RetryJitter %v (must be below 1; 0 for the default 0.5, negative for none)", c.RetryJitter)
 	case c.Margin < 0 || c.Margin >= c.Duration:
 		return errors.NotValidf("Margin %v (must be in [0, Duration=%v); 0 for the default Duration/10)", c.Margin, c.Duration)
-	case c.RetryDelay < 0 || c.RetryDelay > c.Duration/2:
-		return errors.NotValidf("RetryDelay %v (must be in [0, Duration/2=%v]; 0 for the default Duration/10)", c.RetryDelay, c.Duration/2)
 	case c.ClaimInterval < 0 || c.ClaimInterval > c.Duration:
 		return errors.NotValidf("ClaimInterval %v (must be in [0, Duration=%v]; 0 for the default Duration/10)", c.ClaimInterval, c.Duration)
-	case c.CallTimeout < 0 || c.CallTimeout > c.Duration:
-		return errors.NotValidf("CallTimeout %v (must be in [0, Duration=%v]; 0 for the default Duration/4)", c.CallTimeout, c.Duration)
-	case c.LateTimer < 0:
-		return errors.NotValidf("LateTimer %v (must not be negative; 0 for the default Margin)", c.LateTimer)
 	}
 	return nil
 }
 
-// retryPolicy is the backoff after ambiguous failures: RetryDelay/8,
-// doubling to RetryDelay, shortened by up to RetryJitter. c must have its
+// retryPolicy is the backoff after ambiguous failures: retryDelay/8,
+// doubling to retryDelay, shortened by up to retryJitter. c must have its
 // defaults.
 func (c Config) retryPolicy() backoff.Policy {
-	return backoff.Policy{Min: max(c.RetryDelay/8, 1), Max: c.RetryDelay, Jitter: c.RetryJitter}
+	d := c.retryDelay()
+	return backoff.Policy{Min: max(d/8, 1), Max: d, Jitter: c.jitter(retryJitter)}
+}
+
+// retryDelay is the most the tracker waits before retrying after an
+// ambiguous failure: Duration/10, well below Duration, so that it
+// reconfirms soon after the store recovers.
+func (c Config) retryDelay() time.Duration { return max(c.Duration/retryDivisor, 1) }
+
+// callTimeout bounds each store call: Duration/4, so that a renewal due
+// halfway through a validity is tried several times before it runs out.
+func (c Config) callTimeout() time.Duration { return max(c.Duration/callDivisor, 1) }
+
+// lateTimer is how late a renewal timer may fire before the tracker
+// suspects that the process was paused: Margin, the error the promise
+// budgets for. c must have its defaults.
+func (c Config) lateTimer() time.Duration { return c.Margin }
+
+// jitter is the fraction j of a wait by which it may come early, or none
+// where the test seam turned jitter off.
+func (c Config) jitter(j float64) float64 {
+	if c.noJitter {
+		return 0
+	}
+	return j
 }
 
 // withDefaults returns c with every zero knob set to its default.
@@ -180,28 +203,11 @@ func (c Config) withDefaults() Config {
 	if c.RenewFraction == 0 {
 		c.RenewFraction = 0.5
 	}
-	c.Jitter = jitterOrDefault(c.Jitter, 0.1)
-	c.RetryJitter = jitterOrDefault(c.RetryJitter, 0.5)
 	if c.Margin == 0 {
 		c.Margin = c.Duration / 10
 	}
-	if c.RetryDelay == 0 {
-		c.RetryDelay = c.Duration / 10
-	}
-	if c.RetryDelay <= 0 {
-		c.RetryDelay = 1 // a 1ns Duration still gets a positive delay
-	}
 	if c.ClaimInterval == 0 {
 		c.ClaimInterval = max(c.Duration/10, 1)
-	}
-	if c.CallTimeout == 0 {
-		c.CallTimeout = c.Duration / 4
-	}
-	if c.CallTimeout <= 0 {
-		c.CallTimeout = 1
-	}
-	if c.LateTimer == 0 {
-		c.LateTimer = c.Margin
 	}
 	if c.Clock == nil {
 		c.Clock = clock.WallClock
@@ -216,10 +222,10 @@ func (c Config) withDefaults() Config {
 const maxWakeSpread = 5 * time.Millisecond
 
 // wakeSpread is the most a follower woken by a release waits before it
-// claims: ClaimInterval/10, at most maxWakeSpread; none without Jitter. c
-// must have its defaults.
+// claims: ClaimInterval/10, at most maxWakeSpread (none where the test
+// seam turned jitter off). c must have its defaults.
 func (c Config) wakeSpread() time.Duration {
-	if c.Jitter <= 0 {
+	if c.noJitter {
 		return 0
 	}
 	return min(c.ClaimInterval/10, maxWakeSpread)
@@ -229,7 +235,7 @@ func (c Config) wakeSpread() time.Duration {
 // the lease and no watch will say when it lets go. c must have its
 // defaults.
 func (c Config) claimDelay() time.Duration {
-	return backoff.Jitter(c.ClaimInterval, c.Jitter)
+	return backoff.Jitter(c.ClaimInterval, c.jitter(renewJitter))
 }
 
 // fallbackClaimDelay is the wait before the next claim while a
@@ -238,19 +244,7 @@ func (c Config) claimDelay() time.Duration {
 // would, and a waiting follower sends one call a term (≤ 1 a second for
 // any Duration of 500ms or more). c must have its defaults.
 func (c Config) fallbackClaimDelay() time.Duration {
-	return backoff.Jitter(2*c.Duration, c.Jitter)
-}
-
-// jitterOrDefault is a jitter knob's value: zero is the default, negative
-// is none.
-func jitterOrDefault(j, def float64) float64 {
-	switch {
-	case j == 0:
-		return def
-	case j < 0:
-		return 0
-	}
-	return j
+	return backoff.Jitter(2*c.Duration, c.jitter(renewJitter))
 }
 
 // rateTolerance is how much slower than the store's clock this tracker's

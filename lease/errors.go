@@ -147,7 +147,7 @@ func (e lateTimerError) Error() string { return fmt.Sprintf("%v (%v late)", errL
 func (e lateTimerError) Unwrap() error { return errLateTimer }
 
 // callTimeoutError is the cause of a store call cut off by the tracker: at
-// CallTimeout, or earlier at the end of the validity it would extend. It
+// the call timeout (Duration/4), or earlier at the end of the validity it would extend. It
 // matches context.DeadlineExceeded.
 type callTimeoutError struct {
 	timeout  time.Duration

@@ -52,8 +52,7 @@ func ExampleTracker_Check_renewalTimeout() {
 	clk := testclock.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	store := leasetest.NewFaultStore(lease.NewMemStore(lease.MemStoreConfig{Clock: clk}), leasetest.FaultStoreConfig{Clock: clk})
 	tr, err := lease.NewTracker(lease.Config{
-		Store: store, Name: "singular", Holder: "unit-0", Duration: 30 * time.Second,
-		Jitter: -1, Clock: clk,
+		Store: store, Name: "singular", Holder: "unit-0", Duration: 30 * time.Second, Clock: clk,
 	})
 	if err != nil {
 		panic(err)
@@ -65,7 +64,7 @@ func ExampleTracker_Check_renewalTimeout() {
 	}
 
 	store.Always(leasetest.OpExtend, leasetest.Timeout)
-	clk.Advance(29 * time.Second)
+	clk.Advance(28 * time.Second) // about when the renewal is due
 	st, err := tr.Check(ctx, 30*time.Second)
 	fmt.Println("state:", st.State)
 	fmt.Println("renewal failed:", errors.Is(err, lease.ErrRenewalFailed))
@@ -75,7 +74,7 @@ func ExampleTracker_Check_renewalTimeout() {
 	// state: held
 	// renewal failed: true
 	// not leader: false
-	// still ours for: 28s
+	// still ours for: 29s
 }
 
 // WithLeadership runs leader work with a ctx that ends when the lease can
@@ -300,25 +299,30 @@ func ExampleConfig_logger() {
 		},
 	}))
 	tr, err := lease.NewTracker(lease.Config{
-		Store: store, Name: "singular", Holder: "unit-0", Duration: 30 * time.Second,
-		Jitter: -1, RetryJitter: -1, Clock: clk, Logger: logger,
+		Store: store, Name: "singular", Holder: "unit-0", Duration: 30 * time.Second, Clock: clk, Logger: logger,
 	})
 	if err != nil {
 		panic(err)
 	}
 	ctx := context.Background()
-	step := func() {
-		if _, err := leasetest.Step(ctx, tr, clk); err != nil {
+	calls := uint64(1)
+	// advance moves the clock by d, at least the wait before the next
+	// store call (a call comes early by a random share of its wait, never
+	// late), so that the call goes at a time the output can show.
+	advance := func(d time.Duration) {
+		clk.Advance(d)
+		calls++
+		if _, err := leasetest.Settle(ctx, tr, clk, calls); err != nil {
 			panic(err)
 		}
 	}
 	if _, err := leasetest.Settle(ctx, tr, clk, 1); err != nil {
 		panic(err)
 	}
-	step() // a routine renewal: no record
+	advance(28500 * time.Millisecond) // a routine renewal, at half the validity: no record
 	store.Next(leasetest.OpExtend, leasetest.AppliedTimeout)
-	step() // the renewal is not confirmed
-	step() // the retry confirms it
+	advance(28500 * time.Millisecond) // the renewal is not confirmed
+	advance(375 * time.Millisecond)   // the retry (after Duration/80) confirms it
 	if err := tr.Close(); err != nil {
 		panic(err)
 	}

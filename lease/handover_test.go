@@ -273,7 +273,7 @@ func TestFailingWatchesPollAtTheClaimInterval(t *testing.T) {
 		a := startFollower(t, mem, "a", nil)
 		defer func() { require.NoError(t, a.Close()) }()
 		awaitStatus(a, lease.Held)
-		b := startFollower(t, fs, "b", func(c *lease.Config) { c.Jitter = -1 })
+		b := startFollower(t, fs, "b", func(c *lease.Config) { *c = lease.WithoutJitterForTest(*c) })
 		defer func() { require.NoError(t, b.Close()) }()
 		awaitStatus(b, lease.NotHeld)
 		synctest.Wait()
@@ -305,7 +305,7 @@ func TestSpuriousReleaseWatchDoesNotSpin(t *testing.T) {
 		a := startFollower(t, mem, "a", nil)
 		defer func() { require.NoError(t, a.Close()) }()
 		awaitStatus(a, lease.Held)
-		b := startFollower(t, spurious{mem}, "b", func(c *lease.Config) { c.Jitter = -1 })
+		b := startFollower(t, spurious{mem}, "b", func(c *lease.Config) { *c = lease.WithoutJitterForTest(*c) })
 		defer func() { require.NoError(t, b.Close()) }()
 		awaitStatus(b, lease.NotHeld)
 		synctest.Wait() // b's claim after the watch's first "over"

@@ -172,6 +172,12 @@ func (t *Tracker) watch(token uint64, cancel context.CancelCauseFunc, stop <-cha
 	for {
 		s := t.snap.Load()
 		if err := t.promised(s, token); err != nil {
+			if t.snap.Load() != s {
+				// s went stale while it was judged (read before the
+				// clock, replaced since by a renewal): an expired Until
+				// in it says nothing. Judge the current status.
+				continue
+			}
 			if cancel != nil {
 				cancel(err)
 			}

@@ -156,9 +156,11 @@ func TestLeadEndsOnDefinitiveLossAndRunsAgainOnNextTerm(t *testing.T) {
 // fn's ctx must not end while the promise stands — and must end no later
 // than the promised Until.
 func TestLeadAmbiguousFailureEndsFnOnlyAtUntil(t *testing.T) {
-	// RetryDelay 1s: the store is retried before the term ends there (t0+60s).
-	f := newFixture(t, func(c *lease.Config) { c.LateTimer, c.RetryDelay = time.Hour, time.Second }, nil)
-	first := f.held(t)
+	// Margin 4s: the promise ends at t0+56s, so the retry after it (3 s,
+	// Duration/10) reaches the store before the term ends (t0+60s).
+	f := newFixture(t, func(c *lease.Config) { c.Margin = 4 * time.Second }, nil)
+	first := f.next(t)
+	require.Equal(t, lease.Status{State: lease.Held, Holder: "unit-0", Until: t0.Add(56 * time.Second), Token: first.Token}, first)
 	l := startLead(t, f.tr)
 	r := l.next(t)
 	f.store.Always(leasetest.OpExtend, leasetest.Timeout)
@@ -222,6 +224,10 @@ func TestLeadDoesNotRerunFnWithinOneLeadership(t *testing.T) {
 		t.Fatalf("fn ran again within the same leadership: %+v", r.st)
 	default:
 	}
+	// The renewal the clock just fired has been answered: the revoke
+	// below must not race it (a renewal sent after it would find the term
+	// over by itself, one sent before it would confirm the term).
+	require.Equal(t, renewAt, f.nextIdle(t), "the renewer's wait after the renewal")
 	// The term ends (revoked behind our back) and a new one begins.
 	require.NoError(t, f.mem.Revoke(context.Background(),
 		lease.Grant{Name: "singular", Holder: "unit-0", Token: first.Token}))
@@ -390,8 +396,10 @@ func TestWithLeadershipRunsWithLiveCtxFromCachedHeld(t *testing.T) {
 // sees every state, the stalled one the latest only, and nobody blocks the
 // renewer.
 func TestCurrentManyFollowers(t *testing.T) {
-	f := newFixture(t, func(c *lease.Config) { c.LateTimer, c.RetryDelay = time.Hour, time.Second }, nil)
-	f.held(t)
+	// Margin 4s: the promise ends at t0+56s, so the retry after it (3 s,
+	// Duration/10) reaches the store before the term ends (t0+60s).
+	f := newFixture(t, func(c *lease.Config) { c.Margin = 4 * time.Second }, nil)
+	require.Equal(t, lease.Held, f.next(t).State)
 	const fast = 19
 	type seen struct {
 		reader int
@@ -582,16 +590,16 @@ func TestAliveFailsWhenRenewerWedged(t *testing.T) {
 		t.Fatal("the renewal never started")
 	}
 	f.clk.Advance(2 * callTimeout)
-	require.NoError(t, f.tr.Alive(), "twice CallTimeout: not yet")
+	require.NoError(t, f.tr.Alive(), "twice the call timeout: not yet")
 	f.clk.Advance(time.Millisecond)
 	err := f.tr.Alive()
-	require.Error(t, err, "a store call in flight for more than twice CallTimeout")
+	require.Error(t, err, "a store call in flight for more than twice the call timeout")
 	assert.ErrorContains(t, err, "stuck")
 	assert.Equal(t, 2*callTimeout+time.Millisecond, f.tr.Report().InCall)
 }
 
 func TestCallTimeoutIsNamed(t *testing.T) {
-	f := newFixture(t, func(c *lease.Config) { c.LateTimer = time.Hour }, nil)
+	f := newFixture(t, nil, nil)
 	first := f.held(t)
 	f.store.Next(leasetest.OpExtend, leasetest.Hang)
 	_, changed := f.tr.Current()

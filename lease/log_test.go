@@ -254,7 +254,7 @@ func TestLogLateTimer(t *testing.T) {
 	f.held(t)
 	settle(t, f)
 	c.take()
-	f.clk.Advance(renewAt + 10*time.Second) // far past the LateTimer (Margin, 3 s)
+	f.clk.Advance(renewAt + 10*time.Second) // far past the late-timer bound (Margin, 3 s)
 	settle(t, f)
 	recs := c.take()
 	require.Equal(t, []string{"WARN lease state unknown", "INFO lease confirmed again"}, logged(recs))

@@ -198,10 +198,10 @@ func (p *propertyRun) start(i int) *instance {
 	in := &instance{id: p.ids, name: []string{"a", "b"}[i%2], holder: fmt.Sprintf("h%d", (i/2)%2)}
 	in.closed = make(chan struct{})
 	in.store = leasetest.NewFaultStore(p.rec, leasetest.FaultStoreConfig{Clock: p.clk})
-	tr, err := lease.NewTracker(lease.Config{
+	tr, err := lease.NewTracker(lease.WithoutJitterForTest(lease.Config{
 		Store: in.store, Name: in.name, Holder: in.holder, Duration: propDur,
-		Jitter: -1, RetryJitter: -1, Clock: p.clk, ReleaseOnClose: p.r.IntN(2) == 0,
-	})
+		Clock: p.clk, ReleaseOnClose: p.r.IntN(2) == 0,
+	}))
 	require.NoError(p.t, err)
 	in.tr = tr
 	p.wg.Add(1)

@@ -106,11 +106,9 @@ func overlapAtTakeover(t *testing.T, d, margin time.Duration, rate float64) bool
 	mem := lease.NewMemStore(lease.MemStoreConfig{Clock: clk})
 	store := leasetest.NewFaultStore(storeOnly{mem}, leasetest.FaultStoreConfig{Clock: clk})
 	sc := &scaledClock{clk: clk, base: t0, rate: rate}
-	holder, err := lease.NewTracker(lease.Config{
-		Store: store, Name: "singular", Holder: "unit-0", Duration: d, Margin: margin,
-		Jitter: -1, RetryJitter: -1, Clock: sc,
-		LateTimer: 4 * d, // the holder is not paused: no late timer may hide an overlap
-	})
+	holder, err := lease.NewTracker(lease.WithoutJitterForTest(lease.Config{
+		Store: store, Name: "singular", Holder: "unit-0", Duration: d, Margin: margin, Clock: sc,
+	}))
 	require.NoError(t, err)
 	defer holder.Close()
 	st, err := holder.Check(ctx, 0)
@@ -132,8 +130,20 @@ func overlapAtTakeover(t *testing.T, d, margin time.Duration, rate float64) bool
 	}
 	// The store stops answering the holder. The term it granted at the
 	// last renewal, made at this instant on its clock, ends 2×Duration on.
+	// The clock goes there through each of the holder's retries, each at
+	// its time: the holder is not paused, so no late timer may hide an
+	// overlap.
 	store.Always(leasetest.OpExtend, leasetest.Timeout)
-	clk.Advance(2 * d)
+	end := clk.Now().Add(2 * d)
+	for calls := finishedCalls(holder.Report()); ; calls++ {
+		r := settledScaled(ctx, t, holder, clk, sc, calls)
+		next := sc.storeTime(r.NextCall)
+		if !next.Before(end) {
+			break
+		}
+		clk.Advance(next.Sub(clk.Now()))
+	}
+	clk.Advance(end.Sub(clk.Now()))
 
 	successor, err := lease.NewTracker(lease.Config{
 		Store: mem, Name: "singular", Holder: "unit-1", Duration: d, Margin: margin, Clock: clk,
@@ -150,4 +160,31 @@ func overlapAtTakeover(t *testing.T, d, margin time.Duration, rate float64) bool
 	}
 	require.ErrorIs(t, err, lease.ErrRenewalFailed)
 	return false
+}
+
+// finishedCalls is how many store calls r counts as finished.
+func finishedCalls(r lease.Report) uint64 {
+	var n uint64
+	for _, c := range []lease.StoreCalls{r.Calls.Claim, r.Calls.Extend, r.Calls.Revoke} {
+		n += c.OK + c.Definitive + c.NotSent + c.Ambiguous
+	}
+	return n
+}
+
+// settledScaled is leasetest.Settle for a tracker on sc: it waits until tr
+// has finished at least minCalls store calls and waits for a time after
+// clk's now.
+func settledScaled(ctx context.Context, t *testing.T, tr *lease.Tracker, clk *testclock.Clock, sc *scaledClock, minCalls uint64) lease.Report {
+	t.Helper()
+	for {
+		r := tr.Report()
+		if finishedCalls(r) >= minCalls && !r.NextCall.IsZero() && sc.storeTime(r.NextCall).After(clk.Now()) {
+			return r
+		}
+		select {
+		case <-clk.Alarms():
+		case <-ctx.Done():
+			t.Fatalf("the holder never settled: %+v", r)
+		}
+	}
 }

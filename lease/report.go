@@ -43,6 +43,17 @@ type Report struct {
 	// UnknownFor is the total time spent Unknown, the current stretch
 	// included.
 	UnknownFor time.Duration
+	// HandOvers counts the times this tracker came to hold the lease
+	// after a claim of its was refused for another holder's term: the
+	// hand-overs to it, graceful or after a crash. HandOverGaps is their
+	// leaderless gaps in all, each from the end of the other's term as
+	// this tracker learnt it to its own Held: from the moment a
+	// ReleaseWatcher's watch said that term was over (released, revoked
+	// or expired), or, where no watch said so, from its last refused
+	// claim (the term was live then, so the gap was no longer).
+	// HandOverGaps / HandOvers is the mean gap.
+	HandOvers    uint64
+	HandOverGaps time.Duration
 	// LastCall is how long the last finished store call took; LastCallEnd
 	// is when it finished (zero before the first).
 	LastCall    time.Duration
@@ -71,7 +82,8 @@ func (t *Tracker) Report() Report {
 		Until: s.status.Until, Since: s.since, Err: s.cause, Closed: s.closed,
 		Calls: c.calls.StoreReport(), Transitions: c.transitions.Load(),
 		UnknownFor: time.Duration(c.unknownNanos.Load()),
-		LastCall:   time.Duration(c.lastLatency.Load()),
+		HandOvers:  c.handOvers.Load(), HandOverGaps: time.Duration(c.handOverNanos.Load()),
+		LastCall: time.Duration(c.lastLatency.Load()),
 	}
 	switch {
 	case s.closed:
@@ -113,7 +125,8 @@ func (t *Tracker) Report() Report {
 
 // Alive is a liveness check for /livez: it returns an error only when the
 // tracker itself is stuck — a store call has been in flight for more than
-// twice CallTimeout, although every call is cut off at CallTimeout, so the
+// twice its call timeout (Duration/4, see Config), although every call is
+// cut off at that timeout, so the
 // Store ignores its ctx and the renewer cannot go on. A restart may fix
 // that. A store that fails or is slow, and another holder leading, are not
 // the tracker being stuck, and Alive stays nil: restarting would not help
@@ -124,20 +137,20 @@ func (t *Tracker) Alive() error {
 		return nil
 	}
 	in := t.cfg.Clock.Now().Sub(t.base.Add(time.Duration(start)))
-	if in <= 2*t.cfg.CallTimeout {
+	if in <= 2*t.cfg.callTimeout() {
 		return nil
 	}
 	return fmt.Errorf("lease %q: tracker stuck: a store call has not returned for %v "+
-		"(CallTimeout %v): the Store does not end calls when their context does",
-		t.cfg.Name, in, t.cfg.CallTimeout)
+		"(call timeout %v): the Store does not end calls when their context does",
+		t.cfg.Name, in, t.cfg.callTimeout())
 }
 
 // counters are the Report's counters: written by the renewer, read by
 // Report with atomic loads.
 type counters struct {
-	calls                     StoreCounters
-	transitions               atomic.Uint64
-	unknownNanos, lastLatency atomic.Int64
+	calls                                    StoreCounters
+	transitions, handOvers                   atomic.Uint64
+	unknownNanos, lastLatency, handOverNanos atomic.Int64
 	// lastEnd and callStart are when the last store call ended and when
 	// the one in flight started, as offsets from Tracker.base; 0 when none.
 	lastEnd, callStart atomic.Int64

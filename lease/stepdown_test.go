@@ -375,9 +375,6 @@ func TestConfigValidateSaysZeroIsTheDefault(t *testing.T) {
 	for name, mod := range map[string]func(*lease.Config){
 		"ClaimInterval": func(c *lease.Config) { c.ClaimInterval = -1 },
 		"Margin":        func(c *lease.Config) { c.Margin = -1 },
-		"RetryDelay":    func(c *lease.Config) { c.RetryDelay = -1 },
-		"CallTimeout":   func(c *lease.Config) { c.CallTimeout = -1 },
-		"LateTimer":     func(c *lease.Config) { c.LateTimer = -1 },
 		"RenewFraction": func(c *lease.Config) { c.RenewFraction = 1e-12 },
 	} {
 		cfg := valid

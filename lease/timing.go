@@ -28,7 +28,7 @@ type Timing struct {
 	// after a renewal is ridden longer (up to the whole promise); the
 	// worst one begins just before the next. From the promise's end on,
 	// Current and Report say Unknown, and so does Check — after waiting
-	// for the store call it asks for, up to CallTimeout unless its ctx
+	// for the store call it asks for, up to the call timeout (Duration/4) unless its ctx
 	// ends sooner.
 	Outage time.Duration
 	// CrashTakeover is the longest a successor waits to hold the lease
@@ -36,7 +36,7 @@ type Timing struct {
 	// the holder's last renewal, 2×Duration, plus, with a store that
 	// watches, the wake spread (the watch says the term expired; the
 	// successor claims after a random delay of at most ClaimInterval/10,
-	// capped at 5ms, none without Jitter); with one that does not, a
+	// capped at 5ms); with one that does not, a
 	// ClaimInterval (its claim was refused just before the term ended).
 	CrashTakeover time.Duration
 	// GracefulTakeover is the longest a successor waits to hold the lease
@@ -55,13 +55,13 @@ type Timing struct {
 	// RenewRate is the renewal calls per second that 1,000 leases, each
 	// held by one tracker, send to the store in steady state: 1,000 over
 	// the mean renewal interval, (2×Duration − Margin) × RenewFraction,
-	// shortened by Jitter/2 on average.
+	// shortened by 5 % on average (each comes early by up to a tenth).
 	RenewRate float64
 	// ClaimRate is the claim calls per second of one follower waiting
 	// while another holds the lease: with a store that watches, one per
 	// term (2×Duration), the fallback in case the watch goes silent; with
 	// one that does not, one per ClaimInterval. Each wait is shortened by
-	// Jitter/2 on average (a store's latency lengthens each wait by one
+	// 5 % on average (a store's latency lengthens each wait by one
 	// round trip, so a real store sees fewer).
 	ClaimRate float64
 }
@@ -69,10 +69,11 @@ type Timing struct {
 // Timing returns what c promises, with its defaults applied: the figures
 // follow the tracker's schedule (renewal after RenewFraction of the
 // promise, claims every ClaimInterval, terms of 2×Duration, promises cut
-// by Margin). Jitter only ever shortens a wait, so it enters the worst
-// cases not at all and the call rates as its mean; RetryDelay, RetryJitter,
-// CallTimeout and LateTimer enter none of the figures (an unanswered call
-// is cut off when the promise ends, whatever CallTimeout). Store tells
+// by Margin). The jitter of scheduled calls (a tenth of their interval at
+// most) only ever shortens a wait, so it enters the worst cases not at all
+// and the call rates as its mean; the call timeout and the retries'
+// backoff enter none of the figures (an unanswered call is cut off when
+// the promise ends, whatever the timeout). Store tells
 // whether the follower's figures are a watch's (a ReleaseWatcher) or a
 // poll's (any other Store, or nil). Name and Holder need not be set; for
 // a Config whose timing fields do not Validate, Timing returns the zero
@@ -91,7 +92,7 @@ func (c Config) Timing() Timing {
 	promise := 2*c.Duration - c.Margin
 	// As Tracker.confirmed schedules a renewal, before jitter.
 	renew := backoff.Duration(float64(promise) * c.RenewFraction)
-	meanShare := 1 - c.Jitter/2 // a wait d is drawn from [d·(1−Jitter), d]
+	meanShare := 1 - c.jitter(renewJitter)/2 // a wait d is drawn from [d·(1−Jitter), d]
 	// As Tracker.lost schedules the next claim after a refused one, and
 	// the wait after a watch says the holder's term is over.
 	takeover, claimEvery := c.ClaimInterval, c.ClaimInterval

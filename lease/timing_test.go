@@ -37,22 +37,14 @@ var timingSettings = []struct {
 func eachTiming(t *testing.T, f func(t *testing.T, cfg lease.Config)) {
 	for _, s := range timingSettings {
 		t.Run(s.name, func(t *testing.T) { f(t, s.cfg) })
-		noJitter := s.cfg
-		noJitter.Jitter, noJitter.RetryJitter = -1, -1
+		noJitter := lease.WithoutJitterForTest(s.cfg)
 		t.Run(s.name+",no-jitter", func(t *testing.T) { f(t, noJitter) })
 	}
 }
 
-// jitterOf is the Jitter a tracker uses with cfg.
-func jitterOf(cfg lease.Config) float64 {
-	switch {
-	case cfg.Jitter == 0:
-		return 0.1
-	case cfg.Jitter < 0:
-		return 0
-	}
-	return cfg.Jitter
-}
+// jitterOf is the most a scheduled call of a tracker with cfg comes early,
+// as a fraction of its wait: a tenth, or none without jitter.
+func jitterOf(cfg lease.Config) float64 { return lease.JitterOfForTest(cfg) }
 
 // shortenedBy is the most jitter takes off a wait d with cfg.
 func shortenedBy(cfg lease.Config, d time.Duration) time.Duration {
@@ -98,7 +90,7 @@ func followerStore(watch bool, mem *lease.MemStore, s lease.Store) lease.Store {
 }
 
 // takeoverShortenedBy is the most jitter takes off a stated takeover: a
-// polling follower's ClaimInterval is shortened by up to Jitter of it, a
+// polling follower's ClaimInterval is shortened by up to a tenth of it, a
 // watching follower's wake spread is drawn from all of [0, spread].
 func takeoverShortenedBy(cfg lease.Config, want lease.Timing) time.Duration {
 	if _, ok := cfg.Store.(lease.ReleaseWatcher); ok {
@@ -444,7 +436,7 @@ func TestTimingFigures(t *testing.T) {
 			GracefulTakeover: time.Second, ClockDrift: 0.1,
 			RenewRate: 1000 / (9 * 0.95), ClaimRate: 1 / 0.95,
 		}},
-		{lease.Config{Duration: 2 * time.Second, ClaimInterval: 50 * time.Millisecond, Jitter: -1}, lease.Timing{
+		{lease.WithoutJitterForTest(lease.Config{Duration: 2 * time.Second, ClaimInterval: 50 * time.Millisecond}), lease.Timing{
 			Outage: 1900 * time.Millisecond, CrashTakeover: 4050 * time.Millisecond,
 			GracefulTakeover: 50 * time.Millisecond, ClockDrift: 0.05,
 			RenewRate: 1000 / 1.9, ClaimRate: 20,
@@ -461,7 +453,7 @@ func TestTimingFigures(t *testing.T) {
 			GracefulTakeover: 2 * time.Millisecond, ClockDrift: 0.05,
 			RenewRate: 1000 / (0.19 * 0.95), ClaimRate: 1 / (0.4 * 0.95),
 		}},
-		{lease.Config{Duration: 2 * time.Second, Jitter: -1, Store: watchingStore{}}, lease.Timing{
+		{lease.WithoutJitterForTest(lease.Config{Duration: 2 * time.Second, Store: watchingStore{}}), lease.Timing{
 			Outage: 1900 * time.Millisecond, CrashTakeover: 4 * time.Second,
 			GracefulTakeover: 0, ClockDrift: 0.05,
 			RenewRate: 1000 / 1.9, ClaimRate: 0.25,

@@ -136,6 +136,12 @@ type Tracker struct {
 	retry    backoff.Backoff // after ambiguous failures; reset by an answer
 	loss     lossWatch
 	waiting  releaseWatch // another holder's term, while NotHeld
+	// refusedAt is when the latest claim another holder's term refused
+	// was answered, since this tracker last held the lease: the start of
+	// the leaderless gap a hand-over to it ends, unless the watch said
+	// that term was over later (releaseWatch.overAt). Zero when no claim
+	// was refused since.
+	refusedAt time.Time
 }
 
 // releaseWatch is the renewer's watch, through a ReleaseWatcher, of the
@@ -150,6 +156,8 @@ type releaseWatch struct {
 	// naming that term again shows the watch wrong, and the tracker
 	// polls rather than trust it again.
 	over uint64
+	// overAt is when the watch said so, on the tracker's clock.
+	overAt time.Time
 }
 
 // lossWatch is the renewer's watch of its term through a LossNotifier.
@@ -328,7 +336,7 @@ func (t *Tracker) evaluate(s *snapshot, now time.Time, atLeast time.Duration) (S
 // claim at once — but only after every running Lead function has
 // returned, and waiting for them no longer than the promise (Until), so
 // that a successor never starts while this process still does leader
-// work it was promised time for. The revoke waits at most CallTimeout;
+// work it was promised time for. The revoke waits at most Duration/4;
 // Close returns the store's error if it could not be confirmed.
 //
 // A StepDown that still waits for Lead functions when Close comes makes
@@ -473,7 +481,7 @@ func (t *Tracker) wait(delay time.Duration) (*stepDownRequest, bool) {
 		if req != nil {
 			return req, true
 		}
-		if late := clk.Now().Sub(scheduled); late > t.cfg.LateTimer {
+		if late := clk.Now().Sub(scheduled); late > t.cfg.lateTimer() {
 			if s := t.snap.Load(); s.status.State == Held {
 				st := s.status
 				st.State, st.Holder = Unknown, ""
@@ -513,7 +521,7 @@ func (t *Tracker) attempt() time.Duration {
 	// earlier, so sent + granted is a safe lower bound for its end.
 	sent := clk.Now()
 	slept := t.slept(sent)
-	timeout := callTimeoutError{timeout: t.cfg.CallTimeout}
+	timeout := callTimeoutError{timeout: t.cfg.callTimeout()}
 	if s := t.snap.Load(); s.status.State == Held {
 		left := s.status.Until.Sub(sent)
 		if d := t.suspended(s, sent); d > 0 || left <= 0 {
@@ -556,7 +564,7 @@ func (t *Tracker) attempt() time.Duration {
 	case outcomeOK:
 		return t.confirmed(g, sent, slept, now)
 	case outcomeDefinitive:
-		return t.lost(err)
+		return t.lost(err, now)
 	default:
 		return t.ambiguous(err, now)
 	}
@@ -600,12 +608,13 @@ func (t *Tracker) confirmed(g Grant, sent time.Time, slept time.Duration, now ti
 		t.publish(st, errRanOut)
 		return t.retryDelay(now)
 	}
+	t.handedOver(now) // counted before Held is seen
 	t.store(&snapshot{status: st, slept: slept})
 	interval := backoff.Duration(float64(until.Sub(sent)) * t.cfg.RenewFraction)
-	return sent.Add(backoff.Jitter(interval, t.cfg.Jitter)).Sub(now)
+	return sent.Add(backoff.Jitter(interval, t.cfg.jitter(renewJitter))).Sub(now)
 }
 
-func (t *Tracker) lost(err error) time.Duration {
+func (t *Tracker) lost(err error, now time.Time) time.Duration {
 	wasExtending := t.hasGrant
 	t.grant, t.hasGrant = Grant{}, false
 	t.retry.Reset()
@@ -617,7 +626,28 @@ func (t *Tracker) lost(err error) time.Duration {
 		// Our term is over; the lease may well be free. Claim again soon.
 		return t.retry.Policy.Next(1)
 	}
+	if errors.Is(err, ErrHeld) {
+		t.refusedAt = now // another holder's term was live a moment ago
+	}
 	return t.waiting.follow(t.ctx, err, t.cfg)
+}
+
+// handedOver counts a hand-over to this tracker, now Held at now, if it
+// had been refused for another holder's term since it last held the
+// lease: the leaderless gap it saw runs from that term's end as it learnt
+// it — the watch's word that the term was over, or else its last refused
+// claim, when the term was still live — to now.
+func (t *Tracker) handedOver(now time.Time) {
+	if t.refusedAt.IsZero() {
+		return
+	}
+	from := t.refusedAt
+	if t.waiting.overAt.After(from) {
+		from = t.waiting.overAt
+	}
+	t.refusedAt, t.waiting.overAt = time.Time{}, time.Time{}
+	t.counters.handOvers.Add(1)
+	t.counters.handOverNanos.Add(int64(now.Sub(from)))
 }
 
 // claimDelay is the wait before the next claim while another holder has
@@ -785,11 +815,11 @@ func (t *Tracker) shutdown() {
 	}
 }
 
-// release revokes the held term, bounded by CallTimeout.
+// release revokes the held term, bounded by the call timeout.
 func (t *Tracker) release() error {
 	// Not under t.ctx: Close has cancelled it, and releasing is part of
 	// closing.
-	latency, _, err := t.call(context.Background(), OpRevoke, callTimeoutError{timeout: t.cfg.CallTimeout},
+	latency, _, err := t.call(context.Background(), OpRevoke, callTimeoutError{timeout: t.cfg.callTimeout()},
 		func(ctx context.Context) error { return t.cfg.Store.Revoke(ctx, t.grant) })
 	t.logRelease(latency, err)
 	if err == nil || errors.Is(err, ErrNotHeld) {
@@ -878,7 +908,7 @@ func (w *releaseWatch) signalled(err error, cfg Config) time.Duration {
 	if err != nil {
 		return cfg.claimDelay()
 	}
-	w.over = token
+	w.over, w.overAt = token, cfg.Clock.Now()
 	return backoff.Jitter(cfg.wakeSpread(), 1)
 }
 
@@ -887,7 +917,7 @@ func (w *releaseWatch) end() {
 	if w.stop != nil {
 		w.stop()
 	}
-	*w = releaseWatch{watcher: w.watcher, over: w.over}
+	*w = releaseWatch{watcher: w.watcher, over: w.over, overAt: w.overAt}
 }
 
 // holderOf is the holder a definitive store answer names, if any.

@@ -28,7 +28,7 @@ const (
 	until0      = 57 * time.Second
 	renewAt     = 28500 * time.Millisecond
 	callTimeout = 7500 * time.Millisecond // Duration/4
-	firstRetry  = 375 * time.Millisecond  // RetryDelay/8 = (Duration/10)/8
+	firstRetry  = 375 * time.Millisecond  // the first retry: (Duration/10)/8
 	wait        = 5 * time.Second         // real-time bound on a test's own waits
 )
 
@@ -53,7 +53,8 @@ func settled(clk *testclock.Clock, tr *lease.Tracker) bool {
 }
 
 // newFixture starts a tracker "unit-0" on lease "singular" over a
-// FaultStore over a MemStore, all on a testclock at t0, without jitter.
+// FaultStore over a MemStore, all on a testclock at t0, without jitter
+// (mod may put it back with lease.WithJitterForTest).
 // before runs before the tracker starts (e.g. to inject faults).
 //
 // The FaultStore wraps only the MemStore's Store methods: some of these
@@ -86,10 +87,9 @@ func startFixture(t *testing.T, notify bool, mod func(*lease.Config), before fun
 	} else {
 		f.store = leasetest.NewFaultStore(storeOnly{f.mem}, leasetest.FaultStoreConfig{Clock: clk})
 	}
-	cfg := lease.Config{
-		Store: f.store, Name: "singular", Holder: "unit-0", Duration: dur,
-		Jitter: -1, RetryJitter: -1, Clock: f.clk,
-	}
+	cfg := lease.WithoutJitterForTest(lease.Config{
+		Store: f.store, Name: "singular", Holder: "unit-0", Duration: dur, Clock: f.clk,
+	})
 	if mod != nil {
 		mod(&cfg)
 	}
@@ -328,16 +328,16 @@ func TestAmbiguousFailureBeforeUntilIsRenewalFailedStillHeld(t *testing.T) {
 }
 
 func TestAmbiguousFailureAfterUntilIsUnknown(t *testing.T) {
-	f := newFixture(t, func(c *lease.Config) { c.LateTimer = time.Hour }, nil)
+	f := newFixture(t, nil, nil)
 	first := f.held(t)
 	f.store.Always(leasetest.OpExtend, leasetest.Timeout)
 	f.expectIdle(t, renewAt)
-	// Retries back off from RetryDelay/8, doubling to RetryDelay, and the
+	// Retries back off from Duration/80, doubling to Duration/10, and the
 	// last wait is cut short so that the validity's end is noticed on time.
 	now := renewAt
 	backoff := []time.Duration{firstRetry, 2 * firstRetry, 4 * firstRetry}
 	for range 8 {
-		backoff = append(backoff, 3*time.Second) // capped at RetryDelay
+		backoff = append(backoff, 3*time.Second) // capped at Duration/10
 	}
 	backoff = append(backoff, 1875*time.Millisecond) // cut short at Until
 	for _, want := range backoff {
@@ -377,7 +377,7 @@ func TestOtherHolderIsNotLeaderNamingIt(t *testing.T) {
 	assert.Equal(t, "unit-1", st.Holder)
 	assert.Equal(t, 1, f.store.Calls(leasetest.OpClaim), "NotHeld is answered from cache")
 
-	// The tracker keeps claiming every RetryDelay and takes over once the
+	// The tracker keeps claiming every ClaimInterval and takes over once the
 	// other term has run out.
 	f.expectIdle(t, 3*time.Second)
 	f.clk.Advance(until0) // unit-1's term (60 s from t0) is over
@@ -454,12 +454,36 @@ func TestReclaimBySameNameGetsNewTokenOldGrantCannotExtend(t *testing.T) {
 	require.ErrorIs(t, err, lease.ErrNotLeader)
 	assert.Equal(t, lease.NotHeld, st.State)
 	f.expectIdle(t, firstRetry)
-	require.Equal(t, 3*time.Second, f.nextIdle(t), "claim denied; retry after RetryDelay")
+	require.Equal(t, 3*time.Second, f.nextIdle(t), "claim denied; claim again after ClaimInterval")
 	st, err = f.check(t, dur)
 	var nle *lease.NotLeaderError
 	require.ErrorAs(t, err, &nle)
 	assert.Equal(t, "unit-0", nle.Holder, "the new term is held under the same name, by another process")
 	assert.Equal(t, lease.Status{State: lease.NotHeld, Holder: "unit-0"}, st)
+}
+
+// TestLateTimerBoundIsTheMargin: a renewal timer may fire up to Margin
+// late (3 s here, Duration/10) and the promise stands; later than that, the
+// tracker suspects a pause and says Unknown before it asks the store.
+func TestLateTimerBoundIsTheMargin(t *testing.T) {
+	for _, tc := range []struct {
+		late time.Duration
+		want lease.State
+	}{
+		{dur / 10, lease.Held},
+		{dur/10 + 1, lease.Unknown},
+	} {
+		t.Run(tc.late.String(), func(t *testing.T) {
+			f := newFixture(t, nil, nil)
+			f.held(t)
+			f.store.Always(leasetest.OpExtend, leasetest.Hang)
+			require.Equal(t, renewAt, f.nextIdle(t))
+			f.clk.Advance(renewAt + tc.late)
+			f.waitBlocked(t) // the renewal is sent: a late timer is published before it
+			st, _ := f.tr.Current()
+			assert.Equal(t, tc.want, st.State)
+		})
+	}
 }
 
 func TestLateTimerIsUnknown(t *testing.T) {
@@ -468,7 +492,7 @@ func TestLateTimerIsUnknown(t *testing.T) {
 	f.store.Always(leasetest.OpExtend, leasetest.Hang)
 	require.Equal(t, renewAt, f.nextIdle(t))
 	// The process was paused: the renewal timer fires 10 s late, well
-	// within the validity (t0+57s) but later than LateTimer (3 s).
+	// within the validity (t0+57s) but later than the Margin (3 s).
 	f.clk.Advance(renewAt + 10*time.Second)
 
 	st := f.next(t)
@@ -554,7 +578,7 @@ func TestPromptRetryAfterAmbiguousFailure(t *testing.T) {
 	first := f.held(t)
 	f.store.Next(leasetest.OpExtend, leasetest.Timeout)
 	f.expectIdle(t, renewAt)
-	f.expectIdle(t, firstRetry) // RetryDelay/8 after the failure
+	f.expectIdle(t, firstRetry) // Duration/80 after the failure
 	st := f.next(t)
 	assert.Equal(t, first.Token, st.Token)
 	assert.Equal(t, t0.Add(renewAt+firstRetry+until0), st.Until)
@@ -584,15 +608,15 @@ func TestAmbiguousClaimIsUnknown(t *testing.T) {
 }
 
 func TestShortTermIsRenewalFailed(t *testing.T) {
-	// The store takes 20 s to answer: the renewal succeeds but leaves
-	// less validity than the check asks for.
-	f := newFixture(t, func(c *lease.Config) { c.CallTimeout = dur }, nil)
+	// The store takes 7 s to answer (within the call timeout, 7.5 s): the
+	// renewal succeeds but leaves less validity than the check asks for.
+	f := newFixture(t, nil, nil)
 	first := f.held(t)
-	f.store.SetLatency(20*time.Second, 0)
+	f.store.SetLatency(7*time.Second, 0)
 	require.Equal(t, renewAt, f.nextIdle(t))
 	f.clk.Advance(time.Second)
 	answers := f.checkWaiting(t, until0)
-	require.NoError(t, f.clk.WaitAdvance(20*time.Second, wait, 2), "latency and call timeout")
+	require.NoError(t, f.clk.WaitAdvance(7*time.Second, wait, 2), "latency and call timeout")
 	a := <-answers
 	requireRenewalFailedHeld(t, a.st, a.err, t0.Add(time.Second+until0))
 	assert.ErrorIs(t, a.err, lease.ErrShortTermForTest)
@@ -674,7 +698,7 @@ func TestWithLeadership(t *testing.T) {
 		assert.Equal(t, first.Token, f.nextState(t, lease.Held).Token)
 	})
 	t.Run("CancelledAtUntilWhenRenewalsFail", func(t *testing.T) {
-		f := newFixture(t, func(c *lease.Config) { c.LateTimer = time.Hour }, nil)
+		f := newFixture(t, nil, nil)
 		first := f.held(t)
 		f.store.Always(leasetest.OpExtend, leasetest.Timeout)
 		var cancelledAt time.Time
@@ -756,20 +780,11 @@ func TestConfigValidate(t *testing.T) {
 		"RenewFraction 1":        func(c *lease.Config) { c.RenewFraction = 1 },
 		"negative RenewFraction": func(c *lease.Config) { c.RenewFraction = -0.1 },
 		"tiny RenewFraction":     func(c *lease.Config) { c.RenewFraction = 1e-12 },
-		"Jitter 1":               func(c *lease.Config) { c.Jitter = 1 },
-		"NaN Jitter":             func(c *lease.Config) { c.Jitter = math.NaN() },
-		"RetryJitter 1":          func(c *lease.Config) { c.RetryJitter = 1 },
-		"NaN RetryJitter":        func(c *lease.Config) { c.RetryJitter = math.NaN() },
 		"negative ClaimInterval": func(c *lease.Config) { c.ClaimInterval = -1 },
 		"ClaimInterval > D":      func(c *lease.Config) { c.ClaimInterval = dur + 1 },
 		"NaN RenewFraction":      func(c *lease.Config) { c.RenewFraction = math.NaN() },
 		"negative Margin":        func(c *lease.Config) { c.Margin = -time.Second },
 		"Margin of Duration":     func(c *lease.Config) { c.Margin = dur },
-		"negative RetryDelay":    func(c *lease.Config) { c.RetryDelay = -1 },
-		"RetryDelay > D/2":       func(c *lease.Config) { c.RetryDelay = dur/2 + 1 },
-		"CallTimeout > D":        func(c *lease.Config) { c.CallTimeout = dur + 1 },
-		"negative CallTimeout":   func(c *lease.Config) { c.CallTimeout = -1 },
-		"negative LateTimer":     func(c *lease.Config) { c.LateTimer = -1 },
 	} {
 		t.Run(name, func(t *testing.T) {
 			cfg := valid
@@ -807,67 +822,66 @@ func assertCheckDoesNotAllocate(t *testing.T, f *fixture) {
 	assert.Zero(t, allocs)
 }
 
+// TestRenewalIsJitteredEarlyNeverLate: a renewal comes early by up to a
+// tenth of its interval, never late.
 func TestRenewalIsJitteredEarlyNeverLate(t *testing.T) {
-	for _, tc := range []struct {
-		name   string
-		jitter float64
-		min    time.Duration
-	}{
-		{"Default", 0, renewAt - renewAt/10},
-		{"Jitter0.5", 0.5, renewAt / 2},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			f := newFixture(t, func(c *lease.Config) { c.Jitter = tc.jitter; c.LateTimer = time.Hour }, nil)
-			seen := map[time.Duration]bool{}
-			for range 20 {
-				d := f.nextIdle(t)
-				assert.GreaterOrEqual(t, d, tc.min)
-				assert.LessOrEqual(t, d, renewAt, "jitter never delays a renewal")
-				seen[d] = true
-				f.clk.Advance(d)
-			}
-			assert.Greater(t, len(seen), 1, "renewals are spread")
-		})
+	f := newFixture(t, func(c *lease.Config) { *c = lease.WithJitterForTest(*c) }, nil)
+	seen := map[time.Duration]bool{}
+	for range 20 {
+		d := f.nextIdle(t)
+		assert.GreaterOrEqual(t, d, renewAt-renewAt/10)
+		assert.LessOrEqual(t, d, renewAt, "jitter never delays a renewal")
+		seen[d] = true
+		f.clk.Advance(d)
 	}
+	assert.Greater(t, len(seen), 1, "renewals are spread")
 }
 
 // TestClaimStormRetriesAreBoundedAndSpread: thousands of trackers started
 // together against a store that bounds its calls in flight see their claims
-// time out together. Each claim is cut off at CallTimeout, and the retries
-// back off (RetryDelay/8 doubling to RetryDelay) with RetryJitter (by
-// default each delay drawn from [d/2, d]), so the trackers do not retry in
-// lock-step; with it off they are exact (Jitter, for renewals, is off).
+// time out together. Each claim is cut off at the call timeout
+// (Duration/4), and the retries back off (Duration/80 doubling to
+// Duration/10), each delay drawn from [d/2, d], so the trackers do not
+// retry in lock-step (with the test seam's jitter off they are exact).
 func TestClaimStormRetriesAreBoundedAndSpread(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
-		jitter float64
+		jitter bool
 		low    float64 // the least fraction of the un-jittered delay
-		renew  float64 // Jitter, for renewals only: never the retries'
 	}{
-		{"DefaultRetryJitter", 0, 0.5, -1},
-		{"RetryJitter0.8", 0.8, 0.2, -1},
-		{"RetryJitterOff", -1, 1, -1},
-		{"RenewalJitterLeavesRetriesAlone", -1, 1, 0.8},
+		{"Jittered", true, 0.5},
+		{"JitterOff", false, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f := newFixture(t, func(c *lease.Config) { c.RetryJitter, c.Jitter = tc.jitter, tc.renew }, func(f *fixture) {
+			mod := func(c *lease.Config) {
+				if tc.jitter {
+					*c = lease.WithJitterForTest(*c)
+				}
+			}
+			f := newFixture(t, mod, func(f *fixture) {
 				f.store.Always(leasetest.OpClaim, leasetest.Hang)
 			})
 			full := []time.Duration{firstRetry, 2 * firstRetry, 4 * firstRetry}
 			for len(full) < 40 {
-				full = append(full, 3*time.Second) // capped at RetryDelay
+				full = append(full, 3*time.Second) // capped at Duration/10
 			}
-			spread := false
+			lowest := 1.0 // the least fraction of its un-jittered delay a retry waited
 			for i, d := range full {
-				f.waitBlocked(t) // claim i+1 hangs until CallTimeout cuts it off
+				f.waitBlocked(t) // claim i+1 hangs until the call timeout cuts it off
 				require.NoError(t, f.clk.WaitAdvance(callTimeout, wait, 1), "the call timeout")
 				got := f.nextIdle(t)
 				require.LessOrEqual(t, got, d, "retry %d", i+1)
 				require.GreaterOrEqual(t, got, time.Duration(tc.low*float64(d)), "retry %d", i+1)
-				spread = spread || got < d*3/4
+				lowest = min(lowest, float64(got)/float64(d))
 				f.clk.Advance(got)
 			}
-			assert.Equal(t, tc.low < 1, spread, "retries spread over their jitter window")
+			if tc.jitter {
+				// Over 40 draws from [d/2, d] one falls below 0.65 d but
+				// for odds of 0.7^40 (6e-7): the window reaches down to half.
+				assert.Less(t, lowest, 0.65, "retries spread over their jitter window")
+			} else {
+				assert.Equal(t, 1.0, lowest, "exact without jitter")
+			}
 			f.waitBlocked(t)
 			assert.Equal(t, len(full)+1, f.store.Calls(leasetest.OpClaim), "one claim per wait")
 		})
@@ -945,9 +959,9 @@ func TestUnsentClaimKeepsNotHeld(t *testing.T) {
 
 // TestClaimIntervalIsItsOwnKnob: while another holder has the lease the
 // tracker claims every ClaimInterval; after ambiguous failures it backs off
-// from RetryDelay/8 to RetryDelay, whatever ClaimInterval is.
+// from Duration/80 to Duration/10, whatever ClaimInterval is.
 func TestClaimIntervalIsItsOwnKnob(t *testing.T) {
-	f := newFixture(t, func(c *lease.Config) { c.ClaimInterval, c.RetryDelay = 5*time.Second, time.Second },
+	f := newFixture(t, func(c *lease.Config) { c.ClaimInterval = 5 * time.Second },
 		func(f *fixture) {
 			_, err := f.mem.Claim(context.Background(), "singular", "unit-1", 2*dur)
 			require.NoError(t, err)
@@ -955,6 +969,6 @@ func TestClaimIntervalIsItsOwnKnob(t *testing.T) {
 	require.Equal(t, lease.NotHeld, f.next(t).State)
 	f.store.Next(leasetest.OpClaim, leasetest.Timeout)
 	f.expectIdle(t, 5*time.Second) // after the claim unit-1 denied
-	f.expectIdle(t, time.Second/8) // an ambiguous claim: the retry backoff
+	f.expectIdle(t, firstRetry)    // an ambiguous claim: the retry backoff
 	require.Equal(t, 5*time.Second, f.nextIdle(t), "denied again: ClaimInterval")
 }

@@ -161,7 +161,7 @@ func (w *world) newTrackers(t *testing.T) {
 	start := func(holder string) *lease.Tracker {
 		tr, err := lease.NewTracker(lease.Config{
 			Store: w.store, Name: "singular-controller", Holder: holder,
-			Duration: 10 * time.Second, Jitter: -1, RetryJitter: -1, Clock: w.clk,
+			Duration: 10 * time.Second, Clock: w.clk,
 		})
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = tr.Close() })
@@ -172,7 +172,10 @@ func (w *world) newTrackers(t *testing.T) {
 	w.leader = start("c0")
 	_, err := leasetest.Settle(ctx, w.leader, w.clk, 1)
 	require.NoError(t, err)
-	_, err = leasetest.Step(ctx, w.leader, w.clk)
+	// The renewal comes half-way through the validity or a little earlier
+	// (jitter): at 9.5 s it has gone, at that time.
+	w.clk.Advance(9500 * time.Millisecond)
+	_, err = leasetest.Settle(ctx, w.leader, w.clk, 2)
 	require.NoError(t, err)
 	w.follower = start("c1")
 	_, err = leasetest.Settle(ctx, w.follower, w.clk, 1)

@@ -20,6 +20,7 @@ type trackerCollector struct {
 	state, token, until, closed  *prometheus.Desc
 	losses, denials, transitions *prometheus.Desc
 	unknown, lastCall, inCall    *prometheus.Desc
+	handOverGap                  *prometheus.Desc
 }
 
 // NewTrackerCollector returns a collector of t's Report, its series
@@ -35,6 +36,7 @@ type trackerCollector struct {
 //	coldstart_lease_unknown_seconds_total        time spent Unknown
 //	coldstart_lease_last_call_seconds            latency of the last finished store call
 //	coldstart_lease_call_in_flight_seconds       how long the call in flight has run, 0 if none
+//	coldstart_lease_handover_gap_seconds         summary (count, sum) of the leaderless gaps of hand-overs to this tracker
 //
 // Times are on the tracker's clock: the until timestamp is Unix time only
 // on the wall clock. The token is exact up to 2^53. The tracker's store
@@ -96,6 +98,8 @@ func newTrackerCollector(d descs, trackers func() []*lease.Tracker, set bool) *t
 		"How long the last finished store call took.")
 	c.inCall = add("call_in_flight_seconds",
 		"How long the store call now in flight has run; 0 when none is.")
+	c.handOverGap = add("handover_gap_seconds",
+		"Leaderless gaps of the hand-overs to this tracker: from the end of another holder's term as it learnt it (the release or expiry its store's watch reported, else its last refused claim) to its own Held.")
 	return c
 }
 
@@ -145,6 +149,11 @@ func (c *trackerCollector) collect(ch chan<- prometheus.Metric, r lease.Report, 
 	send(ch, c.unknown, prometheus.CounterValue, r.UnknownFor.Seconds(), lv...)
 	gauge(ch, c.lastCall, r.LastCall.Seconds(), lv...)
 	gauge(ch, c.inCall, r.InCall.Seconds(), lv...)
+	m, err := prometheus.NewConstSummary(c.handOverGap, r.HandOvers, r.HandOverGaps.Seconds(), nil, lv...)
+	if err != nil {
+		m = prometheus.NewInvalidMetric(c.handOverGap, err)
+	}
+	ch <- m
 }
 
 // leaderStatusHelp is client-go's HELP for leader_election_master_status,

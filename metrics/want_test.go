@@ -105,6 +105,10 @@ coldstart_lease_closed{lease="singular-controller"} 0
 # HELP coldstart_lease_denials_total Claims the store denied because another holder had the lease.
 # TYPE coldstart_lease_denials_total counter
 coldstart_lease_denials_total{lease="singular-controller"} 0
+# HELP coldstart_lease_handover_gap_seconds Leaderless gaps of the hand-overs to this tracker: from the end of another holder's term as it learnt it (the release or expiry its store's watch reported, else its last refused claim) to its own Held.
+# TYPE coldstart_lease_handover_gap_seconds summary
+coldstart_lease_handover_gap_seconds_sum{lease="singular-controller"} 0
+coldstart_lease_handover_gap_seconds_count{lease="singular-controller"} 0
 # HELP coldstart_lease_last_call_seconds How long the last finished store call took.
 # TYPE coldstart_lease_last_call_seconds gauge
 coldstart_lease_last_call_seconds{lease="singular-controller"} 0
@@ -139,6 +143,10 @@ coldstart_lease_closed{lease="singular-controller"} 0
 # HELP coldstart_lease_denials_total Claims the store denied because another holder had the lease.
 # TYPE coldstart_lease_denials_total counter
 coldstart_lease_denials_total{lease="singular-controller"} 1
+# HELP coldstart_lease_handover_gap_seconds Leaderless gaps of the hand-overs to this tracker: from the end of another holder's term as it learnt it (the release or expiry its store's watch reported, else its last refused claim) to its own Held.
+# TYPE coldstart_lease_handover_gap_seconds summary
+coldstart_lease_handover_gap_seconds_sum{lease="singular-controller"} 0
+coldstart_lease_handover_gap_seconds_count{lease="singular-controller"} 0
 # HELP coldstart_lease_last_call_seconds How long the last finished store call took.
 # TYPE coldstart_lease_last_call_seconds gauge
 coldstart_lease_last_call_seconds{lease="singular-controller"} 0

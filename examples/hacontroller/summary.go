@@ -305,7 +305,7 @@ func checkLeaseFault(s *summary) []string {
 		problems = append(problems, fmt.Sprintf("leader %s lost its term: token %d became %d", s.leader, f.before.Token, f.after.Token))
 	}
 	// Lead stops the singular worker when the promise runs out (a process
-	// stalled past LateTimer on a loaded machine does that), never because
+	// stalled past the lease Margin on a loaded machine does that), never because
 	// a renewal failed while the promise stood.
 	switch {
 	case s.leadRuns == 0:

@@ -190,7 +190,7 @@ func TestSingularWorkerRunsOnlyWhileLeadingAfterAPIPortOpens(t *testing.T) {
 	clk := testclock.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	store := lease.NewMemStore(lease.MemStoreConfig{Clock: clk})
 	tr, err := lease.NewTracker(lease.Config{Store: store, Name: "singular", Holder: "c0",
-		Duration: 10 * time.Second, Jitter: -1, RetryJitter: -1, Clock: clk})
+		Duration: 10 * time.Second, Clock: clk})
 	require.NoError(t, err)
 	defer tr.Close()
 
