@@ -29,7 +29,7 @@ func BenchmarkCrashHandOver(b *testing.B) {
 				cli := newClient(b, m.Endpoints()...)
 				return benchTracker(b, lease.Config{
 					Store: kind.make(b, cli, prefix, 2*handOverDuration), Name: "h",
-					Holder: fmt.Sprintf("n%d", i), Duration: handOverDuration, LateTimer: slowTimer,
+					Holder: fmt.Sprintf("n%d", i), Duration: handOverDuration, Margin: slowTimer,
 				}), cli
 			}
 			leader, lcli := start(0)

@@ -138,7 +138,7 @@ func startFaultRig(t *testing.T, kind storeKind, layout clientLayout) *faultRig 
 		}
 		tr := newTracker(t, lease.Config{
 			Store: kind.make(t, cli, faultPrefix, faultSessionTTL/3), Name: faultLease, Holder: name,
-			Duration: faultDuration, LateTimer: slowTimer, CallTimeout: faultDuration / 2,
+			Duration: faultDuration, Margin: slowTimer,
 		})
 		r.nodes = append(r.nodes, etcdfault.Node{Name: name, Tracker: tr, Client: cli})
 		r.memberOf[name] = m

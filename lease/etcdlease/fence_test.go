@@ -84,7 +84,7 @@ func testFenceRefusesPausedLeadersLateWrite(t *testing.T, kind storeKind) {
 	cliA, cliB := m.Client(), newClient(t, m.Endpoints()...)
 	const d = 500 * time.Millisecond // claims for 1 s
 	cfg := func(s lease.Store, holder string) lease.Config {
-		return lease.Config{Store: s, Name: "singular", Holder: holder, Duration: d, LateTimer: slowTimer, CallTimeout: d / 2}
+		return lease.Config{Store: s, Name: "singular", Holder: holder, Duration: d, Margin: d - d/5}
 	}
 	storeA, storeB := kind.make(t, cliA, "/fence/", 2*d), kind.make(t, cliB, "/fence/", 2*d)
 	pausable := &pausableStore{Store: storeA}

@@ -52,7 +52,7 @@ func benchHandOver(b *testing.B, clis []*clientv3.Client, waited time.Duration) 
 			cfg := func(i int) lease.Config {
 				return lease.Config{
 					Store: kind.make(b, clis[i%2], prefix, 2*handOverDuration), Name: "h",
-					Holder: fmt.Sprintf("n%d", i), Duration: handOverDuration, ReleaseOnClose: true, LateTimer: slowTimer,
+					Holder: fmt.Sprintf("n%d", i), Duration: handOverDuration, ReleaseOnClose: true, Margin: slowTimer,
 				}
 			}
 			leader := benchTracker(b, cfg(0))
@@ -122,7 +122,7 @@ func BenchmarkWaitingFollower(b *testing.B) {
 			cfg := func(cli *clientv3.Client, holder string) lease.Config {
 				return lease.Config{
 					Store: kind.make(b, cli, prefix, 2*handOverDuration), Name: "h",
-					Holder: holder, Duration: handOverDuration, ReleaseOnClose: true, LateTimer: slowTimer,
+					Holder: holder, Duration: handOverDuration, ReleaseOnClose: true, Margin: slowTimer,
 				}
 			}
 			awaitState(b, benchTracker(b, cfg(m.Client(), "a")), lease.Held)

@@ -43,7 +43,7 @@ import (
 // COLDSTART_STEADY the steady-state window (default 10s: one renewal round
 // of NewStore's trackers), COLDSTART_DURATION the trackers' Duration
 // (default 10s; the claim storm of the lease-timeout incident is 2s, whose
-// default CallTimeout is 500ms), COLDSTART_INFLIGHT the stores'
+// default call timeout, Duration/4, is 500ms), COLDSTART_INFLIGHT the stores'
 // WithMaxInFlight.
 func BenchmarkManyLeases(b *testing.B) {
 	ns := envInts(b, "COLDSTART_LEASES", []int{1000, 10000})

@@ -153,7 +153,7 @@ func TestSessionStoreLogsEachSessionTransitionOnce(t *testing.T) {
 	logs := logtest.New()
 	const d = time.Second
 	s := newSessionStore(t, cli, "/sessionlog/", 3*2*d, etcdlease.WithLogger(logs.Logger())) // a keep-alive every 2s
-	tr := newTracker(t, lease.Config{Store: s, Name: "singular", Holder: "c0", Duration: d, LateTimer: slowTimer, CallTimeout: d / 2})
+	tr := newTracker(t, lease.Config{Store: s, Name: "singular", Holder: "c0", Duration: d, Margin: slowTimer})
 	held := nextStatus(t, tr, 10*time.Second, isHeld, isNotHeld, "the claim")
 	granted := logs.WaitMessage(t, "etcd session granted", 1)[0]
 	require.Equal(t, slog.LevelInfo, granted.Level)
@@ -237,7 +237,7 @@ func TestNothingLoggedAfterClose(t *testing.T) {
 			store = newEtcdStore(t, cli, "/quiet/", etcdlease.WithLogger(storeLogs.Logger()))
 		}
 		tr, err := lease.NewTracker(lease.Config{Store: store, Name: "singular", Holder: "c0", Duration: d,
-			LateTimer: slowTimer, CallTimeout: d / 2, ReleaseOnClose: true, Logger: trackerLogs.Logger()})
+			Margin: d - d/5, ReleaseOnClose: true, Logger: trackerLogs.Logger()})
 		require.NoError(t, err)
 		held := nextStatus(t, tr, 10*time.Second, isHeld, isNotHeld, "the claim")
 		nextStatus(t, tr, 10*time.Second, func(s lease.Status) bool { return s.Until.After(held.Until) }, isNotHeld, "a renewal")

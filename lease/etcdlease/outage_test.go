@@ -48,7 +48,7 @@ func testOutageNeverEndsATerm(t *testing.T, kind storeKind) {
 	tokens := make([]uint64, names)
 	for i := range trackers {
 		trackers[i] = newTracker(t, lease.Config{Store: store, Name: fmt.Sprintf("app-%d", i), Holder: "c0",
-			Duration: d, LateTimer: slowTimer, CallTimeout: d / 2})
+			Duration: d, Margin: d - d/5})
 		tokens[i] = nextStatus(t, trackers[i], 10*time.Second, isHeld, isNotHeld, "the claim").Token
 	}
 

@@ -30,7 +30,7 @@ func testPartitionedLeaderIsSucceededWithoutOverlap(t *testing.T, kind storeKind
 	cliA := newClient(t, toA.url())
 	const d = time.Second // claims for 2 s
 	cfg := func(s lease.Store, holder string) lease.Config {
-		return lease.Config{Store: s, Name: "singular", Holder: holder, Duration: d, LateTimer: slowTimer, CallTimeout: d / 2}
+		return lease.Config{Store: s, Name: "singular", Holder: holder, Duration: d, Margin: slowTimer}
 	}
 	a := newTracker(t, cfg(kind.make(t, cliA, "/partition/", 2*d), "a"))
 	nextStatus(t, a, 10*time.Second, isHeld, isNotHeld, "a to lead")

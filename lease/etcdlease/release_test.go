@@ -197,7 +197,7 @@ func TestWatchReleaseNeedsATerm(t *testing.T) {
 func handOverConfig(t *testing.T, kind storeKind, cli *clientv3.Client, holder string, d, claimInterval time.Duration) lease.Config {
 	return lease.Config{
 		Store: kind.make(t, cli, "/handover/", 2*d), Name: "h", Holder: holder,
-		Duration: d, ClaimInterval: claimInterval, ReleaseOnClose: true, LateTimer: slowTimer, CallTimeout: d / 2,
+		Duration: d, ClaimInterval: claimInterval, ReleaseOnClose: true, Margin: slowTimer,
 	}
 }
 

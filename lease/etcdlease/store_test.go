@@ -352,7 +352,7 @@ func TestOverCapacityIsVisibleToTheTracker(t *testing.T) {
 	s := newEtcdStore(t, cli, "/overcapacity/", etcdlease.WithMaxInFlight(1))
 	release := etcdlease.HoldStoreSlot(s)
 	defer release()
-	tr := newTracker(t, lease.Config{Store: s, Name: "singular", Holder: "a", Duration: time.Second, LateTimer: slowTimer})
+	tr := newTracker(t, lease.Config{Store: s, Name: "singular", Holder: "a", Duration: time.Second, Margin: slowTimer})
 	ctx := testCtx(t)
 	for {
 		_, err := tr.Check(ctx, 0)

@@ -48,10 +48,12 @@ func nextStatus(t *testing.T, tr *lease.Tracker, timeout time.Duration, want, ba
 	}
 }
 
-// slowTimer is the LateTimer of these trackers: a -race build on two busy
-// cores can fire a wall-clock timer more than the default Margin late, which
-// the tracker rightly takes for a paused process. These tests are about the
-// store, not pauses, so they tolerate that.
+// slowTimer is the Margin of these trackers, and so how late a renewal
+// timer may fire before the tracker suspects a pause: a -race build on two
+// busy cores can fire a wall-clock timer more than the default Margin
+// (Duration/10) late, which the tracker rightly takes for a paused process.
+// These tests are about the store, not pauses, so they tolerate that (and
+// promise 2×Duration − slowTimer).
 const slowTimer = 500 * time.Millisecond
 
 func isHeld(st lease.Status) bool    { return st.State == lease.Held }
@@ -71,7 +73,7 @@ func testTrackersOnEtcdOneLeader(t *testing.T, kind storeKind) {
 	cfgFor := func(cli *clientv3.Client, holder string) lease.Config {
 		return lease.Config{
 			Store: kind.make(t, cli, "/trackers/", 2*d), Name: "singular", Holder: holder,
-			Duration: d, ReleaseOnClose: true, LateTimer: slowTimer, CallTimeout: d / 2,
+			Duration: d, ReleaseOnClose: true, Margin: slowTimer,
 		}
 	}
 	a := newTracker(t, cfgFor(cliA, "a"))
@@ -133,7 +135,7 @@ func testTrackerLearnsRevokedTermDefinitively(t *testing.T, kind storeKind) {
 	cli := etcdtest.Start(t).Client()
 	const d = time.Second
 	store := kind.make(t, cli, "/revoked/", 2*d)
-	tr := newTracker(t, lease.Config{Store: store, Name: "singular", Holder: "a", Duration: d, LateTimer: slowTimer})
+	tr := newTracker(t, lease.Config{Store: store, Name: "singular", Holder: "a", Duration: d, Margin: slowTimer})
 	held := nextStatus(t, tr, 10*time.Second, isHeld, nil, "the first claim")
 
 	ctx := testCtx(t)
@@ -169,7 +171,7 @@ func testTrackerLearnsDeletedKeyBeforeScheduledRenewal(t *testing.T, kind storeK
 	cli, other := m.Client(), newClient(t, m.Endpoints()...)
 	const d = time.Minute // claims for 2 min, renews after 57 s
 	store := kind.make(t, cli, "/deleted/", 2*d)
-	tr := newTracker(t, lease.Config{Store: store, Name: "singular", Holder: "a", Duration: d, Jitter: -1})
+	tr := newTracker(t, lease.Config{Store: store, Name: "singular", Holder: "a", Duration: d})
 	ctx := testCtx(t)
 	held := nextStatus(t, tr, 10*time.Second, isHeld, isNotHeld, "the first claim")
 
@@ -269,8 +271,8 @@ func TestFailoverRenewalFailsAmbiguouslyThenRecovers(t *testing.T) {
 	c := etcdtest.StartCluster(t, 3)
 	cli := c.Client()
 	store := &stallingStore{Store: newEtcdStore(t, cli, "/failover/")}
-	const d = 2 * time.Second // claims for 4 s; CallTimeout 500 ms
-	tr := newTracker(t, lease.Config{Store: store, Name: "singular", Holder: "a", Duration: d, Jitter: -1, LateTimer: slowTimer})
+	const d = 2 * time.Second // claims for 4 s; call timeout 500 ms (Duration/4)
+	tr := newTracker(t, lease.Config{Store: store, Name: "singular", Holder: "a", Duration: d, Margin: slowTimer})
 	ctx := testCtx(t)
 	first := nextStatus(t, tr, 15*time.Second, isHeld, isNotHeld, "the first claim")
 
@@ -300,7 +302,7 @@ func TestFailoverRenewalFailsAmbiguouslyThenRecovers(t *testing.T) {
 	require.NoError(t, err)
 	killed := time.Now()
 	// Raft stops at once; closing the member's listeners (its gRPC server
-	// stops gracefully) takes longer than the renewal's CallTimeout, so
+	// stops gracefully) takes longer than the renewal's call timeout, so
 	// the renewal goes on while they close.
 	leader.Etcd().Server.HardStop()
 	close(store.proceed)
@@ -350,7 +352,7 @@ func TestSessionFailoverRenewalFailsAmbiguouslyThenRecovers(t *testing.T) {
 	cli := newClient(t, toLeader.url())
 	const d = time.Second // claims for 2 s
 	store := newSessionStore(t, cli, "/failover/", 3*2*d)
-	tr := newTracker(t, lease.Config{Store: store, Name: "singular", Holder: "a", Duration: d, Jitter: -1, LateTimer: slowTimer})
+	tr := newTracker(t, lease.Config{Store: store, Name: "singular", Holder: "a", Duration: d, Margin: slowTimer})
 	ctx := testCtx(t)
 	first := nextStatus(t, tr, 15*time.Second, isHeld, isNotHeld, "the first claim")
 
@@ -379,7 +381,7 @@ func TestSessionFailoverRenewalFailsAmbiguouslyThenRecovers(t *testing.T) {
 	t.Logf("keep-alive unconfirmed %v after killing leader %s", time.Since(killed).Round(time.Millisecond), leader.Name())
 	// A check asking for the whole claimed term (less the Margin) needs a
 	// renewal, which the store cannot confirm.
-	st, err := tr.Check(ctx, 2*d-d/10)
+	st, err := tr.Check(ctx, 2*d-slowTimer)
 	require.ErrorIs(t, err, lease.ErrRenewalFailed, "the cluster could not confirm, got %v", err)
 	require.NotErrorIs(t, err, lease.ErrNotLeader)
 	require.NotEqual(t, lease.NotHeld, st.State)
@@ -398,7 +400,9 @@ func TestSessionFailoverRenewalFailsAmbiguouslyThenRecovers(t *testing.T) {
 	recovered := nextStatus(t, tr, 15*time.Second,
 		// A renewal sent after healing: its validity is the whole claimed
 		// term (less the Margin) from then on.
-		func(st lease.Status) bool { return st.State == lease.Held && !st.Until.Before(healed.Add(2*d-d/10)) },
+		func(st lease.Status) bool {
+			return st.State == lease.Held && !st.Until.Before(healed.Add(2*d-slowTimer))
+		},
 		isNotHeld, "the renewal through the surviving quorum")
 	t.Logf("held again %v after the client reached the survivors", time.Since(healed).Round(time.Millisecond))
 	require.Equal(t, first.Token, recovered.Token)

@@ -67,7 +67,7 @@ var (
 // NewStore returns a Store on the Lease objects of namespace, which must
 // exist. cli is usually kubernetes.Interface's CoordinationV1(); give it a
 // rest.Config whose Timeout (if any) is no shorter than the tracker's
-// CallTimeout, so that the tracker's ctx is what cuts a call.
+// call timeout (Duration/4), so that the tracker's ctx is what cuts a call.
 func NewStore(cli coordinationv1client.CoordinationV1Interface, namespace string, opts ...Option) (*Store, error) {
 	if c, ok := cli.(*coordinationv1client.CoordinationV1Client); cli == nil || ok && c == nil {
 		return nil, jujuerrors.NotValidf("nil client (must be a CoordinationV1Interface, e.g. clientset.CoordinationV1())")

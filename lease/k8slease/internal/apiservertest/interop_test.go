@@ -132,8 +132,7 @@ var errStepDown = errors.New("stepping down")
 // for tenure.
 func runTracker(ctx context.Context, t *testing.T, store lease.Store, name, id string, d, tenure time.Duration, release bool, rec *leaders) {
 	tr, err := lease.NewTracker(lease.Config{
-		Store: store, Name: name, Holder: id, Duration: d,
-		RetryDelay: 150 * time.Millisecond, ReleaseOnClose: release,
+		Store: store, Name: name, Holder: id, Duration: d, ReleaseOnClose: release,
 	})
 	if err != nil {
 		t.Error(err)

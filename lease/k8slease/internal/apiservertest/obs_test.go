@@ -128,7 +128,7 @@ func TestStoreLogsADeletedLeaseOnce(t *testing.T) {
 	ns := newNamespace(t, cs)
 	logs := logtest.New()
 	s := newStore(t, cs, ns, k8slease.WithLogger(logs.Logger()))
-	_, w := newTracker(t, lease.Config{Store: s, Name: "leader", Holder: "a", Duration: 500 * time.Millisecond, RetryDelay: 50 * time.Millisecond})
+	_, w := newTracker(t, lease.Config{Store: s, Name: "leader", Holder: "a", Duration: 500 * time.Millisecond})
 	// renewed waits for the renewal after prev: the same term, a later
 	// Until.
 	renewed := func(prev observed) observed {

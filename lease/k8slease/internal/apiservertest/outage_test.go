@@ -37,8 +37,8 @@ func TestOutage(t *testing.T) {
 	require.NoError(t, err)
 	p.set(stalled)
 	before := a.Report()
-	// The stall outlasts twice CallTimeout — what Alive calls stuck — and
-	// the tracker stays alive throughout: each call is cut at CallTimeout
+	// The stall outlasts twice the call timeout — what Alive calls stuck —
+	// and the tracker stays alive throughout: each call is cut at it
 	// and retried.
 	alive := sampleAlive(a, 3*callTimeout)
 	markA, markB := wa.mark(), wb.mark()

@@ -13,11 +13,10 @@ import (
 // says leaseDurationSeconds 2.
 func trackerConfig(store lease.Store, name, holder string) lease.Config {
 	return lease.Config{
-		Store:      store,
-		Name:       name,
-		Holder:     holder,
-		Duration:   time.Second,
-		RetryDelay: 100 * time.Millisecond,
+		Store:    store,
+		Name:     name,
+		Holder:   holder,
+		Duration: time.Second,
 	}
 }
 
@@ -27,9 +26,10 @@ const leaseDuration = 2 * time.Second
 // TestTwoTrackersOneLeader: two trackers (two processes' stores) on one
 // Lease; one leads, the other names it. When the leader stops without
 // releasing, the other takes over after the leader's promise ended, within
-// leaseDurationSeconds + 2×RetryDelay + a call of the leader's last renewal
+// leaseDurationSeconds + 2×Duration/10 (the retry cap and the claim
+// interval) + a call of the leader's last renewal
 // (asserted with a second of slack for a loaded machine); with
-// ReleaseOnClose, within RetryDelay + a call.
+// ReleaseOnClose, within Duration/10 + a call.
 func TestTwoTrackersOneLeader(t *testing.T) {
 	for _, release := range []bool{false, true} {
 		name := map[bool]string{false: "StopWithoutRelease", true: "ReleaseOnClose"}[release]
@@ -62,7 +62,7 @@ func TestTwoTrackersOneLeader(t *testing.T) {
 			}
 			require.False(t, took.at.Before(promised),
 				"b led from %v, before a's promise ended at %v", took.at, promised)
-			require.Less(t, took.at.Sub(stopped), leaseDuration+2*cfgA.RetryDelay+time.Second)
+			require.Less(t, took.at.Sub(stopped), leaseDuration+2*cfgA.Duration/10+time.Second)
 		})
 	}
 }
