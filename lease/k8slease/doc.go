@@ -41,6 +41,15 @@
 // Revoke update the Lease guarded by its resourceVersion; Revoke releases
 // it as client-go does (no holder, leaseDurationSeconds 1).
 //
+// # Hand-over
+//
+// The Store is a lease.ReleaseWatcher: a claim refused by a live term
+// names it (HeldError.Token is its leaseTransitions), and a tracker that
+// waits for it watches the Lease object (WatchRelease) instead of claiming
+// every ClaimInterval, so it leads within milliseconds of a release, and
+// at the end of a crashed holder's leaseDurationSeconds, with no polling
+// in between.
+//
 // # What a grant promises, and why an observer agrees
 //
 // A successful Claim or Extend promises the term until the time the

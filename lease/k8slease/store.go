@@ -101,7 +101,8 @@ func (s *Store) StoreReport() lease.StoreReport { return s.calls.StoreReport() }
 // takes it at once if it is released (no holder), and takes it from a
 // holder only once this Store has seen its record unchanged for its
 // leaseDurationSeconds; until then it returns a *lease.HeldError naming the
-// holder — also when the holder has holder's name (a restarted process
+// holder and the term (Token: its leaseTransitions, which WatchRelease
+// watches) — also when the holder has holder's name (a restarted process
 // waits for its old term, as client-go does). Every claim increments
 // leaseTransitions, which is the new term's token. The granted Duration is
 // d rounded up to whole seconds (the Lease's leaseDurationSeconds). Any
@@ -133,7 +134,7 @@ func (s *Store) claim(ctx context.Context, name, holder string, d time.Duration)
 		case cur == nil:
 			out, err = s.leases.Create(ctx, s.created(name, holder, secs, now), metav1.CreateOptions{})
 		case h != "" && now.Sub(since) < durationOf(cur):
-			return lease.Grant{}, &lease.HeldError{Name: name, Holder: h}
+			return lease.Grant{}, heldError(cur, h)
 		case transitionsOf(cur) >= math.MaxInt32:
 			return fail(fmt.Errorf("leaseTransitions is %d, its maximum: delete the Lease object to restart its count", transitionsOf(cur)))
 		default: // released, or unchanged for its leaseDurationSeconds
