@@ -226,9 +226,10 @@ func (s *Store) followRelease(ctx context.Context, w watch.Interface, held *leas
 	}
 }
 
-// isHeld reports whether l records the term held names.
+// isHeld reports whether l records the term held names: its holder's, or
+// the first claim of its preferredHolder on a release (see Claim).
 func isHeld(l *coordinationv1.Lease, held *lease.HeldError) bool {
-	return isTerm(l, lease.Grant{Holder: held.Holder, Token: held.Token})
+	return l != nil && standing(l) == held.Holder && uint64(transitionsOf(l)) == held.Token
 }
 
 // heldError is the refusal of a claim of cur, which holder h holds: it
