@@ -62,6 +62,7 @@ func countedClient(b *testing.B) (kubernetes.Interface, *requestCounter) {
 // reportGaps reports the p50 and max of gaps in milliseconds.
 func reportGaps(b *testing.B, gaps []time.Duration) {
 	slices.Sort(gaps)
+	b.Logf("gaps: %v", gaps)
 	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 	b.ReportMetric(ms(gaps[len(gaps)/2]), "p50-ms")
 	b.ReportMetric(ms(gaps[len(gaps)-1]), "max-ms")
