@@ -15,7 +15,9 @@
 //
 //	cfg, err := rest.InClusterConfig()
 //	...
-//	cs, err := kubernetes.NewForConfig(cfg)
+//	leaseCfg := rest.CopyConfig(cfg) // a client of its own: see below
+//	leaseCfg.QPS, leaseCfg.Burst, leaseCfg.RateLimiter = 5, 10, nil
+//	cs, err := kubernetes.NewForConfig(leaseCfg)
 //	...
 //	store, err := k8slease.NewStore(cs.CoordinationV1(), "my-operator-system")
 //	...
@@ -40,6 +42,33 @@
 // the Store never compares renewTime with its own wall clock. Extend and
 // Revoke update the Lease guarded by its resourceVersion; Revoke releases
 // it as client-go does (no holder, leaseDurationSeconds 1).
+//
+// # Hand-over
+//
+// The Store is a lease.ReleaseWatcher: a claim refused by a live term
+// names it (HeldError.Token is its leaseTransitions), and a tracker that
+// waits for it watches the Lease object (WatchRelease) instead of claiming
+// every ClaimInterval, so it leads within milliseconds of a release, and
+// at the end of a crashed holder's leaseDurationSeconds, with no polling
+// in between.
+//
+// # A client of its own
+//
+// Give the Store a clientset of its own, built from a copy of the
+// operator's rest.Config with its own QPS, Burst and no shared
+// RateLimiter: client-go throttles each client with one token bucket, and
+// an operator's own bursts on a shared one queue the renewals past the
+// term (kubernetes-sigs/kueue#15538: leaders crash-looped that way).
+//
+// # Coordinated leader election
+//
+// The Store keeps a Lease's spec.strategy and spec.preferredHolder
+// (KEP-4355) as written on every update, and YieldToPreferredHolder makes
+// a tracker step down — once its Lead functions have returned — when the
+// Lease it holds names another preferredHolder. A Lease released so names
+// the claimant it is reserved for: the preferred holder's claim succeeds
+// at once, any other only once the release has gone unchanged for its
+// leaseDurationSeconds.
 //
 // # What a grant promises, and why an observer agrees
 //

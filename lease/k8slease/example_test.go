@@ -32,7 +32,17 @@ func Example_operator() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	cs, err := kubernetes.NewForConfig(cfg)
+	// The lease gets a client of its own, with a rate limiter of its own:
+	// the operator's informers and reconcile writes, sharing one client's
+	// limiter with the renewals, can queue them past the term
+	// (kubernetes-sigs/kueue#15538: leaders crash-looped that way). A
+	// renewal is one request a few seconds apart, so a small QPS is
+	// plenty; the operator's own client (not shown) keeps its own limits.
+	leaseCfg := rest.CopyConfig(cfg)
+	leaseCfg.QPS, leaseCfg.Burst = 5, 10
+	leaseCfg.RateLimiter = nil // CopyConfig shares cfg's limiter, if it has one
+	leaseCfg.UserAgent = rest.DefaultKubernetesUserAgent() + " leader-election"
+	cs, err := kubernetes.NewForConfig(leaseCfg)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -71,8 +81,13 @@ func Example_operator() {
 	})
 	go func() { log.Print(http.ListenAndServe(":8081", nil)) }()
 
+	// Coordinated leader election (KEP-4355): step down when the Lease's
+	// spec.preferredHolder names another pod, once reconcile has returned.
+	go store.YieldToPreferredHolder(ctx, tr)
+
 	// reconcile runs each time this pod leads; its ctx ends when the
-	// lease can no longer be promised, and Lead waits for the next term.
+	// lease can no longer be promised (or it steps down), and Lead waits
+	// for the next term.
 	if err := tr.Lead(ctx, reconcile); err != nil && ctx.Err() == nil {
 		log.Fatal(err)
 	}

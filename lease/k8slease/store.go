@@ -48,6 +48,9 @@ type Store struct {
 
 	mu   sync.Mutex
 	seen map[string]sighting // by lease name
+	// prefer holds, by lease name, a channel that the next sighting
+	// preferring another holder closes (YieldToPreferredHolder).
+	prefer map[string]chan struct{}
 }
 
 // sighting is the latest version of one Lease object this Store read or
@@ -101,7 +104,8 @@ func (s *Store) StoreReport() lease.StoreReport { return s.calls.StoreReport() }
 // takes it at once if it is released (no holder), and takes it from a
 // holder only once this Store has seen its record unchanged for its
 // leaseDurationSeconds; until then it returns a *lease.HeldError naming the
-// holder — also when the holder has holder's name (a restarted process
+// holder and the term (Token: its leaseTransitions, which WatchRelease
+// watches) — also when the holder has holder's name (a restarted process
 // waits for its old term, as client-go does). Every claim increments
 // leaseTransitions, which is the new term's token. The granted Duration is
 // d rounded up to whole seconds (the Lease's leaseDurationSeconds). Any
@@ -122,18 +126,30 @@ func (s *Store) claim(ctx context.Context, name, holder string, d time.Duration)
 	fail := func(err error) (lease.Grant, error) {
 		return lease.Grant{}, &lease.CallError{Store: storeName(s.namespace), Op: "claim", Name: name, Holder: holder, Err: err}
 	}
-	for attempt := 1; ; attempt++ {
-		cur, since, err := s.read(ctx, name)
-		if err != nil {
-			return fail(err)
+	// A version this Store saw that can be claimed at once (its release,
+	// say, just seen by WatchRelease) is claimed without reading it again:
+	// the update is guarded by its resourceVersion, so a stale one costs a
+	// Conflict, and then the claim reads.
+	cur, since, cached := s.claimable(name, holder)
+	for reads := 0; ; {
+		if !cached {
+			reads++
+			if cur, since, err = s.read(ctx, name); err != nil {
+				return fail(err)
+			}
 		}
+		fromCache := cached
+		cached = false
 		now := s.clk.Now()
 		var out, takenFrom *coordinationv1.Lease
 		switch h := holderOf(cur); {
 		case cur == nil:
 			out, err = s.leases.Create(ctx, s.created(name, holder, secs, now), metav1.CreateOptions{})
 		case h != "" && now.Sub(since) < durationOf(cur):
-			return lease.Grant{}, &lease.HeldError{Name: name, Holder: h}
+			return lease.Grant{}, heldError(cur, h)
+		case h == "" && reservedFor(cur) != "" && reservedFor(cur) != holder && now.Sub(since) < durationOf(cur):
+			// Released to its preferredHolder, which has the first claim.
+			return lease.Grant{}, heldError(cur, reservedFor(cur))
 		case transitionsOf(cur) >= math.MaxInt32:
 			return fail(fmt.Errorf("leaseTransitions is %d, its maximum: delete the Lease object to restart its count", transitionsOf(cur)))
 		default: // released, or unchanged for its leaseDurationSeconds
@@ -150,7 +166,7 @@ func (s *Store) claim(ctx context.Context, name, holder string, d time.Duration)
 				s.logTakenOver(g, takenFrom, now.Sub(since))
 			}
 			return g, nil
-		case attempt == 1 && (apierrors.IsAlreadyExists(err) || apierrors.IsConflict(err) || isGone(err, name)):
+		case (fromCache || reads == 1) && (apierrors.IsAlreadyExists(err) || apierrors.IsConflict(err) || isGone(err, name)):
 			continue // another party wrote (or deleted) it first: judge what it wrote
 		}
 		return fail(err)
@@ -316,6 +332,7 @@ func (s *Store) saw(l *coordinationv1.Lease, at time.Time) time.Time {
 		s.logRecreated(prev.lease, l)
 	}
 	s.seen[l.Name] = sighting{lease: l, since: at}
+	s.notePreferred(l)
 	return at
 }
 
@@ -332,6 +349,26 @@ func (s *Store) vanished(name string) {
 	prev.gone = true
 	s.seen[name] = prev
 	s.logDeleted(prev.lease)
+}
+
+// claimable returns the latest version of the Lease name that the Store
+// saw, and since when, if holder could claim it now: released (to nobody
+// or to holder), or unchanged for its leaseDurationSeconds. It must not be
+// modified.
+func (s *Store) claimable(name, holder string) (*coordinationv1.Lease, time.Time, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sg, ok := s.seen[name]
+	if !ok || sg.gone {
+		return nil, time.Time{}, false
+	}
+	if first := standing(sg.lease); first != "" && first != holder && s.clk.Now().Sub(sg.since) < durationOf(sg.lease) {
+		return nil, time.Time{}, false
+	}
+	if holderOf(sg.lease) != "" && s.clk.Now().Sub(sg.since) < durationOf(sg.lease) {
+		return nil, time.Time{}, false
+	}
+	return sg.lease, sg.since, true
 }
 
 // last returns the latest version of the Lease name that the Store saw, or

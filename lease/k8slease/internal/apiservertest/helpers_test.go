@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/coldstart-go/coldstart/lease"
+	"github.com/coldstart-go/coldstart/lease/leasetest/history"
 )
 
 // newTracker starts a tracker, closed at cleanup, and follows its changes.
@@ -100,6 +101,21 @@ func (w *watcher) await(t *testing.T, mark int, within time.Duration, what strin
 		case <-timeout:
 			t.Fatalf("no %s within %v; statuses: %+v", what, within, log[mark:])
 		}
+	}
+}
+
+// checked is tr.Check(ctx, d), its answer recorded in rec as node's.
+func checked(ctx context.Context, rec *history.Recorder, node string, tr *lease.Tracker, d time.Duration) (lease.Status, error) {
+	asked := time.Now()
+	st, err := tr.Check(ctx, d)
+	rec.Record(history.Answer{Node: node, Call: history.CallCheck, Status: st, Err: err, Asked: asked, Returned: time.Now()})
+	return st, err
+}
+
+// record adds every status w saw to rec, as node's answers to Current.
+func (w *watcher) record(rec *history.Recorder, node string) {
+	for _, o := range w.since(0) {
+		rec.Record(history.Answer{Node: node, Call: history.CallCurrent, Status: o.Status, Returned: o.at})
 	}
 }
 

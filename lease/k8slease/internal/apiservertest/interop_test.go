@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -17,45 +16,34 @@ import (
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 
 	"github.com/coldstart-go/coldstart/lease"
+	"github.com/coldstart-go/coldstart/lease/leasetest/history"
 )
 
-// interval is one party's time as leader, as the party itself saw it: from
-// when its leader code started to when that code saw its ctx end.
-type interval struct {
-	who        string
-	start, end time.Time
-}
-
-// leaders records leading intervals, and tells the test when a party
-// starts leading.
+// leaders records, in a history.Recorder, what each party was told — a
+// tracker's statuses, its Lead runs and its releases; a client-go
+// candidate's leadership from OnStartedLeading to OnStoppedLeading — and
+// tells the test when a party starts leading.
 type leaders struct {
-	mu      sync.Mutex
-	done    []interval
-	open    map[string]time.Time
+	rec     history.Recorder
 	started chan string
-}
-
-func (l *leaders) begin(who string) {
-	l.mu.Lock()
-	l.open[who] = time.Now()
-	l.mu.Unlock()
-	l.started <- who
-}
-
-func (l *leaders) end(who string) {
-	now := time.Now()
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.done = append(l.done, interval{who, l.open[who], now})
-	delete(l.open, who)
 }
 
 // TestInteropWithClientGo: a coldstart tracker and a client-go
 // leaderelection candidate contend for one Lease for ~20 s. Whenever one
 // has led for a while, it stops — without releasing, or releasing, in
 // turn — and a new candidate of its kind starts once the other kind leads.
-// The leading intervals of all parties never overlap, and each kind leads
-// more than once.
+// The history checker (leasetest/history) finds the history safe — no two
+// parties leading or promised at one instant, coldstart's tokens in order,
+// no ErrNotLeader while a promise stood — and each kind leads more than
+// once.
+//
+// What the checker can judge of client-go: its callbacks carry no promise
+// and no token, so a client-go leadership is recorded as a Lead run with
+// a zero Status — it takes part in the overlap rule (for the whole run)
+// and in no other: TokenOrder orders coldstart's terms among themselves
+// (their tokens, leaseTransitions, also count client-go's takeovers, so
+// they increase across them), and cannot say whether a client-go term
+// came in token order.
 func TestInteropWithClientGo(t *testing.T) {
 	const (
 		name     = "interop"
@@ -68,7 +56,7 @@ func TestInteropWithClientGo(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), run)
 	defer cancel()
 	// started is buffered: candidates never wait for the test to read it.
-	rec := &leaders{open: make(map[string]time.Time), started: make(chan string, 64)}
+	rec := &leaders{started: make(chan string, 64)}
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	start := func(kind string, n int) {
@@ -106,21 +94,9 @@ func TestInteropWithClientGo(t *testing.T) {
 		case <-ctx.Done():
 		}
 	}
-	wg.Wait() // every candidate has seen ctx end and recorded its interval
-	rec.mu.Lock()
-	defer rec.mu.Unlock()
-	all := append([]interval(nil), rec.done...)
-	sort.Slice(all, func(i, j int) bool { return all[i].start.Before(all[j].start) })
-	for _, iv := range all {
-		t.Logf("%-12s led %v from +%v", iv.who, iv.end.Sub(iv.start).Round(time.Millisecond), iv.start.Sub(all[0].start).Round(time.Millisecond))
-	}
-	for i := 1; i < len(all); i++ {
-		for _, prev := range all[:i] {
-			if cur := all[i]; cur.start.Before(prev.end) {
-				t.Errorf("%s led from +%v while %s still led (until +%v)", cur.who,
-					cur.start.Sub(all[0].start), prev.who, prev.end.Sub(all[0].start))
-			}
-		}
+	wg.Wait() // every candidate has seen ctx end and recorded its answers
+	for _, v := range rec.rec.Verify() {
+		t.Error(v)
 	}
 	require.GreaterOrEqual(t, counts["coldstart"], 2, "coldstart led %d times", counts["coldstart"])
 	require.GreaterOrEqual(t, counts["client-go"], 2, "client-go led %d times", counts["client-go"])
@@ -129,7 +105,7 @@ func TestInteropWithClientGo(t *testing.T) {
 var errStepDown = errors.New("stepping down")
 
 // runTracker runs one coldstart candidate until ctx ends or it has led
-// for tenure.
+// for tenure, and records its statuses, its Lead run and its release.
 func runTracker(ctx context.Context, t *testing.T, store lease.Store, name, id string, d, tenure time.Duration, release bool, rec *leaders) {
 	tr, err := lease.NewTracker(lease.Config{
 		Store: store, Name: name, Holder: id, Duration: d, ReleaseOnClose: release,
@@ -138,14 +114,31 @@ func runTracker(ctx context.Context, t *testing.T, store lease.Store, name, id s
 		t.Error(err)
 		return
 	}
-	defer tr.Close()
+	stop := make(chan struct{})
+	w := watch(tr, stop)
+	defer func() {
+		asked := time.Now()
+		tr.Close()
+		if release {
+			// Close released the term: the step-down that ends its promises.
+			rec.rec.Record(history.Answer{Node: id, Call: history.CallStepDown, Asked: asked, Returned: time.Now()})
+		}
+		close(stop)
+		<-w.done
+		w.record(&rec.rec, id)
+	}()
 	// Lead runs the leader each time the tracker holds the lease, and
 	// returns when ctx ends or with the leader's own errStepDown.
-	err = tr.Lead(ctx, func(lctx context.Context, _ lease.Status) error {
-		rec.begin(id)
-		defer rec.end(id)
+	err = tr.Lead(ctx, func(lctx context.Context, st lease.Status) error {
+		begun := time.Now()
+		rec.started <- id
+		var err error
+		defer func() {
+			rec.rec.Record(history.Answer{Node: id, Call: history.CallLead, Status: st, Err: err, Asked: begun, Returned: time.Now()})
+		}()
 		select {
 		case <-lctx.Done():
+			err = context.Cause(lctx)
 			return lctx.Err()
 		case <-time.After(tenure):
 			return errStepDown
@@ -157,10 +150,23 @@ func runTracker(ctx context.Context, t *testing.T, store lease.Store, name, id s
 }
 
 // runClientGo runs one client-go leaderelection candidate until ctx ends or
-// it has led for tenure.
+// it has led for tenure, and records its leadership as a Lead run with a
+// zero Status (client-go tells no promise or token): from
+// OnStartedLeading to OnStoppedLeading — but with ReleaseOnCancel to the
+// moment its leader code stopped, just before it cancels its ctx.
+// client-go calls OnStoppedLeading only after its release
+// (LeaderElector.Run: renew releases, then the deferred OnStoppedLeading
+// runs), so a successor woken by the release may lead before it; and
+// ReleaseOnCancel's contract is that the guarded code has completed
+// before the ctx is cancelled.
 func runClientGo(ctx context.Context, t *testing.T, cs kubernetes.Interface, ns, name, id string, leaseDuration, tenure time.Duration, release bool, rec *leaders) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	var (
+		mu             sync.Mutex // OnStoppedLeading runs while OnStartedLeading may
+		led            bool
+		begun, stopped time.Time
+	)
 	le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
 		Lock: &resourcelock.LeaseLock{
 			LeaseMeta:  metav1.ObjectMeta{Name: name, Namespace: ns},
@@ -174,16 +180,34 @@ func runClientGo(ctx context.Context, t *testing.T, cs kubernetes.Interface, ns,
 		Name:            id,
 		Callbacks: leaderelection.LeaderCallbacks{
 			OnStartedLeading: func(lctx context.Context) {
-				rec.begin(id)
-				defer rec.end(id)
+				mu.Lock()
+				begun, led = time.Now(), true
+				mu.Unlock()
+				rec.started <- id
 				select {
 				case <-lctx.Done():
 				case <-time.After(tenure):
+					if release {
+						mu.Lock()
+						stopped = time.Now()
+						mu.Unlock()
+					}
 					cancel()
 					<-lctx.Done()
 				}
 			},
-			OnStoppedLeading: func() {},
+			OnStoppedLeading: func() {
+				mu.Lock()
+				defer mu.Unlock()
+				if !led {
+					return
+				}
+				end := time.Now()
+				if !stopped.IsZero() {
+					end = stopped
+				}
+				rec.rec.Record(history.Answer{Node: id, Call: history.CallLead, Asked: begun, Returned: end})
+			},
 		},
 	})
 	if err != nil {

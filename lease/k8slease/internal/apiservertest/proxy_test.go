@@ -24,6 +24,8 @@ type proxy struct {
 	conns   map[net.Conn]struct{}
 	closed  bool
 	running sync.WaitGroup
+	// connected is closed, and replaced, at each connection forwarded.
+	connected chan struct{}
 }
 
 type proxyMode int
@@ -41,7 +43,7 @@ func newProxy(t *testing.T) *proxy {
 	require.NoError(t, err)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
-	p := &proxy{ln: ln, target: u.Host, resume: make(chan struct{}), holding: make(chan struct{}), conns: make(map[net.Conn]struct{})}
+	p := &proxy{ln: ln, target: u.Host, resume: make(chan struct{}), holding: make(chan struct{}), connected: make(chan struct{}), conns: make(map[net.Conn]struct{})}
 	close(p.resume)
 	p.running.Add(1)
 	go p.serve()
@@ -78,6 +80,25 @@ func (p *proxy) set(m proxyMode) {
 	}
 }
 
+// drop closes every connection open now and goes on forwarding: what a
+// client sees when the API server (or a load balancer) ends its
+// connections and serves the next.
+func (p *proxy) drop() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for c := range p.conns {
+		c.Close()
+	}
+}
+
+// nextConn returns a channel closed when the proxy next forwards a new
+// connection.
+func (p *proxy) nextConn() <-chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.connected
+}
+
 func (p *proxy) serve() {
 	defer p.running.Done()
 	for {
@@ -100,6 +121,10 @@ func (p *proxy) serve() {
 		if !p.track(c, up) {
 			continue
 		}
+		p.mu.Lock()
+		close(p.connected)
+		p.connected = make(chan struct{})
+		p.mu.Unlock()
 		p.running.Add(2)
 		go p.pipe(up, c, true)
 		go p.pipe(c, up, false)

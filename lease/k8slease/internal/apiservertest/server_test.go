@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"strings"
@@ -109,7 +110,15 @@ func startServers() (*rest.Config, func() error, error) {
 // its own whose connections close at cleanup.
 func newClient(t testing.TB, host string) kubernetes.Interface {
 	t.Helper()
+	return newClientWith(t, host, nil)
+}
+
+// newClientWith is newClient whose requests go through wrap's round
+// tripper, if wrap is not nil (see rest.Config.WrapTransport).
+func newClientWith(t testing.TB, host string, wrap func(http.RoundTripper) http.RoundTripper) kubernetes.Interface {
+	t.Helper()
 	cfg := rest.CopyConfig(apiServer)
+	cfg.WrapTransport = wrap
 	if host != "" {
 		cfg.Host = "https://" + host
 	}
@@ -150,7 +159,12 @@ var namespaces atomic.Int64
 // newNamespace creates a namespace for one test and returns its name.
 func newNamespace(t testing.TB, cs kubernetes.Interface) string {
 	t.Helper()
-	name := fmt.Sprintf("t%d-%s", namespaces.Add(1), strings.ToLower(strings.NewReplacer("/", "-", "_", "-").Replace(t.Name())))
+	name := fmt.Sprintf("t%d-%s", namespaces.Add(1), strings.Map(func(r rune) rune {
+		if 'a' <= r && r <= 'z' || '0' <= r && r <= '9' {
+			return r
+		}
+		return '-'
+	}, strings.ToLower(t.Name())))
 	if len(name) > 63 {
 		name = strings.TrimRight(name[:63], "-")
 	}

@@ -167,7 +167,16 @@ func startTestServer(tb *mainTB, opts *kubeapiservertesting.TestServerInstanceOp
 			err = fmt.Errorf("%s", tb.lastError())
 		}
 	}()
-	return kubeapiservertesting.StartTestServer(tb, opts, nil, storage)
+	return kubeapiservertesting.StartTestServer(tb, opts, serverFlags, storage)
+}
+
+// serverFlags are the server's flags beyond the test server's own:
+// coordinated leader election (KEP-4355; beta, off by default), so that
+// the API server keeps a Lease's spec.strategy and spec.preferredHolder
+// (it drops them with the gate off) and serves LeaseCandidates.
+var serverFlags = []string{
+	"--feature-gates=CoordinatedLeaderElection=true",
+	"--runtime-config=coordination.k8s.io/v1beta1=true",
 }
 
 // failNow is the panic of mainTB.FailNow.

@@ -1,0 +1,125 @@
+package k8slease
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+
+	"github.com/coldstart-go/coldstart/lease"
+)
+
+// Coordinated leader election (KEP-4355, coordination.k8s.io/v1 beta since
+// Kubernetes 1.33 behind the CoordinatedLeaderElection feature gate): a
+// controller, or a person, names the holder it prefers in the Lease's
+// spec.preferredHolder, and the holder steps down for it.
+
+// YieldToPreferredHolder makes tr, a tracker on this Store, step down for
+// the holder a Lease's spec.preferredHolder prefers: whenever the Store
+// reads or writes (a renewal, a claim, a release watch) the Lease of the
+// term tr holds, and it names another holder in preferredHolder, it calls
+// tr.StepDown — tr reports NotHeld at once, its Lead functions see their
+// ctx end, and it releases the Lease once they have returned — and waits
+// for it. The release keeps preferredHolder, and the Store reserves the
+// released Lease for it: its claim succeeds at once, while any other
+// claimant's is refused (a *lease.HeldError naming the preferred holder)
+// until the released record has gone unchanged for its
+// leaseDurationSeconds (1 s), so that an absent preferred holder does not
+// leave the Lease without one. A preferred holder is read at the holder's
+// next renewal (the write of preferredHolder makes that renewal re-read
+// the Lease), so stepping down takes up to one renewal interval.
+//
+// It runs until ctx ends, returning ctx.Err(), or until tr is closed
+// (lease.ErrClosed). tr must be a tracker of this Store: run it beside
+// tr.Lead, e.g. in the same errgroup. Without it, the Store still keeps
+// spec.strategy and spec.preferredHolder as written on every update, and
+// still reserves a released Lease for its preferred holder.
+func (s *Store) YieldToPreferredHolder(ctx context.Context, tr *lease.Tracker) error {
+	name := tr.Report().Name
+	for {
+		// Both channels are taken before the look, so no change is missed.
+		st, changed := tr.Current()
+		next := s.preferredBump(name)
+		if tr.Report().Closed {
+			return fmt.Errorf("lease %q: %w", name, lease.ErrClosed)
+		}
+		if l := s.last(name); prefersAnother(l) && st.State == lease.Held &&
+			st.Holder == holderOf(l) && st.Token == uint64(transitionsOf(l)) {
+			err := tr.StepDown(ctx)
+			switch {
+			case errors.Is(err, lease.ErrClosed):
+				return err
+			case ctx.Err() != nil:
+				return ctx.Err()
+			}
+			// Any other error is the release's: the term runs out on its
+			// own, and the preferred holder claims then.
+			continue
+		}
+		select {
+		case <-next:
+		case <-changed: // a new term, a renewal, Close
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// preferredBump returns a channel closed the next time the Store sees a
+// version of the Lease name whose preferredHolder names another holder.
+func (s *Store) preferredBump(name string) <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.prefer == nil {
+		s.prefer = make(map[string]chan struct{})
+	}
+	c, ok := s.prefer[name]
+	if !ok {
+		c = make(chan struct{})
+		s.prefer[name] = c
+	}
+	return c
+}
+
+// notePreferred wakes the YieldToPreferredHolder of l's name if l prefers
+// another holder. s.mu must be held.
+func (s *Store) notePreferred(l *coordinationv1.Lease) {
+	if c, ok := s.prefer[l.Name]; ok && prefersAnother(l) {
+		close(c)
+		delete(s.prefer, l.Name)
+	}
+}
+
+// prefersAnother reports whether l has a holder and names another in its
+// preferredHolder.
+func prefersAnother(l *coordinationv1.Lease) bool {
+	h := holderOf(l)
+	p := preferredOf(l)
+	return h != "" && p != "" && p != h
+}
+
+func preferredOf(l *coordinationv1.Lease) string {
+	if l == nil || l.Spec.PreferredHolder == nil {
+		return ""
+	}
+	return *l.Spec.PreferredHolder
+}
+
+// reservedFor is the holder a released Lease is kept for: its
+// preferredHolder, if it has no holder; "" otherwise.
+func reservedFor(l *coordinationv1.Lease) string {
+	if holderOf(l) != "" {
+		return ""
+	}
+	return preferredOf(l)
+}
+
+// standing is the party with the first claim to l: its holder, or the
+// preferred holder it was released to; "" when anyone may claim it.
+func standing(l *coordinationv1.Lease) string {
+	if h := holderOf(l); h != "" {
+		return h
+	}
+	return reservedFor(l)
+}
