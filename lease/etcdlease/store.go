@@ -32,6 +32,9 @@ type Store struct {
 	opts   options
 	slots  *slots // they count the calls refused over capacity, for the log
 	calls  lease.StoreCounters
+	// late says whether keep-alives wait too long for slots: then claims
+	// are refused (see lateness).
+	late lateness
 
 	mu sync.Mutex
 	// leases caches token -> etcd lease of terms this Store granted or
@@ -45,6 +48,10 @@ type Store struct {
 	orphans []clientv3.LeaseID
 	// refusedAt is where WatchRelease starts (release.go).
 	refusedAt refusals
+	// live is the count of leases whose confirmed renewal reaches past
+	// countedAt, plus those cached since (see liveTerms).
+	live      int
+	countedAt time.Time
 }
 
 // cachedLease is the etcd lease of the term of name with some token, and
@@ -56,6 +63,10 @@ type cachedLease struct {
 	name string
 	id   clientv3.LeaseID
 	leaseLife
+	// lateWait is the longest a keep-alive of the lease waited for a call
+	// slot, since it was last confirmed, when that was late (see
+	// lateness); zero if none was.
+	lateWait time.Duration
 }
 
 const (
@@ -85,6 +96,7 @@ func NewStore(cli *clientv3.Client, prefix string, opts ...Option) (*Store, erro
 	}
 	return &Store{
 		cli: cli, prefix: prefix, opts: o, slots: newSlots(o.maxInFlight),
+		late:   lateness{slots: o.maxInFlight},
 		leases: make(map[uint64]cachedLease),
 	}, nil
 }
@@ -122,10 +134,21 @@ func (s *Store) claim(ctx context.Context, name, holder string, d time.Duration)
 	if err := checkArgs(name, holder, d); err != nil {
 		return lease.Grant{}, err
 	}
+	now, ttl := s.opts.clock.Now(), time.Duration(ttlFor(d))*time.Second
+	if err := s.late.refusal(now, ttl, s.liveTerms(now)); err != nil {
+		// The terms held come first: a new one would make their
+		// keep-alives late. The refusal is held back for a while, as a
+		// call waiting for a slot would be: a tracker claims again soon
+		// after a call not sent, and ten thousand trackers asking every
+		// few milliseconds take the CPU the renewals need.
+		s.holdBack(ctx, ttl/8)
+		return lease.Grant{}, &lease.CallError{Store: storeName, Op: "claim", Name: name, Holder: holder, Err: err}
+	}
 	if err := s.slots.acquire(ctx); err != nil {
 		return lease.Grant{}, notSent("claim", name, holder, 0, err)
 	}
 	defer s.slots.release()
+	defer func(start time.Time) { s.late.claimed(s.opts.clock.Now().Sub(start)) }(s.opts.clock.Now())
 	s.revokeOrphans(ctx)
 	fail := func(err error) (lease.Grant, error) {
 		return lease.Grant{}, &lease.CallError{Store: storeName, Op: "claim", Name: name, Holder: holder, Err: err}
@@ -162,9 +185,9 @@ func (s *Store) claim(ctx context.Context, name, holder string, d time.Duration)
 	}
 	// The transaction made exactly one revision: the key's create revision.
 	token := uint64(resp.Header.Revision)
-	ttl := time.Duration(gr.TTL) * time.Second
-	s.remember(name, token, cachedLease{id: gr.ID, leaseLife: leaseLife{term: gr.ResponseHeader.GetRaftTerm(), confirmed: sent, ttl: ttl}})
-	return lease.Grant{Name: name, Holder: holder, Token: token, Duration: ttl}, nil
+	granted := time.Duration(gr.TTL) * time.Second
+	s.remember(name, token, cachedLease{id: gr.ID, leaseLife: leaseLife{term: gr.ResponseHeader.GetRaftTerm(), confirmed: sent, ttl: granted}})
+	return lease.Grant{Name: name, Holder: holder, Token: token, Duration: granted}, nil
 }
 
 // Extend keeps the term g alive: one keep-alive of its etcd lease, then a
@@ -192,16 +215,33 @@ func (s *Store) extend(ctx context.Context, g lease.Grant, d time.Duration) (lea
 	if err := checkGrant(g, d); err != nil {
 		return lease.Grant{}, err
 	}
-	if err := s.slots.acquire(ctx); err != nil {
+	want := ttlFor(d)
+	known, ok := s.cached(g.Name, g.Token)
+	ttl := time.Duration(want) * time.Second
+	if ok {
+		ttl = known.ttl
+	}
+	entered := s.opts.clock.Now()
+	err := s.slots.acquireRenewal(ctx, g.Token)
+	if now := s.opts.clock.Now(); s.late.note(entered, now, ttl, errors.Is(err, ErrOverCapacity)) && ok {
+		known.lateWait = max(known.lateWait, now.Sub(entered))
+		s.markLate(g.Name, g.Token, known.lateWait)
+	}
+	if err != nil {
 		return lease.Grant{}, notSent("extend", g.Name, g.Holder, g.Token, err)
 	}
 	defer s.slots.release()
+	first := s.opts.clock.Now()
+	var period time.Duration // since the lease's last confirmed renewal
+	if ok {
+		period = first.Sub(known.confirmed)
+	}
+	defer func() { s.late.renewed(s.opts.clock.Now().Sub(first), period) }()
 	fail := func(err error) (lease.Grant, error) {
 		return lease.Grant{}, &lease.CallError{Store: storeName, Op: "extend", Name: g.Name, Holder: g.Holder, Token: g.Token, Err: err}
 	}
 	key := s.Key(g.Name)
 
-	known, ok := s.cached(g.Name, g.Token)
 	id := known.id
 	if !ok {
 		// Not granted by this Store (or forgotten): the key says which
@@ -216,7 +256,6 @@ func (s *Store) extend(ctx context.Context, g lease.Grant, d time.Duration) (lea
 		id = clientv3.LeaseID(kv.Lease)
 	}
 
-	want := ttlFor(d)
 	for attempt := 0; ; attempt++ {
 		sent := s.opts.clock.Now()
 		ka, kaErr := s.cli.KeepAliveOnce(ctx, id)
@@ -233,7 +272,7 @@ func (s *Store) extend(ctx context.Context, g lease.Grant, d time.Duration) (lea
 			return fail(err)
 		}
 		if kv == nil || uint64(kv.CreateRevision) != g.Token {
-			return lease.Grant{}, s.notHeld("extend", g, kv)
+			return lease.Grant{}, lostLate(s.notHeld("extend", g, kv), known, ok, first)
 		}
 		if got := clientv3.LeaseID(kv.Lease); got != id {
 			// A concurrent Extend moved the term to a longer etcd lease
@@ -332,7 +371,7 @@ func (s *Store) revoke(ctx context.Context, g lease.Grant) error {
 	if g.Name == "" || g.Token == 0 {
 		return jujuerrors.NotValidf("grant %+v (must have a Name and a Token)", g)
 	}
-	if err := s.slots.acquire(ctx); err != nil {
+	if err := s.slots.acquireRenewal(ctx, g.Token); err != nil {
 		return notSent("revoke", g.Name, g.Holder, g.Token, err)
 	}
 	defer s.slots.release()
@@ -396,8 +435,68 @@ func (s *Store) remember(name string, token uint64, l cachedLease) {
 	if len(s.leases) >= maxCached {
 		clear(s.leases)
 	}
+	if _, ok := s.leases[token]; !ok {
+		s.live++
+	}
 	l.name = name
 	s.leases[token] = l
+}
+
+// holdBack waits for d or until ctx ends.
+func (s *Store) holdBack(ctx context.Context, d time.Duration) {
+	t := s.opts.clock.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.Chan():
+	}
+}
+
+// liveCountEvery is how often liveTerms counts the cache afresh.
+const liveCountEvery = 100 * time.Millisecond
+
+// liveTerms is how many terms this Store keeps alive at now: those whose
+// etcd lease's last confirmed renewal reaches past now, counted at most
+// every liveCountEvery (plus the terms cached since), for the claims'
+// admission (see lateness).
+func (s *Store) liveTerms(now time.Time) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if now.Sub(s.countedAt) < liveCountEvery {
+		return s.live
+	}
+	s.live, s.countedAt = 0, now
+	for _, c := range s.leases {
+		if now.Before(c.confirmed.Add(c.ttl)) {
+			s.live++
+		}
+	}
+	return s.live
+}
+
+// markLate records that a keep-alive of the term (name, token) waited
+// wait for a call slot, late.
+func (s *Store) markLate(name string, token uint64, wait time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if c, ok := s.leases[token]; ok && c.name == name {
+		c.lateWait = max(c.lateWait, wait)
+		s.leases[token] = c
+	}
+}
+
+// lostLate is the loss err (the term's key gone, or another term's) of a
+// term whose etcd lease known (if ok) ran out before its keep-alive was
+// sent at sent, while the store's keep-alives of it waited late for call
+// slots: the store's overload ended it, and the error says so — it
+// matches ErrOverCapacity as well as lease.ErrNotHeld. Any other loss is
+// err as it is.
+func lostLate(err error, known cachedLease, ok bool, sent time.Time) error {
+	if !ok || known.lateWait == 0 || sent.Before(known.confirmed.Add(known.ttl)) {
+		return err
+	}
+	return fmt.Errorf("%w (%w: its etcd lease ran out %v after its last confirmed renewal, before this store sent the keep-alive: keep-alives waited up to %v for call slots)",
+		err, ErrOverCapacity, sent.Sub(known.confirmed).Round(time.Millisecond), known.lateWait.Round(time.Millisecond))
 }
 
 func (s *Store) forget(token uint64) {

@@ -1,0 +1,181 @@
+package etcdlease_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/coldstart-go/coldstart/lease"
+	"github.com/coldstart-go/coldstart/lease/etcdlease"
+	"github.com/coldstart-go/coldstart/lease/etcdlease/etcdtest"
+)
+
+// extendRecorder is a Store that records the definitive answers to its
+// Extends: each tracker of an overload run has a lease of its own, so any
+// such answer is a term that etcd let expire.
+type extendRecorder struct {
+	*etcdlease.Store
+	mu     sync.Mutex
+	losses []error
+}
+
+func (r *extendRecorder) Extend(ctx context.Context, g lease.Grant, d time.Duration) (lease.Grant, error) {
+	g, err := r.Store.Extend(ctx, g, d)
+	if errors.Is(err, lease.ErrNotHeld) {
+		r.mu.Lock()
+		r.losses = append(r.losses, err)
+		r.mu.Unlock()
+	}
+	return g, err
+}
+
+// overloadRun is what an overload run saw.
+type overloadRun struct {
+	n, everHeld, heldAtEnd int
+	losses                 []error        // definitive Extend answers
+	lossesOverCapacity     int            // ... of which say over capacity
+	endErrs                map[string]int // the trackers' Report.Err at the end, by class
+}
+
+func (o overloadRun) String() string {
+	return fmt.Sprintf("%d trackers: %d ever held, %d held at the end, %d terms lost (%d saying over capacity), at the end: %v",
+		o.n, o.everHeld, o.heldAtEnd, len(o.losses), o.lossesOverCapacity, o.endErrs)
+}
+
+// errClass names the class of a tracker's error, for the figures.
+func errClass(err error) string {
+	switch {
+	case err == nil:
+		return "ok"
+	case errors.Is(err, etcdlease.ErrOverCapacity) && errors.Is(err, lease.ErrNotLeader):
+		return "not-leader(over-capacity)"
+	case errors.Is(err, lease.ErrNotLeader):
+		return "not-leader"
+	case errors.Is(err, etcdlease.ErrOverCapacity):
+		return "over-capacity"
+	case errors.Is(err, lease.ErrNotSent):
+		return "not-sent"
+	case errors.Is(err, lease.ErrRenewalFailed):
+		return "renewal-failed"
+	}
+	return "other"
+}
+
+// runOverload starts n trackers of Duration d, each on a lease of its own,
+// on store together, lets them run for window, and reports.
+func runOverload(t testing.TB, store *extendRecorder, n int, d, window time.Duration) overloadRun {
+	trackers := make([]*lease.Tracker, n)
+	held := make([]bool, n)
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	for i := range trackers {
+		tr, err := lease.NewTracker(lease.Config{Store: store, Name: fmt.Sprintf("app-%d", i), Holder: "controller-0", Duration: d})
+		if err != nil {
+			t.Fatal(err)
+		}
+		trackers[i] = tr
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				st, changed := tr.Current()
+				if st.State == lease.Held {
+					held[i] = true
+					return
+				}
+				select {
+				case <-changed:
+				case <-stop:
+					return
+				}
+			}
+		}()
+	}
+	timer := time.NewTimer(window)
+	<-timer.C
+	close(stop)
+	wg.Wait()
+	run := overloadRun{n: n, endErrs: make(map[string]int)}
+	for i, tr := range trackers {
+		if held[i] {
+			run.everHeld++
+		}
+		r := tr.Report()
+		if r.State == lease.Held {
+			run.heldAtEnd++
+		}
+		run.endErrs[errClass(r.Err)]++
+	}
+	for _, tr := range trackers {
+		tr.Close()
+	}
+	store.mu.Lock()
+	defer store.mu.Unlock()
+	run.losses = store.losses
+	for _, err := range run.losses {
+		if errors.Is(err, etcdlease.ErrOverCapacity) {
+			run.lossesOverCapacity++
+		}
+	}
+	return run
+}
+
+func envInt(t testing.TB, name string, def int) int {
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n <= 0 {
+		t.Fatalf("%s=%q: want a positive integer", name, v)
+	}
+	return n
+}
+
+func envDur(t testing.TB, name string, def time.Duration) time.Duration {
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < 0 {
+		t.Fatalf("%s=%q: want a duration", name, v)
+	}
+	return d
+}
+
+// TestOverloadExplore is a knob-driven overload run, for figures.
+func TestOverloadExplore(t *testing.T) {
+	if os.Getenv("COLDSTART_OVERLOAD") == "" {
+		t.Skip("set COLDSTART_OVERLOAD=1")
+	}
+	n := envInt(t, "COLDSTART_LEASES", 1000)
+	d := envDur(t, "COLDSTART_DURATION", 2*time.Second)
+	window := envDur(t, "COLDSTART_WINDOW", 20*time.Second)
+	slow := envDur(t, "COLDSTART_SLOW", 0)
+	inflight := envInt(t, "COLDSTART_INFLIGHT", etcdlease.DefaultMaxInFlight)
+	m := etcdtest.Start(t)
+	cli := m.Client()
+	if slow > 0 {
+		m.Link().Slow(slow)
+		cli = m.Link().Client()
+	}
+	s, err := etcdlease.NewStore(cli, "/overload/", etcdlease.WithMaxInFlight(inflight))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := &extendRecorder{Store: s}
+	run := runOverload(t, rec, n, d, window)
+	t.Logf("n=%d d=%v slow=%v inflight=%d: %v; store %+v", n, d, slow, inflight, run, s.StoreReport())
+	for i, err := range run.losses {
+		if i >= 3 {
+			break
+		}
+		t.Logf("loss: %v", err)
+	}
+}
