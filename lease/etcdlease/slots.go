@@ -206,6 +206,9 @@ type lateness struct {
 	// afresh would cost the renewals CPU.
 	refused   error
 	refusedAt time.Time
+	// claiming counts the claims admitted and not yet answered: terms
+	// soon, whose renewals count already.
+	claiming int
 }
 
 // average moves the moving average *avg towards d.
@@ -259,20 +262,30 @@ func (l *lateness) note(start, now time.Time, ttl time.Duration, gaveUp bool) bo
 }
 
 // refusal is the cause of the refusal at now of a claim for an etcd lease
-// of ttl, by a store holding live terms, or nil when the claim may go.
-// The cause matches lease.ErrNotSent and ErrOverCapacity.
-func (l *lateness) refusal(now time.Time, ttl time.Duration, live int) error {
+// of ttl, by a store holding live terms, or nil when the claim may go;
+// then, if admit, the claim is counted as admitted until claimDone. The
+// cause matches lease.ErrNotSent and ErrOverCapacity.
+func (l *lateness) refusal(now time.Time, ttl time.Duration, live int, admit bool) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.refused != nil && now.Sub(l.refusedAt) < liveCountEvery {
-		return l.refused
+	if l.refused == nil || now.Sub(l.refusedAt) >= liveCountEvery {
+		l.refused, l.refusedAt = l.refuse(now, ttl, live+l.claiming), now
 	}
-	l.refused = l.refuse(now, ttl, live)
-	l.refusedAt = now
+	if l.refused == nil && admit {
+		l.claiming++
+	}
 	return l.refused
 }
 
-// refuse is refusal's answer, made afresh. Called with l.mu held.
+// claimDone ends the count of an admitted claim.
+func (l *lateness) claimDone() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.claiming--
+}
+
+// refuse is refusal's answer, made afresh for terms live and claimed.
+// Called with l.mu held.
 func (l *lateness) refuse(now time.Time, ttl time.Duration, live int) error {
 	if now.Before(l.until) {
 		return fmt.Errorf("%w: %w: keep-alives run late (one waited %v of its etcd lease's TTL %v for one of the %d call slots): no new terms until they are on time",

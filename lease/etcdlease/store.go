@@ -134,19 +134,31 @@ func (s *Store) claim(ctx context.Context, name, holder string, d time.Duration)
 	if err := checkArgs(name, holder, d); err != nil {
 		return lease.Grant{}, err
 	}
-	now, ttl := s.opts.clock.Now(), time.Duration(ttlFor(d))*time.Second
-	if err := s.late.refusal(now, ttl, s.liveTerms(now)); err != nil {
-		// The terms held come first: a new one would make their
-		// keep-alives late. The refusal is held back for a while, as a
-		// call waiting for a slot would be: a tracker claims again soon
-		// after a call not sent, and ten thousand trackers asking every
-		// few milliseconds take the CPU the renewals need.
+	// The terms held come first: a new one would make their keep-alives
+	// late. A refusal is held back for a while, as a call waiting for a
+	// slot would be: a tracker claims again soon after a call not sent,
+	// and ten thousand trackers asking every few milliseconds take the
+	// CPU the renewals need. The claim asks before it waits for a slot,
+	// so as not to wait in vain, and again once it has one: thousands of
+	// claims may have waited together.
+	ttl := time.Duration(ttlFor(d)) * time.Second
+	refused := func(err error) (lease.Grant, error) {
 		s.holdBack(ctx, ttl/8)
 		return lease.Grant{}, &lease.CallError{Store: storeName, Op: "claim", Name: name, Holder: holder, Err: err}
+	}
+	now := s.opts.clock.Now()
+	if err := s.late.refusal(now, ttl, s.liveTerms(now), false); err != nil {
+		return refused(err)
 	}
 	if err := s.slots.acquire(ctx); err != nil {
 		return lease.Grant{}, notSent("claim", name, holder, 0, err)
 	}
+	now = s.opts.clock.Now()
+	if err := s.late.refusal(now, ttl, s.liveTerms(now), true); err != nil {
+		s.slots.release()
+		return refused(err)
+	}
+	defer s.late.claimDone()
 	defer s.slots.release()
 	defer func(start time.Time) { s.late.claimed(s.opts.clock.Now().Sub(start)) }(s.opts.clock.Now())
 	s.revokeOrphans(ctx)
