@@ -6,11 +6,15 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
 
 	"github.com/coldstart-go/coldstart/lease"
 	"github.com/coldstart-go/coldstart/lease/etcdlease"
@@ -209,4 +213,87 @@ func TestOverloadExplore(t *testing.T) {
 		}
 		t.Logf("loss: %v", err)
 	}
+}
+
+// methodLog records the unary etcd calls a client makes, by gRPC method.
+type methodLog struct {
+	mu    sync.Mutex
+	calls []string
+}
+
+func (l *methodLog) take() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	c := l.calls
+	l.calls = nil
+	return c
+}
+
+// loggingClient is a client of endpoint whose unary calls log records,
+// closed at cleanup.
+func loggingClient(t *testing.T, endpoint string, log *methodLog) *clientv3.Client {
+	unary := func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		log.mu.Lock()
+		log.calls = append(log.calls, method[strings.LastIndex(method, "/")+1:])
+		log.mu.Unlock()
+		return invoker(ctx, method, req, reply, cc, opts...)
+	}
+	cli, err := clientv3.New(clientv3.Config{
+		Endpoints: []string{endpoint}, DialTimeout: 5 * time.Second, Logger: zap.NewNop(),
+		DialOptions: []grpc.DialOption{grpc.WithChainUnaryInterceptor(unary)},
+	})
+	require.NoError(t, err)
+	t.Cleanup(func() { cli.Close() })
+	return cli
+}
+
+// A waiting follower's claim writes nothing to etcd: once a claim of a
+// lease was refused, the next one reads the key first (issue 26: each
+// refused claim was a grant, a transaction and a revoke — three writes a
+// term per follower, the load that pushed a store over capacity). A claim
+// woken by the release watch goes straight to the grant and transaction.
+func TestWaitingFollowerClaimWritesNothing(t *testing.T) {
+	m := etcdtest.Start(t)
+	var calls methodLog
+	s := newEtcdStore(t, loggingClient(t, m.Endpoints()[0], &calls), "/follower/")
+	ctx := testCtx(t)
+
+	g, err := s.Claim(ctx, "singular", "a", 2*time.Second)
+	require.NoError(t, err)
+	require.Equal(t, []string{"LeaseGrant", "Txn"}, calls.take())
+
+	_, err = s.Claim(ctx, "singular", "b", 2*time.Second)
+	var held *lease.HeldError
+	require.ErrorAs(t, err, &held)
+	require.Equal(t, []string{"LeaseGrant", "Txn", "LeaseRevoke"}, calls.take(), "the first refusal")
+
+	for range 3 {
+		_, err = s.Claim(ctx, "singular", "b", 2*time.Second)
+		var again *lease.HeldError
+		require.ErrorAs(t, err, &again)
+		require.Equal(t, *held, *again)
+		require.Equal(t, []string{"Range"}, calls.take(), "a refused claim again: one read, no write")
+	}
+
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	released := s.WatchRelease(wctx, held)
+	require.NoError(t, s.Revoke(ctx, g))
+	require.NoError(t, <-released)
+	calls.take()
+	b, err := s.Claim(ctx, "singular", "b", 2*time.Second)
+	require.NoError(t, err)
+	require.Greater(t, b.Token, g.Token)
+	require.Equal(t, []string{"LeaseGrant", "Txn"}, calls.take(), "woken by the watch: no read first")
+
+	// Refused after a release the store did not watch: the read finds
+	// the key gone, and the claim goes on.
+	_, err = s.Claim(ctx, "singular", "c", 2*time.Second)
+	require.ErrorIs(t, err, lease.ErrHeld)
+	calls.take()
+	require.NoError(t, s.Revoke(ctx, b))
+	calls.take()
+	_, err = s.Claim(ctx, "singular", "c", 2*time.Second)
+	require.NoError(t, err)
+	require.Equal(t, []string{"Range", "LeaseGrant", "Txn"}, calls.take())
 }

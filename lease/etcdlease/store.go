@@ -8,6 +8,7 @@ import (
 	"time"
 
 	jujuerrors "github.com/juju/errors"
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -165,6 +166,20 @@ func (s *Store) claim(ctx context.Context, name, holder string, d time.Duration)
 	fail := func(err error) (lease.Grant, error) {
 		return lease.Grant{}, &lease.CallError{Store: storeName, Op: "claim", Name: name, Holder: holder, Err: err}
 	}
+	key := s.Key(name)
+	if s.refusedAt.refused(name) {
+		// A follower's claim, most likely refused again: a read tells
+		// (a quorum's heartbeat, no write), where a grant, a refused
+		// transaction and a revoke were three writes — the load that
+		// thousands of waiting followers put on etcd.
+		resp, err := s.cli.Get(ctx, key)
+		if err != nil {
+			return fail(err)
+		}
+		if len(resp.Kvs) > 0 {
+			return lease.Grant{}, s.heldBy(name, resp.Kvs[0], resp.Header.Revision)
+		}
+	}
 
 	sent := s.opts.clock.Now()
 	gr, err := s.cli.Grant(ctx, ttlFor(d))
@@ -173,7 +188,6 @@ func (s *Store) claim(ctx context.Context, name, holder string, d time.Duration)
 		// by itself.
 		return fail(err)
 	}
-	key := s.Key(name)
 	resp, err := s.cli.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
 		Then(clientv3.OpPut(key, holder, clientv3.WithLease(gr.ID))).
@@ -187,14 +201,12 @@ func (s *Store) claim(ctx context.Context, name, holder string, d time.Duration)
 		// Our etcd lease carries nothing; revoking it is only tidiness,
 		// and it expires by itself if this fails.
 		s.revokeQuietly(ctx, gr.ID)
-		held := &lease.HeldError{Name: name}
 		if rr := resp.Responses[0].GetResponseRange(); rr != nil && len(rr.Kvs) > 0 {
-			held.Holder = string(rr.Kvs[0].Value)
-			held.Token = uint64(rr.Kvs[0].CreateRevision)
-			s.refusedAt.note(name, held.Token, resp.Header.Revision)
+			return lease.Grant{}, s.heldBy(name, rr.Kvs[0], resp.Header.Revision)
 		}
-		return lease.Grant{}, held
+		return lease.Grant{}, &lease.HeldError{Name: name}
 	}
+	s.refusedAt.forget(name)
 	// The transaction made exactly one revision: the key's create revision.
 	token := uint64(resp.Header.Revision)
 	granted := time.Duration(gr.TTL) * time.Second
@@ -414,6 +426,13 @@ func (s *Store) Holder(ctx context.Context, name string) (lease.Grant, error) {
 	}
 	defer s.slots.release()
 	return readHolder(ctx, s.cli, s.Key(name), name)
+}
+
+// heldBy is the refusal of a claim of name by the term whose key kv was
+// read at revision rev, noted for WatchRelease.
+func (s *Store) heldBy(name string, kv *mvccpb.KeyValue, rev int64) error {
+	s.refusedAt.note(name, uint64(kv.CreateRevision), rev)
+	return &lease.HeldError{Name: name, Holder: string(kv.Value), Token: uint64(kv.CreateRevision)}
 }
 
 // notHeld forgets g and describes why its term is over; kv is the key as
