@@ -186,7 +186,8 @@ func (s *slots) compact() {
 //     lease's TTL, or gave up waiting: from then on for half that TTL;
 //   - when the terms it holds would keep more than half its slots busy
 //     with renewals (Little's law: terms × the time a renewal holds a
-//     slot ÷ the time between renewals of a term). That is what keeps a
+//     slot ÷ the time between renewals of a term, measured on the calls
+//     etcd answered; at most one slot per term). That is what keeps a
 //     claim storm from taking more terms than etcd can renew: the
 //     keep-alives of terms claimed in the storm are due only later.
 type lateness struct {
@@ -301,7 +302,9 @@ func (l *lateness) refuse(now time.Time, ttl time.Duration, live int) error {
 	if period == 0 {
 		period = ttl / 2
 	}
-	if busy := float64(live+1) * float64(hold) / float64(period); 2*busy > float64(l.slots) {
+	// A term's renewals come one at a time: each keeps at most one
+	// slot busy.
+	if busy := float64(live+1) * min(float64(hold)/float64(period), 1); 2*busy > float64(l.slots) {
 		return fmt.Errorf("%w: %w: the %d terms held would keep %.0f of the %d call slots busy with renewals (each holds one %v, every %v): no new terms beyond half",
 			lease.ErrNotSent, ErrOverCapacity, live, busy, l.slots, hold.Round(time.Millisecond), period.Round(time.Millisecond))
 	}

@@ -42,10 +42,8 @@ type Store struct {
 	// extended. A miss is answered by reading the key, so entries may be
 	// dropped at any time; they are pruned when a term is seen to end.
 	leases map[uint64]cachedLease
-	// orphans are etcd leases of claims whose outcome was unconfirmed: the
-	// put may have been applied. The next Claim revokes them first, so a
-	// half-applied claim does not keep the lease from everyone (including
-	// its own retry) for a whole TTL.
+	// orphans are etcd leases the Store no longer wants and could not
+	// revoke yet (see orphan); the next Claim revokes them first.
 	orphans []clientv3.LeaseID
 	// refusedAt is where WatchRelease starts (release.go).
 	refusedAt refusals
@@ -131,7 +129,7 @@ func (s *Store) Claim(ctx context.Context, name, holder string, d time.Duration)
 	return g, err
 }
 
-func (s *Store) claim(ctx context.Context, name, holder string, d time.Duration) (lease.Grant, error) {
+func (s *Store) claim(ctx context.Context, name, holder string, d time.Duration) (_ lease.Grant, err error) {
 	if err := checkArgs(name, holder, d); err != nil {
 		return lease.Grant{}, err
 	}
@@ -161,7 +159,11 @@ func (s *Store) claim(ctx context.Context, name, holder string, d time.Duration)
 	}
 	defer s.late.claimDone()
 	defer s.slots.release()
-	defer func(start time.Time) { s.late.claimed(s.opts.clock.Now().Sub(start)) }(s.opts.clock.Now())
+	defer func(start time.Time) {
+		if answered(err) {
+			s.late.claimed(s.opts.clock.Now().Sub(start))
+		}
+	}(s.opts.clock.Now())
 	s.revokeOrphans(ctx)
 	fail := func(err error) (lease.Grant, error) {
 		return lease.Grant{}, &lease.CallError{Store: storeName, Op: "claim", Name: name, Holder: holder, Err: err}
@@ -194,13 +196,12 @@ func (s *Store) claim(ctx context.Context, name, holder string, d time.Duration)
 		Else(clientv3.OpGet(key)).
 		Commit()
 	if err != nil {
-		s.addOrphan(gr.ID)
+		// The put may have been applied, on this lease.
+		s.orphan(ctx, gr.ID)
 		return fail(err)
 	}
 	if !resp.Succeeded {
-		// Our etcd lease carries nothing; revoking it is only tidiness,
-		// and it expires by itself if this fails.
-		s.revokeQuietly(ctx, gr.ID)
+		s.orphan(ctx, gr.ID)
 		if rr := resp.Responses[0].GetResponseRange(); rr != nil && len(rr.Kvs) > 0 {
 			return lease.Grant{}, s.heldBy(name, rr.Kvs[0], resp.Header.Revision)
 		}
@@ -235,7 +236,7 @@ func (s *Store) Extend(ctx context.Context, g lease.Grant, d time.Duration) (lea
 
 // extend is Extend, uncounted. (It is long because its one loop —
 // keep-alive, read, follow a moved term once — reads best as a whole.)
-func (s *Store) extend(ctx context.Context, g lease.Grant, d time.Duration) (lease.Grant, error) {
+func (s *Store) extend(ctx context.Context, g lease.Grant, d time.Duration) (_ lease.Grant, err error) {
 	if err := checkGrant(g, d); err != nil {
 		return lease.Grant{}, err
 	}
@@ -246,7 +247,7 @@ func (s *Store) extend(ctx context.Context, g lease.Grant, d time.Duration) (lea
 		ttl = known.ttl
 	}
 	entered := s.opts.clock.Now()
-	err := s.slots.acquireRenewal(ctx, g.Token)
+	err = s.slots.acquireRenewal(ctx, g.Token)
 	if now := s.opts.clock.Now(); s.late.note(entered, now, ttl, errors.Is(err, ErrOverCapacity)) && ok {
 		known.lateWait = max(known.lateWait, now.Sub(entered))
 		s.markLate(g.Name, g.Token, known.lateWait)
@@ -260,7 +261,11 @@ func (s *Store) extend(ctx context.Context, g lease.Grant, d time.Duration) (lea
 	if ok {
 		period = first.Sub(known.confirmed)
 	}
-	defer func() { s.late.renewed(s.opts.clock.Now().Sub(first), period) }()
+	defer func() {
+		if answered(err) {
+			s.late.renewed(s.opts.clock.Now().Sub(first), period)
+		}
+	}()
 	fail := func(err error) (lease.Grant, error) {
 		return lease.Grant{}, &lease.CallError{Store: storeName, Op: "extend", Name: g.Name, Holder: g.Holder, Token: g.Token, Err: err}
 	}
@@ -362,7 +367,7 @@ func (s *Store) relet(ctx context.Context, g lease.Grant, old clientv3.LeaseID, 
 		return fail(err)
 	}
 	if !resp.Succeeded {
-		s.revokeQuietly(ctx, gr.ID)
+		s.orphan(ctx, gr.ID)
 		kv := elseKV(resp)
 		if kv != nil && uint64(kv.CreateRevision) == g.Token {
 			// Still our term, on another lease: a concurrent relet won.
@@ -370,8 +375,7 @@ func (s *Store) relet(ctx context.Context, g lease.Grant, old clientv3.LeaseID, 
 		}
 		return lease.Grant{}, s.notHeld("extend", g, kv)
 	}
-	// The old lease carries no key now; it expires by itself if this fails.
-	s.revokeQuietly(ctx, old)
+	s.orphan(ctx, old)
 	granted := time.Duration(gr.TTL) * time.Second
 	s.remember(g.Name, g.Token, cachedLease{id: gr.ID, leaseLife: leaseLife{term: gr.ResponseHeader.GetRaftTerm(), confirmed: sent, ttl: granted}})
 	g.Duration = granted
@@ -408,7 +412,7 @@ func (s *Store) revoke(ctx context.Context, g lease.Grant) error {
 	}
 	s.forget(g.Token)
 	if deleted.Lease != 0 {
-		s.revokeQuietly(ctx, clientv3.LeaseID(deleted.Lease))
+		s.orphan(ctx, clientv3.LeaseID(deleted.Lease))
 	}
 	return nil
 }
@@ -428,6 +432,13 @@ func (s *Store) Holder(ctx context.Context, name string) (lease.Grant, error) {
 	return readHolder(ctx, s.cli, s.Key(name), name)
 }
 
+// answered says whether err is etcd's answer (none, or a definitive one):
+// only the calls etcd answered measure what a call costs (see lateness);
+// one cut off by its ctx or an outage measures the wait.
+func answered(err error) bool {
+	return err == nil || errors.Is(err, lease.ErrHeld) || errors.Is(err, lease.ErrNotHeld)
+}
+
 // heldBy is the refusal of a claim of name by the term whose key kv was
 // read at revision rev, noted for WatchRelease.
 func (s *Store) heldBy(name string, kv *mvccpb.KeyValue, rev int64) error {
@@ -440,13 +451,6 @@ func (s *Store) heldBy(name string, kv *mvccpb.KeyValue, rev int64) error {
 func (s *Store) notHeld(op string, g lease.Grant, kv *keyValue) error {
 	s.forget(g.Token)
 	return notHeld(op, g, kv)
-}
-
-func (s *Store) revokeQuietly(ctx context.Context, id clientv3.LeaseID) {
-	if ctx.Err() != nil {
-		return
-	}
-	_, _ = s.cli.Revoke(ctx, id)
 }
 
 // cached returns the etcd lease of the term (name, token), if known. The
@@ -536,6 +540,21 @@ func (s *Store) forget(token uint64) {
 	s.mu.Unlock()
 }
 
+// orphan revokes the etcd lease id, which the Store no longer wants: a
+// refused claim's, a relet's old or unused one, a revoked term's (they
+// carry no key of a live term), or an unconfirmed claim's, whose put may
+// have been applied with nobody promised the key. It is the Store's one
+// revoke of an etcd lease. One it cannot revoke now (ctx ended, etcd did
+// not confirm) is kept and revoked by the next Claim first: an etcd lease
+// expires by itself after its TTL, but an unconfirmed claim's key would
+// keep the lease from everyone, its own retry included, until then.
+func (s *Store) orphan(ctx context.Context, id clientv3.LeaseID) {
+	if ctx.Err() != nil || revokeLease(ctx, s.cli, id) != nil {
+		s.addOrphan(id)
+	}
+}
+
+// addOrphan keeps id for the next Claim to revoke.
 func (s *Store) addOrphan(id clientv3.LeaseID) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -546,27 +565,14 @@ func (s *Store) addOrphan(id clientv3.LeaseID) {
 	s.orphans = append(s.orphans, id)
 }
 
-// revokeOrphans revokes the etcd leases of unconfirmed claims. A lease that
-// etcd reports gone, or that is revoked, is dropped from the list; one whose
-// revoke is itself unconfirmed stays for the next Claim.
+// revokeOrphans revokes the orphans kept; those it cannot revoke stay for
+// the next Claim.
 func (s *Store) revokeOrphans(ctx context.Context) {
 	s.mu.Lock()
 	orphans := s.orphans
 	s.orphans = nil
 	s.mu.Unlock()
-	for i, id := range orphans {
-		if ctx.Err() != nil {
-			s.readdOrphans(orphans[i:])
-			return
-		}
-		if _, err := s.cli.Revoke(ctx, id); err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
-			s.readdOrphans(orphans[i : i+1])
-		}
-	}
-}
-
-func (s *Store) readdOrphans(ids []clientv3.LeaseID) {
-	for _, id := range ids {
-		s.addOrphan(id)
+	for _, id := range orphans {
+		s.orphan(ctx, id)
 	}
 }
