@@ -119,9 +119,15 @@ func (s *Store) Key(name string) string { return s.prefix + name }
 // Claim takes the named lease for holder for at least d, rounded up to whole
 // seconds (etcd may raise it further to its minimum TTL); the returned
 // Grant's Duration is the TTL etcd granted. When another term holds the key
-// it returns a *lease.HeldError naming that holder. Invalid arguments give
-// an error matching errors.NotValid (github.com/juju/errors); any other
-// error matches lease.ErrUnconfirmed (and lease.ErrNotSent if the claim was not sent).
+// it returns a *lease.HeldError naming that holder and the term; once a
+// claim of the name was refused, the next reads the key first (one read,
+// no write, while a follower waits), until WatchRelease saw that term end.
+// While the Store is over capacity (see ErrOverCapacity) it refuses the
+// claim, after waiting an eighth of the TTL or until ctx ends, with an
+// error matching ErrOverCapacity and lease.ErrNotSent. Invalid arguments
+// give an error matching errors.NotValid (github.com/juju/errors); any
+// other error matches lease.ErrUnconfirmed (and lease.ErrNotSent if the
+// claim was not sent).
 func (s *Store) Claim(ctx context.Context, name, holder string, d time.Duration) (lease.Grant, error) {
 	done := s.calls.Begin(lease.OpClaim)
 	g, err := s.claim(ctx, name, holder, d)
@@ -225,8 +231,11 @@ func (s *Store) claim(ctx context.Context, name, holder string, d time.Duration)
 // g.Token (the token is unchanged). It returns a *lease.NotHeldError when
 // a linearizable read finds the key gone or belonging to a later term (a
 // keep-alive's "no such lease" alone ends nothing: a stale member may say
-// it); any other error matches lease.ErrUnconfirmed (or lease.ErrNotSent if the
-// call was not sent).
+// it), matching ErrOverCapacity too when the etcd lease ran out while the
+// Store's keep-alives of it waited for call slots; any other error
+// matches lease.ErrUnconfirmed (or lease.ErrNotSent if the call was not
+// sent: ErrOverCapacity among them). Renewals take the call slots before
+// claims, the oldest term first.
 func (s *Store) Extend(ctx context.Context, g lease.Grant, d time.Duration) (lease.Grant, error) {
 	done := s.calls.Begin(lease.OpExtend)
 	g, err := s.extend(ctx, g, d)
