@@ -186,8 +186,8 @@ func (s *slots) compact() {
 //     lease's TTL, or gave up waiting: from then on for half that TTL;
 //   - when the terms it holds would keep more than half its slots busy
 //     with renewals (Little's law: terms × the time a renewal holds a
-//     slot ÷ the time between renewals of a term, measured on the calls
-//     etcd answered; at most one slot per term). That is what keeps a
+//     slot, cut off or not, ÷ the time between renewals of a term; at
+//     most one slot per term, as its renewals come one at a time). That is what keeps a
 //     claim storm from taking more terms than etcd can renew: the
 //     keep-alives of terms claimed in the storm are due only later.
 type lateness struct {
