@@ -98,7 +98,7 @@
 // matching lease.ErrNotSent (and ErrOverCapacity if it waited for a slot).
 // A Store serves renewals before claims, the oldest term first, and
 // refuses new terms (ErrOverCapacity, not sent) once the terms it holds
-// would keep half its slots busy with renewals or a keep-alive waited a
+// would keep all its slots busy with renewals or a keep-alive waited a
 // twentieth of its TTL for a slot: overload reads as overload, before any
 // term runs out, never as "not the leader".
 //

@@ -21,7 +21,7 @@ var (
 	// ErrOverCapacity marks a call not sent because the store is over
 	// capacity: every one of its call slots (WithMaxInFlight) stayed busy
 	// until the call's ctx ended, or — a Store's claim — the terms it
-	// holds already need half its slots for their renewals, or its
+	// holds already need all its slots for their renewals, or its
 	// keep-alives ran late for want of slots (it refuses new terms
 	// rather than let the terms it holds run out). Either etcd is slow or
 	// unreachable (then it passes), or the store has more terms than etcd

@@ -87,28 +87,28 @@ func TestLateKeepAliveRefusesClaims(t *testing.T) {
 }
 
 // Claims are refused once the terms held, with those being claimed, would
-// keep more than half the slots busy with renewals.
-func TestClaimsRefusedBeyondHalfTheSlots(t *testing.T) {
+// keep more than all the slots busy with renewals.
+func TestClaimsRefusedBeyondTheSlots(t *testing.T) {
 	t0 := time.Unix(1000, 0)
 	ttl := 4 * time.Second
 	l := lateness{slots: 8}
-	// No renewal measured yet: one costs a claim's hold and a half, and
-	// comes every half TTL.
+	// No renewal measured yet: one costs three claims' hold, and comes
+	// every half TTL.
 	l.claimed(100 * time.Millisecond)
-	// (52+1) × 150ms / 2s = 3.975 slots busy: below half; 54 terms are not.
+	// (52+1) × 300ms / 2s = 7.95 slots busy: fits; 54 terms do not.
 	require.NoError(t, l.refusal(t0, ttl, 52, false))
 	require.ErrorIs(t, l.refusal(t0.Add(liveCountEvery), ttl, 53, false), ErrOverCapacity)
 
 	l = lateness{slots: 8}
 	l.renewed(100*time.Millisecond, time.Second)
-	// (39+1) × 100ms / 1s = 4 slots: half, admitted; one more is not.
-	require.NoError(t, l.refusal(t0, ttl, 39, true))
-	err := l.refusal(t0.Add(liveCountEvery), ttl, 39, true)
+	// (79+1) × 100ms / 1s = 8 slots: all, admitted; one more is not.
+	require.NoError(t, l.refusal(t0, ttl, 79, true))
+	err := l.refusal(t0.Add(liveCountEvery), ttl, 79, true)
 	require.ErrorIs(t, err, ErrOverCapacity, "the admitted claim counts")
-	require.ErrorContains(t, err, "the 40 terms held would keep 4 of the 8 call slots busy")
+	require.ErrorContains(t, err, "the 80 terms held would keep 8 of the 8 call slots busy")
 	require.Equal(t, err, l.refusal(t0.Add(liveCountEvery+time.Millisecond), ttl, 0, true), "a refusal is reused for a while")
 	l.claimDone()
-	require.NoError(t, l.refusal(t0.Add(2*liveCountEvery), ttl, 39, false))
+	require.NoError(t, l.refusal(t0.Add(2*liveCountEvery), ttl, 79, false))
 }
 
 // A term whose etcd lease ran out before its keep-alive, which waited late

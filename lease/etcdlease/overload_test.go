@@ -47,6 +47,7 @@ type overloadRun struct {
 	lossesOverCapacity     int            // ... of which say over capacity
 	endErrs                map[string]int // the trackers' Report.Err at the end, by class
 	neverHeldOverCapacity  int            // trackers never held whose Report.Err says over capacity
+	overCapacity           error          // one of those errors
 }
 
 func (o overloadRun) String() string {
@@ -114,6 +115,7 @@ func runOverload(t testing.TB, store *extendRecorder, n int, d, window time.Dura
 			run.everHeld++
 		} else if errors.Is(r.Err, etcdlease.ErrOverCapacity) {
 			run.neverHeldOverCapacity++
+			run.overCapacity = r.Err
 		}
 		if r.State == lease.Held {
 			run.heldAtEnd++
@@ -207,6 +209,7 @@ func TestOverloadExplore(t *testing.T) {
 	rec := &extendRecorder{Store: s}
 	run := runOverload(t, rec, n, d, window)
 	t.Logf("n=%d d=%v slow=%v inflight=%d: %v; store %+v", n, d, slow, inflight, run, s.StoreReport())
+	t.Logf("refused: %v", run.overCapacity)
 	for i, err := range run.losses {
 		if i >= 3 {
 			break

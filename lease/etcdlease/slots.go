@@ -184,12 +184,17 @@ func (s *slots) compact() {
 //
 //   - when a keep-alive waited for a slot for lateAfter of its etcd
 //     lease's TTL, or gave up waiting: from then on for half that TTL;
-//   - when the terms it holds would keep more than half its slots busy
-//     with renewals (Little's law: terms × the time a renewal holds a
-//     slot, cut off or not, ÷ the time between renewals of a term; at
-//     most one slot per term, as its renewals come one at a time). That is what keeps a
-//     claim storm from taking more terms than etcd can renew: the
-//     keep-alives of terms claimed in the storm are due only later.
+//   - when the terms it holds would keep all its slots busy with
+//     renewals (Little's law: terms × the time a renewal etcd answered
+//     held a slot ÷ the time between renewals of a term; at most one
+//     slot per term, as its renewals come one at a time). That is what
+//     keeps a claim storm from taking more terms than etcd can renew:
+//     the keep-alives of terms claimed in the storm are due only later,
+//     so until renewals have been measured one counts as three claims.
+//     While etcd is the bottleneck a call's slot time is the slots ÷
+//     etcd's throughput, so the bound is renewals arriving as fast as
+//     etcd answers them; below it, slot time is etcd's latency and the
+//     slots bound the terms (WithMaxInFlight).
 type lateness struct {
 	mu     sync.Mutex
 	until  time.Time     // claims are refused until then
@@ -296,16 +301,17 @@ func (l *lateness) refuse(now time.Time, ttl time.Duration, live int) error {
 	if hold == 0 {
 		// No renewal yet: one costs about what a claim does, half as
 		// much again (a keep-alive and two committed reads, against a
-		// grant and a transaction).
-		hold = l.claimHold * 3 / 2
+		// grant and a transaction), and a claim storm's renewals come
+		// due together: count three claims, until renewals tell.
+		hold = l.claimHold * 3
 	}
 	if period == 0 {
 		period = ttl / 2
 	}
 	// A term's renewals come one at a time: each keeps at most one
 	// slot busy.
-	if busy := float64(live+1) * min(float64(hold)/float64(period), 1); 2*busy > float64(l.slots) {
-		return fmt.Errorf("%w: %w: the %d terms held would keep %.0f of the %d call slots busy with renewals (each holds one %v, every %v): no new terms beyond half",
+	if busy := float64(live+1) * min(float64(hold)/float64(period), 1); busy > float64(l.slots) {
+		return fmt.Errorf("%w: %w: the %d terms held would keep %.0f of the %d call slots busy with renewals (each holds one %v, every %v): no new terms beyond them",
 			lease.ErrNotSent, ErrOverCapacity, live, busy, l.slots, hold.Round(time.Millisecond), period.Round(time.Millisecond))
 	}
 	return nil

@@ -135,7 +135,7 @@ func (s *Store) Claim(ctx context.Context, name, holder string, d time.Duration)
 	return g, err
 }
 
-func (s *Store) claim(ctx context.Context, name, holder string, d time.Duration) (lease.Grant, error) {
+func (s *Store) claim(ctx context.Context, name, holder string, d time.Duration) (_ lease.Grant, err error) {
 	if err := checkArgs(name, holder, d); err != nil {
 		return lease.Grant{}, err
 	}
@@ -165,7 +165,11 @@ func (s *Store) claim(ctx context.Context, name, holder string, d time.Duration)
 	}
 	defer s.late.claimDone()
 	defer s.slots.release()
-	defer func(start time.Time) { s.late.claimed(s.opts.clock.Now().Sub(start)) }(s.opts.clock.Now())
+	defer func(start time.Time) {
+		if answered(err) {
+			s.late.claimed(s.opts.clock.Now().Sub(start))
+		}
+	}(s.opts.clock.Now())
 	s.revokeOrphans(ctx)
 	fail := func(err error) (lease.Grant, error) {
 		return lease.Grant{}, &lease.CallError{Store: storeName, Op: "claim", Name: name, Holder: holder, Err: err}
@@ -241,7 +245,7 @@ func (s *Store) Extend(ctx context.Context, g lease.Grant, d time.Duration) (lea
 
 // extend is Extend, uncounted. (It is long because its one loop —
 // keep-alive, read, follow a moved term once — reads best as a whole.)
-func (s *Store) extend(ctx context.Context, g lease.Grant, d time.Duration) (lease.Grant, error) {
+func (s *Store) extend(ctx context.Context, g lease.Grant, d time.Duration) (_ lease.Grant, err error) {
 	if err := checkGrant(g, d); err != nil {
 		return lease.Grant{}, err
 	}
@@ -252,7 +256,7 @@ func (s *Store) extend(ctx context.Context, g lease.Grant, d time.Duration) (lea
 		ttl = known.ttl
 	}
 	entered := s.opts.clock.Now()
-	err := s.slots.acquireRenewal(ctx, g.Token)
+	err = s.slots.acquireRenewal(ctx, g.Token)
 	if now := s.opts.clock.Now(); s.late.note(entered, now, ttl, errors.Is(err, ErrOverCapacity)) && ok {
 		known.lateWait = max(known.lateWait, now.Sub(entered))
 		s.markLate(g.Name, g.Token, known.lateWait)
@@ -266,7 +270,11 @@ func (s *Store) extend(ctx context.Context, g lease.Grant, d time.Duration) (lea
 	if ok {
 		period = first.Sub(known.confirmed)
 	}
-	defer func() { s.late.renewed(s.opts.clock.Now().Sub(first), period) }()
+	defer func() {
+		if answered(err) {
+			s.late.renewed(s.opts.clock.Now().Sub(first), period)
+		}
+	}()
 	fail := func(err error) (lease.Grant, error) {
 		return lease.Grant{}, &lease.CallError{Store: storeName, Op: "extend", Name: g.Name, Holder: g.Holder, Token: g.Token, Err: err}
 	}
@@ -431,6 +439,14 @@ func (s *Store) Holder(ctx context.Context, name string) (lease.Grant, error) {
 	}
 	defer s.slots.release()
 	return readHolder(ctx, s.cli, s.Key(name), name)
+}
+
+// answered says whether err is etcd's answer (none, or a definitive one):
+// only a call etcd answered measures what a call costs (see lateness); one
+// cut off by its ctx measures the caller's patience, and one a single
+// sample of it would weigh more than a hundred answered calls.
+func answered(err error) bool {
+	return err == nil || errors.Is(err, lease.ErrHeld) || errors.Is(err, lease.ErrNotHeld)
 }
 
 // heldBy is the refusal of a claim of name by the term whose key kv was
