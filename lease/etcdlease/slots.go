@@ -178,7 +178,7 @@ func (s *slots) compact() {
 
 // lateness is how late a Store's keep-alives run, or would run, for want
 // of call slots: the store's own overload, which etcd cannot see. The
-// Store refuses new terms at once (ErrOverCapacity, not sent) rather than
+// Store refuses new terms (ErrOverCapacity, not sent) rather than
 // let its keep-alives run late, so that the slots go to the terms it
 // holds, before their etcd leases run out:
 //

@@ -442,9 +442,9 @@ func (s *Store) Holder(ctx context.Context, name string) (lease.Grant, error) {
 }
 
 // answered says whether err is etcd's answer (none, or a definitive one):
-// only a call etcd answered measures what a call costs (see lateness); one
-// cut off by its ctx measures the caller's patience, and one a single
-// sample of it would weigh more than a hundred answered calls.
+// only a call etcd answered measures what a call costs (see lateness). One
+// cut off by its ctx measures the caller's patience, and a single such
+// sample would outweigh a hundred answered calls.
 func answered(err error) bool {
 	return err == nil || errors.Is(err, lease.ErrHeld) || errors.Is(err, lease.ErrNotHeld)
 }
