@@ -319,7 +319,7 @@ func (s *SessionStore) adopt(ctx context.Context, g lease.Grant, d time.Duration
 	fail := func(err error) (lease.Grant, error) {
 		return lease.Grant{}, &lease.CallError{Store: storeName, Op: "extend", Name: g.Name, Holder: g.Holder, Token: g.Token, Err: err}
 	}
-	if err := s.slots.acquireRenewal(ctx, g.Token); err != nil {
+	if err := s.slots.acquire(ctx); err != nil {
 		return lease.Grant{}, notSent("extend", g.Name, g.Holder, g.Token, err)
 	}
 	defer s.slots.release()
@@ -379,7 +379,7 @@ func (s *SessionStore) move(ctx context.Context, g lease.Grant, d time.Duration,
 	fail := func(err error) (lease.Grant, error) {
 		return lease.Grant{}, &lease.CallError{Store: storeName, Op: "extend", Name: g.Name, Holder: g.Holder, Token: g.Token, Err: err}
 	}
-	if err := s.slots.acquireRenewal(ctx, g.Token); err != nil {
+	if err := s.slots.acquire(ctx); err != nil {
 		return lease.Grant{}, notSent("extend", g.Name, g.Holder, g.Token, err)
 	}
 	defer s.slots.release()
@@ -453,7 +453,7 @@ func (s *SessionStore) revoke(ctx context.Context, g lease.Grant) error {
 	if s.isClosed() {
 		return &lease.CallError{Store: storeName, Op: "revoke", Name: g.Name, Holder: g.Holder, Token: g.Token, Err: errClosed}
 	}
-	if err := s.slots.acquireRenewal(ctx, g.Token); err != nil {
+	if err := s.slots.acquire(ctx); err != nil {
 		return notSent("revoke", g.Name, g.Holder, g.Token, err)
 	}
 	defer s.slots.release()
