@@ -95,8 +95,12 @@
 // first), so that thousands of trackers starting together do not time out
 // their own claims; SessionStore also batches claims, 64 to a
 // transaction. A call whose ctx ends before it is sent returns an error
-// matching lease.ErrNotSent (and ErrOverCapacity if it waited for a slot:
-// a Store whose terms need more renewals than etcd serves says so early).
+// matching lease.ErrNotSent (and ErrOverCapacity if it waited for a slot).
+// A Store serves renewals before claims, the oldest term first, and
+// refuses new terms (ErrOverCapacity, not sent) once the terms it holds
+// would keep all its slots busy with renewals or a keep-alive waited a
+// twentieth of its TTL for a slot: overload reads as overload, before any
+// term runs out, never as "not the leader".
 //
 // Fencing: a leader paused past its term (a GC stall, a frozen VM) may
 // wake up believing it still leads. A write to etcd guarded by Fence —

@@ -15,6 +15,7 @@ import (
 
 	jujuerrors "github.com/juju/errors"
 	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/coldstart-go/coldstart/lease"
@@ -192,6 +193,17 @@ var errTermChanged = errors.New("keep-alive not confirmed: raft term changed bef
 func confirmedInTerm(kaTerm, readTerm uint64) error {
 	if kaTerm == 0 || kaTerm != readTerm {
 		return fmt.Errorf("%w (keep-alive in term %d, read in term %d)", errTermChanged, kaTerm, readTerm)
+	}
+	return nil
+}
+
+// revokeLease revokes the etcd lease id, and with it every key on it: nil
+// once etcd revoked it or said it is gone, else the error. It is how both
+// stores revoke an etcd lease (a Store's orphans, a SessionStore's session
+// on Close).
+func revokeLease(ctx context.Context, cli *clientv3.Client, id clientv3.LeaseID) error {
+	if _, err := cli.Revoke(ctx, id); err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
+		return fmt.Errorf("revoke etcd lease %x: %w", int64(id), err)
 	}
 	return nil
 }

@@ -50,7 +50,10 @@ func (s *Store) WatchRelease(ctx context.Context, held *lease.HeldError) <-chan 
 		yield(out, err)
 		return out
 	}
-	go watchRelease(ctx, ctx, s.cli, s.Key(held.Name), held, s.refusedAt.from(held), out)
+	// Once the term is over, the follower's next claim is sent as a
+	// claim, without the read that checks for a live term first.
+	released := func() { s.refusedAt.forgetTerm(held.Name, held.Token) }
+	go watchRelease(ctx, ctx, s.cli, s.Key(held.Name), held, s.refusedAt.from(held), out, released)
 	return out
 }
 
@@ -80,7 +83,7 @@ func (s *SessionStore) WatchRelease(ctx context.Context, held *lease.HeldError) 
 		defer s.wg.Done()
 		defer cancel()
 		defer stop()
-		watchRelease(ctx, wctx, s.cli, s.Key(held.Name), held, s.refusedAt.from(held), out)
+		watchRelease(ctx, wctx, s.cli, s.Key(held.Name), held, s.refusedAt.from(held), out, nil)
 	}()
 	return out
 }
@@ -110,21 +113,28 @@ func watchError(held *lease.HeldError, err error) error {
 }
 
 // watchRelease watches key, from revision rev, for the end of held's
-// term and yields the answer to out. It yields nothing when caller (the ctx WatchRelease was
+// term and yields the answer to out; released, if not nil, is called just
+// before it yields that the term is over. It yields nothing when caller (the ctx WatchRelease was
 // given) ends; ctx, which ends with caller and with the store, runs the
 // watch: its end while caller is live yields errClosed.
-func watchRelease(caller, ctx context.Context, cli *clientv3.Client, key string, held *lease.HeldError, rev int64, out chan<- error) {
+func watchRelease(caller, ctx context.Context, cli *clientv3.Client, key string, held *lease.HeldError, rev int64, out chan<- error, released func()) {
 	token := int64(held.Token)
+	over := func() {
+		if released != nil {
+			released()
+		}
+		yield(out, nil)
+	}
 	for {
 		wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
-		over, compacted, err := followRelease(cli.Watch(wctx, key, clientv3.WithRev(rev)), token)
+		ended, compacted, err := followRelease(cli.Watch(wctx, key, clientv3.WithRev(rev)), token)
 		// Cancel drains the client's watcher for this ctx.
 		cancel()
 		switch {
 		case caller.Err() != nil:
 			return
-		case over:
-			yield(out, nil)
+		case ended:
+			over()
 			return
 		case ctx.Err() != nil:
 			yield(out, watchError(held, errClosed))
@@ -148,7 +158,7 @@ func watchRelease(caller, ctx context.Context, cli *clientv3.Client, key string,
 			yield(out, watchError(held, fmt.Errorf("read after compaction: %w", err)))
 			return
 		case len(resp.Kvs) == 0 || resp.Kvs[0].CreateRevision != token:
-			yield(out, nil)
+			over()
 			return
 		}
 		rev = resp.Header.Revision + 1
@@ -181,8 +191,11 @@ func followRelease(wch clientv3.WatchChan, token int64) (over, compacted bool, e
 // refusals remember, per lease name, the revision at which a refused claim
 // read the live term, for WatchRelease to start from: it is safe to start
 // a watch of the term just after any revision at which the term was live.
+// A Store's next claim of a name refused before reads the key first (see
+// Store.Claim), until the watch saw the term end or a claim succeeded.
 // Entries are overwritten by the name's next refusal; the map is emptied
-// when full, which costs a watch only the replay from the term's creation.
+// when full, which costs a watch only the replay from the term's creation,
+// and a follower's claim the three writes of a refusal.
 type refusals struct {
 	mu sync.Mutex
 	m  map[string]refusal
@@ -201,6 +214,30 @@ func (r *refusals) note(name string, token uint64, rev int64) {
 		r.m = make(map[string]refusal)
 	}
 	r.m[name] = refusal{token: token, rev: rev}
+}
+
+// refused says whether a claim of name was refused last time.
+func (r *refusals) refused(name string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	_, ok := r.m[name]
+	return ok
+}
+
+// forget drops name's refusal: a claim of it succeeded.
+func (r *refusals) forget(name string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.m, name)
+}
+
+// forgetTerm drops name's refusal by the term token, which is over.
+func (r *refusals) forgetTerm(name string, token uint64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if f, ok := r.m[name]; ok && f.token == token {
+		delete(r.m, name)
+	}
 }
 
 // from returns the revision a watch of held's term starts at: the one

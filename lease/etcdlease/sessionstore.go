@@ -11,7 +11,6 @@ import (
 
 	jujuerrors "github.com/juju/errors"
 	"go.etcd.io/etcd/api/v3/mvccpb"
-	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/coldstart-go/coldstart/internal/backoff"
@@ -541,8 +540,8 @@ func (s *SessionStore) revokeSession(sess *session) error {
 	defer cancel()
 	timer := s.opts.clock.AfterFunc(keepAliveTimeout(sess.promise().ttl), cancel)
 	defer timer.Stop()
-	if _, err := s.cli.Revoke(ctx, sess.id); err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
-		return fmt.Errorf("etcdlease: revoke session lease %x on close: %w", sess.id, err)
+	if err := revokeLease(ctx, s.cli, sess.id); err != nil {
+		return fmt.Errorf("etcdlease: session on close: %w", err)
 	}
 	return nil
 }

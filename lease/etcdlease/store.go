@@ -8,6 +8,7 @@ import (
 	"time"
 
 	jujuerrors "github.com/juju/errors"
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -32,19 +33,24 @@ type Store struct {
 	opts   options
 	slots  *slots // they count the calls refused over capacity, for the log
 	calls  lease.StoreCounters
+	// late says whether keep-alives wait too long for slots: then claims
+	// are refused (see lateness).
+	late lateness
 
 	mu sync.Mutex
 	// leases caches token -> etcd lease of terms this Store granted or
 	// extended. A miss is answered by reading the key, so entries may be
 	// dropped at any time; they are pruned when a term is seen to end.
 	leases map[uint64]cachedLease
-	// orphans are etcd leases of claims whose outcome was unconfirmed: the
-	// put may have been applied. The next Claim revokes them first, so a
-	// half-applied claim does not keep the lease from everyone (including
-	// its own retry) for a whole TTL.
+	// orphans are etcd leases the Store no longer wants and could not
+	// revoke yet (see orphan); the next Claim revokes them first.
 	orphans []clientv3.LeaseID
 	// refusedAt is where WatchRelease starts (release.go).
 	refusedAt refusals
+	// live is the count of leases whose confirmed renewal reaches past
+	// countedAt, plus those cached since (see liveTerms).
+	live      int
+	countedAt time.Time
 }
 
 // cachedLease is the etcd lease of the term of name with some token, and
@@ -56,6 +62,10 @@ type cachedLease struct {
 	name string
 	id   clientv3.LeaseID
 	leaseLife
+	// lateWait is the longest a keep-alive of the lease waited for a call
+	// slot, since it was last confirmed, when that was late (see
+	// lateness); zero if none was.
+	lateWait time.Duration
 }
 
 const (
@@ -85,6 +95,7 @@ func NewStore(cli *clientv3.Client, prefix string, opts ...Option) (*Store, erro
 	}
 	return &Store{
 		cli: cli, prefix: prefix, opts: o, slots: newSlots(o.maxInFlight),
+		late:   lateness{slots: o.maxInFlight},
 		leases: make(map[uint64]cachedLease),
 	}, nil
 }
@@ -108,9 +119,15 @@ func (s *Store) Key(name string) string { return s.prefix + name }
 // Claim takes the named lease for holder for at least d, rounded up to whole
 // seconds (etcd may raise it further to its minimum TTL); the returned
 // Grant's Duration is the TTL etcd granted. When another term holds the key
-// it returns a *lease.HeldError naming that holder. Invalid arguments give
-// an error matching errors.NotValid (github.com/juju/errors); any other
-// error matches lease.ErrUnconfirmed (and lease.ErrNotSent if the claim was not sent).
+// it returns a *lease.HeldError naming that holder and the term; once a
+// claim of the name was refused, the next reads the key first (one read,
+// no write, while a follower waits), until WatchRelease saw that term end.
+// While the Store is over capacity (see ErrOverCapacity) it refuses the
+// claim, after waiting an eighth of the TTL or until ctx ends, with an
+// error matching ErrOverCapacity and lease.ErrNotSent. Invalid arguments
+// give an error matching errors.NotValid (github.com/juju/errors); any
+// other error matches lease.ErrUnconfirmed (and lease.ErrNotSent if the
+// claim was not sent).
 func (s *Store) Claim(ctx context.Context, name, holder string, d time.Duration) (lease.Grant, error) {
 	done := s.calls.Begin(lease.OpClaim)
 	g, err := s.claim(ctx, name, holder, d)
@@ -118,17 +135,58 @@ func (s *Store) Claim(ctx context.Context, name, holder string, d time.Duration)
 	return g, err
 }
 
-func (s *Store) claim(ctx context.Context, name, holder string, d time.Duration) (lease.Grant, error) {
+func (s *Store) claim(ctx context.Context, name, holder string, d time.Duration) (_ lease.Grant, err error) {
 	if err := checkArgs(name, holder, d); err != nil {
 		return lease.Grant{}, err
+	}
+	// The terms held come first: a new one would make their keep-alives
+	// late. A refusal is held back for a while, as a call waiting for a
+	// slot would be: a tracker claims again soon after a call not sent,
+	// and ten thousand trackers asking every few milliseconds take the
+	// CPU the renewals need. The claim asks before it waits for a slot,
+	// so as not to wait in vain, and again once it has one: thousands of
+	// claims may have waited together.
+	ttl := time.Duration(ttlFor(d)) * time.Second
+	refused := func(err error) (lease.Grant, error) {
+		s.holdBack(ctx, ttl/8)
+		return lease.Grant{}, &lease.CallError{Store: storeName, Op: "claim", Name: name, Holder: holder, Err: err}
+	}
+	now := s.opts.clock.Now()
+	if err := s.late.refusal(now, ttl, s.liveTerms(now), false); err != nil {
+		return refused(err)
 	}
 	if err := s.slots.acquire(ctx); err != nil {
 		return lease.Grant{}, notSent("claim", name, holder, 0, err)
 	}
+	now = s.opts.clock.Now()
+	if err := s.late.refusal(now, ttl, s.liveTerms(now), true); err != nil {
+		s.slots.release()
+		return refused(err)
+	}
+	defer s.late.claimDone()
 	defer s.slots.release()
+	defer func(start time.Time) {
+		if answered(err) {
+			s.late.claimed(s.opts.clock.Now().Sub(start))
+		}
+	}(s.opts.clock.Now())
 	s.revokeOrphans(ctx)
 	fail := func(err error) (lease.Grant, error) {
 		return lease.Grant{}, &lease.CallError{Store: storeName, Op: "claim", Name: name, Holder: holder, Err: err}
+	}
+	key := s.Key(name)
+	if s.refusedAt.refused(name) {
+		// A follower's claim, most likely refused again: a read tells
+		// (a quorum's heartbeat, no write), where a grant, a refused
+		// transaction and a revoke were three writes — the load that
+		// thousands of waiting followers put on etcd.
+		resp, err := s.cli.Get(ctx, key)
+		if err != nil {
+			return fail(err)
+		}
+		if len(resp.Kvs) > 0 {
+			return lease.Grant{}, s.heldBy(name, resp.Kvs[0], resp.Header.Revision)
+		}
 	}
 
 	sent := s.opts.clock.Now()
@@ -138,33 +196,29 @@ func (s *Store) claim(ctx context.Context, name, holder string, d time.Duration)
 		// by itself.
 		return fail(err)
 	}
-	key := s.Key(name)
 	resp, err := s.cli.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
 		Then(clientv3.OpPut(key, holder, clientv3.WithLease(gr.ID))).
 		Else(clientv3.OpGet(key)).
 		Commit()
 	if err != nil {
-		s.addOrphan(gr.ID)
+		// The put may have been applied, on this lease.
+		s.orphan(ctx, gr.ID)
 		return fail(err)
 	}
 	if !resp.Succeeded {
-		// Our etcd lease carries nothing; revoking it is only tidiness,
-		// and it expires by itself if this fails.
-		s.revokeQuietly(ctx, gr.ID)
-		held := &lease.HeldError{Name: name}
+		s.orphan(ctx, gr.ID)
 		if rr := resp.Responses[0].GetResponseRange(); rr != nil && len(rr.Kvs) > 0 {
-			held.Holder = string(rr.Kvs[0].Value)
-			held.Token = uint64(rr.Kvs[0].CreateRevision)
-			s.refusedAt.note(name, held.Token, resp.Header.Revision)
+			return lease.Grant{}, s.heldBy(name, rr.Kvs[0], resp.Header.Revision)
 		}
-		return lease.Grant{}, held
+		return lease.Grant{}, &lease.HeldError{Name: name}
 	}
+	s.refusedAt.forget(name)
 	// The transaction made exactly one revision: the key's create revision.
 	token := uint64(resp.Header.Revision)
-	ttl := time.Duration(gr.TTL) * time.Second
-	s.remember(name, token, cachedLease{id: gr.ID, leaseLife: leaseLife{term: gr.ResponseHeader.GetRaftTerm(), confirmed: sent, ttl: ttl}})
-	return lease.Grant{Name: name, Holder: holder, Token: token, Duration: ttl}, nil
+	granted := time.Duration(gr.TTL) * time.Second
+	s.remember(name, token, cachedLease{id: gr.ID, leaseLife: leaseLife{term: gr.ResponseHeader.GetRaftTerm(), confirmed: sent, ttl: granted}})
+	return lease.Grant{Name: name, Holder: holder, Token: token, Duration: granted}, nil
 }
 
 // Extend keeps the term g alive: one keep-alive of its etcd lease, then a
@@ -177,8 +231,11 @@ func (s *Store) claim(ctx context.Context, name, holder string, d time.Duration)
 // g.Token (the token is unchanged). It returns a *lease.NotHeldError when
 // a linearizable read finds the key gone or belonging to a later term (a
 // keep-alive's "no such lease" alone ends nothing: a stale member may say
-// it); any other error matches lease.ErrUnconfirmed (or lease.ErrNotSent if the
-// call was not sent).
+// it), matching ErrOverCapacity too when the etcd lease ran out while the
+// Store's keep-alives of it waited for call slots; any other error
+// matches lease.ErrUnconfirmed (or lease.ErrNotSent if the call was not
+// sent: ErrOverCapacity among them). Renewals take the call slots before
+// claims, the oldest term first.
 func (s *Store) Extend(ctx context.Context, g lease.Grant, d time.Duration) (lease.Grant, error) {
 	done := s.calls.Begin(lease.OpExtend)
 	g, err := s.extend(ctx, g, d)
@@ -188,20 +245,41 @@ func (s *Store) Extend(ctx context.Context, g lease.Grant, d time.Duration) (lea
 
 // extend is Extend, uncounted. (It is long because its one loop —
 // keep-alive, read, follow a moved term once — reads best as a whole.)
-func (s *Store) extend(ctx context.Context, g lease.Grant, d time.Duration) (lease.Grant, error) {
+func (s *Store) extend(ctx context.Context, g lease.Grant, d time.Duration) (_ lease.Grant, err error) {
 	if err := checkGrant(g, d); err != nil {
 		return lease.Grant{}, err
 	}
-	if err := s.slots.acquire(ctx); err != nil {
+	want := ttlFor(d)
+	known, ok := s.cached(g.Name, g.Token)
+	ttl := time.Duration(want) * time.Second
+	if ok {
+		ttl = known.ttl
+	}
+	entered := s.opts.clock.Now()
+	err = s.slots.acquireRenewal(ctx, g.Token)
+	if now := s.opts.clock.Now(); s.late.note(entered, now, ttl, errors.Is(err, ErrOverCapacity)) && ok {
+		known.lateWait = max(known.lateWait, now.Sub(entered))
+		s.markLate(g.Name, g.Token, known.lateWait)
+	}
+	if err != nil {
 		return lease.Grant{}, notSent("extend", g.Name, g.Holder, g.Token, err)
 	}
 	defer s.slots.release()
+	first := s.opts.clock.Now()
+	var period time.Duration // since the lease's last confirmed renewal
+	if ok {
+		period = first.Sub(known.confirmed)
+	}
+	defer func() {
+		if answered(err) {
+			s.late.renewed(s.opts.clock.Now().Sub(first), period)
+		}
+	}()
 	fail := func(err error) (lease.Grant, error) {
 		return lease.Grant{}, &lease.CallError{Store: storeName, Op: "extend", Name: g.Name, Holder: g.Holder, Token: g.Token, Err: err}
 	}
 	key := s.Key(g.Name)
 
-	known, ok := s.cached(g.Name, g.Token)
 	id := known.id
 	if !ok {
 		// Not granted by this Store (or forgotten): the key says which
@@ -216,7 +294,6 @@ func (s *Store) extend(ctx context.Context, g lease.Grant, d time.Duration) (lea
 		id = clientv3.LeaseID(kv.Lease)
 	}
 
-	want := ttlFor(d)
 	for attempt := 0; ; attempt++ {
 		sent := s.opts.clock.Now()
 		ka, kaErr := s.cli.KeepAliveOnce(ctx, id)
@@ -233,7 +310,7 @@ func (s *Store) extend(ctx context.Context, g lease.Grant, d time.Duration) (lea
 			return fail(err)
 		}
 		if kv == nil || uint64(kv.CreateRevision) != g.Token {
-			return lease.Grant{}, s.notHeld("extend", g, kv)
+			return lease.Grant{}, lostLate(s.notHeld("extend", g, kv), known, ok, first)
 		}
 		if got := clientv3.LeaseID(kv.Lease); got != id {
 			// A concurrent Extend moved the term to a longer etcd lease
@@ -299,7 +376,7 @@ func (s *Store) relet(ctx context.Context, g lease.Grant, old clientv3.LeaseID, 
 		return fail(err)
 	}
 	if !resp.Succeeded {
-		s.revokeQuietly(ctx, gr.ID)
+		s.orphan(ctx, gr.ID)
 		kv := elseKV(resp)
 		if kv != nil && uint64(kv.CreateRevision) == g.Token {
 			// Still our term, on another lease: a concurrent relet won.
@@ -307,8 +384,7 @@ func (s *Store) relet(ctx context.Context, g lease.Grant, old clientv3.LeaseID, 
 		}
 		return lease.Grant{}, s.notHeld("extend", g, kv)
 	}
-	// The old lease carries no key now; it expires by itself if this fails.
-	s.revokeQuietly(ctx, old)
+	s.orphan(ctx, old)
 	granted := time.Duration(gr.TTL) * time.Second
 	s.remember(g.Name, g.Token, cachedLease{id: gr.ID, leaseLife: leaseLife{term: gr.ResponseHeader.GetRaftTerm(), confirmed: sent, ttl: granted}})
 	g.Duration = granted
@@ -332,7 +408,7 @@ func (s *Store) revoke(ctx context.Context, g lease.Grant) error {
 	if g.Name == "" || g.Token == 0 {
 		return jujuerrors.NotValidf("grant %+v (must have a Name and a Token)", g)
 	}
-	if err := s.slots.acquire(ctx); err != nil {
+	if err := s.slots.acquireRenewal(ctx, g.Token); err != nil {
 		return notSent("revoke", g.Name, g.Holder, g.Token, err)
 	}
 	defer s.slots.release()
@@ -345,7 +421,7 @@ func (s *Store) revoke(ctx context.Context, g lease.Grant) error {
 	}
 	s.forget(g.Token)
 	if deleted.Lease != 0 {
-		s.revokeQuietly(ctx, clientv3.LeaseID(deleted.Lease))
+		s.orphan(ctx, clientv3.LeaseID(deleted.Lease))
 	}
 	return nil
 }
@@ -365,18 +441,26 @@ func (s *Store) Holder(ctx context.Context, name string) (lease.Grant, error) {
 	return readHolder(ctx, s.cli, s.Key(name), name)
 }
 
+// answered says whether err is etcd's answer (none, or a definitive one):
+// only a call etcd answered measures what a call costs (see lateness). One
+// cut off by its ctx measures the caller's patience, and a single such
+// sample would outweigh a hundred answered calls.
+func answered(err error) bool {
+	return err == nil || errors.Is(err, lease.ErrHeld) || errors.Is(err, lease.ErrNotHeld)
+}
+
+// heldBy is the refusal of a claim of name by the term whose key kv was
+// read at revision rev, noted for WatchRelease.
+func (s *Store) heldBy(name string, kv *mvccpb.KeyValue, rev int64) error {
+	s.refusedAt.note(name, uint64(kv.CreateRevision), rev)
+	return &lease.HeldError{Name: name, Holder: string(kv.Value), Token: uint64(kv.CreateRevision)}
+}
+
 // notHeld forgets g and describes why its term is over; kv is the key as
 // read (nil when gone).
 func (s *Store) notHeld(op string, g lease.Grant, kv *keyValue) error {
 	s.forget(g.Token)
 	return notHeld(op, g, kv)
-}
-
-func (s *Store) revokeQuietly(ctx context.Context, id clientv3.LeaseID) {
-	if ctx.Err() != nil {
-		return
-	}
-	_, _ = s.cli.Revoke(ctx, id)
 }
 
 // cached returns the etcd lease of the term (name, token), if known. The
@@ -396,8 +480,68 @@ func (s *Store) remember(name string, token uint64, l cachedLease) {
 	if len(s.leases) >= maxCached {
 		clear(s.leases)
 	}
+	if _, ok := s.leases[token]; !ok {
+		s.live++
+	}
 	l.name = name
 	s.leases[token] = l
+}
+
+// holdBack waits for d or until ctx ends.
+func (s *Store) holdBack(ctx context.Context, d time.Duration) {
+	t := s.opts.clock.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.Chan():
+	}
+}
+
+// liveCountEvery is how often liveTerms counts the cache afresh.
+const liveCountEvery = 100 * time.Millisecond
+
+// liveTerms is how many terms this Store keeps alive at now: those whose
+// etcd lease's last confirmed renewal reaches past now, counted at most
+// every liveCountEvery (plus the terms cached since), for the claims'
+// admission (see lateness).
+func (s *Store) liveTerms(now time.Time) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if now.Sub(s.countedAt) < liveCountEvery {
+		return s.live
+	}
+	s.live, s.countedAt = 0, now
+	for _, c := range s.leases {
+		if now.Before(c.confirmed.Add(c.ttl)) {
+			s.live++
+		}
+	}
+	return s.live
+}
+
+// markLate records that a keep-alive of the term (name, token) waited
+// wait for a call slot, late.
+func (s *Store) markLate(name string, token uint64, wait time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if c, ok := s.leases[token]; ok && c.name == name {
+		c.lateWait = max(c.lateWait, wait)
+		s.leases[token] = c
+	}
+}
+
+// lostLate is the loss err (the term's key gone, or another term's) of a
+// term whose etcd lease known (if ok) ran out before its keep-alive was
+// sent at sent, while the store's keep-alives of it waited late for call
+// slots: the store's overload ended it, and the error says so — it
+// matches ErrOverCapacity as well as lease.ErrNotHeld. Any other loss is
+// err as it is.
+func lostLate(err error, known cachedLease, ok bool, sent time.Time) error {
+	if !ok || known.lateWait == 0 || sent.Before(known.confirmed.Add(known.ttl)) {
+		return err
+	}
+	return fmt.Errorf("%w (%w: its etcd lease ran out %v after its last confirmed renewal, before this store sent the keep-alive: keep-alives waited up to %v for call slots)",
+		err, ErrOverCapacity, sent.Sub(known.confirmed).Round(time.Millisecond), known.lateWait.Round(time.Millisecond))
 }
 
 func (s *Store) forget(token uint64) {
@@ -406,6 +550,21 @@ func (s *Store) forget(token uint64) {
 	s.mu.Unlock()
 }
 
+// orphan revokes the etcd lease id, which the Store no longer wants: a
+// refused claim's, a relet's old or unused one, a revoked term's (they
+// carry no key of a live term), or an unconfirmed claim's, whose put may
+// have been applied with nobody promised the key. It is the Store's one
+// revoke of an etcd lease. One it cannot revoke now (ctx ended, etcd did
+// not confirm) is kept and revoked by the next Claim first: an etcd lease
+// expires by itself after its TTL, but an unconfirmed claim's key would
+// keep the lease from everyone, its own retry included, until then.
+func (s *Store) orphan(ctx context.Context, id clientv3.LeaseID) {
+	if ctx.Err() != nil || revokeLease(ctx, s.cli, id) != nil {
+		s.addOrphan(id)
+	}
+}
+
+// addOrphan keeps id for the next Claim to revoke.
 func (s *Store) addOrphan(id clientv3.LeaseID) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -416,27 +575,14 @@ func (s *Store) addOrphan(id clientv3.LeaseID) {
 	s.orphans = append(s.orphans, id)
 }
 
-// revokeOrphans revokes the etcd leases of unconfirmed claims. A lease that
-// etcd reports gone, or that is revoked, is dropped from the list; one whose
-// revoke is itself unconfirmed stays for the next Claim.
+// revokeOrphans revokes the orphans kept; those it cannot revoke stay for
+// the next Claim.
 func (s *Store) revokeOrphans(ctx context.Context) {
 	s.mu.Lock()
 	orphans := s.orphans
 	s.orphans = nil
 	s.mu.Unlock()
-	for i, id := range orphans {
-		if ctx.Err() != nil {
-			s.readdOrphans(orphans[i:])
-			return
-		}
-		if _, err := s.cli.Revoke(ctx, id); err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
-			s.readdOrphans(orphans[i : i+1])
-		}
-	}
-}
-
-func (s *Store) readdOrphans(ids []clientv3.LeaseID) {
-	for _, id := range ids {
-		s.addOrphan(id)
+	for _, id := range orphans {
+		s.orphan(ctx, id)
 	}
 }
