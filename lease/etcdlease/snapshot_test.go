@@ -17,11 +17,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
@@ -157,15 +159,17 @@ func TestSnapshotFollowersStaleTermConfirmsNothing(t *testing.T) {
 		sessKV := newSwitchKV(cliM)
 		mixSS := client(x)
 		mixSS.KV, mixSS.Lease, mixSS.Watcher = sessKV, clientv3.NewLease(cliM), clientv3.NewWatcher(cliM)
-		ss, err := etcdlease.NewSessionStore(mixSS, "/ss/", h2SessionTTL)
+		ss, err := etcdlease.NewSessionStore(mixSS, "/ss/", h2SessionTTL, etcdlease.WithLogger(slog.New(slog.NewTextHandler(testWriter{t}, nil))))
 		require.NoError(t, err)
 		defer ss.Close()
-		sg, err := ss.Claim(ctx, "y", "h", time.Second)
+		sg, err := ss.Claim(ctx, "y", "h", h2SessionTTL)
 		require.NoError(t, err)
 		t.Logf("session store claimed %q at token %d", sg.Name, sg.Token)
 		sLost := ss.Lost(ctx, sg)
-		// The holder keeps asking (an Extend every 200ms) from now on, or
-		// the store would rightly end the term as abandoned; the
+		// The holder keeps asking (an Extend every 200ms, each for the
+		// session's TTL, so that a stall of this process shorter than that
+		// does not abandon it) from now on, or the store would rightly end
+		// the term as abandoned; the
 		// session's state shows what its keep-alive stream, which reaches
 		// x, was answered.
 		var sessionStale atomic.Bool
@@ -187,7 +191,7 @@ func TestSnapshotFollowersStaleTermConfirmsNothing(t *testing.T) {
 					t.Logf("session: %s", last)
 				}
 				if i%40 == 0 {
-					if _, err := ss.Extend(pctx, sg, time.Second); errors.Is(err, lease.ErrNotHeld) {
+					if _, err := ss.Extend(pctx, sg, h2SessionTTL); errors.Is(err, lease.ErrNotHeld) {
 						sessionNotHeld.CompareAndSwap(nil, &err)
 					}
 				}
@@ -271,6 +275,10 @@ func TestSnapshotFollowersStaleTermConfirmsNothing(t *testing.T) {
 			t.Errorf("SessionStore ended a live term (Lost closed) on a stale leader's \"no such lease\" and a snapshot's term")
 		default:
 		}
+		// The premise: the majority kept the session's key all along.
+		if r, err := cliM.Get(ctx, "/ss/y"); assert.NoError(t, err) {
+			assert.Len(t, r.Kvs, 1, "the session's key is still in etcd")
+		}
 		c.HealAll()
 		t.Logf("Store: %d keep-alives answered by the stale leader left unconfirmed, %d confirmed; SessionStore: a stale answer seen: %v",
 			unconfirmed, confirmed, sessionStale.Load())
@@ -279,3 +287,9 @@ func TestSnapshotFollowersStaleTermConfirmsNothing(t *testing.T) {
 		return storeSeen && sessionSeen || t.Failed()
 	})
 }
+
+// testWriter writes the store's log records to the test's log, shown when
+// a try fails. The store is closed before the test ends.
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) { w.t.Logf("%s", p); return len(p), nil }

@@ -159,7 +159,7 @@ func TestStaleLeaderNotFoundEndsNoTerm(t *testing.T) {
 		ss, err := etcdlease.NewSessionStore(mixSS, "/ss/", h2SessionTTL)
 		require.NoError(t, err)
 		defer ss.Close()
-		sg, err := ss.Claim(ctx, "y", "h", time.Second)
+		sg, err := ss.Claim(ctx, "y", "h", h2SessionTTL)
 		require.NoError(t, err)
 		sLost := ss.Lost(ctx, sg)
 		// The session's keep-alives reach only a: the majority keeps its
@@ -175,8 +175,9 @@ func TestStaleLeaderNotFoundEndsNoTerm(t *testing.T) {
 			}
 		}()
 
-		// The holder keeps asking (an Extend every 200ms), and the
-		// session's state shows what its keep-alive stream, which
+		// The holder keeps asking (an Extend every 200ms, each for the
+		// session's TTL, so that a stall of this process shorter than that
+		// does not abandon it), and the session's state shows what its keep-alive stream, which
 		// reaches a, was answered.
 		var sessionStale atomic.Bool
 		var sessionNotHeld atomic.Pointer[error]
@@ -197,7 +198,7 @@ func TestStaleLeaderNotFoundEndsNoTerm(t *testing.T) {
 					t.Logf("session: %s", last)
 				}
 				if i%40 == 0 {
-					if _, err := ss.Extend(pctx, sg, time.Second); errors.Is(err, lease.ErrNotHeld) {
+					if _, err := ss.Extend(pctx, sg, h2SessionTTL); errors.Is(err, lease.ErrNotHeld) {
 						sessionNotHeld.CompareAndSwap(nil, &err)
 					}
 				}
