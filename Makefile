@@ -51,9 +51,10 @@ NICE ?= nice -n 19
 #   fault tests that run alone (ETCD_ALONE): the five-member snapshot test,
 #   whose stale leader and lagging member need the CPU on time (beside the
 #   other lanes it failed 2 runs in 14, alone 0 in 7).
-# -run and -skip with the same patterns: together the lanes run every test
-# once, as `go test ./...` in the module does (one fault test at a time,
-# then the others, GOMAXPROCS at once).
+# Every lane runs ./... with -run and -skip of the same patterns: together
+# they run every test of every package once, as `go test ./...` in the
+# module does (there, one fault test at a time, then the others, GOMAXPROCS
+# at once); a fault lane runs one package at a time (-p 1).
 ETCD          := lease/etcdlease
 ETCD_FAULTS   := ^(TestFault|TestStale|TestSnapshot)
 ETCD_FAULTS_B := ^TestFaultStaleLeaderNeverTwoLeaders$$
@@ -98,22 +99,22 @@ $(MODS): mod/%:
 	@$(call VET_RACE,$(patsubst root,.,$*))
 	@$(call TEST_RACE,$(patsubst root,.,$*))
 
-# After the vet, the package's test binary is built (and cached) once for
-# the three lanes, which would otherwise each build it from empty caches.
+# After the vet, the test binaries are built (and cached) once for the
+# lanes, which would otherwise each build them from empty caches.
 etcd/vet:
 	@$(call VET_RACE,$(ETCD))
-	@echo "go test -race -run '^$$' ($(ETCD): the test binary)" && cd $(ETCD) && $(call timed,$(NICE) $(GO) test -race -vet=off -count=1 -run '^$$' .)
+	@echo "go test -race -run '^$$' ($(ETCD): the test binaries)" && cd $(ETCD) && $(call timed,$(NICE) $(GO) test -race -vet=off -count=1 -run '^$$' ./...)
 
 $(ETCD_LANES): etcd/vet
 
 etcd/faults-a:
-	@echo "go test -race ($(ETCD): fault tests, lane a)" && $(call ETCD_TEST,-run '$(ETCD_FAULTS)' -skip '$(ETCD_FAULTS_B)|$(ETCD_ALONE)' .)
+	@echo "go test -race ($(ETCD): fault tests, lane a)" && $(call ETCD_TEST,-p 1 -run '$(ETCD_FAULTS)' -skip '$(ETCD_FAULTS_B)|$(ETCD_ALONE)' ./...)
 
 etcd/faults-b:
-	@echo "go test -race ($(ETCD): fault tests, lane b)" && $(call ETCD_TEST,-run '$(ETCD_FAULTS_B)' .)
+	@echo "go test -race ($(ETCD): fault tests, lane b)" && $(call ETCD_TEST,-p 1 -run '$(ETCD_FAULTS_B)' ./...)
 
 etcd/alone:
-	@echo "go test -race ($(ETCD): fault tests run alone)" && $(call ETCD_TEST,-run '$(ETCD_ALONE)' .)
+	@echo "go test -race ($(ETCD): fault tests run alone)" && $(call ETCD_TEST,-p 1 -run '$(ETCD_ALONE)' ./...)
 
 etcd/rest:
 	@echo "go test -race ($(ETCD): all but the fault tests)" && $(call ETCD_TEST,-parallel $(ETCD_PARALLEL) -skip '$(ETCD_FAULTS)' ./...)
