@@ -57,7 +57,7 @@ NICE ?= nice -n 19
 # at once); a fault lane runs one package at a time (-p 1).
 ETCD          := lease/etcdlease
 ETCD_FAULTS   := ^(TestFault|TestStale|TestSnapshot)
-ETCD_FAULTS_B := ^TestFaultStaleLeaderNeverTwoLeaders$$
+ETCD_FAULTS_B := ^(TestFaultStaleLeaderNeverTwoLeaders|TestFaultsOnMembers)$$
 ETCD_ALONE    := ^TestSnapshot
 ETCD_PARALLEL ?= 4
 ETCD_TEST      = cd $(ETCD) && $(call timed,$(GO) test -race -vet=off -count=1 $1)
