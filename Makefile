@@ -23,44 +23,109 @@ export GOWORK := off
 # A module is vetted with the flags its tests build with (-race), so that
 # the vet and the tests share one build of its dependencies, and then tested
 # with -vet=off (go test's own vet checks are a subset of go vet's).
-VET_RACE  = echo "go vet -race ($1)" && cd $1 && $(GO) vet -race ./...
-TEST_RACE = echo "go test -race ($1)" && cd $1 && $(GO) test -race -vet=off -count=1 ./...
+# Each step prints how long it took.
+timed     = { s=$$(date +%s); $1; rc=$$?; echo "  ($$(( $$(date +%s) - s ))s)"; exit $$rc; }
+VET_RACE  = echo "go vet -race ($1)" && cd $1 && $(call timed,$(NICE) $(GO) vet -race ./...)
+TEST_RACE = echo "go test -race ($1)" && cd $1 && $(call timed,$(GO) test -race -vet=off -count=1 ./...)
 
-# make test runs two jobs at once, for 2 cores, in two lanes:
-# - lease/etcdlease, vetted and tested: its tests are the longest (~2.5 min,
-#   mostly waiting on etcd), and its vet builds the standard library, grpc
-#   and etcd's client with -race for everyone after it;
+# NICE runs the builds (go vet, which builds a module's dependencies, and
+# the server's build) at the lowest CPU priority, and the tests at the
+# normal one: many tests time real servers on the wall clock (etcd leases of
+# a second, lease/etcdlease's fault tests, which time faults against etcd
+# processes), and a compile beside them at equal priority can starve them
+# long enough to fail (a fault that does not happen is a try that proves
+# nothing; three in a row fail the test). Niced, the builds still get every
+# cycle the tests leave, which is most of them. NICE= turns it off.
+NICE ?= nice -n 19
+
+# lease/etcdlease's tests take longest (~5 min one after another, mostly
+# waiting on etcd), so make test runs them in lanes (see CONTRIBUTING.md),
+# after its vet has built its dependencies once:
+# - etcd/faults-a and etcd/faults-b: the fault tests, which start etcd
+#   clusters of member processes and time faults on the wall clock (named
+#   TestFault*, TestStale*, TestSnapshot*: ETCD_FAULTS), one at a time in
+#   each lane; ETCD_FAULTS_B picks lane b's;
+# - etcd/rest: every other test of the module, its single-member tests in
+#   parallel (t.Parallel; ETCD_PARALLEL at once: they mostly wait);
+# - etcd/alone, once the other three (and the small modules) are done: the
+#   fault tests that run alone (ETCD_ALONE): the five-member snapshot test,
+#   whose stale leader and lagging member need the CPU on time (beside the
+#   other lanes it failed 2 runs in 14, alone 0 in 7).
+# Every lane runs ./... with -run and -skip of the same patterns: together
+# they run every test of every package once, as `go test ./...` in the
+# module does (there, one fault test at a time, then the others, GOMAXPROCS
+# at once); a fault lane runs one package at a time (-p 1).
+ETCD          := lease/etcdlease
+ETCD_FAULTS   := ^(TestFault|TestStale|TestSnapshot)
+ETCD_FAULTS_B := ^(TestFaultStaleLeaderNeverTwoLeaders|TestFaultsOnMembers)$$
+ETCD_ALONE    := ^TestSnapshot
+ETCD_PARALLEL ?= 4
+ETCD_TEST      = cd $(ETCD) && $(call timed,$(GO) test -race -vet=off -count=1 $1)
+ETCD_LANES    := etcd/faults-a etcd/faults-b etcd/rest etcd/alone
+
+# make test runs four jobs at once, for 2 cores, in two chains:
+# - lease/etcdlease's vet, which builds the standard library, grpc and
+#   etcd's client with -race for everyone after it, then its three test
+#   lanes (above), two of which mostly wait on etcd; after its fault lane b
+#   (the first to end), the small modules (SMALL) one after another, and
+#   then etcd/alone;
 # - beside it, the server, whose build shares nothing with the others' (they
-#   build with -race) and is the longest; then the other -race modules one
-#   after another in LANE order (they share dependencies: two at once would
-#   build them twice), the server's tests as soon as lease/k8slease (whose
+#   build with -race) and is the longest; then the root module and
+#   lease/k8slease, and the server's tests as soon as lease/k8slease (whose
 #   -race build of client-go they share) is done.
+# Modules in one chain run one after another: they share dependencies, and
+# two at once would build them twice from empty caches.
 # mod/<module> vets and tests one module (mod/root is the root module).
-LANE := . lease/k8slease $(SERVER_TESTS) $(filter-out . lease/k8slease lease/etcdlease,$(RACE))
-MODS := $(addprefix mod/,$(patsubst .,root,$(LANE)))
+BIG   := . lease/k8slease $(SERVER_TESTS)
+SMALL := $(filter-out $(BIG) $(ETCD),$(RACE))
+mods   = $(addprefix mod/,$(patsubst .,root,$1))
+MODS  := $(call mods,$(BIG) $(SMALL))
 # chain makes each of its targets wait for the one before it.
 chain = $(if $(word 2,$1),$(eval $(word 2,$1): | $(word 1,$1))$(call chain,$(wordlist 2,$(words $1),$1)))
-$(call chain,server $(MODS))
+$(call chain,server $(call mods,$(BIG)))
+$(call chain,etcd/faults-b $(call mods,$(SMALL)) etcd/alone)
+etcd/alone: | etcd/faults-a etcd/rest
 
-.PHONY: test fmt vet race bench server mod/lease/etcdlease $(MODS)
+.PHONY: test fmt vet race bench server etcd/vet $(ETCD_LANES) $(MODS)
 
+# (The small modules come in through etcd/alone's chain.)
 test: fmt
-	@$(MAKE) --no-print-directory -j2 --output-sync=target mod/lease/etcdlease server $(MODS)
+	@$(MAKE) --no-print-directory -j4 --output-sync=target $(ETCD_LANES) server $(call mods,$(BIG))
 
 fmt:
 	@out="$$(gofmt -l .)"; if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 
-mod/lease/etcdlease $(MODS): mod/%:
+$(MODS): mod/%:
 	@$(call VET_RACE,$(patsubst root,.,$*))
 	@$(call TEST_RACE,$(patsubst root,.,$*))
+
+# After the vet, the test binaries are built (and cached) once for the
+# lanes, which would otherwise each build them from empty caches.
+etcd/vet:
+	@$(call VET_RACE,$(ETCD))
+	@echo "go test -race -run '^$$' ($(ETCD): the test binaries)" && cd $(ETCD) && $(call timed,$(NICE) $(GO) test -race -vet=off -count=1 -run '^$$' ./...)
+
+$(ETCD_LANES): etcd/vet
+
+etcd/faults-a:
+	@echo "go test -race ($(ETCD): fault tests, lane a)" && $(call ETCD_TEST,-p 1 -run '$(ETCD_FAULTS)' -skip '$(ETCD_FAULTS_B)|$(ETCD_ALONE)' ./...)
+
+etcd/faults-b:
+	@echo "go test -race ($(ETCD): fault tests, lane b)" && $(call ETCD_TEST,-p 1 -run '$(ETCD_FAULTS_B)' ./...)
+
+etcd/alone:
+	@echo "go test -race ($(ETCD): fault tests run alone)" && $(call ETCD_TEST,-p 1 -run '$(ETCD_ALONE)' ./...)
+
+etcd/rest:
+	@echo "go test -race ($(ETCD): all but the fault tests)" && $(call ETCD_TEST,-parallel $(ETCD_PARALLEL) -skip '$(ETCD_FAULTS)' ./...)
 
 # The server: vetted (which compiles all of it), tested (it has no tests
 # today; any it gets run here), and linked into the go command's cache,
 # where the tests' `go run` finds it.
 server:
-	@echo "go vet ($(SERVER))" && cd $(SERVER) && $(GO) vet ./...
-	@echo "go test ($(SERVER))" && cd $(SERVER) && $(GO) test -vet=off -count=1 ./...
-	@echo "go run -exec true ($(SERVER))" && cd $(SERVER) && $(GO) run -exec true .
+	@echo "go vet ($(SERVER))" && cd $(SERVER) && $(call timed,$(NICE) $(GO) vet ./...)
+	@echo "go test ($(SERVER))" && cd $(SERVER) && $(call timed,$(NICE) $(GO) test -vet=off -count=1 ./...)
+	@echo "go run -exec true ($(SERVER))" && cd $(SERVER) && $(call timed,$(NICE) $(GO) run -exec true .)
 
 # The server's tests start it: they wait for it to be built.
 mod/$(SERVER_TESTS): server

@@ -49,10 +49,23 @@ func newSessionStore(t testing.TB, cli *clientv3.Client, prefix string, ttl time
 	return s
 }
 
-// forEachStore runs test once per store kind, as a subtest.
+// forEachStore runs test once per store kind, as a subtest; one after the
+// other, as a test that shares one etcd between them, or that depends on
+// timing under load (the fault tests), needs.
 func forEachStore(t *testing.T, test func(t *testing.T, kind storeKind)) {
 	for _, kind := range storeKinds {
 		t.Run(kind.name, func(t *testing.T) { test(t, kind) })
+	}
+}
+
+// forEachStoreParallel is forEachStore for a test whose subtests each
+// start an etcd of their own: they run in parallel (t.Parallel).
+func forEachStoreParallel(t *testing.T, test func(t *testing.T, kind storeKind)) {
+	for _, kind := range storeKinds {
+		t.Run(kind.name, func(t *testing.T) {
+			t.Parallel()
+			test(t, kind)
+		})
 	}
 }
 
@@ -60,6 +73,7 @@ func forEachStore(t *testing.T, test func(t *testing.T, kind storeKind)) {
 // MemStore runs) against one real single-member etcd, for both stores. Each
 // subtest uses lease names of its own, so they share the server.
 func TestStoreContract(t *testing.T) {
+	t.Parallel()
 	cli := etcdtest.Start(t).Client()
 	const term = time.Second
 	forEachStore(t, func(t *testing.T, kind storeKind) {

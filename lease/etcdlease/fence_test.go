@@ -76,7 +76,8 @@ func valueOf(ctx context.Context, t *testing.T, cli *clientv3.Client, key string
 // fence prevents). While it led, the same fenced write was applied, and the
 // new leader's fenced write is.
 func TestFenceRefusesPausedLeadersLateWrite(t *testing.T) {
-	forEachStore(t, testFenceRefusesPausedLeadersLateWrite)
+	t.Parallel()
+	forEachStoreParallel(t, testFenceRefusesPausedLeadersLateWrite)
 }
 
 func testFenceRefusesPausedLeadersLateWrite(t *testing.T, kind storeKind) {
@@ -151,6 +152,7 @@ func testFenceRefusesPausedLeadersLateWrite(t *testing.T, kind storeKind) {
 // (CreateRevision == 0 would hold exactly when nobody holds the lease), on
 // a held one, and under another prefix the fence is another key's.
 func TestFenceFailsClosed(t *testing.T) {
+	t.Parallel()
 	cli := etcdtest.Start(t).Client()
 	ctx := testCtx(t)
 	forEachStore(t, func(t *testing.T, kind storeKind) {

@@ -30,6 +30,7 @@ func requireClosed(t *testing.T, ch <-chan struct{}, why string) {
 }
 
 func TestLostWhenRevokedElsewhere(t *testing.T) {
+	t.Parallel()
 	s, cli, _ := newStore(t)
 	ctx := testCtx(t)
 	g, err := s.Claim(ctx, "singular", "a", 5*time.Second)
@@ -63,6 +64,7 @@ func TestLostWhenRevokedElsewhere(t *testing.T) {
 }
 
 func TestLostWhenExpired(t *testing.T) {
+	t.Parallel()
 	s, _, _ := newStore(t)
 	ctx := testCtx(t)
 	g, err := s.Claim(ctx, "singular", "a", time.Second)
@@ -73,6 +75,7 @@ func TestLostWhenExpired(t *testing.T) {
 // A term that ended before the watch starts, with its history compacted
 // away, is still reported: the watch falls back to reading the key.
 func TestLostAfterCompaction(t *testing.T) {
+	t.Parallel()
 	s, cli, _ := newStore(t)
 	ctx := testCtx(t)
 	g, err := s.Claim(ctx, "singular", "a", 5*time.Second)
@@ -88,6 +91,7 @@ func TestLostAfterCompaction(t *testing.T) {
 // Cancelling ctx ends the watch (goleak checks its goroutine is gone) and
 // leaves the channel open: a cancelled watch says nothing about the term.
 func TestLostStopsWithContext(t *testing.T) {
+	t.Parallel()
 	s, _, _ := newStore(t)
 	ctx := testCtx(t)
 	g, err := s.Claim(ctx, "singular", "a", 5*time.Second)
@@ -101,6 +105,7 @@ func TestLostStopsWithContext(t *testing.T) {
 // Closing the client ends the watch too (goleak checks its goroutine is
 // gone) without reporting the term lost.
 func TestLostStopsWithClient(t *testing.T) {
+	t.Parallel()
 	cli := newClient(t, etcdtest.Start(t).Endpoints()...)
 	s := newEtcdStore(t, cli, "/"+t.Name()+"/")
 	ctx := testCtx(t)

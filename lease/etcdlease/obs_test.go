@@ -13,8 +13,6 @@ import (
 	"github.com/juju/clock/testclock"
 	"github.com/stretchr/testify/require"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"google.golang.org/grpc"
-	grpcbackoff "google.golang.org/grpc/backoff"
 
 	"github.com/coldstart-go/coldstart/internal/logtest"
 	"github.com/coldstart-go/coldstart/lease"
@@ -22,15 +20,10 @@ import (
 	"github.com/coldstart-go/coldstart/lease/etcdlease/etcdtest"
 )
 
-// proxiedClient returns a client of m through a proxy the test can cut,
-// reconnecting promptly once it is reopened.
-func proxiedClient(t *testing.T, m *etcdtest.Member) (*proxy, *clientv3.Client) {
-	toEtcd := startProxy(t, m.Endpoints()[0])
-	cli := newClientWith(t, []grpc.DialOption{grpc.WithConnectParams(grpc.ConnectParams{
-		Backoff:           grpcbackoff.Config{BaseDelay: 50 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 200 * time.Millisecond},
-		MinConnectTimeout: time.Second,
-	})}, toEtcd.url())
-	return toEtcd, cli
+// proxiedClient returns a client of m through its link, which the test
+// can refuse, reconnecting promptly once it is healed.
+func proxiedClient(t *testing.T, m *etcdtest.Member) (*etcdtest.Link, *clientv3.Client) {
+	return m.Link(), newClientWith(t, promptRedial, m.Link().Endpoints()...)
 }
 
 func shortCtx(t *testing.T) context.Context {
@@ -49,7 +42,8 @@ func cancelledCtx() context.Context {
 // its answer: OK, definitive (held, not held), not sent (its ctx ended
 // first) and ambiguous (etcd cut off: the call timed out).
 func TestStoreReportCountsEachCallByClass(t *testing.T) {
-	forEachStore(t, func(t *testing.T, kind storeKind) {
+	t.Parallel()
+	forEachStoreParallel(t, func(t *testing.T, kind storeKind) {
 		toEtcd, cli := proxiedClient(t, etcdtest.Start(t))
 		store := kind.make(t, cli, "/report/", 10*time.Second)
 		s := store.(lease.StoreReporter)
@@ -73,7 +67,7 @@ func TestStoreReportCountsEachCallByClass(t *testing.T) {
 		require.NoError(t, err)
 		require.ErrorIs(t, store.Revoke(cancelledCtx(), g), lease.ErrNotSent)
 
-		toEtcd.cut()
+		toEtcd.Refuse()
 		_, err = store.Claim(shortCtx(t), "z", "a", 10*time.Second)
 		require.ErrorIs(t, err, lease.ErrUnconfirmed)
 
@@ -93,6 +87,7 @@ func TestStoreReportCountsEachCallByClass(t *testing.T) {
 // round 4, one record per interval, written by a timer that could fire
 // after Close).
 func TestOverCapacityIsCountedNotSentNotLogged(t *testing.T) {
+	t.Parallel()
 	cli := etcdtest.Start(t).Client()
 	for _, kind := range []struct {
 		name string
@@ -148,6 +143,7 @@ func TestOverCapacityIsCountedNotSentNotLogged(t *testing.T) {
 // lost when etcd no longer has the lease; re-created by the next claim. A
 // tracker renews throughout, and adds no record of the store's.
 func TestSessionStoreLogsEachSessionTransitionOnce(t *testing.T) {
+	t.Parallel()
 	etcd := etcdtest.Start(t)
 	toEtcd, cli := proxiedClient(t, etcd)
 	logs := logtest.New()
@@ -162,13 +158,13 @@ func TestSessionStoreLogsEachSessionTransitionOnce(t *testing.T) {
 
 	// The client is cut off from etcd until a keep-alive fails, then
 	// reaches it again, well within the session's TTL.
-	toEtcd.cut()
+	toEtcd.Refuse()
 	down := logs.WaitMessage(t, "etcd session unconfirmed", 1)[0]
 	require.Equal(t, slog.LevelWarn, down.Level)
 	require.NotEmpty(t, down.Str("err"))
 	require.NotEmpty(t, down.Str("until"))
 	require.Equal(t, granted.Str("session"), down.Str("session"))
-	toEtcd.reopen(t)
+	toEtcd.Heal()
 	up := logs.WaitMessage(t, "etcd session confirmed again", 1)[0]
 	require.Equal(t, slog.LevelInfo, up.Level)
 	unconfirmed, err := time.ParseDuration(up.Str("unconfirmed"))
@@ -180,11 +176,11 @@ func TestSessionStoreLogsEachSessionTransitionOnce(t *testing.T) {
 	// so that its open streams end at once) and restarts on its data, in a
 	// new raft term: the session retires, and the term moves to a new one.
 	etcd.Etcd().Server.HardStop()
-	toEtcd.cut()
+	toEtcd.Refuse()
 	etcd.Stop()
 	logs.WaitMessage(t, "etcd session unconfirmed", 2)
 	require.NoError(t, etcd.Restart())
-	toEtcd.reopen(t)
+	toEtcd.Heal()
 	retired := logs.WaitMessage(t, "etcd session retired", 1)[0]
 	require.Equal(t, slog.LevelInfo, retired.Level)
 	require.Equal(t, granted.Str("session"), retired.Str("session"))
@@ -224,7 +220,8 @@ func TestSessionStoreLogsEachSessionTransitionOnce(t *testing.T) {
 // (keep-alives, expiry rounds) ended with Close. The tracker's own log,
 // sealed at its Close, stays quiet too.
 func TestNothingLoggedAfterClose(t *testing.T) {
-	forEachStore(t, func(t *testing.T, kind storeKind) {
+	t.Parallel()
+	forEachStoreParallel(t, func(t *testing.T, kind storeKind) {
 		cli := etcdtest.Start(t).Client()
 		storeLogs, trackerLogs := logtest.New(), logtest.New()
 		var store lease.Store

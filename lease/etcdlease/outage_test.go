@@ -8,8 +8,6 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	"google.golang.org/grpc"
-	grpcbackoff "google.golang.org/grpc/backoff"
 
 	"github.com/coldstart-go/coldstart/lease"
 	"github.com/coldstart-go/coldstart/lease/etcdlease/etcdtest"
@@ -24,25 +22,23 @@ import (
 // ErrNotLeader once the term's grant ran out ("term not extended within
 // its grant"), although etcd, when it returned, still had every key.
 func TestOutageNeverEndsATerm(t *testing.T) {
-	forEachStore(t, testOutageNeverEndsATerm)
+	t.Parallel()
+	forEachStoreParallel(t, testOutageNeverEndsATerm)
 }
 
 func testOutageNeverEndsATerm(t *testing.T, kind storeKind) {
 	const d = 500 * time.Millisecond // claims for 1 s; a SessionStore of TTL 3 s
 	const names = 3
 	etcd := etcdtest.Start(t)
-	// The client reaches etcd through a proxy, cut when etcd stops: a
-	// stopping member's gRPC server otherwise waits for the client's open
-	// streams for seconds (a crashed process would not).
-	toEtcd := startProxy(t, etcd.Endpoints()[0])
+	// The client reaches etcd through the member's link, refused when etcd
+	// stops: a stopping member's gRPC server otherwise waits for the
+	// client's open streams for seconds (a crashed process would not).
 	// etcd gives its leases TTL + an election timeout after a restart: a
 	// term whose etcd lease is not renewed in that time is over, by etcd's
 	// word. grpc's default reconnect backoff (1 s growing to 120 s) would
 	// often miss a Store's 1 s lease, so the client reconnects promptly.
-	cli := newClientWith(t, []grpc.DialOption{grpc.WithConnectParams(grpc.ConnectParams{
-		Backoff:           grpcbackoff.Config{BaseDelay: 50 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 200 * time.Millisecond},
-		MinConnectTimeout: time.Second,
-	})}, toEtcd.url())
+	toEtcd := etcd.Link()
+	cli := newClientWith(t, promptRedial, toEtcd.Endpoints()...)
 	store := kind.make(t, cli, "/outage/", 2*d)
 	trackers := make([]*lease.Tracker, names)
 	tokens := make([]uint64, names)
@@ -75,7 +71,7 @@ func testOutageNeverEndsATerm(t *testing.T, kind storeKind) {
 	var stopped time.Time
 	stopDone := make(chan struct{})
 	etcd.Etcd().Server.HardStop()
-	toEtcd.cut()
+	toEtcd.Refuse()
 	go func() {
 		defer close(stopDone)
 		etcd.Stop()
@@ -102,7 +98,7 @@ func testOutageNeverEndsATerm(t *testing.T, kind storeKind) {
 	require.NotZero(t, unsure, "the outage outlasted every promise: some checks must have been Unknown")
 
 	require.NoError(t, etcd.Restart())
-	toEtcd.reopen(t)
+	toEtcd.Heal()
 	restarted := time.Now()
 	for i := range trackers {
 		for {

@@ -20,14 +20,15 @@ import (
 // SessionStore). When the partition heals, the old leader learns
 // definitively who leads now.
 func TestPartitionedLeaderIsSucceededWithoutOverlap(t *testing.T) {
-	forEachStore(t, testPartitionedLeaderIsSucceededWithoutOverlap)
+	t.Parallel()
+	forEachStoreParallel(t, testPartitionedLeaderIsSucceededWithoutOverlap)
 }
 
 func testPartitionedLeaderIsSucceededWithoutOverlap(t *testing.T, kind storeKind) {
 	m := etcdtest.Start(t)
 	cliB := m.Client()
-	toA := startProxy(t, m.Endpoints()[0])
-	cliA := newClient(t, toA.url())
+	toA := m.Link()
+	cliA := newClient(t, toA.Endpoints()...)
 	const d = time.Second // claims for 2 s
 	cfg := func(s lease.Store, holder string) lease.Config {
 		return lease.Config{Store: s, Name: "singular", Holder: holder, Duration: d, Margin: slowTimer}
@@ -39,7 +40,7 @@ func testPartitionedLeaderIsSucceededWithoutOverlap(t *testing.T, kind storeKind
 
 	ctx := testCtx(t)
 	cut := time.Now()
-	toA.cut()
+	toA.Refuse()
 	var promised time.Time // the latest Until a answered Held with
 	for {
 		ast, aerr := a.Check(ctx, 0)

@@ -55,6 +55,7 @@ func released(t *testing.T, ch <-chan error, why string) {
 // lease with a put that keeps the create revision: the watch sees the put,
 // and it is not a release.
 func TestWatchReleaseIgnoresTheTermsOwnPut(t *testing.T) {
+	t.Parallel()
 	cli := etcdtest.Start(t).Client()
 	s := newEtcdStore(t, cli, "/relet/")
 	ctx := testCtx(t)
@@ -93,6 +94,7 @@ func TestWatchReleaseIgnoresTheTermsOwnPut(t *testing.T) {
 // A watch whose start etcd has compacted away reads the key: the live term
 // is watched on (and its revoke seen), an ended one is over at once.
 func TestWatchReleaseAfterCompaction(t *testing.T) {
+	t.Parallel()
 	cli := etcdtest.Start(t).Client()
 	forEachStore(t, func(t *testing.T, kind storeKind) {
 		store := kind.make(t, cli, "/compact/"+kind.name+"/", time.Second)
@@ -136,6 +138,7 @@ func TestWatchReleaseAfterCompaction(t *testing.T) {
 // 100 ms), rather than replaying the key's history. A term no claim of
 // the store was refused for is watched from its creation.
 func TestWatchReleaseStartsAtTheRefusal(t *testing.T) {
+	t.Parallel()
 	cli := etcdtest.Start(t).Client()
 	forEachStore(t, func(t *testing.T, kind storeKind) {
 		store := kind.make(t, cli, "/from/"+kind.name+"/", time.Second)
@@ -161,6 +164,7 @@ func TestWatchReleaseStartsAtTheRefusal(t *testing.T) {
 // Close ends a SessionStore's watches: one whose ctx is live says so with
 // an error that matches lease.ErrNotSent; so does one begun after Close.
 func TestWatchReleaseEndsWithSessionStore(t *testing.T) {
+	t.Parallel()
 	cli := etcdtest.Start(t).Client()
 	s := newSessionStore(t, cli, "/closing/", 3*time.Second)
 	_, held := refusedClaim(t, s, "x", time.Second)
@@ -182,6 +186,7 @@ func TestWatchReleaseEndsWithSessionStore(t *testing.T) {
 
 // A watch of no term is refused at once.
 func TestWatchReleaseNeedsATerm(t *testing.T) {
+	t.Parallel()
 	cli := etcdtest.Start(t).Client()
 	forEachStore(t, func(t *testing.T, kind storeKind) {
 		w := kind.make(t, cli, "/noterm/", time.Second).(lease.ReleaseWatcher)
@@ -205,7 +210,8 @@ func handOverConfig(t *testing.T, kind storeKind, cli *clientv3.Client, holder s
 // woken by the watch: five hand-overs each well under the ClaimInterval
 // (2 s) that a polling follower waits up to.
 func TestGracefulHandOverWakesOnRelease(t *testing.T) {
-	forEachStore(t, func(t *testing.T, kind storeKind) {
+	t.Parallel()
+	forEachStoreParallel(t, func(t *testing.T, kind storeKind) {
 		m := etcdtest.Start(t)
 		const d, claimInterval = 2 * time.Second, 2 * time.Second
 		leader := newTracker(t, handOverConfig(t, kind, m.Client(), "n0", d, claimInterval))
@@ -233,7 +239,8 @@ func TestGracefulHandOverWakesOnRelease(t *testing.T) {
 // a term (2×Duration), where a polling one would claim every ClaimInterval
 // (100 ms here: 30 claims in 3 s).
 func TestWaitingFollowerIsQuiet(t *testing.T) {
-	forEachStore(t, func(t *testing.T, kind storeKind) {
+	t.Parallel()
+	forEachStoreParallel(t, func(t *testing.T, kind storeKind) {
 		m := etcdtest.Start(t)
 		const d = time.Second
 		leader := newTracker(t, handOverConfig(t, kind, m.Client(), "a", d, 0))
@@ -282,7 +289,8 @@ func recordCurrent(ctx context.Context, rec *history.Recorder, tr *lease.Tracker
 // breaks or resumes, never says "over" falsely: there is never more than
 // one leader, and after the leader's release the follower takes over.
 func TestWatchReleaseAcrossMemberRestart(t *testing.T) {
-	forEachStore(t, func(t *testing.T, kind storeKind) {
+	t.Parallel()
+	forEachStoreParallel(t, func(t *testing.T, kind storeKind) {
 		m := etcdtest.Start(t)
 		const d = 2 * time.Second
 		var rec history.Recorder
@@ -335,7 +343,8 @@ func TestWatchReleaseAcrossMemberRestart(t *testing.T) {
 // refusing claims after the restart, and the watch's nil comes only with
 // the revoke.
 func TestWatchReleaseSaysNothingFalseAcrossRestart(t *testing.T) {
-	forEachStore(t, func(t *testing.T, kind storeKind) {
+	t.Parallel()
+	forEachStoreParallel(t, func(t *testing.T, kind storeKind) {
 		m := etcdtest.Start(t)
 		store := kind.make(t, m.Client(), "/restart/", 10*time.Second)
 		g, held := refusedClaim(t, store, "x", 10*time.Second)

@@ -26,6 +26,7 @@ import (
 // Claims started together go out in batches of nested transactions; more
 // than one batch's worth all succeed, each key on the one session lease.
 func TestSessionStoreClaimStorm(t *testing.T) {
+	t.Parallel()
 	cli := etcdtest.Start(t).Client()
 	s := newSessionStore(t, cli, "/storm/", 10*time.Second)
 	ctx := testCtx(t)
@@ -57,6 +58,7 @@ func TestSessionStoreClaimStorm(t *testing.T) {
 // A claim whose ctx has ended is not sent: its error says so, and only so
 // (not sent is certain, not "unconfirmed"); it still names the call.
 func TestSessionStoreClaimNotSent(t *testing.T) {
+	t.Parallel()
 	cli := etcdtest.Start(t).Client()
 	s := newSessionStore(t, cli, "/notsent/", 10*time.Second)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -77,6 +79,7 @@ func TestSessionStoreClaimNotSent(t *testing.T) {
 // Close stops the keep-alive: the keys stay until the TTL runs out, or go
 // at once WithRevokeOnClose. Calls after Close are not sent, and counted so.
 func TestSessionStoreClose(t *testing.T) {
+	t.Parallel()
 	cli := etcdtest.Start(t).Client()
 	ctx := testCtx(t)
 	for _, c := range []struct {
@@ -129,6 +132,7 @@ func TestSessionStoreClose(t *testing.T) {
 }
 
 func TestNewSessionStoreRejectsBadArguments(t *testing.T) {
+	t.Parallel()
 	cli := etcdtest.Start(t).Client()
 	for _, c := range []struct {
 		name   string
@@ -153,6 +157,7 @@ func TestNewSessionStoreRejectsBadArguments(t *testing.T) {
 // even when more is asked; a confirmed keep-alive moves that bound; a term
 // not extended within its grant is over and its key deleted by the store.
 func TestSessionStoreGrantsNoFurtherThanTheKeepAlive(t *testing.T) {
+	t.Parallel()
 	cli := etcdtest.Start(t).Client()
 	clk := testclock.NewClock(time.Now())
 	const ttl = 6 * time.Second // a keep-alive every 2 s
@@ -228,6 +233,7 @@ func TestSessionStoreGrantsNoFurtherThanTheKeepAlive(t *testing.T) {
 // expired while this process was cut off) ends every term definitively,
 // and the next claim gets a new session.
 func TestSessionStoreLostSessionEndsEveryTerm(t *testing.T) {
+	t.Parallel()
 	cli := etcdtest.Start(t).Client()
 	other := newClient(t, cli.Endpoints()...)
 	s := newSessionStore(t, cli, "/lostsession/", 3*time.Second) // a keep-alive every second
@@ -270,6 +276,7 @@ func TestSessionStoreLostSessionEndsEveryTerm(t *testing.T) {
 // promise short: the term stays held, and its key stays, until the end of
 // the furthest grant.
 func TestSessionStoreExtendNeverShortensAPromise(t *testing.T) {
+	t.Parallel()
 	cli := etcdtest.Start(t).Client()
 	clk := testclock.NewClock(time.Now())
 	s := newSessionStore(t, cli, "/shorten/", 30*time.Second, etcdlease.WithClock(clk))
@@ -302,6 +309,7 @@ func TestSessionStoreExtendNeverShortensAPromise(t *testing.T) {
 // of it, or when a claim of the name finds it — rather than keep it alive
 // and deny every claim of the name until the process ends.
 func TestSessionStoreOrphanOfLateUnsurePut(t *testing.T) {
+	t.Parallel()
 	cli := etcdtest.Start(t).Client()
 	clk := testclock.NewClock(time.Now())
 	logs := logtest.New()
@@ -340,6 +348,7 @@ func TestSessionStoreOrphanOfLateUnsurePut(t *testing.T) {
 // reachable) returns, when its ctx ends, an error saying it was not sent,
 // and the batch ends with its last caller rather than at Close.
 func TestSessionStoreBatchEndsWithItsCallers(t *testing.T) {
+	t.Parallel()
 	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{"127.0.0.1:1"}, Logger: zap.NewNop()})
 	require.NoError(t, err)
 	t.Cleanup(func() { cli.Close() })
@@ -370,6 +379,7 @@ func TestSessionStoreBatchEndsWithItsCallers(t *testing.T) {
 // delete, so a retry once the session is confirmed again gets the lease
 // instead of being denied in our own name.
 func TestSessionStoreRetryAfterUngrantableClaim(t *testing.T) {
+	t.Parallel()
 	cli := etcdtest.Start(t).Client()
 	clk := testclock.NewClock(time.Now())
 	const ttl = 30 * time.Second
@@ -398,6 +408,7 @@ func TestSessionStoreRetryAfterUngrantableClaim(t *testing.T) {
 // sent, and its key is not put; when every caller waiting is gone, nothing
 // is sent at all and the sender ends.
 func TestSessionStoreBatchLeavesOutGoneCallers(t *testing.T) {
+	t.Parallel()
 	cli := etcdtest.Start(t).Client()
 	s := newSessionStore(t, cli, "/gone/", 30*time.Second, etcdlease.WithMaxInFlight(1))
 	ctx := testCtx(t)
@@ -460,6 +471,7 @@ func TestSessionStoreBatchLeavesOutGoneCallers(t *testing.T) {
 // pass (on a new session: the cut outlasted the TTL). Before the confirming read, the answered
 // keep-alives alone kept every Extend granted.
 func TestSessionKeepAliveNeedsItsConfirmingRead(t *testing.T) {
+	t.Parallel()
 	m := etcdtest.Start(t)
 	var cutReads atomic.Bool
 	cli := newClientWith(t, []grpc.DialOption{grpc.WithChainUnaryInterceptor(
@@ -511,6 +523,7 @@ func TestSessionKeepAliveNeedsItsConfirmingRead(t *testing.T) {
 // A claim whose ctx ends while its batch waits for a call slot is not sent
 // and says the store is over capacity, as any other call does.
 func TestSessionClaimWaitingForASlotIsOverCapacity(t *testing.T) {
+	t.Parallel()
 	cli := etcdtest.Start(t).Client()
 	s := newSessionStore(t, cli, "/oc/", 6*time.Second, etcdlease.WithMaxInFlight(1))
 	_, err := s.Claim(testCtx(t), "warm", "a", time.Second) // the session exists

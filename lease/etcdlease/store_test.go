@@ -18,6 +18,7 @@ import (
 )
 
 func TestClaimExtendRevoke(t *testing.T) {
+	t.Parallel()
 	cli := etcdtest.Start(t).Client()
 	s := newEtcdStore(t, cli, "/test/")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -65,6 +66,7 @@ func testCtx(t *testing.T) context.Context {
 // etcd, not this process, ends a term nobody extends: the key goes when its
 // etcd lease runs out, and the next claimant gets a larger token.
 func TestUnextendedTermIsDeletedByEtcd(t *testing.T) {
+	t.Parallel()
 	s, cli, _ := newStore(t)
 	ctx := testCtx(t)
 	a, err := s.Claim(ctx, "singular", "a", time.Second)
@@ -93,6 +95,7 @@ func TestUnextendedTermIsDeletedByEtcd(t *testing.T) {
 // The incident: a lease operation that times out is not a loss. With the
 // only member gone, every call fails, and none of them definitively.
 func TestUnreachableEtcdIsUnconfirmedNotNotHeld(t *testing.T) {
+	t.Parallel()
 	s, _, m := newStore(t)
 	ctx := testCtx(t)
 	g, err := s.Claim(ctx, "singular", "a", 5*time.Second)
@@ -136,6 +139,7 @@ func requireUnconfirmed(t *testing.T, err error, op string, token uint64) {
 // A Store that did not grant the term (the process restarted) still extends
 // and revokes it: the key records its etcd lease.
 func TestRestartedStoreExtendsAndRevokes(t *testing.T) {
+	t.Parallel()
 	s, cli, _ := newStore(t)
 	ctx := testCtx(t)
 	g, err := s.Claim(ctx, "singular", "a", time.Second)
@@ -154,6 +158,7 @@ func TestRestartedStoreExtendsAndRevokes(t *testing.T) {
 // A keep-alive renews an etcd lease for its original TTL; asking for more
 // moves the key to a longer etcd lease, keeping the token.
 func TestExtendLongerThanGrantedKeepsToken(t *testing.T) {
+	t.Parallel()
 	s, cli, _ := newStore(t)
 	ctx := testCtx(t)
 	g, err := s.Claim(ctx, "singular", "a", time.Second)
@@ -183,6 +188,7 @@ func TestExtendLongerThanGrantedKeepsToken(t *testing.T) {
 
 // A denied claim leaves no etcd lease behind, and names the holder.
 func TestDeniedClaimRevokesItsEtcdLease(t *testing.T) {
+	t.Parallel()
 	s, cli, _ := newStore(t)
 	ctx := testCtx(t)
 	g, err := s.Claim(ctx, "singular", "a", 10*time.Second)
@@ -204,6 +210,7 @@ func TestDeniedClaimRevokesItsEtcdLease(t *testing.T) {
 // Claim revokes that etcd lease first, so the half-applied claim does not
 // block everyone (its own retry included) for a whole TTL.
 func TestUnconfirmedClaimIsCleanedUpByNextClaim(t *testing.T) {
+	t.Parallel()
 	s, cli, _ := newStore(t)
 	ctx := testCtx(t)
 	// What an applied-but-unconfirmed claim leaves: a key on a fresh lease.
@@ -228,12 +235,14 @@ func requireNoEtcdLeases(t *testing.T, cli *clientv3.Client) {
 }
 
 func TestHolderOfFreeLeaseIsNotHeld(t *testing.T) {
+	t.Parallel()
 	s, _, _ := newStore(t)
 	_, err := s.Holder(testCtx(t), "nobody")
 	require.ErrorIs(t, err, lease.ErrNotHeld)
 }
 
 func TestBadArgumentsAreNotValid(t *testing.T) {
+	t.Parallel()
 	s, _, _ := newStore(t)
 	ctx := testCtx(t)
 	g := lease.Grant{Name: "n", Holder: "h", Token: 7, Duration: time.Second}
@@ -262,6 +271,7 @@ func TestBadArgumentsAreNotValid(t *testing.T) {
 // rather than ignored. A nil Option is ignored, as everywhere in coldstart
 // (before round 4, NotValid here).
 func TestConstructorsRejectBadArguments(t *testing.T) {
+	t.Parallel()
 	cli := etcdtest.Start(t).Client()
 	for _, c := range []struct {
 		name string
@@ -302,6 +312,7 @@ func TestConstructorsRejectBadArguments(t *testing.T) {
 // raft term), moves it to one of its own, of the duration asked, before it
 // promises anything (see TestFaultDeposedLeadersRevokeNeverTwoLeaders).
 func TestExtendFollowsTermToItsNewEtcdLease(t *testing.T) {
+	t.Parallel()
 	s, cli, _ := newStore(t)
 	ctx := testCtx(t)
 	g, err := s.Claim(ctx, "singular", "a", time.Second)
@@ -324,6 +335,7 @@ func TestExtendFollowsTermToItsNewEtcdLease(t *testing.T) {
 // A call whose ctx ended before it was sent is "not sent" — certain, so
 // it matches lease.ErrNotSent and not lease.ErrUnconfirmed — on both stores.
 func TestCallNotSentIsNotUnconfirmed(t *testing.T) {
+	t.Parallel()
 	cli := etcdtest.Start(t).Client()
 	forEachStore(t, func(t *testing.T, kind storeKind) {
 		s := kind.make(t, cli, "/notsent/"+kind.name+"/", time.Second)
@@ -348,6 +360,7 @@ func TestCallNotSentIsNotUnconfirmed(t *testing.T) {
 // overloaded store is visible at once rather than as a slow drift of
 // unconfirmed renewals.
 func TestOverCapacityIsVisibleToTheTracker(t *testing.T) {
+	t.Parallel()
 	cli := etcdtest.Start(t).Client()
 	s := newEtcdStore(t, cli, "/overcapacity/", etcdlease.WithMaxInFlight(1))
 	release := etcdlease.HoldStoreSlot(s)

@@ -63,7 +63,8 @@ func isNotHeld(st lease.Status) bool { return st.State == lease.NotHeld }
 // does; the leader's renewals carry it across several terms with one token;
 // when it releases, the other takes over with a larger token.
 func TestTrackersOnEtcdOneLeader(t *testing.T) {
-	forEachStore(t, testTrackersOnEtcdOneLeader)
+	t.Parallel()
+	forEachStoreParallel(t, testTrackersOnEtcdOneLeader)
 }
 
 func testTrackersOnEtcdOneLeader(t *testing.T, kind storeKind) {
@@ -128,7 +129,8 @@ func testTrackersOnEtcdOneLeader(t *testing.T, kind storeKind) {
 // is a definitive loss: the next renewal reports ErrNotLeader, not
 // ErrRenewalFailed, and the tracker claims a new term.
 func TestTrackerLearnsRevokedTermDefinitively(t *testing.T) {
-	forEachStore(t, testTrackerLearnsRevokedTermDefinitively)
+	t.Parallel()
+	forEachStoreParallel(t, testTrackerLearnsRevokedTermDefinitively)
 }
 
 func testTrackerLearnsRevokedTermDefinitively(t *testing.T, kind storeKind) {
@@ -163,7 +165,8 @@ func testTrackerLearnsRevokedTermDefinitively(t *testing.T, kind storeKind) {
 // claim; the key being free, the tracker claims a new term and Lead runs
 // the work again under it.
 func TestTrackerLearnsDeletedKeyBeforeScheduledRenewal(t *testing.T) {
-	forEachStore(t, testTrackerLearnsDeletedKeyBeforeScheduledRenewal)
+	t.Parallel()
+	forEachStoreParallel(t, testTrackerLearnsDeletedKeyBeforeScheduledRenewal)
 }
 
 func testTrackerLearnsDeletedKeyBeforeScheduledRenewal(t *testing.T, kind storeKind) {
@@ -348,8 +351,8 @@ func TestSessionFailoverRenewalFailsAmbiguouslyThenRecovers(t *testing.T) {
 	c := etcdtest.StartCluster(t, 3)
 	leader, err := c.Leader()
 	require.NoError(t, err)
-	toLeader := startProxy(t, leader.Endpoints()[0])
-	cli := newClient(t, toLeader.url())
+	toLeader := leader.Link()
+	cli := newClient(t, toLeader.Endpoints()...)
 	const d = time.Second // claims for 2 s
 	store := newSessionStore(t, cli, "/failover/", 3*2*d)
 	tr := newTracker(t, lease.Config{Store: store, Name: "singular", Holder: "a", Duration: d, Margin: slowTimer})
@@ -362,7 +365,7 @@ func TestSessionFailoverRenewalFailsAmbiguouslyThenRecovers(t *testing.T) {
 		defer close(stopped)
 		leader.Stop() // its graceful shutdown takes seconds
 	}()
-	toLeader.cut()
+	toLeader.Refuse()
 	// Extend (local, as the tracker's renewals) until the session's
 	// keep-alive is unconfirmed; never "not held".
 	g := lease.Grant{Name: "singular", Holder: "a", Token: first.Token}

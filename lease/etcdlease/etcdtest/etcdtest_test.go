@@ -2,6 +2,8 @@ package etcdtest_test
 
 import (
 	"context"
+	"net/url"
+	"strconv"
 	"testing"
 	"time"
 
@@ -60,6 +62,9 @@ func TestClusterLeaderStopAndRejoin(t *testing.T) {
 	c := etcdtest.StartCluster(t, 3)
 	require.Len(t, c.Members(), 3)
 	require.Len(t, c.Endpoints(), 3)
+	for _, m := range c.Members() {
+		require.Less(t, memberPort(t, m), etcdtest.EphemeralLow(), "%s's client port: below the ephemeral range (see TestMemberPortsOutsideTheEphemeralRange)", m.Name())
+	}
 	ctx := testCtx(t)
 	leader, err := c.Leader()
 	require.NoError(t, err)
@@ -80,4 +85,30 @@ func TestClusterLeaderStopAndRejoin(t *testing.T) {
 func TestNewClusterRejectsNoMembers(t *testing.T) {
 	_, err := etcdtest.NewCluster(0)
 	require.Error(t, err)
+}
+
+// A member's client port lies below the kernel's
+// ephemeral range: no client connection or port-0 listener, of this test or
+// a parallel one, can take it while the member is stopped, and its restart
+// finds it free. (With port 0 the kernel picked it from that range, and a
+// restart among parallel tests failed now and then: "address already in
+// use".)
+func TestMemberPortsOutsideTheEphemeralRange(t *testing.T) {
+	t.Parallel()
+	low := etcdtest.EphemeralLow()
+	m := etcdtest.Start(t)
+	require.Less(t, memberPort(t, m), low, "a single member's client port")
+	m.Stop()
+	require.NoError(t, m.Restart())
+	require.Less(t, memberPort(t, m), low)
+}
+
+// memberPort is the port of m's client URL.
+func memberPort(t *testing.T, m *etcdtest.Member) int {
+	t.Helper()
+	u, err := url.Parse(m.Endpoints()[0])
+	require.NoError(t, err)
+	p, err := strconv.Atoi(u.Port())
+	require.NoError(t, err)
+	return p
 }

@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -33,7 +34,9 @@ const (
 
 // Member is one etcd server running in this process. Its client address
 // (and a cluster member's peer address) stay the same across Stop and
-// Restart, and so does its data. A Member is safe for concurrent use.
+// Restart, and so does its data: its ports lie below the kernel's ephemeral
+// range, so that no connection or port-0 listener of this or another test
+// takes them while it is stopped. A Member is safe for concurrent use.
 type Member struct {
 	name   string
 	dir    string
@@ -49,7 +52,7 @@ type Member struct {
 
 	mu        sync.Mutex  // guards the fields below
 	etcd      *embed.Etcd // nil while stopped
-	clientURL url.URL     // bound at the first start, reused by Restart
+	clientURL url.URL     // picked at the first start, reused by Restart
 	client    *clientv3.Client
 	link      *Link // made at the first start
 	closed    bool
@@ -226,12 +229,27 @@ func (m *Member) launch() (*embed.Etcd, error) {
 	if m.etcd != nil {
 		return nil, errors.New("etcdtest: member already running")
 	}
-	e, err := embed.StartEtcd(m.config())
+	// The first start picks the client port (see stablePort), tried again
+	// with another if someone took it meanwhile; a restart keeps it, so
+	// that clients find the member again.
+	first := m.clientURL.Port() == "0"
+	var e *embed.Etcd
+	var err error
+	for attempt := 0; ; attempt++ {
+		if first {
+			m.clientURL.Host = net.JoinHostPort("127.0.0.1", strconv.Itoa(stablePort()))
+		}
+		if e, err = embed.StartEtcd(m.config()); err == nil || !first || attempt == startAttempts-1 {
+			break
+		}
+	}
 	if err != nil {
+		if first {
+			m.clientURL.Host = "127.0.0.1:0"
+		}
 		return nil, fmt.Errorf("etcdtest: member %s: %w", m.name, err)
 	}
-	// The first start binds port 0: keep the port the kernel chose, so
-	// that clients find the member again after a restart.
+	// Port 0 (no stable port found): keep the port the kernel chose.
 	m.clientURL = url.URL{Scheme: "http", Host: e.Clients[0].Addr().String()}
 	if m.link == nil {
 		if m.link, err = newLink(m.name, m.clientURL.Host); err != nil {
@@ -301,10 +319,11 @@ func mustClient(endpoints ...string) *clientv3.Client {
 }
 
 // reservePorts returns n distinct free loopback ports for peer URLs, which
-// the members of a cluster must know before any of them starts. It holds a
-// listener on 127.0.0.1:0 for each at once (so the kernel hands out
-// distinct ports) and closes them; another process could take one before
-// the member binds it, so a start that fails is retried with fresh ports.
+// the members of a cluster must know before any of them starts: stable
+// ports (see stablePort), which outlast a member's stop. It holds a
+// listener on each at once (so the ports are distinct) and closes them;
+// another process could take one before the member binds it, so a start
+// that fails is retried with fresh ports.
 func reservePorts(n int) ([]int, error) {
 	ports := make([]int, n)
 	ls := make([]net.Listener, 0, n)
@@ -314,7 +333,11 @@ func reservePorts(n int) ([]int, error) {
 		}
 	}()
 	for i := range ports {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+		// A stable port (see stablePort) if one is free, else the kernel's.
+		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(stablePort())))
+		if err != nil {
+			l, err = net.Listen("tcp", "127.0.0.1:0")
+		}
 		if err != nil {
 			return nil, fmt.Errorf("etcdtest: reserving a port: %w", err)
 		}

@@ -20,6 +20,8 @@ import (
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+
+	"github.com/coldstart-go/coldstart/lease/etcdlease/internal/faultnet"
 )
 
 // Config describes a Cluster.
@@ -79,11 +81,14 @@ func (c Config) withDefaults() Config {
 type Cluster struct {
 	cfg     Config
 	links   *links
-	peers   []*proxy
-	clients []*proxy
-	admins  []*clientv3.Client // one per member, for Status and MoveLeader
-	specs   []memberSpec
-	pids    atomic.Pointer[[]int] // by member; 0 while down
+	peers   []*faultnet.Proxy
+	clients []*faultnet.Proxy
+	// clientsIn[i] is the link from every client to member i: cut, what
+	// clients send it waits.
+	clientsIn []*faultnet.Path
+	admins    []*clientv3.Client // one per member, for Status and MoveLeader
+	specs     []memberSpec
+	pids      atomic.Pointer[[]int] // by member; 0 while down
 
 	mu       sync.Mutex
 	procs    []*process // nil while down
@@ -124,19 +129,20 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	}()
 	var initial []string
 	for i := range n {
-		pp, err := newProxy(i, c.links, c.dialler)
+		pp, err := newPeerProxy(i, c.links, c.dialler)
 		if err != nil {
 			return nil, err
 		}
 		c.peers = append(c.peers, pp)
-		cp, err := newProxy(i, nil, nil)
+		c.clientsIn = append(c.clientsIn, &faultnet.Path{})
+		cp, err := newClientProxy(c.clientsIn[i])
 		if err != nil {
 			return nil, err
 		}
 		c.clients = append(c.clients, cp)
-		initial = append(initial, memberName(i)+"="+pp.url())
+		initial = append(initial, memberName(i)+"="+proxyURL(pp))
 		cli, err := clientv3.New(clientv3.Config{
-			Endpoints: []string{cp.url()}, DialTimeout: time.Second, Logger: zap.NewNop(),
+			Endpoints: []string{proxyURL(cp)}, DialTimeout: time.Second, Logger: zap.NewNop(),
 		})
 		if err != nil {
 			return nil, err
@@ -146,7 +152,7 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	for i := range n {
 		c.specs = append(c.specs, memberSpec{
 			Name: memberName(i), Dir: filepath.Join(cfg.Dir, memberName(i)),
-			PeerURL: c.peers[i].url(), ClientURL: c.clients[i].url(),
+			PeerURL: proxyURL(c.peers[i]), ClientURL: proxyURL(c.clients[i]),
 			InitialCluster: strings.Join(initial, ","), Token: "etcdfault",
 			TickMs: cfg.TickMs, ElectionMs: cfg.ElectionMs,
 			SnapshotCount: cfg.SnapshotCount, SnapshotCatchUpEntries: cfg.SnapshotCatchUpEntries,
@@ -177,7 +183,7 @@ func memberName(i int) string { return fmt.Sprintf("m%d", i) }
 func (c *Cluster) Size() int { return len(c.specs) }
 
 // ClientURL is where clients reach member i, across its restarts.
-func (c *Cluster) ClientURL(i int) string { return c.clients[i].url() }
+func (c *Cluster) ClientURL(i int) string { return proxyURL(c.clients[i]) }
 
 // id is member i's etcd member ID.
 func (c *Cluster) id(i int) uint64 {
@@ -206,8 +212,8 @@ func (c *Cluster) start(i int) error {
 	}
 	c.procs[i], c.paused[i] = p, false
 	c.mu.Unlock()
-	c.peers[i].setTarget(p.peer)
-	c.clients[i].setTarget(p.addr)
+	c.peers[i].SetTarget(p.peer)
+	c.clients[i].SetTarget(p.addr)
 	return nil
 }
 
@@ -342,13 +348,13 @@ func (c *Cluster) MoveLeader(ctx context.Context, to int) error {
 
 // Cut stops the bytes member from sends member to (to keeps sending).
 func (c *Cluster) Cut(from, to int) {
-	c.links.get(from, to).cut()
+	cut(c.links.get(from, to))
 	c.event(fmt.Sprintf("cut %s -> %s", memberName(from), memberName(to)), false)
 }
 
 // Heal lets the bytes member from sends member to through again.
 func (c *Cluster) Heal(from, to int) {
-	c.links.get(from, to).heal()
+	heal(c.links.get(from, to))
 	c.event(fmt.Sprintf("heal %s -> %s", memberName(from), memberName(to)), true)
 }
 
@@ -356,8 +362,8 @@ func (c *Cluster) Heal(from, to int) {
 func (c *Cluster) Isolate(i int) {
 	for j := range c.Size() {
 		if j != i {
-			c.links.get(i, j).cut()
-			c.links.get(j, i).cut()
+			cut(c.links.get(i, j))
+			cut(c.links.get(j, i))
 		}
 	}
 	c.event(fmt.Sprintf("isolate %s", memberName(i)), false)
@@ -367,13 +373,13 @@ func (c *Cluster) Isolate(i int) {
 // flow) until ReleaseClients: a slow network between the clients and the
 // member, or a member that has not yet read its sockets.
 func (c *Cluster) HoldClients(i int) {
-	c.clients[i].clientsIn.cut()
+	cut(c.clientsIn[i])
 	c.event(fmt.Sprintf("hold clients -> %s", memberName(i)), false)
 }
 
 // ReleaseClients lets what clients send member i through again.
 func (c *Cluster) ReleaseClients(i int) {
-	c.clients[i].clientsIn.heal()
+	heal(c.clientsIn[i])
 	c.event(fmt.Sprintf("release clients -> %s", memberName(i)), true)
 }
 
@@ -381,9 +387,9 @@ func (c *Cluster) ReleaseClients(i int) {
 func (c *Cluster) HealAll() {
 	for i := range c.Size() {
 		for j := range c.Size() {
-			c.links.get(i, j).heal()
+			heal(c.links.get(i, j))
 		}
-		c.clients[i].clientsIn.heal()
+		heal(c.clientsIn[i])
 	}
 	c.event("heal all links", true)
 }
@@ -426,8 +432,8 @@ func (c *Cluster) Kill(i int) error {
 	if err != nil {
 		return err
 	}
-	c.peers[i].setTarget("")
-	c.clients[i].setTarget("")
+	c.peers[i].SetTarget("")
+	c.clients[i].SetTarget("")
 	p.kill()
 	c.mu.Lock()
 	c.procs[i], c.paused[i] = nil, false
@@ -484,11 +490,11 @@ func (c *Cluster) healthyLocked() bool {
 		}
 	}
 	for i := range c.procs {
-		if c.clients[i].clientsIn.isCut() {
+		if isCut(c.clientsIn[i]) {
 			return false
 		}
 		for j := range c.procs {
-			if i != j && c.links.get(i, j).isCut() {
+			if i != j && isCut(c.links.get(i, j)) {
 				return false
 			}
 		}
@@ -525,10 +531,10 @@ func (c *Cluster) Close() {
 		}
 	}
 	for _, p := range c.peers {
-		p.close()
+		p.Close()
 	}
 	for _, p := range c.clients {
-		p.close()
+		p.Close()
 	}
 }
 

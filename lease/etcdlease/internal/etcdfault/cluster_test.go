@@ -54,7 +54,9 @@ func awaitLeader(ctx context.Context, t *testing.T, c *etcdfault.Cluster, ok fun
 // connection), a partition elects a new leader, a paused member answers
 // nothing until resumed, a killed member restarts on its data, and the
 // events record when the cluster was whole again.
-func TestClusterFaults(t *testing.T) {
+//
+// (Named TestFault…, it runs in make test's fault lanes: see the Makefile.)
+func TestFaultsOnMembers(t *testing.T) {
 	c := startCluster(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

@@ -1,0 +1,61 @@
+package etcdtest
+
+import (
+	"bufio"
+	"math/rand/v2"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+)
+
+// A member's ports outlive its stops: its clients, and a cluster's other
+// members, find it again after a restart. A port the kernel chooses (port
+// 0) comes from its ephemeral range, which it also draws from for every
+// other listener on port 0 and for the local port of every outgoing
+// connection; while the member is stopped, any of those — another test's
+// server, one of this test's own clients' connections — can take the port,
+// and the restart fails ("address already in use"), more often the more
+// tests run in parallel. So a member's ports are picked below that range,
+// where the kernel never picks by itself.
+
+// lowestPort is the lowest port picked: above the well-known and most
+// registered ports.
+const lowestPort = 10000
+
+// ephemeralLow returns the lowest port of the kernel's ephemeral range:
+// Linux's, from /proc/sys/net/ipv4/ip_local_port_range, else IANA's 49152
+// (macOS, Windows, and the BSDs by default).
+func ephemeralLow() int {
+	f, err := os.Open("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 49152
+	}
+	defer f.Close()
+	line, _ := bufio.NewReader(f).ReadString('\n')
+	if lo, err := strconv.Atoi(strings.Fields(line + " x")[0]); err == nil && lo > 0 {
+		return lo
+	}
+	return 49152
+}
+
+// stablePort returns a port of 127.0.0.1, free when asked, below the
+// ephemeral range; 0 (the kernel's choice) if there is no room below it or
+// no free port was found in 100 tries. Another process could still bind it
+// before the member does: a first start that fails is tried again with
+// another port.
+func stablePort() int {
+	hi := ephemeralLow()
+	if hi-lowestPort < 1000 {
+		return 0
+	}
+	for range 100 {
+		p := lowestPort + rand.IntN(hi-lowestPort)
+		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p)))
+		if err == nil {
+			l.Close()
+			return p
+		}
+	}
+	return 0
+}
