@@ -65,7 +65,7 @@ ETCD_LANES    := etcd/faults-a etcd/faults-b etcd/rest etcd/alone
 
 # make test runs four jobs at once, for 2 cores, in two chains:
 # - lease/etcdlease's vet, which builds the standard library, grpc and
-#   etcd's client with -race for everyone after it, then its three test
+#   etcd's client with -race for everyone after it, then its four test
 #   lanes (above), two of which mostly wait on etcd; after its fault lane b
 #   (the first to end), the small modules (SMALL) one after another, and
 #   then etcd/alone;

@@ -92,7 +92,7 @@ func (c Config) Timing() Timing {
 	promise := 2*c.Duration - c.Margin
 	// As Tracker.confirmed schedules a renewal, before jitter.
 	renew := backoff.Duration(float64(promise) * c.RenewFraction)
-	meanShare := 1 - c.jitter(renewJitter)/2 // a wait d is drawn from [d·(1−Jitter), d]
+	meanShare := 1 - c.jitter(renewJitter)/2 // a wait d is drawn from [d·(1−renewJitter), d]
 	// As Tracker.lost schedules the next claim after a refused one, and
 	// the wait after a watch says the holder's term is over.
 	takeover, claimEvery := c.ClaimInterval, c.ClaimInterval

@@ -132,3 +132,49 @@ func TestLostLateSaysOverCapacity(t *testing.T) {
 	require.Equal(t, gone, lostLate(gone, known, true, t0.Add(5*time.Second)), "no keep-alive waited late")
 	require.Equal(t, gone, lostLate(gone, cachedLease{}, false, t0.Add(5*time.Second)), "nothing known")
 }
+
+// A renewal whose wait for a slot ran out of time gave up (the store is
+// late); one whose wait was cancelled, by Close or a step-down, did not.
+func TestSlotWaitCancelledIsNotLate(t *testing.T) {
+	s := newSlots(1)
+	require.NoError(t, s.acquire(context.Background()))
+	defer s.release()
+	wait := func(ctx context.Context) <-chan error {
+		out := make(chan error, 1)
+		go func() { out <- s.acquireRenewal(ctx, 1) }()
+		return out
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancelled := wait(ctx)
+	awaitQueued(t, s, 1)
+	cancel()
+	err := <-cancelled
+	require.ErrorIs(t, err, ErrOverCapacity)
+	require.ErrorIs(t, err, context.Canceled)
+	require.False(t, gaveUpOnSlot(err), "cancelled: %v", err)
+
+	expiring := expiringCtx{Context: context.Background(), done: make(chan struct{})}
+	expired := wait(expiring)
+	awaitQueued(t, s, 1)
+	close(expiring.done)
+	err = <-expired
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.True(t, gaveUpOnSlot(err), "out of time: %v", err)
+}
+
+// expiringCtx is a context whose deadline passes when done is closed.
+type expiringCtx struct {
+	context.Context
+	done chan struct{}
+}
+
+func (c expiringCtx) Done() <-chan struct{} { return c.done }
+
+func (c expiringCtx) Err() error {
+	select {
+	case <-c.done:
+		return context.DeadlineExceeded
+	default:
+		return nil
+	}
+}

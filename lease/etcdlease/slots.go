@@ -3,6 +3,7 @@ package etcdlease
 import (
 	"container/heap"
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -127,6 +128,13 @@ func (s *slots) take(ctx context.Context, renewal bool, token uint64) error {
 
 // release returns a slot: to the renewal of the oldest term waiting, else
 // to the newest other call, if any.
+// gaveUpOnSlot says whether err, a slot wait's, means the wait ran out of
+// time: the store is late. A wait cancelled (Close, a step-down) says
+// nothing of its load.
+func gaveUpOnSlot(err error) bool {
+	return errors.Is(err, ErrOverCapacity) && errors.Is(err, context.DeadlineExceeded)
+}
+
 func (s *slots) release() {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -257,7 +257,7 @@ func (s *Store) extend(ctx context.Context, g lease.Grant, d time.Duration) (_ l
 	}
 	entered := s.opts.clock.Now()
 	err = s.slots.acquireRenewal(ctx, g.Token)
-	if now := s.opts.clock.Now(); s.late.note(entered, now, ttl, errors.Is(err, ErrOverCapacity)) && ok {
+	if now := s.opts.clock.Now(); s.late.note(entered, now, ttl, gaveUpOnSlot(err)) && ok {
 		known.lateWait = max(known.lateWait, now.Sub(entered))
 		s.markLate(g.Name, g.Token, known.lateWait)
 	}

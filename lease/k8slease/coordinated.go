@@ -26,9 +26,12 @@ import (
 // claimant's is refused (a *lease.HeldError naming the preferred holder)
 // until the released record has gone unchanged for its
 // leaseDurationSeconds (1 s), so that an absent preferred holder does not
-// leave the Lease without one. A preferred holder is read at the holder's
-// next renewal (the write of preferredHolder makes that renewal re-read
-// the Lease), so stepping down takes up to one renewal interval.
+// leave the Lease without one: a term claimed once that reservation ran
+// out is not yielded to the same preferred holder again (it had its turn;
+// write preferredHolder anew to name another), or a holder that never
+// comes would keep the Lease leaderless. A preferred holder is read at the
+// holder's next renewal (the write of preferredHolder makes that renewal
+// re-read the Lease), so stepping down takes up to one renewal interval.
 //
 // It runs until ctx ends, returning ctx.Err(), or until tr is closed
 // (lease.ErrClosed). tr must be a tracker of this Store: run it beside
@@ -44,7 +47,7 @@ func (s *Store) YieldToPreferredHolder(ctx context.Context, tr *lease.Tracker) e
 		if tr.Report().Closed {
 			return fmt.Errorf("lease %q: %w", name, lease.ErrClosed)
 		}
-		if l := s.last(name); prefersAnother(l) && st.State == lease.Held &&
+		if l := s.last(name); prefersAnother(l) && !s.passedUpBy(l) && st.State == lease.Held &&
 			st.Holder == holderOf(l) && st.Token == uint64(transitionsOf(l)) {
 			err := tr.StepDown(ctx)
 			switch {
@@ -64,6 +67,26 @@ func (s *Store) YieldToPreferredHolder(ctx context.Context, tr *lease.Tracker) e
 			return ctx.Err()
 		}
 	}
+}
+
+// notePassedUp records that out, a term of this Store, was claimed past a
+// release reserved for preferred that ran out unclaimed.
+func (s *Store) notePassedUp(out *coordinationv1.Lease, preferred string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.passedUp == nil {
+		s.passedUp = make(map[string]passedUp)
+	}
+	s.passedUp[out.Name] = passedUp{token: transitionsOf(out), preferred: preferred}
+}
+
+// passedUpBy reports whether l's term was claimed past a reservation for
+// the holder l still prefers: that holder had its turn and let it run out.
+func (s *Store) passedUpBy(l *coordinationv1.Lease) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p, ok := s.passedUp[l.Name]
+	return ok && p.token == transitionsOf(l) && p.preferred == preferredOf(l)
 }
 
 // preferredBump returns a channel closed the next time the Store sees a

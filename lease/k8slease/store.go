@@ -51,6 +51,16 @@ type Store struct {
 	// prefer holds, by lease name, a channel that the next sighting
 	// preferring another holder closes (YieldToPreferredHolder).
 	prefer map[string]chan struct{}
+	// passedUp holds, by lease name, the term this Store claimed once a
+	// release reserved for a preferred holder had run out unclaimed, and
+	// that holder: YieldToPreferredHolder does not yield that term to it.
+	passedUp map[string]passedUp
+}
+
+// passedUp is a term claimed past an unclaimed reservation for preferred.
+type passedUp struct {
+	token     int32
+	preferred string
 }
 
 // sighting is the latest version of one Lease object this Store read or
@@ -161,6 +171,9 @@ func (s *Store) claim(ctx context.Context, name, holder string, d time.Duration)
 		switch {
 		case err == nil:
 			s.saw(out, s.clk.Now())
+			if p := reservedFor(cur); p != "" && p != holder {
+				s.notePassedUp(out, p)
+			}
 			g := grantOf(out)
 			if takenFrom != nil {
 				s.logTakenOver(g, takenFrom, now.Sub(since))

@@ -204,3 +204,39 @@ func TestReleasedLeaseIsReservedForThePreferredHolder(t *testing.T) {
 	require.Equal(t, "b", str(spec.PreferredHolder), "preferredHolder as written")
 	require.Equal(t, string(coordinationv1.OldestEmulationVersion), str((*string)(spec.Strategy)), "strategy as written")
 }
+
+// TestAbsentPreferredHolderLeavesNoGap: a, running YieldToPreferredHolder,
+// steps down for the preferredHolder b, which never comes. Once the
+// release reserved for b has run out, a claims again and keeps that term:
+// b had its turn. (Yielding to b again at each claim kept the Lease
+// leaderless for as long as preferredHolder named it.)
+func TestAbsentPreferredHolderLeavesNoGap(t *testing.T) {
+	cs := newClient(t, "")
+	ns := newNamespace(t, cs)
+	ctx, cancel := context.WithCancel(context.Background())
+	store := newStore(t, newClient(t, ""), ns)
+	a, w := newTracker(t, lease.Config{Store: store, Name: "leader", Holder: "a", Duration: time.Second})
+	yielded := make(chan error, 1)
+	go func() { yielded <- store.YieldToPreferredHolder(ctx, a) }()
+	defer func() {
+		cancel()
+		require.ErrorIs(t, <-yielded, context.Canceled)
+	}()
+
+	first := w.await(t, 0, 5*time.Second, "a Held", heldBy("a"))
+	mark := w.mark()
+	writeSpec(t, cs, ns, "leader", func(s *coordinationv1.LeaseSpec) {
+		s.Strategy, s.PreferredHolder = new(coordinationv1.OldestEmulationVersion), new("b")
+	})
+	w.await(t, mark, 5*time.Second, "a stepping down for b", func(st lease.Status) bool { return st.State == lease.NotHeld })
+	mark = w.mark()
+	again := w.await(t, mark, 10*time.Second, "a Held again once b's reservation ran out", heldBy("a"))
+	require.Greater(t, again.Token, first.Token)
+	renewed := w.await(t, mark, 5*time.Second, "a renewed", renewedAfter("a", again.Until))
+	w.await(t, mark, 5*time.Second, "a renewed twice", renewedAfter("a", renewed.Until))
+	for _, o := range w.since(mark) {
+		require.Equal(t, lease.Held, o.State, "a stepped down for b again: %+v", o)
+		require.Equal(t, again.Token, o.Token, "one term: %+v", o)
+	}
+	require.Equal(t, "b", str(readSpec(t, cs, ns, "leader").PreferredHolder), "preferredHolder as written")
+}
