@@ -149,13 +149,17 @@ type Tracker struct {
 type releaseWatch struct {
 	watcher ReleaseWatcher // nil when the Store is not one
 	token   uint64         // the term watched, while armed
+	holder  string         // the holder the refusal named, while armed
 	armed   bool
 	ch      <-chan error
 	stop    context.CancelFunc
-	// over is the last term whose watch said it was over: a refusal
-	// naming that term again shows the watch wrong, and the tracker
-	// polls rather than trust it again.
-	over uint64
+	// over is the last term whose watch said it was over, and overHolder
+	// the holder the refusal named: a refusal naming both again shows the
+	// watch wrong, and the tracker polls rather than trust it again. (A
+	// refusal naming another holder with that term's token — a release
+	// reserved for a preferred holder, as k8slease's — is watched anew.)
+	over       uint64
+	overHolder string
 	// overAt is when the watch said so, on the tracker's clock.
 	overAt time.Time
 }
@@ -876,14 +880,14 @@ func (w *lossWatch) end() {
 // answered here, so that its wait is the one scheduled.
 func (w *releaseWatch) follow(parent context.Context, err error, cfg Config) time.Duration {
 	var held *HeldError
-	if w.watcher == nil || !errors.As(err, &held) || held.Token == 0 || held.Token == w.over {
+	if w.watcher == nil || !errors.As(err, &held) || held.Token == 0 || held.Token == w.over && held.Holder == w.overHolder {
 		w.end()
 		return cfg.claimDelay()
 	}
-	if !w.armed || w.token != held.Token {
+	if !w.armed || w.token != held.Token || w.holder != held.Holder {
 		w.end()
 		ctx, stop := context.WithCancel(parent) // parent ends on Close
-		w.token, w.armed, w.stop = held.Token, true, stop
+		w.token, w.holder, w.armed, w.stop = held.Token, held.Holder, true, stop
 		w.ch = w.watcher.WatchRelease(ctx, held)
 		if w.ch == nil {
 			w.end()
@@ -903,12 +907,12 @@ func (w *releaseWatch) follow(parent context.Context, err error, cfg Config) tim
 // so that a hundred followers woken together do not claim at once; a claim
 // interval when the watch broke, as if it had never been.
 func (w *releaseWatch) signalled(err error, cfg Config) time.Duration {
-	token := w.token
+	token, holder := w.token, w.holder
 	w.end()
 	if err != nil {
 		return cfg.claimDelay()
 	}
-	w.over, w.overAt = token, cfg.Clock.Now()
+	w.over, w.overHolder, w.overAt = token, holder, cfg.Clock.Now()
 	return backoff.Jitter(cfg.wakeSpread(), 1)
 }
 
@@ -917,7 +921,7 @@ func (w *releaseWatch) end() {
 	if w.stop != nil {
 		w.stop()
 	}
-	*w = releaseWatch{watcher: w.watcher, over: w.over, overAt: w.overAt}
+	*w = releaseWatch{watcher: w.watcher, over: w.over, overHolder: w.overHolder, overAt: w.overAt}
 }
 
 // holderOf is the holder a definitive store answer names, if any.
