@@ -2,7 +2,6 @@ package etcdlease
 
 import (
 	"context"
-	"runtime"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -27,7 +26,7 @@ func TestSlotsServeNewestFirst(t *testing.T) {
 			}
 			served <- i
 		}()
-		waitWaiting(t, s, i+1)
+		awaitQueued(t, s, i+1)
 	}
 	defer func() {
 		for _, cancel := range ctxs {
@@ -54,24 +53,6 @@ func TestSlotsRefuseEndedContext(t *testing.T) {
 	require.NoError(t, s.acquire(context.Background()))
 }
 
-func waitWaiting(t *testing.T, s *slots, n int) {
-	t.Helper()
-	for {
-		s.mu.Lock()
-		got := len(s.waiting) - s.gone
-		s.mu.Unlock()
-		if got >= n {
-			return
-		}
-		select {
-		case <-t.Context().Done():
-			t.Fatal("waiters never queued")
-		default:
-			runtime.Gosched()
-		}
-	}
-}
-
 // A call that waited for a slot until its ctx ended says the store is over
 // capacity; one whose ctx had ended before it asked does not.
 func TestSlotsWaitedOutIsOverCapacity(t *testing.T) {
@@ -80,7 +61,7 @@ func TestSlotsWaitedOutIsOverCapacity(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- s.acquire(ctx) }()
-	waitWaiting(t, s, 1)
+	awaitQueued(t, s, 1)
 	cancel()
 	err := <-done
 	require.ErrorIs(t, err, ErrOverCapacity)
