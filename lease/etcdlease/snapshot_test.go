@@ -18,7 +18,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -162,58 +161,10 @@ func TestSnapshotFollowersStaleTermConfirmsNothing(t *testing.T) {
 		ss, err := etcdlease.NewSessionStore(mixSS, "/ss/", h2SessionTTL, etcdlease.WithLogger(slog.New(slog.NewTextHandler(testWriter{t}, nil))))
 		require.NoError(t, err)
 		defer ss.Close()
-		sg, err := ss.Claim(ctx, "y", "h", h2SessionTTL)
-		require.NoError(t, err)
-		t.Logf("session store claimed %q at token %d", sg.Name, sg.Token)
-		sLost := ss.Lost(ctx, sg)
-		// The holder keeps asking (an Extend every 200ms, each for the
-		// session's TTL, so that a stall of this process shorter than that
-		// does not abandon it) from now on, or the store would rightly end
-		// the term as abandoned; the
-		// session's state shows what its keep-alive stream, which reaches
-		// x, was answered.
-		var sessionStale atomic.Bool
-		var sessionNotHeld atomic.Pointer[error]
-		pctx, pcancel := context.WithCancel(ctx)
-		polled := make(chan struct{})
-		go func() {
-			defer close(polled)
-			tick := time.NewTicker(5 * time.Millisecond)
-			defer tick.Stop()
-			last := "<nil>"
-			for i := 0; ; i++ {
-				serr := etcdlease.SessionErr(ss)
-				if errors.Is(serr, etcdlease.ErrTermChanged) {
-					sessionStale.Store(true)
-				}
-				if fmt.Sprint(serr) != last {
-					last = fmt.Sprint(serr)
-					t.Logf("session: %s", last)
-				}
-				if i%40 == 0 {
-					if _, err := ss.Extend(pctx, sg, h2SessionTTL); errors.Is(err, lease.ErrNotHeld) {
-						sessionNotHeld.CompareAndSwap(nil, &err)
-					}
-				}
-				select {
-				case <-pctx.Done():
-					return
-				case <-tick.C:
-				}
-			}
-		}()
-		stopPolling := sync.OnceFunc(func() { pcancel(); <-polled })
-		defer stopPolling()
+		h := holdSession(ctx, t, ss, cliM)
+		defer h.stop()
 		resp, err := cliM.Get(ctx, "/ss/y")
 		require.NoError(t, err)
-		kctx, kcancel := context.WithCancel(ctx)
-		defer kcancel()
-		kch, err := cliM.KeepAlive(kctx, clientv3.LeaseID(resp.Kvs[0].Lease)) // the session never truly ends
-		require.NoError(t, err)
-		go func() {
-			for range kch { // closed when kctx ends
-			}
-		}()
 
 		// b heals toward the majority, not x: it installs a snapshot.
 		// Nothing is written after that.
@@ -266,24 +217,16 @@ func TestSnapshotFollowersStaleTermConfirmsNothing(t *testing.T) {
 			require.NotErrorIs(t, err, lease.ErrNotHeld)
 			pass(ctx, 20*time.Millisecond)
 		}
-		stopPolling()
-		if err := sessionNotHeld.Load(); err != nil {
-			t.Errorf("SessionStore.Extend ended a live term on a stale leader's \"no such lease\" and a snapshot's term: %v", *err)
-		}
-		select {
-		case <-sLost:
-			t.Errorf("SessionStore ended a live term (Lost closed) on a stale leader's \"no such lease\" and a snapshot's term")
-		default:
-		}
+		h.check(t, "a stale leader's \"no such lease\" and a snapshot's term")
 		// The premise: the majority kept the session's key all along.
 		if r, err := cliM.Get(ctx, "/ss/y"); assert.NoError(t, err) {
 			assert.Len(t, r.Kvs, 1, "the session's key is still in etcd")
 		}
 		c.HealAll()
 		t.Logf("Store: %d keep-alives answered by the stale leader left unconfirmed, %d confirmed; SessionStore: a stale answer seen: %v",
-			unconfirmed, confirmed, sessionStale.Load())
+			unconfirmed, confirmed, h.stale.Load())
 		storeSeen = storeSeen || confirmed+unconfirmed > 0
-		sessionSeen = sessionSeen || sessionStale.Load() || sessionNotHeld.Load() != nil
+		sessionSeen = sessionSeen || h.stale.Load() || h.notHeld.Load() != nil
 		return storeSeen && sessionSeen || t.Failed()
 	})
 }

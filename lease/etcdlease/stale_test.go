@@ -14,6 +14,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -119,6 +120,85 @@ func (r *staleRig) requireLeaseAlive(ctx context.Context, t *testing.T, key stri
 	require.Positive(t, ttl.TTL, "%s's etcd lease %x is alive", key, resp.Kvs[0].Lease)
 }
 
+// sessionHolder holds a SessionStore's term "y" in a stale-leader try,
+// while the session's keep-alives reach only the stale leader: the
+// majority keeps the session's etcd lease alive meanwhile, so the term is
+// never truly over, and the holder keeps asking — an Extend every 200ms,
+// each for the session's TTL, so that a stall of this process shorter
+// than that does not abandon the term (the store would rightly end it).
+// It records what the session's keep-alive stream was answered.
+type sessionHolder struct {
+	stale   atomic.Bool           // a keep-alive answered in another raft term than its read
+	notHeld atomic.Pointer[error] // an Extend said the term was over
+	lost    <-chan struct{}
+	stop    func() // stops asking and the majority's keep-alive; idempotent
+}
+
+// holdSession claims "y" on ss and holds it; majority is a client of a
+// member of the majority.
+func holdSession(ctx context.Context, t *testing.T, ss *etcdlease.SessionStore, majority *clientv3.Client) *sessionHolder {
+	t.Helper()
+	g, err := ss.Claim(ctx, "y", "h", h2SessionTTL)
+	require.NoError(t, err)
+	t.Logf("session store claimed %q at token %d", g.Name, g.Token)
+	resp, err := majority.Get(ctx, "/ss/y")
+	require.NoError(t, err)
+	h := &sessionHolder{lost: ss.Lost(ctx, g)}
+	ctx, cancel := context.WithCancel(ctx)
+	kch, err := majority.KeepAlive(ctx, clientv3.LeaseID(resp.Kvs[0].Lease))
+	if err != nil {
+		cancel()
+		require.NoError(t, err)
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for range kch { // closed when ctx ends
+		}
+	})
+	wg.Go(func() {
+		tick := time.NewTicker(5 * time.Millisecond)
+		defer tick.Stop()
+		last := "<nil>"
+		for i := 0; ; i++ {
+			serr := etcdlease.SessionErr(ss)
+			if errors.Is(serr, etcdlease.ErrTermChanged) {
+				h.stale.Store(true)
+			}
+			if fmt.Sprint(serr) != last {
+				last = fmt.Sprint(serr)
+				t.Logf("session: %s", last)
+			}
+			if i%40 == 0 {
+				if _, err := ss.Extend(ctx, g, h2SessionTTL); errors.Is(err, lease.ErrNotHeld) {
+					h.notHeld.CompareAndSwap(nil, &err)
+				}
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+		}
+	})
+	h.stop = sync.OnceFunc(func() { cancel(); wg.Wait() })
+	return h
+}
+
+// check stops asking and fails the test if the store ended the live term
+// on what (an Extend said it was over, or its Lost channel closed).
+func (h *sessionHolder) check(t *testing.T, what string) {
+	t.Helper()
+	h.stop()
+	if err := h.notHeld.Load(); err != nil {
+		t.Errorf("SessionStore.Extend ended a live term on %s: %v", what, *err)
+	}
+	select {
+	case <-h.lost:
+		t.Errorf("SessionStore ended a live term (Lost closed) on %s", what)
+	default:
+	}
+}
+
 // retryStale runs a stale-leader try until one reproduces the fault, at
 // most staleAttempts times.
 func retryStale(t *testing.T, try func(t *testing.T) (reproduced bool)) {
@@ -159,56 +239,9 @@ func TestStaleLeaderNotFoundEndsNoTerm(t *testing.T) {
 		ss, err := etcdlease.NewSessionStore(mixSS, "/ss/", h2SessionTTL)
 		require.NoError(t, err)
 		defer ss.Close()
-		sg, err := ss.Claim(ctx, "y", "h", h2SessionTTL)
-		require.NoError(t, err)
-		sLost := ss.Lost(ctx, sg)
-		// The session's keep-alives reach only a: the majority keeps its
-		// lease alive meanwhile, so the session is never truly lost.
-		resp, err := r.cliB.Get(ctx, "/ss/y")
-		require.NoError(t, err)
-		kctx, kcancel := context.WithCancel(ctx)
-		defer kcancel()
-		kch, err := r.cliB.KeepAlive(kctx, clientv3.LeaseID(resp.Kvs[0].Lease))
-		require.NoError(t, err)
-		go func() {
-			for range kch { // closed when kctx ends
-			}
-		}()
-
-		// The holder keeps asking (an Extend every 200ms, each for the
-		// session's TTL, so that a stall of this process shorter than that
-		// does not abandon it), and the session's state shows what its keep-alive stream, which
-		// reaches a, was answered.
-		var sessionStale atomic.Bool
-		var sessionNotHeld atomic.Pointer[error]
-		pctx, pcancel := context.WithCancel(ctx)
-		polled := make(chan struct{})
-		go func() {
-			defer close(polled)
-			tick := time.NewTicker(5 * time.Millisecond)
-			defer tick.Stop()
-			last := "<nil>"
-			for i := 0; ; i++ {
-				err := etcdlease.SessionErr(ss)
-				if errors.Is(err, etcdlease.ErrTermChanged) {
-					sessionStale.Store(true)
-				}
-				if fmt.Sprint(err) != last {
-					last = fmt.Sprint(err)
-					t.Logf("session: %s", last)
-				}
-				if i%40 == 0 {
-					if _, err := ss.Extend(pctx, sg, h2SessionTTL); errors.Is(err, lease.ErrNotHeld) {
-						sessionNotHeld.CompareAndSwap(nil, &err)
-					}
-				}
-				select {
-				case <-pctx.Done():
-					return
-				case <-tick.C:
-				}
-			}
-		}()
+		// The session's keep-alives reach only a.
+		h := holdSession(ctx, t, ss, r.cliB)
+		defer h.stop()
 		r.resumeStale(ctx, t)
 		storeStale, holderStale := false, false
 		for end := time.Now().Add(h2ElectionMs*time.Millisecond + time.Second); time.Now().Before(end); {
@@ -231,21 +264,12 @@ func TestStaleLeaderNotFoundEndsNoTerm(t *testing.T) {
 			}
 			require.NotErrorIs(t, err, lease.ErrNotHeld, "Store.Holder said nobody holds a live term on a stale leader's word")
 		}
-		pcancel()
-		<-polled
-		if err := sessionNotHeld.Load(); err != nil {
-			t.Fatalf("SessionStore.Extend ended a live term on a stale leader's word: %v", *err)
-		}
-		select {
-		case <-sLost:
-			t.Fatalf("SessionStore ended a live term (Lost closed) on a stale leader's word")
-		default:
-		}
+		h.check(t, "a stale leader's word")
 		r.requireLeaseAlive(ctx, t, "/s/x")
 		r.requireLeaseAlive(ctx, t, "/ss/y")
-		t.Logf("stale \"no such lease\" seen by the Store: %v, by its Holder: %v, by the SessionStore: %v", storeStale, holderStale, sessionStale.Load())
+		t.Logf("stale \"no such lease\" seen by the Store: %v, by its Holder: %v, by the SessionStore: %v", storeStale, holderStale, h.stale.Load())
 		r.c.HealAll()
-		return storeStale && holderStale && sessionStale.Load()
+		return storeStale && holderStale && h.stale.Load() || t.Failed()
 	})
 }
 
