@@ -36,7 +36,8 @@ func (t *Tracker) Cause() error {
 // Detail says what the tracker knows in a few words, as Check would say it
 // now: "unknown: claim not confirmed: lease call timeout 250ms",
 // "held until 2026-11-30T06:26:57Z", "not-held: not the leader: held by
-// "unit-1"", "closed".
+// "unit-1"", "closed". It is one line of at most about 1 KiB: control
+// characters in a store's error are escaped (\n), and a longer text is cut.
 func (t *Tracker) Detail() string {
 	s := t.snap.Load()
 	if s.closed {
@@ -45,15 +46,17 @@ func (t *Tracker) Detail() string {
 	st, err := t.evaluate(s, t.cfg.Clock.Now(), 0)
 	var rf *RenewalFailedError
 	var nl *NotLeaderError
+	// One line, whatever a store's error says: a board shows it as one
+	// line of /readyz.
 	switch {
 	case err == nil:
 		return fmt.Sprintf("%v until %s", st.State, st.Until.Format(time.RFC3339Nano))
 	case errors.As(err, &rf):
-		return fmt.Sprintf("%v: %s", st.State, rf.what())
+		return oneLine(fmt.Sprintf("%v: %s", st.State, rf.what()))
 	case errors.As(err, &nl):
-		return fmt.Sprintf("%v: %s", st.State, nl.what())
+		return oneLine(fmt.Sprintf("%v: %s", st.State, nl.what()))
 	}
-	return fmt.Sprintf("%v: %v", st.State, err)
+	return oneLine(fmt.Sprintf("%v: %v", st.State, err))
 }
 
 // markKnown closes the Completed channel at the first Held or NotHeld

@@ -41,13 +41,21 @@ type Config struct {
 	// Holder names this party; it is what other trackers' ErrNotLeader
 	// reports. Two processes may use the same name: each claim is still its
 	// own term with its own token.
+	//
+	// Name and Holder are each 1 to 253 bytes (the longest DNS name, and
+	// Kubernetes object name) of UTF-8 text without control characters
+	// (C0, DEL, C1, U+2028, U+2029): they reach errors, logs, readiness
+	// lines and metric labels, where a newline would forge a line.
 	Holder string
 	// Duration is the guarantee a check can give ("leader for at least
 	// Duration"). The tracker claims and extends for 2×Duration, so a
 	// check for Duration is answered from cache for most of a term — and
 	// a successor waits up to 2×Duration (plus a few ms with a Store that
 	// is a ReleaseWatcher, plus ClaimInterval with another) after a holder
-	// dies without releasing (Timing.CrashTakeover).
+	// dies without releasing (Timing.CrashTakeover). It must be at least
+	// 100ms: every wait of the tracker derives from it (a store call is cut
+	// off after Duration/4), and a shorter one asks of a store what none
+	// can keep (see minDuration).
 	Duration time.Duration
 	// RenewFraction is the fraction of the validity obtained by a claim
 	// or extend after which the tracker extends again: lower renews more
@@ -71,7 +79,9 @@ type Config struct {
 	// a process starved of CPU) makes it suspect a pause it cannot measure
 	// and answer Unknown until the store confirms the lease again. On a
 	// loaded host, a Margin below its scheduling stalls turns them into
-	// Unknowns. Zero means Duration/10; it must be below Duration.
+	// Unknowns. Zero means Duration/10; any other value must be at least
+	// 10ms (the Go scheduler's preemption period: a timer of a busy process
+	// fires that late routinely) and below Duration.
 	Margin time.Duration
 	// ClaimInterval is the wait between claims while another holder has
 	// the lease and the Store is not a ReleaseWatcher (or its watch
@@ -81,7 +91,8 @@ type Config struct {
 	// load on the store (Timing.ClaimRate). A follower woken by a
 	// ReleaseWatcher claims after a random delay of at most
 	// ClaimInterval/10, capped at 5ms, and otherwise once a term
-	// (2×Duration). Zero means Duration/10; it must be at most Duration.
+	// (2×Duration). Zero means Duration/10; any other value must be at
+	// least 10ms (at most 100 claims a second) and at most Duration.
 	ClaimInterval time.Duration
 	// ReleaseOnClose makes Close revoke the held term, so that a successor
 	// can claim at once instead of waiting up to 2×Duration for the term to
@@ -144,25 +155,49 @@ const minRenewFraction = 0.01
 // maxDuration keeps 2×Duration, and deadlines a term ahead, from overflowing.
 const maxDuration = time.Duration(math.MaxInt64 / 4)
 
+// minDuration is the least Duration. Every wait of the tracker derives from
+// Duration, and at 100ms each is one a store and a Go process can keep: a
+// store call is cut off after Duration/4 = 25ms, a few round trips to a
+// networked store's quorum; retries begin at Duration/80 = 1.25ms and back
+// off to Duration/10; renewals come at least Duration × minRenewFraction =
+// 1ms apart, so a tracker calls its store at most ~1,000 times a second,
+// however it is set (Duration 1µs made ~40,000 calls a second); and the
+// default Margin, Duration/10, is minMargin. etcd and Kubernetes grant
+// whole seconds, so a shorter Duration buys nothing with them.
+const minDuration = 100 * time.Millisecond
+
+// minMargin is the least Margin: the Go scheduler's preemption period
+// (sysmon preempts a goroutine that has run 10ms), by which a busy
+// process's renewal timer routinely fires late. A smaller Margin would
+// make each such delay a suspected pause (lateTimer): Unknown, and every
+// Lead function's ctx ended, at routine renewals.
+const minMargin = 10 * time.Millisecond
+
+// minClaimInterval is the least ClaimInterval, the default at minDuration:
+// a polling follower sends at most 100 claims a second.
+const minClaimInterval = 10 * time.Millisecond
+
 // Validate returns an error satisfying errors.Is(err, errors.NotValid)
 // (github.com/juju/errors) if the settings cannot be used. It does not
 // look at Store, which may still be nil: NewTracker checks that.
 func (c Config) Validate() error {
+	if err := checkName("Name", c.Name); err != nil {
+		return err
+	}
+	if err := checkName("Holder", c.Holder); err != nil {
+		return err
+	}
 	switch {
-	case c.Name == "":
-		return errors.NotValidf("empty Name")
-	case c.Holder == "":
-		return errors.NotValidf("empty Holder")
-	case c.Duration <= 0:
-		return errors.NotValidf("Duration %v (must be positive)", c.Duration)
+	case c.Duration < minDuration:
+		return errors.NotValidf("Duration %v (must be at least %v: the tracker cuts each store call off after Duration/4, and retries from Duration/80)", c.Duration, minDuration)
 	case c.Duration > maxDuration:
 		return errors.NotValidf("Duration %v (must be at most %v: leases are claimed for 2×Duration)", c.Duration, maxDuration)
 	case !(c.RenewFraction == 0 || c.RenewFraction >= minRenewFraction && c.RenewFraction < 1): // also rejects NaN
 		return errors.NotValidf("RenewFraction %v (must be in [%v, 1), or 0 for the default 0.5)", c.RenewFraction, minRenewFraction)
-	case c.Margin < 0 || c.Margin >= c.Duration:
-		return errors.NotValidf("Margin %v (must be in [0, Duration=%v); 0 for the default Duration/10)", c.Margin, c.Duration)
-	case c.ClaimInterval < 0 || c.ClaimInterval > c.Duration:
-		return errors.NotValidf("ClaimInterval %v (must be in [0, Duration=%v]; 0 for the default Duration/10)", c.ClaimInterval, c.Duration)
+	case c.Margin != 0 && (c.Margin < minMargin || c.Margin >= c.Duration):
+		return errors.NotValidf("Margin %v (must be in [%v, Duration=%v), or 0 for the default Duration/10)", c.Margin, minMargin, c.Duration)
+	case c.ClaimInterval != 0 && (c.ClaimInterval < minClaimInterval || c.ClaimInterval > c.Duration):
+		return errors.NotValidf("ClaimInterval %v (must be in [%v, Duration=%v], or 0 for the default Duration/10)", c.ClaimInterval, minClaimInterval, c.Duration)
 	}
 	return nil
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+
+	jujuerrors "github.com/juju/errors"
 )
 
 // Lead runs fn each time this tracker comes to hold the lease, one run at a
@@ -25,8 +27,12 @@ import (
 // again until the tracker has stopped leading and leads again. An error
 // fn returns because its ctx ended (one matching context.Canceled or the
 // ctx's cause) is not fn's own: Lead goes on. Any other error from fn ends
-// Lead and is returned as is.
+// Lead and is returned as is. A nil fn is refused at once, with a NotValid
+// error (github.com/juju/errors).
 func (t *Tracker) Lead(ctx context.Context, fn func(ctx context.Context, st Status) error) error {
+	if fn == nil {
+		return t.nilFunc("Lead")
+	}
 	for {
 		s, err := t.awaitHeld(ctx)
 		if err != nil {
@@ -56,8 +62,12 @@ func (t *Tracker) Lead(ctx context.Context, fn func(ctx context.Context, st Stat
 // ErrClosed); context.Cause(ctx) inside fn tells the same.
 //
 // If the lease is not held, WithLeadership returns Check's error without
-// calling fn.
+// calling fn. A nil fn is refused at once, with a NotValid error, held or
+// not.
 func (t *Tracker) WithLeadership(ctx context.Context, fn func(ctx context.Context) error) error {
+	if fn == nil {
+		return t.nilFunc("WithLeadership")
+	}
 	if _, err := t.Check(ctx, 0); err != nil {
 		return err
 	}
@@ -70,6 +80,12 @@ func (t *Tracker) WithLeadership(ctx context.Context, fn func(ctx context.Contex
 		return fmt.Errorf("%w: %w", cause, err)
 	}
 	return err
+}
+
+// nilFunc is the refusal of a nil function given to method: at the call,
+// not when the tracker first leads and would run it.
+func (t *Tracker) nilFunc(method string) error {
+	return jujuerrors.NotValidf("lease %q: nil %s function (must be the work to run while leading)", t.cfg.Name, method)
 }
 
 // awaitHeld waits until the tracker holds the lease with a promise ahead,

@@ -73,6 +73,9 @@ var _ interface {
 
 // Claim implements Store. It returns a *HeldError naming the holder while a
 // term is live, even when that holder has the same name as the claimant.
+// A name or holder that a Config would refuse (see Config.Holder) is
+// refused with a NotValid error, and so is a grant naming one in Extend
+// and Revoke, and such a name in Holder.
 func (m *MemStore) Claim(ctx context.Context, name, holder string, d time.Duration) (Grant, error) {
 	done := m.calls.Begin(OpClaim)
 	g, err := m.claim(ctx, name, holder, d)
@@ -81,16 +84,14 @@ func (m *MemStore) Claim(ctx context.Context, name, holder string, d time.Durati
 }
 
 func (m *MemStore) claim(ctx context.Context, name, holder string, d time.Duration) (Grant, error) {
+	if err := checkNames(name, holder); err != nil {
+		return Grant{}, err
+	}
+	if d <= 0 {
+		return Grant{}, errors.NotValidf("lease %q duration %v (must be positive)", name, d)
+	}
 	if err := ctx.Err(); err != nil {
 		return Grant{}, errors.Annotatef(err, "claim lease %q", name)
-	}
-	switch {
-	case name == "":
-		return Grant{}, errors.NotValidf("empty lease name")
-	case holder == "":
-		return Grant{}, errors.NotValidf("empty holder for lease %q", name)
-	case d <= 0:
-		return Grant{}, errors.NotValidf("lease %q duration %v (must be positive)", name, d)
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -115,11 +116,14 @@ func (m *MemStore) Extend(ctx context.Context, g Grant, d time.Duration) (Grant,
 }
 
 func (m *MemStore) extend(ctx context.Context, g Grant, d time.Duration) (Grant, error) {
-	if err := ctx.Err(); err != nil {
-		return Grant{}, errors.Annotatef(err, "extend lease %q", g.Name)
+	if err := checkNames(g.Name, g.Holder); err != nil {
+		return Grant{}, err
 	}
 	if d <= 0 {
 		return Grant{}, errors.NotValidf("lease %q duration %v (must be positive)", g.Name, d)
+	}
+	if err := ctx.Err(); err != nil {
+		return Grant{}, errors.Annotatef(err, "extend lease %q", g.Name)
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -146,6 +150,9 @@ func (m *MemStore) Revoke(ctx context.Context, g Grant) error {
 }
 
 func (m *MemStore) revoke(ctx context.Context, g Grant) error {
+	if err := checkNames(g.Name, g.Holder); err != nil {
+		return err
+	}
 	if err := ctx.Err(); err != nil {
 		return errors.Annotatef(err, "revoke lease %q", g.Name)
 	}
@@ -169,6 +176,9 @@ func (m *MemStore) StoreReport() StoreReport { return m.calls.StoreReport() }
 // a status page or a test. A party deciding whether it may act as leader
 // asks its Tracker's Check instead.
 func (m *MemStore) Holder(ctx context.Context, name string) (Grant, error) {
+	if err := checkName("lease name", name); err != nil {
+		return Grant{}, err
+	}
 	if err := ctx.Err(); err != nil {
 		return Grant{}, errors.Annotatef(err, "read lease %q", name)
 	}
@@ -182,6 +192,14 @@ func (m *MemStore) Holder(ctx context.Context, name string) (Grant, error) {
 	out := cur.grant
 	out.Duration = cur.expiry.Sub(now)
 	return out, nil
+}
+
+// checkNames checks a lease name and a holder given to the store.
+func checkNames(name, holder string) error {
+	if err := checkName("lease name", name); err != nil {
+		return err
+	}
+	return checkName("holder", holder)
 }
 
 // termOver is the definitive answer to op on a term that is over, naming
@@ -218,8 +236,14 @@ func (m *MemStore) Lost(ctx context.Context, g Grant) <-chan struct{} {
 // term held names is revoked, replaced by a claim, or expires on the
 // store's clock (at once if it is already over). When ctx ends first it
 // stays open and the watch is dropped. It never blocks, and a MemStore
-// watch never fails.
+// watch never fails (a nil held yields a NotValid error at once).
 func (m *MemStore) WatchRelease(ctx context.Context, held *HeldError) <-chan error {
+	if held == nil {
+		released := make(chan error, 1)
+		released <- errors.NotValidf("nil *HeldError (must be a refused Claim's)")
+		close(released)
+		return released
+	}
 	w := &memWatch{ctx: ctx, name: held.Name, token: held.Token, released: make(chan error, 1)}
 	m.watch(w, Grant{Name: held.Name, Holder: held.Holder, Token: held.Token})
 	return w.released

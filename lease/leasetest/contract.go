@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	jujuerrors "github.com/juju/errors"
+
 	"github.com/coldstart-go/coldstart/lease"
 )
 
@@ -50,6 +52,14 @@ type Harness struct {
 //   - A call with a cancelled ctx either succeeds (the store applied it)
 //     or returns an error that is neither ErrHeld nor ErrNotHeld: a
 //     cancelled call is ambiguous, never a definitive denial.
+//   - Claim refuses an empty name or holder, one with a newline, and one
+//     of a megabyte with a NotValid error (github.com/juju/errors), neither
+//     ErrHeld nor ErrNotHeld, whose text is one line of less than 1 KiB
+//     (it never echoes the megabyte), and takes nothing: the lease is
+//     still free.
+//   - Claim admits every holder a lease.Config admits (1 to 253 bytes of
+//     UTF-8 text), and a name of 253 bytes of lower-case letters, digits
+//     and '-' (a Kubernetes object name too).
 //
 // If the store is also a lease.LossNotifier: Lost stays open while the term
 // is extended, and closes (within a few seconds of real time) when the term
@@ -63,6 +73,9 @@ type Harness struct {
 // release between a refused claim and its watch is never missed.
 func RunStoreContract(t *testing.T, setup func(t *testing.T) Harness) {
 	t.Helper()
+	if setup == nil {
+		t.Fatal("leasetest: RunStoreContract needs a setup func, got nil")
+	}
 	for _, c := range contractCases {
 		t.Run(c.name, func(t *testing.T) {
 			h := setup(t)
@@ -91,6 +104,8 @@ var contractCases = []struct {
 	{"UnextendedTermExpires", testUnextendedTermExpires},
 	{"ConcurrentClaimsHaveOneWinner", testConcurrentClaimsHaveOneWinner},
 	{"CancelledContextIsNeverDefinitive", testCancelledContextIsNeverDefinitive},
+	{"ClaimRefusesBadNames", testClaimRefusesBadNames},
+	{"ClaimAdmitsLongNames", testClaimAdmitsLongNames},
 	{"LostClosesWhenTermIsRevoked", testLostClosesWhenTermIsRevoked},
 	{"ReleaseWatchYieldsWhenTermIsRevoked", testReleaseWatchYieldsWhenTermIsRevoked},
 }
@@ -527,4 +542,52 @@ func testCancelledContextIsNeverDefinitive(t *testing.T, h Harness, name string)
 	case err2 != nil && !errors.Is(err2, lease.ErrNotHeld):
 		t.Fatalf("Revoke after an ambiguous Revoke: %v", err2)
 	}
+}
+
+// megabyte is the size of the oversized names the contract's claims send.
+const megabyte = 1 << 20
+
+func testClaimRefusesBadNames(t *testing.T, h Harness, name string) {
+	huge := strings.Repeat("x", megabyte)
+	for _, c := range []struct{ what, name, holder string }{
+		{"an empty name", "", "a"},
+		{"an empty holder", name, ""},
+		{"a name with a newline", name + "\n[+]forged ok", "a"},
+		{"a holder with a newline", name, "a\n[+]forged ok"},
+		{"a name of a megabyte", huge, "a"},
+		{"a holder of a megabyte", name, huge},
+	} {
+		g, err := h.Store.Claim(context.Background(), c.name, c.holder, h.Term)
+		switch {
+		case err == nil:
+			t.Errorf("Claim with %s succeeded (token %d), want a NotValid error", c.what, g.Token)
+		case errors.Is(err, lease.ErrHeld) || errors.Is(err, lease.ErrNotHeld):
+			t.Errorf("Claim with %s answered the definitive %.200q, want a NotValid error", c.what, err.Error())
+		case !errors.Is(err, jujuerrors.NotValid):
+			t.Errorf("Claim with %s: %.200q, want a NotValid error", c.what, err.Error())
+		case len(err.Error()) >= 1024 || strings.ContainsAny(err.Error(), "\n\r"):
+			t.Errorf("Claim with %s: the refusal, %d bytes, is not one line of less than 1 KiB: %.200q",
+				c.what, len(err.Error()), err.Error())
+		}
+	}
+	mustClaim(t, h, name, "a") // the refused claims took nothing
+}
+
+// configMaxName is the longest Name and Holder a lease.Config admits;
+// testClaimAdmitsLongNames checks that it still is.
+const configMaxName = 253
+
+func testClaimAdmitsLongNames(t *testing.T, h Harness, name string) {
+	holder := "unit-" + strings.Repeat("ü", (configMaxName-len("unit-"))/2)
+	holder += strings.Repeat("0", configMaxName-len(holder))
+	long := name + "-" + strings.Repeat("a", configMaxName-len(name)-1)
+	cfg := lease.Config{Name: long, Holder: holder, Duration: time.Second}
+	if err := cfg.Validate(); err != nil {
+		t.Fatalf("leasetest is out of date: lease.Config refuses a %d-byte name or holder: %v", configMaxName, err)
+	}
+	if cfg.Holder += "0"; cfg.Validate() == nil {
+		t.Fatalf("leasetest is out of date: lease.Config admits a holder of %d bytes", len(cfg.Holder))
+	}
+	mustClaim(t, h, name, holder)
+	mustClaim(t, h, long, "a")
 }

@@ -1,0 +1,108 @@
+package lease
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/juju/errors"
+)
+
+// maxNameBytes bounds a lease name and a holder: 253 bytes, the longest
+// DNS name and so the longest Kubernetes object name. Any lease name fits a
+// Kubernetes Lease's name as far as length goes, a host's fully qualified
+// name fits as a holder, and a name that reaches an error, a log record, a
+// /readyz line or a metric label costs a few hundred bytes at most (a
+// megabyte name once made one scrape 14.7 MB).
+const maxNameBytes = 253
+
+// shownBytes is the most of a refused value an error quotes: enough to
+// recognise it, never the megabyte itself.
+const shownBytes = 64
+
+// checkName returns nil if s can name a lease or a holder: 1 to
+// maxNameBytes bytes of valid UTF-8 with no control character (C0, DEL,
+// C1) and no line or paragraph separator, none of which can start a line
+// of its own in a text output. Otherwise it returns a NotValid error naming
+// field, the rule and at most shownBytes of s, quoted. It is the one rule
+// for names, for Config.Validate and MemStore alike.
+func checkName(field, s string) error {
+	switch {
+	case s == "":
+		return errors.NotValidf("empty %s (must be 1 to %d bytes of UTF-8 text without control characters)", field, maxNameBytes)
+	case len(s) > maxNameBytes:
+		return errors.NotValidf("%s %s (must be at most %d bytes)", field, shown(s), maxNameBytes)
+	case !utf8.ValidString(s):
+		return errors.NotValidf("%s %s (must be valid UTF-8)", field, shown(s))
+	}
+	for i, r := range s {
+		if isControl(r) {
+			return errors.NotValidf("%s %s (must have no control characters: %U at byte %d)", field, shown(s), r, i)
+		}
+	}
+	return nil
+}
+
+// isControl reports whether r is a control character or a line or
+// paragraph separator (U+2028, U+2029): a rune that breaks a line of text
+// or is not text at all.
+func isControl(r rune) bool {
+	return unicode.IsControl(r) || r == '\u2028' || r == '\u2029'
+}
+
+// shown is s quoted, cut to at most shownBytes bytes of it (on a rune
+// boundary where s is UTF-8) with its length when cut.
+func shown(s string) string {
+	if len(s) <= shownBytes {
+		return strconv.Quote(s)
+	}
+	n := shownBytes
+	for i := 1; i < utf8.UTFMax && !utf8.RuneStart(s[n]); i++ {
+		n--
+	}
+	return fmt.Sprintf("%q… (%d bytes)", s[:n], len(s))
+}
+
+// maxDetailBytes bounds Detail: a line of /readyz names the lease, the
+// holder and a store's error in a few hundred bytes; more is a store error
+// that echoes something huge.
+const maxDetailBytes = 1024
+
+// oneLine returns s as one line of text: each control character, line
+// separator and invalid byte written as its Go escape (\n, \x00, \u2028,
+// \xff), the whole cut on a rune at maxDetailBytes, and then followed by
+// the length of s. The text it returns is for people: a backslash in s is
+// not escaped.
+func oneLine(s string) string {
+	clean := len(s) <= maxDetailBytes
+	for _, r := range s {
+		if !clean {
+			break
+		}
+		clean = r != utf8.RuneError && !isControl(r)
+	}
+	if clean {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		piece := s[i : i+size]
+		switch {
+		case r == utf8.RuneError && size == 1:
+			piece = fmt.Sprintf(`\x%02x`, s[i])
+		case isControl(r):
+			q := strconv.QuoteRune(r)
+			piece = q[1 : len(q)-1]
+		}
+		if b.Len()+len(piece) > maxDetailBytes {
+			fmt.Fprintf(&b, "… (%d bytes)", len(s))
+			break
+		}
+		b.WriteString(piece)
+		i += size
+	}
+	return b.String()
+}
