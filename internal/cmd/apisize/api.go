@@ -126,7 +126,7 @@ func apiLines(dir, path string) (api []string, lines int, err error) {
 		return nil, 0, err
 	}
 	add := func(format string, a ...any) { api = append(api, "pkg "+path+", "+fmt.Sprintf(format, a...)) }
-	main := false
+	command := false
 	for _, e := range entries {
 		if e.IsDir() || !strings.HasSuffix(e.Name(), ".go") || strings.HasSuffix(e.Name(), "_test.go") {
 			continue
@@ -140,7 +140,7 @@ func apiLines(dir, path string) (api []string, lines int, err error) {
 		if err != nil {
 			return nil, 0, err
 		}
-		main = main || f.Name.Name == "main"
+		command = command || f.Name.Name == "main"
 		ast.Inspect(f, func(n ast.Node) bool {
 			if t, ok := n.(*ast.FuncType); ok {
 				unname(t.Params)
@@ -162,7 +162,7 @@ func apiLines(dir, path string) (api []string, lines int, err error) {
 			}
 		}
 	}
-	if main {
+	if command {
 		api = nil
 	}
 	slices.Sort(api)
