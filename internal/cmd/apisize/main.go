@@ -1,47 +1,72 @@
 // Command apisize prints, for each package directory it is given, the two
 // figures CONTRIBUTING asks a change to report before and after: the
-// exported names and the non-test lines.
+// exported names and the non-test lines; and it writes the API record
+// (CONTRIBUTING, "The API written down").
 //
 //	go run ./internal/cmd/apisize ./gate ./lease ./upgrade
 //	go run ./internal/cmd/apisize -list ./gate   # the names, one a line
+//	go run ./internal/cmd/apisize -api ./gate    # the API, one element a line
+//	go run ./internal/cmd/apisize -write         # api/<module>.txt, every module
 //
 // An exported name is a top-level exported func, type, var or const, an
 // exported method of an exported type, or an exported method of an
 // exported interface type; the methods Error, String, Unwrap and Is are
-// left out (they implement standard interfaces). Only the directory's
-// non-test .go files count, and its lines are theirs, as wc -l counts.
+// left out (they implement standard interfaces); a command (package main)
+// has none, and a name declared once per platform counts once. Only the
+// directory's non-test .go files count, and its lines are theirs, as wc -l
+// counts.
+//
+// The API is a line per exported element, fields and standard methods
+// too, in the format of the Go project's $GOROOT/api files (see apiLines).
 package main
 
 import (
-	"bytes"
 	"flag"
 	"fmt"
 	"go/ast"
-	"go/parser"
-	"go/token"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 )
 
 func main() {
 	list := flag.Bool("list", false, "print the exported names, one a line")
+	api := flag.Bool("api", false, "print the API, one exported element a line, in the format of $GOROOT/api")
+	write := flag.Bool("write", false, "write api/<module>.txt for every module of the repository")
 	flag.Parse()
+	if *write {
+		root, err := findRoot(".")
+		if err == nil {
+			err = writeAPI(root)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		return
+	}
 	status := 0
 	for _, dir := range flag.Args() {
 		names, lines, err := count(dir)
+		if err == nil && *api {
+			var path string
+			if path, _, err = importPath(dir); err == nil {
+				names, _, err = apiLines(dir, path)
+			}
+		}
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			status = 1
 			continue
 		}
-		if *list {
+		if *list || *api {
 			for _, n := range names {
 				fmt.Println(n)
 			}
 		}
-		fmt.Printf("%s\t%d exported names\t%d non-test lines\n", dir, len(names), lines)
+		if !*api {
+			fmt.Printf("%s\t%d exported names\t%d non-test lines\n", dir, len(names), lines)
+		}
 	}
 	os.Exit(status)
 }
@@ -52,91 +77,41 @@ var standard = map[string]bool{"Error": true, "String": true, "Unwrap": true, "I
 
 // count returns the exported names of the package in dir, sorted, and the
 // lines of its non-test files.
-func count(dir string) (names []string, lines int, err error) {
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		return nil, 0, err
-	}
-	fset := token.NewFileSet()
-	for _, e := range entries {
-		if e.IsDir() || !strings.HasSuffix(e.Name(), ".go") || strings.HasSuffix(e.Name(), "_test.go") {
-			continue
+func count(dir string) ([]string, int, error) {
+	api, lines, err := apiLines(dir, "")
+	return names(api), lines, err
+}
+
+// names returns, sorted, the exported names of a package's API lines: a
+// type's name stands for its fields and embedded types, an exported type's
+// methods and an interface's are Type.Method.
+func names(api []string) []string {
+	var names []string
+	for _, l := range api {
+		_, l, _ = strings.Cut(l, ", ") // pkg P, ...
+		kind, rest, _ := strings.Cut(l, " ")
+		name := cut(rest, "[( ") // func F[...](...), const C ..., var V ...
+		switch kind {
+		case "method": // method (*T[E]) M(...)
+			recv, m, _ := strings.Cut(rest[1:], ") ")
+			name = cut(strings.TrimPrefix(recv, "*"), "[") + "." + cut(m, "[(")
+		case "type": // type T[E any] struct, F int; type I interface, M(...)
+			if _, m, ok := strings.Cut(rest, " interface, "); ok && ast.IsExported(m) {
+				name += "." + cut(m, "(")
+			}
 		}
-		path := filepath.Join(dir, e.Name())
-		src, err := os.ReadFile(path)
-		if err != nil {
-			return nil, 0, err
+		if _, m, ok := strings.Cut(name, "."); !ok || !standard[m] {
+			names = append(names, name)
 		}
-		lines += bytes.Count(src, []byte("\n"))
-		f, err := parser.ParseFile(fset, path, src, parser.SkipObjectResolution)
-		if err != nil {
-			return nil, 0, err
-		}
-		names = append(names, exported(f)...)
 	}
 	slices.Sort(names)
-	return names, lines, nil
+	return slices.Compact(names)
 }
 
-// exported returns the names f exports.
-func exported(f *ast.File) []string {
-	var names []string
-	for _, d := range f.Decls {
-		switch d := d.(type) {
-		case *ast.FuncDecl:
-			if !d.Name.IsExported() {
-				continue
-			}
-			if d.Recv == nil {
-				names = append(names, d.Name.Name)
-				continue
-			}
-			if recv := receiver(d.Recv.List[0].Type); ast.IsExported(recv) && !standard[d.Name.Name] {
-				names = append(names, recv+"."+d.Name.Name)
-			}
-		case *ast.GenDecl:
-			for _, s := range d.Specs {
-				switch s := s.(type) {
-				case *ast.TypeSpec:
-					if !s.Name.IsExported() {
-						continue
-					}
-					names = append(names, s.Name.Name)
-					if it, ok := s.Type.(*ast.InterfaceType); ok {
-						for _, m := range it.Methods.List {
-							for _, n := range m.Names {
-								if n.IsExported() && !standard[n.Name] {
-									names = append(names, s.Name.Name+"."+n.Name)
-								}
-							}
-						}
-					}
-				case *ast.ValueSpec:
-					for _, n := range s.Names {
-						if n.IsExported() {
-							names = append(names, n.Name)
-						}
-					}
-				}
-			}
-		}
+// cut returns s up to the first of chars.
+func cut(s, chars string) string {
+	if i := strings.IndexAny(s, chars); i >= 0 {
+		return s[:i]
 	}
-	return names
-}
-
-// receiver returns the name of a method's receiver type.
-func receiver(t ast.Expr) string {
-	if s, ok := t.(*ast.StarExpr); ok {
-		t = s.X
-	}
-	switch x := t.(type) {
-	case *ast.IndexExpr:
-		t = x.X
-	case *ast.IndexListExpr:
-		t = x.X
-	}
-	if id, ok := t.(*ast.Ident); ok {
-		return id.Name
-	}
-	return ""
+	return s
 }
