@@ -54,6 +54,7 @@ const (
 func WriteSVG(w io.Writer, timelines ...gate.Timeline) error {
 	lanes := make([]lane, len(timelines))
 	for i, t := range timelines {
+		t = shownTimeline(t)
 		lanes[i] = lane{t: t}
 		if at := t.Index(""); at >= 0 {
 			lanes[i].chains = [][]int{chainFrom(t, at)}
