@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 	"unicode"
 	"unicode/utf8"
 
@@ -149,4 +150,42 @@ func TestNoOutsideTextForgesALine(t *testing.T) {
 	buf.Reset()
 	require.NoError(t, boardview.WriteTrace(&buf, b.Timeline(), b.Timeline()))
 	assertNoForgedLine(t, "WriteTrace", buf.String())
+}
+
+// Found by FuzzReadTimeline: a timeline read from another process that
+// ended within a tick of the largest Duration drew its time axis for ever
+// (the tick's time wrapped round to negative, and stayed below the end).
+// Its picture, and that of lanes started millennia apart, are drawn.
+func TestSVGOfTimelinesAtTheEndsOfTimeIsDrawn(t *testing.T) {
+	var timelines []gate.Timeline
+	for _, body := range []string{
+		`{"start":"2026-11-30T01:00:00Z","end":"2562047h47m16.854775807s","entries":[{"name":"a","state":"unlocked","added":"0s","ended":"2562047h47m16.854775807s","took":"1s"}]}`,
+		`{"start":"0001-01-01T00:00:00Z","end":"2562047h","entries":[{"name":"b","state":"locked","added":"0s","ended":"2562047h","took":"2562047h"}]}`,
+		`{"start":"9999-12-31T23:59:59Z","end":"1s","entries":[{"name":"c","state":"locked","added":"0s","ended":"1s","took":"1s"}]}`,
+	} {
+		tl, err := boardview.ReadTimeline(strings.NewReader(body))
+		require.NoError(t, err)
+		timelines = append(timelines, tl)
+	}
+	drawn := make(chan []byte, 2)
+	for _, ts := range [][]gate.Timeline{timelines[:1], timelines} {
+		go func() {
+			var buf bytes.Buffer
+			_ = boardview.WriteSVG(&buf, ts...)
+			drawn <- buf.Bytes()
+		}()
+		select {
+		case svg := <-drawn:
+			d := xml.NewDecoder(bytes.NewReader(svg))
+			for {
+				_, err := d.Token()
+				if err == io.EOF {
+					break
+				}
+				require.NoError(t, err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("WriteSVG of %d timelines still drawing after 10s", len(ts))
+		}
+	}
 }
