@@ -2,6 +2,7 @@ package boardview
 
 import (
 	"errors"
+	"slices"
 	"strconv"
 
 	"github.com/coldstart-go/coldstart/gate"
@@ -22,13 +23,20 @@ import (
 // made on the board's own names, before anything is shown.
 
 // shownReport returns r as it is shown: its names, Details and causes
-// printable and bounded. A failed entry's Err is a *gate.FailedError whose
-// cause has the shown text only.
+// printable and bounded. A failed entry's Err is then a *gate.FailedError
+// whose cause has the shown text only. A report that needs nothing is
+// returned as it is, without a copy.
 func shownReport(r gate.Report) gate.Report {
-	out := make(gate.Report, len(r))
+	out := r
 	for i, e := range r {
-		e.Name, e.Detail, e.Err = printable.Name(e.Name), printable.Text(e.Detail), shownErr(e.Name, e.Err)
-		out[i] = e
+		name, detail, err, changed := shown(e.Name, e.Detail, e.Err)
+		if !changed {
+			continue
+		}
+		if &out[0] == &r[0] {
+			out = slices.Clone(r)
+		}
+		out[i].Name, out[i].Detail, out[i].Err = name, detail, err
 	}
 	return out
 }
@@ -36,25 +44,33 @@ func shownReport(r gate.Report) gate.Report {
 // shownTimeline returns t as it is shown, as shownReport does.
 func shownTimeline(t gate.Timeline) gate.Timeline {
 	t.Board = printable.Name(t.Board)
-	entries := make([]gate.Span, len(t.Entries))
+	entries := t.Entries
 	for i, s := range t.Entries {
-		s.Name, s.Detail, s.Err = printable.Name(s.Name), printable.Text(s.Detail), shownErr(s.Name, s.Err)
-		entries[i] = s
+		name, detail, err, changed := shown(s.Name, s.Detail, s.Err)
+		if !changed {
+			continue
+		}
+		if &entries[0] == &t.Entries[0] {
+			entries = slices.Clone(t.Entries)
+		}
+		entries[i].Name, entries[i].Detail, entries[i].Err = name, detail, err
 	}
 	t.Entries = entries
 	return t
 }
 
-// shownErr is a failed entry's error as it is shown.
-func shownErr(name string, err error) error {
-	if err == nil {
-		return nil
+// shown returns an entry's name, Detail and failure as they are shown,
+// and whether any of them is not as it was.
+func shown(name, detail string, failure error) (string, string, error, bool) {
+	shownName, shownDetail := printable.Name(name), printable.Text(detail)
+	changed := shownName != name || shownDetail != detail
+	if failure != nil {
+		text := cause(failure).Error()
+		if shownText := printable.Text(text); shownText != text || shownName != name {
+			failure, changed = &gate.FailedError{Name: shownName, Err: errors.New(shownText)}, true
+		}
 	}
-	text := cause(err).Error()
-	if shown := printable.Text(text); shown != text || printable.Name(name) != name {
-		return &gate.FailedError{Name: printable.Name(name), Err: errors.New(shown)}
-	}
-	return err
+	return shownName, shownDetail, failure, changed
 }
 
 // shownQuery is a value from the request's query, quoted, as an answer
