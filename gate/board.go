@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/juju/clock"
+
+	"github.com/coldstart-go/coldstart/internal/printable"
 )
 
 // State is where a gate stands in a Board's report.
@@ -65,6 +67,7 @@ type Board struct {
 
 	mu       sync.Mutex
 	entries  []*entry
+	names    map[string]bool // the entries' names: each is on the board once
 	closed   bool
 	closedAt time.Time // the clock when Close was first called
 }
@@ -117,7 +120,7 @@ func NewBoard(cfg BoardConfig) *Board {
 	if clk == nil {
 		clk = clock.WallClock
 	}
-	return &Board{name: cfg.Name, clk: clk, log: cfg.Logger, start: clk.Now(), done: make(chan struct{})}
+	return &Board{name: cfg.Name, clk: clk, log: cfg.Logger, start: clk.Now(), done: make(chan struct{}), names: map[string]bool{}}
 }
 
 // Add puts w on the board under name. A *Lock's opening or failure is
@@ -127,26 +130,42 @@ func NewBoard(cfg BoardConfig) *Board {
 // string method says what it is doing while locked). Add never starts a
 // goroutine. A nil w is a programming error and panics.
 //
+// A name is on a board once (the same gate may be under two names):
+// readiness answers, timelines and metrics find an entry by its name, so
+// a name the board has already is a programming error and panics, as
+// http.ServeMux.Handle panics on a pattern registered twice, and nothing
+// is added. A name is shown as it is given, except where it is printed
+// for people or probes (Report.String, a Chain, package boardview, the
+// metrics): there a control character or a byte that is not UTF-8 is
+// replaced by a printable one and a name longer than 256 bytes is cut.
+//
 //	serving := gate.New("serving")
 //	board.Add("serving", serving)
 func (b *Board) Add(name string, w Waiter) {
 	if l, isLock := w.(*Lock); w == nil || (isLock && l == nil) {
-		panic(fmt.Sprintf("gate.Board.Add(%q): nil Waiter", name))
+		panic(fmt.Sprintf("gate.Board.Add(%q): nil Waiter", printable.Name(name)))
 	}
 	e := &entry{name: name, w: w}
 	if d, ok := w.(detailer); ok {
 		e.detail = d.Detail
 	}
-	b.add(e)
+	b.add("Add", e)
 }
 
 // detailer is a Waiter (or Component) that says what it is doing.
 type detailer interface{ Detail() string }
 
 // add appends e, stamped now, and records its *Lock's resolution as it
-// happens.
-func (b *Board) add(e *entry) {
+// happens; a name the board has already panics, in the words of the
+// method op, and adds nothing.
+func (b *Board) add(op string, e *entry) {
 	b.mu.Lock()
+	if b.names[e.name] {
+		b.mu.Unlock()
+		panic(fmt.Sprintf("gate.Board.%s(%q): the board has an entry of that name already "+
+			"(a name is on a board once: readiness, timelines and metrics find an entry by its name)", op, printable.Name(e.name)))
+	}
+	b.names[e.name] = true
 	e.since = b.clk.Now()
 	b.entries = append(b.entries, e)
 	b.mu.Unlock()
@@ -234,21 +253,21 @@ type Component interface {
 // waited for is not known to the board: declare it with After on the
 // returned gate (board.Follow("api-port", ln).After(stable)) for the
 // Timeline. A nil c, or one whose channels are both nil, is a programming
-// error and panics.
+// error and panics; so is a name the board has already (see Add).
 func (b *Board) Follow(name string, c Component) *Lock {
 	if c == nil {
-		panic(fmt.Sprintf("gate.Board.Follow(%q): nil Component", name))
+		panic(fmt.Sprintf("gate.Board.Follow(%q): nil Component", printable.Name(name)))
 	}
 	opened, failed := c.Completed(), c.Failed()
 	if opened == nil && failed == nil {
-		panic(fmt.Sprintf("gate.Board.Follow(%q): nil Completed and Failed channels", name))
+		panic(fmt.Sprintf("gate.Board.Follow(%q): nil Completed and Failed channels", printable.Name(name)))
 	}
 	src := &source{l: New(name), opened: opened, failed: failed, cause: c.Cause}
 	e := &entry{name: name, w: src.l, src: src}
 	if _, bare := c.(channels); !bare { // a bare pair has nothing to say
 		e.detail = c.Detail
 	}
-	b.add(e)
+	b.add("Follow", e)
 	if !b.enter() {
 		return src.l // closed: followed no more
 	}
@@ -516,20 +535,24 @@ func (r Report) Opened() []string {
 // String summarises the report on one line, for logs:
 //
 //	waiting on api-caller (12s), upgrade (3s: running upgrade steps); failed: mongo (5s: no quorum); 4 open
+//
+// Names, Details and causes are printed on that line as boardview prints
+// them: a control character is replaced by a printable one, a name cut at
+// 256 bytes and a Detail or a cause at 1 KiB.
 func (r Report) String() string {
 	var waiting, failed []string
 	open := 0
 	for _, s := range r {
+		name := printable.Name(s.Name)
 		switch s.State {
 		case StateLocked:
 			if s.Detail != "" {
-				waiting = append(waiting, fmt.Sprintf("%s (%s: %s)", s.Name, s.For.Round(time.Millisecond), s.Detail))
+				waiting = append(waiting, fmt.Sprintf("%s (%s: %s)", name, s.For.Round(time.Millisecond), printable.Text(s.Detail)))
 			} else {
-				waiting = append(waiting, fmt.Sprintf("%s (%s)", s.Name, s.For.Round(time.Millisecond)))
+				waiting = append(waiting, fmt.Sprintf("%s (%s)", name, s.For.Round(time.Millisecond)))
 			}
 		case StateFailed:
-			cause := causeOf(s.Err)
-			failed = append(failed, fmt.Sprintf("%s (%s: %v)", s.Name, s.For.Round(time.Millisecond), cause))
+			failed = append(failed, fmt.Sprintf("%s (%s: %s)", name, s.For.Round(time.Millisecond), causeText(s.Err)))
 		default:
 			open++
 		}
@@ -561,4 +584,13 @@ func causeOf(err error) error {
 		return fe.Err
 	}
 	return err
+}
+
+// causeText is the cause inside a gate's failure as a line for people
+// prints it.
+func causeText(err error) string {
+	if err = causeOf(err); err == nil {
+		return "<nil>"
+	}
+	return printable.Text(err.Error())
 }

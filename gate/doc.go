@@ -21,7 +21,11 @@
 //     takes an entry one of two ways: a Waiter (Add; a *Lock is recorded
 //     the moment it resolves) or a Component kept outside this package
 //     (Follow: its channels, its Cause once failed, its Detail while
-//     locked, in its own words). Reading a board never blocks on a gate.
+//     locked, in its own words), each under a name it has not got already
+//     (a second panics, as http.ServeMux does). Reading a board never
+//     blocks on a gate. What it prints for people (Report.String, a
+//     Chain) shows names, causes and Details on their own line: control
+//     characters replaced, names cut at 256 bytes, the rest at 1 KiB.
 //     Once Close has returned, a board logs nothing, calls no Component
 //     method and runs no goroutine.
 //   - Flag and Output adapt a gate to a dependency engine without importing

@@ -3,6 +3,8 @@ package gate
 import (
 	"errors"
 	"fmt"
+
+	"github.com/coldstart-go/coldstart/internal/printable"
 )
 
 var (
@@ -39,7 +41,11 @@ type FailedError struct {
 	Err  error  // the cause given to Fail (ErrFailed itself for Fail(nil))
 }
 
-func (e *FailedError) Error() string { return fmt.Sprintf("gate %q failed: %v", e.Name, e.Err) }
+// Error names the gate, quoted and cut at 256 bytes, and gives the cause's
+// text as it is.
+func (e *FailedError) Error() string {
+	return fmt.Sprintf("gate %q failed: %v", printable.Name(e.Name), e.Err)
+}
 
 // Unwrap returns the cause.
 func (e *FailedError) Unwrap() error { return e.Err }

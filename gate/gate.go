@@ -6,6 +6,8 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+
+	"github.com/coldstart-go/coldstart/internal/printable"
 )
 
 // Waiter is what a worker waits on. It has the method set of juju's
@@ -205,15 +207,17 @@ func (l *Lock) Err() error {
 	return l.err
 }
 
-// String returns the gate's name and state, for logs.
+// String returns the gate's name and state on one line, for logs; its
+// name and cause are printed as Report.String prints them.
 func (l *Lock) String() string {
+	name := printable.Name(l.name)
 	switch l.state.Load() {
 	case stateUnlocked:
-		return l.name + " (unlocked)"
+		return name + " (unlocked)"
 	case stateFailed:
-		return fmt.Sprintf("%s (failed: %v)", l.name, l.Err().(*FailedError).Err)
+		return name + " (failed: " + causeText(l.Err()) + ")"
 	}
-	return l.name + " (locked)"
+	return name + " (locked)"
 }
 
 // Wait blocks until w unlocks, returning nil; until ctx ends, returning

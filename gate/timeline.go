@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/coldstart-go/coldstart/internal/printable"
 )
 
 // A Timeline is a board's startup history, as systemd-analyze shows a
@@ -286,7 +288,8 @@ type Chain []Span
 //	      └─serving @1.195s +1.195s
 //
 // A failed link reads "lease failed @1s +1s: no quorum"; a locked one
-// "upgrade locked +12s (running upgrade steps)".
+// "upgrade locked +12s (running upgrade steps)". Names, Details and causes
+// are printed as Report.String prints them, each on its link's line.
 func (c Chain) String() string {
 	var sb strings.Builder
 	for i, s := range c {
@@ -303,7 +306,7 @@ func (c Chain) String() string {
 // String prints the span as a line of a Chain does: "api-port @2.4s +5ms",
 // "lease failed @1s +1s: no quorum", "upgrade locked +12s (running
 // upgrade steps)".
-func (s Span) String() string { return s.Name + s.times() }
+func (s Span) String() string { return printable.Name(s.Name) + s.times() }
 
 // times is what follows a span's name in a chain: " @1s +200ms",
 // " failed @1s +1s: no quorum", " locked +12s (running upgrade steps)".
@@ -315,11 +318,11 @@ func (s Span) times() string {
 	switch s.State {
 	case StateLocked:
 		if s.Detail != "" {
-			return " locked" + took + " (" + s.Detail + ")"
+			return " locked" + took + " (" + printable.Text(s.Detail) + ")"
 		}
 		return " locked" + took
 	case StateFailed:
-		return fmt.Sprintf(" failed @%s%s: %v", short(s.Ended), took, causeOf(s.Err))
+		return fmt.Sprintf(" failed @%s%s: %s", short(s.Ended), took, causeText(s.Err))
 	}
 	return " @" + short(s.Ended) + took
 }

@@ -37,8 +37,9 @@ func (d *descs) Describe(ch chan<- *prometheus.Desc) {
 }
 
 // send sends one sample. A label value the exposition format cannot carry
-// (invalid UTF-8 in a gate's name) makes the sample an invalid metric, so
-// the scrape reports the error instead of the process panicking.
+// (invalid UTF-8; a gate's name is made printable before it gets here)
+// makes the sample an invalid metric, so the scrape reports the error
+// instead of the process panicking.
 func send(ch chan<- prometheus.Metric, d *prometheus.Desc, t prometheus.ValueType, v float64, labelValues ...string) {
 	m, err := prometheus.NewConstMetric(d, t, v, labelValues...)
 	if err != nil {

@@ -51,8 +51,7 @@ func newWorld(t *testing.T) *world {
 }
 
 // newBoard: controller-port opened after 2 s, mongo failed after 3 s,
-// api-caller locked for 5 s, and a second "controller-port" entry added at
-// 5 s, still locked.
+// api-caller locked for 5 s.
 func (w *world) newBoard(t *testing.T) {
 	w.board = gate.NewBoard(gate.BoardConfig{Clock: w.boardClk})
 	port := add(w.board, "controller-port")
@@ -63,7 +62,6 @@ func (w *world) newBoard(t *testing.T) {
 	w.boardClk.Advance(time.Second)
 	mongo.Fail(errors.New("no quorum"))
 	w.boardClk.Advance(2 * time.Second)
-	add(w.board, "controller-port")
 }
 
 // newListener: a real listener on loopback. The controller port accepted

@@ -1,10 +1,13 @@
 package metrics
 
 import (
+	"slices"
+
 	jujuerrors "github.com/juju/errors"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/coldstart-go/coldstart/gate"
+	"github.com/coldstart-go/coldstart/internal/printable"
 )
 
 // gateStates are the values of coldstart_gate_state's state label.
@@ -22,7 +25,10 @@ type boardCollector struct {
 //	coldstart_gate_state{gate, state}   1 for the state each gate is in, 0 for the others
 //	coldstart_gate_wait_seconds{gate}   how long it has been locked, or took to open or fail
 //
-// A name on the board twice is exported once, for the first of its
+// A gate's name is exported as package boardview shows it: a byte that
+// is not UTF-8 or a control character replaced by a printable one (one bad
+// name once turned the whole scrape into a 500), and cut at 256 bytes.
+// Names that are then the same are exported once, for the first of their
 // entries: the exposition cannot carry two series with the same labels.
 func NewBoardCollector(name string, b *gate.Board) prometheus.Collector {
 	if err := checkName("board", name); err != nil {
@@ -44,24 +50,18 @@ func NewBoardCollector(name string, b *gate.Board) prometheus.Collector {
 // Collect implements prometheus.Collector.
 func (c *boardCollector) Collect(ch chan<- prometheus.Metric) {
 	r := c.b.Report()
-	for i, e := range r {
-		if seenBefore(r[:i], e.Name) {
+	names := make([]string, 0, len(r))
+	for _, e := range r {
+		name := printable.Name(e.Name)
+		// Boards hold tens of gates, so the quadratic scan costs less
+		// than a map.
+		if slices.Contains(names, name) {
 			continue
 		}
+		names = append(names, name)
 		for _, s := range gateStates {
-			gauge(ch, c.state, flag(e.State == s), e.Name, s.String())
+			gauge(ch, c.state, flag(e.State == s), name, s.String())
 		}
-		gauge(ch, c.wait, e.For.Seconds(), e.Name)
+		gauge(ch, c.wait, e.For.Seconds(), name)
 	}
-}
-
-// seenBefore reports whether an entry of entries is called name. Boards
-// hold tens of gates, so the quadratic scan costs less than a map.
-func seenBefore(entries gate.Report, name string) bool {
-	for _, e := range entries {
-		if e.Name == name {
-			return true
-		}
-	}
-	return false
 }

@@ -1,12 +1,16 @@
 package upgrade
 
-import "time"
+import (
+	"net/http"
+	"time"
+)
 
 // Internals the tests name: the wire header, the defaults.
 const (
 	HeaderCode         = headerCode
 	DefaultRetryAfter  = defaultRetryAfter
 	DefaultBackoffBase = defaultBackoffBase
+	MaxRetryAfter      = maxRetryAfter
 )
 
 // WithJitter sets the jittered fraction of Retry's waits (production uses
@@ -24,3 +28,6 @@ func RetryWait(attempt int, hint time.Duration, opts ...RetryOption) (time.Durat
 	}
 	return c.wait(attempt, hint), nil
 }
+
+// ParseRetryAfter is the client's reading of a response's Retry-After.
+func ParseRetryAfter(h http.Header) time.Duration { return parseRetryAfter(h) }

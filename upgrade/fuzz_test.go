@@ -5,16 +5,22 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/juju/clock/testclock"
+
+	"github.com/coldstart-go/coldstart/internal/printable"
 	"github.com/coldstart-go/coldstart/upgrade"
 )
 
 // FuzzErrorFromResponse: whatever a server or proxy sends, ErrorFromResponse
 // never panics, recognises only 503s and 409s (a 409 only as a failed
-// upgrade), returns exactly one kind of refusal,
-// never a negative RetryAfter, and leaves the whole body readable.
+// upgrade), returns exactly one kind of refusal, a RetryAfter in
+// [0, MaxRetryAfter], and leaves the whole body readable.
 func FuzzErrorFromResponse(f *testing.F) {
 	ours := `{"code":"upgrade-in-progress","phase":"running-steps","message":"upgrade in progress"}`
 	f.Add(503, upgrade.Code, "5", "", "application/json", []byte(ours))
@@ -55,8 +61,8 @@ func FuzzErrorFromResponse(f *testing.F) {
 			t.Fatal("empty message")
 		}
 		var ip *upgrade.InProgressError
-		if errors.As(err, &ip) && ip.RetryAfter() < 0 {
-			t.Fatalf("negative RetryAfter %v", ip.RetryAfter())
+		if errors.As(err, &ip) && (ip.RetryAfter() < 0 || ip.RetryAfter() > upgrade.MaxRetryAfter) {
+			t.Fatalf("RetryAfter %v not in [0, %v]", ip.RetryAfter(), upgrade.MaxRetryAfter)
 		}
 		if status == http.StatusServiceUnavailable && strings.TrimSpace(code) == upgrade.Code && !inProgress {
 			t.Fatalf("our header %q decoded to %v", code, err)
@@ -64,6 +70,159 @@ func FuzzErrorFromResponse(f *testing.F) {
 		rest, rerr := io.ReadAll(resp.Body)
 		if rerr != nil || !bytes.Equal(rest, body) {
 			t.Fatalf("body not preserved: %q, %v; want %q", rest, rerr, body)
+		}
+	})
+}
+
+// FuzzParseRetryAfter: whatever a server or proxy puts in Retry-After and
+// Date, the wait read is in [0, MaxRetryAfter]: delay-seconds (any number
+// of digits) as that many seconds up to the bound, an HTTP-date as its
+// distance past Date (0 before it, or without a Date that parses), anything
+// else 0.
+func FuzzParseRetryAfter(f *testing.F) {
+	for _, seed := range [][2]string{
+		{"5", ""}, {"0", ""}, {" 3600 ", ""}, {"3601", ""}, {"007", ""},
+		{"99999999999999", ""}, {"99999999999999999999", ""}, {"18446744073709551616", ""},
+		{"-4", ""}, {"+5", ""}, {"1.5", ""}, {"5s", ""}, {"1_000", ""}, {"0x10", ""}, {"", ""},
+		{"Mon, 30 Nov 2026 01:00:30 GMT", "Mon, 30 Nov 2026 01:00:00 GMT"},
+		{"Mon, 30 Nov 2026 01:00:00 GMT", "Mon, 30 Nov 2026 02:00:00 GMT"},
+		{"Tue, 30 Nov 2027 01:00:00 GMT", "Mon, 30 Nov 2026 01:00:00 GMT"},
+		{"Monday, 30-Nov-26 01:00:30 GMT", "Mon Nov 30 01:00:00 2026"},
+		{"Mon, 30 Nov 2026 01:00:30 GMT", "soon"},
+		{"Mon, 01 Jan 0001 00:00:00 GMT", "Fri, 31 Dec 9999 23:59:59 GMT"},
+		{"Fri, 31 Dec 9999 23:59:59 GMT", "Mon, 01 Jan 0001 00:00:00 GMT"},
+	} {
+		f.Add(seed[0], seed[1])
+	}
+	f.Fuzz(func(t *testing.T, retryAfter, date string) {
+		h := http.Header{}
+		h.Set("Retry-After", retryAfter)
+		h.Set("Date", date)
+		got := upgrade.ParseRetryAfter(h)
+		if got < 0 || got > upgrade.MaxRetryAfter {
+			t.Fatalf("Retry-After %q, Date %q: %v, not in [0, %v]", retryAfter, date, got, upgrade.MaxRetryAfter)
+		}
+		v := strings.TrimSpace(h.Get("Retry-After")) // as the header carries it
+		want := time.Duration(0)
+		if digits := strings.TrimLeft(v, "0"); v != "" && strings.Trim(v, "0123456789") == "" {
+			if n, err := strconv.Atoi(digits); len(digits) > 6 || err == nil && n > 3600 {
+				want = upgrade.MaxRetryAfter
+			} else {
+				want = time.Duration(n) * time.Second
+			}
+		} else if at, err := http.ParseTime(v); err == nil {
+			if d, err := http.ParseTime(h.Get("Date")); err == nil {
+				want = min(max(at.Sub(d), 0), upgrade.MaxRetryAfter)
+			}
+		}
+		if got != want {
+			t.Fatalf("Retry-After %q, Date %q: %v, want %v", retryAfter, date, got, want)
+		}
+	})
+}
+
+// FuzzRefusalRoundTrip: a refusal Middleware sends decodes, with
+// ErrorFromResponse, to what the gate said: in progress, its phase and a
+// RetryAfter drawn from the gate's [R, 2R] in whole seconds (R rounded up,
+// at least 1 s; both at most MaxRetryAfter); failed, its cause's text as
+// the refusal shows it (one line, at most 1 KiB); complete, no refusal.
+func FuzzRefusalRoundTrip(f *testing.F) {
+	f.Add(uint8(upgrade.RunningSteps), int64(4*time.Second), "")
+	f.Add(uint8(upgrade.Checking), int64(1), "")
+	f.Add(uint8(upgrade.Checking), int64(1500*time.Millisecond), "")
+	f.Add(uint8(upgrade.RunningSteps), int64(3*time.Hour), "")
+	f.Add(uint8(upgrade.RunningSteps), int64(1<<63-1), "")
+	f.Add(uint8(upgrade.Checking), int64(0), "")
+	f.Add(uint8(upgrade.Complete), int64(time.Second), "")
+	f.Add(uint8(upgrade.Failed), int64(0), "step 7: disk full")
+	f.Add(uint8(upgrade.Failed), int64(0), "x\n[+]forged ok\r\n")
+	f.Add(uint8(upgrade.Failed), int64(0), "  padded  ")
+	f.Add(uint8(upgrade.Failed), int64(0), strings.Repeat(`"<\\>&`, 400))
+	f.Add(uint8(upgrade.Failed), int64(0), "bad\xff\xfe")
+	f.Add(uint8(upgrade.Failed), int64(0), "upgrade failed: nested; call not executed")
+	f.Fuzz(func(t *testing.T, phase uint8, retryAfter int64, cause string) {
+		g := upgrade.NewGate(upgrade.GateConfig{Clock: testclock.NewClock(time.Unix(0, 0))})
+		if retryAfter > 0 {
+			if err := g.SetRetryAfter(time.Duration(retryAfter)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		p := upgrade.Phase(phase % 4)
+		if p == 0 {
+			p = upgrade.Failed
+		}
+		switch p {
+		case upgrade.Checking: // a new gate's phase
+		case upgrade.RunningSteps:
+			if err := g.Enter(p); err != nil {
+				t.Fatal(err)
+			}
+		case upgrade.Complete:
+			g.Complete()
+		case upgrade.Failed:
+			g.Fail(errors.New(cause))
+		}
+		rec := httptest.NewRecorder()
+		upgrade.Middleware(g, nil)(http.NotFoundHandler()).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/x", nil))
+		resp := rec.Result()
+		if resp.ContentLength > 4<<10 || rec.Body.Len() > 4<<10 {
+			t.Fatalf("a refusal of %d bytes: more than a client reads", rec.Body.Len())
+		}
+		err := upgrade.ErrorFromResponse(resp)
+		switch p {
+		case upgrade.Complete:
+			if err != nil {
+				t.Fatalf("complete, yet %v", err)
+			}
+		case upgrade.Failed:
+			var fe *upgrade.FailedError
+			if !errors.As(err, &fe) || errors.Is(err, upgrade.ErrUpgradeInProgress) {
+				t.Fatalf("failed with %q, decoded %v", cause, err)
+			}
+			got := fe.Err.Error()
+			if strings.ContainsAny(got, "\n\r") || len(got) > printable.MaxText {
+				t.Fatalf("cause %.60q decoded as %.60q (%d bytes)", cause, got, len(got))
+			}
+			shown := printable.Text(cause)
+			switch {
+			case strings.TrimSpace(shown) != shown || shown == "": // the client trims; an empty one gets words
+			case len(shown) <= 256: // no JSON escape makes its refusal too long
+				if got != shown {
+					t.Fatalf("cause %q decoded as %q, want %q", cause, got, shown)
+				}
+			case got != shown && !(strings.HasSuffix(got, printable.Ellipsis) && strings.HasPrefix(shown, strings.TrimSuffix(got, printable.Ellipsis))):
+				t.Fatalf("cause %.60q decoded as %.60q, not it or its start", cause, got)
+			}
+		default:
+			var ip *upgrade.InProgressError
+			if !errors.As(err, &ip) || errors.Is(err, upgrade.ErrUpgradeFailed) {
+				t.Fatalf("in %v, decoded %v", p, err)
+			}
+			if ip.Phase != p {
+				t.Fatalf("phase %v decoded as %v", p, ip.Phase)
+			}
+			r := upgrade.DefaultRetryAfter
+			if retryAfter > 0 {
+				r = time.Duration(retryAfter)
+			}
+			// In whole seconds: R rounded up, at least 1, to that plus R
+			// rounded down; each read as at most MaxRetryAfter.
+			down := int64(r / time.Second)
+			loS := down
+			if r%time.Second != 0 {
+				loS++
+			}
+			loS = max(loS, 1)
+			bound := func(secs int64) time.Duration {
+				if secs < 0 || secs > int64(upgrade.MaxRetryAfter/time.Second) { // < 0: the sum overflowed
+					return upgrade.MaxRetryAfter
+				}
+				return time.Duration(secs) * time.Second
+			}
+			lo, hi := bound(loS), bound(loS+down)
+			if d := ip.RetryAfter(); d < lo || d > hi || d%time.Second != 0 {
+				t.Fatalf("R %v: RetryAfter %v, not whole seconds in [%v, %v]", r, d, lo, hi)
+			}
 		}
 	})
 }

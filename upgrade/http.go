@@ -6,13 +6,13 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
-	"math"
 	"mime"
 	"net/http"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/coldstart-go/coldstart/internal/printable"
 	"github.com/coldstart-go/coldstart/upgrade/internal/spread"
 )
 
@@ -56,6 +56,12 @@ type wireBody struct {
 	Cause   string `json:"cause,omitempty"`
 }
 
+// maxRetryAfter bounds the wait a refusal's Retry-After can ask of a
+// client: a longer one is read as this long, so that a proxy's "forever"
+// (4294967295 s) parks no client for 136 years, and a fleet told to wait
+// too long by mistake asks again within the hour.
+const maxRetryAfter = time.Hour
+
 // maxRetryAfters bounds the Retry-After values a refusal precomputes; a
 // wider range (R of 128 s or more) formats its value per refusal.
 const maxRetryAfters = 128
@@ -75,7 +81,6 @@ type refusal struct {
 
 func newRefusal(guard error) *refusal {
 	r := &refusal{}
-	var b wireBody
 	if ip, ok := guard.(*InProgressError); ok {
 		r.status, r.code = http.StatusServiceUnavailable, Code
 		r.lo, r.hi = spread.Range(ip.RetryDelay, time.Second)
@@ -85,20 +90,44 @@ func newRefusal(guard error) *refusal {
 			}
 		}
 		// The message leaves the wait to the header: it differs per refusal.
-		b = wireBody{Code: Code, Phase: ip.Phase.String(), Message: (&InProgressError{Phase: ip.Phase}).Error()}
+		r.body = encodeRefusal(wireBody{Code: Code, Phase: ip.Phase.String(), Message: (&InProgressError{Phase: ip.Phase}).Error()})
 	} else {
 		r.status, r.code = statusFailed, CodeFailed
-		b = wireBody{Code: CodeFailed, Phase: Failed.String(), Message: guard.Error()}
-		if cause := errors.Unwrap(guard); cause != nil {
-			b.Cause = cause.Error()
-		}
+		r.body = failedBody(guard)
 	}
+	return r
+}
+
+// encodeRefusal is a refusal's body.
+func encodeRefusal(b wireBody) []byte {
 	body, err := json.Marshal(b)
 	if err != nil { // cannot happen: four strings
 		panic("upgrade: encoding refusal: " + err.Error())
 	}
-	r.body = append(body, '\n')
-	return r
+	return append(body, '\n')
+}
+
+// failedBody is the body of a refusal after a failed upgrade. Its cause is
+// an error's text from anywhere (a step's, an operator's): it is sent on
+// one line and cut at 1 KiB (internal/printable), and, should JSON's
+// escapes still make the body more than a client reads (maxWireBody),
+// cut shorter — once it was a megabyte, sent twice in every refusal, and
+// clients, reading 4 KiB of it, said "the server gave no cause".
+func failedBody(guard error) []byte {
+	b := wireBody{Code: CodeFailed, Phase: Failed.String(), Message: guard.Error()}
+	cause := errors.Unwrap(guard)
+	if cause == nil {
+		return encodeRefusal(b)
+	}
+	shown := printable.Text(cause.Error())
+	for {
+		b.Cause, b.Message = shown, (&FailedError{Err: remoteError(shown)}).Error()
+		body := encodeRefusal(b)
+		if len(body) <= maxWireBody || len(shown) <= len(printable.Ellipsis) {
+			return body
+		}
+		shown = printable.String(shown, max(len(shown)/2, len(printable.Ellipsis)))
+	}
 }
 
 // retryAfter draws this refusal's Retry-After.
@@ -143,7 +172,8 @@ func (r *refusal) write(w http.ResponseWriter) {
 //     retrying clients do not retry;
 //
 // both with the header Coldstart-Upgrade: <code> and a JSON body
-// {"code", "phase", "message"} (plus "cause" once failed). A refusal is
+// {"code", "phase", "message"} (plus "cause" once failed: the cause's text
+// on one line, control characters replaced, cut at 1 KiB). A refusal is
 // precomputed per gate state and costs one small allocation (two when R is
 // 128 s or more). Each request is decided by the gate's per-call guard,
 // as Admit decides it: while the gate refuses it is counted, admitted
@@ -214,7 +244,9 @@ func ReadyHandler(g *Gate) http.Handler {
 //     still yields the refusal, with a zero Phase.
 //   - Retry-After is read as whole seconds, or as an HTTP-date relative to
 //     the response's Date header; missing, negative or unparsable values
-//     give a zero RetryDelay (no hint: Retry uses its own backoff).
+//     give a zero RetryDelay (no hint: Retry uses its own backoff), and a
+//     wait longer than an hour is read as an hour (a proxy's "forever"
+//     parks no client for good).
 //
 // ErrorFromResponse reads at most 4 KiB of the body of a 503 or 409 and
 // then replaces resp.Body with a reader that replays those bytes before the
@@ -299,15 +331,17 @@ func (e errReader) Read(p []byte) (int, error) {
 }
 
 // parseRetryAfter reads Retry-After as delay-seconds or an HTTP-date
-// (relative to Date, the only clock the response offers).
+// (relative to Date, the only clock the response offers), at most
+// maxRetryAfter; 0 for no usable hint.
 func parseRetryAfter(h http.Header) time.Duration {
 	v := strings.TrimSpace(h.Get("Retry-After"))
 	if v == "" {
 		return 0
 	}
-	if secs, err := strconv.ParseUint(v, 10, 64); err == nil {
-		if secs > uint64(math.MaxInt64/int64(time.Second)) {
-			return time.Duration(math.MaxInt64)
+	if isDigits(v) { // delay-seconds = 1*DIGIT (RFC 9110, 10.2.3), however many
+		secs, err := strconv.ParseUint(v, 10, 64)
+		if err != nil || secs > uint64(maxRetryAfter/time.Second) { // err: beyond uint64, so longer still
+			return maxRetryAfter
 		}
 		return time.Duration(secs) * time.Second
 	}
@@ -319,5 +353,15 @@ func parseRetryAfter(h http.Header) time.Duration {
 	if err != nil {
 		return 0
 	}
-	return max(at.Sub(date), 0)
+	return min(max(at.Sub(date), 0), maxRetryAfter)
+}
+
+// isDigits reports whether s is one or more ASCII digits.
+func isDigits(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return s != ""
 }

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -160,6 +159,29 @@ func TestFailedUpgradeAnswers409WithoutRetryAfter(t *testing.T) {
 	assert.Zero(t, h.n.Load())
 }
 
+// The incident: an upgrade step's error of a megabyte was sent whole in
+// every refusal, and a client, which reads 4 KiB of a refusal, could not
+// parse it and said "the server gave no cause". A refusal says the cause
+// on one line, cut at 1 KiB, and fits what a client reads.
+func TestFailedRefusalCarriesABoundedCause(t *testing.T) {
+	g := upgrade.NewGate(upgrade.GateConfig{Clock: testclock.NewClock(t0)})
+	g.Fail(errors.New("step 7: disk full\n[+]forged ok\n" + strings.Repeat("x", 1<<20)))
+	resp := serve(upgrade.Middleware(g, nil)(&served{}), "POST", "/deploy")
+
+	raw, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	assert.Less(t, len(raw), 4<<10, "the whole refusal is within what a client reads")
+	resp.Body = io.NopCloser(bytes.NewReader(raw))
+	err = upgrade.ErrorFromResponse(resp)
+	var failed *upgrade.FailedError
+	require.ErrorAs(t, err, &failed)
+	cause := failed.Err.Error()
+	assert.True(t, strings.HasPrefix(cause, "step 7: disk full␊[+]forged ok␊xxx"), "%.80q", cause)
+	assert.True(t, strings.HasSuffix(cause, "x…"), "cut, and says so: %.80q", cause[len(cause)-20:])
+	assert.LessOrEqual(t, len(cause), 1024)
+	assert.NotContains(t, err.Error(), "\n")
+}
+
 func TestMiddlewareRefusalRoundTripsThroughErrorFromResponse(t *testing.T) {
 	g := upgrade.NewGate(upgrade.GateConfig{Clock: testclock.NewClock(t0)})
 	require.NoError(t, g.SetRetryAfter(4*time.Second))
@@ -242,10 +264,21 @@ func TestErrorFromResponse(t *testing.T) {
 		{"missing Retry-After", 503, map[string]string{upgrade.HeaderCode: upgrade.Code}, ours, want{upgrade.ErrUpgradeInProgress, upgrade.RunningSteps, 0, ""}},
 		{"garbage Retry-After", 503, map[string]string{upgrade.HeaderCode: upgrade.Code, "Retry-After": "soon"}, ours, want{upgrade.ErrUpgradeInProgress, upgrade.RunningSteps, 0, ""}},
 		{"negative Retry-After", 503, map[string]string{upgrade.HeaderCode: upgrade.Code, "Retry-After": "-4"}, ours, want{upgrade.ErrUpgradeInProgress, upgrade.RunningSteps, 0, ""}},
-		{"huge Retry-After saturates", 503, map[string]string{upgrade.HeaderCode: upgrade.Code, "Retry-After": "99999999999999"}, ours,
-			want{upgrade.ErrUpgradeInProgress, upgrade.RunningSteps, time.Duration(math.MaxInt64), ""}},
-		{"Retry-After beyond uint64 is garbage", 503, map[string]string{upgrade.HeaderCode: upgrade.Code, "Retry-After": "99999999999999999999"}, ours,
+		// A wait of more than an hour is read as an hour: a proxy's
+		// "forever" (4294967295) parks no client for 136 years.
+		{"huge Retry-After is an hour", 503, map[string]string{upgrade.HeaderCode: upgrade.Code, "Retry-After": "99999999999999"}, ours,
+			want{upgrade.ErrUpgradeInProgress, upgrade.RunningSteps, upgrade.MaxRetryAfter, ""}},
+		{"Retry-After beyond uint64 is an hour too, not no hint", 503, map[string]string{upgrade.HeaderCode: upgrade.Code, "Retry-After": "99999999999999999999"}, ours,
+			want{upgrade.ErrUpgradeInProgress, upgrade.RunningSteps, upgrade.MaxRetryAfter, ""}},
+		{"an hour and a second is an hour", 503, map[string]string{upgrade.HeaderCode: upgrade.Code, "Retry-After": "3601"}, ours,
+			want{upgrade.ErrUpgradeInProgress, upgrade.RunningSteps, upgrade.MaxRetryAfter, ""}},
+		{"an hour is kept", 503, map[string]string{upgrade.HeaderCode: upgrade.Code, "Retry-After": "3600"}, ours,
+			want{upgrade.ErrUpgradeInProgress, upgrade.RunningSteps, time.Hour, ""}},
+		{"digits with a sign are garbage", 503, map[string]string{upgrade.HeaderCode: upgrade.Code, "Retry-After": "+5"}, ours,
 			want{upgrade.ErrUpgradeInProgress, upgrade.RunningSteps, 0, ""}},
+		{"HTTP-date a year on is an hour", 503, map[string]string{upgrade.HeaderCode: upgrade.Code,
+			"Date": "Mon, 30 Nov 2026 01:00:00 GMT", "Retry-After": "Tue, 30 Nov 2027 01:00:00 GMT"}, ours,
+			want{upgrade.ErrUpgradeInProgress, upgrade.RunningSteps, upgrade.MaxRetryAfter, ""}},
 		{"HTTP-date Retry-After, relative to Date", 503, map[string]string{upgrade.HeaderCode: upgrade.Code,
 			"Date": "Mon, 30 Nov 2026 01:00:00 GMT", "Retry-After": "Mon, 30 Nov 2026 01:00:30 GMT"}, ours,
 			want{upgrade.ErrUpgradeInProgress, upgrade.RunningSteps, 30 * time.Second, ""}},

@@ -473,8 +473,9 @@ func (g *Gate) Admit(allowlisted bool) error { return g.st.Load().admit(allowlis
 // window a herd needs. This is the only jitter: Retry, RetryTransport and
 // grpcupgrade's clients wait exactly the hint they are given. An RPC layer
 // of your own that sends Admit's RetryAfter on should draw each refusal's
-// hint from [R, 2R] too. d must be positive. It takes effect at once and
-// is not a transition.
+// hint from [R, 2R] too. d must be positive (this package's HTTP clients
+// read a Retry-After of more than an hour as an hour). It takes effect at
+// once and is not a transition.
 func (g *Gate) SetRetryAfter(d time.Duration) error {
 	if d <= 0 {
 		return jujuerrors.NotValidf("RetryAfter %v (must be positive)", d)

@@ -28,6 +28,12 @@
 //     TimelineHandler serves, so a picture can be drawn from other
 //     processes' answers.
 //
+//   - Nothing a name, a cause or a Detail says can write a line of its own
+//     or fill an answer: every answer prints them printable (a control
+//     character, such as a newline in an error, and a byte that is not
+//     UTF-8 replaced by a printable one: "␊", U+FFFD) and bounded (names
+//     cut at 256 bytes, Details and causes at 1 KiB, ending in "…").
+//
 // Serve a board beside the program's other routes, and write several:
 //
 //	mux.Handle("/readyz", boardview.ReadyHandler(board))

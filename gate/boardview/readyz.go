@@ -72,8 +72,10 @@ func (h readyz) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // verboseText is the ?verbose body: a line per gate, a warning naming
-// excluded names that match no gate, and the verdict.
+// excluded names that match no gate, and the verdict. Exclusions match the
+// board's names; the lines show them as shownReport does.
 func verboseText(report gate.Report, excluded []string, passed bool) []byte {
+	shown := shownReport(report)
 	var buf bytes.Buffer
 	buf.Grow(40*len(report) + 24)
 	line := func(parts ...string) {
@@ -92,9 +94,9 @@ func verboseText(report gate.Report, excluded []string, passed bool) []byte {
 		}
 		return hit
 	}
-	for _, e := range report {
+	for i, e := range shown {
 		switch {
-		case isExcluded(e.Name):
+		case isExcluded(report[i].Name):
 			line("[+]", e.Name, " excluded: ok")
 		case e.State == gate.StateUnlocked:
 			line("[+]", e.Name, " ok")
@@ -110,7 +112,7 @@ func verboseText(report gate.Report, excluded []string, passed bool) []byte {
 	}
 	var unknown []string
 	for i, name := range excluded {
-		if q := strconv.Quote(name); !matched[i] && !slices.Contains(unknown, q) {
+		if q := shownQuery(name); !matched[i] && !slices.Contains(unknown, q) {
 			unknown = append(unknown, q)
 		}
 	}
@@ -168,11 +170,12 @@ type jsonEntry struct {
 	Error  string `json:"error,omitempty"`
 }
 
-// serveJSON writes the gates not excluded as a JSON array.
+// serveJSON writes the gates not excluded as a JSON array, shown as
+// shownReport shows them.
 func serveJSON(w http.ResponseWriter, code int, report gate.Report, excluded []string) {
 	out := make([]jsonEntry, 0, len(report))
-	for _, e := range report {
-		if slices.Contains(excluded, e.Name) {
+	for i, e := range shownReport(report) {
+		if slices.Contains(excluded, report[i].Name) {
 			continue
 		}
 		j := jsonEntry{Name: e.Name, State: e.State.String(), Since: e.Since.Format(time.RFC3339Nano),

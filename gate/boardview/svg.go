@@ -5,6 +5,7 @@ import (
 	"encoding/xml"
 	"fmt"
 	"io"
+	"math"
 	"time"
 	"unicode/utf8"
 
@@ -54,6 +55,7 @@ const (
 func WriteSVG(w io.Writer, timelines ...gate.Timeline) error {
 	lanes := make([]lane, len(timelines))
 	for i, t := range timelines {
+		t = shownTimeline(t)
 		lanes[i] = lane{t: t}
 		if at := t.Index(""); at >= 0 {
 			lanes[i].chains = [][]int{chainFrom(t, at)}
@@ -104,7 +106,7 @@ func timelineSVG(lanes []lane) []byte {
 		l.first = rows
 		rows += len(l.t.Entries)
 		entries += len(l.t.Entries)
-		end = max(end, l.offset+l.t.End)
+		end = max(end, sum(l.offset, l.t.End))
 		notes[k] = make([]string, len(l.t.Entries))
 		full[k] = make([]string, len(l.t.Entries))
 		chain[k] = make([]bool, len(l.t.Entries))
@@ -182,7 +184,7 @@ type svgPlot struct {
 }
 
 func (p *svgPlot) x(k int, d time.Duration) float64 {
-	return p.left + float64(p.lanes[k].offset+d)*p.scale
+	return p.left + (float64(p.lanes[k].offset)+float64(d))*p.scale
 }
 
 // y is where lane k's entry i's row starts (i -1: the lane's header).
@@ -253,13 +255,30 @@ func (p *svgPlot) header(buf *bytes.Buffer, k int, width float64) {
 func (p *svgPlot) axis(buf *bytes.Buffer, bottom float64) {
 	end := max(p.end, time.Millisecond)
 	step := tickStep(end)
-	for d := time.Duration(0); d <= end; d += step {
+	// Counted, not summed up to end: a timeline read from elsewhere may end
+	// within a step of the largest Duration, where d += step wraps round to
+	// a negative d, and the loop never ended.
+	for i := time.Duration(0); i <= end/step; i++ {
+		d := i * step
 		x := p.left + float64(d)*p.scale
 		fmt.Fprintf(buf, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="%s"/>`, x, p.top-6, x, bottom, colourGrid)
 		fmt.Fprintf(buf, `<text x="%.1f" y="%.1f" text-anchor="middle" font-size="%g" fill="%s">%s</text>`+"\n",
 			x, p.top-10, noteSize, colourMuted, short(d))
 	}
 	fmt.Fprintf(buf, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="%s"/>`+"\n", p.left, p.top-6, p.left+plotWidth, p.top-6, colourMuted)
+}
+
+// sum is a + b, saturated at the largest and smallest Durations: the
+// times of timelines read from elsewhere (ReadTimeline) may be anything.
+func sum(a, b time.Duration) time.Duration {
+	switch c := a + b; {
+	case a > 0 && b > 0 && c < 0:
+		return math.MaxInt64
+	case a < 0 && b < 0 && c >= 0:
+		return math.MinInt64
+	default:
+		return c
+	}
 }
 
 // tickStep is a round step (1, 2 or 5 times a power of ten) that puts

@@ -46,7 +46,7 @@ func (h timelineHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	query := r.URL.Query()
 	format, ok := timelineFormat(query.Get("format"), r.Header.Values("Accept"))
 	if !ok {
-		plain(w, http.StatusBadRequest, fmt.Sprintf("format %q (must be text, json, svg or trace)\n", query.Get("format")))
+		plain(w, http.StatusBadRequest, fmt.Sprintf("format %s (must be text, json, svg or trace)\n", shownQuery(query.Get("format"))))
 		return
 	}
 	t := h.b.Timeline()
@@ -58,13 +58,14 @@ func (h timelineHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	for _, name := range names {
 		at := t.Index(name)
 		if at < 0 && name != "" {
-			plain(w, http.StatusNotFound, fmt.Sprintf("no gate %q on the board\n", name))
+			plain(w, http.StatusNotFound, fmt.Sprintf("no gate %s on the board\n", shownQuery(name)))
 			return
 		}
 		if at >= 0 {
 			chains = append(chains, chainFrom(t, at))
 		}
 	}
+	t = shownTimeline(t) // the chains are found: from here on, only shown
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	switch format {
 	case "json":

@@ -30,6 +30,7 @@ import (
 func WriteTrace(w io.Writer, timelines ...gate.Timeline) error {
 	lanes := make([]lane, len(timelines))
 	for i, t := range timelines {
+		t = shownTimeline(t)
 		lanes[i] = lane{t: t}
 		if at := t.Index(""); at >= 0 {
 			lanes[i].chains = [][]int{chainFrom(t, at)}

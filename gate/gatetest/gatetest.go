@@ -109,7 +109,8 @@ func AssertFailsWithin(t testing.TB, l *gate.Lock, target error, d time.Duration
 // Recorder records the order in which gates opened, exactly: a *gate.Lock's
 // opening is recorded on the goroutine that unlocks it, so two gates opened
 // one after the other are recorded in that order even at the same instant.
-// Watch gates before the code under test can open them.
+// Watch gates before the code under test can open them, each of its own
+// name: a name watched twice panics, as gate.Board.Add does.
 type Recorder struct {
 	board *gate.Board
 }
