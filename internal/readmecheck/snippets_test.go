@@ -194,11 +194,10 @@ func readGo(path string) (lines []line, generated bool, err error) {
 	return lines, generated, sc.Err()
 }
 
-var spaces = regexp.MustCompile(`[ \t]+`)
-
-// normalize trims a line and collapses each run of spaces and tabs.
+// normalize trims a line and collapses each run of spaces and tabs (and
+// any other white space) to one space.
 func normalize(s string) string {
-	return spaces.ReplaceAllString(strings.TrimSpace(s), " ")
+	return strings.Join(strings.Fields(s), " ")
 }
 
 // A ```go block of a Markdown file: its lines, normalized, blank lines
