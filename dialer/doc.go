@@ -62,7 +62,7 @@
 //
 // With Config.Logger set, a Dialer logs its route each time it changes,
 // and for a peer of a machine that has a controller why it fell back (the
-// repository README's catalogue has the record and its keys). The record
+// repository's catalogue, docs/catalogue.md, has the record and its keys). The record
 // is written by the call that changed the route, so a Dialer has nothing
 // to flush and no Close. Calls are counted, never logged: Report has
 // LocalDials, PeerDials, Fallbacks and Failures, cumulative, and the

@@ -122,8 +122,7 @@
 // Logs: with Config.Logger (a *slog.Logger; nil means none) the tracker
 // writes one record per change of its state, never one per routine renewal,
 // per retry that changes nothing, or on Check's path. The records, their
-// levels and keys are in the repository README's catalogue ("Log records
-// and metric families").
+// levels and keys are in the repository's catalogue (docs/catalogue.md).
 //
 // Lease calls are counted once, in one shape: a StoreReport gives, per
 // operation (claim, extend, revoke), the calls by the class of their

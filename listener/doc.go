@@ -45,7 +45,7 @@
 //
 // With Config.Logger set, the listener logs each transition of a port
 // (bound, opened, closed, failed to open, accept failed) as one record;
-// the repository README's catalogue lists them. Nothing is logged after
+// the repository's catalogue (docs/catalogue.md) lists them. Nothing is logged after
 // Close has returned.
 // Connections are counted, never logged: Report has the counts per port,
 // cumulative — Accepted, RateLimited, Refused, TemporaryErrors — beside

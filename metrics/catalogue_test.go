@@ -28,8 +28,8 @@ type family struct {
 	help   string
 }
 
-// Every family the collectors export is in the root README's catalogue
-// with its type and labels, and every family the catalogue lists is
+// Every family the collectors export is in docs/catalogue.md with its
+// type and labels, and every family the catalogue lists is
 // exported: the failure prints the rows to add, fix and remove. The
 // families come from gathering a registry of every collector this package
 // constructs (the test fails if a constructor is added and not called
@@ -82,7 +82,7 @@ func TestMetricFamiliesMatchTheREADME(t *testing.T) {
 	}
 	require.NotEmpty(t, got)
 
-	cat, err := catalogue.Read(filepath.Join("..", "README.md"))
+	cat, err := catalogue.Read(filepath.Join("..", "docs", "catalogue.md"))
 	require.NoError(t, err)
 	if diff := diffFamilies(got, cat.Families); diff != "" {
 		t.Error(diff)
@@ -134,7 +134,7 @@ func described(c prometheus.Collector) []string {
 	return names
 }
 
-// diffFamilies says how the README's rows differ from the families
+// diffFamilies says how the catalogue's rows differ from the families
 // exported, as rows to paste, rows to correct and lines to delete; "" if
 // they agree.
 func diffFamilies(got map[string]family, listed []catalogue.Family) string {
@@ -145,9 +145,9 @@ func diffFamilies(got map[string]family, listed []catalogue.Family) string {
 		g, ok := got[f.Name]
 		switch {
 		case !ok:
-			remove = append(remove, fmt.Sprintf("README.md:%d: %s", f.Line, f.Row))
+			remove = append(remove, fmt.Sprintf("docs/catalogue.md:%d: %s", f.Line, f.Row))
 		case g.typ != f.Type || !slices.Equal(g.labels, f.Labels):
-			fix = append(fix, fmt.Sprintf("README.md:%d: %s\n  type and labels should be: %s | %s", f.Line, f.Row, g.typ, catalogue.LabelCell(g.labels)))
+			fix = append(fix, fmt.Sprintf("docs/catalogue.md:%d: %s\n  type and labels should be: %s | %s", f.Line, f.Row, g.typ, catalogue.LabelCell(g.labels)))
 		}
 	}
 	for _, name := range slices.Sorted(maps.Keys(got)) {
@@ -159,15 +159,15 @@ func diffFamilies(got map[string]family, listed []catalogue.Family) string {
 		return ""
 	}
 	var b strings.Builder
-	b.WriteString("README.md's catalogue of metric families and the collectors disagree.\n")
+	b.WriteString("docs/catalogue.md's table of metric families and the collectors disagree.\n")
 	if len(add) > 0 {
-		fmt.Fprintf(&b, "\nFamilies exported that README.md does not list: add these rows to the table headed\n%s\n(the meaning is the family's HELP: say it in the README's words):\n\n%s\n", catalogue.FamiliesHeader, strings.Join(add, "\n"))
+		fmt.Fprintf(&b, "\nFamilies exported that docs/catalogue.md does not list: add these rows to the table headed\n%s\n(the meaning is the family's HELP: say it in the catalogue's words):\n\n%s\n", catalogue.FamiliesHeader, strings.Join(add, "\n"))
 	}
 	if len(fix) > 0 {
 		fmt.Fprintf(&b, "\nFamilies whose type or labels differ: correct these rows (keep their meaning):\n\n%s\n", strings.Join(fix, "\n"))
 	}
 	if len(remove) > 0 {
-		fmt.Fprintf(&b, "\nFamilies README.md lists that no collector exports: remove these rows:\n\n%s\n", strings.Join(remove, "\n"))
+		fmt.Fprintf(&b, "\nFamilies docs/catalogue.md lists that no collector exports: remove these rows:\n\n%s\n", strings.Join(remove, "\n"))
 	}
 	return b.String()
 }
@@ -186,7 +186,7 @@ func TestDiffFamiliesPrintsRowsToAddFixAndRemove(t *testing.T) {
 			{Name: "coldstart_gone", Type: "gauge", Line: 5, Row: "| `coldstart_gone` | gauge | — | gone |"},
 		})
 	assert.Contains(t, diff, "\n| `coldstart_a_total` | counter | `a`, `b` | As counted. |\n")
-	assert.Contains(t, diff, "README.md:4: | `coldstart_c` | counter | `x` | c |\n  type and labels should be: gauge | `x`")
-	assert.Contains(t, diff, "README.md:5: | `coldstart_gone` | gauge | — | gone |")
+	assert.Contains(t, diff, "docs/catalogue.md:4: | `coldstart_c` | counter | `x` | c |\n  type and labels should be: gauge | `x`")
+	assert.Contains(t, diff, "docs/catalogue.md:5: | `coldstart_gone` | gauge | — | gone |")
 	assert.NotContains(t, diff, "coldstart_b`")
 }

@@ -28,6 +28,5 @@
 // name (lease). Two collectors of one kind with the same name are refused by
 // Register, as are an empty name and a nil component (errors matching
 // errors.NotValid from github.com/juju/errors). Every family, with its
-// type and labels, is in the repository README's catalogue ("Log records
-// and metric families").
+// type and labels, is in the repository's catalogue (docs/catalogue.md).
 package metrics

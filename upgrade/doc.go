@@ -102,7 +102,7 @@
 // Admitted (allowlisted). The metrics module exports them.
 //
 // The Logger carries transitions only: one record per phase change (its
-// level and keys are in the repository README's catalogue). A gate holds
+// level and keys are in the repository's catalogue, docs/catalogue.md). A gate holds
 // no timer and no goroutine, so it never writes a record, counts or calls
 // its hook after the calls made to it have returned. A cancelled RunSteps (SIGTERM) is not a transition and logs
 // nothing. The clients log nothing: WithNotify is their hook, run inside

@@ -1,9 +1,9 @@
-// Package catalogue reads the README's catalogue of log records and metric
-// families, for the tests that hold it to the code: the root module's
-// (every record a package writes, found in its source) and the metrics
-// module's (every family its collectors export, found by gathering them).
-// Either fails when the code and the README disagree in either direction,
-// and prints the README rows to add or remove.
+// Package catalogue reads the repository's catalogue of log records and
+// metric families (docs/catalogue.md), for the tests that hold it to the
+// code: the root module's (every record a package writes, found in its
+// source) and the metrics module's (every family its collectors export,
+// found by gathering them). Either fails when the code and the catalogue
+// disagree in either direction, and prints the rows to add or remove.
 package catalogue
 
 import (
@@ -15,7 +15,7 @@ import (
 	"strings"
 )
 
-// The header rows that mark the README's two tables.
+// The header rows that mark the catalogue's two tables.
 const (
 	RecordsHeader  = "| component | record | level | keys |"
 	FamiliesHeader = "| family | type | labels | meaning |"
@@ -28,7 +28,7 @@ type Record struct {
 	// Levels are the levels the level cell names (DEBUG, INFO, WARN,
 	// ERROR, in capitals: "WARN; INFO when ..." is both), sorted.
 	Levels []string
-	Line   int    // in the README
+	Line   int    // in the catalogue
 	Row    string // as written
 }
 
@@ -36,11 +36,11 @@ type Record struct {
 type Family struct {
 	Name, Type string
 	Labels     []string // sorted
-	Line       int      // in the README
+	Line       int      // in the catalogue
 	Row        string   // as written
 }
 
-// Catalogue is what the README lists.
+// Catalogue is what the catalogue file lists.
 type Catalogue struct {
 	Records  []Record
 	Families []Family
@@ -51,7 +51,7 @@ var (
 	level = regexp.MustCompile(`\b(DEBUG|INFO|WARN|ERROR)\b`)
 )
 
-// Read reads the catalogue of the README at path. Each table must appear
+// Read reads the catalogue in the Markdown file at path. Each table must appear
 // exactly once. A records row starts its first two cells with the
 // component and the message in backticks (what follows the message is
 // prose), a families row its first cell with the name, and its labels
@@ -146,7 +146,7 @@ func splitRow(row string) []string {
 	return append(cells, strings.TrimSpace(cur.String()))
 }
 
-// RecordRow is the README row for a record, its keys left for the writer
+// RecordRow is the catalogue row for a record, its keys left for the writer
 // to fill in from the code, and its levels too if none are given.
 func RecordRow(component, message string, levels []string) string {
 	l := "LEVEL"
@@ -156,7 +156,7 @@ func RecordRow(component, message string, levels []string) string {
 	return fmt.Sprintf("| `%s` | `%s` | %s | KEYS |", component, message, l)
 }
 
-// FamilyRow is the README row for a family; an empty meaning is left for
+// FamilyRow is the catalogue row for a family; an empty meaning is left for
 // the writer to fill in.
 func FamilyRow(name, typ string, labels []string, meaning string) string {
 	if meaning == "" {

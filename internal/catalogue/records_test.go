@@ -20,12 +20,12 @@ const root = "../.."
 // wrappers some of them log through.
 var libraryDirs = []string{"gate", "listener", "dialer", "lease", "upgrade", "internal"}
 
-// Every log record the library's non-test source writes is in README.md's
-// catalogue, and every record the catalogue lists is written, at the
+// Every log record the library's non-test source writes is in
+// docs/catalogue.md, and every record the catalogue lists is written, at the
 // levels the catalogue says where the scan can tell: the failure prints
 // the rows to add, correct and remove.
 func TestLogRecordsMatchTheREADME(t *testing.T) {
-	cat, err := catalogue.Read(filepath.Join(root, "README.md"))
+	cat, err := catalogue.Read(filepath.Join(root, "docs", "catalogue.md"))
 	require.NoError(t, err)
 	s, err := newScanner(root, libraryDirs...)
 	require.NoError(t, err)
@@ -39,7 +39,7 @@ func TestLogRecordsMatchTheREADME(t *testing.T) {
 	}
 }
 
-// diffRecords says how the README's rows listed differ from the records
+// diffRecords says how the catalogue's rows listed differ from the records
 // the code writes, as rows to paste, rows to correct and lines to delete;
 // "" if they agree.
 func diffRecords(code []found, listed []catalogue.Record) string {
@@ -57,34 +57,34 @@ func diffRecords(code []found, listed []catalogue.Record) string {
 			add = append(add, catalogue.RecordRow(f.component, f.message, f.levels))
 			where = append(where, fmt.Sprintf("  %s %q: %s", f.component, f.message, f.at))
 		case f.levels != nil && !slices.Equal(f.levels, r.Levels):
-			fix = append(fix, fmt.Sprintf("README.md:%d: %s\n  the code (%s) writes it at %s, not %s",
+			fix = append(fix, fmt.Sprintf("docs/catalogue.md:%d: %s\n  the code (%s) writes it at %s, not %s",
 				r.Line, r.Row, f.at, strings.Join(f.levels, " and "), strings.Join(r.Levels, " and ")))
 		}
 	}
 	for _, r := range listed {
 		if !inCode[[2]string{r.Component, r.Message}] {
-			remove = append(remove, fmt.Sprintf("README.md:%d: %s", r.Line, r.Row))
+			remove = append(remove, fmt.Sprintf("docs/catalogue.md:%d: %s", r.Line, r.Row))
 		}
 	}
 	if len(add)+len(fix)+len(remove) == 0 {
 		return ""
 	}
 	var b strings.Builder
-	b.WriteString("README.md's catalogue of log records and the code disagree.\n")
+	b.WriteString("docs/catalogue.md's table of log records and the code disagree.\n")
 	if len(add) > 0 {
-		fmt.Fprintf(&b, "\nRecords the code writes that README.md does not list: add these rows to the table headed\n%s\n(KEYS, and LEVEL where the scan cannot tell, from the code at the lines below the rows):\n\n", catalogue.RecordsHeader)
+		fmt.Fprintf(&b, "\nRecords the code writes that docs/catalogue.md does not list: add these rows to the table headed\n%s\n(KEYS, and LEVEL where the scan cannot tell, from the code at the lines below the rows):\n\n", catalogue.RecordsHeader)
 		b.WriteString(strings.Join(add, "\n"))
 		b.WriteString("\n\n")
 		b.WriteString(strings.Join(where, "\n"))
 		b.WriteString("\n")
 	}
 	if len(fix) > 0 {
-		b.WriteString("\nRecords README.md lists at other levels than the code writes them: correct their level cells:\n\n")
+		b.WriteString("\nRecords docs/catalogue.md lists at other levels than the code writes them: correct their level cells:\n\n")
 		b.WriteString(strings.Join(fix, "\n"))
 		b.WriteString("\n")
 	}
 	if len(remove) > 0 {
-		b.WriteString("\nRecords README.md lists that no code writes: remove these rows:\n\n")
+		b.WriteString("\nRecords docs/catalogue.md lists that no code writes: remove these rows:\n\n")
 		b.WriteString(strings.Join(remove, "\n"))
 		b.WriteString("\n")
 	}
@@ -126,7 +126,7 @@ func TestScannerReportsAMessageItCannotTrace(t *testing.T) {
 }
 
 // The diff names each row to add, where the code writes it, each row
-// whose level is wrong, and each row to remove with its README line.
+// whose level is wrong, and each row to remove with its catalogue line.
 func TestDiffRecordsPrintsRowsToAddCorrectAndRemove(t *testing.T) {
 	diff := diffRecords(
 		[]found{
@@ -145,10 +145,10 @@ func TestDiffRecordsPrintsRowsToAddCorrectAndRemove(t *testing.T) {
 	)
 	assert.Contains(t, diff, "\n| `lease` | `lease held` | INFO | KEYS |\n")
 	assert.Contains(t, diff, "\n| `etcd` | `new` | LEVEL | KEYS |", "no level known: LEVEL")
-	assert.Contains(t, diff, "README.md:8: | `gate` | `gate failed` | WARN | `gate` |\n  the code (gate/board.go:3) writes it at INFO and WARN, not WARN")
+	assert.Contains(t, diff, "docs/catalogue.md:8: | `gate` | `gate failed` | WARN | `gate` |\n  the code (gate/board.go:3) writes it at INFO and WARN, not WARN")
 	assert.Contains(t, diff, `lease "lease held": lease/log.go:42`)
-	assert.Contains(t, diff, "README.md:9: | `lease` | `lease gone` | INFO | `lease` |")
+	assert.Contains(t, diff, "docs/catalogue.md:9: | `lease` | `lease gone` | INFO | `lease` |")
 	assert.NotContains(t, diff, "gate opened")
-	assert.NotContains(t, diff, "README.md:10", "a record whose levels the scan cannot tell is not corrected")
+	assert.NotContains(t, diff, "docs/catalogue.md:10", "a record whose levels the scan cannot tell is not corrected")
 	assert.Empty(t, diffRecords([]found{{component: "gate", message: "gate opened"}}, []catalogue.Record{{Component: "gate", Message: "gate opened"}}))
 }

@@ -128,8 +128,8 @@
 // SessionStore's session granted, unconfirmed (an outage begins),
 // confirmed again (with how long it was not), retired, lost and
 // re-created — never a line per call, never a count, nothing after Close
-// has returned. The repository README's catalogue lists the records and
-// their keys.
+// has returned. The repository's catalogue (docs/catalogue.md) lists the
+// records and their keys.
 //
 // Tests: package etcdtest (lease/etcdlease/etcdtest) starts real etcd
 // servers in the test binary — one member, or a cluster whose leader a

@@ -95,8 +95,8 @@
 // once each and never per call: a takeover of a Lease whose holder went
 // silent, a Lease deleted, a Lease deleted and re-created (its UID
 // changed, its leaseTransitions restarted), a renewal or release that
-// conflicted with a write that ended the term. The repository README's
-// catalogue lists the records and their keys.
+// conflicted with a write that ended the term. The repository's catalogue
+// (docs/catalogue.md) lists the records and their keys.
 //
 // # Limits
 //
