@@ -74,6 +74,13 @@ func HoldStoreSlot(s *Store) func() {
 	return s.slots.release
 }
 
+// SlotWaiters returns how many calls wait for one of a Store's call slots.
+func SlotWaiters(s *Store) int {
+	s.slots.mu.Lock()
+	defer s.slots.mu.Unlock()
+	return len(s.slots.waiting) - s.slots.gone + len(s.slots.renewing) - s.slots.renewingGone
+}
+
 // ExtendUncounted is SessionStore.Extend without its StoreReport counters,
 // the baseline of BenchmarkSessionExtend.
 func ExtendUncounted(s *SessionStore, ctx context.Context, g lease.Grant, d time.Duration) (lease.Grant, error) {
