@@ -80,9 +80,9 @@ func (b *claimBatcher) send(r *claimReq) error {
 		b.mu.Unlock()
 		return &lease.CallError{Store: storeName, Op: "claim", Name: r.name, Holder: r.holder, Err: errClosed}
 	}
-	if err := r.ctx.Err(); err != nil {
+	if r.ctx.Err() != nil {
 		b.mu.Unlock()
-		return notSent("claim", r.name, r.holder, 0, err)
+		return notSent("claim", r.name, r.holder, 0, context.Cause(r.ctx))
 	}
 	b.queue = append(b.queue, r)
 	if !b.waiting {
@@ -107,15 +107,16 @@ func (b *claimBatcher) send(r *claimReq) error {
 		}
 		if r.taken {
 			// Its batch waited for the session's grant.
-			return notSent("claim", r.name, r.holder, 0, r.ctx.Err())
+			return notSent("claim", r.name, r.holder, 0, context.Cause(r.ctx))
 		}
 		// Still queued: a sender waited for a call slot all along.
-		err := fmt.Errorf("%w: the claim waited for one of the %d call slots: %w", ErrOverCapacity, b.store.slots.size, r.ctx.Err())
+		err := fmt.Errorf("%w: held back: its batch waited for one of the %d call slots, all busy with calls in flight: %w",
+			ErrOverCapacity, b.store.slots.size, context.Cause(r.ctx))
 		return notSent("claim", r.name, r.holder, 0, err)
 	}
 	// In flight: the batch will record what happened to the key.
 	r.abandoned = true
-	return &lease.CallError{Store: storeName, Op: "claim", Name: r.name, Holder: r.holder, Err: r.ctx.Err()}
+	return &lease.CallError{Store: storeName, Op: "claim", Name: r.name, Holder: r.holder, Err: context.Cause(r.ctx)}
 }
 
 // startSenderLocked starts the sender that waits for a slot. Called with

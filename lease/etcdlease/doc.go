@@ -27,7 +27,10 @@
 //     lessor, but cannot commit; a plain read's term may be stale on a
 //     member that just installed a snapshot).
 //   - An outage is never "not the leader". A term ends only when etcd says
-//     so — a linearizable read finds its key gone or created again, or a
+//     so — a linearizable read (or the watch) finds its key no longer
+//     recording the term: gone, created again, or rewritten by another
+//     client (its value naming another holder, or on an etcd lease the
+//     store did not put it on, or on none), or a
 //     SessionStore's session lease is not found, confirmed in the same raft
 //     term (a stale leader says "no such lease" of a lease granted after it
 //     was cut off, so that answer alone is not definitive) — or, for a
@@ -55,12 +58,13 @@
 // duration rounded up to whole seconds and, in one transaction, puts the
 // key (value: the holder) only if it does not exist, else reads the holder.
 // Extend keeps the etcd lease alive once and then reads the key to confirm
-// it still carries the token, in the keep-alive's raft term; etcd renews
+// it still records the term — the token, the holder, the etcd lease — in
+// the keep-alive's raft term; etcd renews
 // for the TTL it granted, and the Grant reports that TTL. Revoke deletes the key in a transaction guarded by
 // the token, then revokes the etcd lease. Lost watches a term and tells
 // early when it is over; it makes the Store a lease.LossNotifier, so a
 // lease.Tracker renews at once (and reports ErrNotLeader promptly) when
-// another party deletes or takes over its key.
+// another party deletes, rewrites or takes over its key.
 //
 // Both stores are lease.ReleaseWatchers: a refused claim's HeldError names
 // the term (Token, the key's create revision), and WatchRelease watches the

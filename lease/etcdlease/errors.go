@@ -45,17 +45,7 @@ func notSent(op, name, holder string, token uint64, err error) error {
 	return &lease.CallError{Store: storeName, Op: op, Name: name, Holder: holder, Token: token, Err: fmt.Errorf("%w: %w", lease.ErrNotSent, err)}
 }
 
-// notHeld is the definitive loss of the term g, as the store read its key
-// (kv; nil when the key is gone): a *lease.NotHeldError naming who holds
-// the lease now when the key belongs to another term.
-func notHeld(op string, g lease.Grant, kv *keyValue) error {
-	if kv == nil || uint64(kv.CreateRevision) == g.Token {
-		return termEnded(op, g, "", "key gone")
-	}
-	return termEnded(op, g, string(kv.Value), fmt.Sprintf("key created again at revision %d", kv.CreateRevision))
-}
-
-// termOver is the definitive loss of the term g for the reason why; holder
+// termEnded is the definitive loss of the term g for the reason why; holder
 // is who holds the lease now, when the store knows.
 func termEnded(op string, g lease.Grant, holder, why string) error {
 	return &lease.NotHeldError{Name: g.Name, Holder: holder, Token: g.Token, Reason: op + ": " + why}

@@ -14,7 +14,6 @@ import (
 	"time"
 
 	jujuerrors "github.com/juju/errors"
-	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -45,10 +44,17 @@ func checkArgs(name, holder string, d time.Duration) error {
 	switch {
 	case name == "":
 		return jujuerrors.NotValidf("empty lease name")
-	case holder == "":
-		return jujuerrors.NotValidf("empty holder")
 	case d <= 0:
 		return jujuerrors.NotValidf("lease duration %v (must be positive)", d)
+	}
+	return checkHolder(holder)
+}
+
+// checkHolder is the rule for a holder: in a claim, and in a key's value
+// as read (a value it refuses names no holder: see termRecord).
+func checkHolder(holder string) error {
+	if holder == "" {
+		return jujuerrors.NotValidf("empty holder")
 	}
 	return nil
 }
@@ -208,11 +214,15 @@ func revokeLease(ctx context.Context, cli *clientv3.Client, id clientv3.LeaseID)
 	return nil
 }
 
-// deleteTerm deletes key if its create revision is token. It returns the
-// deleted key, or nil and the key as it is (nil when absent).
-func deleteTerm(ctx context.Context, cli *clientv3.Client, key string, token uint64) (deleted, kv *keyValue, err error) {
+// deleteTerm deletes key if it records the term token of holder: its
+// create revision is token, its value holder, and it is on an etcd lease
+// (a key rewritten by another client is not ours to delete). It returns
+// the deleted key, or nil and the key as it is (nil when absent).
+func deleteTerm(ctx context.Context, cli *clientv3.Client, key, holder string, token uint64) (deleted, kv *keyValue, err error) {
 	resp, err := cli.Txn(ctx).
-		If(clientv3.Compare(clientv3.CreateRevision(key), "=", int64(token))).
+		If(clientv3.Compare(clientv3.CreateRevision(key), "=", int64(token)),
+			clientv3.Compare(clientv3.Value(key), "=", holder),
+			clientv3.Compare(clientv3.LeaseValue(key), "!=", 0)).
 		Then(clientv3.OpDelete(key, clientv3.WithPrevKV())).
 		Else(clientv3.OpGet(key)).
 		Commit()
@@ -238,7 +248,8 @@ func elseKV(resp *clientv3.TxnResponse) *keyValue {
 	return nil
 }
 
-// readHolder reads the live term of the lease name kept at key.
+// readHolder reads the live term of the lease name kept at key (see
+// heldTerm).
 func readHolder(ctx context.Context, cli *clientv3.Client, key, name string) (lease.Grant, error) {
 	fail := func(err error) (lease.Grant, error) {
 		return lease.Grant{}, &lease.CallError{Store: storeName, Op: "read", Name: name, Err: err}
@@ -247,10 +258,10 @@ func readHolder(ctx context.Context, cli *clientv3.Client, key, name string) (le
 	if err != nil {
 		return fail(err)
 	}
-	if kv == nil {
-		return lease.Grant{}, fmt.Errorf("etcdlease: lease %q: nobody holds it: %w", name, lease.ErrNotHeld)
+	g, err := heldTerm(name, kv)
+	if err != nil {
+		return lease.Grant{}, err
 	}
-	g := lease.Grant{Name: name, Holder: string(kv.Value), Token: uint64(kv.CreateRevision)}
 	ttl, err := cli.TimeToLive(ctx, clientv3.LeaseID(kv.Lease))
 	if err != nil {
 		return fail(err)
@@ -267,21 +278,10 @@ func readHolder(ctx context.Context, cli *clientv3.Client, key, name string) (le
 		if again != nil && again.CreateRevision == kv.CreateRevision && again.Lease == kv.Lease {
 			return fail(errNotFoundKeyOnLease)
 		}
-		return lease.Grant{}, &lease.NotHeldError{Name: name, Token: g.Token, Reason: fmt.Sprintf("read: the term of %q just ended", g.Holder)}
+		return lease.Grant{}, &lease.NotHeldError{Name: name, Token: g.Token, Reason: "read: the term of " + quote(g.Holder) + " just ended"}
 	}
 	g.Duration = time.Duration(ttl.TTL) * time.Second
 	return g, nil
-}
-
-// keyValue is the part of a key's state the Store reads.
-type keyValue struct {
-	CreateRevision int64
-	Lease          int64
-	Value          []byte
-}
-
-func newKeyValue(kv *mvccpb.KeyValue) *keyValue {
-	return &keyValue{CreateRevision: kv.CreateRevision, Lease: kv.Lease, Value: kv.Value}
 }
 
 // readCommitted reads key in a transaction that raft commits (its compare

@@ -74,6 +74,18 @@ func HoldStoreSlot(s *Store) func() {
 	return s.slots.release
 }
 
+// StartMove records that a relet of the Store is moving the key of the
+// term token to the etcd lease id, as a relet does before it sends its
+// transaction, until the func it returns is called.
+func StartMove(s *Store, token uint64, id clientv3.LeaseID) func() { return s.startMove(token, id) }
+
+// SlotWaiters returns how many calls wait for one of a Store's call slots.
+func SlotWaiters(s *Store) int {
+	s.slots.mu.Lock()
+	defer s.slots.mu.Unlock()
+	return len(s.slots.waiting) - s.slots.gone + len(s.slots.renewing) - s.slots.renewingGone
+}
+
 // ExtendUncounted is SessionStore.Extend without its StoreReport counters,
 // the baseline of BenchmarkSessionExtend.
 func ExtendUncounted(s *SessionStore, ctx context.Context, g lease.Grant, d time.Duration) (lease.Grant, error) {

@@ -13,10 +13,13 @@ import (
 )
 
 // Lost returns a channel that is closed as soon as etcd shows that the term
-// g is over: its key was deleted (revoked, or expired with its etcd lease)
-// or now belongs to a later term. It is an early warning, pushed by an etcd
-// watch, for code that wants to stop leader work before its next Extend or
-// check would say so; it never says the term is still held.
+// g is over: its key was deleted (revoked, or expired with its etcd lease),
+// now belongs to a later term, or no longer records g's (rewritten by
+// another client: its value names another holder, or it was put on an
+// etcd lease this Store did not put it on, or on none; see termRecord).
+// It is an early warning, pushed by an etcd watch, for code that wants to
+// stop leader work before its next Extend or check would say so; it never
+// says the term is still held.
 //
 // The watch runs until ctx ends or the client is closed, when its goroutine
 // exits and the channel stays open (cancel ctx when the term no longer
@@ -30,8 +33,15 @@ func (s *Store) Lost(ctx context.Context, g lease.Grant) <-chan struct{} {
 // watch has seen every event of the key.
 func (s *Store) lost(ctx context.Context, g lease.Grant, progress func(rev int64)) <-chan struct{} {
 	lost := make(chan struct{})
-	token := int64(g.Token)
-	over := func() bool {
+	ours := s.leaseOurs(g.Name, g.Token)
+	// over says whether the key, as an event or a read shows it (nil:
+	// deleted), no longer records g's term, and closes lost if so.
+	over := func(kv *mvccpb.KeyValue) bool {
+		if kv != nil {
+			if why, _ := termRecord(g, newKeyValue(kv), ours); why == "" {
+				return false
+			}
+		}
 		close(lost)
 		return true
 	}
@@ -39,22 +49,26 @@ func (s *Store) lost(ctx context.Context, g lease.Grant, progress func(rev int64
 		cli: s.cli, clk: s.opts.clock, key: s.Key(g.Name),
 		events: func(evs []*clientv3.Event) bool {
 			for _, ev := range evs {
-				if ev.Type == mvccpb.DELETE || ev.Kv.CreateRevision != token {
-					return over()
+				kv := ev.Kv
+				if ev.Type == mvccpb.DELETE {
+					kv = nil
+				}
+				if over(kv) {
+					return true
 				}
 			}
 			return false
 		},
 		resync: func(kvs []*mvccpb.KeyValue, _ int64) bool {
-			if len(kvs) == 0 || kvs[0].CreateRevision != token {
-				return over()
+			if len(kvs) == 0 {
+				return over(nil)
 			}
-			return false
+			return over(kvs[0])
 		},
 		progress: progress,
 	}
 	// Every event after the put that created the term.
-	go w.run(ctx, token+1)
+	go w.run(ctx, int64(g.Token)+1)
 	return lost
 }
 

@@ -82,11 +82,6 @@ type SessionStore struct {
 	terms    termTable
 	closeErr error
 	lastLost clientv3.LeaseID // the session lost last, if any: the next grant re-creates it
-	// retired are the sessions retired (see session), by when: an
-	// Extend of a live term on one moves its key to the current session.
-	// An entry is dropped once the session's etcd lease has surely
-	// expired (retiredFor), taking the keys not moved with it.
-	retired map[clientv3.LeaseID]time.Time
 	// refusedAt is where WatchRelease starts (release.go).
 	refusedAt refusals
 }
@@ -129,7 +124,7 @@ func NewSessionStore(cli *clientv3.Client, prefix string, ttl time.Duration, opt
 	log := newStoreLog(o, prefix)
 	s := &SessionStore{
 		cli: cli, prefix: prefix, ttl: ttlFor(ttl), opts: o, slots: newSlots(o.maxInFlight), log: log,
-		ctx: ctx, cancel: cancel, terms: newTermTable(), retired: make(map[clientv3.LeaseID]time.Time),
+		ctx: ctx, cancel: cancel, terms: newTermTable(),
 	}
 	s.claims.store = s
 	return s, nil
@@ -207,7 +202,7 @@ func (s *SessionStore) claim(ctx context.Context, name, holder string, d time.Du
 // from an unconfirmed claim (adopted), or ours that ran out (deleted, and
 // the claim tried again).
 func (s *SessionStore) claimDenied(ctx context.Context, name, holder string, d time.Duration, sess *session, start time.Time, kv *keyValue) (lease.Grant, bool, error) {
-	held := &lease.HeldError{Name: name, Holder: string(kv.Value), Token: uint64(kv.CreateRevision)}
+	held := &lease.HeldError{Name: name, Holder: namedHolder(kv.Value), Token: uint64(kv.CreateRevision)}
 	s.mu.Lock()
 	t := s.terms.terms[name]
 	ours := kv.Lease == int64(sess.id)
@@ -229,7 +224,7 @@ func (s *SessionStore) claimDenied(ctx context.Context, name, holder string, d t
 	if !expired || s.slots.wait(ctx) != nil {
 		return lease.Grant{}, false, held
 	}
-	_, _, err := deleteTerm(ctx, s.cli, s.Key(name), uint64(kv.CreateRevision))
+	_, _, err := deleteTerm(ctx, s.cli, s.Key(name), string(kv.Value), uint64(kv.CreateRevision))
 	s.slots.release()
 	if err != nil {
 		return lease.Grant{}, false, held
@@ -292,7 +287,7 @@ func (s *SessionStore) extendTerm(ctx context.Context, g lease.Grant, d time.Dur
 	case t != nil && t.token > g.Token && t.state != termUnsure:
 		// The key was created again since g's term: g is over.
 		s.mu.Unlock()
-		return lease.Grant{}, notHeld("extend", g, &keyValue{CreateRevision: int64(t.token), Value: []byte(t.holder)})
+		return lease.Grant{}, recordEnded("extend", g, &keyValue{CreateRevision: int64(t.token), Lease: int64(t.sess), Value: []byte(t.holder)})
 	}
 	seen := seenTerm{t: t}
 	if t != nil {
@@ -328,8 +323,9 @@ func (s *SessionStore) adopt(ctx context.Context, g lease.Grant, d time.Duration
 	if err != nil {
 		return fail(err)
 	}
-	if kv == nil || uint64(kv.CreateRevision) != g.Token {
-		return lease.Grant{}, notHeld("extend", g, kv)
+	// Another store's term is on an etcd lease of its own: any but none.
+	if err := recordedTerm("extend", g, kv, nil); err != nil {
+		return lease.Grant{}, err
 	}
 	sess, err := s.session(ctx)
 	if err != nil {
@@ -339,6 +335,7 @@ func (s *SessionStore) adopt(ctx context.Context, g lease.Grant, d time.Duration
 	if kv.Lease != int64(sess.id) {
 		resp, err := s.cli.Txn(ctx).
 			If(clientv3.Compare(clientv3.CreateRevision(key), "=", int64(g.Token)),
+				clientv3.Compare(clientv3.Value(key), "=", g.Holder),
 				clientv3.Compare(clientv3.LeaseValue(key), "=", kv.Lease)).
 			Then(clientv3.OpPut(key, "", clientv3.WithIgnoreValue(), clientv3.WithLease(sess.id))).
 			Else(clientv3.OpGet(key)).
@@ -347,8 +344,8 @@ func (s *SessionStore) adopt(ctx context.Context, g lease.Grant, d time.Duration
 			return fail(err)
 		}
 		if !resp.Succeeded {
-			if kv := elseKV(resp); kv == nil || uint64(kv.CreateRevision) != g.Token {
-				return lease.Grant{}, notHeld("extend", g, kv)
+			if err := recordedTerm("extend", g, elseKV(resp), nil); err != nil {
+				return lease.Grant{}, err
 			}
 			return fail(fmt.Errorf("key %q moved between etcd leases concurrently", key))
 		}
@@ -394,6 +391,7 @@ func (s *SessionStore) move(ctx context.Context, g lease.Grant, d time.Duration,
 	key := s.Key(g.Name)
 	resp, err := s.cli.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(key), "=", int64(g.Token)),
+			clientv3.Compare(clientv3.Value(key), "=", g.Holder),
 			clientv3.Compare(clientv3.LeaseValue(key), "=", old)).
 		Then(clientv3.OpPut(key, "", clientv3.WithIgnoreValue(), clientv3.WithLease(sess.id))).
 		Else(clientv3.OpGet(key)).
@@ -403,9 +401,12 @@ func (s *SessionStore) move(ctx context.Context, g lease.Grant, d time.Duration,
 	}
 	if !resp.Succeeded {
 		kv := elseKV(resp)
-		if kv == nil || uint64(kv.CreateRevision) != g.Token {
+		s.mu.Lock()
+		err := recordedTerm("extend", g, kv, s.terms.ours(sess.id, old))
+		s.mu.Unlock()
+		if err != nil {
 			s.endTerm(g.Name, g.Token, termOver)
-			return lease.Grant{}, notHeld("extend", g, kv)
+			return lease.Grant{}, err
 		}
 		if kv.Lease != int64(sess.id) {
 			return fail(fmt.Errorf("key %q moved to etcd lease %x concurrently", key, kv.Lease))
@@ -431,7 +432,7 @@ func (s *SessionStore) move(ctx context.Context, g lease.Grant, d time.Duration,
 // isRetiredLocked says whether the session id was retired. Called with
 // s.mu held.
 func (s *SessionStore) isRetiredLocked(id clientv3.LeaseID) bool {
-	_, ok := s.retired[id]
+	_, ok := s.terms.retired[id]
 	return ok
 }
 
@@ -457,13 +458,13 @@ func (s *SessionStore) revoke(ctx context.Context, g lease.Grant) error {
 		return notSent("revoke", g.Name, g.Holder, g.Token, err)
 	}
 	defer s.slots.release()
-	deleted, kv, err := deleteTerm(ctx, s.cli, s.Key(g.Name), g.Token)
+	deleted, kv, err := deleteTerm(ctx, s.cli, s.Key(g.Name), g.Holder, g.Token)
 	if err != nil {
 		return &lease.CallError{Store: storeName, Op: "revoke", Name: g.Name, Holder: g.Holder, Token: g.Token, Err: err}
 	}
 	s.endTerm(g.Name, g.Token, termOver)
 	if deleted == nil {
-		return notHeld("revoke", g, kv)
+		return recordEnded("revoke", g, kv)
 	}
 	return nil
 }
@@ -699,7 +700,7 @@ func (s *SessionStore) sessionRetired(sess *session) {
 	if s.sess == sess {
 		s.sess = nil
 	}
-	s.retired[sess.id] = now
+	s.terms.retired[sess.id] = now
 	s.log.log(slog.LevelInfo, msgSessionRetired, sessionAttr(sess.id), slog.Int("terms", s.terms.live(sess.id)))
 }
 
@@ -747,9 +748,9 @@ func (s *SessionStore) expireTerms() {
 		now := s.opts.clock.Now()
 		s.mu.Lock()
 		due := s.terms.expired(now, s.sess.promise())
-		for id, at := range s.retired {
+		for id, at := range s.terms.retired {
 			if now.Sub(at) > retiredFor(time.Duration(s.ttl)*time.Second) {
-				delete(s.retired, id)
+				delete(s.terms.retired, id)
 			}
 		}
 		s.mu.Unlock()
@@ -773,7 +774,7 @@ func (s *SessionStore) deleteExpired(x expiredTerm) {
 	defer s.slots.release()
 	key := s.Key(x.name)
 	s.mu.Lock()
-	token, state, sess := x.t.token, x.t.state, x.t.sess
+	token, state, sess, holder := x.t.token, x.t.state, x.t.sess, x.t.holder
 	s.mu.Unlock()
 	if state == termUnsure {
 		kv, _, err := get(ctx, s.cli, key)
@@ -797,7 +798,7 @@ func (s *SessionStore) deleteExpired(x expiredTerm) {
 		token = x.t.token
 		s.mu.Unlock()
 	}
-	if _, _, err := deleteTerm(ctx, s.cli, key, token); err != nil {
+	if _, _, err := deleteTerm(ctx, s.cli, key, holder, token); err != nil {
 		return
 	}
 	s.endTerm(x.name, token, termOver)

@@ -69,9 +69,10 @@ func newSlots(n int) *slots { return &slots{size: n, free: n} }
 func (s *slots) acquire(ctx context.Context) error { return s.wait(ctx) }
 
 // wait takes a slot for a call that renews nothing, waiting while none is
-// free. It returns ctx's error, without a slot, if ctx had ended already;
-// if ctx ends while it waits, an error matching both ErrOverCapacity and
-// ctx's error.
+// free. It returns ctx's cause (context.Cause), without a slot, if ctx had
+// ended already; if ctx ends while it waits, an error matching both
+// ErrOverCapacity and ctx's cause, which says what held the call back
+// (see heldBackLocked).
 func (s *slots) wait(ctx context.Context) error { return s.take(ctx, false, 0) }
 
 // acquireRenewal takes a slot for a renewal or a revoke of the term
@@ -83,9 +84,9 @@ func (s *slots) acquireRenewal(ctx context.Context, token uint64) error {
 
 func (s *slots) take(ctx context.Context, renewal bool, token uint64) error {
 	s.mu.Lock()
-	if err := ctx.Err(); err != nil {
+	if ctx.Err() != nil {
 		s.mu.Unlock()
-		return err
+		return context.Cause(ctx)
 	}
 	if s.free > 0 {
 		s.free--
@@ -106,11 +107,12 @@ func (s *slots) take(ctx context.Context, renewal bool, token uint64) error {
 	case <-ctx.Done():
 	}
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	select {
 	case <-w.ready:
-		// Handed a slot as ctx ended: pass it on.
-		s.mu.Unlock()
-		s.release()
+		// Handed a slot as ctx ended: pass it on. It was held back all
+		// the same.
+		s.releaseLocked()
 	default:
 		w.gone = true
 		if renewal {
@@ -118,16 +120,22 @@ func (s *slots) take(ctx context.Context, renewal bool, token uint64) error {
 		} else {
 			s.gone++
 		}
-		waiting := len(s.waiting) - s.gone + len(s.renewing) - s.renewingGone
 		s.compact()
-		s.mu.Unlock()
-		return fmt.Errorf("%w: all %d call slots stayed busy (%d other calls waiting): %w", ErrOverCapacity, s.size, waiting, ctx.Err())
 	}
-	return ctx.Err()
+	return s.heldBackLocked(ctx)
 }
 
-// release returns a slot: to the renewal of the oldest term waiting, else
-// to the newest other call, if any.
+// heldBackLocked is the error of a call held back for a slot until ctx
+// ended: it matches ErrOverCapacity and ctx's cause (a lease.Tracker ends
+// its calls with a cause, its call timeout, which says more than ctx's
+// "context canceled"), and says what the call waited behind. Called with
+// s.mu held.
+func (s *slots) heldBackLocked(ctx context.Context) error {
+	waiting := len(s.waiting) - s.gone + len(s.renewing) - s.renewingGone
+	return fmt.Errorf("%w: held back behind %d calls in flight, one per call slot (%d other calls waiting): %w",
+		ErrOverCapacity, s.size-s.free, waiting, context.Cause(ctx))
+}
+
 // gaveUpOnSlot says whether err, a slot wait's, means the wait ran out of
 // time: the store is late. A wait cancelled (Close, a step-down) says
 // nothing of its load.
@@ -135,9 +143,16 @@ func gaveUpOnSlot(err error) bool {
 	return errors.Is(err, ErrOverCapacity) && errors.Is(err, context.DeadlineExceeded)
 }
 
+// release returns a slot: to the renewal of the oldest term waiting, else
+// to the newest other call, if any.
 func (s *slots) release() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.releaseLocked()
+}
+
+// releaseLocked is release, called with s.mu held.
+func (s *slots) releaseLocked() {
 	for s.renewing.Len() > 0 {
 		w := heap.Pop(&s.renewing).(*slotWaiter)
 		if w.gone {

@@ -66,7 +66,7 @@ func TestSlotsWaitedOutIsOverCapacity(t *testing.T) {
 	err := <-done
 	require.ErrorIs(t, err, ErrOverCapacity)
 	require.ErrorIs(t, err, context.Canceled)
-	require.ErrorContains(t, err, "all 1 call slots stayed busy")
+	require.ErrorContains(t, err, "over capacity: held back behind 1 calls in flight")
 
 	err = s.acquire(ctx)
 	require.ErrorIs(t, err, context.Canceled)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -39,9 +40,17 @@ type Store struct {
 
 	mu sync.Mutex
 	// leases caches token -> etcd lease of terms this Store granted or
-	// extended. A miss is answered by reading the key, so entries may be
-	// dropped at any time; they are pruned when a term is seen to end.
+	// extended, and the end of those it found over. A miss is answered by
+	// reading the key, so entries may be dropped at any time; a term
+	// revoked is pruned, one found over is kept as its end (so that a
+	// term this Store said is over is never extended again, even if its
+	// key, rewritten by another client, looks alive to a fresh read).
 	leases map[uint64]cachedLease
+	// moving is, by token, the etcd leases a relet of the term is moving
+	// its key to, from before its transaction is sent until the cache
+	// records the outcome: the key seen on one of them was moved by this
+	// Store, not by another client (see leaseOurs).
+	moving map[uint64][]clientv3.LeaseID
 	// orphans are etcd leases the Store no longer wants and could not
 	// revoke yet (see orphan); the next Claim revokes them first.
 	orphans []clientv3.LeaseID
@@ -66,6 +75,9 @@ type cachedLease struct {
 	// slot, since it was last confirmed, when that was late (see
 	// lateness); zero if none was.
 	lateWait time.Duration
+	// over, if not nil, is the term's end as the Store answered it (a
+	// *lease.NotHeldError): the entry caches no etcd lease.
+	over error
 }
 
 const (
@@ -96,7 +108,7 @@ func NewStore(cli *clientv3.Client, prefix string, opts ...Option) (*Store, erro
 	return &Store{
 		cli: cli, prefix: prefix, opts: o, slots: newSlots(o.maxInFlight),
 		late:   lateness{slots: o.maxInFlight},
-		leases: make(map[uint64]cachedLease),
+		leases: make(map[uint64]cachedLease), moving: make(map[uint64][]clientv3.LeaseID),
 	}, nil
 }
 
@@ -217,7 +229,8 @@ func (s *Store) claim(ctx context.Context, name, holder string, d time.Duration)
 	// The transaction made exactly one revision: the key's create revision.
 	token := uint64(resp.Header.Revision)
 	granted := time.Duration(gr.TTL) * time.Second
-	s.remember(name, token, cachedLease{id: gr.ID, leaseLife: leaseLife{term: gr.ResponseHeader.GetRaftTerm(), confirmed: sent, ttl: granted}})
+	// A new token: never found over.
+	_ = s.remember(name, token, cachedLease{id: gr.ID, leaseLife: leaseLife{term: gr.ResponseHeader.GetRaftTerm(), confirmed: sent, ttl: granted}})
 	return lease.Grant{Name: name, Holder: holder, Token: token, Duration: granted}, nil
 }
 
@@ -247,6 +260,9 @@ func (s *Store) Extend(ctx context.Context, g lease.Grant, d time.Duration) (lea
 // keep-alive, read, follow a moved term once — reads best as a whole.)
 func (s *Store) extend(ctx context.Context, g lease.Grant, d time.Duration) (_ lease.Grant, err error) {
 	if err := checkGrant(g, d); err != nil {
+		return lease.Grant{}, err
+	}
+	if err := s.overErr(g.Name, g.Token); err != nil {
 		return lease.Grant{}, err
 	}
 	want := ttlFor(d)
@@ -288,8 +304,8 @@ func (s *Store) extend(ctx context.Context, g lease.Grant, d time.Duration) (_ l
 		if err != nil {
 			return fail(err)
 		}
-		if kv == nil || uint64(kv.CreateRevision) != g.Token {
-			return lease.Grant{}, s.notHeld("extend", g, kv)
+		if err := recordedTerm("extend", g, kv, nil); err != nil {
+			return lease.Grant{}, s.lose(g, err)
 		}
 		id = clientv3.LeaseID(kv.Lease)
 	}
@@ -310,19 +326,29 @@ func (s *Store) extend(ctx context.Context, g lease.Grant, d time.Duration) (_ l
 			return fail(err)
 		}
 		if kv == nil || uint64(kv.CreateRevision) != g.Token {
-			return lease.Grant{}, lostLate(s.notHeld("extend", g, kv), known, ok, first)
+			return lease.Grant{}, lostLate(s.lose(g, recordEnded("extend", g, kv)), known, ok, first)
+		}
+		if err := recordedTerm("extend", g, kv, nil); err != nil {
+			// Rewritten, or taken off every etcd lease, by another
+			// client: the key no longer records our term.
+			return lease.Grant{}, s.lose(g, err)
 		}
 		if got := clientv3.LeaseID(kv.Lease); got != id {
-			// A concurrent Extend moved the term to a longer etcd lease
-			// (and revoked the one we knew): keep that one alive instead.
-			if attempt > 0 {
+			switch cur, cached := s.cached(g.Name, g.Token); {
+			case attempt > 0:
 				return fail(fmt.Errorf("key %q moved between etcd leases %x and %x", key, id, got))
+			case cached && cur.id == got, !ok:
+				// A concurrent Extend moved the term to a longer etcd
+				// lease (and revoked the one we knew), or the term is
+				// not one this Store knows the etcd lease of (then the
+				// key says): keep that one alive instead.
+				id, known, ok = got, cur, cached && cur.id == got
+				continue
+			case s.leaseOurs(g.Name, g.Token)(kv.Lease):
+				return fail(fmt.Errorf("key %q is being moved to etcd lease %x by a concurrent Extend", key, got))
 			}
-			id = got
-			if known, ok = s.cached(g.Name, g.Token); ok && known.id != id {
-				ok = false
-			}
-			continue
+			// This Store put the key on id; another client moved it.
+			return lease.Grant{}, s.lose(g, movedAway("extend", g, kv))
 		}
 		if kaErr != nil {
 			// A member said the etcd lease is gone, yet a linearizable
@@ -345,7 +371,9 @@ func (s *Store) extend(ctx context.Context, g lease.Grant, d time.Duration) (_ l
 			return s.relet(ctx, g, id, want)
 		}
 		ttl := time.Duration(ka.TTL) * time.Second
-		s.remember(g.Name, g.Token, cachedLease{id: id, leaseLife: leaseLife{term: kaTerm, confirmed: sent, ttl: ttl}})
+		if err := s.remember(g.Name, g.Token, cachedLease{id: id, leaseLife: leaseLife{term: kaTerm, confirmed: sent, ttl: ttl}}); err != nil {
+			return lease.Grant{}, err
+		}
 		g.Duration = ttl
 		return g, nil
 	}
@@ -363,8 +391,11 @@ func (s *Store) relet(ctx context.Context, g lease.Grant, old clientv3.LeaseID, 
 		return fail(err)
 	}
 	key := s.Key(g.Name)
+	moved := s.startMove(g.Token, gr.ID)
+	defer moved()
 	resp, err := s.cli.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(key), "=", int64(g.Token)),
+			clientv3.Compare(clientv3.Value(key), "=", g.Holder),
 			clientv3.Compare(clientv3.LeaseValue(key), "=", old)).
 		Then(clientv3.OpPut(key, "", clientv3.WithIgnoreValue(), clientv3.WithLease(gr.ID))).
 		Else(clientv3.OpGet(key)).
@@ -378,15 +409,23 @@ func (s *Store) relet(ctx context.Context, g lease.Grant, old clientv3.LeaseID, 
 	if !resp.Succeeded {
 		s.orphan(ctx, gr.ID)
 		kv := elseKV(resp)
-		if kv != nil && uint64(kv.CreateRevision) == g.Token {
+		if err := recordedTerm("extend", g, kv, nil); err != nil {
+			return lease.Grant{}, s.lose(g, err)
+		}
+		if s.leaseOurs(g.Name, g.Token)(kv.Lease) {
 			// Still our term, on another lease: a concurrent relet won.
 			return fail(fmt.Errorf("key %q moved to etcd lease %x concurrently", key, kv.Lease))
 		}
-		return lease.Grant{}, s.notHeld("extend", g, kv)
+		return lease.Grant{}, s.lose(g, movedAway("extend", g, kv))
 	}
-	s.orphan(ctx, old)
+	// Recorded before the old lease is revoked: a concurrent Extend that
+	// finds its keep-alive refused follows the key here.
 	granted := time.Duration(gr.TTL) * time.Second
-	s.remember(g.Name, g.Token, cachedLease{id: gr.ID, leaseLife: leaseLife{term: gr.ResponseHeader.GetRaftTerm(), confirmed: sent, ttl: granted}})
+	err = s.remember(g.Name, g.Token, cachedLease{id: gr.ID, leaseLife: leaseLife{term: gr.ResponseHeader.GetRaftTerm(), confirmed: sent, ttl: granted}})
+	s.orphan(ctx, old)
+	if err != nil {
+		return lease.Grant{}, err
+	}
 	g.Duration = granted
 	return g, nil
 }
@@ -408,16 +447,20 @@ func (s *Store) revoke(ctx context.Context, g lease.Grant) error {
 	if g.Name == "" || g.Token == 0 {
 		return jujuerrors.NotValidf("grant %+v (must have a Name and a Token)", g)
 	}
+	if err := s.overErr(g.Name, g.Token); err != nil {
+		// Over: its key, if any, is someone else's.
+		return err
+	}
 	if err := s.slots.acquireRenewal(ctx, g.Token); err != nil {
 		return notSent("revoke", g.Name, g.Holder, g.Token, err)
 	}
 	defer s.slots.release()
-	deleted, kv, err := deleteTerm(ctx, s.cli, s.Key(g.Name), g.Token)
+	deleted, kv, err := deleteTerm(ctx, s.cli, s.Key(g.Name), g.Holder, g.Token)
 	if err != nil {
 		return &lease.CallError{Store: storeName, Op: "revoke", Name: g.Name, Holder: g.Holder, Token: g.Token, Err: err}
 	}
 	if deleted == nil {
-		return s.notHeld("revoke", g, kv)
+		return s.lose(g, recordEnded("revoke", g, kv))
 	}
 	s.forget(g.Token)
 	if deleted.Lease != 0 {
@@ -453,14 +496,66 @@ func answered(err error) bool {
 // read at revision rev, noted for WatchRelease.
 func (s *Store) heldBy(name string, kv *mvccpb.KeyValue, rev int64) error {
 	s.refusedAt.note(name, uint64(kv.CreateRevision), rev)
-	return &lease.HeldError{Name: name, Holder: string(kv.Value), Token: uint64(kv.CreateRevision)}
+	return &lease.HeldError{Name: name, Holder: namedHolder(kv.Value), Token: uint64(kv.CreateRevision)}
 }
 
-// notHeld forgets g and describes why its term is over; kv is the key as
-// read (nil when gone).
-func (s *Store) notHeld(op string, g lease.Grant, kv *keyValue) error {
-	s.forget(g.Token)
-	return notHeld(op, g, kv)
+// lose records that the term g is over, as err (a *lease.NotHeldError)
+// says, and returns err: Extend and Revoke of g answer it from then on.
+func (s *Store) lose(g lease.Grant, err error) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.leases) >= maxCached {
+		clear(s.leases)
+	}
+	s.leases[g.Token] = cachedLease{name: g.Name, over: err}
+	return err
+}
+
+// overErr is the end of the term (name, token) as the Store answered it,
+// if it found the term over; nil otherwise.
+func (s *Store) overErr(name string, token uint64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if c, ok := s.leases[token]; ok && c.name == name {
+		return c.over
+	}
+	return nil
+}
+
+// leaseOurs says, for termRecord, which etcd leases this Store put the key
+// of the term (name, token) on: the one it caches and those a relet is
+// moving it to. For a term whose etcd lease it does not know (another
+// process's), any: the key says which.
+func (s *Store) leaseOurs(name string, token uint64) func(id int64) bool {
+	return func(id int64) bool {
+		c, ok := s.cached(name, token)
+		return !ok || c.id == clientv3.LeaseID(id) || s.isMoving(token, clientv3.LeaseID(id))
+	}
+}
+
+// startMove records that a relet is moving the key of the term token to
+// the etcd lease id, until the func it returns is called.
+func (s *Store) startMove(token uint64, id clientv3.LeaseID) (done func()) {
+	s.mu.Lock()
+	s.moving[token] = append(s.moving[token], id)
+	s.mu.Unlock()
+	return func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if ids := slices.DeleteFunc(s.moving[token], func(m clientv3.LeaseID) bool { return m == id }); len(ids) > 0 {
+			s.moving[token] = ids
+		} else {
+			delete(s.moving, token)
+		}
+	}
+}
+
+// isMoving says whether a relet is moving the key of the term token to the
+// etcd lease id.
+func (s *Store) isMoving(token uint64, id clientv3.LeaseID) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Contains(s.moving[token], id)
 }
 
 // cached returns the etcd lease of the term (name, token), if known. The
@@ -470,13 +565,18 @@ func (s *Store) cached(name string, token uint64) (cachedLease, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	c, ok := s.leases[token]
-	return c, ok && c.name == name
+	return c, ok && c.name == name && c.over == nil
 }
 
-// remember records l as the etcd lease of the term (name, token).
-func (s *Store) remember(name string, token uint64, l cachedLease) {
+// remember records l as the etcd lease of the term (name, token), unless
+// the Store found the term over meanwhile (a concurrent Extend or Revoke
+// did): then it returns that end, and the term stays over.
+func (s *Store) remember(name string, token uint64, l cachedLease) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if c, ok := s.leases[token]; ok && c.name == name && c.over != nil {
+		return c.over
+	}
 	if len(s.leases) >= maxCached {
 		clear(s.leases)
 	}
@@ -485,6 +585,7 @@ func (s *Store) remember(name string, token uint64, l cachedLease) {
 	}
 	l.name = name
 	s.leases[token] = l
+	return nil
 }
 
 // holdBack waits for d or until ctx ends.
@@ -524,7 +625,7 @@ func (s *Store) liveTerms(now time.Time) int {
 func (s *Store) markLate(name string, token uint64, wait time.Duration) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if c, ok := s.leases[token]; ok && c.name == name {
+	if c, ok := s.leases[token]; ok && c.name == name && c.over == nil {
 		c.lateWait = max(c.lateWait, wait)
 		s.leases[token] = c
 	}

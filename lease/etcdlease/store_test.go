@@ -305,13 +305,17 @@ func TestConstructorsRejectBadArguments(t *testing.T) {
 	logs.WaitMessage(t, "etcd session granted", 1) // the option beside the nils applied
 }
 
-// When another Extend has moved the term to a longer etcd lease (revoking
-// the one this Store knew), the term is still live: Extend follows the key
-// to its new etcd lease rather than calling the term over — and, knowing
-// nothing of that etcd lease's life (when it was last confirmed, in which
-// raft term), moves it to one of its own, of the duration asked, before it
-// promises anything (see TestFaultDeposedLeadersRevokeNeverTwoLeaders).
-func TestExtendFollowsTermToItsNewEtcdLease(t *testing.T) {
+// A term is a Store's only while its key is on the etcd lease that Store
+// put it on (issue 31). Another Store extending the same grant (a
+// successor process given its predecessor's grant, a second client)
+// moves the key to an etcd lease of its own — knowing nothing of the
+// first one's life (when it was last confirmed, in which raft term), it
+// must, before it promises anything (see
+// TestFaultDeposedLeadersRevokeNeverTwoLeaders) — and the term is then
+// that Store's: the first one's next Extend says it is over, and the
+// other goes on extending it. (Before issue 31 the first followed the key
+// to the other's etcd lease, as it still follows its own Extends' moves.)
+func TestExtendAfterAnotherStoreMovedTheTermSaysItIsOver(t *testing.T) {
 	t.Parallel()
 	s, cli, _ := newStore(t)
 	ctx := testCtx(t)
@@ -323,13 +327,41 @@ func TestExtendFollowsTermToItsNewEtcdLease(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 3*time.Second, moved.Duration)
 
-	g2, err := s.Extend(ctx, g, time.Second)
-	require.NoError(t, err, "the term moved, it did not end")
-	require.Equal(t, g.Token, g2.Token)
-	require.Equal(t, time.Second, g2.Duration, "on a fresh etcd lease of the duration asked")
+	_, err = s.Extend(ctx, g, time.Second)
+	var nh *lease.NotHeldError
+	require.ErrorAs(t, err, &nh)
+	require.Regexp(t, "key moved to etcd lease [0-9a-f]+: written by another client$", nh.Reason)
+	again, err := other.Extend(ctx, moved, time.Second)
+	require.NoError(t, err, "the Store that moved the term holds it")
+	require.Equal(t, g.Token, again.Token)
 	leases, err := cli.Leases(ctx)
 	require.NoError(t, err)
 	require.Len(t, leases.Leases, 1, "the earlier etcd leases were revoked by the moves")
+}
+
+// A key found on an etcd lease that a relet of this Store is moving it to
+// is its own Extend's move, not another client's: ambiguous while the
+// relet is in flight, never over (and never success: the lease's life is
+// the relet's to record). Once no relet of the Store moves it there, the
+// key on that etcd lease was put there by someone else.
+func TestExtendTellsItsOwnMoveFromAnotherClients(t *testing.T) {
+	t.Parallel()
+	s, cli, _ := newStore(t)
+	ctx := testCtx(t)
+	g, err := s.Claim(ctx, "singular", "a", 2*time.Second)
+	require.NoError(t, err)
+	gr, err := cli.Grant(ctx, 60)
+	require.NoError(t, err)
+	done := etcdlease.StartMove(s, g.Token, gr.ID)
+	_, err = cli.Put(ctx, s.Key("singular"), "a", clientv3.WithLease(gr.ID)) // as the relet's transaction does
+	require.NoError(t, err)
+
+	_, err = s.Extend(ctx, g, 2*time.Second)
+	require.ErrorIs(t, err, lease.ErrUnconfirmed, "our own move in flight")
+	require.ErrorContains(t, err, "being moved to etcd lease")
+	done()
+	_, err = s.Extend(ctx, g, 2*time.Second)
+	require.ErrorIs(t, err, lease.ErrNotHeld, "no move of ours put it there")
 }
 
 // A call whose ctx ended before it was sent is "not sent" — certain, so

@@ -1,7 +1,6 @@
 package etcdlease
 
 import (
-	"errors"
 	"fmt"
 	"time"
 
@@ -22,10 +21,12 @@ import (
 //   - A term's state only moves forward (see termState); once over it is
 //     never extended again, so a holder told "not held" stays told.
 //   - A live term ends only when etcd says so — the watch saw its key
-//     deleted or created again after it began, its session was lost, it
-//     was revoked — or when it is abandoned: its holder stopped asking for
-//     it while the store could reach etcd (term.abandoned). An unconfirmed
-//     session ends nothing.
+//     deleted, created again or rewritten so that it no longer records
+//     the term (termRecord: its value naming another holder, or on an
+//     etcd lease that is none of this store's sessions) after it began,
+//     its session was lost, it was revoked — or when it is abandoned: its
+//     holder stopped asking for it while the store could reach etcd
+//     (term.abandoned). An unconfirmed session ends nothing.
 //   - A grant never reaches past the session's confirmed promise, and a
 //     term's expiry only ever moves later: a shorter Extend does not cut an
 //     earlier promise short.
@@ -33,22 +34,66 @@ import (
 type termTable struct {
 	terms map[string]*term
 	// changed is, by lease name, the latest change of its key the watch
-	// saw (or, after a resync, its absence): a term whose token is older
-	// is over, even if it is recorded only after the watch saw that.
+	// saw (or, after a resync, its state or absence): a term older than
+	// a change that leaves the key not recording it is over, even if it
+	// is recorded only after the watch saw that.
 	changed map[string]keyChange
 	// busy counts, by lease name, the claims and adoptions in progress:
 	// a key of ours they may have put is not yet recorded as a term.
 	busy map[string]int
+	// retired are the sessions retired (see session), by when: an
+	// Extend of a live term on one moves its key to the current session.
+	// An entry is dropped once the session's etcd lease has surely
+	// expired (retiredFor), taking the keys not moved with it.
+	retired map[clientv3.LeaseID]time.Time
 }
 
-// keyChange is a creation or deletion of a key at rev.
+// keyChange is a change of a key at rev: the key as it left it (nil when
+// deleted), and whether another process created it (not on the session
+// current then).
 type keyChange struct {
-	rev    int64
-	holder string // who created the key, if another process did
+	rev   int64
+	kv    *keyValue
+	other bool
+}
+
+// holder is who the key names, if another process created it.
+func (c keyChange) holder() string {
+	if !c.other || c.kv == nil {
+		return ""
+	}
+	return namedHolder(c.kv.Value)
 }
 
 func newTermTable() termTable {
-	return termTable{terms: make(map[string]*term), changed: make(map[string]keyChange), busy: make(map[string]int)}
+	return termTable{terms: make(map[string]*term), changed: make(map[string]keyChange), busy: make(map[string]int),
+		retired: make(map[clientv3.LeaseID]time.Time)}
+}
+
+// ours says, for termRecord, whether the etcd lease id carries the keys of
+// this store's terms: the session cur (zero: none), a retired one, or
+// sess, the session a term's key was put or moved on.
+func (tt *termTable) ours(cur, sess clientv3.LeaseID) func(id int64) bool {
+	return func(id int64) bool {
+		_, retired := tt.retired[clientv3.LeaseID(id)]
+		return id != 0 && (id == int64(cur) || id == int64(sess) || retired)
+	}
+}
+
+// overSince is why the term token of holder on session sess is over, as
+// the latest change of its key that the watch saw after the term began
+// shows (empty when none did, or the key still records the term), and
+// whom the key names instead (see termRecord).
+func (tt *termTable) overSince(name, holder string, token uint64, sess, cur clientv3.LeaseID) (why, now string) {
+	c, ok := tt.changed[name]
+	if !ok || c.rev <= int64(token) {
+		return "", ""
+	}
+	why, now = termRecord(lease.Grant{Holder: holder, Token: token}, c.kv, tt.ours(cur, sess))
+	if c.kv != nil && c.kv.CreateRevision > int64(token) {
+		now = c.holder() // another term's: name it if another process made it
+	}
+	return why, now
 }
 
 // termState is where a term is in its life:
@@ -101,6 +146,9 @@ type term struct {
 	// (an orphan key, an unconfirmed claim's put) was nobody's.
 	promised bool
 	lost     map[chan struct{}]struct{} // Lost channels to close when it ends
+	// why is what the store saw that ended it, when etcd's word did:
+	// the reason its Extend gives; after, whom the key named then.
+	why, after string
 }
 
 // abandoned says whether the holder of the live term t stopped asking for
@@ -112,6 +160,13 @@ type term struct {
 // well within its duration.
 func (t *term) abandoned(now time.Time, p promise) bool {
 	return p.confirmedAt(now) && !now.Before(t.expires) && !now.Before(p.reachable.Add(t.asked))
+}
+
+// endFor moves t to state, as end does, for the reason why, the key
+// naming after (empty: nobody, or not known).
+func (t *term) endFor(state termState, why, after string) {
+	t.why, t.after = why, after
+	t.end(state)
 }
 
 // end moves t to state (expired or over) and closes its Lost channels.
@@ -148,12 +203,12 @@ func (tt *termTable) record(name, holder string, token uint64, p promise, start 
 	granted := min(d, p.until.Sub(start))
 	t := &term{token: token, holder: holder, sess: p.id, expires: start.Add(max(granted, 0)), asked: d, promised: granted > 0}
 	tt.set(name, t)
-	switch {
-	case tt.changed[name].rev > int64(token):
-		// The watch saw the key deleted or created again after this
-		// term began, before the term was recorded.
-		t.end(termOver)
-		return 0, errors.New("term ended as soon as it began: key deleted or created again")
+	switch why, after := tt.overSince(name, holder, token, p.id, p.id); {
+	case why != "":
+		// The watch saw the key deleted, created again or rewritten
+		// after this term began, before the term was recorded.
+		t.endFor(termOver, why, after)
+		return 0, fmt.Errorf("term ended as soon as it began: %s", why)
 	case p.lost:
 		t.end(termOver) // etcd deleted the key with the session
 		return 0, p.unconfirmed()
@@ -176,6 +231,12 @@ func (tt *termTable) renew(t *term, g lease.Grant, d time.Duration, now time.Tim
 		return 0, termEnded("extend", g, tt.holderAfter(g.Name, g.Token), why)
 	}
 	switch {
+	case t.state == termOver && t.why != "":
+		holder := t.after
+		if holder == "" {
+			holder = tt.holderAfter(g.Name, g.Token)
+		}
+		return 0, termEnded("extend", g, holder, t.why)
 	case t.state == termExpired || t.state == termOver:
 		return over("term over")
 	case p.lost || p.id != t.sess:
@@ -201,8 +262,8 @@ func (tt *termTable) renew(t *term, g lease.Grant, d time.Duration, now time.Tim
 // holderAfter is who created the key of name after the term token, as the
 // watch saw, if anyone did.
 func (tt *termTable) holderAfter(name string, token uint64) string {
-	if c := tt.changed[name]; c.rev > int64(token) {
-		return c.holder
+	if c := tt.changed[name]; c.rev > int64(token) && c.kv != nil && c.kv.CreateRevision > int64(token) {
+		return c.holder()
 	}
 	return ""
 }
@@ -219,28 +280,19 @@ type keyEvent struct {
 	isCreated bool
 }
 
-// apply applies watched events: a term whose key was deleted or created
-// again after the term began is over; a key created on the current
-// session cur (zero: none) that no term owns is an orphan, recorded as
-// expired for the store to delete.
+// apply applies watched events: a term whose key was deleted, created
+// again or rewritten so that it no longer records the term (termRecord)
+// after the term began is over; a key created on the current session cur
+// (zero: none) that no term owns is an orphan, recorded as expired for the
+// store to delete.
 func (tt *termTable) apply(evs []keyEvent, cur clientv3.LeaseID, now time.Time) {
 	for _, ev := range evs {
-		switch {
-		case ev.deleted:
-			tt.changed[ev.name] = keyChange{rev: ev.mod}
-		case ev.isCreated:
-			c := keyChange{rev: ev.mod}
-			if ev.lease != int64(cur) {
-				// Another process's: name it when our term is lost to it
-				// (our own claims are recorded as terms, holder and all).
-				c.holder = ev.holder
-			}
-			tt.changed[ev.name] = c
-		}
+		tt.changed[ev.name] = tt.change(ev, cur)
 		t := tt.terms[ev.name]
-		if t != nil && t.state != termUnsure && t.state != termOver && ev.mod > int64(t.token) &&
-			(ev.deleted || ev.create != int64(t.token)) {
-			t.end(termOver)
+		if t != nil && t.state != termUnsure && t.state != termOver && ev.mod > int64(t.token) {
+			if why, after := tt.overSince(ev.name, t.holder, t.token, t.sess, cur); why != "" {
+				t.endFor(termOver, why, after)
+			}
 		}
 		if ev.isCreated {
 			tt.orphan(ev.name, ev.create, ev.lease, ev.holder, 0, cur, now)
@@ -248,27 +300,42 @@ func (tt *termTable) apply(evs []keyEvent, cur clientv3.LeaseID, now time.Time) 
 	}
 }
 
+// change is the key change ev, seen while cur is the current session.
+func (tt *termTable) change(ev keyEvent, cur clientv3.LeaseID) keyChange {
+	if ev.deleted {
+		return keyChange{rev: ev.mod}
+	}
+	c := keyChange{rev: ev.mod, kv: &keyValue{CreateRevision: ev.create, Lease: ev.lease, Value: []byte(ev.holder)}}
+	if prev := tt.changed[ev.name]; !ev.isCreated && prev.kv != nil && prev.kv.CreateRevision == ev.create {
+		c.other = prev.other // a put of a key seen created
+	} else {
+		// Another process's: name it when our term is lost to it (our
+		// own claims are recorded as terms, holder and all).
+		c.other = ev.lease != int64(cur)
+	}
+	return c
+}
+
 // reload applies a read of every key under the prefix at revision rev (kvs
-// as keyEvents of their creation): a term that began before rev and whose
-// key is not there is over; a key on cur that no term owns is an orphan.
+// as keyEvents of their creation, mod their latest change): a term that
+// began before rev and whose key is not there, or no longer records it,
+// is over; a key on cur that no term owns is an orphan.
 func (tt *termTable) reload(kvs []keyEvent, rev int64, cur clientv3.LeaseID, now time.Time) {
-	present := make(map[string]int64, len(kvs))
+	present := make(map[string]bool, len(kvs))
 	for _, kv := range kvs {
-		present[kv.name] = kv.create
-		if kv.create > tt.changed[kv.name].rev {
-			c := keyChange{rev: kv.create}
-			if kv.lease != int64(cur) {
-				c.holder = kv.holder
-			}
-			tt.changed[kv.name] = c
+		present[kv.name] = true
+		if kv.mod > tt.changed[kv.name].rev {
+			tt.changed[kv.name] = tt.change(kv, cur)
 		}
 	}
 	for name, t := range tt.terms {
-		if _, ok := present[name]; !ok && rev > tt.changed[name].rev {
+		if !present[name] && rev > tt.changed[name].rev {
 			tt.changed[name] = keyChange{rev: rev}
 		}
-		if (t.state == termLive || t.state == termExpired) && int64(t.token) <= rev && present[name] != int64(t.token) {
-			t.end(termOver)
+		if (t.state == termLive || t.state == termExpired) && int64(t.token) <= rev {
+			if why, after := tt.overSince(name, t.holder, t.token, t.sess, cur); why != "" {
+				t.endFor(termOver, why, after)
+			}
 		}
 	}
 	for _, kv := range kvs {
@@ -289,7 +356,8 @@ func (tt *termTable) orphan(name string, rev, id int64, holder string, mine int,
 		return t // an unsure claim's key is checked by the expiry
 	case cur == 0 || id != int64(cur) || tt.busy[name] > mine:
 		return nil
-	case tt.changed[name].rev > rev || (t != nil && int64(t.token) > rev):
+	case tt.changed[name].kv != nil && tt.changed[name].kv.CreateRevision > rev, tt.changed[name].kv == nil && tt.changed[name].rev > rev,
+		t != nil && int64(t.token) > rev:
 		return nil // not the latest key of the name
 	}
 	t = &term{token: uint64(rev), holder: holder, sess: cur, expires: now, state: termExpired}
@@ -320,11 +388,11 @@ func (tt *termTable) unsure(name, holder string, sess clientv3.LeaseID, start ti
 func (tt *termTable) moved(name string, t *term, p promise, start time.Time, d time.Duration) (time.Duration, error) {
 	t.sess, t.asked = p.id, d
 	granted := min(d, p.until.Sub(start))
-	switch {
-	case tt.changed[name].rev > int64(t.token):
-		t.end(termOver)
-		return 0, termEnded("extend", lease.Grant{Name: name, Holder: t.holder, Token: t.token}, tt.holderAfter(name, t.token),
-			"key deleted or created again while it was moved onto a new session")
+	switch why, after := tt.overSince(name, t.holder, t.token, t.sess, p.id); {
+	case why != "":
+		why += " while it was moved onto a new session"
+		t.endFor(termOver, why, after)
+		return 0, termEnded("extend", lease.Grant{Name: name, Holder: t.holder, Token: t.token}, after, why)
 	case p.lost:
 		t.end(termOver) // etcd deleted the key with the session
 		return 0, p.unconfirmed()
