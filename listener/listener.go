@@ -396,9 +396,8 @@ func (l *Listener) Close() error { return l.end(nil) }
 // once, by the call that took it: the first call to end the listener takes
 // the API port, releases it, fails the API port's Component if it never
 // opened, and then closes done; the first Close also closes the controller
-// socket and waits for the listener's goroutines and for an API-port call
-// in flight. A later Close waits for the first; a failure after the end
-// does nothing.
+// (closeController). A later Close waits for the first; a failure after
+// the end does nothing.
 func (l *Listener) end(cause error) error {
 	closing := cause == nil
 	l.mu.Lock()
@@ -451,12 +450,22 @@ func (l *Listener) end(cause error) error {
 	if !closing {
 		return err
 	}
-	// done closes before the controller socket, so that its accept
-	// goroutine reads the socket's error as "stop".
-	<-l.done
-	if cerr := closeSocket(l.ctrlLn); cerr != nil {
+	if cerr := l.closeController(opDone, inHook); cerr != nil {
 		err = cerr
 	}
+	close(l.closeDone)
+	return err
+}
+
+// closeController is the rest of the first Close: once done has closed
+// (so that its accept goroutine reads the socket's error as "stop"), the
+// controller socket closes, and Close waits for the accept goroutines, for
+// the API-port call in flight it must outlast (opDone, nil if none) and for
+// the OpenAPIWhen watcher, unless a call is in OnBound (inHook): this Close
+// may be made from there, and the watcher may be the one calling.
+func (l *Listener) closeController(opDone <-chan struct{}, inHook bool) error {
+	<-l.done
+	err := closeSocket(l.ctrlLn)
 	l.wg.Wait()
 	if opDone != nil {
 		<-opDone
@@ -465,7 +474,6 @@ func (l *Listener) end(cause error) error {
 		<-l.whenDone
 	}
 	l.logPort(slog.LevelInfo, "port closed", Controller, l.ctrlAddr.String(), nil)
-	close(l.closeDone)
 	return err
 }
 
