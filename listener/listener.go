@@ -84,8 +84,9 @@ type Listener struct {
 var _ net.Listener = (*Listener)(nil)
 
 // session is one open period of the API port. Its accept loop watches
-// quit alone: whoever detaches the session from the listener (CloseAPI, or
-// end) closes it, so the loop never selects on two stop signals.
+// quit alone: stopAPI closes it, for CloseAPI and for the end of the
+// listener (Close or a failure), so the loop never selects on two stop
+// signals.
 type session struct {
 	quit   chan struct{}
 	exited chan struct{} // closed when the accept goroutine has returned
@@ -391,13 +392,12 @@ func (l *Listener) doneErr() error {
 func (l *Listener) Close() error { return l.end(nil) }
 
 // end is the listener's one close path: Close (cause nil) and a permanent
-// accept failure (cause, the *PortError) both end the listener here. What
-// a call releases is decided under mu, so that each thing is released
-// once, by the call that took it: the first call to end the listener takes
-// the API port, releases it, fails the API port's Component if it never
-// opened, and then closes done; the first Close also closes the controller
-// (closeController). A later Close waits for the first; a failure after
-// the end does nothing.
+// accept failure (cause, the *PortError) both end the listener here, and
+// what each call does is decided once, under mu. The first call to end the
+// listener releases the API port, fails the API port's Component if it
+// never opened, and then closes done; the first Close also closes the
+// controller (closeController). A later Close waits for the first; a
+// failure after the end does nothing.
 func (l *Listener) end(cause error) error {
 	closing := cause == nil
 	l.mu.Lock()
@@ -406,14 +406,11 @@ func (l *Listener) end(cause error) error {
 		<-l.closeDone
 		return nil
 	}
-	first := !l.closed && l.failErr == nil
-	if !closing && !first {
-		l.mu.Unlock()
-		return nil
-	}
+	first := l.endedLocked() == nil
 	var opDone chan struct{} // an API-port call Close must wait for
 	inHook := false
-	if closing {
+	switch {
+	case closing:
 		l.closed = true
 		// An API-port call committed before closed was set ends before
 		// Close returns; any other finds closed set and stops silently.
@@ -425,19 +422,14 @@ func (l *Listener) end(cause error) error {
 				inHook = true
 			}
 		}
-	} else {
+	case first:
 		l.failErr = cause
-	}
-	var apiLn net.Listener
-	var sess *session
-	if first {
-		apiLn, sess = l.detachAPILocked()
 	}
 	l.mu.Unlock()
 
 	var err error
 	if first {
-		err = l.releaseAPI(apiLn, sess)
+		_, err = l.stopAPI()
 		why := cause
 		if closing {
 			why = errOpenClosed
@@ -447,13 +439,12 @@ func (l *Listener) end(cause error) error {
 		l.mu.Unlock()
 		close(l.done)
 	}
-	if !closing {
-		return err
+	if closing {
+		if cerr := l.closeController(opDone, inHook); cerr != nil {
+			err = cerr
+		}
+		close(l.closeDone)
 	}
-	if cerr := l.closeController(opDone, inHook); cerr != nil {
-		err = cerr
-	}
-	close(l.closeDone)
 	return err
 }
 
@@ -477,31 +468,28 @@ func (l *Listener) closeController(opDone <-chan struct{}, inHook bool) error {
 	return err
 }
 
-// detachAPILocked takes the API port's bound socket and open session out
-// of the listener, for the caller to release with releaseAPI: whoever
-// takes them releases them, once. l.mu must be held.
-func (l *Listener) detachAPILocked() (net.Listener, *session) {
+// stopAPI is the one way the API port stops, for CloseAPI, Close and a
+// failure alike: it detaches the open session and the bound socket (whoever
+// detaches them releases them, once), ends the session (before closing the
+// socket, so its accept loop reads the socket's error as "stop", not as a
+// failure) and releases the socket, even one bound early and never opened:
+// a bound port nobody accepts on would park agents in the kernel's accept
+// queue instead of refusing them. It returns the session's exited channel
+// (nil if none was open).
+func (l *Listener) stopAPI() (exited <-chan struct{}, err error) {
+	l.mu.Lock()
 	ln, sess := l.apiLn, l.apiSess
 	l.apiLn, l.apiSess = nil, nil
-	return ln, sess
-}
-
-// releaseAPI is the one way the API port stops, for CloseAPI, Close and a
-// failure alike: it ends the session detached (before closing the socket,
-// so its accept loop reads the socket's error as "stop", not as a failure)
-// and releases the socket, even one bound early and never opened: a bound
-// port nobody accepts on would park agents in the kernel's accept queue
-// instead of refusing them. Either may be nil.
-func (l *Listener) releaseAPI(ln net.Listener, sess *session) error {
+	l.mu.Unlock()
 	if sess != nil {
 		close(sess.quit)
+		exited = sess.exited
 	}
-	if ln == nil {
-		return nil
+	if ln != nil {
+		err = closeSocket(ln)
+		l.logPort(slog.LevelInfo, "port closed", API, ln.Addr().String(), nil)
 	}
-	err := closeSocket(ln)
-	l.logPort(slog.LevelInfo, "port closed", API, ln.Addr().String(), nil)
-	return err
+	return exited, err
 }
 
 // closeSocket closes ln, ignoring "already closed" (after a failure).
@@ -584,8 +572,8 @@ func (l *Listener) startAPI(ln net.Listener) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if err := l.endedLocked(); err != nil {
-		// The listener ended while we were binding: end, which detached
-		// the API port under mu, did so before this session existed.
+		// The listener ended while we were binding: end may have
+		// stopped the API port already, so ln must not become its session.
 		_ = ln.Close()
 		return err
 	}
@@ -636,12 +624,9 @@ func (l *Listener) CloseAPI() error {
 		return nil // the listener has ended: the port is closed already
 	}
 	defer l.endOp(op)
-	l.mu.Lock()
-	ln, sess := l.detachAPILocked()
-	l.mu.Unlock()
-	err = l.releaseAPI(ln, sess)
-	if sess != nil {
-		<-sess.exited
+	exited, err := l.stopAPI()
+	if exited != nil {
+		<-exited
 	}
 	return err
 }
