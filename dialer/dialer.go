@@ -169,9 +169,9 @@ func (d *Dialer) dialTCP(ctx context.Context, addr string) (net.Conn, error) {
 // T without an error counts as that address failing; nil is what == says
 // (T is comparable: a pointer or an interface type), so for a pointer T a
 // nil pointer, for an interface T a nil interface. A non-nil value
-// returned beside an error is closed too where T is a pointer type; a
-// value in an interface T beside an error is left alone, as net/http's
-// Transport does (it may be a nil pointer, whose Close would panic).
+// returned beside an error is closed too, unless T is an interface type:
+// a value in an interface T beside an error is left alone, as net/http's
+// Transport leaves it (it may be a nil pointer, whose Close would panic).
 //
 // Each round tries its candidates in parallel, staggered: the next starts
 // when the previous attempt fails or HeadStart after it started. Local
