@@ -7,7 +7,6 @@ import (
 	"math/rand/v2"
 	"net"
 	"os"
-	"reflect"
 	"slices"
 	"strconv"
 	"sync"
@@ -166,9 +165,13 @@ func (d *Dialer) dialTCP(ctx context.Context, addr string) (net.Conn, error) {
 // promptly once its ctx ends. T must be an io.Closer (as *tls.Conn,
 // websocket and gRPC client connections are) because a round races its
 // attempts: when several succeed the first wins, and every other value
-// open returned is closed before Connect returns, so nothing leaks (a
-// non-nil value returned beside an error is closed too; a nil one without
-// an error counts as that address failing).
+// open returned is closed before Connect returns, so nothing leaks. A nil
+// T without an error counts as that address failing; nil is what == says
+// (T is comparable: a pointer or an interface type), so for a pointer T a
+// nil pointer, for an interface T a nil interface. A non-nil value
+// returned beside an error is closed too, unless T is an interface type:
+// a value in an interface T beside an error is left alone, as net/http's
+// Transport leaves it (it may be a nil pointer, whose Close would panic).
 //
 // Each round tries its candidates in parallel, staggered: the next starts
 // when the previous attempt fails or HeadStart after it started. Local
@@ -182,7 +185,10 @@ func (d *Dialer) dialTCP(ctx context.Context, addr string) (net.Conn, error) {
 //
 // A nil d or open, or a Dialer not made by New, is reported as an error
 // satisfying errors.Is(err, errors.NotValid) (github.com/juju/errors).
-func Connect[T io.Closer](ctx context.Context, d *Dialer, open func(ctx context.Context, addr string) (T, error)) (T, Route, error) {
+func Connect[T interface {
+	io.Closer
+	comparable
+}](ctx context.Context, d *Dialer, open func(ctx context.Context, addr string) (T, error)) (T, Route, error) {
 	var zero T
 	if d == nil {
 		return zero, Route{}, jujuerrors.NotValidf("nil Dialer")
@@ -202,7 +208,7 @@ func Connect[T io.Closer](ctx context.Context, d *Dialer, open func(ctx context.
 
 // connector is the state of one Dial or Connect call; it is used by one
 // goroutine only (the attempts report back over a channel).
-type connector[T io.Closer] struct {
+type connector[T client] struct {
 	d        *Dialer
 	open     func(context.Context, string) (T, error)
 	attempts []Attempt
@@ -324,7 +330,7 @@ type result[T any] struct {
 // bookkeeping is done by the one goroutine that runs race. Attempts start
 // in order, each when the previous one fails or HeadStart after it
 // started; the first success wins.
-type round[T io.Closer] struct {
+type round[T client] struct {
 	c        *connector[T]
 	addrs    []string
 	abort    <-chan struct{}
@@ -436,13 +442,13 @@ func (r *round[T]) armStagger() {
 }
 
 // openOne is one attempt, run in its own goroutine; it only reports.
-func openOne[T io.Closer](ctx context.Context, open func(context.Context, string) (T, error), addr string, results chan<- result[T]) {
+func openOne[T client](ctx context.Context, open func(context.Context, string) (T, error), addr string, results chan<- result[T]) {
 	v, err := open(ctx, addr)
 	switch {
 	case err == nil && isNil(v):
 		err = errNilConn
 	case err != nil:
-		closeQuietly(v) // a value returned beside an error must not leak either
+		closeBesideError(v)
 	}
 	results <- result[T]{addr, v, err}
 }
@@ -653,25 +659,38 @@ func isClosed(ch <-chan struct{}) bool {
 	}
 }
 
-func closeQuietly[T io.Closer](v T) {
+// client is what Connect races: an io.Closer that == tells from its nil (a
+// pointer or an interface type).
+type client interface {
+	io.Closer
+	comparable
+}
+
+func closeQuietly[T client](v T) {
 	if !isNil(v) {
 		_ = v.Close()
 	}
 }
 
-// isNil reports whether v is nil, including a nil pointer (or map, func...)
-// in T: any(v) == nil misses a typed nil such as (*tls.Conn)(nil), which
-// would then win a round or have its Close called.
-func isNil[T any](v T) bool {
-	rv := reflect.ValueOf(any(v))
-	if !rv.IsValid() {
-		return true
+// isNil reports whether v is T's nil. For a pointer T that includes a
+// typed nil such as (*tls.Conn)(nil), which any(v) == nil misses, and
+// which would then win a round or have its Close called.
+func isNil[T comparable](v T) bool {
+	var zero T
+	return v == zero
+}
+
+// closeBesideError closes a value open returned beside an error, so that it
+// does not leak, where T tells whether it is one: for a pointer T, unless
+// it is nil. An interface T (net.Conn) holding a nil pointer (from
+// "return tls.Dial(...)", the usual way) is not == nil, and its Close would
+// panic on the nil receiver, so a value in an interface T is left alone, as
+// net/http's Transport leaves what its DialContext returns beside an error.
+func closeBesideError[T client](v T) {
+	var zero T
+	if any(zero) != nil { // T is not an interface type
+		closeQuietly(v)
 	}
-	switch rv.Kind() {
-	case reflect.Pointer, reflect.Interface, reflect.Map, reflect.Slice, reflect.Func, reflect.Chan, reflect.UnsafePointer:
-		return rv.IsNil()
-	}
-	return false
 }
 
 // resetTimer and stopTimer drop a fired but unread value, so that a later

@@ -3,6 +3,7 @@ package dialer_test
 import (
 	"context"
 	"errors"
+	"io"
 	"net"
 	"slices"
 	"strings"
@@ -585,7 +586,7 @@ func TestErrLocalNotReadyWhenNeverReadyAndNoPeers(t *testing.T) {
 	assert.True(t, errors.Is(r.err, context.Canceled), "%v", r.err)
 	assert.Empty(t, rec.dialled())
 	assert.Empty(t, dialError(t, r.err).Attempts)
-	assert.Equal(t, "dialing controller (require-local-when-ready): context canceled; local controller not ready; no address to dial", r.err.Error())
+	assert.Equal(t, "dialer: dialing controller (require-local-when-ready): context canceled; local controller not ready; no address to dial", r.err.Error())
 }
 
 // The error names every address with its own failure, and wraps the
@@ -618,7 +619,7 @@ func TestDialErrorNamesEveryAddress(t *testing.T) {
 		}
 		assert.Contains(t, err.Error(), a.Addr)
 	}
-	assert.True(t, strings.HasPrefix(err.Error(), "dialing controller (prefer-local): context deadline exceeded; tried "), err.Error())
+	assert.True(t, strings.HasPrefix(err.Error(), "dialer: dialing controller (prefer-local): context deadline exceeded; tried "), err.Error())
 }
 
 func TestConnectRejectsNilArguments(t *testing.T) {
@@ -891,4 +892,35 @@ func TestConnectTreatsATypedNilAsAFailure(t *testing.T) {
 	made, closed := sloppy.closedCount()
 	assert.Equal(t, 2, made)
 	assert.Equal(t, 2, closed, "values returned beside an error are closed")
+}
+
+// In an interface T a nil pointer is not == nil. Returned beside an error
+// ("return tls.Dial(...)" into a net.Conn, the usual way), it is left
+// alone, never closed: its Close would panic on the nil receiver.
+func TestConnectLeavesANilPointerInAnInterfaceBesideAnErrorAlone(t *testing.T) {
+	clk := newClock()
+	d := mustNew(t, dialer.Config{LocalPort: 17070, Policy: dialer.RequireLocal, Clock: clk})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	opened := make(chan struct{}, 2)
+	go func() {
+		_, _, err := dialer.Connect(ctx, d, func(_ context.Context, addr string) (io.Closer, error) {
+			opened <- struct{}{}
+			var c *nilDerefClient
+			return c, refused(addr)
+		})
+		done <- err
+	}()
+	for range 2 {
+		select {
+		case <-opened:
+		case <-time.After(waitFor):
+			t.Fatal("both addresses were not dialled")
+		}
+	}
+	require.NoError(t, clk.WaitAdvance(0, waitFor, 1)) // both failed; in backoff
+	cancel()
+	err := <-done
+	assert.ErrorContains(t, err, "127.0.0.1:17070")
+	assert.ErrorContains(t, err, "[::1]:17070")
 }

@@ -14,7 +14,7 @@ var (
 	// place — or no peer was listed, and the call simply waited for
 	// LocalReady. Dial again later, or find out why the local server is not
 	// serving; the error's Attempts say which peers failed and why.
-	ErrLocalNotReady = errors.New("local controller not ready")
+	ErrLocalNotReady = errors.New("dialer: local controller not ready")
 )
 
 // DialError is returned by Dial and Connect when ctx ends before a
@@ -47,9 +47,9 @@ type Attempt struct {
 // Error names the policy, the reason, and every address with its failure.
 func (e *DialError) Error() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "dialing controller (%v): %v", e.Policy, e.Err)
+	fmt.Fprintf(&b, "dialer: dialing controller (%v): %v", e.Policy, e.Err)
 	if e.LocalNotReady {
-		fmt.Fprintf(&b, "; %v", ErrLocalNotReady)
+		b.WriteString("; local controller not ready")
 	}
 	if len(e.Attempts) == 0 {
 		b.WriteString("; no address to dial")

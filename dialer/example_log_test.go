@@ -52,7 +52,7 @@ func ExampleConfig_logger() {
 	}
 	fmt.Printf("%+v\n", d.Report())
 	// Output:
-	// level=INFO msg="route chosen" route=peer addr=192.0.2.1:17070 err="local controller not ready within LocalReadyGrace 1ns"
+	// level=INFO msg="route chosen" route=peer addr=192.0.2.1:17070 err="dialer: local controller not ready within LocalReadyGrace 1ns"
 	// level=INFO msg="route chosen" route=local addr=127.0.0.1:17071
 	// {LocalReady:true LocalDials:1 PeerDials:1 Fallbacks:1 Failures:0}
 }

@@ -144,8 +144,8 @@ func ExampleDialer_Dial() {
 	_, _, err = d.Dial(ctx)
 	fmt.Println(err)
 	// Output:
-	// dialing controller (prefer-local): context canceled; no address to dial
-	// dialing controller (prefer-local): context deadline exceeded; tried 192.0.2.1:17070: no route to 192.0.2.1:17070
+	// dialer: dialing controller (prefer-local): context canceled; no address to dial
+	// dialer: dialing controller (prefer-local): context deadline exceeded; tried 192.0.2.1:17070: no route to 192.0.2.1:17070
 }
 
 // A controller's own HTTP client moves home: through a peer while its own

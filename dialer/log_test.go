@@ -73,7 +73,7 @@ func TestRouteIsLoggedWhenItChanges(t *testing.T) {
 			assert.Equal(t, msgRoute, recs[0].Message)
 			assert.Equal(t, "peer", recs[0].Str("route"))
 			assert.Equal(t, peer.addr(), recs[0].Str("addr"))
-			assert.Equal(t, "local controller not ready within LocalReadyGrace 1s", recs[0].Str("err"))
+			assert.Equal(t, "dialer: local controller not ready within LocalReadyGrace 1s", recs[0].Str("err"))
 			assert.ErrorIs(t, recs[0].Attrs["err"].Any().(error), dialer.ErrLocalNotReady)
 			assert.Len(t, recs[0].Attrs, 3)
 			assert.Equal(t, msgRoute, recs[1].Message)

@@ -98,6 +98,7 @@ func cloneFor(base *http.Transport, dial func(context.Context, string, string) (
 	c := base.Clone()
 	c.Proxy, c.OnProxyConnectResponse = nil, nil
 	// Every other way out is cleared: DialContext is the only one.
+	//lint:ignore SA1019 a caller's base may still set the deprecated Dial and DialTLS, and its clone would dial past the Dialer
 	c.Dial, c.DialTLS, c.DialTLSContext = nil, nil, nil
 	c.DialContext = dial
 	return c

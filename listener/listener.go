@@ -46,32 +46,34 @@ type Listener struct {
 	ctrlCh, apiCh chan *conn
 
 	// done is the one stop signal of the listener, as in netutil's
-	// LimitListener: closed once, by Close or by the first permanent
-	// accept error, whichever comes first. failErr says which: it is
-	// written before done is closed, and read only after.
-	done     chan struct{}
-	doneOnce sync.Once
-	failErr  error // the permanent accept error; nil if Close came first
-
-	closeOnce sync.Once      // Close's work runs once; later calls wait for it
+	// LimitListener: end, the one close path, closes it once, when Close or
+	// the first permanent accept error has ended the listener and released
+	// the API port. Closing it last means an Accept that returns the
+	// failure finds the API socket already released (closed first, it did
+	// not: TestAFailureReleasesTheAPIPort failed 12 runs in 3,000).
+	done      chan struct{}
+	closeDone chan struct{}  // closed when the first Close returns; later ones wait for it
 	wg        sync.WaitGroup // the accept goroutines
 
 	// whenDone closes when the OpenAPIWhen watcher returns (nil without
 	// one).
 	whenDone chan struct{}
 
-	// apiOpened closes the first time the API port opens (under mu).
-	// apiFailed closes if the open asked for by Config.OpenAPIWhen fails,
-	// or the listener ends before the API port ever opened; apiErr,
-	// written before apiFailed closes and read only after, says why.
-	apiOpened, apiFailed   chan struct{}
-	openedOnce, failedOnce sync.Once
-	apiErr                 error
+	// apiOpened closes the first time the API port opens. apiFailed
+	// closes if the open asked for by Config.OpenAPIWhen fails, or the
+	// listener ends before the API port ever opened; apiErr, written
+	// before apiFailed closes and read only after, says why. Both close
+	// under mu.
+	apiOpened, apiFailed chan struct{}
+	apiErr               error
 
 	openMu sync.Mutex // serialises OpenAPI, CloseAPI and the watcher's open; never held by Close
 
-	mu          sync.Mutex // guards the fields below
-	closed      bool
+	// mu guards the fields below. The listener has ended once closed is
+	// set or failErr is not nil; end decides that, under mu, once.
+	mu          sync.Mutex
+	closed      bool   // Close has been called
+	failErr     error  // the permanent accept error that ended the listener, if one did
 	op          *apiOp // the API-port call in flight (under openMu), nil if none
 	ctrlLn      net.Listener
 	apiLn       net.Listener // bound API socket, nil while unbound
@@ -82,20 +84,13 @@ type Listener struct {
 var _ net.Listener = (*Listener)(nil)
 
 // session is one open period of the API port. Its accept loop watches
-// quit alone: CloseAPI closes it, and so does the end of the listener
-// (Close or a failure), so the loop never selects on two stop signals.
+// quit alone: stopAPI closes it, for CloseAPI and for the end of the
+// listener (Close or a failure), so the loop never selects on two stop
+// signals.
 type session struct {
-	quit     chan struct{}
-	quitOnce sync.Once
-	exited   chan struct{} // closed when the accept goroutine has returned
+	quit   chan struct{}
+	exited chan struct{} // closed when the accept goroutine has returned
 }
-
-func newSession() *session {
-	return &session{quit: make(chan struct{}), exited: make(chan struct{})}
-}
-
-// end closes quit; it is safe to call more than once.
-func (s *session) end() { s.quitOnce.Do(func() { close(s.quit) }) }
 
 // apiOp is an API-port call in flight: OpenAPI, CloseAPI or the
 // OpenAPIWhen watcher's open, one at a time (openMu). Once committed (it
@@ -157,6 +152,7 @@ func newListener(cfg Config, listen func(network, addr string) (net.Listener, er
 		ctrlCh:      make(chan *conn),
 		apiCh:       make(chan *conn),
 		done:        make(chan struct{}),
+		closeDone:   make(chan struct{}),
 		apiOpened:   make(chan struct{}),
 		apiFailed:   make(chan struct{}),
 		apiBindAddr: cfg.APIAddr,
@@ -206,16 +202,20 @@ func (l *Listener) openAPIWhen(when <-chan struct{}) {
 		return
 	}
 	if err := l.OpenAPI(); err != nil {
-		l.apiFailedWith(err)
+		l.mu.Lock()
+		l.failAPILocked(err)
+		l.mu.Unlock()
 	}
 }
 
-// apiFailedWith closes apiFailed with err; only the first call counts.
-func (l *Listener) apiFailedWith(err error) {
-	l.failedOnce.Do(func() {
-		l.apiErr = err
-		close(l.apiFailed)
-	})
+// failAPILocked closes apiFailed with err, unless the API port has opened
+// or apiFailed is closed already. l.mu must be held.
+func (l *Listener) failAPILocked(err error) {
+	if isClosed(l.apiOpened) || isClosed(l.apiFailed) {
+		return
+	}
+	l.apiErr = err
+	close(l.apiFailed)
 }
 
 // The API port as a gate.Component (Completed, Failed, Cause, Detail):
@@ -368,62 +368,11 @@ func (l *Listener) Accept() (net.Conn, error) {
 // error matching net.ErrClosed).
 func (l *Listener) doneErr() error {
 	l.mu.Lock()
-	closed := l.closed
-	l.mu.Unlock()
-	if closed || l.failErr == nil {
+	defer l.mu.Unlock()
+	if l.closed || l.failErr == nil {
 		return &net.OpError{Op: "accept", Net: "tcp", Addr: l.ctrlAddr, Err: net.ErrClosed}
 	}
 	return l.failErr
-}
-
-// end closes done, recording failErr (nil for Close); only the first call
-// counts.
-func (l *Listener) end(failErr error) {
-	l.doneOnce.Do(func() {
-		l.failErr = failErr
-		close(l.done)
-	})
-}
-
-// stop ends the listener: done closes (recording failErr, nil for Close),
-// then the API port stops. It is how Close and a permanent accept failure
-// both end the listener; only the first call's failErr counts. It returns
-// the error of releasing the API socket.
-func (l *Listener) stop(failErr error) error {
-	l.end(failErr)
-	_, err := l.stopAPI()
-	// If the API port never opened, it never will. OpenAPI closes
-	// apiOpened under mu before the session stopAPI detached (if any).
-	if !isClosed(l.apiOpened) {
-		if failErr == nil {
-			failErr = errOpenClosed
-		}
-		l.apiFailedWith(failErr)
-	}
-	return err
-}
-
-// stopAPI is the one way the API port stops, for CloseAPI, Close and a
-// failure alike: it detaches the open session and the bound socket, ends
-// the session (before closing the socket, so its accept loop reads the
-// socket's error as "stop", not as a failure) and releases the socket,
-// even one bound early and never opened: a bound port nobody accepts on
-// would park agents in the kernel's accept queue instead of refusing them.
-// It returns the session's exited channel (nil if none was open).
-func (l *Listener) stopAPI() (exited <-chan struct{}, err error) {
-	l.mu.Lock()
-	ln, sess := l.apiLn, l.apiSess
-	l.apiLn, l.apiSess = nil, nil
-	l.mu.Unlock()
-	if sess != nil {
-		sess.end()
-		exited = sess.exited
-	}
-	if ln != nil {
-		err = closeSocket(ln)
-		l.logPort(slog.LevelInfo, "port closed", API, ln.Addr().String(), nil)
-	}
-	return exited, err
 }
 
 // Close stops both ports and unblocks every pending Accept. It closes the
@@ -440,33 +389,107 @@ func (l *Listener) stopAPI() (exited <-chan struct{}, err error) {
 // from elsewhere) does not wait for the call OnBound runs in, which, once
 // OnBound returns, releases the API port it bound and does nothing more
 // (Cause matches net.ErrClosed).
-func (l *Listener) Close() error {
-	err := error(nil)
-	l.closeOnce.Do(func() {
-		l.mu.Lock()
-		l.closed = true
-		op := l.op
-		wait := op != nil && op.stage == opCommitted
-		inHook := op != nil && op.stage == opInHook
+func (l *Listener) Close() error { return l.end(nil) }
+
+// end is the listener's one close path: Close (cause nil) and a permanent
+// accept failure (cause, the *PortError) both end the listener here, and
+// what each call does is decided once, under mu. The first call to end the
+// listener releases the API port, fails the API port's Component if it
+// never opened, and then closes done; the first Close also closes the
+// controller (closeController). A later Close waits for the first; a
+// failure after the end does nothing.
+func (l *Listener) end(cause error) error {
+	closing := cause == nil
+	l.mu.Lock()
+	if closing && l.closed {
 		l.mu.Unlock()
-		// done and the API session end before the controller socket
-		// closes, so its accept goroutine reads the error as "stop".
-		apiErr := l.stop(nil)
-		if err = closeSocket(l.ctrlLn); err == nil {
-			err = apiErr
-		}
-		l.wg.Wait()
+		<-l.closeDone
+		return nil
+	}
+	first := l.endedLocked() == nil
+	var opDone chan struct{} // an API-port call Close must wait for
+	inHook := false
+	switch {
+	case closing:
+		l.closed = true
 		// An API-port call committed before closed was set ends before
-		// we return; any other finds closed set and stops silently.
-		if wait {
-			<-op.done
+		// Close returns; any other finds closed set and stops silently.
+		if op := l.op; op != nil {
+			switch op.stage {
+			case opCommitted:
+				opDone = op.done
+			case opInHook:
+				inHook = true
+			}
 		}
-		if l.whenDone != nil && !inHook {
-			<-l.whenDone
+	case first:
+		l.failErr = cause
+	}
+	l.mu.Unlock()
+
+	var err error
+	if first {
+		_, err = l.stopAPI()
+		why := cause
+		if closing {
+			why = errOpenClosed
 		}
-		l.logPort(slog.LevelInfo, "port closed", Controller, l.ctrlAddr.String(), nil)
-	})
+		l.mu.Lock()
+		l.failAPILocked(why) // the API port never opened, and now never will
+		l.mu.Unlock()
+		close(l.done)
+	}
+	if closing {
+		if cerr := l.closeController(opDone, inHook); cerr != nil {
+			err = cerr
+		}
+		close(l.closeDone)
+	}
 	return err
+}
+
+// closeController is the rest of the first Close: once done has closed
+// (so that its accept goroutine reads the socket's error as "stop"), the
+// controller socket closes, and Close waits for the accept goroutines, for
+// the API-port call in flight it must outlast (opDone, nil if none) and for
+// the OpenAPIWhen watcher, unless a call is in OnBound (inHook): this Close
+// may be made from there, and the watcher may be the one calling.
+func (l *Listener) closeController(opDone <-chan struct{}, inHook bool) error {
+	<-l.done
+	err := closeSocket(l.ctrlLn)
+	l.wg.Wait()
+	if opDone != nil {
+		<-opDone
+	}
+	if l.whenDone != nil && !inHook {
+		<-l.whenDone
+	}
+	l.logPort(slog.LevelInfo, "port closed", Controller, l.ctrlAddr.String(), nil)
+	return err
+}
+
+// stopAPI is the one way the API port stops, for CloseAPI, Close and a
+// failure alike: it detaches the open session and the bound socket (whoever
+// detaches them releases them, once), ends the session (before closing the
+// socket, so its accept loop reads the socket's error as "stop", not as a
+// failure) and releases the socket, even one bound early and never opened:
+// a bound port nobody accepts on would park agents in the kernel's accept
+// queue instead of refusing them. It returns the session's exited channel
+// (nil if none was open).
+func (l *Listener) stopAPI() (exited <-chan struct{}, err error) {
+	l.mu.Lock()
+	ln, sess := l.apiLn, l.apiSess
+	l.apiLn, l.apiSess = nil, nil
+	l.mu.Unlock()
+	if sess != nil {
+		close(sess.quit)
+		exited = sess.exited
+	}
+	if ln != nil {
+		err = closeSocket(ln)
+		l.logPort(slog.LevelInfo, "port closed", API, ln.Addr().String(), nil)
+	}
+	return exited, err
 }
 
 // closeSocket closes ln, ignoring "already closed" (after a failure).
@@ -549,17 +572,19 @@ func (l *Listener) startAPI(ln net.Listener) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if err := l.endedLocked(); err != nil {
-		// The listener ended while we were binding; stop, which takes mu
-		// after closing done, looked for a session before this one existed.
+		// The listener ended while we were binding: end may have
+		// stopped the API port already, so ln must not become its session.
 		_ = ln.Close()
 		return err
 	}
 	l.apiLn, l.apiBindAddr = ln, ln.Addr().String()
-	sess := newSession()
+	sess := &session{quit: make(chan struct{}), exited: make(chan struct{})}
 	l.apiSess = sess
 	l.wg.Add(1) // under mu with the listener not ended: Close's Wait comes after
 	go l.serve(&l.api, ln, sess.quit, l.apiCh, sess.exited)
-	l.openedOnce.Do(func() { close(l.apiOpened) })
+	if !isClosed(l.apiOpened) {
+		close(l.apiOpened)
+	}
 	return nil
 }
 
@@ -567,13 +592,10 @@ func (l *Listener) startAPI(ln net.Listener) error {
 // returns: errOpenClosed after Close, the failure after a failure. l.mu
 // must be held.
 func (l *Listener) endedLocked() error {
-	switch {
-	case l.closed:
+	if l.closed {
 		return errOpenClosed
-	case isClosed(l.done):
-		return l.failErr
 	}
-	return nil
+	return l.failErr
 }
 
 var errOpenClosed = fmt.Errorf("listener: open API port: %w", net.ErrClosed)
@@ -670,7 +692,7 @@ func (l *Listener) retryAccept(p *portState, ln net.Listener, err error, retry *
 	if !temporary(err) {
 		perr := &PortError{Port: p.port, Op: opAccept, Addr: ln.Addr().String(), Err: err}
 		l.logPort(slog.LevelError, "accept failed", p.port, perr.Addr, err)
-		l.stop(perr)
+		l.end(perr)
 		return false
 	}
 	p.noteTempErr(err, l.clk.Now())

@@ -57,7 +57,7 @@ type PortReport struct {
 // Report returns a snapshot of the listener's state.
 func (l *Listener) Report() Report {
 	l.mu.Lock()
-	closed := l.closed
+	closed, failErr := l.closed, l.failErr
 	ctrl := l.ctrl.report(nil, !closed)
 	if !closed {
 		ctrl.Addr = l.ctrlAddr
@@ -71,8 +71,8 @@ func (l *Listener) Report() Report {
 	api.OpenErr = l.Cause()
 
 	r := Report{Controller: ctrl, API: api, Closed: closed}
-	if isClosed(l.done) && l.failErr != nil {
-		r.Err = l.failErr
+	if failErr != nil {
+		r.Err = failErr
 		r.Controller.Open, r.API.Open = false, false
 	}
 	return r

@@ -16,8 +16,6 @@ type timeline struct {
 
 func newTimeline(w io.Writer) *timeline { return &timeline{start: time.Now(), w: w} }
 
-func (t *timeline) since() time.Duration { return time.Since(t.start) }
-
 func (t *timeline) log(who, format string, args ...any) {
 	t.mu.Lock()
 	defer t.mu.Unlock()

@@ -26,5 +26,6 @@
 //
 // It is its own module, so that importing package gate never pulls in
 // juju's worker packages. Package gate/manifoldv5 is the same adapter for
-// github.com/juju/worker/v5; both share one core, so they behave alike.
+// github.com/juju/worker/v5; both share one core and are held to one test
+// kit, so they behave alike.
 package manifold

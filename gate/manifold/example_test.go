@@ -3,6 +3,7 @@ package manifold_test
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/juju/clock"
@@ -88,3 +89,13 @@ func runSteps(done gate.Unlocker) worker.Worker {
 	}()
 	return w
 }
+
+// idle is a worker that runs until killed.
+type idle struct {
+	kill chan struct{}
+	once sync.Once
+}
+
+func newIdle() *idle        { return &idle{kill: make(chan struct{})} }
+func (w *idle) Kill()       { w.once.Do(func() { close(w.kill) }) }
+func (w *idle) Wait() error { <-w.kill; return nil }

@@ -1,10 +1,6 @@
 package manifold
 
 import (
-	"context"
-	"fmt"
-	"slices"
-
 	"github.com/juju/clock"
 	"github.com/juju/worker/v4"
 	"github.com/juju/worker/v4/dependency"
@@ -36,28 +32,10 @@ type Config struct {
 //	error: "step 3: schema migration failed"   # the cause, once failed
 //
 // since is on c.Clock, in the layout of the engine's own "started".
-func (c Config) Lock(l *gate.Lock) dependency.Manifold {
-	if l == nil {
-		panic("manifold.Lock: nil *gate.Lock")
-	}
-	return dependency.Manifold{
-		Start: func(context.Context, dependency.Getter) (worker.Worker, error) {
-			return enginegate.NewLock(l, c.Clock, dependency.ErrMissing), nil
-		},
-		Output: lockOutput,
-	}
-}
+func (c Config) Lock(l *gate.Lock) dependency.Manifold { return copyOf(engine.Lock(l, c.Clock)) }
 
 // Lock is Config{}.Lock(l): its report is stamped on the wall clock.
 func Lock(l *gate.Lock) dependency.Manifold { return Config{}.Lock(l) }
-
-func lockOutput(in worker.Worker, out any) error {
-	w, ok := in.(*enginegate.Lock)
-	if !ok {
-		return fmt.Errorf("manifold.Lock: want a gate lock worker, got %T", in)
-	}
-	return w.Output(out)
-}
 
 // Flag returns a manifold whose worker is a *gate.Flag on the gate held by
 // the Lock manifold named lockName (its only input). Its output hands the
@@ -75,31 +53,7 @@ func lockOutput(in worker.Worker, out any) error {
 // and that the engine treats as a missing dependency: no further restart,
 // no further ERROR, and no manifold gated on the flag ever starts. The rest
 // of the engine runs on.
-func Flag(lockName string) dependency.Manifold {
-	return dependency.Manifold{
-		Inputs: []string{lockName},
-		Start: func(_ context.Context, get dependency.Getter) (worker.Worker, error) {
-			var lock *enginegate.Lock
-			if err := get.Get(lockName, &lock); err != nil {
-				return nil, err
-			}
-			return enginegate.StartFlag(lock)
-		},
-		Output: flagOutput,
-		Filter: func(err error) error { return enginegate.Bounce(err, dependency.ErrBounce) },
-	}
-}
-
-func flagOutput(in worker.Worker, out any) error {
-	f, ok := in.(*enginegate.Flag)
-	if !ok {
-		return fmt.Errorf("manifold.Flag: want a gate flag worker, got %T", in)
-	}
-	return f.Output(out)
-}
-
-// checker is what Gated asks a flag for: juju's engine.Flag.
-type checker interface{ Check() bool }
+func Flag(lockName string) dependency.Manifold { return copyOf(engine.Flag(lockName)) }
 
 // Gated returns m changed to start only while every named flag manifold's
 // Check() is true — juju's "housing" of a manifold behind flags. The flags
@@ -109,26 +63,23 @@ type checker interface{ Check() bool }
 // Output and Filter are kept. A flag is any manifold whose Output hands out
 // a Check() bool, such as Flag's.
 func Gated(m dependency.Manifold, flags ...string) dependency.Manifold {
-	start := m.Start
-	inputs := slices.Clone(m.Inputs)
-	for _, name := range flags {
-		if !slices.Contains(inputs, name) {
-			inputs = append(inputs, name)
-		}
-	}
-	flags = slices.Clone(flags)
-	m.Inputs = inputs
-	m.Start = func(ctx context.Context, get dependency.Getter) (worker.Worker, error) {
-		for _, name := range flags {
-			var flag checker
-			if err := get.Get(name, &flag); err != nil {
-				return nil, err
-			}
-			if !flag.Check() {
-				return nil, fmt.Errorf("flag %q is not set: %w", name, dependency.ErrMissing)
-			}
-		}
-		return start(ctx, get)
-	}
+	m.Inputs, m.Start = engine.Gated(m.Inputs, m.Start, flags...)
 	return m
+}
+
+// engine is juju/worker/v4's engine, whose workers report without a
+// context: the shared workers are its workers as they are.
+var engine = enginegate.Engine[dependency.Getter, worker.Worker]{
+	Pkg:     "manifold",
+	Missing: dependency.ErrMissing,
+	Bounce:  dependency.ErrBounce,
+	Wrap:    func(w enginegate.Worker) worker.Worker { return w },
+	Unwrap: func(w worker.Worker) enginegate.Worker {
+		ew, _ := w.(enginegate.Worker)
+		return ew
+	},
+}
+
+func copyOf(m enginegate.Manifold[dependency.Getter, worker.Worker]) dependency.Manifold {
+	return dependency.Manifold{Inputs: m.Inputs, Start: m.Start, Output: m.Output, Filter: m.Filter}
 }

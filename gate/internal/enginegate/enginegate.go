@@ -2,9 +2,10 @@
 // gate/manifold (juju/worker/v4) and gate/manifoldv5 (juju/worker/v5) run
 // in juju's dependency engine: the worker holding a gate, the flag on it,
 // what they put in the engine's report, and how a failed gate settles.
-// It imports no engine: each adapter passes in its own dependency
-// sentinels and wraps these types in its engine's method sets (v5's
-// Report takes a context, v4's does not).
+// It imports no engine: each adapter describes its engine's version with an
+// Engine (its Getter and worker types, its sentinels, and how its workers
+// hold these: v5's Report takes a context, v4's does not), and copies the
+// Engine's manifolds into its own dependency.Manifold.
 package enginegate
 
 import (
@@ -73,9 +74,6 @@ func NewLock(l *gate.Lock, clk clock.Clock, missing error) *Lock {
 	}()
 	return w
 }
-
-// Gate returns the gate the worker holds.
-func (w *Lock) Gate() *gate.Lock { return w.lock }
 
 // Kill asks the worker to stop.
 func (w *Lock) Kill() { w.killed.Do(func() { close(w.kill) }) }
@@ -207,7 +205,7 @@ func (f *Flag) Report() map[string]any {
 
 // Output hands the flag to a dependent: as *gate.Flag or any interface it
 // satisfies (juju's engine.Flag: Check() bool).
-func (f *Flag) Output(out any) error { return Assign(f.Flag, out) }
+func (f *Flag) Output(out any) error { return assign(f.Flag, out) }
 
 // Bounce is a flag manifold's Filter: the gate's opening is a restart
 // (the engine's ErrBounce), not a fault.
@@ -218,10 +216,10 @@ func Bounce(err, bounce error) error {
 	return err
 }
 
-// Assign sets *out to v. out is usually a pointer to an interface the
+// assign sets *out to v. out is usually a pointer to an interface the
 // dependent declared (juju's engine.Flag), which this package cannot name,
 // so the assignment goes through reflect.
-func Assign(v any, out any) error {
+func assign(v any, out any) error {
 	p := reflect.ValueOf(out)
 	if p.Kind() != reflect.Pointer || p.IsNil() || !reflect.TypeOf(v).AssignableTo(p.Elem().Type()) {
 		return fmt.Errorf("manifold: cannot output %T into %T: want a non-nil pointer to %T or to an interface it implements", v, out, v)
