@@ -26,6 +26,10 @@ export GOWORK := off
 # Each step prints how long it took.
 timed     = { s=$$(date +%s); $1; rc=$$?; echo "  ($$(( $$(date +%s) - s ))s)"; exit $$rc; }
 VET_RACE  = echo "go vet -race ($1)" && cd $1 && $(call timed,$(NICE) $(GO) vet -race ./...)
+# staticcheck, pinned to a release that supports this Go, runs after each
+# module's vet (the go command fetches it once through the module proxy).
+STATICCHECK ?= $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
+LINT      = echo "staticcheck ($1)" && cd $1 && $(call timed,$(NICE) $(STATICCHECK) ./...)
 TEST_RACE = echo "go test -race ($1)" && cd $1 && $(call timed,$(GO) test -race -vet=off -count=1 ./...)
 
 # NICE runs the builds (go vet, which builds a module's dependencies, and
@@ -86,23 +90,34 @@ $(call chain,server $(call mods,$(BIG)))
 $(call chain,etcd/faults-b $(call mods,$(SMALL)) etcd/alone)
 etcd/alone: | etcd/faults-a etcd/rest
 
-.PHONY: test fmt vet race bench server etcd/vet $(ETCD_LANES) $(MODS)
+# fuzz runs every fuzz target of every module (a func FuzzXxx in a
+# _test.go file) for FUZZTIME each (2000 inputs: a count, not a time, which a loaded machine would spend on the corpus alone), with one worker (-parallel 1) and
+# niced, so that it takes a core at most from the tests beside it; once
+# the root module's tests have built what it shares with them. Their seed
+# corpora (testdata/fuzz) also run in every plain go test.
+FUZZTIME ?= 2000x
+fuzz: | mod/root
+	@echo "go test -fuzz (every module, $(FUZZTIME) a target)" && $(call timed,$(NICE) bash .ci/fuzz $(FUZZTIME) $(MODULES))
+
+.PHONY: test fmt vet race bench server fuzz etcd/vet $(ETCD_LANES) $(MODS)
 
 # (The small modules come in through etcd/alone's chain.)
 test: fmt
-	@$(MAKE) --no-print-directory -j4 --output-sync=target $(ETCD_LANES) server $(call mods,$(BIG))
+	@$(MAKE) --no-print-directory -j4 --output-sync=target $(ETCD_LANES) server $(call mods,$(BIG)) fuzz
 
 fmt:
 	@out="$$(gofmt -l .)"; if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 
 $(MODS): mod/%:
 	@$(call VET_RACE,$(patsubst root,.,$*))
+	@($(call LINT,$(patsubst root,.,$*)))
 	@$(call TEST_RACE,$(patsubst root,.,$*))
 
 # After the vet, the test binaries are built (and cached) once for the
 # lanes, which would otherwise each build them from empty caches.
 etcd/vet:
 	@$(call VET_RACE,$(ETCD))
+	@($(call LINT,$(ETCD)))
 	@echo "go test -race -run '^$$' ($(ETCD): the test binaries)" && cd $(ETCD) && $(call timed,$(NICE) $(GO) test -race -vet=off -count=1 -run '^$$' ./...)
 
 $(ETCD_LANES): etcd/vet
@@ -126,12 +141,13 @@ server:
 	@echo "go vet ($(SERVER))" && cd $(SERVER) && $(call timed,$(NICE) $(GO) vet ./...)
 	@echo "go test ($(SERVER))" && cd $(SERVER) && $(call timed,$(NICE) $(GO) test -vet=off -count=1 ./...)
 	@echo "go run -exec true ($(SERVER))" && cd $(SERVER) && $(call timed,$(NICE) $(GO) run -exec true .)
+	@($(call LINT,$(SERVER)))
 
 # The server's tests start it: they wait for it to be built.
 mod/$(SERVER_TESTS): server
 
 vet:
-	@set -e; for m in $(filter-out $(SERVER),$(MODULES)); do ($(call VET_RACE,$$m)); done
+	@set -e; for m in $(filter-out $(SERVER),$(MODULES)); do ($(call VET_RACE,$$m)) && ($(call LINT,$$m)); done
 	@echo "go vet ($(SERVER))" && cd $(SERVER) && $(GO) vet ./...
 
 race: server
