@@ -21,6 +21,12 @@ var (
 	// engine's filter tells "a gate failed" from its workers' own errors
 	// with errors.Is(err, ErrFailed), and names it with errors.As.
 	ErrFailed = errors.New("gate failed")
+
+	// ErrDuplicateName is the cause of the failed entry a Board puts in
+	// place of a second entry under a name it has already (Add, Follow):
+	// a name is on a board once. Fix the program: give each entry its own
+	// name.
+	ErrDuplicateName = errors.New("gate: duplicate entry name")
 )
 
 // Causes of failures the package makes itself; callers match ErrFailed.
