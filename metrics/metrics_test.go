@@ -77,9 +77,9 @@ func TestWantTextsAreTheReports(t *testing.T) {
 	assert.Equal(t, uint64(2), up.Epoch)
 	assert.Error(t, up.LastErr)
 	assert.Equal(t, []upgrade.CallsReport{
-		{Phase: upgrade.Checking, Admitted: 1, Refused: 1},
-		{Phase: upgrade.RunningSteps, Admitted: 1, Refused: 2},
-		{Phase: upgrade.Failed, Admitted: 0, Refused: 1},
+		{Phase: upgrade.PhaseChecking, Admitted: 1, Refused: 1},
+		{Phase: upgrade.PhaseRunningSteps, Admitted: 1, Refused: 2},
+		{Phase: upgrade.PhaseFailed, Admitted: 0, Refused: 1},
 	}, up.Calls)
 	assert.Equal(t, lease.StoreReport{ // the two trackers' calls, in one family
 		Claim:  lease.StoreCalls{OK: 1, Definitive: 1},

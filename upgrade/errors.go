@@ -8,7 +8,7 @@ import (
 
 // Sentinel errors. Match them with errors.Is; the typed errors below carry
 // the details and match their sentinel. Beside them, an invalid argument
-// (Enter(Complete), SetRetryAfter(0), RunSteps or Retry with a nil func,
+// (Enter(PhaseComplete), SetRetryAfter(0), RunSteps or Retry with a nil func,
 // WithRetryIf(nil), a backoff max below its base, a readiness URL that
 // does not parse) returns an error matching errors.NotValid from
 // github.com/juju/errors and changes nothing: fix the call, do not retry.

@@ -108,7 +108,7 @@ func encodeRefusal(b wireBody) []byte {
 // cut shorter — once it was a megabyte, sent twice in every refusal, and
 // clients, reading 4 KiB of it, said "the server gave no cause".
 func failedBody(guard error) []byte {
-	b := wireBody{Code: CodeFailed, Phase: Failed.String(), Message: guard.Error()}
+	b := wireBody{Code: CodeFailed, Phase: PhaseFailed.String(), Message: guard.Error()}
 	cause := errors.Unwrap(guard)
 	if cause == nil {
 		return encodeRefusal(b)

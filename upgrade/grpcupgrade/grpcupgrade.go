@@ -108,7 +108,7 @@ func StreamServerInterceptor(g *upgrade.Gate, allow func(fullMethod string) bool
 // admit decides a call with the gate's one per-call guard, Admit, which
 // counts it while g refuses; allow is consulted only then.
 func admit(g *upgrade.Gate, allow func(string) bool, fullMethod string) error {
-	if g.Phase() == upgrade.Complete {
+	if g.Phase() == upgrade.PhaseComplete {
 		return nil
 	}
 	return g.Admit(allow != nil && allow(fullMethod))
@@ -164,7 +164,7 @@ func newStateRefusal(guard error) *stateRefusal {
 		r.st = withInfo(codes.Unavailable, msg, ReasonInProgress, map[string]string{MetadataPhase: ip.Phase.String()})
 		return r
 	}
-	md := map[string]string{MetadataPhase: upgrade.Failed.String()}
+	md := map[string]string{MetadataPhase: upgrade.PhaseFailed.String()}
 	msg := guard.Error()
 	if cause := errors.Unwrap(guard); cause != nil {
 		// A cause is an error's text from anywhere (a step's, an
