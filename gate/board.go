@@ -404,7 +404,11 @@ func (b *Board) look(e *entry) bool {
 		if f, ok := e.w.(failer); ok {
 			select {
 			case <-f.Done(): // a foreign failer's Done without Err is a failure too
-				return b.markResolved(e, &FailedError{Name: e.name, Err: outcome(e.w, f)}, 0)
+				err := outcome(e.w, f)
+				if err == ErrFailed {
+					err = errNoCause
+				}
+				return b.markResolved(e, &FailedError{Name: e.name, Err: err}, 0)
 			default:
 			}
 		}

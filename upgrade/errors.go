@@ -16,12 +16,12 @@ var (
 	// ErrUpgradeInProgress means the server refused the call because it is
 	// still upgrading. The call was NOT executed, so it is safe to repeat:
 	// wait (at least the error's RetryAfter) and retry, as Retry does.
-	ErrUpgradeInProgress = errors.New("upgrade in progress")
+	ErrUpgradeInProgress = errors.New("upgrade: in progress")
 
 	// ErrUpgradeFailed means the upgrade failed and the server will not
 	// serve until an operator intervenes. Do not retry: stop and show the
 	// error, which carries the cause.
-	ErrUpgradeFailed = errors.New("upgrade failed")
+	ErrUpgradeFailed = errors.New("upgrade: failed")
 )
 
 // InProgressError is the refusal of a call made while the gate is upgrading.

@@ -411,3 +411,11 @@ func TestCompletedFailedPairSurvivesARetryBetweenReads(t *testing.T) {
 		t.Fatal("neither channel of the pair closed when the retried epoch completed")
 	}
 }
+
+// A sentinel says where it came from, as etcd's "election: not leader"
+// does, and reads well wrapped.
+func TestSentinelsNameTheirPackage(t *testing.T) {
+	for _, err := range []error{upgrade.ErrUpgradeInProgress, upgrade.ErrUpgradeFailed} {
+		assert.Regexp(t, `^upgrade: [a-z]`, err.Error())
+	}
+}
