@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -131,12 +132,15 @@ func NewBoard(cfg BoardConfig) *Board {
 // goroutine. A nil w is a programming error and panics.
 //
 // A name is on a board once (the same gate may be under two names):
-// readiness answers, timelines and metrics find an entry by its name, so
-// a name the board has already is a programming error and panics, as
-// http.ServeMux.Handle panics on a pattern registered twice, and nothing
-// is added. A name is shown as it is given, except where it is printed
-// for people or probes (Report.String, a Chain, package boardview, the
-// metrics): there a control character or a byte that is not UTF-8 is
+// readiness answers, timelines and metrics find an entry by its name. A
+// name the board has already does not take w: the board gets, in its
+// place, an entry that has failed, under the name with " (2)" added (" (3)"
+// if that is taken too, and so on), whose cause matches ErrDuplicateName
+// and names the board — so readiness, the timeline and the metrics show
+// the mistake and the board never reads ready, and the entry that had the
+// name is untouched. A name is shown as it is given, except where it is
+// printed for people or probes (Report.String, a Chain, package boardview,
+// the metrics): there a control character or a byte that is not UTF-8 is
 // replaced by a printable one and a name longer than 256 bytes is cut.
 //
 //	serving := gate.New("serving")
@@ -149,21 +153,20 @@ func (b *Board) Add(name string, w Waiter) {
 	if d, ok := w.(detailer); ok {
 		e.detail = d.Detail
 	}
-	b.add("Add", e)
+	b.add(e)
 }
 
 // detailer is a Waiter (or Component) that says what it is doing.
 type detailer interface{ Detail() string }
 
 // add appends e, stamped now, and records its *Lock's resolution as it
-// happens; a name the board has already panics, in the words of the
-// method op, and adds nothing.
-func (b *Board) add(op string, e *entry) {
+// happens. If the board has e's name already, it appends instead a failed
+// entry under the next free name (see Add) and returns its gate; else nil.
+func (b *Board) add(e *entry) (duplicate *Lock) {
 	b.mu.Lock()
 	if b.names[e.name] {
-		b.mu.Unlock()
-		panic(fmt.Sprintf("gate.Board.%s(%q): the board has an entry of that name already "+
-			"(a name is on a board once: readiness, timelines and metrics find an entry by its name)", op, printable.Name(e.name)))
+		duplicate = b.duplicate(e.name)
+		e = &entry{name: duplicate.name, w: duplicate}
 	}
 	b.names[e.name] = true
 	e.since = b.clk.Now()
@@ -183,6 +186,24 @@ func (b *Board) add(op string, e *entry) {
 			}
 		})
 	}
+	return duplicate
+}
+
+// duplicate returns the failed gate that stands on the board for a second
+// entry named name: named "name (2)", or the first of "name (3)", "name
+// (4)"… the board does not have; b.mu must be held.
+func (b *Board) duplicate(name string) *Lock {
+	n := 2
+	for b.names[name+" ("+strconv.Itoa(n)+")"] {
+		n++
+	}
+	on := ""
+	if b.name != "" {
+		on = fmt.Sprintf(" on board %q", printable.Name(b.name))
+	}
+	l := New(name + " (" + strconv.Itoa(n) + ")")
+	l.Fail(fmt.Errorf("%w %q%s: a name is on a board once", ErrDuplicateName, printable.Name(name), on))
+	return l
 }
 
 // enter reports whether the board is open and, if it is, counts the
@@ -253,7 +274,10 @@ type Component interface {
 // waited for is not known to the board: declare it with After on the
 // returned gate (board.Follow("api-port", ln).After(stable)) for the
 // Timeline. A nil c, or one whose channels are both nil, is a programming
-// error and panics; so is a name the board has already (see Add).
+// error and panics. Under a name the board has already, c is not followed
+// (see Add): Follow returns the gate of the failed entry put on the board
+// in its place, which has failed with ErrDuplicateName, so a composite
+// built on it fails too, and says why.
 func (b *Board) Follow(name string, c Component) *Lock {
 	if c == nil {
 		panic(fmt.Sprintf("gate.Board.Follow(%q): nil Component", printable.Name(name)))
@@ -267,7 +291,9 @@ func (b *Board) Follow(name string, c Component) *Lock {
 	if _, bare := c.(channels); !bare { // a bare pair has nothing to say
 		e.detail = c.Detail
 	}
-	b.add("Follow", e)
+	if dup := b.add(e); dup != nil {
+		return dup
+	}
 	if !b.enter() {
 		return src.l // closed: followed no more
 	}
@@ -378,7 +404,11 @@ func (b *Board) look(e *entry) bool {
 		if f, ok := e.w.(failer); ok {
 			select {
 			case <-f.Done(): // a foreign failer's Done without Err is a failure too
-				return b.markResolved(e, &FailedError{Name: e.name, Err: outcome(e.w, f)}, 0)
+				err := outcome(e.w, f)
+				if err == ErrFailed {
+					err = errNoCause
+				}
+				return b.markResolved(e, &FailedError{Name: e.name, Err: err}, 0)
 			default:
 			}
 		}

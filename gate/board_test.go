@@ -148,7 +148,7 @@ func TestBoardSeesForeignFailures(t *testing.T) {
 	var fe *gate.FailedError
 	require.ErrorAs(t, r[0].Err, &fe, "Entry.Err is a *FailedError, as documented")
 	assert.Equal(t, "foreign", fe.Name)
-	assert.Equal(t, `gate "foreign" failed: gate failed`, r[0].Err.Error())
+	assert.Equal(t, `gate "foreign" failed: no cause given`, r[0].Err.Error())
 }
 
 func TestStateString(t *testing.T) {

@@ -22,7 +22,9 @@
 //     the moment it resolves) or a Component kept outside this package
 //     (Follow: its channels, its Cause once failed, its Detail while
 //     locked, in its own words), each under a name it has not got already
-//     (a second panics, as http.ServeMux does). Reading a board never
+//     (a second is put on the board as a failed entry, "api-port (2)",
+//     matching ErrDuplicateName: the board never reads ready, and says
+//     why). Reading a board never
 //     blocks on a gate. What it prints for people (Report.String, a
 //     Chain) shows names, causes and Details on their own line: control
 //     characters replaced, names cut at 256 bytes, the rest at 1 KiB.

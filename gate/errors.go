@@ -12,7 +12,7 @@ var (
 	// unlocks. It is not a fault: a dependency engine should restart the
 	// flag, and with it every worker that depends on it, so they see the
 	// new value.
-	ErrUnlocked = errors.New("gate unlocked: restart to see the new value")
+	ErrUnlocked = errors.New("gate: unlocked, restart to see the new value")
 
 	// ErrFailed is in the chain of every failed gate's error (a
 	// *FailedError), beside the cause given to Fail. The gate will never
@@ -20,7 +20,13 @@ var (
 	// gate and its cause, or stop what depended on it. A dependency
 	// engine's filter tells "a gate failed" from its workers' own errors
 	// with errors.Is(err, ErrFailed), and names it with errors.As.
-	ErrFailed = errors.New("gate failed")
+	ErrFailed = errors.New("gate: failed")
+
+	// ErrDuplicateName is the cause of the failed entry a Board puts in
+	// place of a second entry under a name it has already (Add, Follow):
+	// a name is on a board once. Fix the program: give each entry its own
+	// name.
+	ErrDuplicateName = errors.New("gate: duplicate entry name")
 )
 
 // Causes of failures the package makes itself; callers match ErrFailed.
@@ -31,6 +37,10 @@ var (
 	// errFailedChannel fails a Follow entry whose component closed its
 	// Failed channel without giving a Cause (as Channels never does).
 	errFailedChannel = errors.New("its failed channel is closed")
+
+	// errNoCause fails a gate given Fail(nil), and an added Waiter whose
+	// Done closed with no Err.
+	errNoCause = errors.New("no cause given")
 )
 
 // FailedError is the error of a gate that failed, as Err, Wait, a Flag and
@@ -38,7 +48,7 @@ var (
 // matches ErrFailed and, through Unwrap, the cause (errors.Is).
 type FailedError struct {
 	Name string // the failed gate's name
-	Err  error  // the cause given to Fail (ErrFailed itself for Fail(nil))
+	Err  error  // the cause given to Fail ("no cause given" for Fail(nil))
 }
 
 // Error names the gate, quoted and cut at 256 bytes, and gives the cause's

@@ -74,7 +74,7 @@ func ExampleFlag() {
 	fmt.Println("check:", gate.NewFlag(upgraded).Check())
 	// Output:
 	// check: false
-	// flag ended: gate unlocked: restart to see the new value
+	// flag ended: gate: unlocked, restart to see the new value
 	// check: true
 }
 

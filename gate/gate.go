@@ -85,10 +85,11 @@ func (l *Lock) Unlock() { l.resolve(nil) }
 // Fail marks the gate as one that will never unlock and releases every
 // waiter with an error matching err. It is a no-op on a gate that has
 // already unlocked or failed. Fail(nil) fails the gate with the cause
-// "gate failed", so a failed gate always has a non-nil Err.
+// "no cause given", so a failed gate always has a non-nil Err (matching
+// ErrFailed, as every failed gate's does).
 func (l *Lock) Fail(err error) {
 	if err == nil {
-		err = ErrFailed
+		err = errNoCause
 	}
 	l.resolve(&FailedError{Name: l.name, Err: err})
 }

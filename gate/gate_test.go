@@ -118,8 +118,8 @@ func TestFailNilFailsWithErrFailed(t *testing.T) {
 	l := gate.New("g")
 	l.Fail(nil)
 	require.Error(t, l.Err())
-	assert.EqualError(t, l.Err(), `gate "g" failed: gate failed`)
-	assert.Equal(t, "g (failed: gate failed)", l.String())
+	assert.EqualError(t, l.Err(), `gate "g" failed: no cause given`)
+	assert.Equal(t, "g (failed: no cause given)", l.String())
 	assert.ErrorIs(t, l.Err(), gate.ErrFailed)
 	assert.ErrorIs(t, gate.Wait(bounded(t), l), gate.ErrFailed)
 }
@@ -428,4 +428,12 @@ func TestFlagWaitRepeatsItsFirstResult(t *testing.T) {
 		assert.Equal(t, first, recv(t, errs))
 	}
 	assert.Equal(t, first, f.Wait())
+}
+
+// A sentinel says where it came from, as etcd's "election: not leader"
+// does, and reads well wrapped.
+func TestSentinelsNameTheirPackage(t *testing.T) {
+	for _, err := range []error{gate.ErrUnlocked, gate.ErrFailed, gate.ErrDuplicateName} {
+		assert.Regexp(t, `^gate: [a-z]`, err.Error())
+	}
 }

@@ -190,13 +190,13 @@ func (w *world) newUpgrade(t *testing.T) {
 		require.Equal(t, refused, w.upgrades.Admit(allowlisted) != nil)
 	}
 	decide(false, true)
-	require.NoError(t, w.upgrades.Enter(upgrade.RunningSteps))
+	require.NoError(t, w.upgrades.Enter(upgrade.PhaseRunningSteps))
 	decide(false, true)
 	decide(false, true)
 	decide(true, false)
 	w.upgrades.Fail(errors.New("upgrade steps: disk full"))
 	decide(false, true)
-	require.NoError(t, w.upgrades.Enter(upgrade.Checking))
+	require.NoError(t, w.upgrades.Enter(upgrade.PhaseChecking))
 	decide(true, false)
 }
 

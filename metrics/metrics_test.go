@@ -77,9 +77,9 @@ func TestWantTextsAreTheReports(t *testing.T) {
 	assert.Equal(t, uint64(2), up.Epoch)
 	assert.Error(t, up.LastErr)
 	assert.Equal(t, []upgrade.CallsReport{
-		{Phase: upgrade.Checking, Admitted: 1, Refused: 1},
-		{Phase: upgrade.RunningSteps, Admitted: 1, Refused: 2},
-		{Phase: upgrade.Failed, Admitted: 0, Refused: 1},
+		{Phase: upgrade.PhaseChecking, Admitted: 1, Refused: 1},
+		{Phase: upgrade.PhaseRunningSteps, Admitted: 1, Refused: 2},
+		{Phase: upgrade.PhaseFailed, Admitted: 0, Refused: 1},
 	}, up.Calls)
 	assert.Equal(t, lease.StoreReport{ // the two trackers' calls, in one family
 		Claim:  lease.StoreCalls{OK: 1, Definitive: 1},
@@ -286,6 +286,27 @@ func TestABadGateNameNeverFailsTheScrape(t *testing.T) {
 		}
 	}
 	assert.Equal(t, []string{"ok"}, unlocked)
+}
+
+// A second entry under a name its board has is on the board as a failed
+// entry of its own name (gate.ErrDuplicateName), and exported as one: once
+// the collector saw only the first of two entries of one name.
+func TestADuplicateGateNameIsExportedFailed(t *testing.T) {
+	board := gate.NewBoard(gate.BoardConfig{Clock: testclock.NewClock(t0)})
+	defer board.Close()
+	add(board, "api-port").Unlock()
+	add(board, "api-port")
+	want := `
+# HELP coldstart_gate_state Whether each gate on the board is in the state the state label names (locked, unlocked or failed): 1 for its state, 0 for the others.
+# TYPE coldstart_gate_state gauge
+coldstart_gate_state{board="c0",gate="api-port",state="failed"} 0
+coldstart_gate_state{board="c0",gate="api-port",state="locked"} 0
+coldstart_gate_state{board="c0",gate="api-port",state="unlocked"} 1
+coldstart_gate_state{board="c0",gate="api-port (2)",state="failed"} 1
+coldstart_gate_state{board="c0",gate="api-port (2)",state="locked"} 0
+coldstart_gate_state{board="c0",gate="api-port (2)",state="unlocked"} 0
+`
+	assert.NoError(t, testutil.CollectAndCompare(metrics.NewBoardCollector("c0", board), strings.NewReader(want), "coldstart_gate_state"))
 }
 
 // Every outcome of every operation lands in its series, and a call in

@@ -8,7 +8,7 @@ import (
 )
 
 // upgradePhases are the values of coldstart_upgrade_phase's phase label.
-var upgradePhases = [...]upgrade.Phase{upgrade.Checking, upgrade.RunningSteps, upgrade.Complete, upgrade.Failed}
+var upgradePhases = [...]upgrade.Phase{upgrade.PhaseChecking, upgrade.PhaseRunningSteps, upgrade.PhaseComplete, upgrade.PhaseFailed}
 
 type upgradeCollector struct {
 	descs

@@ -35,7 +35,7 @@ func BenchmarkMiddlewareOverhead(b *testing.B) {
 			return upgrade.Middleware(g, nil)(bareHandler)
 		},
 		"allowlisted-during-upgrade": func(g *upgrade.Gate) http.Handler {
-			_ = g.Enter(upgrade.RunningSteps)
+			_ = g.Enter(upgrade.PhaseRunningSteps)
 			return upgrade.Middleware(g, func(r *http.Request) bool { return r.URL.Path == "/status" })(bareHandler)
 		},
 	}
@@ -73,7 +73,7 @@ func BenchmarkMiddlewareOverhead(b *testing.B) {
 // that writes the same 503 by hand with Header().Set and a fresh body.
 func BenchmarkRefusal(b *testing.B) {
 	g := upgrade.NewGate(upgrade.GateConfig{})
-	_ = g.Enter(upgrade.RunningSteps)
+	_ = g.Enter(upgrade.PhaseRunningSteps)
 	r := httptest.NewRequest("POST", "/deploy", nil)
 	b.Run("middleware", func(b *testing.B) {
 		h := upgrade.Middleware(g, nil)(bareHandler)
@@ -175,7 +175,7 @@ func BenchmarkRetryTransportOverhead(b *testing.B) {
 // logger beside the same path through a gate without one, interleaved in
 // blocks, and reports their ratio (goal: within 5 %, no added allocation):
 // the logger carries phase changes only and is never on the request path.
-// Complete: nothing is counted; allowlisted during the upgrade: each
+// PhaseComplete: nothing is counted; allowlisted during the upgrade: each
 // request is counted.
 func BenchmarkMiddlewareLogger(b *testing.B) {
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))

@@ -17,11 +17,11 @@
 //
 // Server:
 //
-//	g := upgrade.NewGate(upgrade.GateConfig{Logger: logger}) // starts in Checking
+//	g := upgrade.NewGate(upgrade.GateConfig{Logger: logger}) // starts in PhaseChecking
 //	h := upgrade.Middleware(g, isStatusCall)(mux)
 //	board.Follow("upgrade", g)       // readyz: phase while locked, cause once failed
 //	// ... check binaries (see upgrade/binaries), then
-//	err := g.RunSteps(ctx, runSteps) // Complete, or Fail on a step's own error
+//	err := g.RunSteps(ctx, runSteps) // PhaseComplete, or Fail on a step's own error
 //
 // RunSteps fails the gate only on a step's own error: when ctx ends (a
 // SIGTERM mid-upgrade) the gate stays in progress, so clients keep waiting

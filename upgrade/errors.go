@@ -8,7 +8,7 @@ import (
 
 // Sentinel errors. Match them with errors.Is; the typed errors below carry
 // the details and match their sentinel. Beside them, an invalid argument
-// (Enter(Complete), SetRetryAfter(0), RunSteps or Retry with a nil func,
+// (Enter(PhaseComplete), SetRetryAfter(0), RunSteps or Retry with a nil func,
 // WithRetryIf(nil), a backoff max below its base, a readiness URL that
 // does not parse) returns an error matching errors.NotValid from
 // github.com/juju/errors and changes nothing: fix the call, do not retry.
@@ -16,12 +16,12 @@ var (
 	// ErrUpgradeInProgress means the server refused the call because it is
 	// still upgrading. The call was NOT executed, so it is safe to repeat:
 	// wait (at least the error's RetryAfter) and retry, as Retry does.
-	ErrUpgradeInProgress = errors.New("upgrade in progress")
+	ErrUpgradeInProgress = errors.New("upgrade: in progress")
 
 	// ErrUpgradeFailed means the upgrade failed and the server will not
 	// serve until an operator intervenes. Do not retry: stop and show the
 	// error, which carries the cause.
-	ErrUpgradeFailed = errors.New("upgrade failed")
+	ErrUpgradeFailed = errors.New("upgrade: failed")
 )
 
 // InProgressError is the refusal of a call made while the gate is upgrading.

@@ -13,8 +13,8 @@ import (
 )
 
 func ExampleMiddleware() {
-	g := upgrade.NewGate(upgrade.GateConfig{}) // starts in Checking
-	_ = g.Enter(upgrade.RunningSteps)
+	g := upgrade.NewGate(upgrade.GateConfig{}) // starts in PhaseChecking
+	_ = g.Enter(upgrade.PhaseRunningSteps)
 
 	mux := http.NewServeMux()
 	mux.HandleFunc("/status", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })
@@ -82,7 +82,7 @@ func ExampleRetry() {
 	calls := 0
 	deploy := func(ctx context.Context) error {
 		if calls++; calls <= 2 {
-			return &upgrade.InProgressError{Phase: upgrade.RunningSteps, RetryDelay: time.Millisecond}
+			return &upgrade.InProgressError{Phase: upgrade.PhaseRunningSteps, RetryDelay: time.Millisecond}
 		}
 		return nil
 	}
@@ -130,7 +130,7 @@ func ExampleGate_Completed() {
 	g := upgrade.NewGate(upgrade.GateConfig{})
 	completed, failed := g.Completed(), g.Failed()
 	go func() {
-		_ = g.Enter(upgrade.RunningSteps)
+		_ = g.Enter(upgrade.PhaseRunningSteps)
 		g.Complete()
 	}()
 	select {
@@ -150,7 +150,7 @@ func ExampleGate_Completed() {
 // adapter.
 func ExampleInProgressError_retryAfter() {
 	// What the dial function returns when the server refuses the login.
-	var err error = &upgrade.InProgressError{Phase: upgrade.RunningSteps, RetryDelay: 5 * time.Second}
+	var err error = &upgrade.InProgressError{Phase: upgrade.PhaseRunningSteps, RetryDelay: 5 * time.Second}
 	err = fmt.Errorf("login to 10.0.0.2:17070: %w", err)
 
 	// The dialer's side: it declares this interface, knowing nothing of upgrade.

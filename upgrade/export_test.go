@@ -3,6 +3,8 @@ package upgrade
 import (
 	"net/http"
 	"time"
+
+	"github.com/coldstart-go/coldstart/upgrade/internal/spread"
 )
 
 // Internals the tests name: the wire header, the defaults.
@@ -10,7 +12,7 @@ const (
 	HeaderCode         = headerCode
 	DefaultRetryAfter  = defaultRetryAfter
 	DefaultBackoffBase = defaultBackoffBase
-	MaxRetryAfter      = maxRetryAfter
+	MaxRetryAfter      = spread.MaxWait
 )
 
 // WithJitter sets the jittered fraction of Retry's waits (production uses

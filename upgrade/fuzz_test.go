@@ -127,19 +127,19 @@ func FuzzParseRetryAfter(f *testing.F) {
 // at least 1 s; both at most MaxRetryAfter); failed, its cause's text as
 // the refusal shows it (one line, at most 1 KiB); complete, no refusal.
 func FuzzRefusalRoundTrip(f *testing.F) {
-	f.Add(uint8(upgrade.RunningSteps), int64(4*time.Second), "")
-	f.Add(uint8(upgrade.Checking), int64(1), "")
-	f.Add(uint8(upgrade.Checking), int64(1500*time.Millisecond), "")
-	f.Add(uint8(upgrade.RunningSteps), int64(3*time.Hour), "")
-	f.Add(uint8(upgrade.RunningSteps), int64(1<<63-1), "")
-	f.Add(uint8(upgrade.Checking), int64(0), "")
-	f.Add(uint8(upgrade.Complete), int64(time.Second), "")
-	f.Add(uint8(upgrade.Failed), int64(0), "step 7: disk full")
-	f.Add(uint8(upgrade.Failed), int64(0), "x\n[+]forged ok\r\n")
-	f.Add(uint8(upgrade.Failed), int64(0), "  padded  ")
-	f.Add(uint8(upgrade.Failed), int64(0), strings.Repeat(`"<\\>&`, 400))
-	f.Add(uint8(upgrade.Failed), int64(0), "bad\xff\xfe")
-	f.Add(uint8(upgrade.Failed), int64(0), "upgrade failed: nested; call not executed")
+	f.Add(uint8(upgrade.PhaseRunningSteps), int64(4*time.Second), "")
+	f.Add(uint8(upgrade.PhaseChecking), int64(1), "")
+	f.Add(uint8(upgrade.PhaseChecking), int64(1500*time.Millisecond), "")
+	f.Add(uint8(upgrade.PhaseRunningSteps), int64(3*time.Hour), "")
+	f.Add(uint8(upgrade.PhaseRunningSteps), int64(1<<63-1), "")
+	f.Add(uint8(upgrade.PhaseChecking), int64(0), "")
+	f.Add(uint8(upgrade.PhaseComplete), int64(time.Second), "")
+	f.Add(uint8(upgrade.PhaseFailed), int64(0), "step 7: disk full")
+	f.Add(uint8(upgrade.PhaseFailed), int64(0), "x\n[+]forged ok\r\n")
+	f.Add(uint8(upgrade.PhaseFailed), int64(0), "  padded  ")
+	f.Add(uint8(upgrade.PhaseFailed), int64(0), strings.Repeat(`"<\\>&`, 400))
+	f.Add(uint8(upgrade.PhaseFailed), int64(0), "bad\xff\xfe")
+	f.Add(uint8(upgrade.PhaseFailed), int64(0), "upgrade failed: nested; call not executed")
 	f.Fuzz(func(t *testing.T, phase uint8, retryAfter int64, cause string) {
 		g := upgrade.NewGate(upgrade.GateConfig{Clock: testclock.NewClock(time.Unix(0, 0))})
 		if retryAfter > 0 {
@@ -149,17 +149,17 @@ func FuzzRefusalRoundTrip(f *testing.F) {
 		}
 		p := upgrade.Phase(phase % 4)
 		if p == 0 {
-			p = upgrade.Failed
+			p = upgrade.PhaseFailed
 		}
 		switch p {
-		case upgrade.Checking: // a new gate's phase
-		case upgrade.RunningSteps:
+		case upgrade.PhaseChecking: // a new gate's phase
+		case upgrade.PhaseRunningSteps:
 			if err := g.Enter(p); err != nil {
 				t.Fatal(err)
 			}
-		case upgrade.Complete:
+		case upgrade.PhaseComplete:
 			g.Complete()
-		case upgrade.Failed:
+		case upgrade.PhaseFailed:
 			g.Fail(errors.New(cause))
 		}
 		rec := httptest.NewRecorder()
@@ -170,11 +170,11 @@ func FuzzRefusalRoundTrip(f *testing.F) {
 		}
 		err := upgrade.ErrorFromResponse(resp)
 		switch p {
-		case upgrade.Complete:
+		case upgrade.PhaseComplete:
 			if err != nil {
 				t.Fatalf("complete, yet %v", err)
 			}
-		case upgrade.Failed:
+		case upgrade.PhaseFailed:
 			var fe *upgrade.FailedError
 			if !errors.As(err, &fe) || errors.Is(err, upgrade.ErrUpgradeInProgress) {
 				t.Fatalf("failed with %q, decoded %v", cause, err)

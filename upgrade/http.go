@@ -56,12 +56,6 @@ type wireBody struct {
 	Cause   string `json:"cause,omitempty"`
 }
 
-// maxRetryAfter bounds the wait a refusal's Retry-After can ask of a
-// client: a longer one is read as this long, so that a proxy's "forever"
-// (4294967295 s) parks no client for 136 years, and a fleet told to wait
-// too long by mistake asks again within the hour.
-const maxRetryAfter = time.Hour
-
 // maxRetryAfters bounds the Retry-After values a refusal precomputes; a
 // wider range (R of 128 s or more) formats its value per refusal.
 const maxRetryAfters = 128
@@ -114,7 +108,7 @@ func encodeRefusal(b wireBody) []byte {
 // cut shorter — once it was a megabyte, sent twice in every refusal, and
 // clients, reading 4 KiB of it, said "the server gave no cause".
 func failedBody(guard error) []byte {
-	b := wireBody{Code: CodeFailed, Phase: Failed.String(), Message: guard.Error()}
+	b := wireBody{Code: CodeFailed, Phase: PhaseFailed.String(), Message: guard.Error()}
 	cause := errors.Unwrap(guard)
 	if cause == nil {
 		return encodeRefusal(b)
@@ -332,7 +326,7 @@ func (e errReader) Read(p []byte) (int, error) {
 
 // parseRetryAfter reads Retry-After as delay-seconds or an HTTP-date
 // (relative to Date, the only clock the response offers), at most
-// maxRetryAfter; 0 for no usable hint.
+// spread.MaxWait; 0 for no usable hint.
 func parseRetryAfter(h http.Header) time.Duration {
 	v := strings.TrimSpace(h.Get("Retry-After"))
 	if v == "" {
@@ -340,8 +334,8 @@ func parseRetryAfter(h http.Header) time.Duration {
 	}
 	if isDigits(v) { // delay-seconds = 1*DIGIT (RFC 9110, 10.2.3), however many
 		secs, err := strconv.ParseUint(v, 10, 64)
-		if err != nil || secs > uint64(maxRetryAfter/time.Second) { // err: beyond uint64, so longer still
-			return maxRetryAfter
+		if err != nil || secs > uint64(spread.MaxWait/time.Second) { // err: beyond uint64, so longer still
+			return spread.MaxWait
 		}
 		return time.Duration(secs) * time.Second
 	}
@@ -353,7 +347,7 @@ func parseRetryAfter(h http.Header) time.Duration {
 	if err != nil {
 		return 0
 	}
-	return min(max(at.Sub(date), 0), maxRetryAfter)
+	return min(max(at.Sub(date), 0), spread.MaxWait)
 }
 
 // isDigits reports whether s is one or more ASCII digits.

@@ -49,11 +49,11 @@ func TestMiddlewareRefusesWith503RetryAfterAndJSON(t *testing.T) {
 		retryAfter time.Duration
 		lo, hi     int // Retry-After, whole seconds
 	}{
-		{upgrade.Checking, time.Second, 1, 2},
-		{upgrade.RunningSteps, 1500 * time.Millisecond, 2, 3}, // rounded up: never earlier than asked
-		{upgrade.RunningSteps, 200 * time.Millisecond, 1, 1},  // whole seconds, at least 1
-		{upgrade.Checking, 90 * time.Second, 90, 180},
-		{upgrade.Checking, time.Hour, 3600, 7200}, // too wide to precompute: formatted per refusal
+		{upgrade.PhaseChecking, time.Second, 1, 2},
+		{upgrade.PhaseRunningSteps, 1500 * time.Millisecond, 2, 3}, // rounded up: never earlier than asked
+		{upgrade.PhaseRunningSteps, 200 * time.Millisecond, 1, 1},  // whole seconds, at least 1
+		{upgrade.PhaseChecking, 90 * time.Second, 90, 180},
+		{upgrade.PhaseChecking, time.Hour, 3600, 7200}, // too wide to precompute: formatted per refusal
 	} {
 		t.Run(fmt.Sprint(tc.phase, tc.retryAfter), func(t *testing.T) {
 			g := upgrade.NewGate(upgrade.GateConfig{Clock: testclock.NewClock(t0)})
@@ -105,7 +105,7 @@ func TestRetryAfterIsDrawnPerRefusal(t *testing.T) {
 
 func TestMiddlewareServesAllowlistedCallsDuringUpgrade(t *testing.T) {
 	g := upgrade.NewGate(upgrade.GateConfig{Clock: testclock.NewClock(t0)})
-	require.NoError(t, g.Enter(upgrade.RunningSteps))
+	require.NoError(t, g.Enter(upgrade.PhaseRunningSteps))
 	h := &served{}
 	mw := upgrade.Middleware(g, func(r *http.Request) bool { return r.URL.Path == "/status" })(h)
 
@@ -124,7 +124,7 @@ func TestMiddlewareServesAllOnceCompleteAndRefusesAgainAfterEnter(t *testing.T) 
 	mw := upgrade.Middleware(g, nil)(h)
 	g.Complete()
 	assert.Equal(t, http.StatusOK, serve(mw, "POST", "/deploy").StatusCode)
-	require.NoError(t, g.Enter(upgrade.Checking))
+	require.NoError(t, g.Enter(upgrade.PhaseChecking))
 	assert.Equal(t, http.StatusServiceUnavailable, serve(mw, "POST", "/deploy").StatusCode)
 	assert.Equal(t, int64(1), h.n.Load())
 }
@@ -185,7 +185,7 @@ func TestFailedRefusalCarriesABoundedCause(t *testing.T) {
 func TestMiddlewareRefusalRoundTripsThroughErrorFromResponse(t *testing.T) {
 	g := upgrade.NewGate(upgrade.GateConfig{Clock: testclock.NewClock(t0)})
 	require.NoError(t, g.SetRetryAfter(4*time.Second))
-	require.NoError(t, g.Enter(upgrade.RunningSteps))
+	require.NoError(t, g.Enter(upgrade.PhaseRunningSteps))
 	srv := httptest.NewServer(upgrade.Middleware(g, nil)(&served{}))
 	defer srv.Close()
 
@@ -200,7 +200,7 @@ func TestMiddlewareRefusalRoundTripsThroughErrorFromResponse(t *testing.T) {
 		require.ErrorAs(t, err, &ip, method)
 		assert.True(t, ip.RetryAfter() >= 4*time.Second && ip.RetryAfter() <= 8*time.Second, "%s: RetryAfter %v not in [4s, 8s]", method, ip.RetryAfter())
 		if method != "HEAD" {
-			assert.Equal(t, upgrade.RunningSteps, ip.Phase, method)
+			assert.Equal(t, upgrade.PhaseRunningSteps, ip.Phase, method)
 		}
 	}
 }
@@ -254,36 +254,36 @@ func TestErrorFromResponse(t *testing.T) {
 		{"200 is never a refusal", 200, map[string]string{upgrade.HeaderCode: upgrade.Code}, ours, want{}},
 		{"500 with our body is not a refusal", 500, map[string]string{"Content-Type": "application/json"}, ours, want{}},
 		{"ours, header and body", 503, map[string]string{upgrade.HeaderCode: upgrade.Code, "Retry-After": "3", "Content-Type": "application/json"}, ours,
-			want{upgrade.ErrUpgradeInProgress, upgrade.RunningSteps, 3 * time.Second, ""}},
+			want{upgrade.ErrUpgradeInProgress, upgrade.PhaseRunningSteps, 3 * time.Second, ""}},
 		{"ours, body only (a proxy dropped the header)", 503, map[string]string{"Content-Type": "application/json; charset=utf-8", "Retry-After": "2"}, ours,
-			want{upgrade.ErrUpgradeInProgress, upgrade.RunningSteps, 2 * time.Second, ""}},
+			want{upgrade.ErrUpgradeInProgress, upgrade.PhaseRunningSteps, 2 * time.Second, ""}},
 		{"ours, malformed body", 503, map[string]string{upgrade.HeaderCode: upgrade.Code, "Retry-After": "5"}, `{"code":"upgr`,
 			want{upgrade.ErrUpgradeInProgress, 0, 5 * time.Second, ""}},
 		{"ours, unknown phase", 503, map[string]string{upgrade.HeaderCode: upgrade.Code}, `{"code":"upgrade-in-progress","phase":"defragmenting"}`,
 			want{upgrade.ErrUpgradeInProgress, 0, 0, ""}},
-		{"missing Retry-After", 503, map[string]string{upgrade.HeaderCode: upgrade.Code}, ours, want{upgrade.ErrUpgradeInProgress, upgrade.RunningSteps, 0, ""}},
-		{"garbage Retry-After", 503, map[string]string{upgrade.HeaderCode: upgrade.Code, "Retry-After": "soon"}, ours, want{upgrade.ErrUpgradeInProgress, upgrade.RunningSteps, 0, ""}},
-		{"negative Retry-After", 503, map[string]string{upgrade.HeaderCode: upgrade.Code, "Retry-After": "-4"}, ours, want{upgrade.ErrUpgradeInProgress, upgrade.RunningSteps, 0, ""}},
+		{"missing Retry-After", 503, map[string]string{upgrade.HeaderCode: upgrade.Code}, ours, want{upgrade.ErrUpgradeInProgress, upgrade.PhaseRunningSteps, 0, ""}},
+		{"garbage Retry-After", 503, map[string]string{upgrade.HeaderCode: upgrade.Code, "Retry-After": "soon"}, ours, want{upgrade.ErrUpgradeInProgress, upgrade.PhaseRunningSteps, 0, ""}},
+		{"negative Retry-After", 503, map[string]string{upgrade.HeaderCode: upgrade.Code, "Retry-After": "-4"}, ours, want{upgrade.ErrUpgradeInProgress, upgrade.PhaseRunningSteps, 0, ""}},
 		// A wait of more than an hour is read as an hour: a proxy's
 		// "forever" (4294967295) parks no client for 136 years.
 		{"huge Retry-After is an hour", 503, map[string]string{upgrade.HeaderCode: upgrade.Code, "Retry-After": "99999999999999"}, ours,
-			want{upgrade.ErrUpgradeInProgress, upgrade.RunningSteps, upgrade.MaxRetryAfter, ""}},
+			want{upgrade.ErrUpgradeInProgress, upgrade.PhaseRunningSteps, upgrade.MaxRetryAfter, ""}},
 		{"Retry-After beyond uint64 is an hour too, not no hint", 503, map[string]string{upgrade.HeaderCode: upgrade.Code, "Retry-After": "99999999999999999999"}, ours,
-			want{upgrade.ErrUpgradeInProgress, upgrade.RunningSteps, upgrade.MaxRetryAfter, ""}},
+			want{upgrade.ErrUpgradeInProgress, upgrade.PhaseRunningSteps, upgrade.MaxRetryAfter, ""}},
 		{"an hour and a second is an hour", 503, map[string]string{upgrade.HeaderCode: upgrade.Code, "Retry-After": "3601"}, ours,
-			want{upgrade.ErrUpgradeInProgress, upgrade.RunningSteps, upgrade.MaxRetryAfter, ""}},
+			want{upgrade.ErrUpgradeInProgress, upgrade.PhaseRunningSteps, upgrade.MaxRetryAfter, ""}},
 		{"an hour is kept", 503, map[string]string{upgrade.HeaderCode: upgrade.Code, "Retry-After": "3600"}, ours,
-			want{upgrade.ErrUpgradeInProgress, upgrade.RunningSteps, time.Hour, ""}},
+			want{upgrade.ErrUpgradeInProgress, upgrade.PhaseRunningSteps, time.Hour, ""}},
 		{"digits with a sign are garbage", 503, map[string]string{upgrade.HeaderCode: upgrade.Code, "Retry-After": "+5"}, ours,
-			want{upgrade.ErrUpgradeInProgress, upgrade.RunningSteps, 0, ""}},
+			want{upgrade.ErrUpgradeInProgress, upgrade.PhaseRunningSteps, 0, ""}},
 		{"HTTP-date a year on is an hour", 503, map[string]string{upgrade.HeaderCode: upgrade.Code,
 			"Date": "Mon, 30 Nov 2026 01:00:00 GMT", "Retry-After": "Tue, 30 Nov 2027 01:00:00 GMT"}, ours,
-			want{upgrade.ErrUpgradeInProgress, upgrade.RunningSteps, upgrade.MaxRetryAfter, ""}},
+			want{upgrade.ErrUpgradeInProgress, upgrade.PhaseRunningSteps, upgrade.MaxRetryAfter, ""}},
 		{"HTTP-date Retry-After, relative to Date", 503, map[string]string{upgrade.HeaderCode: upgrade.Code,
 			"Date": "Mon, 30 Nov 2026 01:00:00 GMT", "Retry-After": "Mon, 30 Nov 2026 01:00:30 GMT"}, ours,
-			want{upgrade.ErrUpgradeInProgress, upgrade.RunningSteps, 30 * time.Second, ""}},
+			want{upgrade.ErrUpgradeInProgress, upgrade.PhaseRunningSteps, 30 * time.Second, ""}},
 		{"HTTP-date Retry-After without Date", 503, map[string]string{upgrade.HeaderCode: upgrade.Code,
-			"Retry-After": "Mon, 30 Nov 2026 01:00:30 GMT"}, ours, want{upgrade.ErrUpgradeInProgress, upgrade.RunningSteps, 0, ""}},
+			"Retry-After": "Mon, 30 Nov 2026 01:00:30 GMT"}, ours, want{upgrade.ErrUpgradeInProgress, upgrade.PhaseRunningSteps, 0, ""}},
 		{"failed", 503, map[string]string{upgrade.HeaderCode: upgrade.CodeFailed, "Content-Type": "application/json"}, failed,
 			want{upgrade.ErrUpgradeFailed, 0, 0, "step 3: no space"}},
 		{"failed, no body", 503, map[string]string{upgrade.HeaderCode: upgrade.CodeFailed}, "", want{upgrade.ErrUpgradeFailed, 0, 0, "no cause"}},
@@ -374,7 +374,7 @@ func (e errorReader) Read([]byte) (int, error) { return 0, e.err }
 
 // TestRefusedRequestsAreNeverExecutedAcrossTransitions is the not-executed
 // promise under a race: requests stream in while the gate flips between
-// Complete and upgrade mode. Every request answered with a refusal must be
+// PhaseComplete and upgrade mode. Every request answered with a refusal must be
 // absent from what the handler executed, and every 200 must be in it.
 func TestRefusedRequestsAreNeverExecutedAcrossTransitions(t *testing.T) {
 	g := upgrade.NewGate(upgrade.GateConfig{Clock: testclock.NewClock(t0)})
@@ -407,7 +407,7 @@ func TestRefusedRequestsAreNeverExecutedAcrossTransitions(t *testing.T) {
 			if n%2 == 0 {
 				g.Complete()
 			} else {
-				_ = g.Enter(upgrade.Phase(1 + n%4/2)) // Checking or RunningSteps
+				_ = g.Enter(upgrade.Phase(1 + n%4/2)) // PhaseChecking or PhaseRunningSteps
 			}
 			n++
 		}
@@ -490,9 +490,9 @@ func TestRefusedRequestsAreNeverExecutedInProcess(t *testing.T) {
 			case 0:
 				g.Complete()
 			case 1:
-				_ = g.Enter(upgrade.Checking)
+				_ = g.Enter(upgrade.PhaseChecking)
 			case 2:
-				_ = g.Enter(upgrade.RunningSteps)
+				_ = g.Enter(upgrade.PhaseRunningSteps)
 			}
 		}
 	}()

@@ -37,7 +37,7 @@ func ExampleGateConfig() {
 	}
 	h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/status", nil))
 	clk.Advance(4 * time.Second)
-	_ = g.Enter(upgrade.RunningSteps)
+	_ = g.Enter(upgrade.PhaseRunningSteps)
 	clk.Advance(5 * time.Second)
 	g.Fail(errors.New("upgrade steps: disk full"))
 	h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("POST", "/deploy", nil))

@@ -56,14 +56,14 @@ func TestGateLogsEachPhaseChange(t *testing.T) {
 	assert.Empty(t, h.Records(), "a new gate logs nothing")
 
 	clk.Advance(3 * time.Second)
-	require.NoError(t, g.Enter(upgrade.RunningSteps))
+	require.NoError(t, g.Enter(upgrade.PhaseRunningSteps))
 	require.NoError(t, g.SetRetryAfter(2*time.Second))
 	clk.Advance(5 * time.Second)
 	boom := errors.New("disk full")
 	g.Fail(boom)
 	g.Complete() // a no-op: the epoch has ended
 	clk.Advance(time.Minute)
-	require.NoError(t, g.Enter(upgrade.Checking))
+	require.NoError(t, g.Enter(upgrade.PhaseChecking))
 	clk.Advance(2 * time.Second)
 	g.Complete()
 
@@ -96,9 +96,9 @@ func TestGateLogsBesideItsHook(t *testing.T) {
 		hooked = append(hooked, to)
 		assert.Len(t, h.Records(), len(hooked), "the record of a transition precedes its hook")
 	}})
-	require.NoError(t, g.Enter(upgrade.RunningSteps))
+	require.NoError(t, g.Enter(upgrade.PhaseRunningSteps))
 	g.Complete()
-	assert.Equal(t, []upgrade.Phase{upgrade.RunningSteps, upgrade.Complete}, hooked)
+	assert.Equal(t, []upgrade.Phase{upgrade.PhaseRunningSteps, upgrade.PhaseComplete}, hooked)
 }
 
 // get sends n GETs of path to url from a few goroutines and checks each
@@ -140,23 +140,23 @@ func TestRefusalsAreCountedNotLogged(t *testing.T) {
 
 	get(t, client, srv.URL, "/deploy", 3000, http.StatusServiceUnavailable)
 	get(t, client, srv.URL, "/status", 10, http.StatusOK)
-	assert.Equal(t, upgrade.CallsReport{Phase: upgrade.Checking, Admitted: 10, Refused: 3000}, calls(g)[upgrade.Checking])
+	assert.Equal(t, upgrade.CallsReport{Phase: upgrade.PhaseChecking, Admitted: 10, Refused: 3000}, calls(g)[upgrade.PhaseChecking])
 
-	require.NoError(t, g.Enter(upgrade.RunningSteps))
+	require.NoError(t, g.Enter(upgrade.PhaseRunningSteps))
 	get(t, client, srv.URL, "/deploy", 500, http.StatusServiceUnavailable)
 	g.Fail(errors.New("disk full"))
 	get(t, client, srv.URL, "/deploy", 200, http.StatusConflict)
 	get(t, client, srv.URL, "/status", 5, http.StatusOK)
 
-	// Complete: served, not counted; the counters keep their totals
+	// PhaseComplete: served, not counted; the counters keep their totals
 	// across epochs.
-	require.NoError(t, g.Enter(upgrade.Checking))
+	require.NoError(t, g.Enter(upgrade.PhaseChecking))
 	g.Complete()
 	get(t, client, srv.URL, "/deploy", 50, http.StatusOK)
 	assert.Equal(t, map[upgrade.Phase]upgrade.CallsReport{
-		upgrade.Checking:     {Phase: upgrade.Checking, Admitted: 10, Refused: 3000},
-		upgrade.RunningSteps: {Phase: upgrade.RunningSteps, Refused: 500},
-		upgrade.Failed:       {Phase: upgrade.Failed, Admitted: 5, Refused: 200},
+		upgrade.PhaseChecking:     {Phase: upgrade.PhaseChecking, Admitted: 10, Refused: 3000},
+		upgrade.PhaseRunningSteps: {Phase: upgrade.PhaseRunningSteps, Refused: 500},
+		upgrade.PhaseFailed:       {Phase: upgrade.PhaseFailed, Admitted: 5, Refused: 200},
 	}, calls(g))
 	assert.Equal(t, int64(10+5+50), served.n.Load(), "only admitted calls ran")
 	assert.Len(t, h.Records(), 4, "3,715 refused or allowlisted calls, four phase changes: four records")
@@ -178,7 +178,7 @@ func TestGateLogsNothingAfterItsCallsReturned(t *testing.T) {
 	for _, path := range []string{"/deploy", "/deploy", "/status"} {
 		mw.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("POST", path, nil))
 	}
-	require.NoError(t, g.Enter(upgrade.RunningSteps))
+	require.NoError(t, g.Enter(upgrade.PhaseRunningSteps))
 	g.Complete()
 	want, recs, hooked := calls(g), len(h.Records()), hooks
 
@@ -204,7 +204,7 @@ func TestCancelledRunStepsIsNoWarning(t *testing.T) {
 	})
 	require.ErrorIs(t, err, context.Canceled)
 	h.Seal(t)
-	assert.Equal(t, upgrade.RunningSteps, g.Phase())
+	assert.Equal(t, upgrade.PhaseRunningSteps, g.Phase())
 	for _, r := range h.Records() {
 		assert.Equal(t, slog.LevelInfo, r.Level, "%v", r)
 	}
@@ -222,14 +222,14 @@ func TestAdmitCounts(t *testing.T) {
 	g.Fail(errors.New("disk full"))
 	assert.ErrorIs(t, g.Admit(false), upgrade.ErrUpgradeFailed)
 	assert.NoError(t, g.Admit(true))
-	require.NoError(t, g.Enter(upgrade.RunningSteps))
+	require.NoError(t, g.Enter(upgrade.PhaseRunningSteps))
 	g.Complete()
 	assert.NoError(t, g.Admit(false))
 	assert.NoError(t, g.Admit(true))
 	assert.Equal(t, []upgrade.CallsReport{
-		{Phase: upgrade.Checking, Admitted: 1, Refused: 3},
-		{Phase: upgrade.RunningSteps},
-		{Phase: upgrade.Failed, Admitted: 1, Refused: 1},
+		{Phase: upgrade.PhaseChecking, Admitted: 1, Refused: 3},
+		{Phase: upgrade.PhaseRunningSteps},
+		{Phase: upgrade.PhaseFailed, Admitted: 1, Refused: 1},
 	}, g.Report().Calls, "no logger: counted all the same; complete: not counted")
 }
 
@@ -258,7 +258,7 @@ func TestMiddlewareAllowedPathAllocatesNothingWithALogger(t *testing.T) {
 // returns the context's error and leaves nothing behind — no timer, no
 // hook called later — for Retry and RetryTransport alike.
 func TestClientsStopWithTheirCall(t *testing.T) {
-	refusal := &upgrade.InProgressError{Phase: upgrade.RunningSteps, RetryDelay: time.Second}
+	refusal := &upgrade.InProgressError{Phase: upgrade.PhaseRunningSteps, RetryDelay: time.Second}
 	g := upgrade.NewGate(upgrade.GateConfig{})
 	url, _, _ := gatedServer(t, g)
 	for name, call := range map[string]func(context.Context, ...upgrade.RetryOption) error{

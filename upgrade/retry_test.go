@@ -64,7 +64,7 @@ func TestRetryWaitsOutAnUpgradeAgainstARealServer(t *testing.T) {
 	clk := testclock.NewClock(t0)
 	g := upgrade.NewGate(upgrade.GateConfig{Clock: clk})
 	require.NoError(t, g.SetRetryAfter(5*time.Second))
-	require.NoError(t, g.Enter(upgrade.RunningSteps))
+	require.NoError(t, g.Enter(upgrade.PhaseRunningSteps))
 	h := &served{}
 	var hits atomic.Int64
 	srv := newServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -140,7 +140,7 @@ func TestRetryReturnsAtOnceWhenRetryAfterOutlastsTheDeadline(t *testing.T) {
 	calls := 0
 	err := upgrade.Retry(ctx, func(context.Context) error {
 		calls++
-		return &upgrade.InProgressError{Phase: upgrade.RunningSteps, RetryDelay: time.Hour}
+		return &upgrade.InProgressError{Phase: upgrade.PhaseRunningSteps, RetryDelay: time.Hour}
 	}, upgrade.WithClock(testclock.NewClock(t0)))
 	assert.Equal(t, 1, calls)
 	assert.ErrorIs(t, err, upgrade.ErrUpgradeInProgress)
@@ -189,7 +189,7 @@ func TestRetryStoppedErrorCountsAttemptsInWords(t *testing.T) {
 		// the two-attempt case passes at once.
 		err := upgrade.Retry(ctx, func(context.Context) error {
 			calls++
-			return &upgrade.InProgressError{Phase: upgrade.RunningSteps}
+			return &upgrade.InProgressError{Phase: upgrade.PhaseRunningSteps}
 		}, upgrade.WithBackoff(time.Nanosecond, time.Nanosecond), upgrade.WithNotify(func(attempt int, _ error, _ time.Duration) {
 			if attempt == n {
 				cancel()
@@ -207,7 +207,7 @@ func TestRetryCtxEndsTheWaitPromptly(t *testing.T) {
 	done := make(chan error, 1)
 	go func() {
 		done <- upgrade.Retry(ctx, func(context.Context) error {
-			return &upgrade.InProgressError{Phase: upgrade.Checking, RetryDelay: time.Hour}
+			return &upgrade.InProgressError{Phase: upgrade.PhaseChecking, RetryDelay: time.Hour}
 		}, upgrade.WithClock(clk))
 	}()
 	require.NoError(t, clk.WaitAdvance(0, waitTimeout, 1)) // Retry is waiting on its timer
@@ -295,7 +295,7 @@ func TestANilOptionIsIgnored(t *testing.T) {
 		return func(context.Context) error {
 			if !refused {
 				refused = true
-				return &upgrade.InProgressError{Phase: upgrade.Checking, RetryDelay: time.Millisecond}
+				return &upgrade.InProgressError{Phase: upgrade.PhaseChecking, RetryDelay: time.Millisecond}
 			}
 			return nil
 		}
@@ -386,7 +386,7 @@ func TestWaitReady(t *testing.T) {
 	}()
 	wait := <-waits // checking: refused, told 1 or 2 s
 	assert.True(t, wait == time.Second || wait == 2*time.Second, "wait %v is not the Retry-After", wait)
-	require.NoError(t, g.Enter(upgrade.RunningSteps))
+	require.NoError(t, g.Enter(upgrade.PhaseRunningSteps))
 	require.NoError(t, clk.WaitAdvance(wait, waitTimeout, 1))
 	wait = <-waits // refused again
 	g.Complete()
@@ -452,7 +452,7 @@ func TestRetryWhenTheDeadlinePassesDuringACall(t *testing.T) {
 	err := upgrade.Retry(ctx, func(ctx context.Context) error {
 		calls++
 		<-ctx.Done() // a slow refusal: the deadline passes before it arrives
-		return &upgrade.InProgressError{Phase: upgrade.Checking}
+		return &upgrade.InProgressError{Phase: upgrade.PhaseChecking}
 	}, upgrade.WithClock(clk))
 	assert.Equal(t, 1, calls)
 	assert.ErrorIs(t, err, context.DeadlineExceeded)
@@ -495,7 +495,7 @@ func TestRetryHugeWaitsSaturateInsteadOfWrapping(t *testing.T) {
 	go func() {
 		done <- upgrade.Retry(ctx, func(context.Context) error {
 			calls.Add(1)
-			return &upgrade.InProgressError{Phase: upgrade.RunningSteps, RetryDelay: math.MaxInt64}
+			return &upgrade.InProgressError{Phase: upgrade.PhaseRunningSteps, RetryDelay: math.MaxInt64}
 		}, upgrade.WithClock(clk))
 	}()
 	require.NoError(t, clk.WaitAdvance(0, waitTimeout, 1))

@@ -18,7 +18,7 @@ import (
 // the POST is refused once (503, Retry-After 1 or 2 s), sent again after
 // exactly that wait, body and all, and executed once.
 func ExampleRetryTransport() {
-	g := upgrade.NewGate(upgrade.GateConfig{}) // refusing: Checking
+	g := upgrade.NewGate(upgrade.GateConfig{}) // refusing: PhaseChecking
 	srv := httptest.NewServer(upgrade.Middleware(g, nil)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		fmt.Printf("executed: %s\n", body)

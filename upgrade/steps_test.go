@@ -26,8 +26,8 @@ func TestRunStepsCompletes(t *testing.T) {
 		during = g.Phase()
 		return nil
 	}))
-	assert.Equal(t, upgrade.RunningSteps, during)
-	assert.Equal(t, upgrade.Complete, g.Phase())
+	assert.Equal(t, upgrade.PhaseRunningSteps, during)
+	assert.Equal(t, upgrade.PhaseComplete, g.Phase())
 }
 
 // A step's own error fails the gate: clients get 409 with the cause and
@@ -38,7 +38,7 @@ func TestRunStepsFailsOnAStepsOwnError(t *testing.T) {
 	err := g.RunSteps(context.Background(), func(context.Context) error { return diskFull })
 	assert.ErrorIs(t, err, diskFull)
 	assert.EqualError(t, err, "upgrade steps: disk full")
-	assert.Equal(t, upgrade.Failed, g.Phase())
+	assert.Equal(t, upgrade.PhaseFailed, g.Phase())
 	assert.ErrorIs(t, g.Cause(), diskFull)
 	resp := serve(upgrade.Middleware(g, nil)(&served{}), "GET", "/")
 	assert.Equal(t, http.StatusConflict, resp.StatusCode)
@@ -79,7 +79,7 @@ func TestRunStepsStoppedByCtxLeavesTheUpgradeInProgress(t *testing.T) {
 			assert.ErrorIs(t, err, context.Canceled)
 			assert.NotErrorIs(t, err, upgrade.ErrUpgradeFailed)
 			assert.ErrorContains(t, err, "still in progress")
-			assert.Equal(t, upgrade.RunningSteps, g.Phase(), "not failed")
+			assert.Equal(t, upgrade.PhaseRunningSteps, g.Phase(), "not failed")
 			assert.NoError(t, g.Cause())
 			resp := serve(upgrade.Middleware(g, nil)(&served{}), "GET", "/")
 			assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode, "clients keep waiting")
@@ -95,7 +95,7 @@ func TestRunStepsWithAnEndedCtxChangesNothing(t *testing.T) {
 	err := g.RunSteps(ctx, func(context.Context) error { ran = true; return nil })
 	assert.ErrorIs(t, err, context.Canceled)
 	assert.False(t, ran)
-	assert.Equal(t, upgrade.Checking, g.Phase())
+	assert.Equal(t, upgrade.PhaseChecking, g.Phase())
 	assert.ErrorIs(t, g.RunSteps(context.Background(), nil), jujuerrors.NotValid)
 }
 
@@ -104,7 +104,7 @@ func TestRunStepsStartsANewEpochAfterAFailure(t *testing.T) {
 	require.Error(t, g.RunSteps(context.Background(), func(context.Context) error { return errors.New("first") }))
 	require.NoError(t, g.RunSteps(context.Background(), func(context.Context) error { return nil }))
 	assert.Equal(t, uint64(2), g.Report().Epoch)
-	assert.Equal(t, upgrade.Complete, g.Phase())
+	assert.Equal(t, upgrade.PhaseComplete, g.Phase())
 }
 
 // The board follows a real upgrade gate: its phase while locked and its

@@ -129,7 +129,7 @@ func TestSyncTestGatePhasesInFakeTime(t *testing.T) {
 		require.NoError(t, gate.Wait(context.Background(), upgraded))
 		assert.Equal(t, 10*time.Second, b.Report()[0].For)
 		r := g.Report()
-		assert.Equal(t, upgrade.Complete, r.Phase)
+		assert.Equal(t, upgrade.PhaseComplete, r.Phase)
 		assert.Equal(t, start.Add(10*time.Second), r.Since)
 
 		diskFull := errors.New("disk full")
@@ -139,7 +139,7 @@ func TestSyncTestGatePhasesInFakeTime(t *testing.T) {
 		})
 		require.ErrorIs(t, err, diskFull)
 		r = g.Report()
-		assert.Equal(t, upgrade.Failed, r.Phase)
+		assert.Equal(t, upgrade.PhaseFailed, r.Phase)
 		assert.Equal(t, uint64(2), r.Epoch)
 		assert.Equal(t, start.Add(14*time.Second), r.Since)
 
@@ -156,11 +156,11 @@ func TestSyncTestGatePhasesInFakeTime(t *testing.T) {
 		require.ErrorIs(t, err, context.DeadlineExceeded)
 		assert.Equal(t, 15500*time.Millisecond, time.Since(start))
 		r = g.Report()
-		assert.Equal(t, upgrade.RunningSteps, r.Phase, "stopped, not failed")
+		assert.Equal(t, upgrade.PhaseRunningSteps, r.Phase, "stopped, not failed")
 		assert.Equal(t, start.Add(14*time.Second), r.Since)
 		assert.Equal(t, uint64(3), r.Epoch)
 
-		C, RS, OK, F := upgrade.Checking, upgrade.RunningSteps, upgrade.Complete, upgrade.Failed
+		C, RS, OK, F := upgrade.PhaseChecking, upgrade.PhaseRunningSteps, upgrade.PhaseComplete, upgrade.PhaseFailed
 		assert.Equal(t, []change{
 			{C, RS, 3 * time.Second}, {RS, OK, 10 * time.Second},
 			{OK, RS, 10 * time.Second}, {RS, F, 14 * time.Second},
@@ -262,7 +262,7 @@ func TestSyncTestWaitReadyInFakeTime(t *testing.T) {
 		assert.Greater(t, took, 10500*time.Millisecond)
 		assert.Less(t, took-ds[len(ds)-1], 10500*time.Millisecond)
 
-		require.NoError(t, g.Enter(upgrade.Checking)) // a new attempt, refused from now
+		require.NoError(t, g.Enter(upgrade.PhaseChecking)) // a new attempt, refused from now
 		start = time.Now()
 		runSteps(7500*time.Millisecond, errors.New("disk full"))
 		w = waits{}
@@ -297,7 +297,7 @@ func TestSyncTestRetryTransportHerdInFakeTime(t *testing.T) {
 			bodies = append(bodies, string(body))
 			mu.Unlock()
 		}))
-		require.NoError(t, g.Enter(upgrade.RunningSteps))
+		require.NoError(t, g.Enter(upgrade.PhaseRunningSteps))
 		start := time.Now()
 		go func() {
 			assert.NoError(t, g.RunSteps(context.Background(), func(context.Context) error {
@@ -347,7 +347,7 @@ func TestSyncTestRetryBackoffInFakeTime(t *testing.T) {
 		var w waits
 		err := upgrade.Retry(context.Background(), func(context.Context) error {
 			if calls++; calls <= refusals {
-				return &upgrade.InProgressError{Phase: upgrade.RunningSteps} // no hint
+				return &upgrade.InProgressError{Phase: upgrade.PhaseRunningSteps} // no hint
 			}
 			return nil
 		}, upgrade.WithBackoff(base, time.Second), upgrade.WithNotify(w.notify))
@@ -374,7 +374,7 @@ func TestSyncTestRetryBackoffNeverSpinsAtTheDeadline(t *testing.T) {
 		calls := 0
 		err := upgrade.Retry(ctx, func(context.Context) error {
 			calls++
-			return &upgrade.InProgressError{Phase: upgrade.Checking} // no RetryAfter: a backoff
+			return &upgrade.InProgressError{Phase: upgrade.PhaseChecking} // no RetryAfter: a backoff
 		})
 		require.ErrorIs(t, err, context.DeadlineExceeded)
 		require.ErrorIs(t, err, upgrade.ErrUpgradeInProgress)

@@ -20,16 +20,16 @@ type Phase int
 // The phases. The zero Phase is "unknown": no gate is ever in it, and a
 // client decodes a phase it does not know to it.
 const (
-	// Checking: the agent is finding out whether it needs new agent
+	// PhaseChecking: the agent is finding out whether it needs new agent
 	// binaries. Gates start here.
-	Checking Phase = iota + 1
-	// RunningSteps: upgrade steps are running.
-	RunningSteps
-	// Complete: the full API is served.
-	Complete
-	// Failed: the upgrade failed; calls are refused with ErrUpgradeFailed
+	PhaseChecking Phase = iota + 1
+	// PhaseRunningSteps: upgrade steps are running.
+	PhaseRunningSteps
+	// PhaseComplete: the full API is served.
+	PhaseComplete
+	// PhaseFailed: the upgrade failed; calls are refused with ErrUpgradeFailed
 	// until Enter starts a new attempt.
-	Failed
+	PhaseFailed
 )
 
 var phaseNames = [...]string{"unknown", "checking", "running-steps", "complete", "failed"}
@@ -48,13 +48,13 @@ func (p Phase) String() string {
 // different things).
 func (p Phase) describe() string {
 	switch p {
-	case Checking:
+	case PhaseChecking:
 		return "checking whether new agent binaries are needed"
-	case RunningSteps:
+	case PhaseRunningSteps:
 		return "running upgrade steps"
-	case Complete:
+	case PhaseComplete:
 		return "complete"
-	case Failed:
+	case PhaseFailed:
 		return "failed"
 	}
 	return "phase " + p.String()
@@ -96,14 +96,14 @@ type Report struct {
 	// Since is when the gate entered Phase (on the gate's clock).
 	Since time.Time
 	// Epoch counts upgrade attempts: 1 for the gate's first, and one more
-	// each time Enter leaves Complete or Failed.
+	// each time Enter leaves PhaseComplete or PhaseFailed.
 	Epoch uint64
 	// LastErr is the cause of the most recent Fail, kept across epochs so an
 	// operator can see why the previous attempt failed; nil if none.
 	LastErr error
 	// Calls counts the calls the gate decided while it refused calls, since
 	// NewGate and across epochs: one entry per refusing phase, in the order
-	// checking, running-steps, failed. Calls served while Complete are not
+	// checking, running-steps, failed. Calls served while PhaseComplete are not
 	// counted, nor are readiness probes (ReadyHandler).
 	Calls []CallsReport
 }
@@ -111,18 +111,19 @@ type Report struct {
 // CallsReport counts the calls a gate decided in one phase: every Admit,
 // which Middleware and grpcupgrade's server interceptors call for theirs.
 type CallsReport struct {
-	// Phase is Checking, RunningSteps or Failed.
+	// Phase is PhaseChecking, PhaseRunningSteps or PhaseFailed.
 	Phase Phase
 	// Admitted counts allowlisted calls, served while the gate refused others.
 	Admitted uint64
-	// Refused counts calls refused and not executed: in Checking and
-	// RunningSteps with 503 (gRPC: Unavailable) and a wait, for the client
-	// to retry; in Failed with 409 (FailedPrecondition), for it to stop.
+	// Refused counts calls refused and not executed: in PhaseChecking and
+	// PhaseRunningSteps with 503 (gRPC: Unavailable) and a wait, for the
+	// client to retry; in PhaseFailed with 409 (FailedPrecondition), for it
+	// to stop.
 	Refused uint64
 }
 
 // refusingPhases are the phases whose calls a gate counts, in Report order.
-var refusingPhases = [...]Phase{Checking, RunningSteps, Failed}
+var refusingPhases = [...]Phase{PhaseChecking, PhaseRunningSteps, PhaseFailed}
 
 // phaseCalls are the counters of one refusing phase: one atomic add per
 // call, read by Report.
@@ -142,7 +143,7 @@ type GateConfig struct {
 	Logger *slog.Logger
 	// OnTransition, if not nil, is called after every phase change (after
 	// its record), for your own timeline or metrics; err is the cause when
-	// to is Failed, else nil. Hooks run in transition order, outside the
+	// to is PhaseFailed, else nil. Hooks run in transition order, outside the
 	// gate's lock, on the goroutine of one of the callers that changed the
 	// phase (so one caller may run the hook for another's transition); by
 	// the time every call that changed the phase has returned, every hook
@@ -157,12 +158,12 @@ const (
 	keyPhase = "phase"
 )
 
-// Gate is an upgrade-in-progress gate: while it is not Complete, servers
+// Gate is an upgrade-in-progress gate: while it is not PhaseComplete, servers
 // refuse every call that is not on their allowlist, and say so in a way
 // clients can recognise and wait out (Admit, Middleware).
 //
-// A gate starts in Checking, epoch 1. Enter moves between Checking and
-// RunningSteps; Complete and Fail end the epoch, and whichever comes first
+// A gate starts in PhaseChecking, epoch 1. Enter moves between
+// PhaseChecking and PhaseRunningSteps; Complete and Fail end the epoch, and whichever comes first
 // wins (the other is then a no-op) until Enter starts a new epoch. Reading
 // the gate (Phase, Completed, Failed) is a single atomic load, and
 // deciding a call (Admit, Middleware) adds one atomic add while the gate
@@ -174,7 +175,7 @@ type Gate struct {
 	logger *slog.Logger                    // nil: no logs
 	hook   func(from, to Phase, err error) // nil: no hook
 	st     atomic.Pointer[state]           // the published state; replaced, never mutated
-	calls  [Failed + 1]phaseCalls          // by phase; only the refusing phases' are used
+	calls  [PhaseFailed + 1]phaseCalls     // by phase; only the refusing phases' are used
 
 	mu         sync.Mutex // serialises transitions; guards the fields below
 	retryAfter time.Duration
@@ -187,8 +188,8 @@ type Gate struct {
 type state struct {
 	Report
 	guard   error       // what Admit refuses with
-	refusal *refusal    // the HTTP answer to a refused request; nil when Complete
-	calls   *phaseCalls // the counters of the phase; nil when Complete
+	refusal *refusal    // the HTTP answer to a refused request; nil when PhaseComplete
+	calls   *phaseCalls // the counters of the phase; nil when PhaseComplete
 	// completed and failed: every state of one epoch shares them, and the
 	// transition that ends the epoch closes one. Only a closed one is
 	// replaced when the next epoch begins; the other carries over, so that
@@ -204,7 +205,7 @@ type transition struct {
 	lasted   time.Duration // how long the gate was in from
 }
 
-// NewGate returns a gate in Checking, epoch 1, asking refused callers to
+// NewGate returns a gate in PhaseChecking, epoch 1, asking refused callers to
 // wait 1 s (see SetRetryAfter).
 func NewGate(cfg GateConfig) *Gate {
 	clk := cfg.Clock
@@ -212,7 +213,7 @@ func NewGate(cfg GateConfig) *Gate {
 		clk = clock.WallClock
 	}
 	g := &Gate{clk: clk, logger: cfg.Logger, hook: cfg.OnTransition, retryAfter: defaultRetryAfter}
-	g.st.Store(g.newState(Report{Phase: Checking, Since: clk.Now(), Epoch: 1}, nil))
+	g.st.Store(g.newState(Report{Phase: PhaseChecking, Since: clk.Now(), Epoch: 1}, nil))
 	return g
 }
 
@@ -226,14 +227,14 @@ func (g *Gate) newState(r Report, prev *state) *state {
 		s.completed, s.failed = make(chan struct{}), make(chan struct{})
 	case prev.Epoch == r.Epoch:
 		s.completed, s.failed = prev.completed, prev.failed
-	case prev.Phase == Complete: // a new epoch after a completed one
+	case prev.Phase == PhaseComplete: // a new epoch after a completed one
 		s.completed, s.failed = make(chan struct{}), prev.failed
 	default: // a new epoch after a failed one
 		s.completed, s.failed = prev.completed, make(chan struct{})
 	}
 	switch r.Phase {
-	case Complete:
-	case Failed:
+	case PhaseComplete:
+	case PhaseFailed:
 		s.guard = &FailedError{Err: r.LastErr}
 	default:
 		s.guard = &InProgressError{Phase: r.Phase, RetryDelay: g.retryAfter}
@@ -269,9 +270,9 @@ func (g *Gate) publish(r Report, err error) {
 		return
 	}
 	switch r.Phase { // the transition that ends an epoch closes its channel
-	case Complete:
+	case PhaseComplete:
 		close(s.completed)
-	case Failed:
+	case PhaseFailed:
 		close(s.failed)
 	}
 	if g.hook != nil || g.logger != nil {
@@ -281,14 +282,14 @@ func (g *Gate) publish(r Report, err error) {
 	}
 }
 
-// Enter moves the gate to p, which must be Checking or RunningSteps (use
-// Complete and Fail for the others: an invalid p returns an error matching
-// errors.NotValid from github.com/juju/errors and changes nothing). From
-// Complete or Failed it re-enters upgrade mode in a new epoch, and calls
+// Enter moves the gate to p, which must be PhaseChecking or
+// PhaseRunningSteps (use Complete and Fail for the others: an invalid p
+// returns an error matching errors.NotValid from github.com/juju/errors
+// and changes nothing). From PhaseComplete or PhaseFailed it re-enters upgrade mode in a new epoch, and calls
 // are refused again from the moment Enter returns. Entering the current
 // phase is a no-op.
 func (g *Gate) Enter(p Phase) error {
-	if p != Checking && p != RunningSteps {
+	if p != PhaseChecking && p != PhaseRunningSteps {
 		return jujuerrors.NotValidf("phase %s (must be checking or running-steps: Complete and Fail end an upgrade)", p)
 	}
 	g.mu.Lock()
@@ -298,7 +299,7 @@ func (g *Gate) Enter(p Phase) error {
 		return nil
 	}
 	next := Report{Phase: p, Since: g.clk.Now(), Epoch: cur.Epoch, LastErr: cur.LastErr}
-	if cur.Phase == Complete || cur.Phase == Failed {
+	if cur.Phase == PhaseComplete || cur.Phase == PhaseFailed {
 		next.Epoch++
 	}
 	g.publish(next, nil)
@@ -308,27 +309,27 @@ func (g *Gate) Enter(p Phase) error {
 }
 
 // Complete ends the current epoch successfully: Admit returns nil and
-// every call is served. It is a no-op if the epoch already ended (Complete or
-// Failed).
+// every call is served. It is a no-op if the epoch already ended
+// (PhaseComplete or PhaseFailed).
 func (g *Gate) Complete() {
-	g.end(Complete, nil)
+	g.end(PhaseComplete, nil)
 }
 
 // Fail ends the current epoch in failure: calls are refused with an error
 // matching ErrUpgradeFailed and carrying err (Cause returns it). A nil
 // err is recorded as an unknown cause. It is a no-op if the epoch already
-// ended (Complete or Failed); Enter starts a new attempt.
+// ended (PhaseComplete or PhaseFailed); Enter starts a new attempt.
 func (g *Gate) Fail(err error) {
 	if err == nil {
 		err = errors.New("cause not given")
 	}
-	g.end(Failed, err)
+	g.end(PhaseFailed, err)
 }
 
 func (g *Gate) end(p Phase, err error) {
 	g.mu.Lock()
 	cur := g.st.Load().Report
-	if cur.Phase == Complete || cur.Phase == Failed {
+	if cur.Phase == PhaseComplete || cur.Phase == PhaseFailed {
 		g.mu.Unlock()
 		return
 	}
@@ -394,10 +395,10 @@ func (g *Gate) Cause() error { return g.st.Load().LastErr }
 // Detail says in words what the gate is waiting on while the upgrade is
 // in progress — "checking whether new agent binaries are needed" or
 // "running upgrade steps" — and is empty once the epoch has ended
-// (Complete has nothing to wait on; Cause says why it Failed).
+// (PhaseComplete has nothing to wait on; Cause says why it failed).
 func (g *Gate) Detail() string {
 	switch p := g.st.Load().Phase; p {
-	case Complete, Failed:
+	case PhaseComplete, PhaseFailed:
 		return ""
 	default:
 		return p.describe()
@@ -405,14 +406,15 @@ func (g *Gate) Detail() string {
 }
 
 // RunSteps runs an upgrade's steps behind the gate: it enters
-// RunningSteps (from Complete or Failed, in a new epoch), calls steps(ctx)
-// and ends the epoch by what the steps did, not by why they stopped:
+// PhaseRunningSteps (from PhaseComplete or PhaseFailed, in a new epoch),
+// calls steps(ctx) and ends the epoch by what the steps did, not by why
+// they stopped:
 //
-//   - steps returned nil: Complete, and RunSteps returns nil;
+//   - steps returned nil: PhaseComplete, and RunSteps returns nil;
 //   - steps failed on their own while ctx was live: Fail with the cause
 //     "upgrade steps: <err>", which RunSteps returns (matching err);
 //   - ctx ended (a SIGTERM mid-upgrade) and steps returned an error: the
-//     gate stays in RunningSteps, in progress, and RunSteps returns an
+//     gate stays in PhaseRunningSteps, in progress, and RunSteps returns an
 //     error matching both ctx's error and the steps'. The steps did not
 //     fail, they were stopped: failing the gate would answer every client
 //     409 "upgrade failed: context canceled", telling them to stop for
@@ -429,8 +431,8 @@ func (g *Gate) RunSteps(ctx context.Context, steps func(context.Context) error) 
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("upgrade steps not started: %w", err)
 	}
-	if err := g.Enter(RunningSteps); err != nil {
-		return err // cannot happen: RunningSteps is valid
+	if err := g.Enter(PhaseRunningSteps); err != nil {
+		return err // cannot happen: PhaseRunningSteps is valid
 	}
 	err := steps(ctx)
 	switch {
@@ -521,7 +523,7 @@ func (g *Gate) deliver() {
 	g.mu.Unlock()
 }
 
-// log records a phase change: INFO, or ERROR with its cause for Failed.
+// log records a phase change: INFO, or ERROR with its cause for PhaseFailed.
 func (g *Gate) log(t transition) {
 	if g.logger == nil {
 		return

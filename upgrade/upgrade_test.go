@@ -21,13 +21,13 @@ var t0 = time.Date(2026, 11, 30, 1, 0, 0, 0, time.UTC)
 
 func TestPhaseString(t *testing.T) {
 	for p, want := range map[upgrade.Phase]string{
-		0:                    "unknown",
-		upgrade.Checking:     "checking",
-		upgrade.RunningSteps: "running-steps",
-		upgrade.Complete:     "complete",
-		upgrade.Failed:       "failed",
-		upgrade.Phase(9):     "Phase(9)",
-		upgrade.Phase(-1):    "Phase(-1)",
+		0:                         "unknown",
+		upgrade.PhaseChecking:     "checking",
+		upgrade.PhaseRunningSteps: "running-steps",
+		upgrade.PhaseComplete:     "complete",
+		upgrade.PhaseFailed:       "failed",
+		upgrade.Phase(9):          "Phase(9)",
+		upgrade.Phase(-1):         "Phase(-1)",
 	} {
 		assert.Equal(t, want, p.String())
 	}
@@ -36,13 +36,13 @@ func TestPhaseString(t *testing.T) {
 func TestNewGateStartsCheckingInEpochOne(t *testing.T) {
 	clk := testclock.NewClock(t0)
 	g := upgrade.NewGate(upgrade.GateConfig{Clock: clk})
-	assert.Equal(t, upgrade.Checking, g.Phase())
-	assert.Equal(t, upgrade.Report{Phase: upgrade.Checking, Since: t0, Epoch: 1, Calls: []upgrade.CallsReport{
-		{Phase: upgrade.Checking}, {Phase: upgrade.RunningSteps}, {Phase: upgrade.Failed},
+	assert.Equal(t, upgrade.PhaseChecking, g.Phase())
+	assert.Equal(t, upgrade.Report{Phase: upgrade.PhaseChecking, Since: t0, Epoch: 1, Calls: []upgrade.CallsReport{
+		{Phase: upgrade.PhaseChecking}, {Phase: upgrade.PhaseRunningSteps}, {Phase: upgrade.PhaseFailed},
 	}}, g.Report())
 	var ip *upgrade.InProgressError
 	require.ErrorAs(t, g.Admit(false), &ip)
-	assert.Equal(t, upgrade.Checking, ip.Phase)
+	assert.Equal(t, upgrade.PhaseChecking, ip.Phase)
 	assert.Equal(t, upgrade.DefaultRetryAfter, ip.RetryAfter())
 
 	assert.NotNil(t, upgrade.NewGate(upgrade.GateConfig{}).Admit(false), "a nil clock means the wall clock")
@@ -62,35 +62,35 @@ func TestPhasesAndEpochs(t *testing.T) {
 	}
 	enter := func(p upgrade.Phase) func() { return func() { require.NoError(t, g.Enter(p)) } }
 
-	step(time.Second, enter(upgrade.RunningSteps), upgrade.RunningSteps, 1)
-	step(time.Second, enter(upgrade.Checking), upgrade.Checking, 1) // back to checking: same attempt
-	step(time.Second, g.Complete, upgrade.Complete, 1)
+	step(time.Second, enter(upgrade.PhaseRunningSteps), upgrade.PhaseRunningSteps, 1)
+	step(time.Second, enter(upgrade.PhaseChecking), upgrade.PhaseChecking, 1) // back to checking: same attempt
+	step(time.Second, g.Complete, upgrade.PhaseComplete, 1)
 	assert.NoError(t, g.Admit(false))
-	step(time.Second, enter(upgrade.Checking), upgrade.Checking, 2) // re-enters upgrade mode
+	step(time.Second, enter(upgrade.PhaseChecking), upgrade.PhaseChecking, 2) // re-enters upgrade mode
 	assert.ErrorIs(t, g.Admit(false), upgrade.ErrUpgradeInProgress, "calls are refused again at once")
 	cause := errors.New("step 3 exploded")
-	step(time.Second, func() { g.Fail(cause) }, upgrade.Failed, 2)
+	step(time.Second, func() { g.Fail(cause) }, upgrade.PhaseFailed, 2)
 	assert.Equal(t, cause, g.Report().LastErr)
-	step(time.Second, enter(upgrade.RunningSteps), upgrade.RunningSteps, 3) // a new attempt after failure
+	step(time.Second, enter(upgrade.PhaseRunningSteps), upgrade.PhaseRunningSteps, 3) // a new attempt after failure
 	assert.Equal(t, cause, g.Report().LastErr, "LastErr survives into the next epoch")
-	step(time.Second, g.Complete, upgrade.Complete, 3)
+	step(time.Second, g.Complete, upgrade.PhaseComplete, 3)
 
 	// Entering the current phase is a no-op: Since does not move.
-	require.NoError(t, g.Enter(upgrade.Checking))
+	require.NoError(t, g.Enter(upgrade.PhaseChecking))
 	since := g.Report().Since
 	clk.Advance(time.Second)
-	require.NoError(t, g.Enter(upgrade.Checking))
+	require.NoError(t, g.Enter(upgrade.PhaseChecking))
 	assert.Equal(t, since, g.Report().Since)
 	assert.Equal(t, uint64(4), g.Report().Epoch)
 }
 
 func TestEnterRejectsPhasesItCannotEnter(t *testing.T) {
 	g := upgrade.NewGate(upgrade.GateConfig{Clock: testclock.NewClock(t0)})
-	for _, p := range []upgrade.Phase{0, upgrade.Complete, upgrade.Failed, upgrade.Phase(42), upgrade.Phase(-3)} {
+	for _, p := range []upgrade.Phase{0, upgrade.PhaseComplete, upgrade.PhaseFailed, upgrade.Phase(42), upgrade.Phase(-3)} {
 		err := g.Enter(p)
 		assert.ErrorIs(t, err, jujuerrors.NotValid, "phase %v", p)
 		assert.ErrorContains(t, err, p.String())
-		assert.Equal(t, upgrade.Checking, g.Phase(), "an invalid Enter changes nothing")
+		assert.Equal(t, upgrade.PhaseChecking, g.Phase(), "an invalid Enter changes nothing")
 	}
 }
 
@@ -98,29 +98,29 @@ func TestFirstOfCompleteAndFailWinsUntilEnter(t *testing.T) {
 	g := upgrade.NewGate(upgrade.GateConfig{Clock: testclock.NewClock(t0)})
 	g.Complete()
 	g.Fail(errors.New("late"))
-	assert.Equal(t, upgrade.Complete, g.Phase())
+	assert.Equal(t, upgrade.PhaseComplete, g.Phase())
 	assert.Nil(t, g.Report().LastErr)
 
-	require.NoError(t, g.Enter(upgrade.RunningSteps))
+	require.NoError(t, g.Enter(upgrade.PhaseRunningSteps))
 	first := errors.New("first")
 	g.Fail(first)
 	g.Fail(errors.New("second"))
 	g.Complete()
-	assert.Equal(t, upgrade.Failed, g.Phase())
+	assert.Equal(t, upgrade.PhaseFailed, g.Phase())
 	assert.ErrorIs(t, g.Admit(false), first)
 }
 
 func TestErrIsThePerCallGuard(t *testing.T) {
 	g := upgrade.NewGate(upgrade.GateConfig{Clock: testclock.NewClock(t0)})
 	require.NoError(t, g.SetRetryAfter(3*time.Second))
-	require.NoError(t, g.Enter(upgrade.RunningSteps))
+	require.NoError(t, g.Enter(upgrade.PhaseRunningSteps))
 
 	err := g.Admit(false)
 	var ip *upgrade.InProgressError
 	require.ErrorAs(t, err, &ip)
 	assert.ErrorIs(t, err, upgrade.ErrUpgradeInProgress)
 	assert.NotErrorIs(t, err, upgrade.ErrUpgradeFailed)
-	assert.Equal(t, upgrade.InProgressError{Phase: upgrade.RunningSteps, RetryDelay: 3 * time.Second}, *ip)
+	assert.Equal(t, upgrade.InProgressError{Phase: upgrade.PhaseRunningSteps, RetryDelay: 3 * time.Second}, *ip)
 	assert.Equal(t, "upgrade in progress (running upgrade steps); call not executed; retry after 3s", err.Error())
 
 	cause := errors.New("disk full")
@@ -131,7 +131,7 @@ func TestErrIsThePerCallGuard(t *testing.T) {
 	assert.NotErrorIs(t, err, upgrade.ErrUpgradeInProgress)
 	assert.Equal(t, "upgrade failed: disk full; call not executed", err.Error())
 
-	require.NoError(t, g.Enter(upgrade.Checking))
+	require.NoError(t, g.Enter(upgrade.PhaseChecking))
 	g.Complete()
 	assert.NoError(t, g.Admit(false))
 }
@@ -146,7 +146,7 @@ func TestErrAllocatesNothing(t *testing.T) {
 func TestFailWithNilCauseStillFails(t *testing.T) {
 	g := upgrade.NewGate(upgrade.GateConfig{Clock: testclock.NewClock(t0)})
 	g.Fail(nil)
-	assert.Equal(t, upgrade.Failed, g.Phase())
+	assert.Equal(t, upgrade.PhaseFailed, g.Phase())
 	assert.ErrorIs(t, g.Admit(false), upgrade.ErrUpgradeFailed)
 	assert.Error(t, g.Report().LastErr)
 }
@@ -180,7 +180,7 @@ func TestWait(t *testing.T) {
 		g := upgrade.NewGate(upgrade.GateConfig{Clock: testclock.NewClock(t0)})
 		done := make(chan error)
 		go func() { done <- wait(context.Background(), g) }()
-		require.NoError(t, g.Enter(upgrade.RunningSteps)) // not the end: wait keeps waiting
+		require.NoError(t, g.Enter(upgrade.PhaseRunningSteps)) // not the end: wait keeps waiting
 		g.Complete()
 		assert.NoError(t, <-done)
 		assert.NoError(t, wait(context.Background(), g), "returns at once once complete")
@@ -218,17 +218,17 @@ func TestTransitionHookOrderAndCauses(t *testing.T) {
 		_ = g.Report() // the hook runs outside the gate's lock
 	}})
 	cause := errors.New("boom")
-	require.NoError(t, g.Enter(upgrade.RunningSteps))
-	require.NoError(t, g.Enter(upgrade.RunningSteps)) // no-op: no hook
+	require.NoError(t, g.Enter(upgrade.PhaseRunningSteps))
+	require.NoError(t, g.Enter(upgrade.PhaseRunningSteps)) // no-op: no hook
 	g.Fail(cause)
 	require.NoError(t, g.SetRetryAfter(2*time.Second)) // not a transition
-	require.NoError(t, g.Enter(upgrade.Checking))
+	require.NoError(t, g.Enter(upgrade.PhaseChecking))
 	g.Complete()
 	assert.Equal(t, []tr{
-		{upgrade.Checking, upgrade.RunningSteps, nil},
-		{upgrade.RunningSteps, upgrade.Failed, cause},
-		{upgrade.Failed, upgrade.Checking, nil},
-		{upgrade.Checking, upgrade.Complete, nil},
+		{upgrade.PhaseChecking, upgrade.PhaseRunningSteps, nil},
+		{upgrade.PhaseRunningSteps, upgrade.PhaseFailed, cause},
+		{upgrade.PhaseFailed, upgrade.PhaseChecking, nil},
+		{upgrade.PhaseChecking, upgrade.PhaseComplete, nil},
 	}, got)
 }
 
@@ -237,14 +237,14 @@ func TestTransitionHookMayTransitionTheGate(t *testing.T) {
 	var g *upgrade.Gate
 	g = upgrade.NewGate(upgrade.GateConfig{Clock: testclock.NewClock(t0), OnTransition: func(from, to upgrade.Phase, err error) {
 		got = append(got, to)
-		if to == upgrade.RunningSteps {
+		if to == upgrade.PhaseRunningSteps {
 			g.Complete() // would deadlock if hooks ran under the gate's lock
-			assert.Equal(t, []upgrade.Phase{upgrade.RunningSteps}, got, "the nested transition's hook runs after this one returns")
+			assert.Equal(t, []upgrade.Phase{upgrade.PhaseRunningSteps}, got, "the nested transition's hook runs after this one returns")
 		}
 	}})
-	require.NoError(t, g.Enter(upgrade.RunningSteps))
-	assert.Equal(t, []upgrade.Phase{upgrade.RunningSteps, upgrade.Complete}, got)
-	assert.Equal(t, upgrade.Complete, g.Phase())
+	require.NoError(t, g.Enter(upgrade.PhaseRunningSteps))
+	assert.Equal(t, []upgrade.Phase{upgrade.PhaseRunningSteps, upgrade.PhaseComplete}, got)
+	assert.Equal(t, upgrade.PhaseComplete, g.Phase())
 }
 
 func TestTransitionHookSeesEveryTransitionInOrderUnderConcurrency(t *testing.T) {
@@ -261,7 +261,7 @@ func TestTransitionHookSeesEveryTransitionInOrderUnderConcurrency(t *testing.T) 
 		wg.Go(func() {
 			for range 200 {
 				if i%2 == 0 {
-					_ = g.Enter(upgrade.RunningSteps)
+					_ = g.Enter(upgrade.PhaseRunningSteps)
 				} else {
 					g.Complete()
 				}
@@ -274,7 +274,7 @@ func TestTransitionHookSeesEveryTransitionInOrderUnderConcurrency(t *testing.T) 
 	defer mu.Unlock()
 	require.NotEmpty(t, got)
 	assert.Len(t, h.Records(), len(got), "one record per hooked transition")
-	assert.Equal(t, upgrade.Checking, got[0][0])
+	assert.Equal(t, upgrade.PhaseChecking, got[0][0])
 	for i := 1; i < len(got); i++ {
 		assert.Equal(t, got[i-1][1], got[i][0], "transition %d does not continue from the previous one", i)
 	}
@@ -289,8 +289,8 @@ func TestTransitionHookPanicDoesNotWedgeTheGate(t *testing.T) {
 			panic("hook bug")
 		}
 	}})
-	assert.Panics(t, func() { _ = g.Enter(upgrade.RunningSteps) })
-	assert.Equal(t, upgrade.RunningSteps, g.Phase(), "the transition happened before the hook")
+	assert.Panics(t, func() { _ = g.Enter(upgrade.PhaseRunningSteps) })
+	assert.Equal(t, upgrade.PhaseRunningSteps, g.Phase(), "the transition happened before the hook")
 	g.Complete()
 	assert.Equal(t, 2, calls, "later transitions still reach the hook")
 }
@@ -299,7 +299,7 @@ func TestTransitionHookPanicDoesNotWedgeTheGate(t *testing.T) {
 // errors.As finds it on the refusal, through any wrapping, and what it
 // finds is the refusal itself.
 func TestInProgressErrorOffersTheRetryAfterMethod(t *testing.T) {
-	refusal := &upgrade.InProgressError{Phase: upgrade.Checking, RetryDelay: 3 * time.Second}
+	refusal := &upgrade.InProgressError{Phase: upgrade.PhaseChecking, RetryDelay: 3 * time.Second}
 	err := fmt.Errorf("dial 10.0.0.2:17070: %w", refusal)
 
 	var hint interface{ RetryAfter() time.Duration }
@@ -323,7 +323,7 @@ func TestInProgressErrorOffersTheRetryAfterMethod(t *testing.T) {
 	var timeout interface{ Timeout() bool }
 	assert.False(t, errors.As(err, &timeout), "unrelated interfaces are not offered")
 	var none interface{ RetryAfter() time.Duration }
-	require.True(t, errors.As(&upgrade.InProgressError{Phase: upgrade.Checking}, &none))
+	require.True(t, errors.As(&upgrade.InProgressError{Phase: upgrade.PhaseChecking}, &none))
 	assert.Zero(t, none.RetryAfter(), "no hint: zero, which every reader takes as 'use your own backoff'")
 	assert.Zero(t, (*upgrade.InProgressError)(nil).RetryAfter(), "safe on a nil error")
 
@@ -334,7 +334,7 @@ func TestInProgressErrorOffersTheRetryAfterMethod(t *testing.T) {
 }
 
 func TestPhaseText(t *testing.T) {
-	for _, p := range []upgrade.Phase{upgrade.Checking, upgrade.RunningSteps, upgrade.Complete, upgrade.Failed} {
+	for _, p := range []upgrade.Phase{upgrade.PhaseChecking, upgrade.PhaseRunningSteps, upgrade.PhaseComplete, upgrade.PhaseFailed} {
 		text, err := p.MarshalText()
 		require.NoError(t, err)
 		assert.Equal(t, p.String(), string(text))
@@ -342,7 +342,7 @@ func TestPhaseText(t *testing.T) {
 		require.NoError(t, back.UnmarshalText(text))
 		assert.Equal(t, p, back)
 	}
-	back := upgrade.RunningSteps
+	back := upgrade.PhaseRunningSteps
 	err := back.UnmarshalText([]byte("defragmenting"))
 	assert.ErrorIs(t, err, jujuerrors.NotValid, "a newer server's phase")
 	assert.Zero(t, back, "an unknown phase decodes to the zero Phase")
@@ -362,7 +362,7 @@ func TestCompletedAndFailedChannelsPerEpoch(t *testing.T) {
 	}
 	g := upgrade.NewGate(upgrade.GateConfig{Clock: testclock.NewClock(t0)})
 	done1, failed1 := g.Completed(), g.Failed()
-	require.NoError(t, g.Enter(upgrade.RunningSteps))
+	require.NoError(t, g.Enter(upgrade.PhaseRunningSteps))
 	require.NoError(t, g.SetRetryAfter(2*time.Second))
 	assert.Equal(t, done1, g.Completed(), "same epoch, same channel")
 	assert.Equal(t, failed1, g.Failed())
@@ -375,7 +375,7 @@ func TestCompletedAndFailedChannelsPerEpoch(t *testing.T) {
 	require.NoError(t, g.SetRetryAfter(3*time.Second)) // republishes Complete: nothing closes twice
 	assert.Equal(t, done1, g.Completed())
 
-	require.NoError(t, g.Enter(upgrade.Checking)) // epoch 2
+	require.NoError(t, g.Enter(upgrade.PhaseChecking)) // epoch 2
 	done2, failed2 := g.Completed(), g.Failed()
 	assert.NotEqual(t, done1, done2, "a new epoch replaces the closed channel")
 	assert.Equal(t, failed1, failed2, "and keeps the open one")
@@ -387,7 +387,7 @@ func TestCompletedAndFailedChannelsPerEpoch(t *testing.T) {
 	assert.True(t, isClosed(failed2))
 	assert.False(t, isClosed(done2))
 
-	require.NoError(t, g.Enter(upgrade.RunningSteps)) // epoch 3
+	require.NoError(t, g.Enter(upgrade.PhaseRunningSteps)) // epoch 3
 	assert.NotEqual(t, failed2, g.Failed())
 	assert.Equal(t, done2, g.Completed())
 	assert.False(t, isClosed(g.Completed()) || isClosed(g.Failed()))
@@ -400,7 +400,7 @@ func TestCompletedFailedPairSurvivesARetryBetweenReads(t *testing.T) {
 	g := upgrade.NewGate(upgrade.GateConfig{Clock: testclock.NewClock(t0)})
 	completed := g.Completed()
 	g.Fail(errors.New("step 2"))
-	require.NoError(t, g.Enter(upgrade.RunningSteps))
+	require.NoError(t, g.Enter(upgrade.PhaseRunningSteps))
 	failed := g.Failed()
 	g.Complete()
 	select {
@@ -409,5 +409,13 @@ func TestCompletedFailedPairSurvivesARetryBetweenReads(t *testing.T) {
 		t.Fatal("the retried epoch completed, but the pair says failed")
 	default:
 		t.Fatal("neither channel of the pair closed when the retried epoch completed")
+	}
+}
+
+// A sentinel says where it came from, as etcd's "election: not leader"
+// does, and reads well wrapped.
+func TestSentinelsNameTheirPackage(t *testing.T) {
+	for _, err := range []error{upgrade.ErrUpgradeInProgress, upgrade.ErrUpgradeFailed} {
+		assert.Regexp(t, `^upgrade: [a-z]`, err.Error())
 	}
 }

@@ -97,7 +97,7 @@ func TestAPIServerStartsOnlyAfterUpgradeStepsViaBounce(t *testing.T) {
 	}
 	e.Stop() // the engine has logged everything once it has stopped
 	notYet := rec.index(t, "api-server: not started: upgrade steps not done: dependency not available")
-	bounced := rec.index(t, "upgrade-steps-flag: bounced (gate unlocked: restart to see the new value)")
+	bounced := rec.index(t, "upgrade-steps-flag: bounced (gate: unlocked, restart to see the new value)")
 	started := rec.index(t, "api-server: started")
 	assert.Less(t, notYet, bounced)
 	assert.Less(t, bounced, started, "the api-server starts on the restarted flag")

@@ -250,7 +250,7 @@ func TestSummaryNamesEveryBrokenInvariant(t *testing.T) {
 	}
 	c0 := mk("c0", "api-port", "serving", "self-dial", "upgrade", "lease", "stable") // api port first
 	c1 := mk("c1", order...)
-	c0.upgradeAtAPI, c1.upgradeAtAPI = upgrade.RunningSteps, upgrade.Complete
+	c0.upgradeAtAPI, c1.upgradeAtAPI = upgrade.PhaseRunningSteps, upgrade.PhaseComplete
 	c0.earlyAPI = 1
 	now := time.Now()
 	for range 40 { // 40 conns at one instant: the limit allows 5 + 100/s × 250ms = 30
@@ -302,7 +302,7 @@ func healthySummary() *summary {
 	s.agents.admitted, s.agents.refused = 200, 40
 	for _, name := range []string{"c0", "c1"} {
 		c := ctrlSummary{
-			name: name, selfDials: 2, local: 2, callsRefused: 1, workersAccepted: true, upgradeAtAPI: upgrade.Complete,
+			name: name, selfDials: 2, local: 2, callsRefused: 1, workersAccepted: true, upgradeAtAPI: upgrade.PhaseComplete,
 			agents: 100, admitted: 100, refused: 20, peak: 30, throttled: 800 * time.Millisecond,
 			opened: []string{"serving", "lease", "self-dial", "upgrade", "stable", "api-port"},
 		}
@@ -330,7 +330,7 @@ func TestChecksCatchEachMissingStory(t *testing.T) {
 		{"agents admitted", func(s *summary) { s.agents.admitted = 199 }, "1 agents not admitted"},
 		{"agents refused while the api port was closed", func(s *summary) { s.ctrls[1].refused = 0 }, "c1: none of its 100 agents was refused"},
 		{"api port opens only once stable", func(s *summary) { s.ctrls[0].earlyAPI = 2 }, "c0: the api port accepted 2 agent connections"},
-		{"api port opens only once stable", func(s *summary) { s.ctrls[1].upgradeAtAPI = upgrade.Failed }, "c1: the api port opened while the upgrade was failed"},
+		{"api port opens only once stable", func(s *summary) { s.ctrls[1].upgradeAtAPI = upgrade.PhaseFailed }, "c1: the api port opened while the upgrade was failed"},
 		{"rate limit", func(s *summary) { s.ctrls[0].peak = 40 }, "c0 accepted 40 API conns in 250ms"},
 		{"rate limit", func(s *summary) { s.ctrls[1].throttled = 0 }, "c1: the limiter never held back its 100 agents"},
 		{"controller calls refused during the upgrade, then accepted", func(s *summary) { s.ctrls[0].callsRefused = 0 }, "c0: its calls were never refused"},

@@ -213,7 +213,7 @@ func TestReadyzPassesTheUpgradeGateInEveryPhase(t *testing.T) {
 		workerCode int // POST /controller/workers, off the allowlist
 	}{
 		{"checking", func(*upgrade.Gate) {}, http.StatusServiceUnavailable},
-		{"running-steps", func(g *upgrade.Gate) { require.NoError(t, g.Enter(upgrade.RunningSteps)) }, http.StatusServiceUnavailable},
+		{"running-steps", func(g *upgrade.Gate) { require.NoError(t, g.Enter(upgrade.PhaseRunningSteps)) }, http.StatusServiceUnavailable},
 		{"failed", func(g *upgrade.Gate) { g.Fail(errors.New("steps failed")) }, http.StatusConflict},
 		{"complete", func(g *upgrade.Gate) { g.Complete() }, http.StatusOK},
 	} {

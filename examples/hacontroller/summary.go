@@ -208,7 +208,7 @@ func checkAPIOrder(s *summary) []string {
 				problems = append(problems, fmt.Sprintf("%s: the api port did not open after %q: %v", c.name, before, c.opened))
 			}
 		}
-		if api >= 0 && c.upgradeAtAPI != upgrade.Complete {
+		if api >= 0 && c.upgradeAtAPI != upgrade.PhaseComplete {
 			problems = append(problems, fmt.Sprintf("%s: the api port opened while the upgrade was %v", c.name, c.upgradeAtAPI))
 		}
 	}

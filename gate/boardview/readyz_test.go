@@ -249,3 +249,21 @@ func TestHandlerWhileBoardChanges(t *testing.T) {
 	rec := serve(b, "/readyz?"+strings.Join(names, "&"), "")
 	assert.Equal(t, 200, rec.Code, rec.Body.String())
 }
+
+// A second entry under a name the board has is put on it failed, under a
+// name of its own: readiness says so and is not ready, and excluding the
+// name excludes the first entry alone (once it excluded both).
+func TestHandlerShowsADuplicateNameFailed(t *testing.T) {
+	b := gate.NewBoard(gate.BoardConfig{Name: "c0", Clock: testclock.NewClock(t0)})
+	defer b.Close()
+	add(b, "api-port").Unlock()
+	b.Follow("api-port", gate.Channels(nil, make(chan struct{})))
+	const dup = "[-]api-port (2) failed: gate: duplicate entry name \"api-port\" on board \"c0\": a name is on a board once\n"
+
+	rec := serve(b, "/readyz", "")
+	assert.Equal(t, 503, rec.Code)
+	assert.Equal(t, "[+]api-port ok\n"+dup+"readyz check failed\n", rec.Body.String())
+	rec = serve(b, "/readyz?exclude=api-port", "")
+	assert.Equal(t, 503, rec.Code)
+	assert.Equal(t, "[+]api-port excluded: ok\n"+dup+"readyz check failed\n", rec.Body.String())
+}

@@ -17,13 +17,13 @@ var (
 	// platform. Retrying the same request will not help: the *NoMatchError
 	// names what was wanted and what is available, so fix the version asked
 	// for or publish the binaries.
-	ErrNoMatch = errors.New("no matching agent binaries")
+	ErrNoMatch = errors.New("binaries: no matching agent binaries")
 
 	// ErrRestartRequired means new agent binaries are in place and the agent
 	// must restart to run them. The restart is the caller's action (for a
 	// worker: return the error so the agent exits and its supervisor
 	// restarts it).
-	ErrRestartRequired = errors.New("restart required")
+	ErrRestartRequired = errors.New("binaries: restart required")
 )
 
 // Version is an agent version, major.minor.patch[.build]. Build 0 means

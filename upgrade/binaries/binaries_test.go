@@ -154,3 +154,11 @@ func TestRestartRequired(t *testing.T) {
 	assert.Equal(t, mustVersion(t, "1.24.5"), rr.To)
 	assert.Equal(t, "agent binaries changed from 1.23.3 to 1.24.5: restart the agent to run them", err.Error())
 }
+
+// A sentinel says where it came from, as etcd's "election: not leader"
+// does, and reads well wrapped.
+func TestSentinelsNameTheirPackage(t *testing.T) {
+	for _, err := range []error{binaries.ErrNoMatch, binaries.ErrRestartRequired} {
+		assert.Regexp(t, `^binaries: [a-z]`, err.Error())
+	}
+}

@@ -28,7 +28,7 @@ func BenchmarkUnaryServerInterceptorOverhead(b *testing.B) {
 			return grpcupgrade.UnaryServerInterceptor(g, nil)
 		},
 		"allowlisted-during-upgrade": func(g *upgrade.Gate) grpc.UnaryServerInterceptor {
-			_ = g.Enter(upgrade.RunningSteps)
+			_ = g.Enter(upgrade.PhaseRunningSteps)
 			return grpcupgrade.UnaryServerInterceptor(g, grpcupgrade.AllowMethods(healthpb.Health_Check_FullMethodName))
 		},
 	}
@@ -66,7 +66,7 @@ func BenchmarkUnaryServerInterceptorOverhead(b *testing.B) {
 func BenchmarkRefusal(b *testing.B) {
 	info := &grpc.UnaryServerInfo{FullMethod: "/pkg.Service/Deploy"}
 	for name, setup := range map[string]func(*upgrade.Gate){
-		"in-progress": func(g *upgrade.Gate) { _ = g.Enter(upgrade.RunningSteps) },
+		"in-progress": func(g *upgrade.Gate) { _ = g.Enter(upgrade.PhaseRunningSteps) },
 		"failed":      func(g *upgrade.Gate) { g.Fail(context.DeadlineExceeded) },
 	} {
 		b.Run(name, func(b *testing.B) {

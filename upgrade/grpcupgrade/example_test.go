@@ -21,7 +21,7 @@ import (
 // retrying interceptor, which waits the upgrade out, and a plain one,
 // which sees the refusal.
 func Example() {
-	g := upgrade.NewGate(upgrade.GateConfig{}) // refusing from the start: Checking
+	g := upgrade.NewGate(upgrade.GateConfig{}) // refusing from the start: PhaseChecking
 	_ = g.SetRetryAfter(20 * time.Millisecond)
 	l, _ := net.Listen("tcp", "127.0.0.1:0")
 	srv := grpc.NewServer(grpc.UnaryInterceptor(grpcupgrade.UnaryServerInterceptor(g, nil)))
@@ -44,7 +44,7 @@ func Example() {
 	fmt.Println(resp.GetStatus(), err)
 
 	g.Fail(errors.New("ignored: the epoch has completed"))
-	_ = g.Enter(upgrade.RunningSteps)
+	_ = g.Enter(upgrade.PhaseRunningSteps)
 	g.Fail(errors.New("upgrade step 7: disk full"))
 	_, err = healthpb.NewHealthClient(retrying).Check(context.Background(), &healthpb.HealthCheckRequest{})
 	fmt.Println(status.Code(err) == codes.FailedPrecondition, err)
@@ -59,7 +59,7 @@ func Example() {
 // stream interceptor, and its first Recv returns the admitted stream's
 // first message.
 func ExampleStreamClientInterceptor() {
-	g := upgrade.NewGate(upgrade.GateConfig{}) // refusing from the start: Checking
+	g := upgrade.NewGate(upgrade.GateConfig{}) // refusing from the start: PhaseChecking
 	_ = g.SetRetryAfter(20 * time.Millisecond)
 	l, _ := net.Listen("tcp", "127.0.0.1:0")
 	srv := grpc.NewServer(grpc.StreamInterceptor(grpcupgrade.StreamServerInterceptor(g, nil)))

@@ -21,6 +21,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/coldstart-go/coldstart/internal/printable"
 	"github.com/coldstart-go/coldstart/upgrade"
 	"github.com/coldstart-go/coldstart/upgrade/internal/spread"
 )
@@ -41,8 +42,9 @@ const (
 	// MetadataPhase is the ErrorInfo metadata key of the server's phase.
 	MetadataPhase = "phase"
 	// MetadataCause is the ErrorInfo metadata key of a failed upgrade's
-	// cause (its text alone: the status message already says "upgrade
-	// failed" around it).
+	// cause (its text alone, on one line, control characters replaced, cut
+	// at 1 KiB: the status message already says "upgrade failed" around
+	// it).
 	MetadataCause = "cause"
 )
 
@@ -63,7 +65,9 @@ const pushbackKey = "grpc-retry-pushback-ms"
 //     RetryAfter), so grpc-go's built-in retry policy waits it out and a
 //     herd does not come back in lock-step;
 //   - failed: codes.FailedPrecondition, reason UPGRADE_FAILED (the cause in
-//     its metadata) and pushback -1, on which grpc-go stops retrying.
+//     its metadata and its message, on one line and cut at 1 KiB, as
+//     upgrade's HTTP refusal sends it) and pushback -1, on which grpc-go
+//     stops retrying.
 //
 // Each call is decided by upgrade.Gate.Admit, the gate's one per-call
 // guard: while the gate refuses it is counted, admitted (allowlisted) or
@@ -104,7 +108,7 @@ func StreamServerInterceptor(g *upgrade.Gate, allow func(fullMethod string) bool
 // admit decides a call with the gate's one per-call guard, Admit, which
 // counts it while g refuses; allow is consulted only then.
 func admit(g *upgrade.Gate, allow func(string) bool, fullMethod string) error {
-	if g.Phase() == upgrade.Complete {
+	if g.Phase() == upgrade.PhaseComplete {
 		return nil
 	}
 	return g.Admit(allow != nil && allow(fullMethod))
@@ -160,11 +164,18 @@ func newStateRefusal(guard error) *stateRefusal {
 		r.st = withInfo(codes.Unavailable, msg, ReasonInProgress, map[string]string{MetadataPhase: ip.Phase.String()})
 		return r
 	}
-	md := map[string]string{MetadataPhase: upgrade.Failed.String()}
+	md := map[string]string{MetadataPhase: upgrade.PhaseFailed.String()}
+	msg := guard.Error()
 	if cause := errors.Unwrap(guard); cause != nil {
-		md[MetadataCause] = cause.Error()
+		// A cause is an error's text from anywhere (a step's, an
+		// operator's): it goes out as upgrade's HTTP refusal sends it, on
+		// one line and cut at 1 KiB, in the metadata and the message —
+		// once it was a megabyte, sent twice in every refusal's trailers.
+		shown := printable.Text(cause.Error())
+		md[MetadataCause] = shown
+		msg = (&upgrade.FailedError{Err: errors.New(shown)}).Error()
 	}
-	r.st = withInfo(codes.FailedPrecondition, guard.Error(), ReasonFailed, md)
+	r.st = withInfo(codes.FailedPrecondition, msg, ReasonFailed, md)
 	return r
 }
 
@@ -202,9 +213,11 @@ func (r *refuser) refuse(guard error) (pushback string, err error) {
 
 // FromError turns a refusal status sent by the server interceptors back
 // into an error: one errors.As finds an *upgrade.InProgressError in (its
-// RetryAfter is the RetryInfo delay; matching upgrade.ErrUpgradeInProgress),
-// or one matching upgrade.ErrUpgradeFailed (errors.As finds an
-// *upgrade.FailedError carrying the server's text of the cause). Either
+// RetryAfter is the RetryInfo delay, a longer one than an hour read as an
+// hour, as upgrade's HTTP client reads Retry-After; matching
+// upgrade.ErrUpgradeInProgress), or one matching upgrade.ErrUpgradeFailed
+// (errors.As finds an *upgrade.FailedError carrying the server's text of
+// the cause, on one line and cut at 1 KiB, as our servers send it). Either
 // still answers status.Code and status.FromError with the status it came
 // as. Every other error, including a status without our ErrorInfo (an
 // Unavailable from a proxy or a broken connection, which promises nothing
@@ -222,7 +235,7 @@ func FromError(err error) error {
 	for _, d := range st.Details() {
 		if ri, ok := d.(*errdetails.RetryInfo); ok {
 			if rd := ri.GetRetryDelay(); rd.IsValid() {
-				delay = max(rd.AsDuration(), 0)
+				delay = min(max(rd.AsDuration(), 0), spread.MaxWait)
 			}
 		}
 	}
@@ -234,7 +247,7 @@ func FromError(err error) error {
 	case ReasonFailed:
 		// Our servers send the cause on its own; the status message
 		// already says "upgrade failed" around it and must not be nested.
-		cause := cmp.Or(strings.TrimSpace(info.GetMetadata()[MetadataCause]), "the server gave no cause")
+		cause := cmp.Or(printable.Text(strings.TrimSpace(info.GetMetadata()[MetadataCause])), "the server gave no cause")
 		return &statusError{err: &upgrade.FailedError{Err: errors.New(cause)}, st: st}
 	}
 	return err

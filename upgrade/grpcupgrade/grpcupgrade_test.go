@@ -187,7 +187,7 @@ func TestInterceptorClientCtxEndsTheWait(t *testing.T) {
 // never runs; an allowlisted stream is served.
 func TestStreamsAreRefusedBeforeTheHandler(t *testing.T) {
 	g := upgrade.NewGate(upgrade.GateConfig{})
-	require.NoError(t, g.Enter(upgrade.RunningSteps))
+	require.NoError(t, g.Enter(upgrade.PhaseRunningSteps))
 	s := newServer(t, g, nil)
 	client := dial(t, s, grpc.WithDisableRetry())
 
@@ -197,7 +197,7 @@ func TestStreamsAreRefusedBeforeTheHandler(t *testing.T) {
 	assert.Equal(t, codes.Unavailable, status.Code(err))
 	var ip *upgrade.InProgressError
 	require.ErrorAs(t, grpcupgrade.FromError(err), &ip)
-	assert.Equal(t, upgrade.RunningSteps, ip.Phase)
+	assert.Equal(t, upgrade.PhaseRunningSteps, ip.Phase)
 	pushback, perr := strconv.Atoi(first(stream.Trailer()["grpc-retry-pushback-ms"]))
 	require.NoError(t, perr)
 	assert.True(t, pushback >= 1000 && pushback <= 2000, "pushback %d ms not in [R, 2R]", pushback)
@@ -252,7 +252,7 @@ func TestServerInterceptorsPanicOnANilGate(t *testing.T) {
 }
 
 // TestRefusedCallsAreNeverExecutedAcrossTransitions is the not-executed
-// promise over a real connection while the gate flips between Complete and
+// promise over a real connection while the gate flips between PhaseComplete and
 // upgrade mode: every call answered with a refusal is absent from what the
 // handlers executed, and every served call was executed exactly once.
 func TestRefusedCallsAreNeverExecutedAcrossTransitions(t *testing.T) {
@@ -275,9 +275,9 @@ func TestRefusedCallsAreNeverExecutedAcrossTransitions(t *testing.T) {
 			case 0:
 				g.Complete()
 			case 1:
-				_ = g.Enter(upgrade.Checking)
+				_ = g.Enter(upgrade.PhaseChecking)
 			case 2:
-				_ = g.Enter(upgrade.RunningSteps)
+				_ = g.Enter(upgrade.PhaseRunningSteps)
 			}
 		}
 	}()

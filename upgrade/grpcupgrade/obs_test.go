@@ -79,15 +79,15 @@ func TestServerInterceptorsCountTheirCallsInTheGate(t *testing.T) {
 	g.Fail(errors.New("disk full"))
 	calls(t, 40, codes.FailedPrecondition, list)
 	calls(t, 2, codes.OK, check)
-	require.NoError(t, g.Enter(upgrade.RunningSteps))
+	require.NoError(t, g.Enter(upgrade.PhaseRunningSteps))
 	g.Complete()
 	calls(t, 10, codes.Unimplemented, list) // served: the health server has no List
 	calls(t, 10, codes.OK, watch)
 
 	assert.Equal(t, []upgrade.CallsReport{
-		{Phase: upgrade.Checking, Admitted: 30, Refused: 1200},
-		{Phase: upgrade.RunningSteps},
-		{Phase: upgrade.Failed, Admitted: 2, Refused: 40},
+		{Phase: upgrade.PhaseChecking, Admitted: 30, Refused: 1200},
+		{Phase: upgrade.PhaseRunningSteps},
+		{Phase: upgrade.PhaseFailed, Admitted: 2, Refused: 40},
 	}, g.Report().Calls)
 	assert.Equal(t, int64(30+2+10), s.health.n.Load(), "only admitted calls ran")
 

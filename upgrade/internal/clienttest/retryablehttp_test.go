@@ -85,7 +85,7 @@ func TestRetryableHTTPStopsAtOnceOnAFailedUpgrade(t *testing.T) {
 // wait in this suite) and the request, body intact, is executed once.
 func TestRetryableHTTPWaitsOutAnUpgrade(t *testing.T) {
 	g := upgrade.NewGate(upgrade.GateConfig{})
-	require.NoError(t, g.Enter(upgrade.RunningSteps))
+	require.NoError(t, g.Enter(upgrade.PhaseRunningSteps))
 	payload := []byte(`{"charm":"postgresql","units":3}`)
 	var executed atomic.Int64
 	srv, hits := server(t, g, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -4,7 +4,8 @@
 // way: a gate asking for R answers each refusal with a value drawn
 // uniformly from [R, R + spread], spread = R. Generic clients sleep exactly
 // what they are told; one shared value would bring a herd refused together
-// back together, every round.
+// back together, every round. MaxWait is the other end of the trip: the
+// longest wait either client reads from a hint.
 package spread
 
 import (
@@ -12,6 +13,13 @@ import (
 	"math/rand/v2"
 	"time"
 )
+
+// MaxWait bounds the wait a refusal's hint can ask of a client, as both
+// clients read it (upgrade's Retry-After, grpcupgrade's RetryInfo): a
+// longer one is read as this long, so that a proxy's "forever"
+// (4294967295 s) parks no client for 136 years, and a fleet told to wait
+// too long by mistake asks again within the hour.
+const MaxWait = time.Hour
 
 // Range is the whole units [lo, hi] a refusal's hint is drawn from for a
 // gate asking for r: lo is r rounded up to a unit, and at least 1 (a
