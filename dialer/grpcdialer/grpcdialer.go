@@ -87,7 +87,7 @@ func NewClient(d *dialer.Dialer, opts ...grpc.DialOption) (*Client, error) {
 		return nil, jujuerrors.NotValidf("nil Dialer")
 	}
 	c := &Client{}
-	if d.Home() != nil {
+	if d.Completed() != nil {
 		c.home = make(chan struct{})
 	}
 	ready := d.LocalReady()
