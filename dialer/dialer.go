@@ -138,15 +138,6 @@ func (d *Dialer) LocalReady() <-chan struct{} {
 	return d.cfg.LocalReady
 }
 
-// Home returns a channel that is closed when the Dialer has moved home:
-// at its first call (Dial or Connect, so also Transport's and grpcdialer's
-// connections) that connects to this machine's controller once LocalReady
-// has closed — never by a connection to a peer, nor by a local one made
-// before LocalReady closed. A "self-dial" gate can wait on it instead of
-// pinging the local server. It is nil when LocalPort is 0 (there is no
-// home to move to); it never closes while LocalReady stays open.
-func (d *Dialer) Home() <-chan struct{} { return d.home }
-
 // Dial connects to the controller chosen by the policy. It keeps trying,
 // with jittered capped exponential backoff between rounds, until it
 // connects or ctx ends; it then returns a *DialError that wraps ctx.Err()

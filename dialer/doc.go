@@ -53,10 +53,12 @@
 // grpc.ClientConn whose resolver hands it the local address, so that gRPC
 // connects there and drains the peer connection itself.
 //
-// Home (on the Dialer, a Transport, or grpcdialer's Client) is a channel
-// closed at the first connection to this machine's controller once
-// LocalReady has closed: the self-client has moved home. A "self-dial"
-// readiness gate waits on it; nothing needs to ping the local server.
+// The Dialer has moved home at its first connection to this machine's
+// controller once LocalReady has closed, and a readiness board follows it
+// as it is (it has the shape of gate.Component): board.Follow("self-dial",
+// d) opens then, and says meanwhile what it waits for; nothing needs to
+// ping the local server. Home, on a Transport or grpcdialer's Client, is
+// the same moment for that one client.
 //
 // # Logs and counts
 //

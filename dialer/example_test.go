@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/coldstart-go/coldstart/dialer"
+	"github.com/coldstart-go/coldstart/gate"
 )
 
 // echoServer answers every line with "<name>: <line>" until ln is closed.
@@ -201,10 +202,11 @@ func ExampleTransport() {
 	// served by local
 }
 
-// Home closes when the Dialer has moved home: at its first connection to
-// this machine's controller once LocalReady has closed. A "self-dial"
-// readiness gate waits on it; nothing pings the local server.
-func ExampleDialer_Home() {
+// A Dialer is the "self-dial" component of a readiness board: its entry
+// opens at the Dialer's first connection to this machine's controller once
+// LocalReady has closed, and says meanwhile what it waits for. Nothing
+// pings the local server.
+func ExampleDialer_Completed() {
 	ready := make(chan struct{})
 	d, err := dialer.New(dialer.Config{
 		LocalPort:  17071,
@@ -220,22 +222,23 @@ func ExampleDialer_Home() {
 		fmt.Println(err)
 		return
 	}
-	home := func() bool {
-		select {
-		case <-d.Home():
-			return true
-		default:
-			return false
-		}
-	}
+	board := gate.NewBoard(gate.BoardConfig{})
+	defer board.Close()
+	selfDial := board.Follow("self-dial", d)
+	fmt.Println(board.Report()[0].Detail)
+
 	conn, route, _ := d.Dial(context.Background())
 	conn.Close()
-	fmt.Printf("local: %t, home: %t\n", route.Local, home()) // local, but not ready yet
+	fmt.Printf("local: %t, home: %t\n", route.Local, selfDial.IsUnlocked()) // local, but not ready yet
 	close(ready)
+	fmt.Println(board.Report()[0].Detail)
 	conn, route, _ = d.Dial(context.Background())
 	conn.Close()
-	fmt.Printf("local: %t, home: %t\n", route.Local, home())
+	<-selfDial.Unlocked()
+	fmt.Printf("local: %t, home: %t\n", route.Local, selfDial.IsUnlocked())
 	// Output:
+	// waits for the local controller to serve
 	// local: true, home: false
+	// local controller serving, not dialled yet
 	// local: true, home: true
 }

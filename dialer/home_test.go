@@ -56,7 +56,7 @@ func TestHomeClosesAtTheFirstLocalDialAfterLocalReady(t *testing.T) {
 		Remote: func() []string { return []string{homePeer} }, Clock: newClock(),
 		DialContext: sw.DialContext,
 	})
-	require.NotNil(t, d.Home())
+	require.NotNil(t, d.Completed())
 	dial := func() dialer.Route {
 		t.Helper()
 		r := dialOK(t, d)
@@ -64,20 +64,20 @@ func TestHomeClosesAtTheFirstLocalDialAfterLocalReady(t *testing.T) {
 	}
 
 	assert.False(t, dial().Local, "local is down: a peer")
-	assert.False(t, isHome(d.Home()), "a peer dial is not home")
+	assert.False(t, isHome(d.Completed()), "a peer dial is not home")
 
 	sw.up.Store(true)
 	assert.True(t, dial().Local)
-	assert.False(t, isHome(d.Home()), "a local dial before LocalReady is not the move home")
+	assert.False(t, isHome(d.Completed()), "a local dial before LocalReady is not the move home")
 
 	sw.up.Store(false)
 	close(ready)
 	assert.False(t, dial().Local, "PreferLocal falls back to the peer")
-	assert.False(t, isHome(d.Home()), "a peer dial after LocalReady is not home")
+	assert.False(t, isHome(d.Completed()), "a peer dial after LocalReady is not home")
 
 	sw.up.Store(true)
 	assert.True(t, dial().Local)
-	assert.True(t, isHome(d.Home()), "the first local dial after LocalReady is")
+	assert.True(t, isHome(d.Completed()), "the first local dial after LocalReady is")
 	assert.Equal(t, dialer.Report{LocalReady: true, LocalDials: 2, PeerDials: 2, Fallbacks: 2}, d.Report())
 }
 
@@ -92,10 +92,10 @@ func TestHomeWaitsForALocalDialThatConnects(t *testing.T) {
 	done := goDial(ctx, d)
 	cancel()
 	require.Error(t, result(t, done).err)
-	assert.False(t, isHome(d.Home()), "no local dial connected")
+	assert.False(t, isHome(d.Completed()), "no local dial connected")
 	sw.up.Store(true)
 	assert.True(t, dialOK(t, d).Local)
-	assert.True(t, isHome(d.Home()))
+	assert.True(t, isHome(d.Completed()))
 }
 
 // Concurrent calls that all connect locally close Home once (no double
@@ -120,14 +120,14 @@ func TestHomeUnderConcurrentDials(t *testing.T) {
 	close(ready)
 	close(start)
 	wg.Wait()
-	assert.True(t, isHome(d.Home()))
+	assert.True(t, isHome(d.Completed()))
 }
 
 // A machine without a controller has no home: Home is nil, as LocalReady
 // is.
 func TestHomeIsNilWithoutALocalController(t *testing.T) {
 	d := mustNew(t, dialer.Config{Policy: dialer.PreferLocal, Remote: func() []string { return []string{homePeer} }})
-	assert.Nil(t, d.Home())
+	assert.Nil(t, d.Completed())
 	tr, err := dialer.NewTransport(d, nil)
 	require.NoError(t, err)
 	assert.Nil(t, tr.Home())
@@ -163,7 +163,7 @@ func TestTransportHome(t *testing.T) {
 	close(ready)
 	assert.Equal(t, "local", getBody(t, client, "http://controller/who"))
 	assert.True(t, isHome(tr.Home()))
-	assert.True(t, isHome(d.Home()))
+	assert.True(t, isHome(d.Completed()))
 	assert.False(t, isHome(other.Home()), "another Transport has not dialled: it has not moved")
 }
 

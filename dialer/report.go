@@ -54,7 +54,7 @@ const (
 	routePeer
 )
 
-// won counts the call's connection, closes Home if it is the first local
+// won counts the call's connection, closes Completed if it is the first local
 // one since LocalReady closed, and logs its route if the route changed
 // since the last one logged.
 func (c *connector[T]) won(addr string) Route {

@@ -78,18 +78,6 @@ type Config struct {
 	// not bound until OpenAPI, so agents are refused at once and back off.
 	BindAPIEarly bool
 
-	// OpenAPIWhen, if not nil, opens the API port when it closes, as a
-	// call to OpenAPI would: pass the gate the controller waits on before
-	// it takes agents (a gate's Unlocked(), say), and no goroutine of
-	// yours has to wait for it. The open is tried once; if it fails (the
-	// address is in use), Failed closes and Cause returns the
-	// *PortError, so the failure shows where you watch the port (a
-	// readiness board), and you may call OpenAPI again. Completed closes
-	// once the port is open. CloseAPI before the channel closes does not
-	// cancel the open (BindAPIEarly plus CloseAPI, to learn the port
-	// number first, still works); Close does.
-	OpenAPIWhen <-chan struct{}
-
 	// Clock times the API rate limit and the accept-error backoff. If it
 	// is nil, clock.WallClock is used.
 	Clock clock.Clock

@@ -30,16 +30,19 @@
 //
 // # Opening the API port when stable
 //
-// Config.OpenAPIWhen takes the channel the controller waits on (a gate's
+// OpenAPIWhen takes the channel the controller waits on (a gate's
 // Unlocked()) and opens the API port when it closes, so no goroutine of
-// yours waits for it. A bind failure is not lost: Failed closes and Cause
-// (and Report().API.OpenErr) says why, while the controller port serves
-// on; Completed closes once the port is open. With Detail, these make the
-// API port a gate.Component (without this package importing gate), so a
-// readiness board shows it in its own words, the bind error included:
+// yours waits for it; it may be called once the rest of startup is built,
+// the self-dial of a Dialer made for the controller port included. A bind
+// failure is not lost: Failed closes and Cause (and Report().API.OpenErr)
+// says why, while the controller port serves on; Completed closes once the
+// port is open. With Detail, these make the API port a gate.Component
+// (without this package importing gate), so a readiness board shows it in
+// its own words, the bind error included:
 //
-//	l, err := listener.New(listener.Config{..., OpenAPIWhen: stable.Unlocked()})
-//	board.Follow("api-port", l) // [-]api-port failed: listener: bind api port ...: address already in use
+//	err = l.OpenAPIWhen("stable", stable.Unlocked())
+//	board.Follow("api-port", l) // [-]api-port locked for 2s (opens once stable)
+//	                            // [-]api-port failed: listener: bind api port ...: address already in use
 //
 // # Logs and counts
 //

@@ -106,18 +106,20 @@ func ExampleListener_CloseAPI() {
 // Unlocked(), say) with no goroutine of the caller's; Completed and
 // Failed report the outcome, and Cause the bind failure, if any. Here
 // the API address is taken, so the open fails where it can be seen.
-func ExampleConfig_openAPIWhen() {
+func ExampleListener_OpenAPIWhen() {
 	squatter, _ := net.Listen("tcp", "127.0.0.1:0") // someone else holds the API address
-	stable := make(chan struct{})
 	l, err := listener.New(listener.Config{
 		ControllerAddr: "127.0.0.1:0",
 		APIAddr:        squatter.Addr().String(),
-		OpenAPIWhen:    stable,
 	})
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer l.Close()
+	stable := make(chan struct{}) // built once the rest of startup is
+	if err := l.OpenAPIWhen("stable", stable); err != nil {
+		log.Fatal(err)
+	}
 
 	close(stable) // ... the controller is stable ...
 	select {
@@ -152,11 +154,9 @@ func fetch(url string) string {
 func ExampleListener_Cause() {
 	squatter, _ := net.Listen("tcp", "127.0.0.1:0") // someone else holds the API address
 	defer squatter.Close()
-	stable := make(chan struct{})
 	l, err := listener.New(listener.Config{
 		ControllerAddr: "127.0.0.1:0",
 		APIAddr:        squatter.Addr().String(),
-		OpenAPIWhen:    stable,
 	})
 	if err != nil {
 		log.Fatal(err)
@@ -164,6 +164,10 @@ func ExampleListener_Cause() {
 	defer l.Close()
 	board := gate.NewBoard(gate.BoardConfig{})
 	board.Follow("api-port", l)
+	stable := make(chan struct{})
+	if err := l.OpenAPIWhen("stable", stable); err != nil {
+		log.Fatal(err)
+	}
 	fmt.Println(board.Report()[0].Detail)
 
 	close(stable) // ... the controller is stable: the open fails ...
@@ -171,6 +175,6 @@ func ExampleListener_Cause() {
 	e := board.Report()[0]
 	fmt.Println(e.State, errors.Is(e.Err, listener.ErrBind), errors.Is(e.Err, syscall.EADDRINUSE))
 	// Output:
-	// opens when OpenAPIWhen closes
+	// opens once stable
 	// failed true true
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/juju/clock"
+	jujuerrors "github.com/juju/errors"
 	"golang.org/x/time/rate"
 
 	"github.com/coldstart-go/coldstart/internal/backoff"
@@ -55,12 +56,12 @@ type Listener struct {
 	closeDone chan struct{}  // closed when the first Close returns; later ones wait for it
 	wg        sync.WaitGroup // the accept goroutines
 
-	// whenDone closes when the OpenAPIWhen watcher returns (nil without
-	// one).
-	whenDone chan struct{}
+	// whens counts the OpenAPIWhen watchers running; Add is called under
+	// mu while the listener runs, so Close's Wait comes after.
+	whens sync.WaitGroup
 
 	// apiOpened closes the first time the API port opens. apiFailed
-	// closes if the open asked for by Config.OpenAPIWhen fails, or the
+	// closes if an open asked for by OpenAPIWhen fails, or the
 	// listener ends before the API port ever opened; apiErr, written
 	// before apiFailed closes and read only after, says why. Both close
 	// under mu.
@@ -79,6 +80,7 @@ type Listener struct {
 	apiLn       net.Listener // bound API socket, nil while unbound
 	apiSess     *session     // running API accept loop, nil while not open
 	apiBindAddr string       // cfg.APIAddr, then the first real bound address
+	opensWhen   string       // Detail's words for the last OpenAPIWhen's ready; "" before one
 }
 
 var _ net.Listener = (*Listener)(nil)
@@ -92,7 +94,7 @@ type session struct {
 	exited chan struct{} // closed when the accept goroutine has returned
 }
 
-// apiOp is an API-port call in flight: OpenAPI, CloseAPI or the
+// apiOp is an API-port call in flight: OpenAPI, CloseAPI or an
 // OpenAPIWhen watcher's open, one at a time (openMu). Once committed (it
 // found the listener running, after its bind if it binds), Close waits
 // for it, so that nothing it does (a record, OnBound) comes after Close
@@ -184,20 +186,53 @@ func newListener(cfg Config, listen func(network, addr string) (net.Listener, er
 	l.wg.Add(1)
 	go l.serve(&l.ctrl, ctrlLn, l.done, l.ctrlCh, nil)
 	l.logPort(slog.LevelInfo, "port opened", Controller, l.ctrlAddr.String(), nil)
-	if cfg.OpenAPIWhen != nil {
-		l.whenDone = make(chan struct{})
-		go l.openAPIWhen(cfg.OpenAPIWhen)
-	}
 	return l, nil
 }
 
-// openAPIWhen is the goroutine of Config.OpenAPIWhen: it opens the API
-// port when when closes, once, and reports a failure no caller would
-// otherwise see on Failed. The end of the listener ends it.
-func (l *Listener) openAPIWhen(when <-chan struct{}) {
-	defer close(l.whenDone)
+// OpenAPIWhen opens the API port when ready closes, as a call to OpenAPI
+// would, with no goroutine of yours waiting for it: pass the gate the
+// controller waits on before it takes agents (a gate's Unlocked()), and
+// name it in what, for Detail: OpenAPIWhen("stable", stable.Unlocked())
+// has a board show "[-]api-port locked for 2s (opens once stable)". It
+// may be called at any time after New, so the gate can be built from
+// components made after the listener (the Dialer of the controller's
+// own API client, which needs the controller port first).
+//
+// The open is tried once; if it fails (the address is in use), Failed
+// closes and Cause returns the *PortError, so the failure shows where
+// you watch the port (a readiness board), and you may call OpenAPI again.
+// Completed closes once the port is open. CloseAPI before ready closes
+// does not cancel the open (BindAPIEarly plus CloseAPI, to learn the port
+// number first, still works); Close does. Each call waits on its own
+// channel (after CloseAPI, a new one opens the port again); Detail names
+// the last. A nil ready is refused with an error satisfying
+// errors.Is(err, errors.NotValid) (github.com/juju/errors); after Close,
+// or a permanent accept failure, OpenAPIWhen returns what OpenAPI would.
+func (l *Listener) OpenAPIWhen(what string, ready <-chan struct{}) error {
+	if ready == nil {
+		return jujuerrors.NotValidf("nil ready (must be a channel that closes when the API port may open)")
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err := l.endedLocked(); err != nil {
+		return err
+	}
+	l.opensWhen = "opens when its open signal closes"
+	if what != "" {
+		l.opensWhen = "opens once " + what
+	}
+	l.whens.Add(1) // under mu with the listener not ended: Close's Wait comes after
+	go l.openAPIWhen(ready)
+	return nil
+}
+
+// openAPIWhen is the goroutine of OpenAPIWhen: it opens the API port when
+// ready closes, once, and reports a failure no caller would otherwise see
+// on Failed. The end of the listener ends it.
+func (l *Listener) openAPIWhen(ready <-chan struct{}) {
+	defer l.whens.Done()
 	select {
-	case <-when:
+	case <-ready:
 	case <-l.done:
 		return
 	}
@@ -224,11 +259,11 @@ func (l *Listener) failAPILocked(err error) {
 // without this package importing gate.
 
 // Completed returns a channel that is closed the first time the API port
-// opens, by OpenAPI or Config.OpenAPIWhen.
+// opens, by OpenAPI or OpenAPIWhen.
 func (l *Listener) Completed() <-chan struct{} { return l.apiOpened }
 
 // Failed returns a channel that is closed, if the API port has not opened
-// yet, when the open asked for by Config.OpenAPIWhen fails or the listener
+// yet, when an open asked for by OpenAPIWhen fails or the listener
 // ends (Close, or a permanent accept failure); Cause then says why. A
 // failed OpenAPI call does not close it: its caller has the error. A later
 // OpenAPI may still open the port; Failed stays closed.
@@ -244,19 +279,23 @@ func (l *Listener) Cause() error {
 	return l.apiErr
 }
 
-// Detail says what the API port waits for, for a board to show while it
-// is not open: "opens when OpenAPIWhen closes" or "opens on OpenAPI", with
-// the address once bound early; "" once it has opened.
+// Detail says what the API port waits for, in an operator's words, for a
+// board to show while it is not open: "opens once stable" (what the last
+// OpenAPIWhen named; "opens when its open signal closes" if it named
+// nothing), or "waits to be opened" before any OpenAPIWhen, with the
+// address once bound early; "" once it has opened.
 func (l *Listener) Detail() string {
 	if isClosed(l.apiOpened) {
 		return ""
 	}
-	d := "opens on OpenAPI"
-	if l.cfg.OpenAPIWhen != nil {
-		d = "opens when OpenAPIWhen closes"
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	d := l.opensWhen
+	if d == "" {
+		d = "waits to be opened"
 	}
-	if addr := l.APIAddr(); addr != nil {
-		d += ", bound at " + addr.String()
+	if l.apiLn != nil {
+		d += ", bound at " + l.apiLn.Addr().String()
 	}
 	return d
 }
@@ -452,8 +491,8 @@ func (l *Listener) end(cause error) error {
 // (so that its accept goroutine reads the socket's error as "stop"), the
 // controller socket closes, and Close waits for the accept goroutines, for
 // the API-port call in flight it must outlast (opDone, nil if none) and for
-// the OpenAPIWhen watcher, unless a call is in OnBound (inHook): this Close
-// may be made from there, and the watcher may be the one calling.
+// the OpenAPIWhen watchers, unless a call is in OnBound (inHook): this
+// Close may be made from there, and a watcher may be the one calling.
 func (l *Listener) closeController(opDone <-chan struct{}, inHook bool) error {
 	<-l.done
 	err := closeSocket(l.ctrlLn)
@@ -461,8 +500,8 @@ func (l *Listener) closeController(opDone <-chan struct{}, inHook bool) error {
 	if opDone != nil {
 		<-opDone
 	}
-	if l.whenDone != nil && !inHook {
-		<-l.whenDone
+	if !inHook {
+		l.whens.Wait()
 	}
 	l.logPort(slog.LevelInfo, "port closed", Controller, l.ctrlAddr.String(), nil)
 	return err

@@ -89,7 +89,8 @@ func TestLogsTheAPIPortFailingToOpen(t *testing.T) {
 	addr := squatter.Addr().String()
 	h := logtest.New()
 	stable := make(chan struct{})
-	l := newListener(t, listener.Config{Logger: h.Logger(), APIAddr: addr, OpenAPIWhen: stable})
+	l := newListener(t, listener.Config{Logger: h.Logger(), APIAddr: addr})
+	require.NoError(t, l.OpenAPIWhen("stable", stable))
 	close(stable)
 	select {
 	case <-l.Failed():

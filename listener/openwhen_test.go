@@ -8,8 +8,10 @@ import (
 	"testing"
 	"time"
 
+	jujuerrors "github.com/juju/errors"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
 
 	"github.com/coldstart-go/coldstart/listener"
 )
@@ -41,7 +43,6 @@ func TestOpenAPIWhenOpensTheAPIPortWhenTheChannelCloses(t *testing.T) {
 	var apiAddr net.Addr
 	bound := make(chan struct{})
 	l := newListener(t, listener.Config{
-		OpenAPIWhen: stable,
 		OnBound: func(p listener.Port, a net.Addr) {
 			if p == listener.API {
 				apiAddr = a
@@ -49,6 +50,7 @@ func TestOpenAPIWhenOpensTheAPIPortWhenTheChannelCloses(t *testing.T) {
 			}
 		},
 	})
+	require.NoError(t, l.OpenAPIWhen("stable", stable))
 	srv := &http.Server{Handler: loginHandler(), ConnContext: listener.ConnContext}
 	defer serve(t, srv, func() error { return srv.Serve(l) })()
 	client := &http.Client{Transport: &http.Transport{}, Timeout: guard}
@@ -80,7 +82,8 @@ func TestOpenAPIWhenBindFailureIsReported(t *testing.T) {
 	defer squatter.Close()
 	addr := squatter.Addr().String()
 	stable := make(chan struct{})
-	l := newListener(t, listener.Config{APIAddr: addr, OpenAPIWhen: stable})
+	l := newListener(t, listener.Config{APIAddr: addr})
+	require.NoError(t, l.OpenAPIWhen("stable", stable))
 
 	close(stable)
 	waitClosed(t, l.Failed(), "Failed")
@@ -114,23 +117,26 @@ func TestOpenAPIWhenBindFailureIsReported(t *testing.T) {
 func TestCloseBeforeOpenAPIWhenBindsNothing(t *testing.T) {
 	stable := make(chan struct{})
 	seq := &listenSeq{fakes: []net.Listener{newFake(1), newFake(2)}}
-	l, err := listener.NewWithListen(loopback(listener.Config{OpenAPIWhen: stable}), seq.listen)
+	l, err := listener.NewWithListen(loopback(listener.Config{}), seq.listen)
 	require.NoError(t, err)
+	require.NoError(t, l.OpenAPIWhen("stable", stable))
 	require.NoError(t, l.Close())
 	close(stable)
 	waitClosed(t, l.Failed(), "Failed")
 	require.ErrorIs(t, l.Cause(), net.ErrClosed)
 	assert.Equal(t, 1, seq.count(), "the API port was bound after Close")
 	assertOpen(t, l.Completed(), "Completed")
+	require.ErrorIs(t, l.OpenAPIWhen("stable", stable), net.ErrClosed, "after Close, as OpenAPI")
 }
 
 // With BindAPIEarly and CloseAPI (to learn the port, then refuse agents),
 // the channel still opens the port, at the number first bound.
 func TestOpenAPIWhenAfterEarlyBindAndCloseAPI(t *testing.T) {
 	stable := make(chan struct{})
-	l := newListener(t, listener.Config{BindAPIEarly: true, OpenAPIWhen: stable})
+	l := newListener(t, listener.Config{BindAPIEarly: true})
 	first := l.APIAddr()
 	require.NotNil(t, first)
+	require.NoError(t, l.OpenAPIWhen("stable", stable))
 	require.NoError(t, l.CloseAPI())
 	require.Nil(t, l.APIAddr())
 
@@ -151,9 +157,10 @@ func TestOpenAPIWhenAfterEarlyBindAndCloseAPI(t *testing.T) {
 func TestAFailureBeforeTheAPIPortOpenedIsItsErr(t *testing.T) {
 	ctrl := newFake(1)
 	seq := &listenSeq{fakes: []net.Listener{ctrl, newFake(2)}}
-	l, err := listener.NewWithListen(loopback(listener.Config{OpenAPIWhen: make(chan struct{})}), seq.listen)
+	l, err := listener.NewWithListen(loopback(listener.Config{}), seq.listen)
 	require.NoError(t, err)
 	defer l.Close()
+	require.NoError(t, l.OpenAPIWhen("stable", make(chan struct{})))
 	ctrl.give(t, nil, syscall.EBADF)
 	_, failure := l.Accept()
 	require.ErrorIs(t, failure, listener.ErrAcceptFailed)
@@ -168,13 +175,14 @@ func TestCloseFromOnBoundWithOpenAPIWhen(t *testing.T) {
 	when := make(chan struct{})
 	var l *listener.Listener
 	closed := make(chan error, 1)
-	l, err := listener.New(listener.Config{ControllerAddr: "127.0.0.1:0", APIAddr: "127.0.0.1:0", OpenAPIWhen: when,
+	l, err := listener.New(listener.Config{ControllerAddr: "127.0.0.1:0", APIAddr: "127.0.0.1:0",
 		OnBound: func(p listener.Port, _ net.Addr) {
 			if p == listener.API {
 				closed <- l.Close()
 			}
 		}})
 	require.NoError(t, err)
+	require.NoError(t, l.OpenAPIWhen("", when))
 	close(when)
 	select {
 	case err := <-closed:
@@ -187,4 +195,100 @@ func TestCloseFromOnBoundWithOpenAPIWhen(t *testing.T) {
 	assertOpen(t, l.Completed(), "Completed")
 	assert.Nil(t, l.APIAddr())
 	assert.NoError(t, l.Close(), "idempotent")
+}
+
+// The listener exists before what its API port waits for: OpenAPIWhen,
+// called once the rest of startup is built (a Dialer needs the controller
+// port first), opens the port when the channel closes, and Detail says, in
+// an operator's words, what it waits for: never a Go name.
+func TestOpenAPIWhenDetailSaysWhatThePortWaitsFor(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		early bool
+		call  bool
+		what  string
+		want  string
+	}{
+		{name: "no call", want: "waits to be opened"},
+		{name: "named", call: true, what: "stable", want: "opens once stable"},
+		{name: "unnamed", call: true, want: "opens when its open signal closes"},
+		{name: "named, bound early", early: true, call: true, what: "stable", want: "opens once stable, bound at "},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := newListener(t, listener.Config{BindAPIEarly: tc.early})
+			ready := make(chan struct{})
+			if tc.call {
+				require.NoError(t, l.OpenAPIWhen(tc.what, ready))
+			}
+			want := tc.want
+			if tc.early {
+				want += l.APIAddr().String()
+			}
+			assert.Equal(t, want, l.Detail())
+			if !tc.call {
+				return
+			}
+			close(ready)
+			waitClosed(t, l.Completed(), "Completed")
+			assert.Empty(t, l.Detail(), "nothing to wait for once open")
+		})
+	}
+}
+
+// A nil channel never closes: OpenAPIWhen refuses it at the call rather
+// than wait for ever, and starts nothing.
+func TestOpenAPIWhenRefusesANilChannel(t *testing.T) {
+	l := newListener(t, listener.Config{})
+	err := l.OpenAPIWhen("stable", nil)
+	require.Error(t, err)
+	assert.True(t, jujuerrors.Is(err, jujuerrors.NotValid), "%v", err)
+	assert.Equal(t, "waits to be opened", l.Detail(), "a refused call names nothing")
+}
+
+// Each call waits on its own channel: a controller that became unstable
+// closes the API port and has it reopen on its next stable gate.
+func TestOpenAPIWhenAgainAfterCloseAPI(t *testing.T) {
+	binds := make(chan net.Addr, 2)
+	l := newListener(t, listener.Config{OnBound: func(p listener.Port, a net.Addr) {
+		if p == listener.API {
+			binds <- a
+		}
+	}})
+	first := make(chan struct{})
+	require.NoError(t, l.OpenAPIWhen("stable", first))
+	close(first)
+	waitClosed(t, l.Completed(), "Completed")
+	addr := l.APIAddr()
+	require.NotNil(t, addr)
+
+	require.NoError(t, l.CloseAPI())
+	again := make(chan struct{})
+	require.NoError(t, l.OpenAPIWhen("stable again", again))
+	assert.False(t, l.Report().API.Open, "closed until the new channel closes")
+	close(again)
+	for range 2 {
+		select {
+		case a := <-binds:
+			assert.Equal(t, addr.String(), a.String(), "at the address first bound")
+		case <-time.After(guard):
+			t.Fatal("the API port was not bound again")
+		}
+	}
+	dial(t, addr)
+	mustAccept(t, l, listener.API)
+	assert.True(t, l.Report().API.Open)
+}
+
+// Close ends every watcher still waiting (none outlives the listener), and
+// Failed says why the port never opened.
+func TestCloseEndsEveryOpenAPIWhenWatcher(t *testing.T) {
+	before := goleak.IgnoreCurrent()
+	l, err := listener.New(loopback(listener.Config{}))
+	require.NoError(t, err)
+	for _, what := range []string{"stable", "upgraded"} {
+		require.NoError(t, l.OpenAPIWhen(what, make(chan struct{})))
+	}
+	require.NoError(t, l.Close())
+	goleak.VerifyNone(t, before)
+	require.ErrorIs(t, l.Cause(), net.ErrClosed)
 }

@@ -50,7 +50,7 @@ type PortReport struct {
 	LastTemporaryError   error
 	LastTemporaryErrorAt time.Time
 	// OpenErr is, for the API port, Cause: why it failed to open when
-	// Config.OpenAPIWhen closed, or why it never will; nil otherwise.
+	// OpenAPIWhen closed, or why it never will; nil otherwise.
 	OpenErr error
 }
 

@@ -33,13 +33,13 @@
 //	...
 //	defer cc.Close()
 //	client := pb.NewControllerClient(cc) // use it as any ClientConn
-//	cc.Connect()                         // dial now, not at the first RPC
-//	<-cc.Home()                          // moved home: a self-dial gate opens
+//	board.Follow("self-dial", d)         // opens once d has moved home
 //
 // NewClient returns a *Client, a *grpc.ClientConn with Home: a channel
 // closed at its first connection to this machine's controller once
-// LocalReady has closed (never at one to a peer), so a readiness gate
-// needs no health-check call to learn the client has moved home.
+// LocalReady has closed (never at one to a peer). The Dialer has moved
+// home then too, and a readiness board follows the Dialer itself, so a
+// self-dial gate needs no health-check call and no goroutine of yours.
 //
 // The ClientConn's authority is Authority ("controller"), which names no
 // host: with TLS, give the server name the controllers' certificates carry

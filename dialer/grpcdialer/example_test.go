@@ -18,6 +18,7 @@ import (
 
 	"github.com/coldstart-go/coldstart/dialer"
 	"github.com/coldstart-go/coldstart/dialer/grpcdialer"
+	"github.com/coldstart-go/coldstart/gate"
 	"github.com/coldstart-go/coldstart/listener"
 )
 
@@ -33,12 +34,13 @@ import (
 //
 // The agent side: dialer.Transport for HTTP and grpcdialer.NewClient for
 // gRPC, both through one Dialer, both moving home when LocalReady closes.
+// The Dialer, made for the listener's controller port, is the self-dial
+// entry of the readiness board, and the API port opens once it has: no
+// goroutine, gate or ping of ours.
 func Example_httpAndGRPCOnOneListener() {
-	stable := make(chan struct{}) // e.g. a gate's Unlocked()
 	ln, err := listener.New(listener.Config{
 		ControllerAddr: "127.0.0.1:0",
 		APIAddr:        "127.0.0.1:0",
-		OpenAPIWhen:    stable, // the API port opens when stable closes
 	})
 	if err != nil {
 		fmt.Println(err)
@@ -80,6 +82,13 @@ func Example_httpAndGRPCOnOneListener() {
 		fmt.Println(err)
 		return
 	}
+	board := gate.NewBoard(gate.BoardConfig{})
+	defer board.Close()
+	stable := gate.AllOf("stable", board.Follow("self-dial", d))
+	if err := ln.OpenAPIWhen("stable", stable.Unlocked()); err != nil {
+		fmt.Println(err)
+		return
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 
@@ -111,8 +120,7 @@ func Example_httpAndGRPCOnOneListener() {
 	}
 	fmt.Println("grpc:", hc.GetStatus())
 
-	// The agents' port, once the controller is stable.
-	close(stable)
+	// The agents' port, open once the first call moved the Dialer home.
 	<-ln.Completed()
 	agent, err := grpc.NewClient(ln.APIAddr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {

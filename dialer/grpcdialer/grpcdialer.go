@@ -51,9 +51,9 @@ type Client struct {
 
 // Home returns a channel that is closed when the Client has moved home: at
 // the first connection it makes to this machine's controller once
-// LocalReady has closed (never at one to a peer). A "self-dial" gate waits
-// on it instead of calling the local server to find out. It is nil when
-// the Dialer's LocalPort is 0.
+// LocalReady has closed (never at one to a peer): this client's move, where
+// a board's "self-dial" entry follows the Dialer's (the first of its
+// clients to connect home). It is nil when the Dialer's LocalPort is 0.
 func (c *Client) Home() <-chan struct{} { return c.home }
 
 // NewClient returns a gRPC Client whose connections d dials, that moves
@@ -87,7 +87,7 @@ func NewClient(d *dialer.Dialer, opts ...grpc.DialOption) (*Client, error) {
 		return nil, jujuerrors.NotValidf("nil Dialer")
 	}
 	c := &Client{}
-	if d.Home() != nil {
+	if d.Completed() != nil {
 		c.home = make(chan struct{})
 	}
 	ready := d.LocalReady()

@@ -150,31 +150,37 @@ func newController(cfg controllerConfig) (_ *controller, err error) {
 	if err != nil {
 		return nil, err
 	}
-	c.newBoard()
 	// From here on each step holds something: undo them all on error.
 	defer func() {
 		if err != nil {
-			_ = c.board.Close()
-			if c.tracker != nil {
-				_ = c.tracker.Close()
+			if c.board != nil {
+				_ = c.board.Close()
 			}
+			_ = c.tracker.Close()
 			if c.ln != nil {
 				_ = c.ln.Close()
 			}
 		}
 	}()
+	c.serving = gate.New("serving")
 	if c.ln, err = c.listen(cfg.apiAddr); err != nil {
 		return nil, err
 	}
-	c.api = c.board.Follow("api-port", c.ln).After(c.stable) // the listener's API port is a gate.Component
+	if c.dial, err = c.newDialer(cfg.peers); err != nil {
+		return nil, err
+	}
+	c.newBoard()
+	// The API port opens by itself once stable, and is on the board as it
+	// is (a gate.Component).
+	if err = c.ln.OpenAPIWhen("stable", c.stable.Unlocked()); err != nil {
+		return nil, err
+	}
+	c.api = c.board.Follow("api-port", c.ln).After(c.stable)
 	c.workers = gate.New("workers").After(c.selfDialed, c.upgraded)
 	c.board.Add("workers", c.workers)
 	c.metrics = prometheus.NewRegistry()
 	c.mux, c.grpc = c.newMux(), c.newGRPC()
 	c.srv = c.newServer()
-	if c.dial, err = c.newDialer(cfg.peers); err != nil {
-		return nil, err
-	}
 	if err := c.registerMetrics(); err != nil {
 		return nil, err
 	}
@@ -186,19 +192,18 @@ func newController(cfg controllerConfig) (_ *controller, err error) {
 }
 
 // newBoard makes the controller's gates: stable is all of serving,
-// self-dial, upgrade and lease. The upgrade gate and the lease tracker join
-// the board with Follow, so their entries show the phase (or why the lease
-// is unknown) while locked and the cause if they fail, with no state copied
-// by hand; stable is built on that entry, so
-// it opens after the upgrade, and fails with it. The api-port and workers
-// entries are added once the listener exists (newController); After tells
-// the timeline what each waited for.
+// self-dial, upgrade and lease. The dialer, the upgrade gate and the lease
+// tracker join the board with Follow, so their entries show what each
+// waits for (the local server, the phase, why the lease is unknown) while
+// locked and the cause if they fail, with no state copied by hand; stable
+// is built on those entries, so it opens after them, and fails with them.
+// The api-port and workers entries are added once stable exists
+// (newController); After tells the timeline what each waited for.
 func (c *controller) newBoard() {
 	c.board = gate.NewBoard(gate.BoardConfig{Name: c.name, Clock: c.clk, Logger: c.log})
-	c.serving = gate.New("serving")
-	c.selfDialed = gate.New("self-dial").After(c.serving) // the dialer waits for the local server
 	c.board.Add("serving", c.serving)
-	c.board.Add("self-dial", c.selfDialed)
+	// Open at the dialer's first local connection once serving: no ping.
+	c.selfDialed = c.board.Follow("self-dial", c.dial).After(c.serving)
 	// The demo's upgrade steps end only once the upgrade gate has refused
 	// the controller's own calls (runUpgrade), made after its self-dial.
 	c.upgraded = c.board.Follow("upgrade", c.up).After(c.selfDialed)
@@ -208,8 +213,8 @@ func (c *controller) newBoard() {
 }
 
 // listen binds the controller port and the API port, and closes the API
-// port again until the controller is stable: Config.OpenAPIWhen opens it
-// then, with no goroutine of ours.
+// port again until the controller is stable: OpenAPIWhen opens it then
+// (newController), with no goroutine of ours.
 func (c *controller) listen(apiAddr string) (*listener.Listener, error) {
 	ln, err := listener.New(listener.Config{
 		ControllerAddr: "127.0.0.1:0",
@@ -219,7 +224,6 @@ func (c *controller) listen(apiAddr string) (*listener.Listener, error) {
 		// Bind the API port once to learn its number (agents need it),
 		// then close it at once: agents are refused until it reopens.
 		BindAPIEarly: true,
-		OpenAPIWhen:  c.stable.Unlocked(),
 		Clock:        c.clk,
 		Logger:       c.log,
 		OnBound:      c.bound,
@@ -409,7 +413,7 @@ func (c *controller) newServer() *http.Server {
 // start runs the controller's startup; it returns when ctx ends. serveAfter
 // stands for the time the server takes to come up (a state store starting):
 // the API clients start at once and must wait for it, not dial a peer. The
-// API port opens by itself once stable (Config.OpenAPIWhen).
+// API port opens by itself once stable (Listener.OpenAPIWhen).
 func (c *controller) start(ctx context.Context, serveAfter time.Duration) {
 	c.mu.Lock()
 	c.startedAt = time.Now()
@@ -418,6 +422,11 @@ func (c *controller) start(ctx context.Context, serveAfter time.Duration) {
 	run := func(f func()) { wg.Add(1); go func() { defer wg.Done(); f() }() }
 
 	run(func() { c.selfClient(ctx) })
+	run(func() { // the timeline's story: the board follows the dialer itself
+		if closed(ctx, c.selfDialed.Unlocked()) {
+			c.tl.log(c.name, "self-dial: the dialer moved home (local server, no ping)")
+		}
+	})
 	run(func() { c.runUpgrade(ctx) })
 	run(func() { c.followLease(ctx) })
 	run(func() { c.leadSingular(ctx) })

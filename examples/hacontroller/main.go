@@ -9,7 +9,7 @@
 // own calls meanwhile (waited out by upgrade.RetryTransport and
 // grpcupgrade's client interceptors); it competes for the singular lease
 // and runs its singular worker under Lead; and its rate-limited API port
-// opens by itself once all of that is done (listener Config.OpenAPIWhen).
+// opens by itself once all of that is done (Listener.OpenAPIWhen).
 // The agents storm the API ports from the start and retry refusals. Midway
 // the leader's lease store faults: its checks must say "renewal failed,
 // still held", never "not leader".

@@ -60,7 +60,7 @@ func TestRunHoldsEveryInvariant(t *testing.T) {
 	assert.Contains(t, s, "0 not-leader")
 	assert.Contains(t, s, "ok: every invariant held")
 	for _, c := range []string{"c0", "c1", "c2"} {
-		assert.Regexp(t, c+`      self-dial: the gRPC client moved home`, s)
+		assert.Regexp(t, c+`      self-dial: the dialer moved home`, s)
 		assert.Contains(t, s, c+"      POST /controller/workers refused (upgrade in progress")
 		assert.Contains(t, s, c+"      grpc Health/List refused (upgrade in progress")
 		assert.Contains(t, s, c+"      grpc Health/Watch refused (upgrade in progress")

@@ -222,7 +222,10 @@ func TestReadyzPassesTheUpgradeGateInEveryPhase(t *testing.T) {
 				Name: leaseName, Holder: "c0", Duration: time.Minute})
 			require.NoError(t, err)
 			defer tr.Close()
-			c := &controller{name: "c0", up: upgrade.NewGate(upgrade.GateConfig{}), tracker: tr}
+			c := &controller{name: "c0", up: upgrade.NewGate(upgrade.GateConfig{}), tracker: tr,
+				serving: gate.New("serving"), ctrlAddr: "127.0.0.1:17071"}
+			c.dial, err = c.newDialer(nil)
+			require.NoError(t, err)
 			c.newBoard()
 			defer c.board.Close()
 			c.serving.Unlock()

@@ -58,16 +58,16 @@ func (s *selfCall) finish(err error) {
 // connection goes through the dialer, which waits for the local server
 // rather than dial a peer, and both clients would move home by themselves
 // had they started on a peer (dialer.NewTransport, grpcdialer.NewClient).
-// Self-dial is the gRPC client moving home (grpcdialer's Client.Home: its
-// first connection to the local server once that serves; no ping). Then
-// it makes three calls the upgrade gate refuses until the upgrade
+// The board's self-dial entry follows the dialer: it opens at the first of
+// these connections to the local server once that serves (no ping). The
+// clients make three calls the upgrade gate refuses until the upgrade
 // completes: the HTTP client waits them out with upgrade.RetryTransport,
 // the gRPC client with grpcupgrade's interceptors (workers).
 func (c *controller) selfClient(ctx context.Context) {
 	c.tl.log(c.name, "api clients starting: waiting for the local server (not dialling a peer)")
 	home, err := dialer.NewTransport(c.dial, &http.Transport{DisableKeepAlives: true})
 	if err != nil {
-		c.selfDialed.Fail(err)
+		c.workers.Fail(err)
 		return
 	}
 	defer home.CloseIdleConnections()
@@ -79,20 +79,11 @@ func (c *controller) selfClient(ctx context.Context) {
 		grpc.WithUnaryInterceptor(grpcupgrade.UnaryClientInterceptor(list.notify(c), upgrade.WithClock(c.clk))),
 		grpc.WithStreamInterceptor(grpcupgrade.StreamClientInterceptor(watch.notify(c), upgrade.WithClock(c.clk))))
 	if err != nil {
-		c.selfDialed.Fail(err)
+		c.workers.Fail(err)
 		return
 	}
 	defer cc.Close()
 	health := healthpb.NewHealthClient(cc)
-
-	cc.Connect() // dial now, not at the first RPC: no ping needed
-	select {
-	case <-cc.Home():
-	case <-ctx.Done():
-		return
-	}
-	c.tl.log(c.name, "self-dial: the gRPC client moved home (local server, no ping)")
-	c.selfDialed.Unlock()
 
 	// Off the allowlist, all three at once: each is refused while the
 	// upgrade runs, waits the server's Retry-After out, and goes through.
