@@ -289,11 +289,12 @@ func (c *controller) newDialer(peers func() []string) (*dialer.Dialer, error) {
 
 // newMux returns the controller's HTTP routes. Agents log in on the API
 // port; the controller calls itself on the controller port; a probe reads
-// the board at /readyz, its history at /timeline, and every component's
-// counters at /metrics.
+// the board at /readyz, whether the lease's renewer is stuck at /livez,
+// its history at /timeline, and every component's counters at /metrics.
 func (c *controller) newMux() *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.Handle("GET /readyz", boardview.ReadyHandler(c.board))
+	mux.Handle("GET /livez", boardview.LiveHandler(map[string]func() error{"lease": c.tracker.Alive}))
 	mux.Handle("GET /timeline", boardview.TimelineHandler(c.board))
 	mux.Handle("GET /metrics", promhttp.HandlerFor(c.metrics, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /ping", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "pong") })

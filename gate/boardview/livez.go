@@ -1,0 +1,51 @@
+package boardview
+
+import (
+	"net/http"
+	"slices"
+	"strings"
+
+	"github.com/coldstart-go/coldstart/internal/printable"
+)
+
+// LiveHandler serves the checks the way Kubernetes serves /livez: 200 and
+// "ok" when every check returns nil, else 500 and one line per check, in
+// name order, then "livez check failed" (?verbose lists them on a 200
+// too). A liveness check fails only when its component is stuck and a
+// restart would fix it — lease.Tracker's Alive is one — never because a
+// dependency is down; readiness is ReadyHandler's. Each request calls
+// every check; a check must not block.
+//
+//	http.Handle("/livez", boardview.LiveHandler(map[string]func() error{"lease": tr.Alive}))
+func LiveHandler(checks map[string]func() error) http.Handler {
+	names := make([]string, 0, len(checks))
+	for name := range checks {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var b strings.Builder
+		code := http.StatusOK
+		for _, name := range names {
+			if err := checks[name](); err != nil {
+				code = http.StatusInternalServerError
+				b.WriteString("[-]" + printable.Name(name) + " failed: " + printable.Text(err.Error()) + "\n")
+			} else {
+				b.WriteString("[+]" + printable.Name(name) + " ok\n")
+			}
+		}
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		w.WriteHeader(code)
+		switch _, verbose := r.URL.Query()["verbose"]; {
+		case code == http.StatusOK && !verbose:
+			b.Reset()
+			b.WriteString("ok")
+		case code == http.StatusOK:
+			b.WriteString("livez check passed\n")
+		default:
+			b.WriteString("livez check failed\n")
+		}
+		w.Write([]byte(b.String()))
+	})
+}
