@@ -48,7 +48,7 @@ func (s *Store) YieldToPreferredHolder(ctx context.Context, tr *lease.Tracker) e
 			return fmt.Errorf("lease %q: %w", name, lease.ErrClosed)
 		}
 		if l := s.last(name); prefersAnother(l) && !s.passedUpBy(l) && st.State == lease.Held &&
-			st.Holder == holderOf(l) && st.Token == uint64(transitionsOf(l)) {
+			st.Holder == holderOf(l) && st.Token == tokenOf(l) {
 			err := tr.StepDown(ctx)
 			switch {
 			case errors.Is(err, lease.ErrClosed):
@@ -77,7 +77,7 @@ func (s *Store) notePassedUp(out *coordinationv1.Lease, preferred string) {
 	if s.passedUp == nil {
 		s.passedUp = make(map[string]passedUp)
 	}
-	s.passedUp[out.Name] = passedUp{token: transitionsOf(out), preferred: preferred}
+	s.passedUp[out.Name] = passedUp{token: tokenOf(out), preferred: preferred}
 }
 
 // passedUpBy reports whether l's term was claimed past a reservation for
@@ -86,7 +86,7 @@ func (s *Store) passedUpBy(l *coordinationv1.Lease) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	p, ok := s.passedUp[l.Name]
-	return ok && p.token == transitionsOf(l) && p.preferred == preferredOf(l)
+	return ok && p.token == tokenOf(l) && p.preferred == preferredOf(l)
 }
 
 // preferredBump returns a channel closed the next time the Store sees a

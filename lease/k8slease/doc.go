@@ -33,15 +33,30 @@
 // holderIdentity is the Holder, leaseDurationSeconds the granted duration
 // (rounded up to whole seconds), acquireTime the start of the term,
 // renewTime the last renewal, and leaseTransitions counts terms. The token
-// is leaseTransitions, which every claim increments — a re-claim under the
-// same holder name included — so tokens strictly increase while the Lease
-// object exists. Claim creates the Lease (leaseTransitions 1), takes a
-// released one (empty holderIdentity) at once, and takes a held one only
-// when its record has gone unchanged for its leaseDurationSeconds on this
-// process's monotonic clock: the API server does not expire Leases, and
-// the Store never compares renewTime with its own wall clock. Extend and
+// is leaseTransitions, which every claim sets to one more than the highest
+// this Store has seen in the Lease object — a re-claim under the same
+// holder name included — so tokens strictly increase while the Lease
+// object exists, even past a count written down behind the Store's back.
+// A negative leaseTransitions, which the API server's validation refuses,
+// means the count was lost: the Store takes no term on such a Lease and
+// says so (an error naming the Lease, the field and the repair).
+//
+// Claim creates the Lease (leaseTransitions 1), takes a released one
+// (empty holderIdentity) at once, and takes a held one only when its
+// record has gone unchanged for its leaseDurationSeconds on this process's
+// monotonic clock: the API server does not expire Leases, and the Store
+// never compares renewTime with its own wall clock. Extend and
 // Revoke update the Lease guarded by its resourceVersion; Revoke releases
 // it as client-go does (no holder, leaseDurationSeconds 1).
+//
+// A held term is ours only while the Lease records it as this Store wrote
+// it: holder, token, object (UID), and the acquireTime,
+// leaseDurationSeconds and renewTime of its writes. Another party's write
+// to those — a second process under the same holder name, kubectl edit, a
+// manifest applied over the Lease — ends the term at the next renewal
+// (lease.ErrNotHeld, saying what changed), never Held on a record
+// rewritten behind its back; labels, annotations and spec.preferredHolder
+// are anyone's to write.
 //
 // # Hand-over
 //

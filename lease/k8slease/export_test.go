@@ -4,4 +4,6 @@ package k8slease
 var (
 	RenewAfter = renewAfter
 	IsGone     = isGone
+	TermOf     = termOf
+	GrantOf    = grantOf
 )

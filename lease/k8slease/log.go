@@ -24,7 +24,8 @@ const (
 	// store's calls: its leaseTransitions restarted.
 	msgRecreated = "k8s lease re-created"
 	// An Extend or a Revoke conflicted with another party's write, which
-	// ended the term: another holder's term, or a release.
+	// ended the term: another holder's term, a release, or a rewrite of
+	// the term's record (its count, duration or times).
 	msgEndedByOther = "k8s lease term ended by another writer"
 )
 
@@ -50,7 +51,7 @@ func (s *Store) logDeleted(prev *coordinationv1.Lease) {
 	if h := holderOf(prev); h != "" {
 		attrs = append(attrs, slog.String("holder", h))
 	}
-	attrs = append(attrs, slog.Uint64("token", uint64(transitionsOf(prev))))
+	attrs = append(attrs, slog.Uint64("token", tokenOf(prev)))
 	s.log(slog.LevelWarn, msgDeleted, prev.Name, attrs...)
 }
 
@@ -61,8 +62,8 @@ func (s *Store) logRecreated(prev, cur *coordinationv1.Lease) {
 	if h := holderOf(cur); h != "" {
 		attrs = append(attrs, slog.String("holder", h))
 	}
-	attrs = append(attrs, slog.Uint64("token", uint64(transitionsOf(cur))),
-		slog.Uint64("previous_token", uint64(transitionsOf(prev))))
+	attrs = append(attrs, slog.Uint64("token", tokenOf(cur)),
+		slog.Uint64("previous_token", tokenOf(prev)))
 	s.log(slog.LevelWarn, msgRecreated, cur.Name, attrs...)
 }
 

@@ -229,11 +229,11 @@ func (s *Store) followRelease(ctx context.Context, w watch.Interface, held *leas
 // isHeld reports whether l records the term held names: its holder's, or
 // the first claim of its preferredHolder on a release (see Claim).
 func isHeld(l *coordinationv1.Lease, held *lease.HeldError) bool {
-	return l != nil && standing(l) == held.Holder && uint64(transitionsOf(l)) == held.Token
+	return l != nil && standing(l) == held.Holder && tokenOf(l) == held.Token
 }
 
-// heldError is the refusal of a claim of cur, which holder h holds: it
-// names the term, for WatchRelease.
-func heldError(cur *coordinationv1.Lease, h string) *lease.HeldError {
-	return &lease.HeldError{Name: cur.Name, Holder: h, Token: uint64(max(transitionsOf(cur), 0))}
+// heldError is the refusal of a claim of cur, whose term t (see termOf)
+// has the first claim: it names the term, for WatchRelease.
+func heldError(cur *coordinationv1.Lease, t lease.Grant) *lease.HeldError {
+	return &lease.HeldError{Name: cur.Name, Holder: t.Holder, Token: t.Token}
 }

@@ -55,21 +55,27 @@ type Store struct {
 	// release reserved for a preferred holder had run out unclaimed, and
 	// that holder: YieldToPreferredHolder does not yield that term to it.
 	passedUp map[string]passedUp
+	// own holds, by lease name, the term this Store last wrote: what it
+	// tells its own record from one another party rewrote by.
+	own map[string]ownTerm
 }
 
 // passedUp is a term claimed past an unclaimed reservation for preferred.
 type passedUp struct {
-	token     int32
+	token     uint64
 	preferred string
 }
 
 // sighting is the latest version of one Lease object this Store read or
 // wrote, and when it first saw that version; gone once the Store found
-// that object deleted (lease is then the last version it saw).
+// that object deleted (lease is then the last version it saw). high is
+// the highest leaseTransitions it saw in that object (its UID): a count
+// written down behind the Store's back does not lower it.
 type sighting struct {
 	lease *coordinationv1.Lease // shared: never modified
 	since time.Time
 	gone  bool
+	high  int32
 }
 
 var (
@@ -99,6 +105,7 @@ func NewStore(cli coordinationv1client.CoordinationV1Interface, namespace string
 		clk:       o.clock,
 		logger:    logger,
 		seen:      make(map[string]sighting),
+		own:       make(map[string]ownTerm),
 	}, nil
 }
 
@@ -116,11 +123,15 @@ func (s *Store) StoreReport() lease.StoreReport { return s.calls.StoreReport() }
 // leaseDurationSeconds; until then it returns a *lease.HeldError naming the
 // holder and the term (Token: its leaseTransitions, which WatchRelease
 // watches) — also when the holder has holder's name (a restarted process
-// waits for its old term, as client-go does). Every claim increments
-// leaseTransitions, which is the new term's token. The granted Duration is
-// d rounded up to whole seconds (the Lease's leaseDurationSeconds). Any
-// other error matches lease.ErrUnconfirmed, except an invalid argument, which is a
-// NotValid error (github.com/juju/errors).
+// waits for its old term, as client-go does). Every claim sets
+// leaseTransitions, the new term's token, to one more than the highest
+// this Store has seen in that Lease object, so tokens increase even past a
+// count written down behind its back. The granted Duration is d rounded up
+// to whole seconds (the Lease's leaseDurationSeconds). A Lease whose
+// leaseTransitions is negative (the API server refuses one; see termOf) or
+// at its maximum is refused with an error naming the Lease, the field and
+// what to do. Any other error matches lease.ErrUnconfirmed, except an
+// invalid argument, which is a NotValid error (github.com/juju/errors).
 func (s *Store) Claim(ctx context.Context, name, holder string, d time.Duration) (lease.Grant, error) {
 	done := s.calls.Begin(lease.OpClaim)
 	g, err := s.claim(ctx, name, holder, d)
@@ -151,30 +162,46 @@ func (s *Store) claim(ctx context.Context, name, holder string, d time.Duration)
 		fromCache := cached
 		cached = false
 		now := s.clk.Now()
-		var out, takenFrom *coordinationv1.Lease
-		switch h := holderOf(cur); {
+		var (
+			out, next, takenFrom *coordinationv1.Lease
+			t                    lease.Grant
+		)
+		if cur != nil {
+			if t, err = termOf(cur); err != nil {
+				return fail(err)
+			}
+		}
+		switch {
 		case cur == nil:
-			out, err = s.leases.Create(ctx, s.created(name, holder, secs, now), metav1.CreateOptions{})
-		case h != "" && now.Sub(since) < durationOf(cur):
-			return lease.Grant{}, heldError(cur, h)
-		case h == "" && reservedFor(cur) != "" && reservedFor(cur) != holder && now.Sub(since) < durationOf(cur):
+			next = s.created(name, holder, secs, now)
+			out, err = s.leases.Create(ctx, next, metav1.CreateOptions{})
+		case t.Holder != "" && now.Sub(since) < t.Duration:
+			return lease.Grant{}, heldError(cur, t)
+		case t.Holder == "" && reservedFor(cur) != "" && reservedFor(cur) != holder && now.Sub(since) < t.Duration:
 			// Released to its preferredHolder, which has the first claim.
-			return lease.Grant{}, heldError(cur, reservedFor(cur))
-		case transitionsOf(cur) >= math.MaxInt32:
-			return fail(fmt.Errorf("leaseTransitions is %d, its maximum: delete the Lease object to restart its count", transitionsOf(cur)))
+			return lease.Grant{}, heldError(cur, lease.Grant{Holder: reservedFor(cur), Token: t.Token})
 		default: // released, or unchanged for its leaseDurationSeconds
-			if h != "" {
+			token, terr := s.nextToken(cur)
+			if terr != nil {
+				return fail(terr)
+			}
+			if t.Holder != "" {
 				takenFrom = cur
 			}
-			out, err = s.leases.Update(ctx, takenOver(cur, holder, secs, now), metav1.UpdateOptions{})
+			next = takenOver(cur, holder, secs, token, now)
+			out, err = s.leases.Update(ctx, next, metav1.UpdateOptions{})
 		}
 		switch {
 		case err == nil:
 			s.saw(out, s.clk.Now())
+			g, gerr := grantOf(out, holder, tokenOf(next))
+			if gerr != nil {
+				return fail(gerr)
+			}
+			s.wrote(out)
 			if p := reservedFor(cur); p != "" && p != holder {
 				s.notePassedUp(out, p)
 			}
-			g := grantOf(out)
 			if takenFrom != nil {
 				s.logTakenOver(g, takenFrom, now.Sub(since))
 			}
@@ -192,9 +219,10 @@ func (s *Store) claim(ctx context.Context, name, holder string, d time.Duration)
 // renewTime on (to the next whole second when the last write was in the
 // same second, so that client-go sees the change). A term that ran out
 // with nobody taking it is extended as well. A term that is over (taken,
-// released, its Lease deleted) gets a *lease.NotHeldError naming the holder
-// now; any other error matches lease.ErrUnconfirmed, except an invalid argument
-// (NotValid).
+// released, its Lease deleted or re-created, or its record rewritten by
+// another writer: see update) gets a *lease.NotHeldError naming the holder
+// now and saying why; any other error matches lease.ErrUnconfirmed, except
+// an invalid argument (NotValid).
 func (s *Store) Extend(ctx context.Context, g lease.Grant, d time.Duration) (lease.Grant, error) {
 	done := s.calls.Begin(lease.OpExtend)
 	out, err := s.extend(ctx, g, d)
@@ -217,7 +245,11 @@ func (s *Store) extend(ctx context.Context, g lease.Grant, d time.Duration) (lea
 	if err != nil {
 		return lease.Grant{}, err
 	}
-	return grantOf(out), nil
+	renewed, err := grantOf(out, g.Holder, g.Token)
+	if err != nil {
+		return lease.Grant{}, &lease.CallError{Store: storeName(s.namespace), Op: "extend", Name: g.Name, Holder: g.Holder, Token: g.Token, Err: err}
+	}
+	return renewed, nil
 }
 
 // Revoke implements lease.Store: it releases term g as client-go does (no
@@ -253,7 +285,10 @@ func (s *Store) revoke(ctx context.Context, g lease.Grant) error {
 // resourceVersion. It starts from the last version this Store saw, reads
 // afresh when that is not term g's, and on a Conflict reads once more and
 // retries if the term is still g's; if it is not, that write ended the
-// term, which it logs.
+// term, which it logs. The term is g's while the Lease object records it
+// as this Store wrote it (see ownTerm): holder, token and object, and
+// acquireTime, leaseDurationSeconds and renewTime as it wrote them; other
+// fields (labels, spec.preferredHolder) are anyone's to write.
 func (s *Store) update(ctx context.Context, op string, g lease.Grant, change func(cur *coordinationv1.Lease, now time.Time) *coordinationv1.Lease) (*coordinationv1.Lease, error) {
 	fail := func(err error) (*coordinationv1.Lease, error) {
 		return nil, &lease.CallError{Store: storeName(s.namespace), Op: op, Name: g.Name, Holder: g.Holder, Token: g.Token, Err: err}
@@ -275,42 +310,48 @@ func (s *Store) update(ctx context.Context, op string, g lease.Grant, change fun
 			}
 			fresh = true
 		}
-		if !isTerm(cur, g) || uid != "" && cur.UID != uid {
-			e := s.over(op, g, cur)
+		if e := s.judge(op, g, uid, cur); e != nil {
 			if tried != nil && cur != nil && cur.UID == tried.UID {
 				s.logEndedByOther(op, g, e) // (a deletion or re-creation is logged as such)
 			}
 			return nil, e
 		}
-		out, err := s.leases.Update(ctx, change(cur, s.clk.Now()), metav1.UpdateOptions{})
+		next := change(cur, s.clk.Now())
+		out, err := s.leases.Update(ctx, next, metav1.UpdateOptions{})
 		switch {
 		case err == nil:
 			s.saw(out, s.clk.Now())
+			s.wrote(out)
 			return out, nil
 		case isGone(err, g.Name):
 			s.vanished(g.Name)
-			return nil, s.over(op, g, nil)
+			return nil, s.over(op, g, nil, "")
 		case attempt == 1 && apierrors.IsConflict(err):
 			tried, cur, fresh = cur, nil, false // another party wrote: is it still our term?
 			continue
+		case !apierrors.IsConflict(err):
+			s.sent(next) // it may have landed
 		}
 		return fail(err)
 	}
 }
 
 // over is the definitive answer to op on term g, which cur (the Lease now,
-// nil if there is none) shows is over.
-func (s *Store) over(op string, g lease.Grant, cur *coordinationv1.Lease) *lease.NotHeldError {
+// nil if there is none) shows is over; why, if not empty, says how.
+func (s *Store) over(op string, g lease.Grant, cur *coordinationv1.Lease, why string) *lease.NotHeldError {
 	e := &lease.NotHeldError{Name: g.Name, Token: g.Token, Holder: holderOf(cur)}
+	_, bad := termOf(cur)
 	switch {
 	case cur == nil:
 		e.Reason = fmt.Sprintf("%s for %q: the Lease object %s/%s does not exist (deleted)", op, g.Holder, s.namespace, g.Name)
+	case why != "":
+		e.Reason = fmt.Sprintf("%s for %q: %s", op, g.Holder, why)
+	case bad != nil:
+		e.Reason = fmt.Sprintf("%s for %q: %v", op, g.Holder, bad)
 	case e.Holder == "":
-		e.Reason = fmt.Sprintf("%s for %q: released (leaseTransitions %d)", op, g.Holder, transitionsOf(cur))
-	case isTerm(cur, g):
-		e.Reason = fmt.Sprintf("%s for %q: the Lease object was deleted and re-created", op, g.Holder)
+		e.Reason = fmt.Sprintf("%s for %q: released (leaseTransitions %d)", op, g.Holder, tokenOf(cur))
 	default:
-		e.Reason = fmt.Sprintf("%s for %q: the Lease is in term %d", op, g.Holder, transitionsOf(cur))
+		e.Reason = fmt.Sprintf("%s for %q: the Lease is in term %d", op, g.Holder, tokenOf(cur))
 	}
 	return e
 }
@@ -337,14 +378,17 @@ func (s *Store) saw(l *coordinationv1.Lease, at time.Time) time.Time {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	prev, ok := s.seen[l.Name]
+	high := transitionsOf(l)
 	switch {
 	case !ok:
 	case prev.lease.ResourceVersion == l.ResourceVersion && prev.lease.UID == l.UID:
 		return prev.since
-	case !prev.gone && prev.lease.UID != l.UID:
+	case prev.lease.UID == l.UID:
+		high = max(high, prev.high)
+	case !prev.gone:
 		s.logRecreated(prev.lease, l)
 	}
-	s.seen[l.Name] = sighting{lease: l, since: at}
+	s.seen[l.Name] = sighting{lease: l, since: at, high: high}
 	s.notePreferred(l)
 	return at
 }
@@ -393,13 +437,16 @@ func (s *Store) last(name string) *coordinationv1.Lease {
 }
 
 // created is a new Lease for holder's first term. Its leaseTransitions
-// continues from the last this Store saw of a deleted one of the same name,
-// so that its tokens go on increasing; a Lease nobody here saw starts at 1.
+// continues from the highest this Store saw in a deleted one of the same
+// name, so that its tokens go on increasing; a Lease nobody here saw
+// starts at 1.
 func (s *Store) created(name, holder string, secs int32, now time.Time) *coordinationv1.Lease {
 	transitions := int32(1)
-	if prev := s.last(name); prev != nil && transitionsOf(prev) < math.MaxInt32 {
-		transitions = max(transitions, transitionsOf(prev)+1)
+	s.mu.Lock()
+	if prev, ok := s.seen[name]; ok && prev.high < math.MaxInt32 {
+		transitions = max(transitions, prev.high+1)
 	}
+	s.mu.Unlock()
 	at := renewAfter(nil, now)
 	return &coordinationv1.Lease{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: s.namespace},
@@ -413,16 +460,34 @@ func (s *Store) created(name, holder string, secs int32, now time.Time) *coordin
 	}
 }
 
-// takenOver is cur given to holder for a new term.
-func takenOver(cur *coordinationv1.Lease, holder string, secs int32, now time.Time) *coordinationv1.Lease {
+// nextToken is the leaseTransitions of a new term taken over from cur: one
+// more than the highest this Store has seen in that Lease object, so that
+// a count written down behind its back (a manifest applied over the Lease,
+// say) never makes it hand out a token at or below one it handed out or
+// saw there. A count at its maximum cannot go on.
+func (s *Store) nextToken(cur *coordinationv1.Lease) (int32, error) {
+	high := transitionsOf(cur)
+	s.mu.Lock()
+	if sg, ok := s.seen[cur.Name]; ok && sg.lease.UID == cur.UID {
+		high = max(high, sg.high)
+	}
+	s.mu.Unlock()
+	if high == math.MaxInt32 {
+		return 0, fmt.Errorf("the Lease object %s/%s has counted %d terms (spec.leaseTransitions), the most it can: delete the Lease object to restart its count",
+			cur.Namespace, cur.Name, high)
+	}
+	return high + 1, nil
+}
+
+// takenOver is cur given to holder for a new term, token.
+func takenOver(cur *coordinationv1.Lease, holder string, secs, token int32, now time.Time) *coordinationv1.Lease {
 	next := cur.DeepCopy()
 	at := renewAfter(cur.Spec.RenewTime, now)
-	transitions := transitionsOf(cur) + 1
 	next.Spec.HolderIdentity = &holder
 	next.Spec.LeaseDurationSeconds = &secs
 	next.Spec.AcquireTime = &at
 	next.Spec.RenewTime = &at
-	next.Spec.LeaseTransitions = &transitions
+	next.Spec.LeaseTransitions = &token
 	return next
 }
 
@@ -439,44 +504,6 @@ func renewAfter(prev *metav1.MicroTime, now time.Time) metav1.MicroTime {
 		}
 	}
 	return metav1.NewMicroTime(t)
-}
-
-// grantOf is the term that l, just written by this Store, records.
-func grantOf(l *coordinationv1.Lease) lease.Grant {
-	return lease.Grant{
-		Name:     l.Name,
-		Holder:   holderOf(l),
-		Token:    uint64(transitionsOf(l)),
-		Duration: durationOf(l),
-	}
-}
-
-// isTerm reports whether l records term g.
-func isTerm(l *coordinationv1.Lease, g lease.Grant) bool {
-	return l != nil && holderOf(l) == g.Holder && uint64(transitionsOf(l)) == g.Token
-}
-
-func holderOf(l *coordinationv1.Lease) string {
-	if l == nil || l.Spec.HolderIdentity == nil {
-		return ""
-	}
-	return *l.Spec.HolderIdentity
-}
-
-// durationOf is l's leaseDurationSeconds; none counts as zero (expired), as
-// client-go counts it.
-func durationOf(l *coordinationv1.Lease) time.Duration {
-	if l.Spec.LeaseDurationSeconds == nil {
-		return 0
-	}
-	return time.Duration(*l.Spec.LeaseDurationSeconds) * time.Second
-}
-
-func transitionsOf(l *coordinationv1.Lease) int32 {
-	if l.Spec.LeaseTransitions == nil {
-		return 0
-	}
-	return *l.Spec.LeaseTransitions
 }
 
 // isGone reports whether err says that the Lease object name does not
