@@ -154,7 +154,7 @@ func (b *claimBatcher) sendOne() {
 		}
 		b.wake = cancel
 		b.mu.Unlock()
-		err := b.store.slots.wait(ctx)
+		err := b.store.slots.acquire(ctx)
 		cancel()
 		b.mu.Lock()
 		b.wake = nil

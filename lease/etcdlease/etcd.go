@@ -3,7 +3,7 @@ package etcdlease
 // The etcd vocabulary both stores speak: keys and their state as read,
 // the checks of a call's arguments, TTLs in whole seconds, the reads and
 // transactions that read, confirm or end a term, and the rules by which a
-// keep-alive counts (confirmedInTerm) and an etcd lease may be resumed
+// keep-alive counts (confirmedInRaftTerm) and an etcd lease may be resumed
 // (leaseLife.resumable). Neither store's own file is the other's ground:
 // what both use lives here.
 
@@ -22,11 +22,11 @@ import (
 
 // leaseLife is what a store knows of the life of one of its etcd leases:
 // the raft term it was granted or last renewed in, as confirmed (see
-// confirmedInTerm), the send time of that grant or renewal on the store's
+// confirmedInRaftTerm), the send time of that grant or renewal on the store's
 // clock, and its TTL. A keep-alive of the lease may back a promise only
 // while resumable says so.
 type leaseLife struct {
-	term      uint64
+	raftTerm  uint64
 	confirmed time.Time
 	ttl       time.Duration
 }
@@ -70,7 +70,7 @@ func checkGrant(g lease.Grant, d time.Duration) error {
 }
 
 // resumable says whether a keep-alive of the etcd lease, sent at sent
-// and confirmed in raft term kaTerm, may back a promise: the lease was
+// and confirmed in raft term kaRaftTerm, may back a promise: the lease was
 // last confirmed in that same raft term, and less than its TTL before
 // (less a tenth, for clock rates) — so no raft leader, present or
 // deposed, can have found it expired and have a revoke of it in flight.
@@ -127,8 +127,8 @@ func checkGrant(g lease.Grant, d time.Duration) error {
 // and the term is over — with no promise standing, as the last one was
 // made before l was last confirmed plus the TTL, the earliest M found l
 // expired).
-func (l leaseLife) resumable(kaTerm uint64, sent time.Time) bool {
-	return kaTerm == l.term && sent.Before(l.confirmed.Add(l.ttl-l.ttl/10))
+func (l leaseLife) resumable(kaRaftTerm uint64, sent time.Time) bool {
+	return kaRaftTerm == l.raftTerm && sent.Before(l.confirmed.Add(l.ttl-l.ttl/10))
 }
 
 // errNotFoundKeyOnLease is the cause when a keep-alive (or a TimeToLive)
@@ -136,13 +136,13 @@ func (l leaseLife) resumable(kaTerm uint64, sent time.Time) bool {
 // member's answer.
 var errNotFoundKeyOnLease = errors.New("not confirmed: a member said the etcd lease is gone but the key is still on it")
 
-// errTermChanged is the cause when a keep-alive and the read that was to
+// errRaftTermChanged is the cause when a keep-alive and the read that was to
 // confirm it were answered in different raft terms.
-var errTermChanged = errors.New("keep-alive not confirmed: raft term changed before the confirming read")
+var errRaftTermChanged = errors.New("keep-alive not confirmed: raft term changed before the confirming read")
 
-// confirmedInTerm says whether a keep-alive whose answer's header says
-// raft term kaTerm is confirmed by a committed read, sent after that
-// answer, whose header says readTerm: nil when they are the same term.
+// confirmedInRaftTerm says whether a keep-alive whose answer's header says
+// raft term kaRaftTerm is confirmed by a committed read, sent after that
+// answer, whose header says readRaftTerm: nil when they are the same term.
 //
 // Why that confirms it. A keep-alive is not a raft proposal: the member
 // that receives it renews the lease in its own lessor if it believes it
@@ -156,11 +156,11 @@ var errTermChanged = errors.New("keep-alive not confirmed: raft term changed bef
 // the keep-alive's header before it renews). The argument rests on two
 // inequalities:
 //
-//   - kaTerm ≤ the term of the leader whose lessor renewed the lease: that
+//   - kaRaftTerm ≤ the term of the leader whose lessor renewed the lease: that
 //     leader is the answering member itself (whose applied entries are of
 //     its term or earlier) or the leader it forwarded to, of its current
 //     raft term, which is at least the term of any entry it applied.
-//   - readTerm ≥ the term of the leader whose quorum committed the read:
+//   - readRaftTerm ≥ the term of the leader whose quorum committed the read:
 //     it is a transaction raft must commit, sent twice (see
 //     readCommitted), and the member answering the second has applied
 //     the first and recorded its term — the committing leader's. (A plain
@@ -171,10 +171,10 @@ var errTermChanged = errors.New("keep-alive not confirmed: raft term changed bef
 //     term nor the applied index. With five or more voting members, such
 //     a member and a stale leader can share that old term, and a
 //     keep-alive the stale leader answered passed as confirmed; issue 24,
-//     H2, TestSnapshotFollowersStaleTermConfirmsNothing.)
+//     H2, TestSnapshotFollowersStaleRaftTermConfirmsNothing.)
 //
-// A stale leader cannot commit, so its transactions fail. If kaTerm =
-// readTerm = T, the renewing leader's term is ≥ T and the committing
+// A stale leader cannot commit, so its transactions fail. If kaRaftTerm =
+// readRaftTerm = T, the renewing leader's term is ≥ T and the committing
 // leader's is ≤ T; a leader of a later term than the committing one was
 // elected by a quorum that would have refused to append the entry, which
 // was proposed after the renewal; so both are term T's leader, which still
@@ -196,9 +196,9 @@ var errTermChanged = errors.New("keep-alive not confirmed: raft term changed bef
 // leader's), so the keep-alive is left unconfirmed and retried. (Whether
 // the lease may then be resumed at all is leaseLife.resumable's question:
 // a deposed leader may still revoke it.)
-func confirmedInTerm(kaTerm, readTerm uint64) error {
-	if kaTerm == 0 || kaTerm != readTerm {
-		return fmt.Errorf("%w (keep-alive in term %d, read in term %d)", errTermChanged, kaTerm, readTerm)
+func confirmedInRaftTerm(kaRaftTerm, readRaftTerm uint64) error {
+	if kaRaftTerm == 0 || kaRaftTerm != readRaftTerm {
+		return fmt.Errorf("%w (keep-alive in raft term %d, read in raft term %d)", errRaftTermChanged, kaRaftTerm, readRaftTerm)
 	}
 	return nil
 }
@@ -289,7 +289,7 @@ func readHolder(ctx context.Context, cli *clientv3.Client, key, name string) (le
 // transaction a write: etcd proposes it rather than serving it from a
 // ReadIndex), twice in a row; nothing is written, and the revision does
 // not move. The raft term in the second answer is at least that of the
-// leader whose quorum committed the first (see confirmedInTerm), on any
+// leader whose quorum committed the first (see confirmedInRaftTerm), on any
 // member — the answer to a plain read may name an older term. Why twice:
 // etcd wakes the caller of a write as it applies the entry, just before
 // it records the entry's term as its own (applyEntries: applyEntryNormal
@@ -325,9 +325,9 @@ func get(ctx context.Context, cli *clientv3.Client, key string) (*keyValue, uint
 	if err != nil {
 		return nil, 0, err
 	}
-	term := resp.Header.GetRaftTerm()
+	raftTerm := resp.Header.GetRaftTerm()
 	if len(resp.Kvs) == 0 {
-		return nil, term, nil
+		return nil, raftTerm, nil
 	}
-	return newKeyValue(resp.Kvs[0]), term, nil
+	return newKeyValue(resp.Kvs[0]), raftTerm, nil
 }

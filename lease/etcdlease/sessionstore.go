@@ -221,7 +221,7 @@ func (s *SessionStore) claimDenied(ctx context.Context, name, holder string, d t
 	}
 	expired := ours && t != nil && t.state == termExpired && uint64(kv.CreateRevision) == t.token
 	s.mu.Unlock()
-	if !expired || s.slots.wait(ctx) != nil {
+	if !expired || s.slots.acquire(ctx) != nil {
 		return lease.Grant{}, false, held
 	}
 	_, _, err := deleteTerm(ctx, s.cli, s.Key(name), string(kv.Value), uint64(kv.CreateRevision))
@@ -768,7 +768,7 @@ func (s *SessionStore) deleteExpired(x expiredTerm) {
 	defer cancel()
 	timer := s.opts.clock.AfterFunc(expireEvery, cancel)
 	defer timer.Stop()
-	if s.slots.wait(ctx) != nil {
+	if s.slots.acquire(ctx) != nil {
 		return
 	}
 	defer s.slots.release()

@@ -99,7 +99,7 @@ const (
 // ambiguous, never a renewal (H2); the SessionStore neither renews its
 // session on the stale leader's word nor takes its "no such lease" of a
 // session granted after it was cut off for a loss (H3).
-func TestSnapshotFollowersStaleTermConfirmsNothing(t *testing.T) {
+func TestSnapshotFollowersStaleRaftTermConfirmsNothing(t *testing.T) {
 	// Each store's half counts once it has been reproduced in some try: on
 	// a loaded machine a try often reaches one store's stale answer and
 	// not the other's, and a rerun of both would mostly repeat the first.
@@ -175,18 +175,18 @@ func TestSnapshotFollowersStaleTermConfirmsNothing(t *testing.T) {
 			}
 		}
 		current := resp.Header.RaftTerm
-		var bTerm uint64
+		var bRaftTerm uint64
 		for end := time.Now().Add(10 * time.Second); time.Now().Before(end); pass(ctx, 50*time.Millisecond) {
 			cctx, ccancel := context.WithTimeout(ctx, time.Second)
 			r, err := cliB.Get(cctx, "/ss/y")
 			ccancel()
 			if err == nil && len(r.Kvs) == 1 {
-				bTerm = r.Header.RaftTerm
+				bRaftTerm = r.Header.RaftTerm
 				break
 			}
 		}
-		t.Logf("m%d caught up: it answers in raft term %d, the majority's is %d", b, bTerm, current)
-		if bTerm == 0 || bTerm >= current {
+		t.Logf("m%d caught up: it answers in raft term %d, the majority's is %d", b, bRaftTerm, current)
+		if bRaftTerm == 0 || bRaftTerm >= current {
 			c.HealAll()
 			t.Logf("m%d did not answer in a stale term (no snapshot installed, or an entry applied since)", b)
 			return false
@@ -210,7 +210,7 @@ func TestSnapshotFollowersStaleTermConfirmsNothing(t *testing.T) {
 			case err == nil:
 				confirmed++
 				t.Errorf("a keep-alive answered by the stale leader m%d was confirmed by m%d's snapshot term (Duration %v)", x, b, ng.Duration)
-			case errors.Is(err, etcdlease.ErrTermChanged):
+			case errors.Is(err, etcdlease.ErrRaftTermChanged):
 				unconfirmed++
 				require.ErrorIs(t, err, lease.ErrUnconfirmed)
 			}

@@ -161,7 +161,7 @@ func holdSession(ctx context.Context, t *testing.T, ss *etcdlease.SessionStore, 
 		last := "<nil>"
 		for i := 0; ; i++ {
 			serr := etcdlease.SessionErr(ss)
-			if errors.Is(serr, etcdlease.ErrTermChanged) {
+			if errors.Is(serr, etcdlease.ErrRaftTermChanged) {
 				h.stale.Store(true)
 			}
 			if fmt.Sprint(serr) != last {
@@ -299,7 +299,7 @@ func TestStaleRenewalReadElsewhereIsUnconfirmed(t *testing.T) {
 			case err == nil:
 				confirmed++
 				t.Errorf("a keep-alive answered by the stale leader was confirmed (Duration %v)", ng.Duration)
-			case errors.Is(err, etcdlease.ErrTermChanged):
+			case errors.Is(err, etcdlease.ErrRaftTermChanged):
 				stale++
 				require.ErrorIs(t, err, lease.ErrUnconfirmed)
 			}

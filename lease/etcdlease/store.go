@@ -34,9 +34,8 @@ type Store struct {
 	opts   options
 	slots  *slots // they count the calls refused over capacity, for the log
 	calls  lease.StoreCounters
-	// late says whether keep-alives wait too long for slots: then claims
-	// are refused (see lateness).
-	late lateness
+	// admission decides whether a claim may take a new term.
+	admission admission
 
 	mu sync.Mutex
 	// leases caches token -> etcd lease of terms this Store granted or
@@ -64,7 +63,7 @@ type Store struct {
 
 // cachedLease is the etcd lease of the term of name with some token, and
 // what the Store knows of its life: the raft term it was granted or last
-// renewed in, as confirmed (see confirmedInTerm), and the send time of
+// renewed in, as confirmed (see confirmedInRaftTerm), and the send time of
 // that grant or renewal, on the Store's clock, for a TTL of ttl. Extend
 // resumes the etcd lease only while both still hold (see resumable).
 type cachedLease struct {
@@ -73,7 +72,7 @@ type cachedLease struct {
 	leaseLife
 	// lateWait is the longest a keep-alive of the lease waited for a call
 	// slot, since it was last confirmed, when that was late (see
-	// lateness); zero if none was.
+	// admission); zero if none was.
 	lateWait time.Duration
 	// over, if not nil, is the term's end as the Store answered it (a
 	// *lease.NotHeldError): the entry caches no etcd lease.
@@ -107,8 +106,8 @@ func NewStore(cli *clientv3.Client, prefix string, opts ...Option) (*Store, erro
 	}
 	return &Store{
 		cli: cli, prefix: prefix, opts: o, slots: newSlots(o.maxInFlight),
-		late:   lateness{slots: o.maxInFlight},
-		leases: make(map[uint64]cachedLease), moving: make(map[uint64][]clientv3.LeaseID),
+		admission: admission{slots: o.maxInFlight},
+		leases:    make(map[uint64]cachedLease), moving: make(map[uint64][]clientv3.LeaseID),
 	}, nil
 }
 
@@ -164,22 +163,22 @@ func (s *Store) claim(ctx context.Context, name, holder string, d time.Duration)
 		return lease.Grant{}, &lease.CallError{Store: storeName, Op: "claim", Name: name, Holder: holder, Err: err}
 	}
 	now := s.opts.clock.Now()
-	if err := s.late.refusal(now, ttl, s.liveTerms(now), false); err != nil {
+	if err := s.admission.refusal(now, ttl, s.liveTerms(now), false); err != nil {
 		return refused(err)
 	}
 	if err := s.slots.acquire(ctx); err != nil {
 		return lease.Grant{}, notSent("claim", name, holder, 0, err)
 	}
 	now = s.opts.clock.Now()
-	if err := s.late.refusal(now, ttl, s.liveTerms(now), true); err != nil {
+	if err := s.admission.refusal(now, ttl, s.liveTerms(now), true); err != nil {
 		s.slots.release()
 		return refused(err)
 	}
-	defer s.late.claimDone()
+	defer s.admission.claimDone()
 	defer s.slots.release()
 	defer func(start time.Time) {
 		if answered(err) {
-			s.late.claimed(s.opts.clock.Now().Sub(start))
+			s.admission.claimed(s.opts.clock.Now().Sub(start))
 		}
 	}(s.opts.clock.Now())
 	s.revokeOrphans(ctx)
@@ -230,14 +229,14 @@ func (s *Store) claim(ctx context.Context, name, holder string, d time.Duration)
 	token := uint64(resp.Header.Revision)
 	granted := time.Duration(gr.TTL) * time.Second
 	// A new token: never found over.
-	_ = s.remember(name, token, cachedLease{id: gr.ID, leaseLife: leaseLife{term: gr.ResponseHeader.GetRaftTerm(), confirmed: sent, ttl: granted}})
+	_ = s.remember(name, token, cachedLease{id: gr.ID, leaseLife: leaseLife{raftTerm: gr.ResponseHeader.GetRaftTerm(), confirmed: sent, ttl: granted}})
 	return lease.Grant{Name: name, Holder: holder, Token: token, Duration: granted}, nil
 }
 
 // Extend keeps the term g alive: one keep-alive of its etcd lease, then a
 // committed read (readCommitted) confirming the key still carries
 // g.Token, answered in the same raft term as the keep-alive (see
-// confirmedInTerm). etcd renews a
+// confirmedInRaftTerm). etcd renews a
 // lease for the TTL it was granted with, so the returned Duration is that
 // TTL, which may exceed d; when d is longer than that TTL, Extend moves the
 // key to a fresh etcd lease of ceil(d) seconds in a transaction guarded by
@@ -273,7 +272,7 @@ func (s *Store) extend(ctx context.Context, g lease.Grant, d time.Duration) (_ l
 	}
 	entered := s.opts.clock.Now()
 	err = s.slots.acquireRenewal(ctx, g.Token)
-	if now := s.opts.clock.Now(); s.late.note(entered, now, ttl, gaveUpOnSlot(err)) && ok {
+	if now := s.opts.clock.Now(); s.admission.note(entered, now, ttl, gaveUpOnSlot(err)) && ok {
 		known.lateWait = max(known.lateWait, now.Sub(entered))
 		s.markLate(g.Name, g.Token, known.lateWait)
 	}
@@ -288,7 +287,7 @@ func (s *Store) extend(ctx context.Context, g lease.Grant, d time.Duration) (_ l
 	}
 	defer func() {
 		if answered(err) {
-			s.late.renewed(s.opts.clock.Now().Sub(first), period)
+			s.admission.renewed(s.opts.clock.Now().Sub(first), period)
 		}
 	}()
 	fail := func(err error) (lease.Grant, error) {
@@ -321,7 +320,7 @@ func (s *Store) extend(ctx context.Context, g lease.Grant, d time.Duration) (_ l
 		// the etcd lease is gone, the read tells whether the term went
 		// with it (etcd deletes a lease's keys as it ends it) or had
 		// moved to another etcd lease first.
-		kv, readTerm, err := readCommitted(ctx, s.cli, key)
+		kv, readRaftTerm, err := readCommitted(ctx, s.cli, key)
 		if err != nil {
 			return fail(err)
 		}
@@ -360,18 +359,18 @@ func (s *Store) extend(ctx context.Context, g lease.Grant, d time.Duration) (_ l
 			// lease (granted by the majority after it was cut off).
 			return fail(errNotFoundKeyOnLease)
 		}
-		kaTerm := ka.ResponseHeader.GetRaftTerm()
-		if err := confirmedInTerm(kaTerm, readTerm); err != nil {
+		kaRaftTerm := ka.ResponseHeader.GetRaftTerm()
+		if err := confirmedInRaftTerm(kaRaftTerm, readRaftTerm); err != nil {
 			return fail(err)
 		}
-		if !ok || !known.resumable(kaTerm, sent) || ka.TTL < want {
+		if !ok || !known.resumable(kaRaftTerm, sent) || ka.TTL < want {
 			// The renewal is real, but promises nothing: some old
 			// leader may still revoke this etcd lease (or it is too
 			// short). The term moves to a fresh one first.
 			return s.relet(ctx, g, id, want)
 		}
 		ttl := time.Duration(ka.TTL) * time.Second
-		if err := s.remember(g.Name, g.Token, cachedLease{id: id, leaseLife: leaseLife{term: kaTerm, confirmed: sent, ttl: ttl}}); err != nil {
+		if err := s.remember(g.Name, g.Token, cachedLease{id: id, leaseLife: leaseLife{raftTerm: kaRaftTerm, confirmed: sent, ttl: ttl}}); err != nil {
 			return lease.Grant{}, err
 		}
 		g.Duration = ttl
@@ -421,7 +420,7 @@ func (s *Store) relet(ctx context.Context, g lease.Grant, old clientv3.LeaseID, 
 	// Recorded before the old lease is revoked: a concurrent Extend that
 	// finds its keep-alive refused follows the key here.
 	granted := time.Duration(gr.TTL) * time.Second
-	err = s.remember(g.Name, g.Token, cachedLease{id: gr.ID, leaseLife: leaseLife{term: gr.ResponseHeader.GetRaftTerm(), confirmed: sent, ttl: granted}})
+	err = s.remember(g.Name, g.Token, cachedLease{id: gr.ID, leaseLife: leaseLife{raftTerm: gr.ResponseHeader.GetRaftTerm(), confirmed: sent, ttl: granted}})
 	s.orphan(ctx, old)
 	if err != nil {
 		return lease.Grant{}, err
@@ -482,14 +481,6 @@ func (s *Store) Holder(ctx context.Context, name string) (lease.Grant, error) {
 	}
 	defer s.slots.release()
 	return readHolder(ctx, s.cli, s.Key(name), name)
-}
-
-// answered says whether err is etcd's answer (none, or a definitive one):
-// only a call etcd answered measures what a call costs (see lateness). One
-// cut off by its ctx measures the caller's patience, and a single such
-// sample would outweigh a hundred answered calls.
-func answered(err error) bool {
-	return err == nil || errors.Is(err, lease.ErrHeld) || errors.Is(err, lease.ErrNotHeld)
 }
 
 // heldBy is the refusal of a claim of name by the term whose key kv was
@@ -586,63 +577,6 @@ func (s *Store) remember(name string, token uint64, l cachedLease) error {
 	l.name = name
 	s.leases[token] = l
 	return nil
-}
-
-// holdBack waits for d or until ctx ends.
-func (s *Store) holdBack(ctx context.Context, d time.Duration) {
-	t := s.opts.clock.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.Chan():
-	}
-}
-
-// liveCountEvery is how often liveTerms counts the cache afresh.
-const liveCountEvery = 100 * time.Millisecond
-
-// liveTerms is how many terms this Store keeps alive at now: those whose
-// etcd lease's last confirmed renewal reaches past now, counted at most
-// every liveCountEvery (plus the terms cached since), for the claims'
-// admission (see lateness).
-func (s *Store) liveTerms(now time.Time) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if now.Sub(s.countedAt) < liveCountEvery {
-		return s.live
-	}
-	s.live, s.countedAt = 0, now
-	for _, c := range s.leases {
-		if now.Before(c.confirmed.Add(c.ttl)) {
-			s.live++
-		}
-	}
-	return s.live
-}
-
-// markLate records that a keep-alive of the term (name, token) waited
-// wait for a call slot, late.
-func (s *Store) markLate(name string, token uint64, wait time.Duration) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if c, ok := s.leases[token]; ok && c.name == name && c.over == nil {
-		c.lateWait = max(c.lateWait, wait)
-		s.leases[token] = c
-	}
-}
-
-// lostLate is the loss err (the term's key gone, or another term's) of a
-// term whose etcd lease known (if ok) ran out before its keep-alive was
-// sent at sent, while the store's keep-alives of it waited late for call
-// slots: the store's overload ended it, and the error says so — it
-// matches ErrOverCapacity as well as lease.ErrNotHeld. Any other loss is
-// err as it is.
-func lostLate(err error, known cachedLease, ok bool, sent time.Time) error {
-	if !ok || known.lateWait == 0 || sent.Before(known.confirmed.Add(known.ttl)) {
-		return err
-	}
-	return fmt.Errorf("%w (%w: its etcd lease ran out %v after its last confirmed renewal, before this store sent the keep-alive: keep-alives waited up to %v for call slots)",
-		err, ErrOverCapacity, sent.Sub(known.confirmed).Round(time.Millisecond), known.lateWait.Round(time.Millisecond))
 }
 
 func (s *Store) forget(token uint64) {
