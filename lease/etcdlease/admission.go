@@ -137,6 +137,58 @@ func (a *admission) refuse(now time.Time, ttl time.Duration, live int) error {
 	return nil
 }
 
+// admit admits a claim of name for holder, for an etcd lease of ttl, and
+// takes a call slot for it; release frees the slot and ends the claim's
+// count. The terms held come first: it asks before it waits for a slot,
+// so as not to wait in vain, and again once it has one, as thousands of
+// claims may have waited together. A refusal is returned after an eighth
+// of the TTL, or when ctx ends: a tracker claims again soon after a call
+// not sent.
+func (s *Store) admit(ctx context.Context, name, holder string, ttl time.Duration) (release func(), err error) {
+	refused := func(err error) (func(), error) {
+		s.holdBack(ctx, ttl/8)
+		return nil, claimError(name, holder, err)
+	}
+	now := s.opts.clock.Now()
+	if err := s.admission.refusal(now, ttl, s.liveTerms(now), false); err != nil {
+		return refused(err)
+	}
+	if err := s.slots.acquire(ctx); err != nil {
+		return nil, notSent("claim", name, holder, 0, err)
+	}
+	now = s.opts.clock.Now()
+	if err := s.admission.refusal(now, ttl, s.liveTerms(now), true); err != nil {
+		s.slots.release()
+		return refused(err)
+	}
+	return func() {
+		s.slots.release()
+		s.admission.claimDone()
+	}, nil
+}
+
+// renewalSlot takes a call slot for an Extend of g, as a renewal, and
+// records in r.first when it had it. A wait that was late (see
+// admission.note) is noted in r and in the term's cache entry, for
+// lostLate.
+func (s *Store) renewalSlot(ctx context.Context, g lease.Grant, want int64, r *renewal) error {
+	ttl := time.Duration(want) * time.Second
+	if r.ok {
+		ttl = r.known.ttl
+	}
+	entered := s.opts.clock.Now()
+	err := s.slots.acquireRenewal(ctx, g.Token)
+	if now := s.opts.clock.Now(); s.admission.note(entered, now, ttl, gaveUpOnSlot(err)) && r.ok {
+		r.known.lateWait = max(r.known.lateWait, now.Sub(entered))
+		s.markLate(g.Name, g.Token, r.known.lateWait)
+	}
+	if err != nil {
+		return notSent("extend", g.Name, g.Holder, g.Token, err)
+	}
+	r.first = s.opts.clock.Now()
+	return nil
+}
+
 // gaveUpOnSlot says whether err, a slot wait's, means the wait ran out of
 // time: the store is late. A wait cancelled (Close, a step-down) says
 // nothing of its load.

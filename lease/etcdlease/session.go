@@ -18,21 +18,15 @@ import (
 )
 
 // session is one etcd lease that carries a SessionStore's keys, and what
-// etcd has promised for it. One goroutine (run) keeps it alive.
+// etcd has promised for it. One goroutine (keepAlive) keeps it alive.
 //
-// Its invariant: until is a promise made by a quorum. It is set by the
-// grant (a raft proposal, committed by a quorum) and moved — only later —
-// by a keep-alive whose answer a committed read (readCommitted), sent
-// after it, has
-// confirmed in the same raft term (confirmedInRaftTerm), and confirmed in the
-// raft term of the grant, less than a TTL after the last confirmed one
-// (leaseLife.resumable). A keep-alive answer alone never moves it: a raft
-// leader cut off from its peers answers keep-alives of a lease the
-// majority may have expired. One confirmed in another term, or after a
-// TTL without one, retires the session: some deposed leader may still
-// have a revoke of it in flight (issue 24, H1), so it backs no promise
-// again, and the store moves its keys onto a new session, each in a
-// transaction guarded by its token, before granting them anything more.
+// Its invariant: until is a promise made by a quorum. The grant sets it;
+// only a later keep-alive confirmed in the same raft term
+// (confirmedInRaftTerm) and resumable (leaseLife.resumable) moves it. One
+// confirmed but not resumable retires the session for good: the store
+// moves its keys onto a new session, each guarded by its token, before
+// granting them more. See DESIGN.md, "SessionStore: every promise from one
+// session".
 type session struct {
 	id clientv3.LeaseID
 
@@ -85,7 +79,7 @@ func (p promise) unconfirmed() error {
 }
 
 // newSession is the session etcd granted as id for ttl, asked at sent and
-// answered in raft term term.
+// answered in raft term raftTerm.
 func newSession(id clientv3.LeaseID, ttl time.Duration, sent time.Time, raftTerm uint64) *session {
 	return &session{id: id, ttl: ttl, until: sent.Add(ttl), life: leaseLife{raftTerm: raftTerm, confirmed: sent, ttl: ttl}}
 }
@@ -197,11 +191,9 @@ func (sess *session) keepAlive(ctx context.Context, cli *clientv3.Client, clk cl
 		renewed, err := ka.roundTrip(sess.id, keepAliveTimeout(ttl))
 		switch {
 		case err == nil:
-			// One committed read per keep-alive, whatever the
-			// number of keys: see confirmedInRaftTerm. It confirms a "no
-			// such lease" (TTL 0) as well as a renewal: a stale leader
-			// says that of a lease the majority granted after it was
-			// cut off.
+			// One committed read per keep-alive, whatever the number
+			// of keys; it confirms a "no such lease" (TTL 0) as well as
+			// a renewal.
 			err = confirm(ctx, cli, clk, confirmKey, ka.raftTerm, keepAliveTimeout(ttl))
 		case errors.Is(err, rpctypes.ErrLeaseNotFound):
 			// The same answer as an error, without a header to confirm
@@ -241,11 +233,9 @@ func (sess *session) keepAlive(ctx context.Context, cli *clientv3.Client, clk cl
 }
 
 // confirm sends the committed read of key (readCommitted) that confirms a
-// keep-alive answered in raft term kaRaftTerm (see confirmedInRaftTerm), within
-// timeout. A keep-alive's "no such lease" is confirmed alike: a stale
-// leader says it of a session granted after it was cut off, and a member
-// that just installed a snapshot could otherwise answer a plain read in
-// that stale leader's term (issue 24, H3).
+// keep-alive answered in raft term kaRaftTerm (see confirmedInRaftTerm),
+// within timeout. A keep-alive's "no such lease" is confirmed alike (see
+// DESIGN.md, "Confirming that an etcd lease is gone").
 func confirm(ctx context.Context, cli *clientv3.Client, clk clock.Clock, key string, kaRaftTerm uint64, timeout time.Duration) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
