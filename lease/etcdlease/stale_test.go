@@ -275,8 +275,8 @@ func TestStaleLeaderNotFoundEndsNoTerm(t *testing.T) {
 
 // A stale raft leader renews a lease it knows (granted before it was cut
 // off); a read at the majority is answered in a later raft term. No such
-// keep-alive is confirmed: each Extend is unconfirmed, the term change
-// named as its cause.
+// keep-alive is confirmed: each Extend is unconfirmed, the raft-term
+// change named as its cause.
 func TestStaleRenewalReadElsewhereIsUnconfirmed(t *testing.T) {
 	retryStale(t, func(t *testing.T) bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
