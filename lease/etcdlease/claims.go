@@ -22,21 +22,16 @@ import (
 const maxClaimsPerTxn = 64
 
 // claimBatcher sends a SessionStore's claims in batches, each one etcd
-// transaction of nested put-if-absent claims: ten thousand claims take a
-// couple of hundred transactions rather than ten thousand.
-//
-// It has no bound of its own: the store's call slots are the one
-// admission mechanism. A batch is formed when a slot is free, from the
-// newest claims waiting then (as the slots serve the newest first), so
-// batches grow while etcd is slow. While claims wait, exactly one sender
-// waits for a slot; once it has one, it takes its batch and hands the
-// waiting to a new sender if claims are left.
+// transaction of nested put-if-absent claims, formed when a call slot is
+// free from the newest claims waiting then; it has no bound of its own.
+// While claims wait, exactly one sender waits for a slot.
 //
 // Its invariant: a claim is in exactly one place — the queue (nothing
 // sent: its caller may leave with lease.ErrNotSent), a batch (sent once
 // markSent has marked it: the put may be applied) or delivered. A claim
 // whose caller left after it was sent is recorded in the term table as
-// unsure, so that its key, if put, is adopted or deleted.
+// unsure, so that its key, if put, is adopted or deleted. See DESIGN.md,
+// "Claims in batches".
 type claimBatcher struct {
 	store *SessionStore
 
@@ -154,7 +149,7 @@ func (b *claimBatcher) sendOne() {
 		}
 		b.wake = cancel
 		b.mu.Unlock()
-		err := b.store.slots.wait(ctx)
+		err := b.store.slots.acquire(ctx)
 		cancel()
 		b.mu.Lock()
 		b.wake = nil

@@ -14,8 +14,8 @@ import (
 )
 
 // storeKind makes one of the package's two stores on a client, so that a
-// test runs on both. ttlFor gives a SessionStore its session TTL for
-// trackers (or contract claims) asking term: three times the term, as the
+// test runs on both. A SessionStore gets a session TTL of three times term,
+// the duration its trackers (or contract claims) ask for, as the
 // SessionStore's doc asks.
 type storeKind struct {
 	name string

@@ -22,17 +22,14 @@ var (
 	// capacity: every one of its call slots (WithMaxInFlight) stayed busy
 	// until the call's ctx ended, or — a Store's claim — the terms it
 	// holds already need all its slots for their renewals, or its
-	// keep-alives ran late for want of slots (it refuses new terms
-	// rather than let the terms it holds run out). Either etcd is slow or
-	// unreachable (then it passes), or the store has more terms than etcd
-	// can renew in time (then it does not: with Store, every term is a
-	// keep-alive and a read per renewal; see the README's "Claim storms"
-	// for the measured limit, and use a SessionStore, whose renewals cost
-	// nothing per term). Such errors also match lease.ErrNotSent (and the
-	// ctx's error when it ended). A term whose etcd lease ran out because
-	// the Store's keep-alives of it waited for slots is reported by
-	// Extend as over (lease.ErrNotHeld, as it is) with an error matching
-	// ErrOverCapacity too: the tracker's "not the leader" then says why.
+	// keep-alives ran late for want of slots. Either etcd is slow or
+	// unreachable (then it passes), or a Store has more terms than etcd
+	// can renew in time: use a SessionStore, whose renewals cost nothing
+	// per term (see the README, "Which store"). Such errors also match
+	// lease.ErrNotSent (and the ctx's error when it ended). A Store's
+	// Extend of a term whose etcd lease ran out while its keep-alives
+	// waited for slots returns lease.ErrNotHeld, as it is, matching
+	// ErrOverCapacity too.
 	ErrOverCapacity = errors.New("etcdlease: over capacity")
 )
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log"
 	"log/slog"
 	"os"
 	"time"
@@ -59,6 +60,54 @@ func Example() {
 	// revoked: true
 	// extend after revoke is definitive: true
 	// unit-b holds it with a larger token: true
+}
+
+// The set-up against a cluster: a client that knows every member, one
+// store, one tracker per lease, and leader work whose every write to etcd
+// carries its term's fencing token. (Not run: it needs your etcd.)
+func Example_cluster() {
+	cli, err := clientv3.New(clientv3.Config{
+		// Every member: a call fails over to the surviving quorum.
+		Endpoints:   []string{"10.0.0.1:2379", "10.0.0.2:2379", "10.0.0.3:2379"},
+		DialTimeout: 5 * time.Second,
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer cli.Close() // after the trackers
+
+	store, err := etcdlease.NewStore(cli, "/myapp/leases/") // an error only for bad arguments
+	if err != nil {
+		log.Fatal(err)
+	}
+	tr, err := lease.NewTracker(lease.Config{
+		Store:    store,
+		Name:     "singular",
+		Holder:   "unit-0",
+		Duration: 30 * time.Second, // etcd grants whole seconds: 2×Duration rounded up
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer tr.Close()
+
+	// Lead runs the leader work each time this process comes to hold the
+	// lease; its ctx ends as soon as the term can no longer be promised.
+	err = tr.Lead(context.Background(), func(ctx context.Context, st lease.Status) error {
+		resp, err := cli.Txn(ctx).
+			If(store.Fence("singular", st.Token)).
+			Then(clientv3.OpPut("/myapp/config", "v2")).
+			Commit()
+		switch {
+		case err != nil:
+			return err // ambiguous, as any etcd write: it may or may not have been applied
+		case !resp.Succeeded:
+			return nil // our term is over (another holder took the lease): nothing was written
+		}
+		<-ctx.Done() // lead until the term ends
+		return ctx.Err()
+	})
+	log.Print(err)
 }
 
 // A Tracker on etcd: the leader is told Held, the other party is told

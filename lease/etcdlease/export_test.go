@@ -92,11 +92,11 @@ func ExtendUncounted(s *SessionStore, ctx context.Context, g lease.Grant, d time
 	return s.extendTerm(ctx, g, d)
 }
 
-// ErrTermChanged and ErrNotFoundKeyOnLease are the causes of a keep-alive
+// ErrRaftTermChanged and ErrNotFoundKeyOnLease are the causes of a keep-alive
 // left unconfirmed: answered in another raft term than its confirming read,
 // or "no such lease" while the read finds the key still on that lease.
 var (
-	ErrTermChanged        = errTermChanged
+	ErrRaftTermChanged    = errRaftTermChanged
 	ErrNotFoundKeyOnLease = errNotFoundKeyOnLease
 )
 

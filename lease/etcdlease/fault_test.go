@@ -96,7 +96,7 @@ const (
 	// one member, its reads and transactions to the next, as a client
 	// with every member's endpoint may spread them. Under a stale leader
 	// the holder's keep-alives reach it and its reads the majority, in a
-	// later raft term: only the term comparison leaves them unconfirmed.
+	// later raft term: only the raft-term comparison leaves them unconfirmed.
 	splitReads
 )
 

@@ -8,17 +8,9 @@ import (
 
 // fence is the compare of both stores' Fence: the key prefix+name still
 // has the create revision token, as etcd's concurrency.Mutex.IsOwner
-// checks for its own keys. A claim creates the key only if it is absent,
-// so while the key created at revision token exists no other term can
-// hold the lease, and once another term has created it the compare fails.
-//
-// A name or token that no term can have (an empty name, token 0 — the
-// Token of a Status that never held — or one beyond etcd's int64
-// revisions) gives a compare that never holds: CreateRevision(key) == 0
-// would hold exactly when nobody holds the lease, and a fence must fail
-// closed. A Cmp cannot carry an error, and returning one beside it would
-// keep the fence out of an inline If(...); the write is refused instead,
-// which is what an invalid fence should do.
+// checks for its own keys. A name or token that no term can have (an empty
+// name, token 0, one beyond etcd's int64 revisions) gives a compare that
+// never holds: a fence fails closed. See DESIGN.md, "Fencing".
 func fence(prefix, name string, token uint64) clientv3.Cmp {
 	key := prefix + name
 	if name == "" || token == 0 || token > math.MaxInt64 {
@@ -42,12 +34,11 @@ func fence(prefix, name string, token uint64) clientv3.Cmp {
 // etcd evaluates the compare and applies the write in one step, so a
 // leader paused past its term (a GC stall, a frozen VM) that wakes up and
 // writes is refused once another term has taken the key, whatever its
-// tracker still believes. The fence follows the key, not the tracker's
-// promise: it may still hold a little after the tracker stopped promising
-// the term (until etcd expires or deletes the key), but never once another
-// term holds the lease. An empty name, token 0 (the Token of a Status
-// that never held) or a token beyond int64 gives a compare that never
-// holds: the write is refused, never applied unfenced.
+// tracker still believes. It may still hold a little after the tracker
+// stopped promising the term (until etcd expires or deletes the key), never
+// once another term holds the lease. An empty name, token 0 (the Token of
+// a Status that never held) or a token beyond int64 gives a compare that
+// never holds: the write is refused, never applied unfenced.
 func (s *Store) Fence(name string, token uint64) clientv3.Cmp {
 	return fence(s.prefix, name, token)
 }

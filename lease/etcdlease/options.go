@@ -33,8 +33,8 @@ func WithClock(clk clock.Clock) Option {
 // WithLogger makes the store log to logger; nil, the default, means no
 // logs. It logs transitions, never a line per call and no counts (those
 // are in StoreReport): a SessionStore's session granted, re-created,
-// lost, unconfirmed (an outage begins) and confirmed again (see the
-// package doc for the records). Nothing is logged once Close has
+// lost, retired, unconfirmed (an outage begins) and confirmed again
+// (docs/catalogue.md lists the records). Nothing is logged once Close has
 // returned.
 func WithLogger(logger *slog.Logger) Option {
 	return func(o *options) { o.logger = logger }

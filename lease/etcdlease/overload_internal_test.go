@@ -67,7 +67,7 @@ func awaitQueued(t *testing.T, s *slots, n int) {
 // makes the store refuse claims for half that TTL, with an error that
 // says over capacity and not sent.
 func TestLateKeepAliveRefusesClaims(t *testing.T) {
-	l := lateness{slots: 8}
+	l := admission{slots: 8}
 	t0 := time.Unix(1000, 0)
 	ttl := 4 * time.Second
 	require.False(t, l.note(t0, t0.Add(199*time.Millisecond), ttl, false), "on time")
@@ -91,7 +91,7 @@ func TestLateKeepAliveRefusesClaims(t *testing.T) {
 func TestClaimsRefusedBeyondTheSlots(t *testing.T) {
 	t0 := time.Unix(1000, 0)
 	ttl := 4 * time.Second
-	l := lateness{slots: 8}
+	l := admission{slots: 8}
 	// No renewal measured yet: one costs three claims' hold, and comes
 	// every half TTL.
 	l.claimed(100 * time.Millisecond)
@@ -99,7 +99,7 @@ func TestClaimsRefusedBeyondTheSlots(t *testing.T) {
 	require.NoError(t, l.refusal(t0, ttl, 52, false))
 	require.ErrorIs(t, l.refusal(t0.Add(liveCountEvery), ttl, 53, false), ErrOverCapacity)
 
-	l = lateness{slots: 8}
+	l = admission{slots: 8}
 	l.renewed(100*time.Millisecond, time.Second)
 	// (79+1) × 100ms / 1s = 8 slots: all, admitted; one more is not.
 	require.NoError(t, l.refusal(t0, ttl, 79, true))

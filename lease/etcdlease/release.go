@@ -21,17 +21,11 @@ var errWatchEnded = errors.New("etcd watch channel closed")
 // lease's key yields nil at the first event that ends the term held.Token
 // (the key's create revision, which every HeldError of the Store names):
 // a delete (a revoke, or its etcd lease expired or revoked) or a put of a
-// new term. A put of the same term (an Extend moving the key to a longer
+// new term. A put of the same term (an Extend moving the key to a fresh
 // etcd lease under the token guard) keeps the create revision and is not
-// a release.
-//
-// The watch starts just after the revision at which this store's refused
-// claim read the term live, so a release between the refusal and the
-// watch is replayed at once and nothing before it is; a watch of a term
-// the store has not refused a claim for starts after the term's creation
-// (correct too, but etcd replays the key's history since). Starting at
-// etcd's current revision also spares the first wake etcd's 100 ms
-// catch-up of watchers that start in the past.
+// a release. The watch starts just after the revision at which this
+// store's refused claim read the term live, so a release in between is
+// replayed at once.
 //
 // A watch cut off by compaction reads the key: missing or of a later
 // term yields nil, else it watches again from the read's revision. The
@@ -39,11 +33,9 @@ var errWatchEnded = errors.New("etcd watch channel closed")
 // cut off from its quorum ends it with an error rather than going
 // silent; any other cancellation, a failed read, or the client's close
 // yields an error matching lease.ErrUnconfirmed, after which the tracker
-// polls. The watch ends, yielding nothing, when ctx ends.
-//
-// Safety: the watch only wakes a follower early. Its claim is still the
-// put-if-absent transaction, refused while any term's key exists, so a
-// wrong wake costs one refused claim, never two holders.
+// polls. The watch ends, yielding nothing, when ctx ends. It only wakes a
+// follower early: the claim is still the put-if-absent transaction. See
+// DESIGN.md, "Hand-over: the release watch".
 func (s *Store) WatchRelease(ctx context.Context, held *lease.HeldError) <-chan error {
 	out := make(chan error, 1)
 	if err := checkHeld(held); err != nil {
@@ -189,13 +181,10 @@ func followRelease(wch clientv3.WatchChan, token int64) (over, compacted bool, e
 }
 
 // refusals remember, per lease name, the revision at which a refused claim
-// read the live term, for WatchRelease to start from: it is safe to start
-// a watch of the term just after any revision at which the term was live.
-// A Store's next claim of a name refused before reads the key first (see
-// Store.Claim), until the watch saw the term end or a claim succeeded.
-// Entries are overwritten by the name's next refusal; the map is emptied
-// when full, which costs a watch only the replay from the term's creation,
-// and a follower's claim the three writes of a refusal.
+// read the live term, for WatchRelease to start from. A Store's next claim
+// of a name refused before reads the key first (see Store.Claim), until
+// the watch saw the term end or a claim succeeded. Entries are
+// overwritten by the name's next refusal; the map is emptied when full.
 type refusals struct {
 	mu sync.Mutex
 	m  map[string]refusal

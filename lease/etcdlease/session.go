@@ -18,21 +18,15 @@ import (
 )
 
 // session is one etcd lease that carries a SessionStore's keys, and what
-// etcd has promised for it. One goroutine (run) keeps it alive.
+// etcd has promised for it. One goroutine (keepAlive) keeps it alive.
 //
-// Its invariant: until is a promise made by a quorum. It is set by the
-// grant (a raft proposal, committed by a quorum) and moved — only later —
-// by a keep-alive whose answer a committed read (readCommitted), sent
-// after it, has
-// confirmed in the same raft term (confirmedInTerm), and confirmed in the
-// raft term of the grant, less than a TTL after the last confirmed one
-// (leaseLife.resumable). A keep-alive answer alone never moves it: a raft
-// leader cut off from its peers answers keep-alives of a lease the
-// majority may have expired. One confirmed in another term, or after a
-// TTL without one, retires the session: some deposed leader may still
-// have a revoke of it in flight (issue 24, H1), so it backs no promise
-// again, and the store moves its keys onto a new session, each in a
-// transaction guarded by its token, before granting them anything more.
+// Its invariant: until is a promise made by a quorum. The grant sets it;
+// only a later keep-alive confirmed in the same raft term
+// (confirmedInRaftTerm) and resumable (leaseLife.resumable) moves it. One
+// confirmed but not resumable retires the session for good: the store
+// moves its keys onto a new session, each guarded by its token, before
+// granting them more. See DESIGN.md, "SessionStore: every promise from one
+// session".
 type session struct {
 	id clientv3.LeaseID
 
@@ -85,9 +79,9 @@ func (p promise) unconfirmed() error {
 }
 
 // newSession is the session etcd granted as id for ttl, asked at sent and
-// answered in raft term term.
-func newSession(id clientv3.LeaseID, ttl time.Duration, sent time.Time, term uint64) *session {
-	return &session{id: id, ttl: ttl, until: sent.Add(ttl), life: leaseLife{term: term, confirmed: sent, ttl: ttl}}
+// answered in raft term raftTerm.
+func newSession(id clientv3.LeaseID, ttl time.Duration, sent time.Time, raftTerm uint64) *session {
+	return &session{id: id, ttl: ttl, until: sent.Add(ttl), life: leaseLife{raftTerm: raftTerm, confirmed: sent, ttl: ttl}}
 }
 
 func (sess *session) promise() promise {
@@ -125,12 +119,12 @@ func (sess *session) renewed(sent, now time.Time, ttl time.Duration) (unconfirme
 }
 
 // resumable says whether a keep-alive sent at sent and confirmed in raft
-// term kaTerm may renew the promise (see leaseLife.resumable); when not,
+// term kaRaftTerm may renew the promise (see leaseLife.resumable); when not,
 // the session is retired for good.
-func (sess *session) resumable(kaTerm uint64, sent time.Time) bool {
+func (sess *session) resumable(kaRaftTerm uint64, sent time.Time) bool {
 	sess.mu.Lock()
 	defer sess.mu.Unlock()
-	if !sess.retired && !sess.life.resumable(kaTerm, sent) {
+	if !sess.retired && !sess.life.resumable(kaRaftTerm, sent) {
 		sess.retired = true
 	}
 	return !sess.retired
@@ -197,12 +191,10 @@ func (sess *session) keepAlive(ctx context.Context, cli *clientv3.Client, clk cl
 		renewed, err := ka.roundTrip(sess.id, keepAliveTimeout(ttl))
 		switch {
 		case err == nil:
-			// One committed read per keep-alive, whatever the
-			// number of keys: see confirmedInTerm. It confirms a "no
-			// such lease" (TTL 0) as well as a renewal: a stale leader
-			// says that of a lease the majority granted after it was
-			// cut off.
-			err = confirm(ctx, cli, clk, confirmKey, ka.term, keepAliveTimeout(ttl))
+			// One committed read per keep-alive, whatever the number
+			// of keys; it confirms a "no such lease" (TTL 0) as well as
+			// a renewal.
+			err = confirm(ctx, cli, clk, confirmKey, ka.raftTerm, keepAliveTimeout(ttl))
 		case errors.Is(err, rpctypes.ErrLeaseNotFound):
 			// The same answer as an error, without a header to confirm
 			// it by: unconfirmed, until a keep-alive on a new stream
@@ -223,7 +215,7 @@ func (sess *session) keepAlive(ctx context.Context, cli *clientv3.Client, clk cl
 					slog.Time("until", sess.promise().until), slog.Any("err", err))
 			}
 			next = clk.Now().Add(retry.Next())
-		case !sess.resumable(ka.term, sent):
+		case !sess.resumable(ka.raftTerm, sent):
 			// Renewed, but some deposed leader may still revoke it:
 			// its keys move to a new session (see session).
 			retired()
@@ -241,33 +233,31 @@ func (sess *session) keepAlive(ctx context.Context, cli *clientv3.Client, clk cl
 }
 
 // confirm sends the committed read of key (readCommitted) that confirms a
-// keep-alive answered in raft term kaTerm (see confirmedInTerm), within
-// timeout. A keep-alive's "no such lease" is confirmed alike: a stale
-// leader says it of a session granted after it was cut off, and a member
-// that just installed a snapshot could otherwise answer a plain read in
-// that stale leader's term (issue 24, H3).
-func confirm(ctx context.Context, cli *clientv3.Client, clk clock.Clock, key string, kaTerm uint64, timeout time.Duration) error {
+// keep-alive answered in raft term kaRaftTerm (see confirmedInRaftTerm),
+// within timeout. A keep-alive's "no such lease" is confirmed alike (see
+// DESIGN.md, "Confirming that an etcd lease is gone").
+func confirm(ctx context.Context, cli *clientv3.Client, clk clock.Clock, key string, kaRaftTerm uint64, timeout time.Duration) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	timer := clk.AfterFunc(timeout, cancel)
 	defer timer.Stop()
-	_, readTerm, err := readCommitted(ctx, cli, key)
+	_, readRaftTerm, err := readCommitted(ctx, cli, key)
 	if err != nil {
 		return fmt.Errorf("keep-alive not confirmed by a committed read: %w", rpctypes.Error(err))
 	}
-	return confirmedInTerm(kaTerm, readTerm)
+	return confirmedInRaftTerm(kaRaftTerm, readRaftTerm)
 }
 
 // keepAliveStream is one LeaseKeepAlive stream, opened by its first
 // keep-alive, with one request in flight at a time, so that each answer is
 // known to answer the request sent last.
 type keepAliveStream struct {
-	cli    *clientv3.Client
-	clk    clock.Clock
-	ctx    context.Context
-	cancel context.CancelFunc
-	stream grpc.BidiStreamingClient[pb.LeaseKeepAliveRequest, pb.LeaseKeepAliveResponse]
-	term   uint64 // the raft term the latest answer was given in
+	cli      *clientv3.Client
+	clk      clock.Clock
+	ctx      context.Context
+	cancel   context.CancelFunc
+	stream   grpc.BidiStreamingClient[pb.LeaseKeepAliveRequest, pb.LeaseKeepAliveResponse]
+	raftTerm uint64 // the raft term the latest answer was given in
 }
 
 // errNotFoundUnconfirmed is the cause when a keep-alive stream ended with
@@ -310,7 +300,7 @@ func (k *keepAliveStream) roundTrip(id clientv3.LeaseID, timeout time.Duration) 
 	if err != nil {
 		return 0, rpctypes.Error(err)
 	}
-	k.term = resp.GetHeader().GetRaftTerm()
+	k.raftTerm = resp.GetHeader().GetRaftTerm()
 	return max(time.Duration(resp.TTL)*time.Second, 0), nil
 }
 

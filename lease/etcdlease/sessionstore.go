@@ -26,24 +26,23 @@ import (
 // Claim is one put-if-absent, sent with up to 63 other claims in one
 // transaction. Extend sends nothing: it grants min(d, send time of the
 // latest confirmed keep-alive + TTL − now), so a grant never reaches past
-// what etcd promised, and it knows the key still carries the term's token
-// from a watch of the prefix. A keep-alive counts as confirmed only once a
-// read sent after its answer, committed through raft, is answered in the
-// same raft term, so a raft leader cut off from its quorum cannot extend
-// a promise. Steady-state traffic is therefore one keep-alive message and
-// one committed read every TTL/3 whatever the number of leases.
+// what etcd promised, and it knows the key still records the term from a
+// watch of the prefix. A keep-alive counts only once a committed read, sent
+// after its answer, is answered in the same raft term. Steady-state traffic
+// is one keep-alive and its confirming read every TTL/3, whatever the
+// number of leases.
 //
-// A term ends only when etcd says so — its key deleted or created again
-// (as the watch sees), its session lost — or when it is revoked, or when
-// its holder stopped asking for it while the store could reach etcd: a
-// term not extended within its granted duration while the session is
-// confirmed is over, and the store deletes its key (guarded by the token)
-// within about a second. An outage never ends a term by itself: while the
-// session's keep-alive is unconfirmed, every Extend is ambiguous
-// (lease.ErrUnconfirmed), and when etcd answers again the term goes on with the
-// same token. When etcd answers a keep-alive "no such lease" (the process
-// was cut off for longer than the TTL), every term is definitively over
-// (a *lease.NotHeldError) and the next Claim grants a new session.
+// A term ends only when etcd says so — its key deleted, created again or
+// rewritten (as the watch sees), its session lost — or when it is revoked,
+// or when its holder stopped asking for it while the store could reach
+// etcd (the store then deletes its key, guarded by the token, within about
+// a second). An outage ends no term: while the session's keep-alive is
+// unconfirmed every Extend is ambiguous (lease.ErrUnconfirmed), and when
+// etcd answers again the terms go on with their tokens. When etcd confirms
+// the session is gone (the process was cut off for longer than the TTL),
+// every term on it is over (a *lease.NotHeldError) and the next Claim
+// grants a new session. See DESIGN.md, "SessionStore: every promise from
+// one session".
 //
 // Choose the TTL at least three times the duration the trackers ask for
 // (lease.Config.Duration × 2): keep-alives go every TTL/3, so grants are
@@ -53,11 +52,9 @@ import (
 // It is safe for concurrent use. Close it after the last call, before the
 // client.
 //
-// Its parts, each owning its state: the session (session.go: the etcd
-// lease, its keep-alive and the promise a quorum confirmed), the term
-// table (terms.go: what the store knows of each term; pure state), the
-// claim batcher (claims.go) and the call slots (slots.go: the one bound on
-// calls in flight). This file joins them; mu guards the term table, which
+// Its parts, each owning its state: the session (session.go), the term
+// table (terms.go: pure state), the claim batcher (claims.go) and the call
+// slots (slots.go). This file joins them; mu guards the term table, which
 // session is current, and the store's life (closed, the grant in flight,
 // the watch started).
 type SessionStore struct {
@@ -221,7 +218,7 @@ func (s *SessionStore) claimDenied(ctx context.Context, name, holder string, d t
 	}
 	expired := ours && t != nil && t.state == termExpired && uint64(kv.CreateRevision) == t.token
 	s.mu.Unlock()
-	if !expired || s.slots.wait(ctx) != nil {
+	if !expired || s.slots.acquire(ctx) != nil {
 		return lease.Grant{}, false, held
 	}
 	_, _, err := deleteTerm(ctx, s.cli, s.Key(name), string(kv.Value), uint64(kv.CreateRevision))
@@ -365,13 +362,10 @@ func (s *SessionStore) adopt(ctx context.Context, g lease.Grant, d time.Duration
 
 // move extends the live term t of g, whose session was retired, by moving
 // its key onto the current session (granting one if there is none) in a
-// transaction guarded by its token and by the retired session: the
-// retired session's etcd lease may yet be revoked by a deposed leader (see
-// session), and a key moved off it is not deleted by that revoke. If the
-// revoke (or anything else) took the key first, the transaction finds it
-// gone and the term is over; no promise stands then, since none was made
-// on the retired session after its last confirmed keep-alive plus its TTL,
-// before which no leader finds it expired.
+// transaction guarded by its token and by the retired session, which a
+// deposed raft leader may yet revoke; a key the revoke took first is found
+// gone, and the term is over with no promise standing. See DESIGN.md,
+// "Moving a term to a fresh etcd lease".
 func (s *SessionStore) move(ctx context.Context, g lease.Grant, d time.Duration, t *term) (lease.Grant, error) {
 	fail := func(err error) (lease.Grant, error) {
 		return lease.Grant{}, &lease.CallError{Store: storeName, Op: "extend", Name: g.Name, Holder: g.Holder, Token: g.Token, Err: err}
@@ -768,7 +762,7 @@ func (s *SessionStore) deleteExpired(x expiredTerm) {
 	defer cancel()
 	timer := s.opts.clock.AfterFunc(expireEvery, cancel)
 	defer timer.Stop()
-	if s.slots.wait(ctx) != nil {
+	if s.slots.acquire(ctx) != nil {
 		return
 	}
 	defer s.slots.release()

@@ -4,9 +4,10 @@ package etcdlease_test
 
 // H2 and H3 of issue 24: a member that caught up by installing a snapshot
 // answers linearizable reads with its old raft term (etcd's applySnapshot
-// sets neither the term nor the applied index) until it applies an entry
-// of the new term. With five voting members, a stale leader (cut off,
-// still believing it leads) and such a member can share that old term: a
+// sets neither the raft term nor the applied index) until it applies an
+// entry of the new raft term. With five voting members, a stale leader
+// (cut off, still believing it leads) and such a member can share that old
+// raft term: a
 // keep-alive answered by the stale leader and a read answered by the
 // member pass "answered in the same raft term" — the Store confirms a
 // renewal the majority never made (H2), and a SessionStore takes the
@@ -99,7 +100,7 @@ const (
 // ambiguous, never a renewal (H2); the SessionStore neither renews its
 // session on the stale leader's word nor takes its "no such lease" of a
 // session granted after it was cut off for a loss (H3).
-func TestSnapshotFollowersStaleTermConfirmsNothing(t *testing.T) {
+func TestSnapshotFollowersStaleRaftTermConfirmsNothing(t *testing.T) {
 	// Each store's half counts once it has been reproduced in some try: on
 	// a loaded machine a try often reaches one store's stale answer and
 	// not the other's, and a rerun of both would mostly repeat the first.
@@ -175,20 +176,20 @@ func TestSnapshotFollowersStaleTermConfirmsNothing(t *testing.T) {
 			}
 		}
 		current := resp.Header.RaftTerm
-		var bTerm uint64
+		var bRaftTerm uint64
 		for end := time.Now().Add(10 * time.Second); time.Now().Before(end); pass(ctx, 50*time.Millisecond) {
 			cctx, ccancel := context.WithTimeout(ctx, time.Second)
 			r, err := cliB.Get(cctx, "/ss/y")
 			ccancel()
 			if err == nil && len(r.Kvs) == 1 {
-				bTerm = r.Header.RaftTerm
+				bRaftTerm = r.Header.RaftTerm
 				break
 			}
 		}
-		t.Logf("m%d caught up: it answers in raft term %d, the majority's is %d", b, bTerm, current)
-		if bTerm == 0 || bTerm >= current {
+		t.Logf("m%d caught up: it answers in raft term %d, the majority's is %d", b, bRaftTerm, current)
+		if bRaftTerm == 0 || bRaftTerm >= current {
 			c.HealAll()
-			t.Logf("m%d did not answer in a stale term (no snapshot installed, or an entry applied since)", b)
+			t.Logf("m%d did not answer in a stale raft term (no snapshot installed, or an entry applied since)", b)
 			return false
 		}
 		storeKV.switchTo(cliB)
@@ -209,15 +210,15 @@ func TestSnapshotFollowersStaleTermConfirmsNothing(t *testing.T) {
 			switch {
 			case err == nil:
 				confirmed++
-				t.Errorf("a keep-alive answered by the stale leader m%d was confirmed by m%d's snapshot term (Duration %v)", x, b, ng.Duration)
-			case errors.Is(err, etcdlease.ErrTermChanged):
+				t.Errorf("a keep-alive answered by the stale leader m%d was confirmed by m%d's snapshot raft term (Duration %v)", x, b, ng.Duration)
+			case errors.Is(err, etcdlease.ErrRaftTermChanged):
 				unconfirmed++
 				require.ErrorIs(t, err, lease.ErrUnconfirmed)
 			}
 			require.NotErrorIs(t, err, lease.ErrNotHeld)
 			pass(ctx, 20*time.Millisecond)
 		}
-		h.check(t, "a stale leader's \"no such lease\" and a snapshot's term")
+		h.check(t, "a stale leader's \"no such lease\" and a snapshot's raft term")
 		// The premise: the majority kept the session's key all along.
 		if r, err := cliM.Get(ctx, "/ss/y"); assert.NoError(t, err) {
 			assert.Len(t, r.Kvs, 1, "the session's key is still in etcd")

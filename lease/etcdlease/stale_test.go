@@ -161,7 +161,7 @@ func holdSession(ctx context.Context, t *testing.T, ss *etcdlease.SessionStore, 
 		last := "<nil>"
 		for i := 0; ; i++ {
 			serr := etcdlease.SessionErr(ss)
-			if errors.Is(serr, etcdlease.ErrTermChanged) {
+			if errors.Is(serr, etcdlease.ErrRaftTermChanged) {
 				h.stale.Store(true)
 			}
 			if fmt.Sprint(serr) != last {
@@ -275,8 +275,8 @@ func TestStaleLeaderNotFoundEndsNoTerm(t *testing.T) {
 
 // A stale raft leader renews a lease it knows (granted before it was cut
 // off); a read at the majority is answered in a later raft term. No such
-// keep-alive is confirmed: each Extend is unconfirmed, the term change
-// named as its cause.
+// keep-alive is confirmed: each Extend is unconfirmed, the raft-term
+// change named as its cause.
 func TestStaleRenewalReadElsewhereIsUnconfirmed(t *testing.T) {
 	retryStale(t, func(t *testing.T) bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -299,7 +299,7 @@ func TestStaleRenewalReadElsewhereIsUnconfirmed(t *testing.T) {
 			case err == nil:
 				confirmed++
 				t.Errorf("a keep-alive answered by the stale leader was confirmed (Duration %v)", ng.Duration)
-			case errors.Is(err, etcdlease.ErrTermChanged):
+			case errors.Is(err, etcdlease.ErrRaftTermChanged):
 				stale++
 				require.ErrorIs(t, err, lease.ErrUnconfirmed)
 			}

@@ -20,7 +20,7 @@ import (
 // value is the holder and which is attached to an etcd lease with the
 // granted TTL; the term's fencing token is the key's create revision.
 //
-// etcd alone decides expiry (on its leader's clock): a key whose etcd lease
+// etcd alone decides expiry (on its raft leader's clock): a key whose etcd lease
 // is not kept alive is deleted by etcd after its TTL, whether or not this
 // process is still running.
 //
@@ -32,11 +32,10 @@ type Store struct {
 	cli    *clientv3.Client
 	prefix string
 	opts   options
-	slots  *slots // they count the calls refused over capacity, for the log
+	slots  *slots // the one bound on calls in flight
 	calls  lease.StoreCounters
-	// late says whether keep-alives wait too long for slots: then claims
-	// are refused (see lateness).
-	late lateness
+	// admission decides whether a claim may take a new term.
+	admission admission
 
 	mu sync.Mutex
 	// leases caches token -> etcd lease of terms this Store granted or
@@ -64,7 +63,7 @@ type Store struct {
 
 // cachedLease is the etcd lease of the term of name with some token, and
 // what the Store knows of its life: the raft term it was granted or last
-// renewed in, as confirmed (see confirmedInTerm), and the send time of
+// renewed in, as confirmed (see confirmedInRaftTerm), and the send time of
 // that grant or renewal, on the Store's clock, for a TTL of ttl. Extend
 // resumes the etcd lease only while both still hold (see resumable).
 type cachedLease struct {
@@ -73,7 +72,7 @@ type cachedLease struct {
 	leaseLife
 	// lateWait is the longest a keep-alive of the lease waited for a call
 	// slot, since it was last confirmed, when that was late (see
-	// lateness); zero if none was.
+	// admission); zero if none was.
 	lateWait time.Duration
 	// over, if not nil, is the term's end as the Store answered it (a
 	// *lease.NotHeldError): the entry caches no etcd lease.
@@ -107,8 +106,8 @@ func NewStore(cli *clientv3.Client, prefix string, opts ...Option) (*Store, erro
 	}
 	return &Store{
 		cli: cli, prefix: prefix, opts: o, slots: newSlots(o.maxInFlight),
-		late:   lateness{slots: o.maxInFlight},
-		leases: make(map[uint64]cachedLease), moving: make(map[uint64][]clientv3.LeaseID),
+		admission: admission{slots: o.maxInFlight},
+		leases:    make(map[uint64]cachedLease), moving: make(map[uint64][]clientv3.LeaseID),
 	}, nil
 }
 
@@ -151,62 +150,48 @@ func (s *Store) claim(ctx context.Context, name, holder string, d time.Duration)
 	if err := checkArgs(name, holder, d); err != nil {
 		return lease.Grant{}, err
 	}
-	// The terms held come first: a new one would make their keep-alives
-	// late. A refusal is held back for a while, as a call waiting for a
-	// slot would be: a tracker claims again soon after a call not sent,
-	// and ten thousand trackers asking every few milliseconds take the
-	// CPU the renewals need. The claim asks before it waits for a slot,
-	// so as not to wait in vain, and again once it has one: thousands of
-	// claims may have waited together.
-	ttl := time.Duration(ttlFor(d)) * time.Second
-	refused := func(err error) (lease.Grant, error) {
-		s.holdBack(ctx, ttl/8)
-		return lease.Grant{}, &lease.CallError{Store: storeName, Op: "claim", Name: name, Holder: holder, Err: err}
+	release, err := s.admit(ctx, name, holder, time.Duration(ttlFor(d))*time.Second)
+	if err != nil {
+		return lease.Grant{}, err
 	}
-	now := s.opts.clock.Now()
-	if err := s.late.refusal(now, ttl, s.liveTerms(now), false); err != nil {
-		return refused(err)
-	}
-	if err := s.slots.acquire(ctx); err != nil {
-		return lease.Grant{}, notSent("claim", name, holder, 0, err)
-	}
-	now = s.opts.clock.Now()
-	if err := s.late.refusal(now, ttl, s.liveTerms(now), true); err != nil {
-		s.slots.release()
-		return refused(err)
-	}
-	defer s.late.claimDone()
-	defer s.slots.release()
+	defer release()
 	defer func(start time.Time) {
 		if answered(err) {
-			s.late.claimed(s.opts.clock.Now().Sub(start))
+			s.admission.claimed(s.opts.clock.Now().Sub(start))
 		}
 	}(s.opts.clock.Now())
 	s.revokeOrphans(ctx)
-	fail := func(err error) (lease.Grant, error) {
-		return lease.Grant{}, &lease.CallError{Store: storeName, Op: "claim", Name: name, Holder: holder, Err: err}
-	}
-	key := s.Key(name)
 	if s.refusedAt.refused(name) {
-		// A follower's claim, most likely refused again: a read tells
-		// (a quorum's heartbeat, no write), where a grant, a refused
-		// transaction and a revoke were three writes — the load that
-		// thousands of waiting followers put on etcd.
-		resp, err := s.cli.Get(ctx, key)
+		// A follower's claim, most likely refused again: one read tells,
+		// where a refusal was three writes (see DESIGN.md, "Store
+		// admission: no new term it cannot renew").
+		resp, err := s.cli.Get(ctx, s.Key(name))
 		if err != nil {
-			return fail(err)
+			return lease.Grant{}, claimError(name, holder, err)
 		}
 		if len(resp.Kvs) > 0 {
 			return lease.Grant{}, s.heldBy(name, resp.Kvs[0], resp.Header.Revision)
 		}
 	}
+	return s.put(ctx, name, holder, d)
+}
 
+// claimError is the ambiguous error of a claim of name for holder.
+func claimError(name, holder string, err error) error {
+	return &lease.CallError{Store: storeName, Op: "claim", Name: name, Holder: holder, Err: err}
+}
+
+// put grants a fresh etcd lease of ceil(d) seconds and puts the key of
+// name on it, for holder, if the key does not exist: the claim's etcd
+// calls, on the call slot it holds.
+func (s *Store) put(ctx context.Context, name, holder string, d time.Duration) (lease.Grant, error) {
+	key := s.Key(name)
 	sent := s.opts.clock.Now()
 	gr, err := s.cli.Grant(ctx, ttlFor(d))
 	if err != nil {
 		// A lease granted without our hearing it has no keys and expires
 		// by itself.
-		return fail(err)
+		return lease.Grant{}, claimError(name, holder, err)
 	}
 	resp, err := s.cli.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
@@ -216,7 +201,7 @@ func (s *Store) claim(ctx context.Context, name, holder string, d time.Duration)
 	if err != nil {
 		// The put may have been applied, on this lease.
 		s.orphan(ctx, gr.ID)
-		return fail(err)
+		return lease.Grant{}, claimError(name, holder, err)
 	}
 	if !resp.Succeeded {
 		s.orphan(ctx, gr.ID)
@@ -230,25 +215,26 @@ func (s *Store) claim(ctx context.Context, name, holder string, d time.Duration)
 	token := uint64(resp.Header.Revision)
 	granted := time.Duration(gr.TTL) * time.Second
 	// A new token: never found over.
-	_ = s.remember(name, token, cachedLease{id: gr.ID, leaseLife: leaseLife{term: gr.ResponseHeader.GetRaftTerm(), confirmed: sent, ttl: granted}})
+	_ = s.remember(name, token, cachedLease{id: gr.ID, leaseLife: leaseLife{raftTerm: gr.ResponseHeader.GetRaftTerm(), confirmed: sent, ttl: granted}})
 	return lease.Grant{Name: name, Holder: holder, Token: token, Duration: granted}, nil
 }
 
 // Extend keeps the term g alive: one keep-alive of its etcd lease, then a
-// committed read (readCommitted) confirming the key still carries
-// g.Token, answered in the same raft term as the keep-alive (see
-// confirmedInTerm). etcd renews a
-// lease for the TTL it was granted with, so the returned Duration is that
-// TTL, which may exceed d; when d is longer than that TTL, Extend moves the
-// key to a fresh etcd lease of ceil(d) seconds in a transaction guarded by
-// g.Token (the token is unchanged). It returns a *lease.NotHeldError when
-// a linearizable read finds the key gone or belonging to a later term (a
+// committed read (readCommitted) confirming the key still records the
+// term, answered in the same raft term as the keep-alive (see
+// confirmedInRaftTerm). etcd renews an etcd lease for the TTL it was
+// granted with, so the returned Duration is that TTL, which may exceed d;
+// when d is longer than that TTL, or the keep-alive may not resume the etcd
+// lease (see leaseLife.resumable), Extend moves the key to a fresh etcd
+// lease of ceil(d) seconds in a transaction guarded by g.Token (the token
+// is unchanged). It returns a *lease.NotHeldError when a linearizable read
+// finds the key gone, another term's or rewritten by another client (a
 // keep-alive's "no such lease" alone ends nothing: a stale member may say
 // it), matching ErrOverCapacity too when the etcd lease ran out while the
-// Store's keep-alives of it waited for call slots; any other error
-// matches lease.ErrUnconfirmed (or lease.ErrNotSent if the call was not
-// sent: ErrOverCapacity among them). Renewals take the call slots before
-// claims, the oldest term first.
+// Store's keep-alives of it waited for call slots; any other error matches
+// lease.ErrUnconfirmed (or lease.ErrNotSent if the call was not sent:
+// ErrOverCapacity among them). Renewals take the call slots before claims,
+// the oldest term first.
 func (s *Store) Extend(ctx context.Context, g lease.Grant, d time.Duration) (lease.Grant, error) {
 	done := s.calls.Begin(lease.OpExtend)
 	g, err := s.extend(ctx, g, d)
@@ -256,8 +242,17 @@ func (s *Store) Extend(ctx context.Context, g lease.Grant, d time.Duration) (lea
 	return g, err
 }
 
-// extend is Extend, uncounted. (It is long because its one loop —
-// keep-alive, read, follow a moved term once — reads best as a whole.)
+// renewal is what an Extend knows of the etcd lease it keeps alive: its
+// ID, the Store's cache entry of it (known, if ok) and when the Extend had
+// its call slot (first).
+type renewal struct {
+	id    clientv3.LeaseID
+	known cachedLease
+	ok    bool
+	first time.Time
+}
+
+// extend is Extend, uncounted.
 func (s *Store) extend(ctx context.Context, g lease.Grant, d time.Duration) (_ lease.Grant, err error) {
 	if err := checkGrant(g, d); err != nil {
 		return lease.Grant{}, err
@@ -266,125 +261,127 @@ func (s *Store) extend(ctx context.Context, g lease.Grant, d time.Duration) (_ l
 		return lease.Grant{}, err
 	}
 	want := ttlFor(d)
-	known, ok := s.cached(g.Name, g.Token)
-	ttl := time.Duration(want) * time.Second
-	if ok {
-		ttl = known.ttl
-	}
-	entered := s.opts.clock.Now()
-	err = s.slots.acquireRenewal(ctx, g.Token)
-	if now := s.opts.clock.Now(); s.late.note(entered, now, ttl, gaveUpOnSlot(err)) && ok {
-		known.lateWait = max(known.lateWait, now.Sub(entered))
-		s.markLate(g.Name, g.Token, known.lateWait)
-	}
-	if err != nil {
-		return lease.Grant{}, notSent("extend", g.Name, g.Holder, g.Token, err)
+	var r renewal
+	r.known, r.ok = s.cached(g.Name, g.Token)
+	if err := s.renewalSlot(ctx, g, want, &r); err != nil {
+		return lease.Grant{}, err
 	}
 	defer s.slots.release()
-	first := s.opts.clock.Now()
 	var period time.Duration // since the lease's last confirmed renewal
-	if ok {
-		period = first.Sub(known.confirmed)
+	if r.ok {
+		period = r.first.Sub(r.known.confirmed)
 	}
 	defer func() {
 		if answered(err) {
-			s.late.renewed(s.opts.clock.Now().Sub(first), period)
+			s.admission.renewed(s.opts.clock.Now().Sub(r.first), period)
 		}
 	}()
-	fail := func(err error) (lease.Grant, error) {
-		return lease.Grant{}, &lease.CallError{Store: storeName, Op: "extend", Name: g.Name, Holder: g.Holder, Token: g.Token, Err: err}
-	}
-	key := s.Key(g.Name)
-
-	id := known.id
-	if !ok {
+	r.id = r.known.id
+	if !r.ok {
 		// Not granted by this Store (or forgotten): the key says which
 		// etcd lease carries the term, if the term is still alive.
-		kv, _, err := get(ctx, s.cli, key)
+		kv, _, err := get(ctx, s.cli, s.Key(g.Name))
 		if err != nil {
-			return fail(err)
+			return lease.Grant{}, extendError(g, err)
 		}
 		if err := recordedTerm("extend", g, kv, nil); err != nil {
 			return lease.Grant{}, s.lose(g, err)
 		}
-		id = clientv3.LeaseID(kv.Lease)
+		r.id = clientv3.LeaseID(kv.Lease)
 	}
-
 	for attempt := 0; ; attempt++ {
-		sent := s.opts.clock.Now()
-		ka, kaErr := s.cli.KeepAliveOnce(ctx, id)
-		if kaErr != nil && !errors.Is(kaErr, rpctypes.ErrLeaseNotFound) {
-			return fail(kaErr)
+		if g, again, err := s.renewOnce(ctx, g, want, &r, attempt); !again {
+			return g, err
 		}
-		// A live etcd lease proves the term was not ended by expiry; the
-		// read proves the key was not deleted or passed on since. When
-		// the etcd lease is gone, the read tells whether the term went
-		// with it (etcd deletes a lease's keys as it ends it) or had
-		// moved to another etcd lease first.
-		kv, readTerm, err := readCommitted(ctx, s.cli, key)
-		if err != nil {
-			return fail(err)
-		}
-		if kv == nil || uint64(kv.CreateRevision) != g.Token {
-			return lease.Grant{}, lostLate(s.lose(g, recordEnded("extend", g, kv)), known, ok, first)
-		}
-		if err := recordedTerm("extend", g, kv, nil); err != nil {
-			// Rewritten, or taken off every etcd lease, by another
-			// client: the key no longer records our term.
-			return lease.Grant{}, s.lose(g, err)
-		}
-		if got := clientv3.LeaseID(kv.Lease); got != id {
-			switch cur, cached := s.cached(g.Name, g.Token); {
-			case attempt > 0:
-				return fail(fmt.Errorf("key %q moved between etcd leases %x and %x", key, id, got))
-			case cached && cur.id == got, !ok:
-				// A concurrent Extend moved the term to a longer etcd
-				// lease (and revoked the one we knew), or the term is
-				// not one this Store knows the etcd lease of (then the
-				// key says): keep that one alive instead.
-				id, known, ok = got, cur, cached && cur.id == got
-				continue
-			case s.leaseOurs(g.Name, g.Token)(kv.Lease):
-				return fail(fmt.Errorf("key %q is being moved to etcd lease %x by a concurrent Extend", key, got))
-			}
-			// This Store put the key on id; another client moved it.
-			return lease.Grant{}, s.lose(g, movedAway("extend", g, kv))
-		}
-		if kaErr != nil {
-			// A member said the etcd lease is gone, yet a linearizable
-			// read finds the key still on it. etcd deletes a lease's keys
-			// in the same transaction that removes the lease (and holds
-			// back the answer to a renewal of an expired lease until
-			// then), so a true "not found" is never followed by this
-			// read: the member was a stale leader that never had the
-			// lease (granted by the majority after it was cut off).
-			return fail(errNotFoundKeyOnLease)
-		}
-		kaTerm := ka.ResponseHeader.GetRaftTerm()
-		if err := confirmedInTerm(kaTerm, readTerm); err != nil {
-			return fail(err)
-		}
-		if !ok || !known.resumable(kaTerm, sent) || ka.TTL < want {
-			// The renewal is real, but promises nothing: some old
-			// leader may still revoke this etcd lease (or it is too
-			// short). The term moves to a fresh one first.
-			return s.relet(ctx, g, id, want)
-		}
-		ttl := time.Duration(ka.TTL) * time.Second
-		if err := s.remember(g.Name, g.Token, cachedLease{id: id, leaseLife: leaseLife{term: kaTerm, confirmed: sent, ttl: ttl}}); err != nil {
-			return lease.Grant{}, err
-		}
-		g.Duration = ttl
-		return g, nil
 	}
+}
+
+// extendError is the ambiguous error of an Extend of g.
+func extendError(g lease.Grant, err error) error {
+	return &lease.CallError{Store: storeName, Op: "extend", Name: g.Name, Holder: g.Holder, Token: g.Token, Err: err}
+}
+
+// renewOnce keeps the etcd lease r.id alive once and reads the key to
+// confirm the term, for an Extend of g that wants want seconds. again says
+// the key was found on another etcd lease of the term, which r now names:
+// keep that one alive instead.
+func (s *Store) renewOnce(ctx context.Context, g lease.Grant, want int64, r *renewal, attempt int) (_ lease.Grant, again bool, _ error) {
+	sent := s.opts.clock.Now()
+	ka, kaErr := s.cli.KeepAliveOnce(ctx, r.id)
+	if kaErr != nil && !errors.Is(kaErr, rpctypes.ErrLeaseNotFound) {
+		return lease.Grant{}, false, extendError(g, kaErr)
+	}
+	// A live etcd lease proves the term was not ended by expiry; the
+	// read proves the key was not deleted or passed on since. When
+	// the etcd lease is gone, the read tells whether the term went
+	// with it (etcd deletes a lease's keys as it ends it) or had
+	// moved to another etcd lease first.
+	kv, readRaftTerm, err := readCommitted(ctx, s.cli, s.Key(g.Name))
+	if err != nil {
+		return lease.Grant{}, false, extendError(g, err)
+	}
+	if kv == nil || uint64(kv.CreateRevision) != g.Token {
+		return lease.Grant{}, false, lostLate(s.lose(g, recordEnded("extend", g, kv)), r.known, r.ok, r.first)
+	}
+	if err := recordedTerm("extend", g, kv, nil); err != nil {
+		// Rewritten, or taken off every etcd lease, by another
+		// client: the key no longer records our term.
+		return lease.Grant{}, false, s.lose(g, err)
+	}
+	if clientv3.LeaseID(kv.Lease) != r.id {
+		return s.followMove(g, kv, r, attempt)
+	}
+	if kaErr != nil {
+		// "No such lease", yet the key is still on it: a stale leader
+		// said so (see DESIGN.md, "Confirming that an etcd lease is
+		// gone").
+		return lease.Grant{}, false, extendError(g, errNotFoundKeyOnLease)
+	}
+	kaRaftTerm := ka.ResponseHeader.GetRaftTerm()
+	if err := confirmedInRaftTerm(kaRaftTerm, readRaftTerm); err != nil {
+		return lease.Grant{}, false, extendError(g, err)
+	}
+	if !r.ok || !r.known.resumable(kaRaftTerm, sent) || ka.TTL < want {
+		// The renewal is real, but promises nothing: some old
+		// leader may still revoke this etcd lease (or it is too
+		// short). The term moves to a fresh one first.
+		g, err := s.relet(ctx, g, r.id, want)
+		return g, false, err
+	}
+	ttl := time.Duration(ka.TTL) * time.Second
+	if err := s.remember(g.Name, g.Token, cachedLease{id: r.id, leaseLife: leaseLife{raftTerm: kaRaftTerm, confirmed: sent, ttl: ttl}}); err != nil {
+		return lease.Grant{}, false, err
+	}
+	g.Duration = ttl
+	return g, false, nil
+}
+
+// followMove answers a renewal of r.id that read the term's key (kv) on
+// another etcd lease: again, with r naming that etcd lease, when the Store
+// knows it as the term's (a concurrent Extend moved the term, and revoked
+// the one r knew) or knows none (the key says); ambiguous when its own
+// relet is moving the key there, or the key moved twice; else another
+// client moved it, and the term is over. See DESIGN.md, "A term is ours
+// only while its key records it".
+func (s *Store) followMove(g lease.Grant, kv *keyValue, r *renewal, attempt int) (_ lease.Grant, again bool, _ error) {
+	key, got := s.Key(g.Name), clientv3.LeaseID(kv.Lease)
+	switch cur, cached := s.cached(g.Name, g.Token); {
+	case attempt > 0:
+		return lease.Grant{}, false, extendError(g, fmt.Errorf("key %q moved between etcd leases %x and %x", key, r.id, got))
+	case cached && cur.id == got, !r.ok:
+		r.id, r.known, r.ok = got, cur, cached && cur.id == got
+		return lease.Grant{}, true, nil
+	case s.leaseOurs(g.Name, g.Token)(kv.Lease):
+		return lease.Grant{}, false, extendError(g, fmt.Errorf("key %q is being moved to etcd lease %x by a concurrent Extend", key, got))
+	}
+	// This Store put the key on r.id; another client moved it.
+	return lease.Grant{}, false, s.lose(g, movedAway("extend", g, kv))
 }
 
 // relet moves the term's key from etcd lease old to a fresh one of ttl
 // seconds, keeping its create revision (the token).
 func (s *Store) relet(ctx context.Context, g lease.Grant, old clientv3.LeaseID, ttl int64) (lease.Grant, error) {
-	fail := func(err error) (lease.Grant, error) {
-		return lease.Grant{}, &lease.CallError{Store: storeName, Op: "extend", Name: g.Name, Holder: g.Holder, Token: g.Token, Err: err}
-	}
+	fail := func(err error) (lease.Grant, error) { return lease.Grant{}, extendError(g, err) }
 	sent := s.opts.clock.Now()
 	gr, err := s.cli.Grant(ctx, ttl)
 	if err != nil {
@@ -421,7 +418,7 @@ func (s *Store) relet(ctx context.Context, g lease.Grant, old clientv3.LeaseID, 
 	// Recorded before the old lease is revoked: a concurrent Extend that
 	// finds its keep-alive refused follows the key here.
 	granted := time.Duration(gr.TTL) * time.Second
-	err = s.remember(g.Name, g.Token, cachedLease{id: gr.ID, leaseLife: leaseLife{term: gr.ResponseHeader.GetRaftTerm(), confirmed: sent, ttl: granted}})
+	err = s.remember(g.Name, g.Token, cachedLease{id: gr.ID, leaseLife: leaseLife{raftTerm: gr.ResponseHeader.GetRaftTerm(), confirmed: sent, ttl: granted}})
 	s.orphan(ctx, old)
 	if err != nil {
 		return lease.Grant{}, err
@@ -482,14 +479,6 @@ func (s *Store) Holder(ctx context.Context, name string) (lease.Grant, error) {
 	}
 	defer s.slots.release()
 	return readHolder(ctx, s.cli, s.Key(name), name)
-}
-
-// answered says whether err is etcd's answer (none, or a definitive one):
-// only a call etcd answered measures what a call costs (see lateness). One
-// cut off by its ctx measures the caller's patience, and a single such
-// sample would outweigh a hundred answered calls.
-func answered(err error) bool {
-	return err == nil || errors.Is(err, lease.ErrHeld) || errors.Is(err, lease.ErrNotHeld)
 }
 
 // heldBy is the refusal of a claim of name by the term whose key kv was
@@ -586,63 +575,6 @@ func (s *Store) remember(name string, token uint64, l cachedLease) error {
 	l.name = name
 	s.leases[token] = l
 	return nil
-}
-
-// holdBack waits for d or until ctx ends.
-func (s *Store) holdBack(ctx context.Context, d time.Duration) {
-	t := s.opts.clock.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.Chan():
-	}
-}
-
-// liveCountEvery is how often liveTerms counts the cache afresh.
-const liveCountEvery = 100 * time.Millisecond
-
-// liveTerms is how many terms this Store keeps alive at now: those whose
-// etcd lease's last confirmed renewal reaches past now, counted at most
-// every liveCountEvery (plus the terms cached since), for the claims'
-// admission (see lateness).
-func (s *Store) liveTerms(now time.Time) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if now.Sub(s.countedAt) < liveCountEvery {
-		return s.live
-	}
-	s.live, s.countedAt = 0, now
-	for _, c := range s.leases {
-		if now.Before(c.confirmed.Add(c.ttl)) {
-			s.live++
-		}
-	}
-	return s.live
-}
-
-// markLate records that a keep-alive of the term (name, token) waited
-// wait for a call slot, late.
-func (s *Store) markLate(name string, token uint64, wait time.Duration) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if c, ok := s.leases[token]; ok && c.name == name && c.over == nil {
-		c.lateWait = max(c.lateWait, wait)
-		s.leases[token] = c
-	}
-}
-
-// lostLate is the loss err (the term's key gone, or another term's) of a
-// term whose etcd lease known (if ok) ran out before its keep-alive was
-// sent at sent, while the store's keep-alives of it waited late for call
-// slots: the store's overload ended it, and the error says so — it
-// matches ErrOverCapacity as well as lease.ErrNotHeld. Any other loss is
-// err as it is.
-func lostLate(err error, known cachedLease, ok bool, sent time.Time) error {
-	if !ok || known.lateWait == 0 || sent.Before(known.confirmed.Add(known.ttl)) {
-		return err
-	}
-	return fmt.Errorf("%w (%w: its etcd lease ran out %v after its last confirmed renewal, before this store sent the keep-alive: keep-alives waited up to %v for call slots)",
-		err, ErrOverCapacity, sent.Sub(known.confirmed).Round(time.Millisecond), known.lateWait.Round(time.Millisecond))
 }
 
 func (s *Store) forget(token uint64) {

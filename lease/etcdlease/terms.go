@@ -15,22 +15,14 @@ import (
 // it calls nothing (no etcd, no clock: callers pass the time and the
 // session's promise), and SessionStore.mu guards it.
 //
-// Its invariants:
-//   - A name's recorded term only ever changes to a later one; recording
-//     one ends the one before it.
-//   - A term's state only moves forward (see termState); once over it is
-//     never extended again, so a holder told "not held" stays told.
-//   - A live term ends only when etcd says so — the watch saw its key
-//     deleted, created again or rewritten so that it no longer records
-//     the term (termRecord: its value naming another holder, or on an
-//     etcd lease that is none of this store's sessions) after it began,
-//     its session was lost, it was revoked — or when it is abandoned: its
-//     holder stopped asking for it while the store could reach etcd
-//     (term.abandoned). An unconfirmed session ends nothing.
-//   - A grant never reaches past the session's confirmed promise, and a
-//     term's expiry only ever moves later: a shorter Extend does not cut an
-//     earlier promise short.
-//   - changed[name] only grows.
+// Its invariants: a name's term only changes to a later one, and a term's
+// state only moves forward (once over, it is never extended again); a live
+// term ends only on etcd's word (its key deleted, created again or
+// rewritten after it began, its session lost, a revoke) or when abandoned
+// (term.abandoned), never because the session is unconfirmed; a grant
+// never reaches past the session's confirmed promise, and a term's expiry
+// only moves later; changed[name] only grows. See DESIGN.md, "The term
+// table".
 type termTable struct {
 	terms map[string]*term
 	// changed is, by lease name, the latest change of its key the watch

@@ -341,13 +341,6 @@ func later(a, b time.Time) time.Time {
 	return b
 }
 
-func earlier(a, b time.Time) time.Time {
-	if a.Before(b) {
-		return a
-	}
-	return b
-}
-
 // String sums the verdict up in a few lines, the violations first.
 func (v Verdict) String() string {
 	var b strings.Builder

@@ -27,14 +27,13 @@ type server struct {
 	mu    sync.Mutex
 	got   []byte
 	conns []net.Conn
-	more  chan struct{} // closed when got grows
 }
 
 func startServer(t *testing.T) *server {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
-	s := &server{l: l, more: make(chan struct{})}
+	s := &server{l: l}
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
@@ -74,8 +73,6 @@ func (s *server) serve(c net.Conn) {
 		if n > 0 {
 			s.mu.Lock()
 			s.got = append(s.got, buf[:n]...)
-			close(s.more)
-			s.more = make(chan struct{})
 			s.mu.Unlock()
 			if _, err := c.Write(buf[:n]); err != nil {
 				return
@@ -92,25 +89,6 @@ func (s *server) received() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return string(s.got)
-}
-
-// awaitReceived waits until the server has read want.
-func (s *server) awaitReceived(t *testing.T, want string) {
-	t.Helper()
-	timeout := time.After(10 * time.Second)
-	for {
-		s.mu.Lock()
-		got, more := string(s.got), s.more
-		s.mu.Unlock()
-		if got == want {
-			return
-		}
-		select {
-		case <-more:
-		case <-timeout:
-			t.Fatalf("the server read %q, not %q, in 10s", got, want)
-		}
-	}
 }
 
 func (s *server) addr() string { return s.l.Addr().String() }
