@@ -13,9 +13,14 @@ import (
 // are logged by the renewer; the start and end of a Lead (or
 // WithLeadership) function by the goroutine that runs it.
 
+// noCall is the latency of a snapshot that is no store call's answer (a
+// late timer, a step-down, Close): its record has no latency.
+const noCall time.Duration = -1
+
 // logChange logs the change from old to s, if it is one a person needs to
-// see. Only the renewer calls it, from store.
-func (t *Tracker) logChange(old, s *snapshot) {
+// see; latency is how long the store call whose answer s is took, or
+// noCall. Only the renewer calls it, from store.
+func (t *Tracker) logChange(old, s *snapshot, latency time.Duration) {
 	if t.cfg.Logger == nil {
 		return
 	}
@@ -71,8 +76,8 @@ func (t *Tracker) logChange(old, s *snapshot) {
 	if s.cause != nil && !s.closed {
 		attrs = append(attrs, slog.Any("err", s.cause))
 	}
-	if t.answered >= 0 {
-		attrs = append(attrs, slog.Duration("latency", t.answered))
+	if latency != noCall {
+		attrs = append(attrs, slog.Duration("latency", latency))
 	}
 	t.cfg.Logger.LogAttrs(context.Background(), level, msg, attrs...)
 }

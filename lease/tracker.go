@@ -129,13 +129,10 @@ type Tracker struct {
 	hasGrant bool
 	// owed is a StepDown whose release Close interrupted: shutdown makes
 	// it once the Lead functions have returned, then answers it.
-	owed *stepDownRequest
-	// answered is the latency of the store call whose answer the renewer
-	// is publishing, for the log; -1 while it publishes something else.
-	answered time.Duration
-	retry    backoff.Backoff // after ambiguous failures; reset by an answer
-	loss     lossWatch
-	waiting  releaseWatch // another holder's term, while NotHeld
+	owed    *stepDownRequest
+	retry   backoff.Backoff // after ambiguous failures; reset by an answer
+	loss    lossWatch
+	waiting releaseWatch // another holder's term, while NotHeld
 	// refusedAt is when the latest claim another holder's term refused
 	// was answered, since this tracker last held the lease: the start of
 	// the leaderless gap a hand-over to it ends, unless the watch said
@@ -228,7 +225,6 @@ func NewTracker(cfg Config) (*Tracker, error) {
 		known:      make(chan struct{}),
 		exited:     make(chan struct{}),
 		retry:      backoff.Backoff{Policy: cfg.retryPolicy()},
-		answered:   -1,
 		base:       cfg.Clock.Now().Add(-1),
 	}
 	t.loss.notifier, _ = cfg.Store.(LossNotifier)
@@ -489,7 +485,7 @@ func (t *Tracker) wait(delay time.Duration) (*stepDownRequest, bool) {
 			if s := t.snap.Load(); s.status.State == Held {
 				st := s.status
 				st.State, st.Holder = Unknown, ""
-				t.publish(st, lateTimerError{late: late})
+				t.publish(st, lateTimerError{late: late}, noCall)
 			}
 		}
 	}
@@ -541,7 +537,7 @@ func (t *Tracker) attempt() time.Duration {
 			case cause == nil:
 				cause = errRanOut
 			}
-			t.publish(st, cause)
+			t.publish(st, cause, noCall)
 		} else if left < timeout.timeout {
 			// Cut the call off when the validity ends, so Unknown is
 			// published on time rather than when a hung call gives up.
@@ -551,26 +547,26 @@ func (t *Tracker) attempt() time.Duration {
 	var g Grant
 	var err error
 	var class outcome
+	var latency time.Duration
 	if t.hasGrant {
-		t.answered, class, err = t.call(t.ctx, OpExtend, timeout, func(ctx context.Context) (err error) {
+		latency, class, err = t.call(t.ctx, OpExtend, timeout, func(ctx context.Context) (err error) {
 			g, err = t.cfg.Store.Extend(ctx, t.grant, 2*t.cfg.Duration)
 			return err
 		})
 	} else {
-		t.answered, class, err = t.call(t.ctx, OpClaim, timeout, func(ctx context.Context) (err error) {
+		latency, class, err = t.call(t.ctx, OpClaim, timeout, func(ctx context.Context) (err error) {
 			g, err = t.cfg.Store.Claim(ctx, t.cfg.Name, t.cfg.Holder, 2*t.cfg.Duration)
 			return err
 		})
 	}
-	defer func() { t.answered = -1 }()
 	now := clk.Now()
 	switch class {
 	case outcomeOK:
-		return t.confirmed(g, sent, slept, now)
+		return t.confirmed(g, sent, slept, now, latency)
 	case outcomeDefinitive:
-		return t.lost(err, now)
+		return t.lost(err, now, latency)
 	default:
-		return t.ambiguous(err, now)
+		return t.ambiguous(err, now, latency)
 	}
 }
 
@@ -598,7 +594,10 @@ func (t *Tracker) call(parent context.Context, op Op, timeout callTimeoutError, 
 	return end.Sub(start), c.calls.end(op, err), err
 }
 
-func (t *Tracker) confirmed(g Grant, sent time.Time, slept time.Duration, now time.Time) time.Duration {
+// confirmed publishes the store's grant g, in answer to a call sent at
+// sent (when the sleep meter read slept) that took latency and came at
+// now, and returns the delay before the renewal.
+func (t *Tracker) confirmed(g Grant, sent time.Time, slept time.Duration, now time.Time, latency time.Duration) time.Duration {
 	t.grant, t.hasGrant = g, true
 	t.retry.Reset()
 	t.waiting.end()
@@ -609,23 +608,25 @@ func (t *Tracker) confirmed(g Grant, sent time.Time, slept time.Duration, now ti
 	if !now.Before(until) {
 		// The answer came after the validity it granted had run out.
 		st.State, st.Holder = Unknown, ""
-		t.publish(st, errRanOut)
+		t.publish(st, errRanOut, latency)
 		return t.retryDelay(now)
 	}
 	t.handedOver(now) // counted before Held is seen
-	t.store(&snapshot{status: st, slept: slept})
+	t.store(&snapshot{status: st, slept: slept}, latency)
 	interval := backoff.Duration(float64(until.Sub(sent)) * t.cfg.RenewFraction)
 	return sent.Add(backoff.Jitter(interval, t.cfg.jitter(renewJitter))).Sub(now)
 }
 
-func (t *Tracker) lost(err error, now time.Time) time.Duration {
+// lost publishes the store's definitive refusal err, an answer that took
+// latency and came at now, and returns the delay before the next claim.
+func (t *Tracker) lost(err error, now time.Time, latency time.Duration) time.Duration {
 	wasExtending := t.hasGrant
 	t.grant, t.hasGrant = Grant{}, false
 	t.retry.Reset()
 	t.loss.end()
 	holder := holderOf(err)
 	t.publish(Status{State: NotHeld, Holder: holder},
-		&NotLeaderError{Name: t.cfg.Name, Holder: holder, Err: err})
+		&NotLeaderError{Name: t.cfg.Name, Holder: holder, Err: err}, latency)
 	if wasExtending {
 		// Our term is over; the lease may well be free. Claim again soon.
 		return t.retry.Policy.Next(1)
@@ -658,7 +659,10 @@ func (t *Tracker) handedOver(now time.Time) {
 // the lease.
 func (t *Tracker) claimDelay() time.Duration { return t.cfg.claimDelay() }
 
-func (t *Tracker) ambiguous(err error, now time.Time) time.Duration {
+// ambiguous publishes the store's ambiguous (or not sent) answer err, one
+// that took latency and came at now, and returns the delay before the
+// retry.
+func (t *Tracker) ambiguous(err error, now time.Time, latency time.Duration) time.Duration {
 	old := t.snap.Load()
 	st := old.status
 	if st.State == NotHeld && errors.Is(err, ErrNotSent) {
@@ -677,7 +681,7 @@ func (t *Tracker) ambiguous(err error, now time.Time) time.Duration {
 	if !(t.hasGrant && st.State == Held && now.Before(st.Until) && t.suspended(old, now) == 0) {
 		st.State, st.Holder = Unknown, ""
 	}
-	t.store(&snapshot{status: st, cause: err, slept: old.slept})
+	t.store(&snapshot{status: st, cause: err, slept: old.slept}, latency)
 	return t.retryDelay(now)
 }
 
@@ -701,7 +705,7 @@ func (t *Tracker) stepDownNow(req *stepDownRequest) time.Duration {
 	s := t.snap.Load()
 	t.loss.end()
 	t.waiting.end()
-	t.publish(Status{State: NotHeld}, &NotLeaderError{Name: t.cfg.Name, Err: errSteppedDown})
+	t.publish(Status{State: NotHeld}, &NotLeaderError{Name: t.cfg.Name, Err: errSteppedDown}, noCall)
 	// A check that asked for a store call before NotHeld was published is
 	// answered by it: the call it asked for must not go, or this follower
 	// would claim again at once (awaitRound asks for no more).
@@ -758,14 +762,14 @@ func (t *Tracker) awaitLeaders(s *snapshot, stop <-chan struct{}) bool {
 }
 
 // publish stores a new snapshot of st and cause. Only the renewer calls it.
-func (t *Tracker) publish(st Status, cause error) {
-	t.store(&snapshot{status: st, cause: cause})
+func (t *Tracker) publish(st Status, cause error, latency time.Duration) {
+	t.store(&snapshot{status: st, cause: cause}, latency)
 }
 
 // store publishes s, filling in its changed channel and since: a snapshot
 // whose status is the old one's shares its channel, so followers of
 // Current wake only for a change.
-func (t *Tracker) store(s *snapshot) {
+func (t *Tracker) store(s *snapshot, latency time.Duration) {
 	old := t.snap.Load()
 	now := t.cfg.Clock.Now()
 	s.since = old.since
@@ -778,7 +782,7 @@ func (t *Tracker) store(s *snapshot) {
 	}
 	// Logged before it is published, so that the record of a change comes
 	// before any record of what followers do about it.
-	t.logChange(old, s)
+	t.logChange(old, s, latency)
 	o, n := old.status, s.status
 	same := old.closed == s.closed && o.State == n.State && o.Holder == n.Holder &&
 		o.Token == n.Token && o.Until.Equal(n.Until)
@@ -803,7 +807,7 @@ func (t *Tracker) shutdown() {
 	if t.owed != nil {
 		last = t.owed.held
 	}
-	t.store(&snapshot{status: Status{State: NotHeld}, closed: true})
+	t.store(&snapshot{status: Status{State: NotHeld}, closed: true}, noCall)
 	if t.hasGrant && (t.cfg.ReleaseOnClose || t.owed != nil) {
 		t.awaitLeaders(last, nil)
 		err := t.release()
