@@ -60,7 +60,7 @@ func (t *Tracker) Detail() string {
 }
 
 // markKnown closes the Completed channel at the first Held or NotHeld
-// snapshot s. Only the renewer calls it, from store.
+// snapshot s. Only the renewer calls it, from publish.
 func (t *Tracker) markKnown(s *snapshot) {
 	if t.isKnown || s.closed || s.status.State == Unknown {
 		return

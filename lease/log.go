@@ -19,7 +19,7 @@ const noCall time.Duration = -1
 
 // logChange logs the change from old to s, if it is one a person needs to
 // see; latency is how long the store call whose answer s is took, or
-// noCall. Only the renewer calls it, from store.
+// noCall. Only the renewer calls it, from publish.
 func (t *Tracker) logChange(old, s *snapshot, latency time.Duration) {
 	if t.cfg.Logger == nil {
 		return

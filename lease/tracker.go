@@ -485,7 +485,7 @@ func (t *Tracker) wait(delay time.Duration) (*stepDownRequest, bool) {
 			if s := t.snap.Load(); s.status.State == Held {
 				st := s.status
 				st.State, st.Holder = Unknown, ""
-				t.publish(st, lateTimerError{late: late}, noCall)
+				t.publish(&snapshot{status: st, cause: lateTimerError{late: late}}, noCall)
 			}
 		}
 	}
@@ -537,7 +537,7 @@ func (t *Tracker) attempt() time.Duration {
 			case cause == nil:
 				cause = errRanOut
 			}
-			t.publish(st, cause, noCall)
+			t.publish(&snapshot{status: st, cause: cause}, noCall)
 		} else if left < timeout.timeout {
 			// Cut the call off when the validity ends, so Unknown is
 			// published on time rather than when a hung call gives up.
@@ -608,11 +608,11 @@ func (t *Tracker) confirmed(g Grant, sent time.Time, slept time.Duration, now ti
 	if !now.Before(until) {
 		// The answer came after the validity it granted had run out.
 		st.State, st.Holder = Unknown, ""
-		t.publish(st, errRanOut, latency)
+		t.publish(&snapshot{status: st, cause: errRanOut}, latency)
 		return t.retryDelay(now)
 	}
 	t.handedOver(now) // counted before Held is seen
-	t.store(&snapshot{status: st, slept: slept}, latency)
+	t.publish(&snapshot{status: st, slept: slept}, latency)
 	interval := backoff.Duration(float64(until.Sub(sent)) * t.cfg.RenewFraction)
 	return sent.Add(backoff.Jitter(interval, t.cfg.jitter(renewJitter))).Sub(now)
 }
@@ -625,8 +625,8 @@ func (t *Tracker) lost(err error, now time.Time, latency time.Duration) time.Dur
 	t.retry.Reset()
 	t.loss.end()
 	holder := holderOf(err)
-	t.publish(Status{State: NotHeld, Holder: holder},
-		&NotLeaderError{Name: t.cfg.Name, Holder: holder, Err: err}, latency)
+	t.publish(&snapshot{status: Status{State: NotHeld, Holder: holder},
+		cause: &NotLeaderError{Name: t.cfg.Name, Holder: holder, Err: err}}, latency)
 	if wasExtending {
 		// Our term is over; the lease may well be free. Claim again soon.
 		return t.retry.Policy.Next(1)
@@ -681,7 +681,7 @@ func (t *Tracker) ambiguous(err error, now time.Time, latency time.Duration) tim
 	if !(t.hasGrant && st.State == Held && now.Before(st.Until) && t.suspended(old, now) == 0) {
 		st.State, st.Holder = Unknown, ""
 	}
-	t.store(&snapshot{status: st, cause: err, slept: old.slept}, latency)
+	t.publish(&snapshot{status: st, cause: err, slept: old.slept}, latency)
 	return t.retryDelay(now)
 }
 
@@ -705,7 +705,7 @@ func (t *Tracker) stepDownNow(req *stepDownRequest) time.Duration {
 	s := t.snap.Load()
 	t.loss.end()
 	t.waiting.end()
-	t.publish(Status{State: NotHeld}, &NotLeaderError{Name: t.cfg.Name, Err: errSteppedDown}, noCall)
+	t.publish(&snapshot{status: Status{State: NotHeld}, cause: &NotLeaderError{Name: t.cfg.Name, Err: errSteppedDown}}, noCall)
 	// A check that asked for a store call before NotHeld was published is
 	// answered by it: the call it asked for must not go, or this follower
 	// would claim again at once (awaitRound asks for no more).
@@ -761,15 +761,14 @@ func (t *Tracker) awaitLeaders(s *snapshot, stop <-chan struct{}) bool {
 	}
 }
 
-// publish stores a new snapshot of st and cause. Only the renewer calls it.
-func (t *Tracker) publish(st Status, cause error, latency time.Duration) {
-	t.store(&snapshot{status: st, cause: cause}, latency)
-}
-
-// store publishes s, filling in its changed channel and since: a snapshot
-// whose status is the old one's shares its channel, so followers of
-// Current wake only for a change.
-func (t *Tracker) store(s *snapshot, latency time.Duration) {
+// publish makes s, a new snapshot, the one Check, Current, Lead and Report
+// see; it is the only way a snapshot is published, and only the renewer
+// calls it. It fills in s.since and s.changed (a snapshot whose status is
+// the old one's shares its channel, so followers of Current wake only for
+// a change), counts and logs a change of state, then wakes the followers.
+// latency is how long the store call whose answer s is took, for the log,
+// or noCall.
+func (t *Tracker) publish(s *snapshot, latency time.Duration) {
 	old := t.snap.Load()
 	now := t.cfg.Clock.Now()
 	s.since = old.since
@@ -807,7 +806,7 @@ func (t *Tracker) shutdown() {
 	if t.owed != nil {
 		last = t.owed.held
 	}
-	t.store(&snapshot{status: Status{State: NotHeld}, closed: true}, noCall)
+	t.publish(&snapshot{status: Status{State: NotHeld}, closed: true}, noCall)
 	if t.hasGrant && (t.cfg.ReleaseOnClose || t.owed != nil) {
 		t.awaitLeaders(last, nil)
 		err := t.release()
