@@ -62,6 +62,13 @@ func (t *Tracker) logChange(old, s *snapshot, latency time.Duration) {
 	default:
 		return // a claim denied again, by the same holder
 	}
+	t.logState(level, msg, token, s, latency)
+}
+
+// logState writes logChange's record msg, of the change to s, with token
+// (0 for none) and latency (or noCall).
+func (t *Tracker) logState(level slog.Level, msg string, token uint64, s *snapshot, latency time.Duration) {
+	n := s.status
 	attrs := make([]slog.Attr, 0, 7)
 	attrs = append(attrs, slog.String("lease", t.cfg.Name), slog.String("state", n.State.String()))
 	if n.Holder != "" {
@@ -82,10 +89,11 @@ func (t *Tracker) logChange(old, s *snapshot, latency time.Duration) {
 	t.cfg.Logger.LogAttrs(context.Background(), level, msg, attrs...)
 }
 
-// logRelease logs the answer to the revoke that released the term, err
-// being the store's: Info if it released the term or the term was over
-// already, Warn if it could not be confirmed.
-func (t *Tracker) logRelease(latency time.Duration, err error) {
+// logRelease logs the answer to the revoke that released the term token,
+// err being the store's and latency how long it took: Info if it released
+// the term or the term was over already, Warn if it could not be
+// confirmed.
+func (t *Tracker) logRelease(token uint64, latency time.Duration, err error) {
 	if t.cfg.Logger == nil {
 		return
 	}
@@ -93,7 +101,7 @@ func (t *Tracker) logRelease(latency time.Duration, err error) {
 	if err != nil && !errors.Is(err, ErrNotHeld) {
 		level, msg = slog.LevelWarn, "lease release not confirmed"
 	}
-	attrs := []slog.Attr{slog.String("lease", t.cfg.Name), slog.Uint64("token", t.grant.Token)}
+	attrs := []slog.Attr{slog.String("lease", t.cfg.Name), slog.Uint64("token", token)}
 	if err != nil {
 		attrs = append(attrs, slog.Any("err", err))
 	}

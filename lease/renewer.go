@@ -9,10 +9,31 @@ import (
 	"github.com/coldstart-go/coldstart/internal/backoff"
 )
 
+// renewer is the state of the renewer goroutine (run, and every method it
+// calls down to shutdown): the term it holds, its retries and its two
+// watches. No other goroutine touches it, so it needs no lock; what others
+// see of the renewer's work, it publishes (Tracker.snap, counters).
+type renewer struct {
+	grant    Grant // the term held, while hasGrant
+	hasGrant bool
+	// owed is a StepDown whose release Close interrupted: shutdown makes
+	// it once the Lead functions have returned, then answers it.
+	owed    *stepDownRequest
+	retry   backoff.Backoff // after ambiguous failures; reset by an answer
+	loss    lossWatch       // our term, while held
+	waiting releaseWatch    // another holder's term, while NotHeld
+	// refusedAt is when the latest claim another holder's term refused
+	// was answered, since this tracker last held the lease: the start of
+	// the leaderless gap a hand-over to it ends, unless the watch said
+	// that term was over later (releaseWatch.overAt). Zero when no claim
+	// was refused since.
+	refusedAt time.Time
+}
+
 // run is the renewer: the only goroutine that calls the store and
 // publishes snapshots.
 func (t *Tracker) run() {
-	defer close(t.exited)
+	defer close(t.life.exited)
 	defer t.shutdown()
 	var delay time.Duration // the first claim goes at once
 	for {
@@ -22,7 +43,7 @@ func (t *Tracker) run() {
 			return
 		case req != nil:
 			delay = t.stepDownNow(req)
-			if t.owed != nil {
+			if t.renewer.owed != nil {
 				return // closed during the step-down: shutdown releases
 			}
 		default:
@@ -38,57 +59,16 @@ func (t *Tracker) run() {
 // computed before the pause cannot be trusted, so a Held status drops to
 // Unknown until the store confirms again.
 func (t *Tracker) wait(delay time.Duration) (*stepDownRequest, bool) {
-	clk := t.cfg.Clock
 	if delay > 0 {
-		scheduled := clk.Now().Add(delay)
-		// next is set before the alarm is armed: the alarm is for a time,
-		// not a delay, so a clock moved past it in between fires it at once.
-		t.setNext(scheduled)
-		alarm := clk.NewAlarm(scheduled)
-		var req *stepDownRequest
-	loop:
-		for {
-			select {
-			case <-t.done:
-				alarm.Stop()
-				return nil, false
-			case <-alarm.Chan():
-				break loop
-			case <-t.loss.lost:
-				// The store says our term may be over: ask it now
-				// rather than at the scheduled renewal.
-				t.loss.fired()
-				alarm.Stop()
-				break loop
-			case err := <-t.waiting.ch:
-				// The term we wait out is over (claim after a short
-				// random delay), or the watch broke (poll again).
-				wake := clk.Now().Add(t.waiting.signalled(err, t.cfg))
-				if !wake.Before(scheduled) {
-					continue
-				}
-				alarm.Stop()
-				if !wake.After(clk.Now()) {
-					break loop
-				}
-				scheduled = wake
-				t.setNext(scheduled)
-				alarm = clk.NewAlarm(scheduled)
-			case <-t.kick:
-				if t.hasPending() {
-					alarm.Stop()
-					break loop
-				}
-			case req = <-t.stepDown:
-				alarm.Stop()
-				break loop
-			}
+		req, scheduled, ok := t.waitUntil(t.cfg.Clock.Now().Add(delay))
+		if !ok {
+			return nil, false
 		}
-		t.setNext(time.Time{})
+		t.sched.setNext(time.Time{})
 		if req != nil {
 			return req, true
 		}
-		if late := clk.Now().Sub(scheduled); late > t.cfg.lateTimer() {
+		if late := t.cfg.Clock.Now().Sub(scheduled); late > t.cfg.lateTimer() {
 			if s := t.snap.Load(); s.status.State == Held {
 				st := s.status
 				st.State, st.Holder = Unknown, ""
@@ -97,31 +77,70 @@ func (t *Tracker) wait(delay time.Duration) (*stepDownRequest, bool) {
 		}
 	}
 	select {
-	case <-t.done:
+	case <-t.life.done:
 		return nil, false
-	case req := <-t.stepDown:
+	case req := <-t.sched.stepDown:
 		return req, true
 	default:
 		return nil, true
 	}
 }
 
+// waitUntil is wait's sleep: it blocks until scheduled, or sooner when
+// the loss watch fires, the release watch moves the wake earlier (the
+// scheduled time it returns), a check asks for a call or StepDown asks
+// the renewer to step down (the request it returns); it returns false once
+// the tracker is closed.
+func (t *Tracker) waitUntil(scheduled time.Time) (*stepDownRequest, time.Time, bool) {
+	clk := t.cfg.Clock
+	// next is set before the alarm is armed: the alarm is for a time, not
+	// a delay, so a clock moved past it in between fires it at once.
+	t.sched.setNext(scheduled)
+	alarm := clk.NewAlarm(scheduled)
+	for {
+		select {
+		case <-t.life.done:
+			alarm.Stop()
+			return nil, scheduled, false
+		case <-alarm.Chan():
+			return nil, scheduled, true
+		case <-t.renewer.loss.lost:
+			// The store says our term may be over: ask it now rather
+			// than at the scheduled renewal.
+			t.renewer.loss.fired()
+			alarm.Stop()
+			return nil, scheduled, true
+		case err := <-t.renewer.waiting.ch:
+			// The term we wait out is over (claim after a short random
+			// delay), or the watch broke (poll again).
+			wake := clk.Now().Add(t.renewer.waiting.signalled(err, t.cfg))
+			if !wake.Before(scheduled) {
+				continue
+			}
+			alarm.Stop()
+			if !wake.After(clk.Now()) {
+				return nil, scheduled, true
+			}
+			scheduled = wake
+			t.sched.setNext(scheduled)
+			alarm = clk.NewAlarm(scheduled)
+		case <-t.sched.kick:
+			if t.sched.hasPending() {
+				alarm.Stop()
+				return nil, scheduled, true
+			}
+		case req := <-t.sched.stepDown:
+			alarm.Stop()
+			return req, scheduled, true
+		}
+	}
+}
+
 // attempt makes one store call (extend if we have a grant, else claim),
 // publishes the outcome and returns the delay before the next call.
 func (t *Tracker) attempt() time.Duration {
-	t.mu.Lock()
-	r := t.pending
-	if r == nil {
-		r = &round{done: make(chan struct{})}
-	}
-	t.pending, t.inflight, t.next = nil, r, time.Time{}
-	t.mu.Unlock()
-	defer func() {
-		t.mu.Lock()
-		t.inflight = nil
-		t.mu.Unlock()
-		close(r.done)
-	}()
+	r := t.sched.begin()
+	defer t.sched.end(r)
 
 	clk := t.cfg.Clock
 	// sent is read before the call: the store's term can have begun no
@@ -155,13 +174,13 @@ func (t *Tracker) attempt() time.Duration {
 	var err error
 	var class outcome
 	var latency time.Duration
-	if t.hasGrant {
-		latency, class, err = t.call(t.ctx, OpExtend, timeout, func(ctx context.Context) (err error) {
-			g, err = t.cfg.Store.Extend(ctx, t.grant, 2*t.cfg.Duration)
+	if t.renewer.hasGrant {
+		latency, class, err = t.call(t.life.ctx, OpExtend, timeout, func(ctx context.Context) (err error) {
+			g, err = t.cfg.Store.Extend(ctx, t.renewer.grant, 2*t.cfg.Duration)
 			return err
 		})
 	} else {
-		latency, class, err = t.call(t.ctx, OpClaim, timeout, func(ctx context.Context) (err error) {
+		latency, class, err = t.call(t.life.ctx, OpClaim, timeout, func(ctx context.Context) (err error) {
 			g, err = t.cfg.Store.Claim(ctx, t.cfg.Name, t.cfg.Holder, 2*t.cfg.Duration)
 			return err
 		})
@@ -187,7 +206,7 @@ func (t *Tracker) call(parent context.Context, op Op, timeout callTimeoutError, 
 	timer := t.cfg.Clock.AfterFunc(timeout.timeout, func() { cancel(timeout) })
 	start := t.cfg.Clock.Now()
 	t.counters.calls.begin()
-	t.counters.callStart.Store(int64(start.Sub(t.base)))
+	t.counters.callStart.Store(int64(start.Sub(t.counters.base)))
 	err := fn(ctx)
 	end := t.cfg.Clock.Now()
 	t.counters.callStart.Store(0)
@@ -197,7 +216,7 @@ func (t *Tracker) call(parent context.Context, op Op, timeout callTimeoutError, 
 	}
 	c := &t.counters
 	c.lastLatency.Store(int64(end.Sub(start)))
-	c.lastEnd.Store(int64(end.Sub(t.base)))
+	c.lastEnd.Store(int64(end.Sub(t.counters.base)))
 	return end.Sub(start), c.calls.end(op, err), err
 }
 
@@ -205,11 +224,11 @@ func (t *Tracker) call(parent context.Context, op Op, timeout callTimeoutError, 
 // sent (when the sleep meter read slept) that took latency and came at
 // now, and returns the delay before the renewal.
 func (t *Tracker) confirmed(g Grant, sent time.Time, slept time.Duration, now time.Time, latency time.Duration) time.Duration {
-	t.grant, t.hasGrant = g, true
-	t.retry.Reset()
-	t.waiting.end()
+	t.renewer.grant, t.renewer.hasGrant = g, true
+	t.renewer.retry.Reset()
+	t.renewer.waiting.end()
 	// Before publishing: once Held is seen, the term is watched.
-	t.loss.follow(t.ctx, g)
+	t.renewer.loss.follow(t.life.ctx, g)
 	until := sent.Add(g.Duration - t.cfg.Margin)
 	st := Status{State: Held, Holder: t.cfg.Holder, Until: until, Token: g.Token}
 	if !now.Before(until) {
@@ -227,21 +246,21 @@ func (t *Tracker) confirmed(g Grant, sent time.Time, slept time.Duration, now ti
 // lost publishes the store's definitive refusal err, an answer that took
 // latency and came at now, and returns the delay before the next claim.
 func (t *Tracker) lost(err error, now time.Time, latency time.Duration) time.Duration {
-	wasExtending := t.hasGrant
-	t.grant, t.hasGrant = Grant{}, false
-	t.retry.Reset()
-	t.loss.end()
+	wasExtending := t.renewer.hasGrant
+	t.renewer.grant, t.renewer.hasGrant = Grant{}, false
+	t.renewer.retry.Reset()
+	t.renewer.loss.end()
 	holder := holderOf(err)
 	t.publish(&snapshot{status: Status{State: NotHeld, Holder: holder},
 		cause: &NotLeaderError{Name: t.cfg.Name, Holder: holder, Err: err}}, latency)
 	if wasExtending {
 		// Our term is over; the lease may well be free. Claim again soon.
-		return t.retry.Policy.Next(1)
+		return t.renewer.retry.Policy.Next(1)
 	}
 	if errors.Is(err, ErrHeld) {
-		t.refusedAt = now // another holder's term was live a moment ago
+		t.renewer.refusedAt = now // another holder's term was live a moment ago
 	}
-	return t.waiting.follow(t.ctx, err, t.cfg)
+	return t.renewer.waiting.follow(t.life.ctx, err, t.cfg)
 }
 
 // handedOver counts a hand-over to this tracker, now Held at now, if it
@@ -250,14 +269,14 @@ func (t *Tracker) lost(err error, now time.Time, latency time.Duration) time.Dur
 // it — the watch's word that the term was over, or else its last refused
 // claim, when the term was still live — to now.
 func (t *Tracker) handedOver(now time.Time) {
-	if t.refusedAt.IsZero() {
+	if t.renewer.refusedAt.IsZero() {
 		return
 	}
-	from := t.refusedAt
-	if t.waiting.overAt.After(from) {
-		from = t.waiting.overAt
+	from := t.renewer.refusedAt
+	if t.renewer.waiting.overAt.After(from) {
+		from = t.renewer.waiting.overAt
 	}
-	t.refusedAt, t.waiting.overAt = time.Time{}, time.Time{}
+	t.renewer.refusedAt, t.renewer.waiting.overAt = time.Time{}, time.Time{}
 	t.counters.handOvers.Add(1)
 	t.counters.handOverNanos.Add(int64(now.Sub(from)))
 }
@@ -277,7 +296,7 @@ func (t *Tracker) ambiguous(err error, now time.Time, latency time.Duration) tim
 		// we were told of still stands, and so does its answer (and
 		// the watch of its term); claim again when we would have
 		// after that answer.
-		if t.waiting.armed {
+		if t.renewer.waiting.armed {
 			return t.cfg.fallbackClaimDelay()
 		}
 		return t.claimDelay()
@@ -285,7 +304,7 @@ func (t *Tracker) ambiguous(err error, now time.Time, latency time.Duration) tim
 	// Only a confirmation upgrades: an ambiguous failure keeps Held while
 	// the validity lasts, and leaves Unknown (or a claim's NotHeld) as
 	// Unknown — an ambiguous claim may have been applied.
-	if !(t.hasGrant && st.State == Held && now.Before(st.Until) && t.suspended(old, now) == 0) {
+	if !(t.renewer.hasGrant && st.State == Held && now.Before(st.Until) && t.suspended(old, now) == 0) {
 		st.State, st.Holder = Unknown, ""
 	}
 	t.publish(&snapshot{status: st, cause: err, slept: old.slept}, latency)
@@ -296,7 +315,7 @@ func (t *Tracker) ambiguous(err error, now time.Time, latency time.Duration) tim
 // Config.retryPolicy), never past the end of a Held validity, so that the
 // drop to Unknown is published on time.
 func (t *Tracker) retryDelay(now time.Time) time.Duration {
-	d := t.retry.Next()
+	d := t.renewer.retry.Next()
 	if s := t.snap.Load(); s.status.State == Held {
 		if left := s.status.Until.Sub(now); left > 0 && left < d {
 			d = left
@@ -310,34 +329,24 @@ func (t *Tracker) retryDelay(now time.Time) time.Duration {
 // the promise), then stay a follower for one Duration before claiming.
 func (t *Tracker) stepDownNow(req *stepDownRequest) time.Duration {
 	s := t.snap.Load()
-	t.loss.end()
-	t.waiting.end()
+	t.renewer.loss.end()
+	t.renewer.waiting.end()
 	t.publish(&snapshot{status: Status{State: NotHeld}, cause: &NotLeaderError{Name: t.cfg.Name, Err: errSteppedDown}}, noCall)
 	// A check that asked for a store call before NotHeld was published is
 	// answered by it: the call it asked for must not go, or this follower
-	// would claim again at once (awaitRound asks for no more).
-	t.mu.Lock()
-	r := t.pending
-	t.pending = nil
-	t.mu.Unlock()
-	if r != nil {
-		close(r.done)
-	}
-	select {
-	case <-t.kick:
-	default:
-	}
+	// would claim again at once (schedule.await asks for no more).
+	t.sched.dropPending()
 	close(req.published)
-	t.retry.Reset()
-	if t.hasGrant {
-		if !t.awaitLeaders(s, t.done) {
+	t.renewer.retry.Reset()
+	if t.renewer.hasGrant {
+		if !t.awaitLeaders(s, t.life.done) {
 			// Closed while a Lead function still runs: keep the grant,
 			// and let shutdown release once it has returned.
-			req.held, t.owed = s, req
+			req.held, t.renewer.owed = s, req
 			return 0
 		}
 		req.err = t.release()
-		t.grant, t.hasGrant = Grant{}, false
+		t.renewer.grant, t.renewer.hasGrant = Grant{}, false
 	}
 	close(req.done)
 	return t.cfg.Duration
@@ -352,10 +361,8 @@ func (t *Tracker) awaitLeaders(s *snapshot, stop <-chan struct{}) bool {
 	alarm := t.cfg.Clock.NewAlarm(s.status.Until)
 	defer alarm.Stop()
 	for {
-		t.runMu.Lock()
-		n, ch := t.running, t.runDone
-		t.runMu.Unlock()
-		if n == 0 {
+		running, ch := t.leaders.running()
+		if !running {
 			return true
 		}
 		select {
@@ -372,35 +379,35 @@ func (t *Tracker) awaitLeaders(s *snapshot, stop <-chan struct{}) bool {
 // functions have returned (waiting no longer than the promise), releases
 // the lease if configured or if a StepDown that Close interrupted owes it.
 func (t *Tracker) shutdown() {
-	t.loss.end()
-	t.waiting.end()
+	t.renewer.loss.end()
+	t.renewer.waiting.end()
 	last := t.snap.Load()
-	if t.owed != nil {
-		last = t.owed.held
+	if t.renewer.owed != nil {
+		last = t.renewer.owed.held
 	}
 	t.publish(&snapshot{status: Status{State: NotHeld}, closed: true}, noCall)
-	if t.hasGrant && (t.cfg.ReleaseOnClose || t.owed != nil) {
+	if t.renewer.hasGrant && (t.cfg.ReleaseOnClose || t.renewer.owed != nil) {
 		t.awaitLeaders(last, nil)
 		err := t.release()
 		if t.cfg.ReleaseOnClose {
-			t.closeErr = err
+			t.life.closeErr = err
 		}
-		if t.owed != nil {
-			t.owed.err = err
+		if t.renewer.owed != nil {
+			t.renewer.owed.err = err
 		}
 	}
-	if t.owed != nil {
-		close(t.owed.done)
+	if t.renewer.owed != nil {
+		close(t.renewer.owed.done)
 	}
 }
 
 // release revokes the held term, bounded by the call timeout.
 func (t *Tracker) release() error {
-	// Not under t.ctx: Close has cancelled it, and releasing is part of
+	// Not under t.life.ctx: Close has cancelled it, and releasing is part of
 	// closing.
 	latency, _, err := t.call(context.Background(), OpRevoke, callTimeoutError{timeout: t.cfg.callTimeout()},
-		func(ctx context.Context) error { return t.cfg.Store.Revoke(ctx, t.grant) })
-	t.logRelease(latency, err)
+		func(ctx context.Context) error { return t.cfg.Store.Revoke(ctx, t.renewer.grant) })
+	t.logRelease(t.renewer.grant.Token, latency, err)
 	if err == nil || errors.Is(err, ErrNotHeld) {
 		return nil // released, or the term was over already
 	}

@@ -71,9 +71,7 @@ type Report struct {
 func (t *Tracker) Report() Report {
 	// next is read before and after the rest: only if the renewer was
 	// waiting throughout is the Report one state, with its NextCall.
-	t.mu.Lock()
-	next := t.next
-	t.mu.Unlock()
+	next := t.sched.nextCall()
 	s := t.snap.Load()
 	now := t.cfg.Clock.Now()
 	c := &t.counters
@@ -110,16 +108,14 @@ func (t *Tracker) Report() Report {
 	}
 	r.Losses, r.Denials = r.Calls.Extend.Definitive, r.Calls.Claim.Definitive
 	if end := c.lastEnd.Load(); end != 0 {
-		r.LastCallEnd = t.base.Add(time.Duration(end))
+		r.LastCallEnd = t.counters.base.Add(time.Duration(end))
 	}
 	if start := c.callStart.Load(); start != 0 {
-		r.InCall = now.Sub(t.base.Add(time.Duration(start)))
+		r.InCall = now.Sub(t.counters.base.Add(time.Duration(start)))
 	}
-	t.mu.Lock()
-	if t.next.Equal(next) {
+	if t.sched.nextCall().Equal(next) {
 		r.NextCall = next
 	}
-	t.mu.Unlock()
 	return r
 }
 
@@ -136,7 +132,7 @@ func (t *Tracker) Alive() error {
 	if start == 0 {
 		return nil
 	}
-	in := t.cfg.Clock.Now().Sub(t.base.Add(time.Duration(start)))
+	in := t.cfg.Clock.Now().Sub(t.counters.base.Add(time.Duration(start)))
 	if in <= 2*t.cfg.callTimeout() {
 		return nil
 	}
@@ -146,12 +142,17 @@ func (t *Tracker) Alive() error {
 }
 
 // counters are the Report's counters: written by the renewer, read by
-// Report with atomic loads.
+// Report and Alive with atomic loads.
 type counters struct {
+	// base is one nanosecond before NewTracker, on its clock, and never
+	// written again: lastEnd and callStart are offsets from it (positive,
+	// so zero can mean none), which keeps the clock's monotonic reading.
+	base time.Time
+
 	calls                                    StoreCounters
 	transitions, handOvers                   atomic.Uint64
 	unknownNanos, lastLatency, handOverNanos atomic.Int64
 	// lastEnd and callStart are when the last store call ended and when
-	// the one in flight started, as offsets from Tracker.base; 0 when none.
+	// the one in flight started, as offsets from base; 0 when none.
 	lastEnd, callStart atomic.Int64
 }

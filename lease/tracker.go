@@ -84,60 +84,37 @@ type Status struct {
 // Config.ClaimInterval), instead of every ClaimInterval; a claim once a
 // term covers a watch gone silent, and a watch that fails makes it poll.
 type Tracker struct {
+	// Set by NewTracker and never written again.
 	cfg        Config
 	maxPromise time.Duration // the most any check can ask: 2×Duration − Margin
 	sleep      sleepMeter    // nil where a suspend of the host is not detected
 
-	// snap is the latest immutable snapshot; only the renewer stores it.
-	// Check's fast path is one atomic load, one clock read, and the sleep
-	// meter's look at that reading.
+	// snap is the latest immutable snapshot; only the renewer publishes
+	// one (publish). Check's fast path is one atomic load, one clock read,
+	// and the sleep meter's look at that reading.
 	snap atomic.Pointer[snapshot]
 
-	// mu guards inflight, pending and next: the rounds checks wait on, and
-	// the renewer's next scheduled call (zero while one is asked for).
-	mu       sync.Mutex
-	inflight *round // the store call now running
-	pending  *round // asked for by a check, not started yet
-	next     time.Time
-	kick     chan struct{}
-	stepDown chan *stepDownRequest
+	// The parts, each owning its state (its type says what guards it).
+	sched    schedule  // what checks and StepDown ask of the renewer: a mutex
+	leaders  leaders   // the Lead functions running: a mutex
+	life     lifecycle // from NewTracker to Close: channels closed once
+	renewer  renewer   // the renewer goroutine's own: no lock
+	counters counters  // the Report's counts: atomics the renewer adds to
+}
 
-	// running counts Lead (and WithLeadership) functions that have not
-	// returned; runDone is closed when it drops to zero. Guarded by runMu.
-	runMu   sync.Mutex
-	running int
-	runDone chan struct{}
-
+// lifecycle is the tracker's life from NewTracker to Close, told by
+// channels each closed once: done (and ctx cancelled) by Close, known by
+// the renewer at the first Held or NotHeld, exited by the renewer once it
+// has returned. isKnown and closeErr are the renewer's to write.
+type lifecycle struct {
 	ctx       context.Context // cancelled (cause ErrClosed) by Close: ends an in-flight call
 	cancel    context.CancelCauseFunc
+	closeOnce sync.Once
 	done      chan struct{} // closed by Close
 	known     chan struct{} // closed at the first Held or NotHeld (Completed)
-	isKnown   bool          // known is closed; owned by the renewer
-	closeOnce sync.Once
+	isKnown   bool          // known is closed; read and written by the renewer only
 	exited    chan struct{} // closed when the renewer has returned
 	closeErr  error         // the release error; written before exited closes
-
-	counters counters
-	// base is one nanosecond before NewTracker, on its clock: the counters
-	// store times as offsets from it (positive, so zero can mean none),
-	// which keeps the clock's monotonic reading.
-	base time.Time
-
-	// Owned by the renewer goroutine.
-	grant    Grant
-	hasGrant bool
-	// owed is a StepDown whose release Close interrupted: shutdown makes
-	// it once the Lead functions have returned, then answers it.
-	owed    *stepDownRequest
-	retry   backoff.Backoff // after ambiguous failures; reset by an answer
-	loss    lossWatch
-	waiting releaseWatch // another holder's term, while NotHeld
-	// refusedAt is when the latest claim another holder's term refused
-	// was answered, since this tracker last held the lease: the start of
-	// the leaderless gap a hand-over to it ends, unless the watch said
-	// that term was over later (releaseWatch.overAt). Zero when no claim
-	// was refused since.
-	refusedAt time.Time
 }
 
 // snapshot is one published state. It is never modified once stored.
@@ -180,25 +157,23 @@ func NewTracker(cfg Config) (*Tracker, error) {
 		return nil, jujuerrors.Trace(err)
 	}
 	cfg = cfg.withDefaults()
+	sleep := cfg.sleep
+	if sleep == nil {
+		sleep = hostSleep
+	}
+	notifier, _ := cfg.Store.(LossNotifier)
+	watcher, _ := cfg.Store.(ReleaseWatcher)
 	ctx, cancel := context.WithCancelCause(context.Background())
 	t := &Tracker{
 		cfg:        cfg,
 		maxPromise: 2*cfg.Duration - cfg.Margin,
-		kick:       make(chan struct{}, 1),
-		stepDown:   make(chan *stepDownRequest),
-		ctx:        ctx,
-		cancel:     cancel,
-		done:       make(chan struct{}),
-		known:      make(chan struct{}),
-		exited:     make(chan struct{}),
-		retry:      backoff.Backoff{Policy: cfg.retryPolicy()},
-		base:       cfg.Clock.Now().Add(-1),
-	}
-	t.loss.notifier, _ = cfg.Store.(LossNotifier)
-	t.waiting.watcher, _ = cfg.Store.(ReleaseWatcher)
-	t.sleep = cfg.sleep
-	if t.sleep == nil {
-		t.sleep = hostSleep
+		sleep:      sleep,
+		sched:      schedule{kick: make(chan struct{}, 1), stepDown: make(chan *stepDownRequest)},
+		life: lifecycle{ctx: ctx, cancel: cancel,
+			done: make(chan struct{}), known: make(chan struct{}), exited: make(chan struct{})},
+		renewer: renewer{retry: backoff.Backoff{Policy: cfg.retryPolicy()},
+			loss: lossWatch{notifier: notifier}, waiting: releaseWatch{watcher: watcher}},
+		counters: counters{base: cfg.Clock.Now().Add(-1)},
 	}
 	t.snap.Store(&snapshot{cause: errNotClaimed, changed: make(chan struct{}), since: cfg.Clock.Now()})
 	go t.run()
@@ -254,10 +229,10 @@ func (t *Tracker) check(ctx context.Context, atLeast time.Duration) (Status, err
 			t.suspended(s, now) == 0 {
 		return t.evaluate(s, now, atLeast)
 	}
-	r := t.awaitRound()
+	r := t.sched.await(&t.snap)
 	select {
 	case <-r.done:
-	case <-t.exited:
+	case <-t.life.exited:
 	case <-ctx.Done():
 		st, _ := t.evaluate(t.snap.Load(), t.cfg.Clock.Now(), atLeast)
 		return st, fmt.Errorf("lease %q: waiting for the store: %w", t.cfg.Name, ctx.Err())
@@ -315,58 +290,12 @@ func (t *Tracker) evaluate(s *snapshot, now time.Time, atLeast time.Duration) (S
 // from a Lead function with ReleaseOnClose, or while a StepDown waits for
 // it: it would wait for itself until the promise runs out.
 func (t *Tracker) Close() error {
-	t.closeOnce.Do(func() {
-		close(t.done)
-		t.cancel(ErrClosed)
+	t.life.closeOnce.Do(func() {
+		close(t.life.done)
+		t.life.cancel(ErrClosed)
 	})
-	<-t.exited
-	return t.closeErr
-}
-
-// awaitRound returns the store call a check should wait for: the one in
-// flight, or a new one it asks the renewer to start at once.
-func (t *Tracker) awaitRound() *round {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.inflight != nil {
-		return t.inflight
-	}
-	if s := t.snap.Load(); s.closed || s.status.State == NotHeld {
-		// Answered already: a step-down (or Close) published after the
-		// check looked. Asking the renewer now would make a follower
-		// that stepped down claim at once; under t.mu, this and
-		// stepDownNow's clearing of pending cannot miss each other.
-		r := &round{done: make(chan struct{})}
-		close(r.done)
-		return r
-	}
-	if t.pending == nil {
-		t.pending = &round{done: make(chan struct{})}
-		t.next = time.Time{} // the renewer is about to call the store
-		select {
-		case t.kick <- struct{}{}:
-		default: // a kick is already queued
-		}
-	}
-	return t.pending
-}
-
-// hasPending reports whether a check is waiting for a store call that has
-// not started yet.
-func (t *Tracker) hasPending() bool {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.pending != nil
-}
-
-// setNext records when the renewer next calls the store (zero: now, or
-// busy), unless a check has already asked for a call.
-func (t *Tracker) setNext(at time.Time) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.pending == nil {
-		t.next = at
-	}
+	<-t.life.exited
+	return t.life.closeErr
 }
 
 // publish makes s, a new snapshot, the one Check, Current, Lead and Report
@@ -400,6 +329,115 @@ func (t *Tracker) publish(s *snapshot, latency time.Duration) {
 	}
 	s.changed = make(chan struct{})
 	t.snap.Store(s)
-	t.markKnown(s) // before followers wake: one who sees Held sees Completed closed
+	t.life.markKnown(s) // before followers wake: one who sees Held sees Completed closed
 	close(old.changed)
+}
+
+// schedule is where checks and StepDown meet the renewer: the store call
+// checks wait on, the one a check has asked for, and when the renewer
+// calls the store next. mu guards inflight, pending and next; kick and
+// stepDown carry requests to the renewer.
+type schedule struct {
+	mu       sync.Mutex
+	inflight *round // the store call now running
+	pending  *round // asked for by a check, not started yet
+	// next is when the renewer calls the store next, if nothing asks it
+	// sooner; zero while a call is asked for or running, or the renewer
+	// is busy.
+	next     time.Time
+	kick     chan struct{}         // a check asked for a call (one queued is enough)
+	stepDown chan *stepDownRequest // StepDown's requests, taken by the renewer
+}
+
+// await returns the store call a check should wait for: the one in
+// flight, or a new one it asks the renewer to start at once, unless the
+// snapshot in snap, read under mu, answers already.
+func (sc *schedule) await(snap *atomic.Pointer[snapshot]) *round {
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	if sc.inflight != nil {
+		return sc.inflight
+	}
+	if s := snap.Load(); s.closed || s.status.State == NotHeld {
+		// Answered already: a step-down (or Close) published after the
+		// check looked. Asking the renewer now would make a follower
+		// that stepped down claim at once; under mu, this and
+		// dropPending cannot miss each other.
+		r := &round{done: make(chan struct{})}
+		close(r.done)
+		return r
+	}
+	if sc.pending == nil {
+		sc.pending = &round{done: make(chan struct{})}
+		sc.next = time.Time{} // the renewer is about to call the store
+		select {
+		case sc.kick <- struct{}{}:
+		default: // a kick is already queued
+		}
+	}
+	return sc.pending
+}
+
+// hasPending reports whether a check is waiting for a store call that has
+// not started yet.
+func (sc *schedule) hasPending() bool {
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	return sc.pending != nil
+}
+
+// setNext records when the renewer next calls the store (zero: now, or
+// busy), unless a check has already asked for a call.
+func (sc *schedule) setNext(at time.Time) {
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	if sc.pending == nil {
+		sc.next = at
+	}
+}
+
+// nextCall is when the renewer calls the store next, as setNext left it.
+func (sc *schedule) nextCall() time.Time {
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	return sc.next
+}
+
+// begin starts the round of the store call the renewer makes now: the one
+// a check asked for, or a new one.
+func (sc *schedule) begin() *round {
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	r := sc.pending
+	if r == nil {
+		r = &round{done: make(chan struct{})}
+	}
+	sc.pending, sc.inflight, sc.next = nil, r, time.Time{}
+	return r
+}
+
+// end ends round r, once its answer is published: the checks waiting on it
+// read that answer.
+func (sc *schedule) end(r *round) {
+	sc.mu.Lock()
+	sc.inflight = nil
+	sc.mu.Unlock()
+	close(r.done)
+}
+
+// dropPending answers the round a check asked for and the renewer has not
+// started, without making its call (a step-down has just published the
+// answer), and drops the kick that asked for it.
+func (sc *schedule) dropPending() {
+	sc.mu.Lock()
+	r := sc.pending
+	sc.pending = nil
+	sc.mu.Unlock()
+	if r != nil {
+		close(r.done)
+	}
+	select {
+	case <-sc.kick:
+	default:
+	}
 }
