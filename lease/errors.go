@@ -129,8 +129,9 @@ func (e *StaleTokenError) Error() string {
 // Is reports whether target is ErrStaleToken.
 func (e *StaleTokenError) Is(target error) bool { return target == ErrStaleToken }
 
-// Errors a tracker puts in a RenewalFailedError or NotLeaderError besides a
-// store's error.
+// The causes a tracker puts in a RenewalFailedError or NotLeaderError
+// besides a store's error: these sentinels, and the typed errors after
+// them, which carry a figure (how late, how long asleep, which timeout).
 var (
 	errNotClaimed  = errors.New("no answer from the store yet")
 	errSteppedDown = errors.New("this tracker stepped down")
@@ -146,9 +147,19 @@ type lateTimerError struct{ late time.Duration }
 func (e lateTimerError) Error() string { return fmt.Sprintf("%v (%v late)", errLateTimer, e.late) }
 func (e lateTimerError) Unwrap() error { return errLateTimer }
 
+// suspendError is the cause of Unknown after a suspend of the host
+// (suspend.go): how long it slept since the store last confirmed.
+type suspendError struct{ slept time.Duration }
+
+func (e suspendError) Error() string {
+	return fmt.Sprintf("%v (%v since the store last confirmed the lease)", errSuspended, e.slept)
+}
+
+func (e suspendError) Unwrap() error { return errSuspended }
+
 // callTimeoutError is the cause of a store call cut off by the tracker: at
-// the call timeout (Duration/4), or earlier at the end of the validity it would extend. It
-// matches context.DeadlineExceeded.
+// the call timeout (Duration/4), or earlier at the end of the validity it
+// would extend. It matches context.DeadlineExceeded.
 type callTimeoutError struct {
 	timeout  time.Duration
 	validity bool // cut off at the end of the validity
