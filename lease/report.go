@@ -15,8 +15,11 @@ type Report struct {
 	// status whose Until has passed unconfirmed reads Unknown.
 	State  State
 	Holder string
-	Token  uint64    // the fencing token of the term last confirmed
-	Until  time.Time // the promise, while State is Held
+	// Token is the fencing token of the term last confirmed: 0 before
+	// the first, and kept once that term is over (NotHeld, Closed), so it
+	// names this tracker's last term, never Holder's.
+	Token uint64
+	Until time.Time // the promise, while State is Held
 	// Since is when the tracker entered State (for a Held status that
 	// ran out, its Until).
 	Since time.Time
@@ -76,7 +79,7 @@ func (t *Tracker) Report() Report {
 	now := t.cfg.Clock.Now()
 	c := &t.counters
 	r := Report{
-		Name: t.cfg.Name, State: s.status.State, Holder: s.status.Holder, Token: s.status.Token,
+		Name: t.cfg.Name, State: s.status.State, Holder: s.status.Holder, Token: s.lastToken,
 		Until: s.status.Until, Since: s.since, Err: s.cause, Closed: s.closed,
 		Calls: c.calls.StoreReport(), Transitions: c.transitions.Load(),
 		UnknownFor: time.Duration(c.unknownNanos.Load()),

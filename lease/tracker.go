@@ -55,7 +55,9 @@ type Status struct {
 	// tracker's clock, computed as (time before the store call) + (granted
 	// duration) − Margin. It is a promise only when State is Held.
 	Until time.Time
-	// Token is the fencing token of the term last confirmed.
+	// Token is the fencing token of the term last confirmed, the one Until
+	// belongs to: 0 when NotHeld, and when Unknown with no term confirmed
+	// since (Report.Token keeps it).
 	Token uint64
 }
 
@@ -133,6 +135,9 @@ type snapshot struct {
 	// slept is, for Held, how long the host had been suspended in all
 	// when the call that confirmed Until was sent (suspend.go).
 	slept time.Duration
+	// lastToken is the token of the term last confirmed: status.Token
+	// while there is one, and kept after that term ends (Report.Token).
+	lastToken uint64
 }
 
 // round is one store call that checks can wait for.
@@ -309,6 +314,10 @@ func (t *Tracker) publish(s *snapshot, latency time.Duration) {
 	old := t.snap.Load()
 	now := t.cfg.Clock.Now()
 	s.since = old.since
+	s.lastToken = s.status.Token
+	if s.lastToken == 0 {
+		s.lastToken = old.lastToken // a NotHeld (or Unknown since) has no term
+	}
 	if s.status.State != old.status.State {
 		s.since = now
 		t.counters.transitions.Add(1)
