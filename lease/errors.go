@@ -40,7 +40,7 @@ var (
 	// said our term is over, or this tracker stepped down. Do not act as
 	// leader; follow Current, or check again later. The error is a
 	// *NotLeaderError naming the holder when it is known.
-	ErrNotLeader = errors.New("not the leader")
+	ErrNotLeader = errors.New("lease: not the leader")
 	// ErrRenewalFailed is ambiguous: the store could not confirm the lease
 	// for as long as the check asked. It is not a loss. While the Status
 	// returned with it says Held, the lease is still ours until
@@ -55,7 +55,7 @@ var (
 	// ErrStaleToken is a TokenGuard's refusal: the token is older than one
 	// it has admitted, so its holder has been deposed. Do not apply the
 	// write; the caller is no longer the leader (a *StaleTokenError).
-	ErrStaleToken = errors.New("stale fencing token")
+	ErrStaleToken = errors.New("lease: stale fencing token")
 )
 
 // NotLeaderError is the definitive answer "another holder has the lease"
