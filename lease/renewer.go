@@ -197,26 +197,27 @@ func (t *Tracker) attempt() time.Duration {
 }
 
 // call runs one store call under parent, cut off by timeout, counts it,
-// and returns how long it took, the class of its answer and its error. A call cut off says so: its
-// error wraps the timeout (which matches context.DeadlineExceeded) or
-// Close's ErrClosed, not a bare "context canceled".
+// and returns how long it took, the class of its answer and its error. A
+// call cut off says so: its error wraps the timeout (which matches
+// context.DeadlineExceeded) or Close's ErrClosed, not a bare "context
+// canceled".
 func (t *Tracker) call(parent context.Context, op Op, timeout callTimeoutError, fn func(ctx context.Context) error) (time.Duration, outcome, error) {
 	ctx, cancel := context.WithCancelCause(parent)
 	defer cancel(nil)
 	timer := t.cfg.Clock.AfterFunc(timeout.timeout, func() { cancel(timeout) })
+	c := &t.counters
 	start := t.cfg.Clock.Now()
-	t.counters.calls.begin()
-	t.counters.callStart.Store(int64(start.Sub(t.counters.base)))
+	c.calls.begin()
+	c.callStart.Store(int64(start.Sub(c.base)))
 	err := fn(ctx)
 	end := t.cfg.Clock.Now()
-	t.counters.callStart.Store(0)
+	c.callStart.Store(0)
 	timer.Stop()
 	if cause := context.Cause(ctx); err != nil && cause != nil && !errors.Is(err, cause) {
 		err = fmt.Errorf("%w: %w", cause, err)
 	}
-	c := &t.counters
 	c.lastLatency.Store(int64(end.Sub(start)))
-	c.lastEnd.Store(int64(end.Sub(t.counters.base)))
+	c.lastEnd.Store(int64(end.Sub(c.base)))
 	return end.Sub(start), c.calls.end(op, err), err
 }
 

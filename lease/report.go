@@ -111,10 +111,10 @@ func (t *Tracker) Report() Report {
 	}
 	r.Losses, r.Denials = r.Calls.Extend.Definitive, r.Calls.Claim.Definitive
 	if end := c.lastEnd.Load(); end != 0 {
-		r.LastCallEnd = t.counters.base.Add(time.Duration(end))
+		r.LastCallEnd = c.base.Add(time.Duration(end))
 	}
 	if start := c.callStart.Load(); start != 0 {
-		r.InCall = now.Sub(t.counters.base.Add(time.Duration(start)))
+		r.InCall = now.Sub(c.base.Add(time.Duration(start)))
 	}
 	if t.sched.nextCall().Equal(next) {
 		r.NextCall = next
