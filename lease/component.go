@@ -16,17 +16,17 @@ import (
 // Completed returns a channel closed once the tracker first knows whether
 // it leads: the first Held or NotHeld. It stays closed: a later Unknown is
 // for Check, Current and Lead to tell, not a readiness gate.
-func (t *Tracker) Completed() <-chan struct{} { return t.known }
+func (t *Tracker) Completed() <-chan struct{} { return t.life.known }
 
 // Failed returns a channel closed when Close is called: a tracker has no
 // other permanent failure (it retries every store error until closed).
-func (t *Tracker) Failed() <-chan struct{} { return t.done }
+func (t *Tracker) Failed() <-chan struct{} { return t.life.done }
 
 // Cause returns an error matching ErrClosed once Close has been called,
 // and nil before.
 func (t *Tracker) Cause() error {
 	select {
-	case <-t.done:
+	case <-t.life.done:
 		return fmt.Errorf("lease %q: %w", t.cfg.Name, ErrClosed)
 	default:
 		return nil
@@ -60,11 +60,11 @@ func (t *Tracker) Detail() string {
 }
 
 // markKnown closes the Completed channel at the first Held or NotHeld
-// snapshot s. Only the renewer calls it, from store.
-func (t *Tracker) markKnown(s *snapshot) {
-	if t.isKnown || s.closed || s.status.State == Unknown {
+// snapshot s. Only the renewer calls it, from publish.
+func (l *lifecycle) markKnown(s *snapshot) {
+	if l.isKnown || s.closed || s.status.State == Unknown {
 		return
 	}
-	t.isKnown = true
-	close(t.known)
+	l.isKnown = true
+	close(l.known)
 }

@@ -40,7 +40,7 @@ var (
 	// said our term is over, or this tracker stepped down. Do not act as
 	// leader; follow Current, or check again later. The error is a
 	// *NotLeaderError naming the holder when it is known.
-	ErrNotLeader = errors.New("not the leader")
+	ErrNotLeader = errors.New("lease: not the leader")
 	// ErrRenewalFailed is ambiguous: the store could not confirm the lease
 	// for as long as the check asked. It is not a loss. While the Status
 	// returned with it says Held, the lease is still ours until
@@ -55,7 +55,7 @@ var (
 	// ErrStaleToken is a TokenGuard's refusal: the token is older than one
 	// it has admitted, so its holder has been deposed. Do not apply the
 	// write; the caller is no longer the leader (a *StaleTokenError).
-	ErrStaleToken = errors.New("stale fencing token")
+	ErrStaleToken = errors.New("lease: stale fencing token")
 )
 
 // NotLeaderError is the definitive answer "another holder has the lease"
@@ -129,8 +129,9 @@ func (e *StaleTokenError) Error() string {
 // Is reports whether target is ErrStaleToken.
 func (e *StaleTokenError) Is(target error) bool { return target == ErrStaleToken }
 
-// Errors a tracker puts in a RenewalFailedError or NotLeaderError besides a
-// store's error.
+// The causes a tracker puts in a RenewalFailedError or NotLeaderError
+// besides a store's error: these sentinels, and the typed errors after
+// them, which carry a figure (how late, how long asleep, which timeout).
 var (
 	errNotClaimed  = errors.New("no answer from the store yet")
 	errSteppedDown = errors.New("this tracker stepped down")
@@ -146,9 +147,19 @@ type lateTimerError struct{ late time.Duration }
 func (e lateTimerError) Error() string { return fmt.Sprintf("%v (%v late)", errLateTimer, e.late) }
 func (e lateTimerError) Unwrap() error { return errLateTimer }
 
+// suspendError is the cause of Unknown after a suspend of the host
+// (suspend.go): how long it slept since the store last confirmed.
+type suspendError struct{ slept time.Duration }
+
+func (e suspendError) Error() string {
+	return fmt.Sprintf("%v (%v since the store last confirmed the lease)", errSuspended, e.slept)
+}
+
+func (e suspendError) Unwrap() error { return errSuspended }
+
 // callTimeoutError is the cause of a store call cut off by the tracker: at
-// the call timeout (Duration/4), or earlier at the end of the validity it would extend. It
-// matches context.DeadlineExceeded.
+// the call timeout (Duration/4), or earlier at the end of the validity it
+// would extend. It matches context.DeadlineExceeded.
 type callTimeoutError struct {
 	timeout  time.Duration
 	validity bool // cut off at the end of the validity

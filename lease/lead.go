@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 
 	jujuerrors "github.com/juju/errors"
 )
@@ -115,14 +116,9 @@ func (t *Tracker) runLeader(ctx context.Context, s *snapshot, fn func(context.Co
 	// Counted before the promise is checked: a StepDown or Close that
 	// publishes after the snapshot read below sees fn running and waits
 	// for it before releasing; one that published before is seen here.
-	t.runMu.Lock()
-	if t.running == 0 {
-		t.runDone = make(chan struct{})
-	}
-	t.running++
-	t.runMu.Unlock()
+	t.leaders.enter()
 	if cause := t.promised(t.snap.Load(), token); cause != nil {
-		t.leaderDone()
+		t.leaders.leave()
 		return false, cause, nil
 	}
 
@@ -143,20 +139,47 @@ func (t *Tracker) runLeader(ctx context.Context, s *snapshot, fn func(context.Co
 				why = err // fn returned first, or failed on its own
 			}
 			t.logLeader(leaderEnded, s.status, why)
-			t.leaderDone()
+			t.leaders.leave()
 		}()
 		return fn(lctx, s.status)
 	}()
 	return true, cause, err
 }
 
-// leaderDone uncounts a Lead function runLeader counted.
-func (t *Tracker) leaderDone() {
-	t.runMu.Lock()
-	defer t.runMu.Unlock()
-	if t.running--; t.running == 0 {
-		close(t.runDone)
+// leaders counts the Lead (and WithLeadership) functions that have not
+// returned, so that a release can wait for them; done is closed when the
+// count drops to zero. mu guards both.
+type leaders struct {
+	mu   sync.Mutex
+	n    int
+	done chan struct{}
+}
+
+// enter counts a function in.
+func (l *leaders) enter() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.n == 0 {
+		l.done = make(chan struct{})
 	}
+	l.n++
+}
+
+// leave counts a function out.
+func (l *leaders) leave() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.n--; l.n == 0 {
+		close(l.done)
+	}
+}
+
+// running reports whether a function runs, and the channel closed once
+// none does.
+func (l *leaders) running() (bool, <-chan struct{}) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.n > 0, l.done
 }
 
 // leaderKey is the key of the value, the *Tracker, in the ctx of the
@@ -236,7 +259,7 @@ func (t *Tracker) watch(token uint64, cancel context.CancelCauseFunc, stop <-cha
 func (t *Tracker) Current() (Status, <-chan struct{}) {
 	s := t.snap.Load()
 	if s.status.State == Held && t.sleep != nil && t.suspended(s, t.cfg.Clock.Now()) > 0 {
-		t.awaitRound() // the renewer publishes Unknown, and asks the store
+		t.sched.await(&t.snap) // the renewer publishes Unknown, and asks the store
 		st := s.status
 		st.State, st.Holder = Unknown, ""
 		return st, s.changed
@@ -277,8 +300,8 @@ func (t *Tracker) StepDown(ctx context.Context) error {
 		ctx = context.WithoutCancel(ctx)
 	}
 	select {
-	case t.stepDown <- req:
-	case <-t.exited:
+	case t.sched.stepDown <- req:
+	case <-t.life.exited:
 		return fmt.Errorf("lease %q: step down: %w", t.cfg.Name, ErrClosed)
 	case <-ctx.Done():
 		return fmt.Errorf("lease %q: step down: %w", t.cfg.Name, ctx.Err())

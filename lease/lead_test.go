@@ -524,6 +524,37 @@ func TestReportCounts(t *testing.T) {
 	}, rep.Calls)
 }
 
+// Report's Token is the term last confirmed, as its doc (and the token
+// gauge, and the close record) says: it names this tracker's last term
+// after that term is over — a loss, a step-down, Close — while Check's
+// Status, which says NotHeld, carries none.
+func TestReportKeepsTheLastTermAfterItEnds(t *testing.T) {
+	f := newFixture(t, nil, nil)
+	first := f.held(t)
+	require.Equal(t, first.Token, settle(t, f).Token)
+
+	f.store.Next(leasetest.OpExtend, leasetest.Lost)
+	rep := step(t, f)
+	require.Equal(t, lease.NotHeld, rep.State)
+	assert.Equal(t, first.Token, rep.Token, "after a loss")
+	st, _ := f.tr.Current()
+	assert.Zero(t, st.Token, "the status says NotHeld, with no term")
+
+	rep = step(t, f) // claims again: a new term
+	require.Equal(t, lease.Held, rep.State)
+	second := rep.Token
+	require.Greater(t, second, first.Token)
+
+	require.NoError(t, f.tr.StepDown(context.Background()))
+	assert.Equal(t, second, f.tr.Report().Token, "after a step-down")
+
+	require.NoError(t, f.tr.Close())
+	rep = f.tr.Report()
+	require.True(t, rep.Closed)
+	assert.Equal(t, lease.NotHeld, rep.State)
+	assert.Equal(t, second, rep.Token, "after Close")
+}
+
 // TestAliveThroughStoreOutage: a store that hangs every call, or times
 // out, is not the tracker being stuck; neither is another holder leading.
 func TestAliveThroughStoreOutage(t *testing.T) {

@@ -13,9 +13,14 @@ import (
 // are logged by the renewer; the start and end of a Lead (or
 // WithLeadership) function by the goroutine that runs it.
 
+// noCall is the latency of a snapshot that is no store call's answer (a
+// late timer, a step-down, Close): its record has no latency.
+const noCall time.Duration = -1
+
 // logChange logs the change from old to s, if it is one a person needs to
-// see. Only the renewer calls it, from store.
-func (t *Tracker) logChange(old, s *snapshot) {
+// see; latency is how long the store call whose answer s is took, or
+// noCall. Only the renewer calls it, from publish.
+func (t *Tracker) logChange(old, s *snapshot, latency time.Duration) {
 	if t.cfg.Logger == nil {
 		return
 	}
@@ -57,6 +62,13 @@ func (t *Tracker) logChange(old, s *snapshot) {
 	default:
 		return // a claim denied again, by the same holder
 	}
+	t.logState(level, msg, token, s, latency)
+}
+
+// logState writes logChange's record msg, of the change to s, with token
+// (0 for none) and latency (or noCall).
+func (t *Tracker) logState(level slog.Level, msg string, token uint64, s *snapshot, latency time.Duration) {
+	n := s.status
 	attrs := make([]slog.Attr, 0, 7)
 	attrs = append(attrs, slog.String("lease", t.cfg.Name), slog.String("state", n.State.String()))
 	if n.Holder != "" {
@@ -71,16 +83,17 @@ func (t *Tracker) logChange(old, s *snapshot) {
 	if s.cause != nil && !s.closed {
 		attrs = append(attrs, slog.Any("err", s.cause))
 	}
-	if t.answered >= 0 {
-		attrs = append(attrs, slog.Duration("latency", t.answered))
+	if latency != noCall {
+		attrs = append(attrs, slog.Duration("latency", latency))
 	}
 	t.cfg.Logger.LogAttrs(context.Background(), level, msg, attrs...)
 }
 
-// logRelease logs the answer to the revoke that released the term, err
-// being the store's: Info if it released the term or the term was over
-// already, Warn if it could not be confirmed.
-func (t *Tracker) logRelease(latency time.Duration, err error) {
+// logRelease logs the answer to the revoke that released the term token,
+// err being the store's and latency how long it took: Info if it released
+// the term or the term was over already, Warn if it could not be
+// confirmed.
+func (t *Tracker) logRelease(token uint64, latency time.Duration, err error) {
 	if t.cfg.Logger == nil {
 		return
 	}
@@ -88,7 +101,7 @@ func (t *Tracker) logRelease(latency time.Duration, err error) {
 	if err != nil && !errors.Is(err, ErrNotHeld) {
 		level, msg = slog.LevelWarn, "lease release not confirmed"
 	}
-	attrs := []slog.Attr{slog.String("lease", t.cfg.Name), slog.Uint64("token", t.grant.Token)}
+	attrs := []slog.Attr{slog.String("lease", t.cfg.Name), slog.Uint64("token", token)}
 	if err != nil {
 		attrs = append(attrs, slog.Any("err", err))
 	}

@@ -15,8 +15,11 @@ type Report struct {
 	// status whose Until has passed unconfirmed reads Unknown.
 	State  State
 	Holder string
-	Token  uint64    // the fencing token of the term last confirmed
-	Until  time.Time // the promise, while State is Held
+	// Token is the fencing token of the term last confirmed: 0 before
+	// the first, and kept once that term is over (NotHeld, Closed), so it
+	// names this tracker's last term, never Holder's.
+	Token uint64
+	Until time.Time // the promise, while State is Held
 	// Since is when the tracker entered State (for a Held status that
 	// ran out, its Until).
 	Since time.Time
@@ -71,14 +74,12 @@ type Report struct {
 func (t *Tracker) Report() Report {
 	// next is read before and after the rest: only if the renewer was
 	// waiting throughout is the Report one state, with its NextCall.
-	t.mu.Lock()
-	next := t.next
-	t.mu.Unlock()
+	next := t.sched.nextCall()
 	s := t.snap.Load()
 	now := t.cfg.Clock.Now()
 	c := &t.counters
 	r := Report{
-		Name: t.cfg.Name, State: s.status.State, Holder: s.status.Holder, Token: s.status.Token,
+		Name: t.cfg.Name, State: s.status.State, Holder: s.status.Holder, Token: s.lastToken,
 		Until: s.status.Until, Since: s.since, Err: s.cause, Closed: s.closed,
 		Calls: c.calls.StoreReport(), Transitions: c.transitions.Load(),
 		UnknownFor: time.Duration(c.unknownNanos.Load()),
@@ -110,16 +111,14 @@ func (t *Tracker) Report() Report {
 	}
 	r.Losses, r.Denials = r.Calls.Extend.Definitive, r.Calls.Claim.Definitive
 	if end := c.lastEnd.Load(); end != 0 {
-		r.LastCallEnd = t.base.Add(time.Duration(end))
+		r.LastCallEnd = c.base.Add(time.Duration(end))
 	}
 	if start := c.callStart.Load(); start != 0 {
-		r.InCall = now.Sub(t.base.Add(time.Duration(start)))
+		r.InCall = now.Sub(c.base.Add(time.Duration(start)))
 	}
-	t.mu.Lock()
-	if t.next.Equal(next) {
+	if t.sched.nextCall().Equal(next) {
 		r.NextCall = next
 	}
-	t.mu.Unlock()
 	return r
 }
 
@@ -136,7 +135,7 @@ func (t *Tracker) Alive() error {
 	if start == 0 {
 		return nil
 	}
-	in := t.cfg.Clock.Now().Sub(t.base.Add(time.Duration(start)))
+	in := t.cfg.Clock.Now().Sub(t.counters.base.Add(time.Duration(start)))
 	if in <= 2*t.cfg.callTimeout() {
 		return nil
 	}
@@ -146,12 +145,17 @@ func (t *Tracker) Alive() error {
 }
 
 // counters are the Report's counters: written by the renewer, read by
-// Report with atomic loads.
+// Report and Alive with atomic loads.
 type counters struct {
+	// base is one nanosecond before NewTracker, on its clock, and never
+	// written again: lastEnd and callStart are offsets from it (positive,
+	// so zero can mean none), which keeps the clock's monotonic reading.
+	base time.Time
+
 	calls                                    StoreCounters
 	transitions, handOvers                   atomic.Uint64
 	unknownNanos, lastLatency, handOverNanos atomic.Int64
 	// lastEnd and callStart are when the last store call ended and when
-	// the one in flight started, as offsets from Tracker.base; 0 when none.
+	// the one in flight started, as offsets from base; 0 when none.
 	lastEnd, callStart atomic.Int64
 }

@@ -1,7 +1,6 @@
 package lease
 
 import (
-	"fmt"
 	"time"
 )
 
@@ -49,12 +48,3 @@ func (t *Tracker) slept(now time.Time) time.Duration {
 	}
 	return t.sleep.slept(now)
 }
-
-// suspendError is the cause of Unknown after a suspend.
-type suspendError struct{ slept time.Duration }
-
-func (e suspendError) Error() string {
-	return fmt.Sprintf("%v (%v since the store last confirmed the lease)", errSuspended, e.slept)
-}
-
-func (e suspendError) Unwrap() error { return errSuspended }

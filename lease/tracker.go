@@ -2,7 +2,6 @@ package lease
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -56,7 +55,9 @@ type Status struct {
 	// tracker's clock, computed as (time before the store call) + (granted
 	// duration) − Margin. It is a promise only when State is Held.
 	Until time.Time
-	// Token is the fencing token of the term last confirmed.
+	// Token is the fencing token of the term last confirmed, the one Until
+	// belongs to: 0 when NotHeld, and when Unknown with no term confirmed
+	// since (Report.Token keeps it).
 	Token uint64
 }
 
@@ -85,95 +86,37 @@ type Status struct {
 // Config.ClaimInterval), instead of every ClaimInterval; a claim once a
 // term covers a watch gone silent, and a watch that fails makes it poll.
 type Tracker struct {
+	// Set by NewTracker and never written again.
 	cfg        Config
 	maxPromise time.Duration // the most any check can ask: 2×Duration − Margin
 	sleep      sleepMeter    // nil where a suspend of the host is not detected
 
-	// snap is the latest immutable snapshot; only the renewer stores it.
-	// Check's fast path is one atomic load, one clock read, and the sleep
-	// meter's look at that reading.
+	// snap is the latest immutable snapshot; only the renewer publishes
+	// one (publish). Check's fast path is one atomic load, one clock read,
+	// and the sleep meter's look at that reading.
 	snap atomic.Pointer[snapshot]
 
-	// mu guards inflight, pending and next: the rounds checks wait on, and
-	// the renewer's next scheduled call (zero while one is asked for).
-	mu       sync.Mutex
-	inflight *round // the store call now running
-	pending  *round // asked for by a check, not started yet
-	next     time.Time
-	kick     chan struct{}
-	stepDown chan *stepDownRequest
+	// The parts, each owning its state (its type says what guards it).
+	sched    schedule  // what checks and StepDown ask of the renewer: a mutex
+	leaders  leaders   // the Lead functions running: a mutex
+	life     lifecycle // from NewTracker to Close: channels closed once
+	renewer  renewer   // the renewer goroutine's own: no lock
+	counters counters  // the Report's counts: atomics the renewer adds to
+}
 
-	// running counts Lead (and WithLeadership) functions that have not
-	// returned; runDone is closed when it drops to zero. Guarded by runMu.
-	runMu   sync.Mutex
-	running int
-	runDone chan struct{}
-
+// lifecycle is the tracker's life from NewTracker to Close, told by
+// channels each closed once: done (and ctx cancelled) by Close, known by
+// the renewer at the first Held or NotHeld, exited by the renewer once it
+// has returned. isKnown and closeErr are the renewer's to write.
+type lifecycle struct {
 	ctx       context.Context // cancelled (cause ErrClosed) by Close: ends an in-flight call
 	cancel    context.CancelCauseFunc
+	closeOnce sync.Once
 	done      chan struct{} // closed by Close
 	known     chan struct{} // closed at the first Held or NotHeld (Completed)
-	isKnown   bool          // known is closed; owned by the renewer
-	closeOnce sync.Once
+	isKnown   bool          // known is closed; read and written by the renewer only
 	exited    chan struct{} // closed when the renewer has returned
 	closeErr  error         // the release error; written before exited closes
-
-	counters counters
-	// base is one nanosecond before NewTracker, on its clock: the counters
-	// store times as offsets from it (positive, so zero can mean none),
-	// which keeps the clock's monotonic reading.
-	base time.Time
-
-	// Owned by the renewer goroutine.
-	grant    Grant
-	hasGrant bool
-	// owed is a StepDown whose release Close interrupted: shutdown makes
-	// it once the Lead functions have returned, then answers it.
-	owed *stepDownRequest
-	// answered is the latency of the store call whose answer the renewer
-	// is publishing, for the log; -1 while it publishes something else.
-	answered time.Duration
-	retry    backoff.Backoff // after ambiguous failures; reset by an answer
-	loss     lossWatch
-	waiting  releaseWatch // another holder's term, while NotHeld
-	// refusedAt is when the latest claim another holder's term refused
-	// was answered, since this tracker last held the lease: the start of
-	// the leaderless gap a hand-over to it ends, unless the watch said
-	// that term was over later (releaseWatch.overAt). Zero when no claim
-	// was refused since.
-	refusedAt time.Time
-}
-
-// releaseWatch is the renewer's watch, through a ReleaseWatcher, of the
-// term another holder has.
-type releaseWatch struct {
-	watcher ReleaseWatcher // nil when the Store is not one
-	token   uint64         // the term watched, while armed
-	holder  string         // the holder the refusal named, while armed
-	armed   bool
-	ch      <-chan error
-	stop    context.CancelFunc
-	// over is the last term whose watch said it was over, and overHolder
-	// the holder the refusal named: a refusal naming both again shows the
-	// watch wrong, and the tracker polls rather than trust it again. (A
-	// refusal naming another holder with that term's token — a release
-	// reserved for a preferred holder, as k8slease's — is watched anew.)
-	over       uint64
-	overHolder string
-	// overAt is when the watch said so, on the tracker's clock.
-	overAt time.Time
-}
-
-// lossWatch is the renewer's watch of its term through a LossNotifier.
-type lossWatch struct {
-	notifier LossNotifier // nil when the Store is not one
-	token    uint64       // the term watched (or last watched)
-	armed    bool         // a watch of token is running
-	lost     <-chan struct{}
-	stop     context.CancelFunc
-	// signalled: the watch of token fired and the renewer has renewed at
-	// once; if the store confirms the term, the signal was spurious.
-	signalled bool
 }
 
 // snapshot is one published state. It is never modified once stored.
@@ -192,6 +135,9 @@ type snapshot struct {
 	// slept is, for Held, how long the host had been suspended in all
 	// when the call that confirmed Until was sent (suspend.go).
 	slept time.Duration
+	// lastToken is the token of the term last confirmed: status.Token
+	// while there is one, and kept after that term ends (Report.Token).
+	lastToken uint64
 }
 
 // round is one store call that checks can wait for.
@@ -216,26 +162,23 @@ func NewTracker(cfg Config) (*Tracker, error) {
 		return nil, jujuerrors.Trace(err)
 	}
 	cfg = cfg.withDefaults()
+	sleep := cfg.sleep
+	if sleep == nil {
+		sleep = hostSleep
+	}
+	notifier, _ := cfg.Store.(LossNotifier)
+	watcher, _ := cfg.Store.(ReleaseWatcher)
 	ctx, cancel := context.WithCancelCause(context.Background())
 	t := &Tracker{
 		cfg:        cfg,
 		maxPromise: 2*cfg.Duration - cfg.Margin,
-		kick:       make(chan struct{}, 1),
-		stepDown:   make(chan *stepDownRequest),
-		ctx:        ctx,
-		cancel:     cancel,
-		done:       make(chan struct{}),
-		known:      make(chan struct{}),
-		exited:     make(chan struct{}),
-		retry:      backoff.Backoff{Policy: cfg.retryPolicy()},
-		answered:   -1,
-		base:       cfg.Clock.Now().Add(-1),
-	}
-	t.loss.notifier, _ = cfg.Store.(LossNotifier)
-	t.waiting.watcher, _ = cfg.Store.(ReleaseWatcher)
-	t.sleep = cfg.sleep
-	if t.sleep == nil {
-		t.sleep = hostSleep
+		sleep:      sleep,
+		sched:      schedule{kick: make(chan struct{}, 1), stepDown: make(chan *stepDownRequest)},
+		life: lifecycle{ctx: ctx, cancel: cancel,
+			done: make(chan struct{}), known: make(chan struct{}), exited: make(chan struct{})},
+		renewer: renewer{retry: backoff.Backoff{Policy: cfg.retryPolicy()},
+			loss: lossWatch{notifier: notifier}, waiting: releaseWatch{watcher: watcher}},
+		counters: counters{base: cfg.Clock.Now().Add(-1)},
 	}
 	t.snap.Store(&snapshot{cause: errNotClaimed, changed: make(chan struct{}), since: cfg.Clock.Now()})
 	go t.run()
@@ -291,10 +234,10 @@ func (t *Tracker) check(ctx context.Context, atLeast time.Duration) (Status, err
 			t.suspended(s, now) == 0 {
 		return t.evaluate(s, now, atLeast)
 	}
-	r := t.awaitRound()
+	r := t.sched.await(&t.snap)
 	select {
 	case <-r.done:
-	case <-t.exited:
+	case <-t.life.exited:
 	case <-ctx.Done():
 		st, _ := t.evaluate(t.snap.Load(), t.cfg.Clock.Now(), atLeast)
 		return st, fmt.Errorf("lease %q: waiting for the store: %w", t.cfg.Name, ctx.Err())
@@ -352,423 +295,29 @@ func (t *Tracker) evaluate(s *snapshot, now time.Time, atLeast time.Duration) (S
 // from a Lead function with ReleaseOnClose, or while a StepDown waits for
 // it: it would wait for itself until the promise runs out.
 func (t *Tracker) Close() error {
-	t.closeOnce.Do(func() {
-		close(t.done)
-		t.cancel(ErrClosed)
+	t.life.closeOnce.Do(func() {
+		close(t.life.done)
+		t.life.cancel(ErrClosed)
 	})
-	<-t.exited
-	return t.closeErr
+	<-t.life.exited
+	return t.life.closeErr
 }
 
-// awaitRound returns the store call a check should wait for: the one in
-// flight, or a new one it asks the renewer to start at once.
-func (t *Tracker) awaitRound() *round {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.inflight != nil {
-		return t.inflight
-	}
-	if s := t.snap.Load(); s.closed || s.status.State == NotHeld {
-		// Answered already: a step-down (or Close) published after the
-		// check looked. Asking the renewer now would make a follower
-		// that stepped down claim at once; under t.mu, this and
-		// stepDownNow's clearing of pending cannot miss each other.
-		r := &round{done: make(chan struct{})}
-		close(r.done)
-		return r
-	}
-	if t.pending == nil {
-		t.pending = &round{done: make(chan struct{})}
-		t.next = time.Time{} // the renewer is about to call the store
-		select {
-		case t.kick <- struct{}{}:
-		default: // a kick is already queued
-		}
-	}
-	return t.pending
-}
-
-// hasPending reports whether a check is waiting for a store call that has
-// not started yet.
-func (t *Tracker) hasPending() bool {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.pending != nil
-}
-
-// setNext records when the renewer next calls the store (zero: now, or
-// busy), unless a check has already asked for a call.
-func (t *Tracker) setNext(at time.Time) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.pending == nil {
-		t.next = at
-	}
-}
-
-// run is the renewer: the only goroutine that calls the store and
-// publishes snapshots.
-func (t *Tracker) run() {
-	defer close(t.exited)
-	defer t.shutdown()
-	var delay time.Duration // the first claim goes at once
-	for {
-		req, ok := t.wait(delay)
-		switch {
-		case !ok:
-			return
-		case req != nil:
-			delay = t.stepDownNow(req)
-			if t.owed != nil {
-				return // closed during the step-down: shutdown releases
-			}
-		default:
-			delay = t.attempt()
-		}
-	}
-}
-
-// wait blocks for delay, until a check asks for a store call, or until
-// StepDown asks the renewer to step down (then it returns the request); it
-// returns false once the tracker is closed. A wake much later than
-// scheduled means the process (or its clock) was paused: the validity
-// computed before the pause cannot be trusted, so a Held status drops to
-// Unknown until the store confirms again.
-func (t *Tracker) wait(delay time.Duration) (*stepDownRequest, bool) {
-	clk := t.cfg.Clock
-	if delay > 0 {
-		scheduled := clk.Now().Add(delay)
-		// next is set before the alarm is armed: the alarm is for a time,
-		// not a delay, so a clock moved past it in between fires it at once.
-		t.setNext(scheduled)
-		alarm := clk.NewAlarm(scheduled)
-		var req *stepDownRequest
-	loop:
-		for {
-			select {
-			case <-t.done:
-				alarm.Stop()
-				return nil, false
-			case <-alarm.Chan():
-				break loop
-			case <-t.loss.lost:
-				// The store says our term may be over: ask it now
-				// rather than at the scheduled renewal.
-				t.loss.fired()
-				alarm.Stop()
-				break loop
-			case err := <-t.waiting.ch:
-				// The term we wait out is over (claim after a short
-				// random delay), or the watch broke (poll again).
-				wake := clk.Now().Add(t.waiting.signalled(err, t.cfg))
-				if !wake.Before(scheduled) {
-					continue
-				}
-				alarm.Stop()
-				if !wake.After(clk.Now()) {
-					break loop
-				}
-				scheduled = wake
-				t.setNext(scheduled)
-				alarm = clk.NewAlarm(scheduled)
-			case <-t.kick:
-				if t.hasPending() {
-					alarm.Stop()
-					break loop
-				}
-			case req = <-t.stepDown:
-				alarm.Stop()
-				break loop
-			}
-		}
-		t.setNext(time.Time{})
-		if req != nil {
-			return req, true
-		}
-		if late := clk.Now().Sub(scheduled); late > t.cfg.lateTimer() {
-			if s := t.snap.Load(); s.status.State == Held {
-				st := s.status
-				st.State, st.Holder = Unknown, ""
-				t.publish(st, lateTimerError{late: late})
-			}
-		}
-	}
-	select {
-	case <-t.done:
-		return nil, false
-	case req := <-t.stepDown:
-		return req, true
-	default:
-		return nil, true
-	}
-}
-
-// attempt makes one store call (extend if we have a grant, else claim),
-// publishes the outcome and returns the delay before the next call.
-func (t *Tracker) attempt() time.Duration {
-	t.mu.Lock()
-	r := t.pending
-	if r == nil {
-		r = &round{done: make(chan struct{})}
-	}
-	t.pending, t.inflight, t.next = nil, r, time.Time{}
-	t.mu.Unlock()
-	defer func() {
-		t.mu.Lock()
-		t.inflight = nil
-		t.mu.Unlock()
-		close(r.done)
-	}()
-
-	clk := t.cfg.Clock
-	// sent is read before the call: the store's term can have begun no
-	// earlier, so sent + granted is a safe lower bound for its end.
-	sent := clk.Now()
-	slept := t.slept(sent)
-	timeout := callTimeoutError{timeout: t.cfg.callTimeout()}
-	if s := t.snap.Load(); s.status.State == Held {
-		left := s.status.Until.Sub(sent)
-		if d := t.suspended(s, sent); d > 0 || left <= 0 {
-			// The validity ran out while we waited to retry, or the
-			// host slept since it was confirmed: Until cannot be
-			// trusted, and an ambiguous answer must not keep it.
-			st := s.status
-			st.State, st.Holder = Unknown, ""
-			cause := s.cause
-			switch {
-			case d > 0:
-				cause = suspendError{slept: d}
-			case cause == nil:
-				cause = errRanOut
-			}
-			t.publish(st, cause)
-		} else if left < timeout.timeout {
-			// Cut the call off when the validity ends, so Unknown is
-			// published on time rather than when a hung call gives up.
-			timeout = callTimeoutError{timeout: left, validity: true}
-		}
-	}
-	var g Grant
-	var err error
-	var class outcome
-	if t.hasGrant {
-		t.answered, class, err = t.call(t.ctx, OpExtend, timeout, func(ctx context.Context) (err error) {
-			g, err = t.cfg.Store.Extend(ctx, t.grant, 2*t.cfg.Duration)
-			return err
-		})
-	} else {
-		t.answered, class, err = t.call(t.ctx, OpClaim, timeout, func(ctx context.Context) (err error) {
-			g, err = t.cfg.Store.Claim(ctx, t.cfg.Name, t.cfg.Holder, 2*t.cfg.Duration)
-			return err
-		})
-	}
-	defer func() { t.answered = -1 }()
-	now := clk.Now()
-	switch class {
-	case outcomeOK:
-		return t.confirmed(g, sent, slept, now)
-	case outcomeDefinitive:
-		return t.lost(err, now)
-	default:
-		return t.ambiguous(err, now)
-	}
-}
-
-// call runs one store call under parent, cut off by timeout, counts it,
-// and returns how long it took, the class of its answer and its error. A call cut off says so: its
-// error wraps the timeout (which matches context.DeadlineExceeded) or
-// Close's ErrClosed, not a bare "context canceled".
-func (t *Tracker) call(parent context.Context, op Op, timeout callTimeoutError, fn func(ctx context.Context) error) (time.Duration, outcome, error) {
-	ctx, cancel := context.WithCancelCause(parent)
-	defer cancel(nil)
-	timer := t.cfg.Clock.AfterFunc(timeout.timeout, func() { cancel(timeout) })
-	start := t.cfg.Clock.Now()
-	t.counters.calls.begin()
-	t.counters.callStart.Store(int64(start.Sub(t.base)))
-	err := fn(ctx)
-	end := t.cfg.Clock.Now()
-	t.counters.callStart.Store(0)
-	timer.Stop()
-	if cause := context.Cause(ctx); err != nil && cause != nil && !errors.Is(err, cause) {
-		err = fmt.Errorf("%w: %w", cause, err)
-	}
-	c := &t.counters
-	c.lastLatency.Store(int64(end.Sub(start)))
-	c.lastEnd.Store(int64(end.Sub(t.base)))
-	return end.Sub(start), c.calls.end(op, err), err
-}
-
-func (t *Tracker) confirmed(g Grant, sent time.Time, slept time.Duration, now time.Time) time.Duration {
-	t.grant, t.hasGrant = g, true
-	t.retry.Reset()
-	t.waiting.end()
-	// Before publishing: once Held is seen, the term is watched.
-	t.loss.follow(t.ctx, g)
-	until := sent.Add(g.Duration - t.cfg.Margin)
-	st := Status{State: Held, Holder: t.cfg.Holder, Until: until, Token: g.Token}
-	if !now.Before(until) {
-		// The answer came after the validity it granted had run out.
-		st.State, st.Holder = Unknown, ""
-		t.publish(st, errRanOut)
-		return t.retryDelay(now)
-	}
-	t.handedOver(now) // counted before Held is seen
-	t.store(&snapshot{status: st, slept: slept})
-	interval := backoff.Duration(float64(until.Sub(sent)) * t.cfg.RenewFraction)
-	return sent.Add(backoff.Jitter(interval, t.cfg.jitter(renewJitter))).Sub(now)
-}
-
-func (t *Tracker) lost(err error, now time.Time) time.Duration {
-	wasExtending := t.hasGrant
-	t.grant, t.hasGrant = Grant{}, false
-	t.retry.Reset()
-	t.loss.end()
-	holder := holderOf(err)
-	t.publish(Status{State: NotHeld, Holder: holder},
-		&NotLeaderError{Name: t.cfg.Name, Holder: holder, Err: err})
-	if wasExtending {
-		// Our term is over; the lease may well be free. Claim again soon.
-		return t.retry.Policy.Next(1)
-	}
-	if errors.Is(err, ErrHeld) {
-		t.refusedAt = now // another holder's term was live a moment ago
-	}
-	return t.waiting.follow(t.ctx, err, t.cfg)
-}
-
-// handedOver counts a hand-over to this tracker, now Held at now, if it
-// had been refused for another holder's term since it last held the
-// lease: the leaderless gap it saw runs from that term's end as it learnt
-// it — the watch's word that the term was over, or else its last refused
-// claim, when the term was still live — to now.
-func (t *Tracker) handedOver(now time.Time) {
-	if t.refusedAt.IsZero() {
-		return
-	}
-	from := t.refusedAt
-	if t.waiting.overAt.After(from) {
-		from = t.waiting.overAt
-	}
-	t.refusedAt, t.waiting.overAt = time.Time{}, time.Time{}
-	t.counters.handOvers.Add(1)
-	t.counters.handOverNanos.Add(int64(now.Sub(from)))
-}
-
-// claimDelay is the wait before the next claim while another holder has
-// the lease.
-func (t *Tracker) claimDelay() time.Duration { return t.cfg.claimDelay() }
-
-func (t *Tracker) ambiguous(err error, now time.Time) time.Duration {
-	old := t.snap.Load()
-	st := old.status
-	if st.State == NotHeld && errors.Is(err, ErrNotSent) {
-		// A claim the store did not send changed nothing: the holder
-		// we were told of still stands, and so does its answer (and
-		// the watch of its term); claim again when we would have
-		// after that answer.
-		if t.waiting.armed {
-			return t.cfg.fallbackClaimDelay()
-		}
-		return t.claimDelay()
-	}
-	// Only a confirmation upgrades: an ambiguous failure keeps Held while
-	// the validity lasts, and leaves Unknown (or a claim's NotHeld) as
-	// Unknown — an ambiguous claim may have been applied.
-	if !(t.hasGrant && st.State == Held && now.Before(st.Until) && t.suspended(old, now) == 0) {
-		st.State, st.Holder = Unknown, ""
-	}
-	t.store(&snapshot{status: st, cause: err, slept: old.slept})
-	return t.retryDelay(now)
-}
-
-// retryDelay is the next backoff step after an ambiguous failure (see
-// Config.retryPolicy), never past the end of a Held validity, so that the
-// drop to Unknown is published on time.
-func (t *Tracker) retryDelay(now time.Time) time.Duration {
-	d := t.retry.Next()
-	if s := t.snap.Load(); s.status.State == Held {
-		if left := s.status.Until.Sub(now); left > 0 && left < d {
-			d = left
-		}
-	}
-	return d
-}
-
-// stepDownNow is StepDown's work, on the renewer: stop leading at once,
-// release once the Lead functions have returned (waiting no longer than
-// the promise), then stay a follower for one Duration before claiming.
-func (t *Tracker) stepDownNow(req *stepDownRequest) time.Duration {
-	s := t.snap.Load()
-	t.loss.end()
-	t.waiting.end()
-	t.publish(Status{State: NotHeld}, &NotLeaderError{Name: t.cfg.Name, Err: errSteppedDown})
-	// A check that asked for a store call before NotHeld was published is
-	// answered by it: the call it asked for must not go, or this follower
-	// would claim again at once (awaitRound asks for no more).
-	t.mu.Lock()
-	r := t.pending
-	t.pending = nil
-	t.mu.Unlock()
-	if r != nil {
-		close(r.done)
-	}
-	select {
-	case <-t.kick:
-	default:
-	}
-	close(req.published)
-	t.retry.Reset()
-	if t.hasGrant {
-		if !t.awaitLeaders(s, t.done) {
-			// Closed while a Lead function still runs: keep the grant,
-			// and let shutdown release once it has returned.
-			req.held, t.owed = s, req
-			return 0
-		}
-		req.err = t.release()
-		t.grant, t.hasGrant = Grant{}, false
-	}
-	close(req.done)
-	return t.cfg.Duration
-}
-
-// awaitLeaders waits until no Lead function runs, or the promise of s runs
-// out, or stop closes; it returns false if stop closed first.
-func (t *Tracker) awaitLeaders(s *snapshot, stop <-chan struct{}) bool {
-	if s.status.State != Held {
-		return true
-	}
-	alarm := t.cfg.Clock.NewAlarm(s.status.Until)
-	defer alarm.Stop()
-	for {
-		t.runMu.Lock()
-		n, ch := t.running, t.runDone
-		t.runMu.Unlock()
-		if n == 0 {
-			return true
-		}
-		select {
-		case <-ch:
-		case <-alarm.Chan():
-			return true
-		case <-stop:
-			return false
-		}
-	}
-}
-
-// publish stores a new snapshot of st and cause. Only the renewer calls it.
-func (t *Tracker) publish(st Status, cause error) {
-	t.store(&snapshot{status: st, cause: cause})
-}
-
-// store publishes s, filling in its changed channel and since: a snapshot
-// whose status is the old one's shares its channel, so followers of
-// Current wake only for a change.
-func (t *Tracker) store(s *snapshot) {
+// publish makes s, a new snapshot, the one Check, Current, Lead and Report
+// see; it is the only way a snapshot is published, and only the renewer
+// calls it. It fills in s.since and s.changed (a snapshot whose status is
+// the old one's shares its channel, so followers of Current wake only for
+// a change), counts and logs a change of state, then wakes the followers.
+// latency is how long the store call whose answer s is took, for the log,
+// or noCall.
+func (t *Tracker) publish(s *snapshot, latency time.Duration) {
 	old := t.snap.Load()
 	now := t.cfg.Clock.Now()
 	s.since = old.since
+	s.lastToken = s.status.Token
+	if s.lastToken == 0 {
+		s.lastToken = old.lastToken // a NotHeld (or Unknown since) has no term
+	}
 	if s.status.State != old.status.State {
 		s.since = now
 		t.counters.transitions.Add(1)
@@ -778,7 +327,7 @@ func (t *Tracker) store(s *snapshot) {
 	}
 	// Logged before it is published, so that the record of a change comes
 	// before any record of what followers do about it.
-	t.logChange(old, s)
+	t.logChange(old, s, latency)
 	o, n := old.status, s.status
 	same := old.closed == s.closed && o.State == n.State && o.Holder == n.Holder &&
 		o.Token == n.Token && o.Until.Equal(n.Until)
@@ -789,150 +338,115 @@ func (t *Tracker) store(s *snapshot) {
 	}
 	s.changed = make(chan struct{})
 	t.snap.Store(s)
-	t.markKnown(s) // before followers wake: one who sees Held sees Completed closed
+	t.life.markKnown(s) // before followers wake: one who sees Held sees Completed closed
 	close(old.changed)
 }
 
-// shutdown publishes the final, closed snapshot and, once the Lead
-// functions have returned (waiting no longer than the promise), releases
-// the lease if configured or if a StepDown that Close interrupted owes it.
-func (t *Tracker) shutdown() {
-	t.loss.end()
-	t.waiting.end()
-	last := t.snap.Load()
-	if t.owed != nil {
-		last = t.owed.held
+// schedule is where checks and StepDown meet the renewer: the store call
+// checks wait on, the one a check has asked for, and when the renewer
+// calls the store next. mu guards inflight, pending and next; kick and
+// stepDown carry requests to the renewer.
+type schedule struct {
+	mu       sync.Mutex
+	inflight *round // the store call now running
+	pending  *round // asked for by a check, not started yet
+	// next is when the renewer calls the store next, if nothing asks it
+	// sooner; zero while a call is asked for or running, or the renewer
+	// is busy.
+	next     time.Time
+	kick     chan struct{}         // a check asked for a call (one queued is enough)
+	stepDown chan *stepDownRequest // StepDown's requests, taken by the renewer
+}
+
+// await returns the store call a check should wait for: the one in
+// flight, or a new one it asks the renewer to start at once, unless the
+// snapshot in snap, read under mu, answers already.
+func (sc *schedule) await(snap *atomic.Pointer[snapshot]) *round {
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	if sc.inflight != nil {
+		return sc.inflight
 	}
-	t.store(&snapshot{status: Status{State: NotHeld}, closed: true})
-	if t.hasGrant && (t.cfg.ReleaseOnClose || t.owed != nil) {
-		t.awaitLeaders(last, nil)
-		err := t.release()
-		if t.cfg.ReleaseOnClose {
-			t.closeErr = err
-		}
-		if t.owed != nil {
-			t.owed.err = err
+	if s := snap.Load(); s.closed || s.status.State == NotHeld {
+		// Answered already: a step-down (or Close) published after the
+		// check looked. Asking the renewer now would make a follower
+		// that stepped down claim at once; under mu, this and
+		// dropPending cannot miss each other.
+		r := &round{done: make(chan struct{})}
+		close(r.done)
+		return r
+	}
+	if sc.pending == nil {
+		sc.pending = &round{done: make(chan struct{})}
+		sc.next = time.Time{} // the renewer is about to call the store
+		select {
+		case sc.kick <- struct{}{}:
+		default: // a kick is already queued
 		}
 	}
-	if t.owed != nil {
-		close(t.owed.done)
+	return sc.pending
+}
+
+// hasPending reports whether a check is waiting for a store call that has
+// not started yet.
+func (sc *schedule) hasPending() bool {
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	return sc.pending != nil
+}
+
+// setNext records when the renewer next calls the store (zero: now, or
+// busy), unless a check has already asked for a call.
+func (sc *schedule) setNext(at time.Time) {
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	if sc.pending == nil {
+		sc.next = at
 	}
 }
 
-// release revokes the held term, bounded by the call timeout.
-func (t *Tracker) release() error {
-	// Not under t.ctx: Close has cancelled it, and releasing is part of
-	// closing.
-	latency, _, err := t.call(context.Background(), OpRevoke, callTimeoutError{timeout: t.cfg.callTimeout()},
-		func(ctx context.Context) error { return t.cfg.Store.Revoke(ctx, t.grant) })
-	t.logRelease(latency, err)
-	if err == nil || errors.Is(err, ErrNotHeld) {
-		return nil // released, or the term was over already
-	}
-	return fmt.Errorf("lease %q: release not confirmed: %w", t.cfg.Name, err)
+// nextCall is when the renewer calls the store next, as setNext left it.
+func (sc *schedule) nextCall() time.Time {
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	return sc.next
 }
 
-// follow keeps the term of g watched after the store confirmed it. A new
-// term gets a new watch (the old one ends). A confirmation right after the
-// watch fired shows the signal was spurious: the term is watched again only
-// from the next confirmation, so a notifier that keeps signalling costs at
-// most one extra store call per renewal.
-func (w *lossWatch) follow(parent context.Context, g Grant) {
-	if w.notifier == nil {
-		return
+// begin starts the round of the store call the renewer makes now: the one
+// a check asked for, or a new one.
+func (sc *schedule) begin() *round {
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	r := sc.pending
+	if r == nil {
+		r = &round{done: make(chan struct{})}
 	}
-	if g.Token == w.token {
-		if w.signalled {
-			w.signalled = false
-			return
-		}
-		if w.armed {
-			return
-		}
-	}
-	w.end()
-	ctx, stop := context.WithCancel(parent) // parent ends on Close
-	w.token, w.armed, w.stop = g.Token, true, stop
-	w.lost = w.notifier.Lost(ctx, g)
+	sc.pending, sc.inflight, sc.next = nil, r, time.Time{}
+	return r
 }
 
-// fired records that the watch's channel closed, and ends the watch.
-func (w *lossWatch) fired() {
-	token := w.token
-	w.end()
-	w.token, w.signalled = token, true
+// end ends round r, once its answer is published: the checks waiting on it
+// read that answer.
+func (sc *schedule) end(r *round) {
+	sc.mu.Lock()
+	sc.inflight = nil
+	sc.mu.Unlock()
+	close(r.done)
 }
 
-// end stops watching.
-func (w *lossWatch) end() {
-	if w.stop != nil {
-		w.stop()
-	}
-	*w = lossWatch{notifier: w.notifier}
-}
-
-// follow watches the term a refused claim's err names, if the store can
-// watch it, and returns the wait before the next claim: while the watch
-// runs, a fallback poll once a term, 2×Duration, in case it goes silent
-// (the watch wakes the renewer sooner); without one, a claim interval. A
-// term already watched keeps its watch; a term whose watch already said
-// "over" is not watched again. A watch that has answered already is
-// answered here, so that its wait is the one scheduled.
-func (w *releaseWatch) follow(parent context.Context, err error, cfg Config) time.Duration {
-	var held *HeldError
-	if w.watcher == nil || !errors.As(err, &held) || held.Token == 0 || held.Token == w.over && held.Holder == w.overHolder {
-		w.end()
-		return cfg.claimDelay()
-	}
-	if !w.armed || w.token != held.Token || w.holder != held.Holder {
-		w.end()
-		ctx, stop := context.WithCancel(parent) // parent ends on Close
-		w.token, w.holder, w.armed, w.stop = held.Token, held.Holder, true, stop
-		w.ch = w.watcher.WatchRelease(ctx, held)
-		if w.ch == nil {
-			w.end()
-			return cfg.claimDelay()
-		}
+// dropPending answers the round a check asked for and the renewer has not
+// started, without making its call (a step-down has just published the
+// answer), and drops the kick that asked for it.
+func (sc *schedule) dropPending() {
+	sc.mu.Lock()
+	r := sc.pending
+	sc.pending = nil
+	sc.mu.Unlock()
+	if r != nil {
+		close(r.done)
 	}
 	select {
-	case err := <-w.ch:
-		return w.signalled(err, cfg)
+	case <-sc.kick:
 	default:
-		return cfg.fallbackClaimDelay()
 	}
-}
-
-// signalled ends the watch that yielded err and returns how long to wait
-// before the next claim: a short random delay when the term is over (nil),
-// so that a hundred followers woken together do not claim at once; a claim
-// interval when the watch broke, as if it had never been.
-func (w *releaseWatch) signalled(err error, cfg Config) time.Duration {
-	token, holder := w.token, w.holder
-	w.end()
-	if err != nil {
-		return cfg.claimDelay()
-	}
-	w.over, w.overHolder, w.overAt = token, holder, cfg.Clock.Now()
-	return backoff.Jitter(cfg.wakeSpread(), 1)
-}
-
-// end stops watching.
-func (w *releaseWatch) end() {
-	if w.stop != nil {
-		w.stop()
-	}
-	*w = releaseWatch{watcher: w.watcher, over: w.over, overHolder: w.overHolder, overAt: w.overAt}
-}
-
-// holderOf is the holder a definitive store answer names, if any.
-func holderOf(err error) string {
-	var he *HeldError
-	if errors.As(err, &he) {
-		return he.Holder
-	}
-	var nh *NotHeldError
-	if errors.As(err, &nh) {
-		return nh.Holder
-	}
-	return ""
 }

@@ -905,6 +905,17 @@ func TestErrorsMatchTheirSentinels(t *testing.T) {
 		(&lease.RenewalFailedError{Name: "l", Err: cause}).Error())
 }
 
+// A leader's sentinels name their package, as etcd's do ("election: not
+// leader"): a sentinel printed alone (hacontroller's summary prints one)
+// says where it came from.
+func TestSentinelsNameTheirPackage(t *testing.T) {
+	for _, err := range []error{lease.ErrNotLeader, lease.ErrRenewalFailed, lease.ErrClosed, lease.ErrStaleToken} {
+		assert.Regexp(t, `^lease\b`, err.Error())
+	}
+	assert.Equal(t, "lease: not the leader", lease.ErrNotLeader.Error())
+	assert.Equal(t, "lease: stale fencing token", lease.ErrStaleToken.Error())
+}
+
 func TestWithLeadershipPanicDoesNotLeak(t *testing.T) {
 	f := newFixture(t, nil, nil)
 	f.held(t)

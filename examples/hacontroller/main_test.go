@@ -345,7 +345,7 @@ func TestChecksCatchEachMissingStory(t *testing.T) {
 		{"lease fault: renewal failed, never not-leader", func(s *summary) { s.fault.failed = 0 }, "no check during the fault of 600ms answered ErrRenewalFailed"},
 		{"lease fault: renewal failed, never not-leader", func(s *summary) {
 			s.fault.notLeader, s.fault.firstNotLeader = 1, lease.ErrNotLeader
-		}, `leader c0 was told "not the leader" 1 times`},
+		}, `leader c0 was told "lease: not the leader" 1 times`},
 		{"lease fault: renewal failed, never not-leader", func(s *summary) { s.fault.after.Token = 2 }, "leader c0 lost its term: token 1 became 2"},
 		{"lease fault: renewal failed, never not-leader", func(s *summary) {
 			s.leadStop = &lease.NotLeaderError{Name: leaseName, Err: lease.ErrNotHeld}

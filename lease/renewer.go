@@ -1,0 +1,429 @@
+package lease
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/coldstart-go/coldstart/internal/backoff"
+)
+
+// renewer is the state of the renewer goroutine (run, and every method it
+// calls down to shutdown): the term it holds, its retries and its two
+// watches. No other goroutine touches it, so it needs no lock; what others
+// see of the renewer's work, it publishes (Tracker.snap, counters).
+type renewer struct {
+	grant    Grant // the term held, while hasGrant
+	hasGrant bool
+	// owed is a StepDown whose release Close interrupted: shutdown makes
+	// it once the Lead functions have returned, then answers it.
+	owed    *stepDownRequest
+	retry   backoff.Backoff // after ambiguous failures; reset by an answer
+	loss    lossWatch       // our term, while held
+	waiting releaseWatch    // another holder's term, while NotHeld
+	// refusedAt is when the latest claim another holder's term refused
+	// was answered, since this tracker last held the lease: the start of
+	// the leaderless gap a hand-over to it ends, unless the watch said
+	// that term was over later (releaseWatch.overAt). Zero when no claim
+	// was refused since.
+	refusedAt time.Time
+}
+
+// run is the renewer: the only goroutine that calls the store and
+// publishes snapshots.
+func (t *Tracker) run() {
+	defer close(t.life.exited)
+	defer t.shutdown()
+	var delay time.Duration // the first claim goes at once
+	for {
+		req, ok := t.wait(delay)
+		switch {
+		case !ok:
+			return
+		case req != nil:
+			delay = t.stepDownNow(req)
+			if t.renewer.owed != nil {
+				return // closed during the step-down: shutdown releases
+			}
+		default:
+			delay = t.attempt()
+		}
+	}
+}
+
+// wait blocks for delay, until a check asks for a store call, or until
+// StepDown asks the renewer to step down (then it returns the request); it
+// returns false once the tracker is closed. A wake much later than
+// scheduled means the process (or its clock) was paused: the validity
+// computed before the pause cannot be trusted, so a Held status drops to
+// Unknown until the store confirms again.
+func (t *Tracker) wait(delay time.Duration) (*stepDownRequest, bool) {
+	if delay > 0 {
+		req, scheduled, ok := t.waitUntil(t.cfg.Clock.Now().Add(delay))
+		if !ok {
+			return nil, false
+		}
+		t.sched.setNext(time.Time{})
+		if req != nil {
+			return req, true
+		}
+		if late := t.cfg.Clock.Now().Sub(scheduled); late > t.cfg.lateTimer() {
+			if s := t.snap.Load(); s.status.State == Held {
+				st := s.status
+				st.State, st.Holder = Unknown, ""
+				t.publish(&snapshot{status: st, cause: lateTimerError{late: late}}, noCall)
+			}
+		}
+	}
+	select {
+	case <-t.life.done:
+		return nil, false
+	case req := <-t.sched.stepDown:
+		return req, true
+	default:
+		return nil, true
+	}
+}
+
+// waitUntil is wait's sleep: it blocks until scheduled, or sooner when
+// the loss watch fires, the release watch moves the wake earlier (the
+// scheduled time it returns), a check asks for a call or StepDown asks
+// the renewer to step down (the request it returns); it returns false once
+// the tracker is closed.
+func (t *Tracker) waitUntil(scheduled time.Time) (*stepDownRequest, time.Time, bool) {
+	clk := t.cfg.Clock
+	// next is set before the alarm is armed: the alarm is for a time, not
+	// a delay, so a clock moved past it in between fires it at once.
+	t.sched.setNext(scheduled)
+	alarm := clk.NewAlarm(scheduled)
+	for {
+		select {
+		case <-t.life.done:
+			alarm.Stop()
+			return nil, scheduled, false
+		case <-alarm.Chan():
+			return nil, scheduled, true
+		case <-t.renewer.loss.lost:
+			// The store says our term may be over: ask it now rather
+			// than at the scheduled renewal.
+			t.renewer.loss.fired()
+			alarm.Stop()
+			return nil, scheduled, true
+		case err := <-t.renewer.waiting.ch:
+			// The term we wait out is over (claim after a short random
+			// delay), or the watch broke (poll again).
+			wake := clk.Now().Add(t.renewer.waiting.signalled(err, t.cfg))
+			if !wake.Before(scheduled) {
+				continue
+			}
+			alarm.Stop()
+			if !wake.After(clk.Now()) {
+				return nil, scheduled, true
+			}
+			scheduled = wake
+			t.sched.setNext(scheduled)
+			alarm = clk.NewAlarm(scheduled)
+		case <-t.sched.kick:
+			if t.sched.hasPending() {
+				alarm.Stop()
+				return nil, scheduled, true
+			}
+		case req := <-t.sched.stepDown:
+			alarm.Stop()
+			return req, scheduled, true
+		}
+	}
+}
+
+// attempt makes one store call (extend if we have a grant, else claim),
+// publishes the outcome and returns the delay before the next call.
+func (t *Tracker) attempt() time.Duration {
+	r := t.sched.begin()
+	defer t.sched.end(r)
+
+	clk := t.cfg.Clock
+	// sent is read before the call: the store's term can have begun no
+	// earlier, so sent + granted is a safe lower bound for its end.
+	sent := clk.Now()
+	slept := t.slept(sent)
+	timeout := callTimeoutError{timeout: t.cfg.callTimeout()}
+	if s := t.snap.Load(); s.status.State == Held {
+		left := s.status.Until.Sub(sent)
+		if d := t.suspended(s, sent); d > 0 || left <= 0 {
+			// The validity ran out while we waited to retry, or the
+			// host slept since it was confirmed: Until cannot be
+			// trusted, and an ambiguous answer must not keep it.
+			st := s.status
+			st.State, st.Holder = Unknown, ""
+			cause := s.cause
+			switch {
+			case d > 0:
+				cause = suspendError{slept: d}
+			case cause == nil:
+				cause = errRanOut
+			}
+			t.publish(&snapshot{status: st, cause: cause}, noCall)
+		} else if left < timeout.timeout {
+			// Cut the call off when the validity ends, so Unknown is
+			// published on time rather than when a hung call gives up.
+			timeout = callTimeoutError{timeout: left, validity: true}
+		}
+	}
+	var g Grant
+	var err error
+	var class outcome
+	var latency time.Duration
+	if t.renewer.hasGrant {
+		latency, class, err = t.call(t.life.ctx, OpExtend, timeout, func(ctx context.Context) (err error) {
+			g, err = t.cfg.Store.Extend(ctx, t.renewer.grant, 2*t.cfg.Duration)
+			return err
+		})
+	} else {
+		latency, class, err = t.call(t.life.ctx, OpClaim, timeout, func(ctx context.Context) (err error) {
+			g, err = t.cfg.Store.Claim(ctx, t.cfg.Name, t.cfg.Holder, 2*t.cfg.Duration)
+			return err
+		})
+	}
+	now := clk.Now()
+	switch class {
+	case outcomeOK:
+		return t.confirmed(g, sent, slept, now, latency)
+	case outcomeDefinitive:
+		return t.lost(err, now, latency)
+	default:
+		return t.ambiguous(err, now, latency)
+	}
+}
+
+// call runs one store call under parent, cut off by timeout, counts it,
+// and returns how long it took, the class of its answer and its error. A
+// call cut off says so: its error wraps the timeout (which matches
+// context.DeadlineExceeded) or Close's ErrClosed, not a bare "context
+// canceled".
+func (t *Tracker) call(parent context.Context, op Op, timeout callTimeoutError, fn func(ctx context.Context) error) (time.Duration, outcome, error) {
+	ctx, cancel := context.WithCancelCause(parent)
+	defer cancel(nil)
+	timer := t.cfg.Clock.AfterFunc(timeout.timeout, func() { cancel(timeout) })
+	c := &t.counters
+	start := t.cfg.Clock.Now()
+	c.calls.begin()
+	c.callStart.Store(int64(start.Sub(c.base)))
+	err := fn(ctx)
+	end := t.cfg.Clock.Now()
+	c.callStart.Store(0)
+	timer.Stop()
+	if cause := context.Cause(ctx); err != nil && cause != nil && !errors.Is(err, cause) {
+		err = fmt.Errorf("%w: %w", cause, err)
+	}
+	c.lastLatency.Store(int64(end.Sub(start)))
+	c.lastEnd.Store(int64(end.Sub(c.base)))
+	return end.Sub(start), c.calls.end(op, err), err
+}
+
+// confirmed publishes the store's grant g, in answer to a call sent at
+// sent (when the sleep meter read slept) that took latency and came at
+// now, and returns the delay before the renewal.
+func (t *Tracker) confirmed(g Grant, sent time.Time, slept time.Duration, now time.Time, latency time.Duration) time.Duration {
+	t.renewer.grant, t.renewer.hasGrant = g, true
+	t.renewer.retry.Reset()
+	t.renewer.waiting.end()
+	// Before publishing: once Held is seen, the term is watched.
+	t.renewer.loss.follow(t.life.ctx, g)
+	until := sent.Add(g.Duration - t.cfg.Margin)
+	st := Status{State: Held, Holder: t.cfg.Holder, Until: until, Token: g.Token}
+	if !now.Before(until) {
+		// The answer came after the validity it granted had run out.
+		st.State, st.Holder = Unknown, ""
+		t.publish(&snapshot{status: st, cause: errRanOut}, latency)
+		return t.retryDelay(now)
+	}
+	t.handedOver(now) // counted before Held is seen
+	t.publish(&snapshot{status: st, slept: slept}, latency)
+	interval := backoff.Duration(float64(until.Sub(sent)) * t.cfg.RenewFraction)
+	return sent.Add(backoff.Jitter(interval, t.cfg.jitter(renewJitter))).Sub(now)
+}
+
+// lost publishes the store's definitive refusal err, an answer that took
+// latency and came at now, and returns the delay before the next claim.
+func (t *Tracker) lost(err error, now time.Time, latency time.Duration) time.Duration {
+	wasExtending := t.renewer.hasGrant
+	t.renewer.grant, t.renewer.hasGrant = Grant{}, false
+	t.renewer.retry.Reset()
+	t.renewer.loss.end()
+	holder := holderOf(err)
+	t.publish(&snapshot{status: Status{State: NotHeld, Holder: holder},
+		cause: &NotLeaderError{Name: t.cfg.Name, Holder: holder, Err: err}}, latency)
+	if wasExtending {
+		// Our term is over; the lease may well be free. Claim again soon.
+		return t.renewer.retry.Policy.Next(1)
+	}
+	if errors.Is(err, ErrHeld) {
+		t.renewer.refusedAt = now // another holder's term was live a moment ago
+	}
+	return t.renewer.waiting.follow(t.life.ctx, err, t.cfg)
+}
+
+// handedOver counts a hand-over to this tracker, now Held at now, if it
+// had been refused for another holder's term since it last held the
+// lease: the leaderless gap it saw runs from that term's end as it learnt
+// it — the watch's word that the term was over, or else its last refused
+// claim, when the term was still live — to now.
+func (t *Tracker) handedOver(now time.Time) {
+	if t.renewer.refusedAt.IsZero() {
+		return
+	}
+	from := t.renewer.refusedAt
+	if t.renewer.waiting.overAt.After(from) {
+		from = t.renewer.waiting.overAt
+	}
+	t.renewer.refusedAt, t.renewer.waiting.overAt = time.Time{}, time.Time{}
+	t.counters.handOvers.Add(1)
+	t.counters.handOverNanos.Add(int64(now.Sub(from)))
+}
+
+// claimDelay is the wait before the next claim while another holder has
+// the lease.
+func (t *Tracker) claimDelay() time.Duration { return t.cfg.claimDelay() }
+
+// ambiguous publishes the store's ambiguous (or not sent) answer err, one
+// that took latency and came at now, and returns the delay before the
+// retry.
+func (t *Tracker) ambiguous(err error, now time.Time, latency time.Duration) time.Duration {
+	old := t.snap.Load()
+	st := old.status
+	if st.State == NotHeld && errors.Is(err, ErrNotSent) {
+		// A claim the store did not send changed nothing: the holder
+		// we were told of still stands, and so does its answer (and
+		// the watch of its term); claim again when we would have
+		// after that answer.
+		if t.renewer.waiting.armed {
+			return t.cfg.fallbackClaimDelay()
+		}
+		return t.claimDelay()
+	}
+	// Only a confirmation upgrades: an ambiguous failure keeps Held while
+	// the validity lasts, and leaves Unknown (or a claim's NotHeld) as
+	// Unknown — an ambiguous claim may have been applied.
+	if !(t.renewer.hasGrant && st.State == Held && now.Before(st.Until) && t.suspended(old, now) == 0) {
+		st.State, st.Holder = Unknown, ""
+	}
+	t.publish(&snapshot{status: st, cause: err, slept: old.slept}, latency)
+	return t.retryDelay(now)
+}
+
+// retryDelay is the next backoff step after an ambiguous failure (see
+// Config.retryPolicy), never past the end of a Held validity, so that the
+// drop to Unknown is published on time.
+func (t *Tracker) retryDelay(now time.Time) time.Duration {
+	d := t.renewer.retry.Next()
+	if s := t.snap.Load(); s.status.State == Held {
+		if left := s.status.Until.Sub(now); left > 0 && left < d {
+			d = left
+		}
+	}
+	return d
+}
+
+// stepDownNow is StepDown's work, on the renewer: stop leading at once,
+// release once the Lead functions have returned (waiting no longer than
+// the promise), then stay a follower for one Duration before claiming.
+func (t *Tracker) stepDownNow(req *stepDownRequest) time.Duration {
+	s := t.snap.Load()
+	t.renewer.loss.end()
+	t.renewer.waiting.end()
+	t.publish(&snapshot{status: Status{State: NotHeld}, cause: &NotLeaderError{Name: t.cfg.Name, Err: errSteppedDown}}, noCall)
+	// A check that asked for a store call before NotHeld was published is
+	// answered by it: the call it asked for must not go, or this follower
+	// would claim again at once (schedule.await asks for no more).
+	t.sched.dropPending()
+	close(req.published)
+	t.renewer.retry.Reset()
+	if t.renewer.hasGrant {
+		if !t.awaitLeaders(s, t.life.done) {
+			// Closed while a Lead function still runs: keep the grant,
+			// and let shutdown release once it has returned.
+			req.held, t.renewer.owed = s, req
+			return 0
+		}
+		req.err = t.release()
+		t.renewer.grant, t.renewer.hasGrant = Grant{}, false
+	}
+	close(req.done)
+	return t.cfg.Duration
+}
+
+// awaitLeaders waits until no Lead function runs, or the promise of s runs
+// out, or stop closes; it returns false if stop closed first.
+func (t *Tracker) awaitLeaders(s *snapshot, stop <-chan struct{}) bool {
+	if s.status.State != Held {
+		return true
+	}
+	alarm := t.cfg.Clock.NewAlarm(s.status.Until)
+	defer alarm.Stop()
+	for {
+		running, ch := t.leaders.running()
+		if !running {
+			return true
+		}
+		select {
+		case <-ch:
+		case <-alarm.Chan():
+			return true
+		case <-stop:
+			return false
+		}
+	}
+}
+
+// shutdown publishes the final, closed snapshot and, once the Lead
+// functions have returned (waiting no longer than the promise), releases
+// the lease if configured or if a StepDown that Close interrupted owes it.
+func (t *Tracker) shutdown() {
+	t.renewer.loss.end()
+	t.renewer.waiting.end()
+	last := t.snap.Load()
+	if t.renewer.owed != nil {
+		last = t.renewer.owed.held
+	}
+	t.publish(&snapshot{status: Status{State: NotHeld}, closed: true}, noCall)
+	if t.renewer.hasGrant && (t.cfg.ReleaseOnClose || t.renewer.owed != nil) {
+		t.awaitLeaders(last, nil)
+		err := t.release()
+		if t.cfg.ReleaseOnClose {
+			t.life.closeErr = err
+		}
+		if t.renewer.owed != nil {
+			t.renewer.owed.err = err
+		}
+	}
+	if t.renewer.owed != nil {
+		close(t.renewer.owed.done)
+	}
+}
+
+// release revokes the held term, bounded by the call timeout.
+func (t *Tracker) release() error {
+	// Not under t.life.ctx: Close has cancelled it, and releasing is part of
+	// closing.
+	latency, _, err := t.call(context.Background(), OpRevoke, callTimeoutError{timeout: t.cfg.callTimeout()},
+		func(ctx context.Context) error { return t.cfg.Store.Revoke(ctx, t.renewer.grant) })
+	t.logRelease(t.renewer.grant.Token, latency, err)
+	if err == nil || errors.Is(err, ErrNotHeld) {
+		return nil // released, or the term was over already
+	}
+	return fmt.Errorf("lease %q: release not confirmed: %w", t.cfg.Name, err)
+}
+
+// holderOf is the holder a definitive store answer names, if any.
+func holderOf(err error) string {
+	var he *HeldError
+	if errors.As(err, &he) {
+		return he.Holder
+	}
+	var nh *NotHeldError
+	if errors.As(err, &nh) {
+		return nh.Holder
+	}
+	return ""
+}
