@@ -16,6 +16,7 @@ import (
 	"github.com/juju/clock"
 
 	"github.com/coldstart-go/coldstart/lease"
+	"github.com/coldstart-go/coldstart/lease/leasestore"
 )
 
 // checker is what the fast-path benchmark measures: the tracker, and a
@@ -87,7 +88,7 @@ func BenchmarkCheckFastPath(b *testing.B) {
 // every change through Current, and the tracker logs to log (nil: none).
 func benchTracker(b *testing.B, d, every time.Duration, followers int, log *slog.Logger) {
 	tr, err := lease.NewTracker(lease.Config{
-		Store: lease.NewMemStore(lease.MemStoreConfig{}), Name: "bench", Holder: "h", Duration: d, Clock: clock.WallClock,
+		Store: leasestore.NewMemStore(leasestore.MemStoreConfig{}), Name: "bench", Holder: "h", Duration: d, Clock: clock.WallClock,
 		Logger: log,
 	})
 	if err != nil {
@@ -191,7 +192,7 @@ func BenchmarkMemStore(b *testing.B) {
 }
 
 func benchMemStore(b *testing.B, keys, contenders int) {
-	store := lease.NewMemStore(lease.MemStoreConfig{})
+	store := leasestore.NewMemStore(leasestore.MemStoreConfig{})
 	ctx := context.Background()
 	names := make([]string, keys)
 	for i := range names {
@@ -205,7 +206,7 @@ func benchMemStore(b *testing.B, keys, contenders int) {
 	for c := range contenders {
 		wg.Go(func() {
 			holder := fmt.Sprintf("c%d", c)
-			held := make(map[string]lease.Grant)
+			held := make(map[string]leasestore.Grant)
 			for i := c; next.Add(1) <= int64(b.N); i++ {
 				name := names[i%keys]
 				if g, ok := held[name]; ok {
@@ -271,11 +272,11 @@ func BenchmarkStoreCounters(b *testing.B) {
 			})
 		}
 		b.Run(mode+"/op=count", func(b *testing.B) {
-			var c lease.StoreCounters
-			run(b, func() func() { return func() { c.Begin(lease.OpExtend)(nil) } })
+			var c leasestore.Counters
+			run(b, func() func() { return func() { c.Begin(leasestore.OpExtend)(nil) } })
 		})
 		b.Run(mode+"/op=memstore-extend", func(b *testing.B) {
-			store := lease.NewMemStore(lease.MemStoreConfig{})
+			store := leasestore.NewMemStore(leasestore.MemStoreConfig{})
 			var n atomic.Int64
 			run(b, func() func() {
 				g, err := store.Claim(ctx, fmt.Sprintf("lease-%d", n.Add(1)), "h", time.Hour)
@@ -307,7 +308,7 @@ func BenchmarkCheckWithLogger(b *testing.B) {
 	for _, l := range loggers {
 		b.Run("logger="+l.name, func(b *testing.B) {
 			tr, err := lease.NewTracker(lease.Config{
-				Store: lease.NewMemStore(lease.MemStoreConfig{}), Name: "bench", Holder: "h",
+				Store: leasestore.NewMemStore(leasestore.MemStoreConfig{}), Name: "bench", Holder: "h",
 				Duration: time.Hour, Clock: clock.WallClock, Logger: l.log,
 			})
 			if err != nil {
@@ -358,12 +359,12 @@ func BenchmarkGracefulHandOver(b *testing.B) {
 
 // handOver runs one graceful hand-over of lease name and returns its gap.
 func handOver(b *testing.B, watch bool, name string, duration time.Duration) time.Duration {
-	mem := lease.NewMemStore(lease.MemStoreConfig{})
-	var follower lease.Store = mem
+	mem := leasestore.NewMemStore(leasestore.MemStoreConfig{})
+	var follower leasestore.Store = mem
 	if !watch {
 		follower = storeOnly{mem}
 	}
-	start := func(store lease.Store, holder string, release bool) *lease.Tracker {
+	start := func(store leasestore.Store, holder string, release bool) *lease.Tracker {
 		tr, err := lease.NewTracker(lease.Config{Store: store, Name: name, Holder: holder,
 			Duration: duration, ReleaseOnClose: release})
 		if err != nil {

@@ -12,7 +12,7 @@
 // ErrRenewalFailed with the validity still left, never as ErrNotLeader.
 // Grants carry fencing tokens for the resources a leader guards.
 //
-//	store := lease.NewMemStore(lease.MemStoreConfig{}) // or an etcd-backed Store
+//	store := leasestore.NewMemStore(leasestore.MemStoreConfig{}) // or an etcd-backed Store
 //	tr, err := lease.NewTracker(lease.Config{
 //		Store: store, Name: "singular", Holder: "unit-0", Duration: 30 * time.Second,
 //	})

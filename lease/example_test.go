@@ -13,13 +13,14 @@ import (
 	"github.com/juju/clock/testclock"
 
 	"github.com/coldstart-go/coldstart/lease"
+	"github.com/coldstart-go/coldstart/lease/leasestore"
 	"github.com/coldstart-go/coldstart/lease/leasetest"
 )
 
 func ExampleTracker_Check() {
 	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	clk := testclock.NewClock(start)
-	store := lease.NewMemStore(lease.MemStoreConfig{Clock: clk})
+	store := leasestore.NewMemStore(leasestore.MemStoreConfig{Clock: clk})
 	cfg := lease.Config{Store: store, Name: "singular", Holder: "unit-0", Duration: 30 * time.Second, Clock: clk}
 	leader, err := lease.NewTracker(cfg)
 	if err != nil {
@@ -50,7 +51,7 @@ func ExampleTracker_Check() {
 // not "not the leader".
 func ExampleTracker_Check_renewalTimeout() {
 	clk := testclock.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	store := leasetest.NewFaultStore(lease.NewMemStore(lease.MemStoreConfig{Clock: clk}), leasetest.FaultStoreConfig{Clock: clk})
+	store := leasetest.NewFaultStore(leasestore.NewMemStore(leasestore.MemStoreConfig{Clock: clk}), leasetest.FaultStoreConfig{Clock: clk})
 	tr, err := lease.NewTracker(lease.Config{
 		Store: store, Name: "singular", Holder: "unit-0", Duration: 30 * time.Second, Clock: clk,
 	})
@@ -84,7 +85,7 @@ func ExampleTracker_Check_renewalTimeout() {
 // ends — without waiting for the next scheduled renewal.
 func ExampleTracker_WithLeadership() {
 	clk := testclock.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	store := lease.NewMemStore(lease.MemStoreConfig{Clock: clk})
+	store := leasestore.NewMemStore(leasestore.MemStoreConfig{Clock: clk})
 	tr, err := lease.NewTracker(lease.Config{
 		Store: store, Name: "singular", Holder: "unit-0", Duration: 30 * time.Second, Clock: clk,
 	})
@@ -97,7 +98,7 @@ func ExampleTracker_WithLeadership() {
 		st, _ := tr.Check(ctx, 0)
 		fmt.Println("leading with fencing token", st.Token)
 
-		term := lease.Grant{Name: "singular", Holder: "unit-0", Token: st.Token}
+		term := leasestore.Grant{Name: "singular", Holder: "unit-0", Token: st.Token}
 		if err := store.Revoke(context.Background(), term); err != nil {
 			return err
 		}
@@ -120,7 +121,7 @@ func ExampleTracker_WithLeadership() {
 // fn runs again under the new token.
 func ExampleTracker_Lead() {
 	clk := testclock.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	store := lease.NewMemStore(lease.MemStoreConfig{Clock: clk})
+	store := leasestore.NewMemStore(leasestore.MemStoreConfig{Clock: clk})
 	tr, err := lease.NewTracker(lease.Config{
 		Store: store, Name: "singular", Holder: "unit-0", Duration: 30 * time.Second, Clock: clk,
 	})
@@ -143,7 +144,7 @@ func ExampleTracker_Lead() {
 	}()
 
 	st := <-terms
-	_ = store.Revoke(ctx, lease.Grant{Name: "singular", Holder: "unit-0", Token: st.Token})
+	_ = store.Revoke(ctx, leasestore.Grant{Name: "singular", Holder: "unit-0", Token: st.Token})
 	for st, changed := tr.Current(); st.State == lease.Held; st, changed = tr.Current() {
 		<-changed // follow the status until the tracker has learned of the loss
 	}
@@ -166,7 +167,7 @@ func ExampleTracker_Lead() {
 // stays a follower that reports the new holder.
 func ExampleTracker_StepDown() {
 	clk := testclock.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	store := lease.NewMemStore(lease.MemStoreConfig{Clock: clk})
+	store := leasestore.NewMemStore(leasestore.MemStoreConfig{Clock: clk})
 	cfg := lease.Config{Store: store, Name: "singular", Duration: 30 * time.Second, Clock: clk}
 	cfg.Holder = "unit-0"
 	a, err := lease.NewTracker(cfg)
@@ -222,7 +223,7 @@ func ExampleTracker_StepDown() {
 // fix those. Readiness asks Check.
 func ExampleTracker_Alive() {
 	clk := testclock.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	store := leasetest.NewFaultStore(lease.NewMemStore(lease.MemStoreConfig{Clock: clk}), leasetest.FaultStoreConfig{Clock: clk})
+	store := leasetest.NewFaultStore(leasestore.NewMemStore(leasestore.MemStoreConfig{Clock: clk}), leasetest.FaultStoreConfig{Clock: clk})
 	tr, err := lease.NewTracker(lease.Config{
 		Store: store, Name: "singular", Holder: "unit-0", Duration: 30 * time.Second, Clock: clk,
 	})
@@ -260,7 +261,7 @@ func ExampleTracker_Alive() {
 // the time it wakes, its successor's newer token has been admitted.
 func ExampleTokenGuard() {
 	clk := testclock.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	store := lease.NewMemStore(lease.MemStoreConfig{Clock: clk})
+	store := leasestore.NewMemStore(leasestore.MemStoreConfig{Clock: clk})
 	ctx := context.Background()
 	var guard lease.TokenGuard // kept by the resource, e.g. beside a file
 	write := func(who string, token uint64) {
@@ -289,7 +290,7 @@ func ExampleTokenGuard() {
 // its calls the same way, in a StoreReport.
 func ExampleConfig_logger() {
 	clk := testclock.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	store := leasetest.NewFaultStore(lease.NewMemStore(lease.MemStoreConfig{Clock: clk}), leasetest.FaultStoreConfig{Clock: clk})
+	store := leasetest.NewFaultStore(leasestore.NewMemStore(leasestore.MemStoreConfig{Clock: clk}), leasetest.FaultStoreConfig{Clock: clk})
 	logger := slog.New(slog.NewTextHandler(os.Stdout, &slog.HandlerOptions{
 		ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
 			if a.Key == slog.TimeKey {
@@ -348,7 +349,7 @@ func ExampleTracker_Detail() {
 		Detail() string
 	}
 	clk := testclock.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	store := leasetest.NewFaultStore(lease.NewMemStore(lease.MemStoreConfig{Clock: clk}),
+	store := leasetest.NewFaultStore(leasestore.NewMemStore(leasestore.MemStoreConfig{Clock: clk}),
 		leasetest.FaultStoreConfig{Clock: clk})
 	store.Next(leasetest.OpClaim, leasetest.Timeout)
 	tr, err := lease.NewTracker(lease.Config{

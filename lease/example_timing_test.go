@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/coldstart-go/coldstart/lease"
+	"github.com/coldstart-go/coldstart/lease/leasestore"
 )
 
 // What a Config promises, as numbers and in words: a 2 s Duration with
@@ -19,7 +20,7 @@ func ExampleConfig_Timing() {
 		t.Outage, t.CrashTakeover, t.GracefulTakeover, 100*t.ClockDrift, t.RenewRate, t.ClaimRate)
 
 	fmt.Println(lease.Config{Duration: 10 * time.Second, Margin: 2 * time.Second}.Timing())
-	fmt.Println(lease.Config{Duration: 2 * time.Second, Store: lease.NewMemStore(lease.MemStoreConfig{})}.Timing())
+	fmt.Println(lease.Config{Duration: 2 * time.Second, Store: leasestore.NewMemStore(leasestore.MemStoreConfig{})}.Timing())
 	// Output:
 	// tolerates a store outage of 1.9s before answering Unknown; a crash takeover takes at most 4.2s, a graceful one at most 200ms; tolerates a clock 5% slower than the store's; 1,000 held leases cost 554 renewal calls/s, a waiting follower 5.26 claim calls/s
 	// outage 1.9s, crash takeover 4.2s, graceful 200ms, drift 5%, 554 renewals/s per 1,000 leases, 5.26 claims/s per follower

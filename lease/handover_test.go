@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/coldstart-go/coldstart/lease"
+	"github.com/coldstart-go/coldstart/lease/leasestore"
 	"github.com/coldstart-go/coldstart/lease/leasetest"
 	"github.com/coldstart-go/coldstart/lease/leasetest/history"
 )
@@ -78,7 +79,7 @@ func (r *recorded) verify(t *testing.T) {
 	}
 }
 
-func startFollower(t *testing.T, store lease.Store, holder string, mod func(*lease.Config)) *lease.Tracker {
+func startFollower(t *testing.T, store leasestore.Store, holder string, mod func(*lease.Config)) *lease.Tracker {
 	cfg := lease.Config{Store: store, Name: "l", Holder: holder, Duration: handoverDuration}
 	if mod != nil {
 		mod(&cfg)
@@ -91,7 +92,7 @@ func startFollower(t *testing.T, store lease.Store, holder string, mod func(*lea
 func TestGracefulHandOverIsAtTheReleaseNotTheNextPoll(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := newRecorded(t)
-		mem := lease.NewMemStore(lease.MemStoreConfig{})
+		mem := leasestore.NewMemStore(leasestore.MemStoreConfig{})
 		a := startFollower(t, mem, "a", func(c *lease.Config) { c.ReleaseOnClose = true })
 		r.follow("a", a)
 		held := awaitStatus(a, lease.Held)
@@ -116,7 +117,7 @@ func TestGracefulHandOverIsAtTheReleaseNotTheNextPoll(t *testing.T) {
 func TestCrashTakeoverStillWaitsOutThePromise(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := newRecorded(t)
-		mem := lease.NewMemStore(lease.MemStoreConfig{})
+		mem := leasestore.NewMemStore(leasestore.MemStoreConfig{})
 		a := startFollower(t, mem, "a", nil)
 		r.follow("a", a)
 		// a holds before b starts: if b's first claim won the race, a
@@ -151,7 +152,7 @@ func TestHundredFollowersOneWinsTheOthersClaimOnce(t *testing.T) {
 	const followers = 100
 	synctest.Test(t, func(t *testing.T) {
 		r := newRecorded(t)
-		mem := lease.NewMemStore(lease.MemStoreConfig{})
+		mem := leasestore.NewMemStore(leasestore.MemStoreConfig{})
 		a := startFollower(t, mem, "a", func(c *lease.Config) { c.ReleaseOnClose = true })
 		r.follow("a", a)
 		held := awaitStatus(a, lease.Held)
@@ -199,7 +200,7 @@ func TestHundredFollowersOneWinsTheOthersClaimOnce(t *testing.T) {
 
 func TestWaitingFollowerSendsAtMostOneCallASecond(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		mem := lease.NewMemStore(lease.MemStoreConfig{})
+		mem := leasestore.NewMemStore(leasestore.MemStoreConfig{})
 		a := startFollower(t, mem, "a", nil)
 		defer func() { require.NoError(t, a.Close()) }()
 		awaitStatus(a, lease.Held)
@@ -224,7 +225,7 @@ func TestWaitingFollowerSendsAtMostOneCallASecond(t *testing.T) {
 func TestReleaseWatchFailureFallsBackToPolling(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := newRecorded(t)
-		mem := lease.NewMemStore(lease.MemStoreConfig{})
+		mem := leasestore.NewMemStore(leasestore.MemStoreConfig{})
 		fs := leasetest.NewFaultStore(mem, leasetest.FaultStoreConfig{})
 		a := startFollower(t, mem, "a", func(c *lease.Config) { c.ReleaseOnClose = true })
 		r.follow("a", a)
@@ -268,7 +269,7 @@ func TestReleaseWatchFailureFallsBackToPolling(t *testing.T) {
 // follower polls at the ClaimInterval's rate, never faster.
 func TestFailingWatchesPollAtTheClaimInterval(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		mem := lease.NewMemStore(lease.MemStoreConfig{})
+		mem := leasestore.NewMemStore(leasestore.MemStoreConfig{})
 		fs := leasetest.NewFaultStore(polled{mem}, leasetest.FaultStoreConfig{})
 		a := startFollower(t, mem, "a", nil)
 		defer func() { require.NoError(t, a.Close()) }()
@@ -288,9 +289,9 @@ func TestFailingWatchesPollAtTheClaimInterval(t *testing.T) {
 }
 
 // spurious is a store whose release watch says "over" at once, every time.
-type spurious struct{ lease.Store }
+type spurious struct{ leasestore.Store }
 
-func (spurious) WatchRelease(context.Context, *lease.HeldError) <-chan error {
+func (spurious) WatchRelease(context.Context, *leasestore.HeldError) <-chan error {
 	ch := make(chan error)
 	close(ch)
 	return ch
@@ -301,7 +302,7 @@ func (spurious) WatchRelease(context.Context, *lease.HeldError) <-chan error {
 // ClaimInterval, never claiming at the wake spread's pace.
 func TestSpuriousReleaseWatchDoesNotSpin(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		mem := lease.NewMemStore(lease.MemStoreConfig{})
+		mem := leasestore.NewMemStore(leasestore.MemStoreConfig{})
 		a := startFollower(t, mem, "a", nil)
 		defer func() { require.NoError(t, a.Close()) }()
 		awaitStatus(a, lease.Held)

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/coldstart-go/coldstart/lease"
+	"github.com/coldstart-go/coldstart/lease/leasestore"
 )
 
 // The leaderless gap a follower saw when the lease was handed over to it
@@ -25,13 +26,13 @@ import (
 // lastRefusal passes calls to a Store and records when it last refused a
 // claim (refused, if set, is told of each refusal without blocking).
 type lastRefusal struct {
-	lease.Store
+	leasestore.Store
 	refused chan struct{}
 	mu      sync.Mutex
 	at      time.Time
 }
 
-func (s *lastRefusal) Claim(ctx context.Context, name, holder string, d time.Duration) (lease.Grant, error) {
+func (s *lastRefusal) Claim(ctx context.Context, name, holder string, d time.Duration) (leasestore.Grant, error) {
 	g, err := s.Store.Claim(ctx, name, holder, d)
 	if err != nil {
 		s.mu.Lock()
@@ -55,7 +56,7 @@ func (s *lastRefusal) last() time.Time {
 // returns b's Report once it holds the lease, how long after a stopped it
 // did, and when b's last claim was refused.
 func handOverGap(t *testing.T, cfg lease.Config, watch, release bool) (lease.Report, time.Duration, time.Time) {
-	mem := lease.NewMemStore(lease.MemStoreConfig{})
+	mem := leasestore.NewMemStore(leasestore.MemStoreConfig{})
 	follower := &lastRefusal{Store: mem, refused: make(chan struct{}, 1)}
 	store := followerStore(watch, mem, follower)
 	leader := cfg
@@ -137,13 +138,13 @@ func TestHandOverGapCrash(t *testing.T) {
 func TestHandOverGapsAddUp(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		cfg := lease.Config{Duration: 2 * time.Second, ReleaseOnClose: true}
-		mem := lease.NewMemStore(lease.MemStoreConfig{})
+		mem := leasestore.NewMemStore(leasestore.MemStoreConfig{})
 		b := startTimed(t, cfg, mem, "l", "b")
 		defer func() { require.NoError(t, b.Close()) }()
 		first := awaitStatus(b, lease.Held)
 		// b's own term is revoked behind its back: it learns of the loss
 		// and claims the free lease again, no other holder in between.
-		require.NoError(t, mem.Revoke(context.Background(), lease.Grant{Name: "l", Holder: "b", Token: first.Token}))
+		require.NoError(t, mem.Revoke(context.Background(), leasestore.Grant{Name: "l", Holder: "b", Token: first.Token}))
 		awaitStatus(b, lease.NotHeld)
 		awaitStatus(b, lease.Held)
 		require.Zero(t, b.Report().HandOvers, "its own term again: no hand-over")
@@ -153,7 +154,7 @@ func TestHandOverGapsAddUp(t *testing.T) {
 			// Another holder takes the lease from under b, leads a while
 			// and releases it.
 			st, _ := b.Current()
-			require.NoError(t, mem.Revoke(context.Background(), lease.Grant{Name: "l", Holder: "b", Token: st.Token}))
+			require.NoError(t, mem.Revoke(context.Background(), leasestore.Grant{Name: "l", Holder: "b", Token: st.Token}))
 			g, err := mem.Claim(context.Background(), "l", "x", 2*cfg.Duration)
 			require.NoError(t, err)
 			awaitStatus(b, lease.NotHeld)

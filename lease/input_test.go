@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/coldstart-go/coldstart/lease"
+	"github.com/coldstart-go/coldstart/lease/leasestore"
 	"github.com/coldstart-go/coldstart/lease/leasetest"
 )
 
@@ -49,7 +50,7 @@ func callLead(call func() error) <-chan leadResult {
 // (before, a follower ran for hours and crashed when it became leader).
 func TestNilLeaderFuncIsRefusedAtTheCall(t *testing.T) {
 	clk := testclock.NewClock(t0)
-	mem := lease.NewMemStore(lease.MemStoreConfig{Clock: clk})
+	mem := leasestore.NewMemStore(leasestore.MemStoreConfig{Clock: clk})
 	other, err := mem.Claim(context.Background(), "singular", "unit-1", 2*dur)
 	require.NoError(t, err)
 	tr, err := lease.NewTracker(lease.WithoutJitterForTest(lease.Config{
@@ -236,7 +237,7 @@ func TestConfigValidateBoundsNames(t *testing.T) {
 				require.ErrorIs(t, err, jujuerrors.NotValid, field)
 				assert.Equal(t, fmt.Sprintf(tc.want, field)+" not valid", err.Error(), field)
 				assert.Less(t, len(err.Error()), 400, "%s: the refusal stays short", field)
-				_, err = lease.NewTracker(lease.Config{Store: lease.NewMemStore(lease.MemStoreConfig{}),
+				_, err = lease.NewTracker(lease.Config{Store: leasestore.NewMemStore(leasestore.MemStoreConfig{}),
 					Name: cfg.Name, Holder: cfg.Holder, Duration: dur})
 				require.ErrorIs(t, err, jujuerrors.NotValid, field)
 			}
@@ -249,7 +250,7 @@ func TestConfigValidateBoundsNames(t *testing.T) {
 // them, and the refused claim leaves the lease free.
 func TestMemStoreRefusesBadNames(t *testing.T) {
 	ctx := context.Background()
-	m := lease.NewMemStore(lease.MemStoreConfig{Clock: testclock.NewClock(t0)})
+	m := leasestore.NewMemStore(leasestore.MemStoreConfig{Clock: testclock.NewClock(t0)})
 	long := strings.Repeat("x", 1<<20)
 	for _, tc := range []struct {
 		name string
@@ -267,14 +268,14 @@ func TestMemStoreRefusesBadNames(t *testing.T) {
 		{"Claim, holder with a newline", func() error { _, err := m.Claim(ctx, "l", "a\nb", time.Minute); return err },
 			`holder "a\nb" (must have no control characters`},
 		{"Extend, huge name", func() error {
-			_, err := m.Extend(ctx, lease.Grant{Name: long, Holder: "a", Token: 1}, time.Minute)
+			_, err := m.Extend(ctx, leasestore.Grant{Name: long, Holder: "a", Token: 1}, time.Minute)
 			return err
 		}, `lease name "` + strings.Repeat("x", 64) + `"… (1048576 bytes)`},
 		{"Extend, huge holder", func() error {
-			_, err := m.Extend(ctx, lease.Grant{Name: "l", Holder: long, Token: 1}, time.Minute)
+			_, err := m.Extend(ctx, leasestore.Grant{Name: "l", Holder: long, Token: 1}, time.Minute)
 			return err
 		}, `holder "` + strings.Repeat("x", 64) + `"… (1048576 bytes)`},
-		{"Revoke, huge name", func() error { return m.Revoke(ctx, lease.Grant{Name: long, Holder: "a", Token: 1}) },
+		{"Revoke, huge name", func() error { return m.Revoke(ctx, leasestore.Grant{Name: long, Holder: "a", Token: 1}) },
 			`lease name "` + strings.Repeat("x", 64) + `"… (1048576 bytes)`},
 		{"Holder, huge name", func() error { _, err := m.Holder(ctx, long); return err },
 			`lease name "` + strings.Repeat("x", 64) + `"… (1048576 bytes)`},
@@ -282,8 +283,8 @@ func TestMemStoreRefusesBadNames(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			err := tc.call()
 			require.ErrorIs(t, err, jujuerrors.NotValid)
-			assert.NotErrorIs(t, err, lease.ErrHeld)
-			assert.NotErrorIs(t, err, lease.ErrNotHeld)
+			assert.NotErrorIs(t, err, leasestore.ErrHeld)
+			assert.NotErrorIs(t, err, leasestore.ErrNotHeld)
 			assert.ErrorContains(t, err, tc.want)
 			assert.Less(t, len(err.Error()), 400, "the refusal stays short")
 		})
@@ -298,12 +299,12 @@ func TestMemStoreRefusesBadNames(t *testing.T) {
 
 // errStore answers every Claim with err.
 type errStore struct {
-	lease.Store
+	leasestore.Store
 	err error
 }
 
-func (s errStore) Claim(context.Context, string, string, time.Duration) (lease.Grant, error) {
-	return lease.Grant{}, s.err
+func (s errStore) Claim(context.Context, string, string, time.Duration) (leasestore.Grant, error) {
+	return leasestore.Grant{}, s.err
 }
 
 // TestDetailIsOneLine: the tracker's Detail, which a readiness board shows
@@ -320,7 +321,7 @@ func TestDetailIsOneLine(t *testing.T) {
 	}{
 		{"ambiguous", errors.New("boom\n[+]forged ok\r\x00\u0085\u2028\xff"), lease.Unknown,
 			`unknown: claim not confirmed: boom\n[+]forged ok\r\x00\u0085\u2028\xff`},
-		{"definitive", fmt.Errorf("%w\n[+]forged ok", lease.ErrHeld), lease.NotHeld,
+		{"definitive", fmt.Errorf("%w\n[+]forged ok", leasestore.ErrHeld), lease.NotHeld,
 			`not-held: not the leader: lease held by another holder\n[+]forged ok`},
 		{"a megabyte", errors.New(strings.Repeat("y", 1<<20)), lease.Unknown,
 			"unknown: claim not confirmed: " + strings.Repeat("y", 1024-len("unknown: claim not confirmed: ")) + "… (1048606 bytes)"},

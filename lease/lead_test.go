@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/coldstart-go/coldstart/lease"
+	"github.com/coldstart-go/coldstart/lease/leasestore"
 	"github.com/coldstart-go/coldstart/lease/leasetest"
 )
 
@@ -230,7 +231,7 @@ func TestLeadDoesNotRerunFnWithinOneLeadership(t *testing.T) {
 	require.Equal(t, renewAt, f.nextIdle(t), "the renewer's wait after the renewal")
 	// The term ends (revoked behind our back) and a new one begins.
 	require.NoError(t, f.mem.Revoke(context.Background(),
-		lease.Grant{Name: "singular", Holder: "unit-0", Token: first.Token}))
+		leasestore.Grant{Name: "singular", Holder: "unit-0", Token: first.Token}))
 	f.expectIdle(t, firstRetry)
 	again := l.next(t)
 	assert.Greater(t, again.st.Token, first.Token)
@@ -252,13 +253,13 @@ func TestLeadWaitsForHeldAndEndsWithCtx(t *testing.T) {
 // revokeOrder wraps a Store and records, at each Revoke, whether a Lead
 // function was still running.
 type revokeOrder struct {
-	lease.Store
+	leasestore.Store
 	running            *atomic.Int32
 	revokes            atomic.Int32
 	revokedWhileLeader atomic.Bool
 }
 
-func (s *revokeOrder) Revoke(ctx context.Context, g lease.Grant) error {
+func (s *revokeOrder) Revoke(ctx context.Context, g leasestore.Grant) error {
 	s.revokes.Add(1)
 	if s.running.Load() > 0 {
 		s.revokedWhileLeader.Store(true)
@@ -295,7 +296,7 @@ func TestCloseReleasesOnlyAfterLeadFnReturned(t *testing.T) {
 	assert.Equal(t, int32(1), order.revokes.Load())
 	assert.False(t, order.revokedWhileLeader.Load(), "revoked while fn still ran")
 	_, err := f.mem.Holder(context.Background(), "singular")
-	require.ErrorIs(t, err, lease.ErrNotHeld, "released")
+	require.ErrorIs(t, err, leasestore.ErrNotHeld, "released")
 }
 
 // TestCloseReleaseWaitsNoLongerThanThePromise: fn that ignores its ctx
@@ -316,7 +317,7 @@ func TestCloseReleaseWaitsNoLongerThanThePromise(t *testing.T) {
 		t.Fatal("Close waited past the promise for fn")
 	}
 	_, err := f.mem.Holder(context.Background(), "singular")
-	require.ErrorIs(t, err, lease.ErrNotHeld, "released once the promise ran out")
+	require.ErrorIs(t, err, leasestore.ErrNotHeld, "released once the promise ran out")
 	r.ret <- nil
 }
 
@@ -351,7 +352,7 @@ func TestStepDownReleasesAfterFnAndStaysFollower(t *testing.T) {
 	require.NoError(t, <-stepped)
 	assert.False(t, order.revokedWhileLeader.Load(), "released while fn still ran")
 	_, err = f.mem.Holder(context.Background(), "singular")
-	require.ErrorIs(t, err, lease.ErrNotHeld, "released")
+	require.ErrorIs(t, err, leasestore.ErrNotHeld, "released")
 
 	// A successor takes over; this tracker stays a follower and does not
 	// claim for one Duration, then reports the new holder.
@@ -481,7 +482,7 @@ func TestReportCounts(t *testing.T) {
 	rep := settle(t, f)
 	assert.Equal(t, lease.Held, rep.State)
 	assert.Equal(t, "singular", rep.Name)
-	assert.Equal(t, lease.StoreReport{Claim: lease.StoreCalls{OK: 1}}, rep.Calls)
+	assert.Equal(t, leasestore.Report{Claim: leasestore.Calls{OK: 1}}, rep.Calls)
 	assert.Equal(t, uint64(1), rep.Transitions, "Unknown → Held")
 	assert.Equal(t, t0.Add(renewAt), rep.NextCall)
 	assert.Zero(t, rep.UnknownFor, "the claim was answered at once")
@@ -490,7 +491,7 @@ func TestReportCounts(t *testing.T) {
 	f.store.Next(leasetest.OpExtend, leasetest.Timeout)
 	step(t, f) // an ambiguous renewal
 	rep = step(t, f)
-	assert.Equal(t, lease.StoreCalls{OK: 2, Ambiguous: 1}, rep.Calls.Extend)
+	assert.Equal(t, leasestore.Calls{OK: 2, Ambiguous: 1}, rep.Calls.Extend)
 	assert.Equal(t, lease.Held, rep.State)
 
 	f.store.Next(leasetest.OpExtend, leasetest.Lost)
@@ -518,9 +519,9 @@ func TestReportCounts(t *testing.T) {
 	assert.Equal(t, firstRetry+time.Second, rep.UnknownFor,
 		"Unknown from the ambiguous claim to the confirmation")
 	assert.Equal(t, uint64(4), rep.Transitions)
-	assert.Equal(t, lease.StoreReport{ // 8 calls, 2 of them ambiguous
-		Claim:  lease.StoreCalls{OK: 2, NotSent: 1, Ambiguous: 1},
-		Extend: lease.StoreCalls{OK: 2, Definitive: 1, Ambiguous: 1},
+	assert.Equal(t, leasestore.Report{ // 8 calls, 2 of them ambiguous
+		Claim:  leasestore.Calls{OK: 2, NotSent: 1, Ambiguous: 1},
+		Extend: leasestore.Calls{OK: 2, Definitive: 1, Ambiguous: 1},
 	}, rep.Calls)
 }
 
@@ -583,7 +584,7 @@ func TestAliveThroughStoreOutage(t *testing.T) {
 	f.store.Always(leasetest.OpExtend|leasetest.OpClaim, leasetest.Pass)
 	f.clk.Advance(callTimeout)
 	settle(t, f)
-	_ = f.mem.Revoke(context.Background(), lease.Grant{Name: "singular", Holder: "unit-0", Token: first.Token})
+	_ = f.mem.Revoke(context.Background(), leasestore.Grant{Name: "singular", Holder: "unit-0", Token: first.Token})
 	_, err := f.mem.Claim(context.Background(), "singular", "unit-1", 2*dur)
 	require.NoError(t, err)
 	for settle(t, f).State != lease.NotHeld {
@@ -595,15 +596,15 @@ func TestAliveThroughStoreOutage(t *testing.T) {
 // wedgedStore is a Store whose Extend ignores its ctx and never returns
 // until released.
 type wedgedStore struct {
-	lease.Store
+	leasestore.Store
 	entered chan struct{}
 	release chan struct{}
 }
 
-func (s *wedgedStore) Extend(context.Context, lease.Grant, time.Duration) (lease.Grant, error) {
+func (s *wedgedStore) Extend(context.Context, leasestore.Grant, time.Duration) (leasestore.Grant, error) {
 	s.entered <- struct{}{}
 	<-s.release
-	return lease.Grant{}, errors.New("wedged")
+	return leasestore.Grant{}, errors.New("wedged")
 }
 
 func TestAliveFailsWhenRenewerWedged(t *testing.T) {
@@ -682,7 +683,7 @@ func TestFirstNotLeaderAfterLossNamesNewHolder(t *testing.T) {
 	f := newFixture(t, nil, nil)
 	first := f.held(t)
 	require.NoError(t, f.mem.Revoke(context.Background(),
-		lease.Grant{Name: "singular", Holder: "unit-0", Token: first.Token}))
+		leasestore.Grant{Name: "singular", Holder: "unit-0", Token: first.Token}))
 	_, err := f.mem.Claim(context.Background(), "singular", "unit-1", 2*dur)
 	require.NoError(t, err)
 	f.expectIdle(t, renewAt)
@@ -692,7 +693,7 @@ func TestFirstNotLeaderAfterLossNamesNewHolder(t *testing.T) {
 	require.ErrorAs(t, err, &nle)
 	assert.Equal(t, "unit-1", nle.Holder)
 	assert.Equal(t, "unit-1", st.Holder)
-	assert.ErrorIs(t, err, lease.ErrNotHeld, "the extend's answer, not a later claim's")
+	assert.ErrorIs(t, err, leasestore.ErrNotHeld, "the extend's answer, not a later claim's")
 }
 
 func TestTokenGuard(t *testing.T) {

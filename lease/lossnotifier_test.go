@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/coldstart-go/coldstart/lease"
+	"github.com/coldstart-go/coldstart/lease/leasestore"
 	"github.com/coldstart-go/coldstart/lease/leasetest"
 )
 
@@ -22,7 +23,7 @@ func TestRevokedTermIsLearnedBeforeScheduledRenewal(t *testing.T) {
 	require.Equal(t, renewAt, f.nextIdle(t), "the renewer sleeps until its renewal")
 
 	require.NoError(t, f.mem.Revoke(context.Background(),
-		lease.Grant{Name: "singular", Holder: "unit-0", Token: first.Token}))
+		leasestore.Grant{Name: "singular", Holder: "unit-0", Token: first.Token}))
 	st := f.next(t)
 	assert.Equal(t, lease.NotHeld, st.State)
 	assert.Equal(t, t0, f.clk.Now(), "learned before the scheduled renewal (t0+28.5s)")
@@ -30,7 +31,7 @@ func TestRevokedTermIsLearnedBeforeScheduledRenewal(t *testing.T) {
 
 	st, err := f.check(t, 0)
 	require.ErrorIs(t, err, lease.ErrNotLeader)
-	assert.ErrorIs(t, err, lease.ErrNotHeld, "the store's definitive answer")
+	assert.ErrorIs(t, err, leasestore.ErrNotHeld, "the store's definitive answer")
 	assert.NotErrorIs(t, err, lease.ErrRenewalFailed)
 	assert.Equal(t, lease.NotHeld, st.State)
 
@@ -94,17 +95,17 @@ func TestLostSignalWithAmbiguousRenewalIsNotNotLeader(t *testing.T) {
 // countingStore is a LossNotifier that never signals and counts the open
 // watches per token, so tests can see when the tracker ends one.
 type countingStore struct {
-	lease.Store
+	leasestore.Store
 	mu      sync.Mutex
 	open    map[uint64]int
 	changed chan struct{} // closed and replaced on every change
 }
 
-func newCountingStore(s lease.Store) *countingStore {
+func newCountingStore(s leasestore.Store) *countingStore {
 	return &countingStore{Store: s, open: make(map[uint64]int), changed: make(chan struct{})}
 }
 
-func (s *countingStore) Lost(ctx context.Context, g lease.Grant) <-chan struct{} {
+func (s *countingStore) Lost(ctx context.Context, g leasestore.Grant) <-chan struct{} {
 	s.add(g.Token, 1)
 	context.AfterFunc(ctx, func() { s.add(g.Token, -1) })
 	return make(chan struct{})
@@ -176,9 +177,9 @@ func TestCheckFastPathWithLossNotifierDoesNotAllocate(t *testing.T) {
 
 // alwaysLost is a misbehaving LossNotifier: every watch fires at once,
 // although the store still holds the term.
-type alwaysLost struct{ lease.Store }
+type alwaysLost struct{ leasestore.Store }
 
-func (alwaysLost) Lost(context.Context, lease.Grant) <-chan struct{} {
+func (alwaysLost) Lost(context.Context, leasestore.Grant) <-chan struct{} {
 	ch := make(chan struct{})
 	close(ch)
 	return ch

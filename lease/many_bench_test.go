@@ -11,6 +11,7 @@ import (
 	"github.com/juju/clock"
 
 	"github.com/coldstart-go/coldstart/lease"
+	"github.com/coldstart-go/coldstart/lease/leasestore"
 )
 
 // manyTrackersEnv enables the 100,000-tracker runs of BenchmarkManyTrackers
@@ -48,7 +49,7 @@ func BenchmarkManyTrackers(b *testing.B) {
 }
 
 func runManyTrackers(b *testing.B, n int, notify bool) {
-	var store lease.Store = lease.NewMemStore(lease.MemStoreConfig{Clock: clock.WallClock})
+	var store leasestore.Store = leasestore.NewMemStore(leasestore.MemStoreConfig{Clock: clock.WallClock})
 	if !notify {
 		store = storeOnly{store}
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/coldstart-go/coldstart/lease"
+	"github.com/coldstart-go/coldstart/lease/leasestore"
 	"github.com/coldstart-go/coldstart/lease/leasetest"
 )
 
@@ -60,7 +61,7 @@ type instance struct {
 type propertyRun struct {
 	t     *testing.T
 	clk   *testclock.Clock
-	mem   *lease.MemStore
+	mem   *leasestore.MemStore
 	rec   *recordingStore
 	r     *rand.Rand
 	slots []*instance
@@ -139,7 +140,7 @@ func runProperty(t *testing.T, seed uint64, steps int) {
 	clk := testclock.NewClock(t0)
 	defer drainAlarms(clk)()
 	ctx, cancel := context.WithCancel(context.Background())
-	mem := lease.NewMemStore(lease.MemStoreConfig{Clock: clk})
+	mem := leasestore.NewMemStore(leasestore.MemStoreConfig{Clock: clk})
 	p := &propertyRun{
 		rec: &recordingStore{Store: mem, clk: clk, ends: make(map[uint64]time.Time), revoked: make(map[uint64]bool)},
 		t:   t, clk: clk, mem: mem, r: rand.New(rand.NewPCG(seed, 0x1ea5e)),
@@ -369,14 +370,14 @@ func (p *propertyRun) checkNoOverlap() {
 // granted (MemStore counts it from when it applied the call, which is no
 // later), or the clock after a successful revoke.
 type recordingStore struct {
-	lease.Store
+	leasestore.Store
 	clk     *testclock.Clock
 	mu      sync.Mutex
 	ends    map[uint64]time.Time
 	revoked map[uint64]bool
 }
 
-func (s *recordingStore) granted(g lease.Grant, err error) (lease.Grant, error) {
+func (s *recordingStore) granted(g leasestore.Grant, err error) (leasestore.Grant, error) {
 	if err == nil {
 		end := s.clk.Now().Add(g.Duration)
 		s.mu.Lock()
@@ -388,20 +389,20 @@ func (s *recordingStore) granted(g lease.Grant, err error) (lease.Grant, error) 
 	return g, err
 }
 
-func (s *recordingStore) Claim(ctx context.Context, name, holder string, d time.Duration) (lease.Grant, error) {
+func (s *recordingStore) Claim(ctx context.Context, name, holder string, d time.Duration) (leasestore.Grant, error) {
 	return s.granted(s.Store.Claim(ctx, name, holder, d))
 }
 
-func (s *recordingStore) Extend(ctx context.Context, g lease.Grant, d time.Duration) (lease.Grant, error) {
+func (s *recordingStore) Extend(ctx context.Context, g leasestore.Grant, d time.Duration) (leasestore.Grant, error) {
 	return s.granted(s.Store.Extend(ctx, g, d))
 }
 
 // Lost passes MemStore's LossNotifier through.
-func (s *recordingStore) Lost(ctx context.Context, g lease.Grant) <-chan struct{} {
-	return s.Store.(lease.LossNotifier).Lost(ctx, g)
+func (s *recordingStore) Lost(ctx context.Context, g leasestore.Grant) <-chan struct{} {
+	return s.Store.(leasestore.LossNotifier).Lost(ctx, g)
 }
 
-func (s *recordingStore) Revoke(ctx context.Context, g lease.Grant) error {
+func (s *recordingStore) Revoke(ctx context.Context, g leasestore.Grant) error {
 	err := s.Store.Revoke(ctx, g)
 	if err == nil {
 		now := s.clk.Now()

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/coldstart-go/coldstart/lease"
+	"github.com/coldstart-go/coldstart/lease/leasestore"
 	"github.com/coldstart-go/coldstart/lease/leasetest"
 )
 
@@ -103,7 +104,7 @@ func overlapAtTakeover(t *testing.T, d, margin time.Duration, rate float64) bool
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
 	clk := testclock.NewClock(t0)
-	mem := lease.NewMemStore(lease.MemStoreConfig{Clock: clk})
+	mem := leasestore.NewMemStore(leasestore.MemStoreConfig{Clock: clk})
 	store := leasetest.NewFaultStore(storeOnly{mem}, leasetest.FaultStoreConfig{Clock: clk})
 	sc := &scaledClock{clk: clk, base: t0, rate: rate}
 	holder, err := lease.NewTracker(lease.WithoutJitterForTest(lease.Config{
@@ -165,7 +166,7 @@ func overlapAtTakeover(t *testing.T, d, margin time.Duration, rate float64) bool
 // finishedCalls is how many store calls r counts as finished.
 func finishedCalls(r lease.Report) uint64 {
 	var n uint64
-	for _, c := range []lease.StoreCalls{r.Calls.Claim, r.Calls.Extend, r.Calls.Revoke} {
+	for _, c := range []leasestore.Calls{r.Calls.Claim, r.Calls.Extend, r.Calls.Revoke} {
 		n += c.OK + c.Definitive + c.NotSent + c.Ambiguous
 	}
 	return n

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/coldstart-go/coldstart/lease"
+	"github.com/coldstart-go/coldstart/lease/leasestore"
 )
 
 // renewTimer is a Store that times each renewal from the moment the
@@ -20,7 +21,7 @@ import (
 // grants what is asked), so the schedule is read off the Until the
 // tracker published before the renewal: no hook in the tracker.
 type renewTimer struct {
-	lease.Store
+	leasestore.Store
 	trackers sync.Map // holder → *lease.Tracker
 	ahead    time.Duration
 	mu       sync.Mutex
@@ -29,7 +30,7 @@ type renewTimer struct {
 	enough   chan struct{} // closed once it has
 }
 
-func (s *renewTimer) Extend(ctx context.Context, g lease.Grant, d time.Duration) (lease.Grant, error) {
+func (s *renewTimer) Extend(ctx context.Context, g leasestore.Grant, d time.Duration) (leasestore.Grant, error) {
 	v, _ := s.trackers.Load(g.Holder)
 	prev, _ := v.(*lease.Tracker).Current()
 	scheduled := prev.Until.Add(-s.ahead)
@@ -89,7 +90,7 @@ func BenchmarkRenewLatency(b *testing.B) {
 // renewLatency runs trackers of Duration d with spinners goroutines
 // spinning, reports the renew latency's figures and returns its p99.
 func renewLatency(b *testing.B, d time.Duration, trackers, spinners int) time.Duration {
-	mem := lease.NewMemStore(lease.MemStoreConfig{})
+	mem := leasestore.NewMemStore(leasestore.MemStoreConfig{})
 	margin := d / 10
 	store := &renewTimer{Store: mem, ahead: (2*d - margin) / 2, want: -1}
 	var trs []*lease.Tracker

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/coldstart-go/coldstart/lease"
+	"github.com/coldstart-go/coldstart/lease/leasestore"
 	"github.com/coldstart-go/coldstart/lease/leasetest"
 )
 
@@ -58,7 +59,7 @@ func calledFromWatch() bool {
 // again within the same leadership.)
 func TestLeadIsNotEndedByAStaleStatus(t *testing.T) {
 	clk := &watchStallClock{Clock: testclock.NewClock(t0)}
-	mem := lease.NewMemStore(lease.MemStoreConfig{Clock: clk.Clock})
+	mem := leasestore.NewMemStore(leasestore.MemStoreConfig{Clock: clk.Clock})
 	tr, err := lease.NewTracker(lease.WithoutJitterForTest(lease.Config{
 		Store: storeOnly{mem}, Name: "singular", Holder: "unit-0", Duration: dur, Clock: clk,
 	}))

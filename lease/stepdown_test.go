@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/coldstart-go/coldstart/lease"
+	"github.com/coldstart-go/coldstart/lease/leasestore"
 	"github.com/coldstart-go/coldstart/lease/leasetest"
 )
 
@@ -210,7 +211,7 @@ func TestCloseDuringStepDownStillWaitsForFn(t *testing.T) {
 	require.NoError(t, recv(t, stepped, "StepDown"))
 	assert.Equal(t, int32(1), order.revokes.Load(), "released once")
 	_, err = f.mem.Holder(context.Background(), "singular")
-	require.ErrorIs(t, err, lease.ErrNotHeld, "released after fn returned")
+	require.ErrorIs(t, err, leasestore.ErrNotHeld, "released after fn returned")
 }
 
 // A StepDown that lands while Lead is starting fn (its promise checked,
@@ -230,7 +231,7 @@ func TestStepDownWhileLeadStartsFnWaitsForIt(t *testing.T) {
 	gc.arm(2) // awaitHeld's Now, then the promise's: Lead about to start fn
 	type start struct {
 		ctx    context.Context
-		holder lease.Grant
+		holder leasestore.Grant
 		err    error
 	}
 	starts := make(chan start, 1)
@@ -278,7 +279,7 @@ func TestStepDownWhileLeadStartsFnWaitsForIt(t *testing.T) {
 	require.NoError(t, recv(t, stepped, "StepDown"))
 	assert.False(t, order.revokedWhileLeader.Load())
 	_, err := f.mem.Holder(context.Background(), "singular")
-	require.ErrorIs(t, err, lease.ErrNotHeld, "released after fn returned")
+	require.ErrorIs(t, err, leasestore.ErrNotHeld, "released after fn returned")
 }
 
 // StepDown called from a Lead function with its ctx returns once NotHeld
@@ -318,7 +319,7 @@ func TestStepDownFromLeadFn(t *testing.T) {
 	requireSteppedDownFollower(t, f) // released, then waiting one Duration
 	assert.False(t, order.revokedWhileLeader.Load(), "released while fn ran")
 	_, err = f.mem.Holder(context.Background(), "singular")
-	require.ErrorIs(t, err, lease.ErrNotHeld, "released")
+	require.ErrorIs(t, err, leasestore.ErrNotHeld, "released")
 	assert.Equal(t, int32(1), runs.Load())
 	cancel()
 	require.ErrorIs(t, recv(t, led, "Lead"), context.Canceled)

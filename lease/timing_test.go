@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/coldstart-go/coldstart/lease"
+	"github.com/coldstart-go/coldstart/lease/leasestore"
 	"github.com/coldstart-go/coldstart/lease/leasetest"
 )
 
@@ -61,15 +62,15 @@ func promiseOf(cfg lease.Config) time.Duration {
 }
 
 // polled hides a Store's ReleaseWatcher: its followers poll.
-type polled struct{ lease.Store }
+type polled struct{ leasestore.Store }
 
 // watched passes a ReleaseWatcher's watch through a wrapper of it.
 type watched struct {
-	lease.Store
-	w lease.ReleaseWatcher
+	leasestore.Store
+	w leasestore.ReleaseWatcher
 }
 
-func (s watched) WatchRelease(ctx context.Context, held *lease.HeldError) <-chan error {
+func (s watched) WatchRelease(ctx context.Context, held *leasestore.HeldError) <-chan error {
 	return s.w.WatchRelease(ctx, held)
 }
 
@@ -82,7 +83,7 @@ func eachFollower(t *testing.T, f func(t *testing.T, watch bool)) {
 
 // followerStore is s, a wrapper of mem, with mem's watch when watch is set
 // and without any otherwise.
-func followerStore(watch bool, mem *lease.MemStore, s lease.Store) lease.Store {
+func followerStore(watch bool, mem *leasestore.MemStore, s leasestore.Store) leasestore.Store {
 	if watch {
 		return watched{Store: s, w: mem}
 	}
@@ -93,14 +94,14 @@ func followerStore(watch bool, mem *lease.MemStore, s lease.Store) lease.Store {
 // polling follower's ClaimInterval is shortened by up to a tenth of it, a
 // watching follower's wake spread is drawn from all of [0, spread].
 func takeoverShortenedBy(cfg lease.Config, want lease.Timing) time.Duration {
-	if _, ok := cfg.Store.(lease.ReleaseWatcher); ok {
+	if _, ok := cfg.Store.(leasestore.ReleaseWatcher); ok {
 		return want.GracefulTakeover
 	}
 	return shortenedBy(cfg, want.GracefulTakeover)
 }
 
 // startTimed starts a tracker of cfg for holder on lease name in store.
-func startTimed(t *testing.T, cfg lease.Config, store lease.Store, name, holder string) *lease.Tracker {
+func startTimed(t *testing.T, cfg lease.Config, store leasestore.Store, name, holder string) *lease.Tracker {
 	cfg.Store, cfg.Name, cfg.Holder = store, name, holder
 	tr, err := lease.NewTracker(cfg)
 	require.NoError(t, err)
@@ -142,7 +143,7 @@ func TestTimingOutageIsRiddenHeldUntilTheStatedFigure(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			want := cfg.Timing()
 			ctx := context.Background()
-			fs := leasetest.NewFaultStore(lease.NewMemStore(lease.MemStoreConfig{}), leasetest.FaultStoreConfig{})
+			fs := leasetest.NewFaultStore(leasestore.NewMemStore(leasestore.MemStoreConfig{}), leasetest.FaultStoreConfig{})
 			tr := startTimed(t, cfg, fs, "l", "a")
 			defer func() { require.NoError(t, tr.Close()) }()
 			last := awaitRenewals(t, tr, 3)
@@ -206,7 +207,7 @@ func TestTimingCrashTakeoverIsAtMostTheStatedFigure(t *testing.T) {
 // and checks it against cfg's stated figure.
 func crashTakeover(t *testing.T, cfg lease.Config, watch bool) {
 	synctest.Test(t, func(t *testing.T) {
-		mem := lease.NewMemStore(lease.MemStoreConfig{})
+		mem := leasestore.NewMemStore(leasestore.MemStoreConfig{})
 		store := followerStore(watch, mem, mem)
 		cfg.Store = store
 		want := cfg.Timing()
@@ -237,11 +238,11 @@ func crashTakeover(t *testing.T, cfg lease.Config, watch bool) {
 
 // refusedClaims passes calls to a Store and says when a claim was refused.
 type refusedClaims struct {
-	lease.Store
+	leasestore.Store
 	refused chan struct{}
 }
 
-func (s *refusedClaims) Claim(ctx context.Context, name, holder string, d time.Duration) (lease.Grant, error) {
+func (s *refusedClaims) Claim(ctx context.Context, name, holder string, d time.Duration) (leasestore.Grant, error) {
 	g, err := s.Store.Claim(ctx, name, holder, d)
 	if err != nil {
 		select {
@@ -262,7 +263,7 @@ func TestTimingGracefulTakeoverIsAtMostTheStatedFigure(t *testing.T) {
 // polls and checks it against cfg's stated figure.
 func gracefulTakeover(t *testing.T, cfg lease.Config, watch bool) {
 	synctest.Test(t, func(t *testing.T) {
-		mem := lease.NewMemStore(lease.MemStoreConfig{})
+		mem := leasestore.NewMemStore(leasestore.MemStoreConfig{})
 		follower := &refusedClaims{Store: mem, refused: make(chan struct{}, 1)}
 		store := followerStore(watch, mem, follower)
 		cfg.Store = store
@@ -298,7 +299,7 @@ func gracefulTakeover(t *testing.T, cfg lease.Config, watch bool) {
 // callTimes passes calls to a Store and records, per holder, the first
 // and last time it extended and claimed, and how often.
 type callTimes struct {
-	lease.Store
+	leasestore.Store
 	mu             sync.Mutex
 	extend, claims map[string]*callSpan
 }
@@ -321,12 +322,12 @@ func (s *callTimes) add(m map[string]*callSpan, holder string) {
 	sp.n++
 }
 
-func (s *callTimes) Claim(ctx context.Context, name, holder string, d time.Duration) (lease.Grant, error) {
+func (s *callTimes) Claim(ctx context.Context, name, holder string, d time.Duration) (leasestore.Grant, error) {
 	s.add(s.claims, holder)
 	return s.Store.Claim(ctx, name, holder, d)
 }
 
-func (s *callTimes) Extend(ctx context.Context, g lease.Grant, d time.Duration) (lease.Grant, error) {
+func (s *callTimes) Extend(ctx context.Context, g leasestore.Grant, d time.Duration) (leasestore.Grant, error) {
 	s.add(s.extend, g.Holder)
 	return s.Store.Extend(ctx, g, d)
 }
@@ -359,7 +360,7 @@ func callRates(t *testing.T, cfg lease.Config, watch bool) {
 		followers = 20
 	}
 	synctest.Test(t, func(t *testing.T) {
-		mem := lease.NewMemStore(lease.MemStoreConfig{})
+		mem := leasestore.NewMemStore(leasestore.MemStoreConfig{})
 		times := &callTimes{Store: mem, extend: make(map[string]*callSpan), claims: make(map[string]*callSpan)}
 		store := followerStore(watch, mem, times)
 		cfg.Store = store
@@ -417,9 +418,9 @@ func TestTimingClockDriftIsTheOverlapBound(t *testing.T) {
 }
 
 // watchingStore is a Store that is a ReleaseWatcher, for Timing.
-type watchingStore struct{ lease.Store }
+type watchingStore struct{ leasestore.Store }
 
-func (watchingStore) WatchRelease(context.Context, *lease.HeldError) <-chan error { return nil }
+func (watchingStore) WatchRelease(context.Context, *leasestore.HeldError) <-chan error { return nil }
 
 func TestTimingFigures(t *testing.T) {
 	for _, tc := range []struct {

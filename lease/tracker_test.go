@@ -17,6 +17,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/coldstart-go/coldstart/lease"
+	"github.com/coldstart-go/coldstart/lease/leasestore"
 	"github.com/coldstart-go/coldstart/lease/leasetest"
 )
 
@@ -36,7 +37,7 @@ var t0 = time.Date(2026, 11, 30, 6, 26, 0, 0, time.UTC)
 
 type fixture struct {
 	clk   *testclock.Clock
-	mem   *lease.MemStore
+	mem   *leasestore.MemStore
 	store *leasetest.FaultStore
 	tr    *lease.Tracker
 	// calls is how many store calls the idle waits seen so far followed.
@@ -75,13 +76,13 @@ func newNotifyingFixture(t *testing.T, mod func(*lease.Config), before func(f *f
 }
 
 // storeOnly hides every method of a Store but the Store interface's.
-type storeOnly struct{ lease.Store }
+type storeOnly struct{ leasestore.Store }
 
 func startFixture(t *testing.T, notify bool, mod func(*lease.Config), before func(f *fixture)) *fixture {
 	t.Helper()
 	clk := testclock.NewClock(t0)
 	f := &fixture{clk: clk}
-	f.mem = lease.NewMemStore(lease.MemStoreConfig{Clock: clk})
+	f.mem = leasestore.NewMemStore(leasestore.MemStoreConfig{Clock: clk})
 	if notify {
 		f.store = leasetest.NewFaultStore(f.mem, leasetest.FaultStoreConfig{Clock: clk})
 	} else {
@@ -300,13 +301,13 @@ func TestCheckRejectsInvalidAtLeast(t *testing.T) {
 }
 
 // generousStore claims and extends for twice the duration asked.
-type generousStore struct{ lease.Store }
+type generousStore struct{ leasestore.Store }
 
-func (s generousStore) Claim(ctx context.Context, name, holder string, d time.Duration) (lease.Grant, error) {
+func (s generousStore) Claim(ctx context.Context, name, holder string, d time.Duration) (leasestore.Grant, error) {
 	return s.Store.Claim(ctx, name, holder, 2*d)
 }
 
-func (s generousStore) Extend(ctx context.Context, g lease.Grant, d time.Duration) (lease.Grant, error) {
+func (s generousStore) Extend(ctx context.Context, g leasestore.Grant, d time.Duration) (leasestore.Grant, error) {
 	return s.Store.Extend(ctx, g, 2*d)
 }
 
@@ -357,7 +358,7 @@ func TestAmbiguousFailureAfterUntilIsUnknown(t *testing.T) {
 }
 
 func TestOtherHolderIsNotLeaderNamingIt(t *testing.T) {
-	var other lease.Grant
+	var other leasestore.Grant
 	f := newFixture(t, nil, func(f *fixture) {
 		var err error
 		other, err = f.mem.Claim(context.Background(), "singular", "unit-1", 2*dur)
@@ -369,7 +370,7 @@ func TestOtherHolderIsNotLeaderNamingIt(t *testing.T) {
 	st, err := f.check(t, dur)
 	require.ErrorIs(t, err, lease.ErrNotLeader)
 	assert.NotErrorIs(t, err, lease.ErrRenewalFailed)
-	assert.ErrorIs(t, err, lease.ErrHeld, "unwraps to the store's answer")
+	assert.ErrorIs(t, err, leasestore.ErrHeld, "unwraps to the store's answer")
 	var nle *lease.NotLeaderError
 	require.ErrorAs(t, err, &nle)
 	assert.Equal(t, "unit-1", nle.Holder)
@@ -397,7 +398,7 @@ func TestLeaseNotFoundIsNotLeader(t *testing.T) {
 
 	st, err := f.check(t, dur)
 	require.ErrorIs(t, err, lease.ErrNotLeader)
-	assert.ErrorIs(t, err, lease.ErrNotHeld)
+	assert.ErrorIs(t, err, leasestore.ErrNotHeld)
 	assert.NotErrorIs(t, err, lease.ErrRenewalFailed)
 	assert.Equal(t, lease.NotHeld, st.State)
 
@@ -434,19 +435,19 @@ func TestReclaimBySameNameGetsNewTokenOldGrantCannotExtend(t *testing.T) {
 	f := newFixture(t, nil, nil)
 	first := f.held(t)
 	require.Equal(t, renewAt, f.nextIdle(t))
-	old := lease.Grant{Name: "singular", Holder: "unit-0", Token: first.Token}
+	old := leasestore.Grant{Name: "singular", Holder: "unit-0", Token: first.Token}
 
 	// A restarted process with the same holder name: it must wait for the
 	// term (or revoke it), and then gets a new token.
 	_, err := f.mem.Claim(context.Background(), "singular", "unit-0", 2*dur)
-	var he *lease.HeldError
+	var he *leasestore.HeldError
 	require.ErrorAs(t, err, &he)
 	require.NoError(t, f.mem.Revoke(context.Background(), old))
 	fresh, err := f.mem.Claim(context.Background(), "singular", "unit-0", 2*dur)
 	require.NoError(t, err)
 	require.Greater(t, fresh.Token, first.Token)
 	_, err = f.mem.Extend(context.Background(), old, 2*dur)
-	require.ErrorIs(t, err, lease.ErrNotHeld, "the old grant cannot extend")
+	require.ErrorIs(t, err, leasestore.ErrNotHeld, "the old grant cannot extend")
 
 	// The old tracker learns it at its next store call.
 	f.clk.Advance(time.Second)
@@ -640,7 +641,7 @@ func TestCloseIsIdempotentAndConcurrent(t *testing.T) {
 
 	// Without ReleaseOnClose the term runs on in the store.
 	_, err = f.mem.Claim(context.Background(), "singular", "unit-1", dur)
-	var he *lease.HeldError
+	var he *leasestore.HeldError
 	require.ErrorAs(t, err, &he)
 	assert.Equal(t, "unit-0", he.Holder)
 }
@@ -763,7 +764,7 @@ func TestWithLeadership(t *testing.T) {
 }
 
 func TestConfigValidate(t *testing.T) {
-	valid := lease.Config{Store: lease.NewMemStore(lease.MemStoreConfig{}), Name: "n", Holder: "h", Duration: dur}
+	valid := lease.Config{Store: leasestore.NewMemStore(leasestore.MemStoreConfig{}), Name: "n", Holder: "h", Duration: dur}
 	require.NoError(t, valid.Validate())
 	noStore := valid
 	noStore.Store = nil
@@ -889,9 +890,9 @@ func TestClaimStormRetriesAreBoundedAndSpread(t *testing.T) {
 }
 
 func TestErrorsMatchTheirSentinels(t *testing.T) {
-	nle := &lease.NotLeaderError{Name: "l", Holder: "unit-1", Err: &lease.HeldError{Name: "l", Holder: "unit-1"}}
+	nle := &lease.NotLeaderError{Name: "l", Holder: "unit-1", Err: &leasestore.HeldError{Name: "l", Holder: "unit-1"}}
 	assert.ErrorIs(t, nle, lease.ErrNotLeader)
-	assert.ErrorIs(t, nle, lease.ErrHeld)
+	assert.ErrorIs(t, nle, leasestore.ErrHeld)
 	assert.NotErrorIs(t, nle, lease.ErrRenewalFailed)
 	assert.Equal(t, `lease "l": not the leader: held by "unit-1"`, nle.Error())
 
@@ -927,17 +928,17 @@ func TestWithLeadershipPanicDoesNotLeak(t *testing.T) {
 }
 
 // unsentClaims is a Store whose next claims (as many as left says) are
-// not sent: they fail with an error matching lease.ErrNotSent, as a store
+// not sent: they fail with an error matching leasestore.ErrNotSent, as a store
 // that bounds its calls in flight answers a call whose ctx ended while it
 // waited for a slot.
 type unsentClaims struct {
-	lease.Store
+	leasestore.Store
 	left *atomic.Int32
 }
 
-func (s unsentClaims) Claim(ctx context.Context, name, holder string, d time.Duration) (lease.Grant, error) {
+func (s unsentClaims) Claim(ctx context.Context, name, holder string, d time.Duration) (leasestore.Grant, error) {
 	if s.left.Add(-1) >= 0 {
-		return lease.Grant{}, fmt.Errorf("claim %q: %w: %w", name, lease.ErrNotSent, context.DeadlineExceeded)
+		return leasestore.Grant{}, fmt.Errorf("claim %q: %w: %w", name, leasestore.ErrNotSent, context.DeadlineExceeded)
 	}
 	return s.Store.Claim(ctx, name, holder, d)
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/coldstart-go/coldstart/gate"
 	"github.com/coldstart-go/coldstart/lease"
+	"github.com/coldstart-go/coldstart/lease/leasestore"
 	"github.com/coldstart-go/coldstart/lease/leasetest"
 	"github.com/coldstart-go/coldstart/metrics"
 )
@@ -39,7 +40,7 @@ func BenchmarkScrape(b *testing.B) {
 			g.Unlock()
 		}
 	}
-	store := lease.NewMemStore(lease.MemStoreConfig{Clock: clk})
+	store := leasestore.NewMemStore(leasestore.MemStoreConfig{Clock: clk})
 	trackers := make([]*lease.Tracker, 1000)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

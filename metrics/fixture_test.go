@@ -13,6 +13,7 @@ import (
 	"github.com/coldstart-go/coldstart/dialer"
 	"github.com/coldstart-go/coldstart/gate"
 	"github.com/coldstart-go/coldstart/lease"
+	"github.com/coldstart-go/coldstart/lease/leasestore"
 	"github.com/coldstart-go/coldstart/lease/leasetest"
 	"github.com/coldstart-go/coldstart/listener"
 	"github.com/coldstart-go/coldstart/upgrade"
@@ -31,11 +32,11 @@ type world struct {
 	boardClk *testclock.Clock
 	board    *gate.Board
 	ln       *listener.Listener
-	local    *dialer.Dialer  // dialled its own controller once
-	agent    *dialer.Dialer  // fell back to a peer once, failed once
-	store    *lease.MemStore // the trackers'
-	leader   *lease.Tracker  // c0: holds "singular-controller", renewed once
-	follower *lease.Tracker  // c1: told c0 holds it
+	local    *dialer.Dialer       // dialled its own controller once
+	agent    *dialer.Dialer       // fell back to a peer once, failed once
+	store    *leasestore.MemStore // the trackers'
+	leader   *lease.Tracker       // c0: holds "singular-controller", renewed once
+	follower *lease.Tracker       // c1: told c0 holds it
 	upgrades *upgrade.Gate
 }
 
@@ -155,7 +156,7 @@ func closedPort(t *testing.T) int {
 // newTrackers: c0 claims "singular-controller" at t0 (token 1) and renews
 // it 9.5 s later; c1 then claims and is told c0 holds it.
 func (w *world) newTrackers(t *testing.T) {
-	w.store = lease.NewMemStore(lease.MemStoreConfig{Clock: w.clk})
+	w.store = leasestore.NewMemStore(leasestore.MemStoreConfig{Clock: w.clk})
 	start := func(holder string) *lease.Tracker {
 		tr, err := lease.NewTracker(lease.Config{
 			Store: w.store, Name: "singular-controller", Holder: holder,

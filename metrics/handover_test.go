@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/coldstart-go/coldstart/lease"
+	"github.com/coldstart-go/coldstart/lease/leasestore"
 	"github.com/coldstart-go/coldstart/metrics"
 )
 
@@ -19,7 +20,7 @@ import (
 // (in fake time: a testing/synctest bubble, MemStore on the default clock).
 func TestTrackerCollectorExportsHandOverGaps(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		mem := lease.NewMemStore(lease.MemStoreConfig{})
+		mem := leasestore.NewMemStore(leasestore.MemStoreConfig{})
 		start := func(holder string) *lease.Tracker {
 			tr, err := lease.NewTracker(lease.Config{Store: mem, Name: "singular-controller", Holder: holder,
 				Duration: 2 * time.Second, ReleaseOnClose: true})

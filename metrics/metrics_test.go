@@ -25,6 +25,7 @@ import (
 
 	"github.com/coldstart-go/coldstart/gate"
 	"github.com/coldstart-go/coldstart/lease"
+	"github.com/coldstart-go/coldstart/lease/leasestore"
 	"github.com/coldstart-go/coldstart/lease/leasetest"
 	"github.com/coldstart-go/coldstart/metrics"
 	"github.com/coldstart-go/coldstart/upgrade"
@@ -68,10 +69,10 @@ func TestWantTextsAreTheReports(t *testing.T) {
 	assert.Equal(t, [4]uint64{1, 0, 0, 0}, [4]uint64{local.LocalDials, local.PeerDials, local.Fallbacks, local.Failures})
 	assert.Equal(t, [4]uint64{0, 1, 1, 1}, [4]uint64{agent.LocalDials, agent.PeerDials, agent.Fallbacks, agent.Failures})
 	leader, follower := w.leader.Report(), w.follower.Report()
-	assert.Equal(t, lease.StoreReport{Claim: lease.StoreCalls{OK: 1}, Extend: lease.StoreCalls{OK: 1}}, leader.Calls)
+	assert.Equal(t, leasestore.Report{Claim: leasestore.Calls{OK: 1}, Extend: leasestore.Calls{OK: 1}}, leader.Calls)
 	assert.Equal(t, uint64(1), leader.Token)
 	assert.Equal(t, t0.Add(28500*time.Millisecond), leader.Until)
-	assert.Equal(t, lease.StoreReport{Claim: lease.StoreCalls{Definitive: 1}}, follower.Calls)
+	assert.Equal(t, leasestore.Report{Claim: leasestore.Calls{Definitive: 1}}, follower.Calls)
 	assert.Equal(t, [3]uint64{0, 1, 0}, [3]uint64{follower.Losses, follower.Denials, follower.Token})
 	up := w.upgrades.Report()
 	assert.Equal(t, uint64(2), up.Epoch)
@@ -81,9 +82,9 @@ func TestWantTextsAreTheReports(t *testing.T) {
 		{Phase: upgrade.PhaseRunningSteps, Admitted: 1, Refused: 2},
 		{Phase: upgrade.PhaseFailed, Admitted: 0, Refused: 1},
 	}, up.Calls)
-	assert.Equal(t, lease.StoreReport{ // the two trackers' calls, in one family
-		Claim:  lease.StoreCalls{OK: 1, Definitive: 1},
-		Extend: lease.StoreCalls{OK: 1},
+	assert.Equal(t, leasestore.Report{ // the two trackers' calls, in one family
+		Claim:  leasestore.Calls{OK: 1, Definitive: 1},
+		Extend: leasestore.Calls{OK: 1},
 	}, w.store.StoreReport())
 	opened := w.board.Report().Opened()
 	assert.Equal(t, []string{"controller-port"}, opened)
@@ -314,7 +315,7 @@ coldstart_gate_state{board="c0",gate="api-port (2)",state="unlocked"} 0
 // directly.
 func TestStoreCollectorCountsEveryOutcome(t *testing.T) {
 	clk := testclock.NewClock(t0)
-	fs := leasetest.NewFaultStore(lease.NewMemStore(lease.MemStoreConfig{Clock: clk}), leasetest.FaultStoreConfig{Clock: clk})
+	fs := leasetest.NewFaultStore(leasestore.NewMemStore(leasestore.MemStoreConfig{Clock: clk}), leasetest.FaultStoreConfig{Clock: clk})
 	c := metrics.NewStoreCollector("faulty", fs)
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
@@ -322,14 +323,14 @@ func TestStoreCollectorCountsEveryOutcome(t *testing.T) {
 	g, err := fs.Claim(ctx, "l", "c0", time.Minute)
 	require.NoError(t, err)
 	_, err = fs.Claim(ctx, "l", "c1", time.Minute)
-	require.ErrorIs(t, err, lease.ErrHeld)
+	require.ErrorIs(t, err, leasestore.ErrHeld)
 	fs.Next(leasetest.OpExtend, leasetest.Timeout, leasetest.NotSent)
 	_, err = fs.Extend(ctx, g, time.Minute)
 	require.ErrorIs(t, err, leasetest.ErrInjectedTimeout)
 	_, err = fs.Extend(ctx, g, time.Minute)
-	require.ErrorIs(t, err, lease.ErrNotSent)
+	require.ErrorIs(t, err, leasestore.ErrNotSent)
 	fs.Next(leasetest.OpRevoke, leasetest.Lost)
-	require.ErrorIs(t, fs.Revoke(ctx, g), lease.ErrNotHeld)
+	require.ErrorIs(t, fs.Revoke(ctx, g), leasestore.ErrNotHeld)
 
 	fs.Next(leasetest.OpClaim, leasetest.Hang)
 	hung, stop := context.WithCancel(ctx)
@@ -367,10 +368,10 @@ coldstart_lease_store_calls_total{operation="revoke",outcome="not-sent",store="f
 coldstart_lease_store_calls_total{operation="revoke",outcome="ambiguous",store="faulty"} 0
 `
 	assert.NoError(t, testutil.CollectAndCompare(c, strings.NewReader(want), "coldstart_lease_store_calls_total"))
-	assert.Equal(t, lease.StoreReport{
-		Claim:  lease.StoreCalls{OK: 1, Definitive: 1, Ambiguous: 1},
-		Extend: lease.StoreCalls{NotSent: 1, Ambiguous: 1},
-		Revoke: lease.StoreCalls{Definitive: 1},
+	assert.Equal(t, leasestore.Report{
+		Claim:  leasestore.Calls{OK: 1, Definitive: 1, Ambiguous: 1},
+		Extend: leasestore.Calls{NotSent: 1, Ambiguous: 1},
+		Revoke: leasestore.Calls{Definitive: 1},
 	}, fs.StoreReport(), "the Report the series come from")
 	problems, err := testutil.CollectAndLint(c)
 	require.NoError(t, err)

@@ -4,30 +4,30 @@ import (
 	jujuerrors "github.com/juju/errors"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/coldstart-go/coldstart/lease"
+	"github.com/coldstart-go/coldstart/lease/leasestore"
 )
 
 type storeCollector struct {
 	descs
-	s               lease.StoreReporter
+	s               leasestore.Reporter
 	calls, inFlight *prometheus.Desc
 }
 
 // NewStoreCollector returns a collector of s's StoreReport — any store that
-// counts its calls: lease.MemStore, leasetest.FaultStore, the etcdlease
-// and k8slease stores, or yours, with lease.StoreCounters — its series
+// counts its calls: leasestore.MemStore, leasetest.FaultStore, the etcdlease
+// and k8slease stores, or yours, with leasestore.Counters — its series
 // labelled store=name. It is the one family of lease calls: the calls of
 // the trackers on s, counted as each tracker's Report.Calls counts them.
 //
 //	coldstart_lease_store_calls_total{operation, outcome}  finished calls: operation claim, extend or revoke;
 //	                                                       outcome ok, definitive, not-sent or ambiguous
 //	coldstart_lease_store_calls_in_flight                  calls begun and not yet returned
-func NewStoreCollector(name string, s lease.StoreReporter) prometheus.Collector {
+func NewStoreCollector(name string, s leasestore.Reporter) prometheus.Collector {
 	if err := checkName("store", name); err != nil {
 		return invalid{err}
 	}
 	if s == nil {
-		return invalid{jujuerrors.NotValidf("nil lease.StoreReporter (must be a store that counts its calls, such as *lease.MemStore)")}
+		return invalid{jujuerrors.NotValidf("nil leasestore.Reporter (must be a store that counts its calls, such as *leasestore.MemStore)")}
 	}
 	c := &storeCollector{descs: newDescs("lease_store", "store", name), s: s}
 	c.calls = c.add("calls_total",
@@ -47,7 +47,7 @@ func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(ch, c.inFlight, float64(r.InFlight))
 }
 
-func (c *storeCollector) operation(ch chan<- prometheus.Metric, op string, calls lease.StoreCalls) {
+func (c *storeCollector) operation(ch chan<- prometheus.Metric, op string, calls leasestore.Calls) {
 	counter(ch, c.calls, calls.OK, op, "ok")
 	counter(ch, c.calls, calls.Definitive, op, "definitive")
 	counter(ch, c.calls, calls.NotSent, op, "not-sent")

@@ -28,6 +28,7 @@ import (
 	"github.com/coldstart-go/coldstart/gate/boardview"
 	"github.com/coldstart-go/coldstart/internal/backoff"
 	"github.com/coldstart-go/coldstart/lease"
+	"github.com/coldstart-go/coldstart/lease/leasestore"
 	"github.com/coldstart-go/coldstart/lease/leasetest"
 	"github.com/coldstart-go/coldstart/listener"
 	"github.com/coldstart-go/coldstart/metrics"
@@ -113,7 +114,7 @@ type controllerConfig struct {
 	o       options
 	tl      *timeline
 	log     *slog.Logger // nil: no logs
-	store   lease.Store
+	store   leasestore.Store
 	peers   func() []string // the other controllers' controller ports
 	// upgradeHold, when not nil, holds the upgrade's completion until it
 	// closes (see controller.upgradeHold).

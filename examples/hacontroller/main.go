@@ -56,7 +56,7 @@ import (
 
 	"github.com/coldstart-go/coldstart/gate"
 	"github.com/coldstart-go/coldstart/gate/boardview"
-	"github.com/coldstart-go/coldstart/lease"
+	"github.com/coldstart-go/coldstart/lease/leasestore"
 )
 
 type options struct {
@@ -255,7 +255,7 @@ func scenario(ctx context.Context, o options, tl *timeline, log *slog.Logger, ct
 // its own loopback address; the first one's upgrade completes only once
 // probed closes. On error it shuts down those it made.
 func newControllers(o options, tl *timeline, log *slog.Logger, probed <-chan struct{}) ([]*controller, error) {
-	store := lease.NewMemStore(lease.MemStoreConfig{})
+	store := leasestore.NewMemStore(leasestore.MemStoreConfig{})
 	ctrls := make([]*controller, 0, o.controllers)
 	for i := range o.controllers {
 		name := fmt.Sprintf("c%d", i)

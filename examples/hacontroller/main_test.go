@@ -23,6 +23,7 @@ import (
 	"github.com/coldstart-go/coldstart/gate"
 	"github.com/coldstart-go/coldstart/internal/logtest"
 	"github.com/coldstart-go/coldstart/lease"
+	"github.com/coldstart-go/coldstart/lease/leasestore"
 	"github.com/coldstart-go/coldstart/upgrade"
 )
 
@@ -348,7 +349,7 @@ func TestChecksCatchEachMissingStory(t *testing.T) {
 		}, `leader c0 was told "lease: not the leader" 1 times`},
 		{"lease fault: renewal failed, never not-leader", func(s *summary) { s.fault.after.Token = 2 }, "leader c0 lost its term: token 1 became 2"},
 		{"lease fault: renewal failed, never not-leader", func(s *summary) {
-			s.leadStop = &lease.NotLeaderError{Name: leaseName, Err: lease.ErrNotHeld}
+			s.leadStop = &lease.NotLeaderError{Name: leaseName, Err: leasestore.ErrNotHeld}
 		}, "leader c0's singular worker was stopped by: lease"},
 		{"lease fault: renewal failed, never not-leader", func(s *summary) { s.leadRuns = 0 }, "leader c0's singular worker never ran under Lead"},
 		{"readiness probe: 503 while starting, 200 once stable", func(s *summary) { s.starting.code = 200 }, "c0 answered 200, not 503 with [-] lines, while starting"},
@@ -395,7 +396,7 @@ func TestNewControllerReleasesPortsOnError(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var out bytes.Buffer
-			cfg := controllerConfig{name: "c0", apiAddr: "127.0.0.1:0", o: o, tl: newTimeline(&out), store: lease.NewMemStore(lease.MemStoreConfig{})}
+			cfg := controllerConfig{name: "c0", apiAddr: "127.0.0.1:0", o: o, tl: newTimeline(&out), store: leasestore.NewMemStore(leasestore.MemStoreConfig{})}
 			tc.setup(&cfg)
 			c, err := newController(cfg)
 			require.Error(t, err)

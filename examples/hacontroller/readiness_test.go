@@ -21,6 +21,7 @@ import (
 
 	"github.com/coldstart-go/coldstart/gate"
 	"github.com/coldstart-go/coldstart/lease"
+	"github.com/coldstart-go/coldstart/lease/leasestore"
 	"github.com/coldstart-go/coldstart/listener"
 	"github.com/coldstart-go/coldstart/upgrade"
 )
@@ -34,7 +35,7 @@ func TestReadinessAcrossStartup(t *testing.T) {
 	require.NoError(t, err)
 	held := make(chan struct{})
 	c, err := newController(controllerConfig{name: "c0", apiAddr: "127.0.0.1:0", o: o,
-		tl: newTimeline(io.Discard), store: lease.NewMemStore(lease.MemStoreConfig{}), upgradeHold: held})
+		tl: newTimeline(io.Discard), store: leasestore.NewMemStore(leasestore.MemStoreConfig{}), upgradeHold: held})
 	require.NoError(t, err)
 	defer c.shutdown()
 	require.NoError(t, c.up.SetRetryAfter(10*time.Millisecond)) // the refused self-call retries sooner
@@ -218,7 +219,7 @@ func TestReadyzPassesTheUpgradeGateInEveryPhase(t *testing.T) {
 		{"complete", func(g *upgrade.Gate) { g.Complete() }, http.StatusOK},
 	} {
 		t.Run(tc.phase, func(t *testing.T) {
-			tr, err := lease.NewTracker(lease.Config{Store: lease.NewMemStore(lease.MemStoreConfig{}),
+			tr, err := lease.NewTracker(lease.Config{Store: leasestore.NewMemStore(leasestore.MemStoreConfig{}),
 				Name: leaseName, Holder: "c0", Duration: time.Minute})
 			require.NoError(t, err)
 			defer tr.Close()
@@ -254,7 +255,7 @@ func TestAPIPortBindFailureIsOnTheBoard(t *testing.T) {
 	o, err := parseFlags([]string{"-controllers", "1", "-agents", "0"}, io.Discard)
 	require.NoError(t, err)
 	c, err := newController(controllerConfig{name: "c0", apiAddr: "127.0.0.1:0", o: o,
-		tl: newTimeline(io.Discard), store: lease.NewMemStore(lease.MemStoreConfig{})})
+		tl: newTimeline(io.Discard), store: leasestore.NewMemStore(leasestore.MemStoreConfig{})})
 	require.NoError(t, err)
 	defer c.shutdown()
 	taken, err := net.Listen("tcp", c.apiAddress()) // released by CloseAPI until stable

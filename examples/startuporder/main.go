@@ -21,6 +21,7 @@ import (
 
 	"github.com/coldstart-go/coldstart/gate"
 	"github.com/coldstart-go/coldstart/lease"
+	"github.com/coldstart-go/coldstart/lease/leasestore"
 )
 
 // Steps are the actions a controller's startup sequences. Real code binds
@@ -161,7 +162,7 @@ func main() {
 	fmt.Print("critical chain:\n", s.Board.Timeline().CriticalChain("api-port"))
 
 	tr, err := lease.NewTracker(lease.Config{
-		Store: lease.NewMemStore(lease.MemStoreConfig{}), Name: "singular", Holder: "c0", Duration: time.Second,
+		Store: leasestore.NewMemStore(leasestore.MemStoreConfig{}), Name: "singular", Holder: "c0", Duration: time.Second,
 	})
 	if err != nil {
 		panic(err)

@@ -15,6 +15,7 @@ import (
 	"github.com/coldstart-go/coldstart/gate"
 	"github.com/coldstart-go/coldstart/gate/gatetest"
 	"github.com/coldstart-go/coldstart/lease"
+	"github.com/coldstart-go/coldstart/lease/leasestore"
 	"github.com/coldstart-go/coldstart/lease/leasetest"
 )
 
@@ -188,7 +189,7 @@ func TestCancelledStartupLeavesNothingRunning(t *testing.T) {
 // again when the controller leads again.
 func TestSingularWorkerRunsOnlyWhileLeadingAfterAPIPortOpens(t *testing.T) {
 	clk := testclock.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	store := lease.NewMemStore(lease.MemStoreConfig{Clock: clk})
+	store := leasestore.NewMemStore(leasestore.MemStoreConfig{Clock: clk})
 	tr, err := lease.NewTracker(lease.Config{Store: store, Name: "singular", Holder: "c0",
 		Duration: 10 * time.Second, Clock: clk})
 	require.NoError(t, err)
@@ -223,7 +224,7 @@ func TestSingularWorkerRunsOnlyWhileLeadingAfterAPIPortOpens(t *testing.T) {
 	first := <-runs
 
 	// A rival takes over behind our back (the store tells the tracker).
-	require.NoError(t, store.Revoke(ctx, lease.Grant{Name: "singular", Holder: "c0", Token: first}))
+	require.NoError(t, store.Revoke(ctx, leasestore.Grant{Name: "singular", Holder: "c0", Token: first}))
 	_, err = store.Claim(ctx, "singular", "c1", 5*time.Second)
 	require.NoError(t, err)
 	assert.ErrorIs(t, <-stopped, lease.ErrNotLeader)

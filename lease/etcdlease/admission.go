@@ -7,7 +7,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/coldstart-go/coldstart/lease"
+	"github.com/coldstart-go/coldstart/lease/leasestore"
 )
 
 // admission decides whether a Store takes a new term: it refuses claims
@@ -92,7 +92,7 @@ func (a *admission) note(start, now time.Time, ttl time.Duration, gaveUp bool) b
 // refusal is the cause of the refusal at now of a claim for an etcd lease
 // of ttl, by a store holding live terms, or nil when the claim may go;
 // then, if admit, the claim is counted as admitted until claimDone. The
-// cause matches lease.ErrNotSent and ErrOverCapacity.
+// cause matches leasestore.ErrNotSent and ErrOverCapacity.
 func (a *admission) refusal(now time.Time, ttl time.Duration, live int, admit bool) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -117,7 +117,7 @@ func (a *admission) claimDone() {
 func (a *admission) refuse(now time.Time, ttl time.Duration, live int) error {
 	if now.Before(a.until) {
 		return fmt.Errorf("%w: %w: keep-alives run late (one waited %v of its etcd lease's TTL %v for one of the %d call slots): no new terms until they are on time",
-			lease.ErrNotSent, ErrOverCapacity, a.waited.Round(time.Millisecond), a.ttl, a.slots)
+			leasestore.ErrNotSent, ErrOverCapacity, a.waited.Round(time.Millisecond), a.ttl, a.slots)
 	}
 	hold, period := a.renewHold, a.period
 	if hold == 0 {
@@ -132,7 +132,7 @@ func (a *admission) refuse(now time.Time, ttl time.Duration, live int) error {
 	// slot busy.
 	if busy := float64(live+1) * min(float64(hold)/float64(period), 1); busy > float64(a.slots) {
 		return fmt.Errorf("%w: %w: the %d terms held would keep %.0f of the %d call slots busy with renewals (each holds one %v, every %v): no new terms beyond them",
-			lease.ErrNotSent, ErrOverCapacity, live, busy, a.slots, hold.Round(time.Millisecond), period.Round(time.Millisecond))
+			leasestore.ErrNotSent, ErrOverCapacity, live, busy, a.slots, hold.Round(time.Millisecond), period.Round(time.Millisecond))
 	}
 	return nil
 }
@@ -171,7 +171,7 @@ func (s *Store) admit(ctx context.Context, name, holder string, ttl time.Duratio
 // records in r.first when it had it. A wait that was late (see
 // admission.note) is noted in r and in the term's cache entry, for
 // lostLate.
-func (s *Store) renewalSlot(ctx context.Context, g lease.Grant, want int64, r *renewal) error {
+func (s *Store) renewalSlot(ctx context.Context, g leasestore.Grant, want int64, r *renewal) error {
 	ttl := time.Duration(want) * time.Second
 	if r.ok {
 		ttl = r.known.ttl
@@ -201,7 +201,7 @@ func gaveUpOnSlot(err error) bool {
 // ctx measures the caller's patience, and a single such sample would
 // outweigh a hundred answered calls.
 func answered(err error) bool {
-	return err == nil || errors.Is(err, lease.ErrHeld) || errors.Is(err, lease.ErrNotHeld)
+	return err == nil || errors.Is(err, leasestore.ErrHeld) || errors.Is(err, leasestore.ErrNotHeld)
 }
 
 // holdBack waits for d or until ctx ends.
@@ -251,7 +251,7 @@ func (s *Store) markLate(name string, token uint64, wait time.Duration) {
 // term whose etcd lease known (if ok) ran out before its keep-alive was
 // sent at sent, while the store's keep-alives of it waited late for call
 // slots: the store's overload ended it, and the error says so — it
-// matches ErrOverCapacity as well as lease.ErrNotHeld. Any other loss is
+// matches ErrOverCapacity as well as leasestore.ErrNotHeld. Any other loss is
 // err as it is.
 func lostLate(err error, known cachedLease, ok bool, sent time.Time) error {
 	if !ok || known.lateWait == 0 || sent.Before(known.confirmed.Add(known.ttl)) {

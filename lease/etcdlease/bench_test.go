@@ -11,9 +11,9 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/coldstart-go/coldstart/lease"
 	"github.com/coldstart-go/coldstart/lease/etcdlease"
 	"github.com/coldstart-go/coldstart/lease/etcdlease/etcdtest"
+	"github.com/coldstart-go/coldstart/lease/leasestore"
 )
 
 // BenchmarkClaim measures claims per second against the embedded
@@ -141,9 +141,9 @@ func BenchmarkSessionExtend(b *testing.B) {
 	}
 	for _, c := range []struct {
 		name   string
-		extend func(context.Context, lease.Grant, time.Duration) (lease.Grant, error)
+		extend func(context.Context, leasestore.Grant, time.Duration) (leasestore.Grant, error)
 	}{
-		{"uncounted", func(ctx context.Context, g lease.Grant, d time.Duration) (lease.Grant, error) {
+		{"uncounted", func(ctx context.Context, g leasestore.Grant, d time.Duration) (leasestore.Grant, error) {
 			return etcdlease.ExtendUncounted(s, ctx, g, d)
 		}},
 		{"counted", s.Extend},

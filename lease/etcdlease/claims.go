@@ -12,7 +12,7 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/coldstart-go/coldstart/lease"
+	"github.com/coldstart-go/coldstart/lease/leasestore"
 )
 
 // maxClaimsPerTxn is how many claims a SessionStore puts in one etcd
@@ -27,7 +27,7 @@ const maxClaimsPerTxn = 64
 // While claims wait, exactly one sender waits for a slot.
 //
 // Its invariant: a claim is in exactly one place — the queue (nothing
-// sent: its caller may leave with lease.ErrNotSent), a batch (sent once
+// sent: its caller may leave with leasestore.ErrNotSent), a batch (sent once
 // markSent has marked it: the put may be applied) or delivered. A claim
 // whose caller left after it was sent is recorded in the term table as
 // unsure, so that its key, if put, is adopted or deleted. See DESIGN.md,
@@ -68,12 +68,12 @@ type claimReq struct {
 
 // send queues r and waits until its batch is answered or r.ctx ends. A
 // claim whose ctx ends before its batch's transaction is sent is dropped
-// from it: it returns an error matching lease.ErrNotSent.
+// from it: it returns an error matching leasestore.ErrNotSent.
 func (b *claimBatcher) send(r *claimReq) error {
 	b.mu.Lock()
 	if b.closed {
 		b.mu.Unlock()
-		return &lease.CallError{Store: storeName, Op: "claim", Name: r.name, Holder: r.holder, Err: errClosed}
+		return &leasestore.CallError{Store: storeName, Op: "claim", Name: r.name, Holder: r.holder, Err: errClosed}
 	}
 	if r.ctx.Err() != nil {
 		b.mu.Unlock()
@@ -111,7 +111,7 @@ func (b *claimBatcher) send(r *claimReq) error {
 	}
 	// In flight: the batch will record what happened to the key.
 	r.abandoned = true
-	return &lease.CallError{Store: storeName, Op: "claim", Name: r.name, Holder: r.holder, Err: context.Cause(r.ctx)}
+	return &leasestore.CallError{Store: storeName, Op: "claim", Name: r.name, Holder: r.holder, Err: context.Cause(r.ctx)}
 }
 
 // startSenderLocked starts the sender that waits for a slot. Called with
@@ -258,10 +258,10 @@ func (b *claimBatcher) sendBatch(batch []*claimReq) {
 		switch {
 		case lost:
 			r.err, r.lostSession = err, true
-		case err != nil && !sent && errors.Is(err, lease.ErrNotSent):
+		case err != nil && !sent && errors.Is(err, leasestore.ErrNotSent):
 			r.err = err // closed
 		case err != nil && !sent:
-			r.err = fmt.Errorf("%w: %w", lease.ErrNotSent, err)
+			r.err = fmt.Errorf("%w: %w", leasestore.ErrNotSent, err)
 		case err != nil:
 			// The puts may have been applied.
 			r.err = err

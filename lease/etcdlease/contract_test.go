@@ -7,9 +7,9 @@ import (
 	"github.com/stretchr/testify/require"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/coldstart-go/coldstart/lease"
 	"github.com/coldstart-go/coldstart/lease/etcdlease"
 	"github.com/coldstart-go/coldstart/lease/etcdlease/etcdtest"
+	"github.com/coldstart-go/coldstart/lease/leasestore"
 	"github.com/coldstart-go/coldstart/lease/leasetest"
 )
 
@@ -19,14 +19,14 @@ import (
 // SessionStore's doc asks.
 type storeKind struct {
 	name string
-	make func(t testing.TB, cli *clientv3.Client, prefix string, term time.Duration) lease.Store
+	make func(t testing.TB, cli *clientv3.Client, prefix string, term time.Duration) leasestore.Store
 }
 
 var storeKinds = []storeKind{
-	{"Store", func(t testing.TB, cli *clientv3.Client, prefix string, _ time.Duration) lease.Store {
+	{"Store", func(t testing.TB, cli *clientv3.Client, prefix string, _ time.Duration) leasestore.Store {
 		return newEtcdStore(t, cli, prefix)
 	}},
-	{"SessionStore", func(t testing.TB, cli *clientv3.Client, prefix string, term time.Duration) lease.Store {
+	{"SessionStore", func(t testing.TB, cli *clientv3.Client, prefix string, term time.Duration) leasestore.Store {
 		return newSessionStore(t, cli, prefix, 3*term)
 	}},
 }
@@ -69,7 +69,7 @@ func forEachStoreParallel(t *testing.T, test func(t *testing.T, kind storeKind))
 	}
 }
 
-// TestStoreContract runs the contract every lease.Store keeps (the same one
+// TestStoreContract runs the contract every leasestore.Store keeps (the same one
 // MemStore runs) against one real single-member etcd, for both stores. Each
 // subtest uses lease names of its own, so they share the server.
 func TestStoreContract(t *testing.T) {

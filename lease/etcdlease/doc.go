@@ -1,19 +1,19 @@
-// Package etcdlease is a lease.Store on etcd, for controllers whose leases
+// Package etcdlease is a leasestore.Store on etcd, for controllers whose leases
 // must outlive one process: each lease is one etcd key, attached to an etcd
 // lease that etcd itself expires, and its fencing token is the key's create
 // revision.
 //
 // It answers the incident behind package lease — a lease renewal that timed
 // out while the back end was in flux was reported as "not the leader" — at
-// the store: only etcd's definitive answers become lease.ErrHeld (a
-// *lease.HeldError naming the holder) or lease.ErrNotHeld (a
-// *lease.NotHeldError naming the term that is over and, when the store read
+// the store: only etcd's definitive answers become leasestore.ErrHeld (a
+// *leasestore.HeldError naming the holder) or leasestore.ErrNotHeld (a
+// *leasestore.NotHeldError naming the term that is over and, when the store read
 // it, who holds the lease now); a timeout, "no leader", an unavailable
-// member, a cancelled context or a broken connection is a *lease.CallError
-// matching lease.ErrUnconfirmed, which wraps etcd's own error, so the
+// member, a cancelled context or a broken connection is a *leasestore.CallError
+// matching leasestore.ErrUnconfirmed, which wraps etcd's own error, so the
 // Tracker reports ErrRenewalFailed with the time it still holds, never
 // ErrNotLeader. A call never sent (its ctx ended while it waited for one of
-// the store's call slots) matches lease.ErrNotSent only, and
+// the store's call slots) matches leasestore.ErrNotSent only, and
 // ErrOverCapacity when it waited.
 //
 // Both stores keep two promises under etcd faults — member crashes,
@@ -30,7 +30,7 @@
 // tracker and the store on one clock); DESIGN.md holds the argument.
 //
 // Words: a term is always a lease's term — one holder's tenure, a
-// lease.Grant, whose token fences its writes. etcd's own term is always
+// leasestore.Grant, whose token fences its writes. etcd's own term is always
 // called a raft term (raftTerm in the code), and an etcd lease is etcd's
 // TTL object, never the lease the trackers share.
 //
@@ -57,11 +57,11 @@
 //
 // Both stores fence writes to etcd (Fence; lease.TokenGuard for other
 // resources), tell a tracker early that a term is over (Lost, a
-// lease.LossNotifier), wake waiting followers when the holder releases
-// (WatchRelease, a lease.ReleaseWatcher), bound their calls in flight,
+// leasestore.LossNotifier), wake waiting followers when the holder releases
+// (WatchRelease, a leasestore.ReleaseWatcher), bound their calls in flight,
 // renewals first (WithMaxInFlight; a Store also refuses new terms it could
 // not renew in time: ErrOverCapacity), count their calls (StoreReport, a
-// lease.StoreReporter) and log transitions only (WithLogger; the records
+// leasestore.Reporter) and log transitions only (WithLogger; the records
 // are in the repository's docs/catalogue.md). Package etcdtest starts real
 // etcd servers in a test binary, which is what this package's tests run on.
 //

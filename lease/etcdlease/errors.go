@@ -4,17 +4,17 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/coldstart-go/coldstart/lease"
+	"github.com/coldstart-go/coldstart/lease/leasestore"
 )
 
-// storeName names this package's stores in their *lease.CallError values.
+// storeName names this package's stores in their *leasestore.CallError values.
 const storeName = "etcdlease"
 
 // The errors of this package. A call etcd may or may not have applied (a
 // timeout, "no leader", an unavailable member, a cancelled context, a
 // broken connection), or that it could not confirm with a quorum (a
 // keep-alive answered by a raft leader that may be stale), is a
-// *lease.CallError matching lease.ErrUnconfirmed and unwrapping to etcd's
+// *leasestore.CallError matching leasestore.ErrUnconfirmed and unwrapping to etcd's
 // own error: do not treat it as a loss of the lease; keep the old deadline
 // and retry.
 var (
@@ -26,9 +26,9 @@ var (
 	// unreachable (then it passes), or a Store has more terms than etcd
 	// can renew in time: use a SessionStore, whose renewals cost nothing
 	// per term (see the README, "Which store"). Such errors also match
-	// lease.ErrNotSent (and the ctx's error when it ended). A Store's
+	// leasestore.ErrNotSent (and the ctx's error when it ended). A Store's
 	// Extend of a term whose etcd lease ran out while its keep-alives
-	// waited for slots returns lease.ErrNotHeld, as it is, matching
+	// waited for slots returns leasestore.ErrNotHeld, as it is, matching
 	// ErrOverCapacity too.
 	ErrOverCapacity = errors.New("etcdlease: over capacity")
 )
@@ -36,14 +36,14 @@ var (
 // notSent is the error of a call not sent to etcd at all: its ctx ended
 // before one of the store's call slots was free (see WithMaxInFlight), or
 // before its batch of claims was sent. It is certain that etcd did not
-// apply it, so it matches lease.ErrNotSent (the tracker keeps what it knew)
+// apply it, so it matches leasestore.ErrNotSent (the tracker keeps what it knew)
 // and not ErrUnconfirmed; it unwraps to the ctx's error.
 func notSent(op, name, holder string, token uint64, err error) error {
-	return &lease.CallError{Store: storeName, Op: op, Name: name, Holder: holder, Token: token, Err: fmt.Errorf("%w: %w", lease.ErrNotSent, err)}
+	return &leasestore.CallError{Store: storeName, Op: op, Name: name, Holder: holder, Token: token, Err: fmt.Errorf("%w: %w", leasestore.ErrNotSent, err)}
 }
 
 // termEnded is the definitive loss of the term g for the reason why; holder
 // is who holds the lease now, when the store knows.
-func termEnded(op string, g lease.Grant, holder, why string) error {
-	return &lease.NotHeldError{Name: g.Name, Holder: holder, Token: g.Token, Reason: op + ": " + why}
+func termEnded(op string, g leasestore.Grant, holder, why string) error {
+	return &leasestore.NotHeldError{Name: g.Name, Holder: holder, Token: g.Token, Reason: op + ": " + why}
 }

@@ -17,7 +17,7 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/coldstart-go/coldstart/lease"
+	"github.com/coldstart-go/coldstart/lease/leasestore"
 )
 
 // leaseLife is what a store knows of the life of one of its etcd leases:
@@ -59,7 +59,7 @@ func checkHolder(holder string) error {
 	return nil
 }
 
-func checkGrant(g lease.Grant, d time.Duration) error {
+func checkGrant(g leasestore.Grant, d time.Duration) error {
 	if err := checkArgs(g.Name, g.Holder, d); err != nil {
 		return err
 	}
@@ -151,9 +151,9 @@ func elseKV(resp *clientv3.TxnResponse) *keyValue {
 
 // readHolder reads the live term of the lease name kept at key (see
 // heldTerm).
-func readHolder(ctx context.Context, cli *clientv3.Client, key, name string) (lease.Grant, error) {
-	fail := func(err error) (lease.Grant, error) {
-		return lease.Grant{}, &lease.CallError{Store: storeName, Op: "read", Name: name, Err: err}
+func readHolder(ctx context.Context, cli *clientv3.Client, key, name string) (leasestore.Grant, error) {
+	fail := func(err error) (leasestore.Grant, error) {
+		return leasestore.Grant{}, &leasestore.CallError{Store: storeName, Op: "read", Name: name, Err: err}
 	}
 	kv, _, err := get(ctx, cli, key)
 	if err != nil {
@@ -161,7 +161,7 @@ func readHolder(ctx context.Context, cli *clientv3.Client, key, name string) (le
 	}
 	g, err := heldTerm(name, kv)
 	if err != nil {
-		return lease.Grant{}, err
+		return leasestore.Grant{}, err
 	}
 	ttl, err := cli.TimeToLive(ctx, clientv3.LeaseID(kv.Lease))
 	if err != nil {
@@ -178,7 +178,7 @@ func readHolder(ctx context.Context, cli *clientv3.Client, key, name string) (le
 		if again != nil && again.CreateRevision == kv.CreateRevision && again.Lease == kv.Lease {
 			return fail(errNotFoundKeyOnLease)
 		}
-		return lease.Grant{}, &lease.NotHeldError{Name: name, Token: g.Token, Reason: "read: the term of " + quote(g.Holder) + " just ended"}
+		return leasestore.Grant{}, &leasestore.NotHeldError{Name: name, Token: g.Token, Reason: "read: the term of " + quote(g.Holder) + " just ended"}
 	}
 	g.Duration = time.Duration(ttl.TTL) * time.Second
 	return g, nil

@@ -14,6 +14,7 @@ import (
 	"github.com/coldstart-go/coldstart/lease"
 	"github.com/coldstart-go/coldstart/lease/etcdlease"
 	"github.com/coldstart-go/coldstart/lease/etcdlease/etcdtest"
+	"github.com/coldstart-go/coldstart/lease/leasestore"
 )
 
 func Example() {
@@ -39,7 +40,7 @@ func Example() {
 	fmt.Printf("%s holds %q for %v (etcd grants whole seconds)\n", a.Holder, a.Name, a.Duration)
 
 	_, err = store.Claim(ctx, "singular", "unit-b", time.Second)
-	var held *lease.HeldError
+	var held *leasestore.HeldError
 	if errors.As(err, &held) {
 		fmt.Printf("unit-b denied: held by %s\n", held.Holder)
 	}
@@ -49,7 +50,7 @@ func Example() {
 
 	fmt.Println("revoked:", store.Revoke(ctx, a) == nil)
 	_, err = store.Extend(ctx, a, time.Second)
-	fmt.Println("extend after revoke is definitive:", errors.Is(err, lease.ErrNotHeld))
+	fmt.Println("extend after revoke is definitive:", errors.Is(err, leasestore.ErrNotHeld))
 
 	b, err := store.Claim(ctx, "singular", "unit-b", time.Second)
 	fmt.Println("unit-b holds it with a larger token:", err == nil && b.Token > a.Token)
@@ -257,7 +258,7 @@ func ExampleStore_Fence() {
 }
 
 // A store counts its calls by the class of their answer, as every
-// lease.StoreReporter does, for a status page or a metrics collector.
+// leasestore.Reporter does, for a status page or a metrics collector.
 func ExampleStore_StoreReport() {
 	etcd, err := etcdtest.NewMember() // a throw-away etcd in this process
 	if err != nil {

@@ -6,7 +6,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/coldstart-go/coldstart/lease"
+	"github.com/coldstart-go/coldstart/lease/leasestore"
 )
 
 // AddOrphan records id as the etcd lease of a claim whose outcome was
@@ -15,7 +15,7 @@ func AddOrphan(s *Store, id clientv3.LeaseID) { s.addOrphan(id) }
 
 // LostWithProgress is Lost, with f told the revision up to which the watch
 // has seen every event of the key.
-func LostWithProgress(ctx context.Context, s *Store, g lease.Grant, f func(rev int64)) <-chan struct{} {
+func LostWithProgress(ctx context.Context, s *Store, g leasestore.Grant, f func(rev int64)) <-chan struct{} {
 	return s.lost(ctx, g, f)
 }
 
@@ -88,7 +88,7 @@ func SlotWaiters(s *Store) int {
 
 // ExtendUncounted is SessionStore.Extend without its StoreReport counters,
 // the baseline of BenchmarkSessionExtend.
-func ExtendUncounted(s *SessionStore, ctx context.Context, g lease.Grant, d time.Duration) (lease.Grant, error) {
+func ExtendUncounted(s *SessionStore, ctx context.Context, g leasestore.Grant, d time.Duration) (leasestore.Grant, error) {
 	return s.extendTerm(ctx, g, d)
 }
 
@@ -118,7 +118,7 @@ func FollowRelease(wch clientv3.WatchChan, token int64) (over, compacted bool, e
 
 // ReleaseWatchFrom returns the revision a WatchRelease of held on s
 // starts at.
-func ReleaseWatchFrom(s lease.Store, held *lease.HeldError) int64 {
+func ReleaseWatchFrom(s leasestore.Store, held *leasestore.HeldError) int64 {
 	switch s := s.(type) {
 	case *Store:
 		return s.refusedAt.from(held)

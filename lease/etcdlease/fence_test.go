@@ -13,6 +13,7 @@ import (
 
 	"github.com/coldstart-go/coldstart/lease"
 	"github.com/coldstart-go/coldstart/lease/etcdlease/etcdtest"
+	"github.com/coldstart-go/coldstart/lease/leasestore"
 )
 
 // fencer is what both stores offer for the caller's own transactions.
@@ -24,22 +25,22 @@ type fencer interface {
 // a frozen VM): while paused, a call sends nothing and waits for its ctx to
 // end, as a call of a stopped process would time out.
 type pausableStore struct {
-	lease.Store
+	leasestore.Store
 	paused atomic.Bool
 }
 
-func (s *pausableStore) Claim(ctx context.Context, name, holder string, d time.Duration) (lease.Grant, error) {
+func (s *pausableStore) Claim(ctx context.Context, name, holder string, d time.Duration) (leasestore.Grant, error) {
 	if s.paused.Load() {
 		<-ctx.Done()
-		return lease.Grant{}, ctx.Err()
+		return leasestore.Grant{}, ctx.Err()
 	}
 	return s.Store.Claim(ctx, name, holder, d)
 }
 
-func (s *pausableStore) Extend(ctx context.Context, g lease.Grant, d time.Duration) (lease.Grant, error) {
+func (s *pausableStore) Extend(ctx context.Context, g leasestore.Grant, d time.Duration) (leasestore.Grant, error) {
 	if s.paused.Load() {
 		<-ctx.Done()
-		return lease.Grant{}, ctx.Err()
+		return leasestore.Grant{}, ctx.Err()
 	}
 	return s.Store.Extend(ctx, g, d)
 }
@@ -84,7 +85,7 @@ func testFenceRefusesPausedLeadersLateWrite(t *testing.T, kind storeKind) {
 	m := etcdtest.Start(t)
 	cliA, cliB := m.Client(), newClient(t, m.Endpoints()...)
 	const d = 500 * time.Millisecond // claims for 1 s
-	cfg := func(s lease.Store, holder string) lease.Config {
+	cfg := func(s leasestore.Store, holder string) lease.Config {
 		return lease.Config{Store: s, Name: "singular", Holder: holder, Duration: d, Margin: d - d/5}
 	}
 	storeA, storeB := kind.make(t, cliA, "/fence/", 2*d), kind.make(t, cliB, "/fence/", 2*d)

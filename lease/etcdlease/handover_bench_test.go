@@ -12,6 +12,7 @@ import (
 
 	"github.com/coldstart-go/coldstart/lease"
 	"github.com/coldstart-go/coldstart/lease/etcdlease/etcdtest"
+	"github.com/coldstart-go/coldstart/lease/leasestore"
 )
 
 // handOverDuration is the lease of the hand-over benchmarks: trackers
@@ -128,15 +129,15 @@ func BenchmarkWaitingFollower(b *testing.B) {
 			awaitState(b, benchTracker(b, cfg(m.Client(), "a")), lease.Held)
 			fc := cfg(newClient(b, m.Endpoints()...), "b")
 			awaitState(b, benchTracker(b, fc), lease.NotHeld)
-			before := fc.Store.(lease.StoreReporter).StoreReport()
+			before := fc.Store.(leasestore.Reporter).StoreReport()
 			start := time.Now()
 			for b.Loop() {
 				<-time.After(time.Second)
 			}
-			after := fc.Store.(lease.StoreReporter).StoreReport()
-			calls := func(r lease.StoreReport) uint64 {
+			after := fc.Store.(leasestore.Reporter).StoreReport()
+			calls := func(r leasestore.Report) uint64 {
 				n := uint64(0)
-				for _, c := range []lease.StoreCalls{r.Claim, r.Extend, r.Revoke} {
+				for _, c := range []leasestore.Calls{r.Claim, r.Extend, r.Revoke} {
 					n += c.OK + c.Definitive + c.NotSent + c.Ambiguous
 				}
 				return n

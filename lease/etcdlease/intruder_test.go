@@ -5,7 +5,7 @@ package etcdlease_test
 // naming the holder, on an etcd lease the store put it on. Each intruder
 // write below leaves the key looking alive — still there, still on an etcd
 // lease someone keeps alive — and each must end the term: the store's
-// Extend answers *lease.NotHeldError saying what it saw, its loss notifier
+// Extend answers *leasestore.NotHeldError saying what it saw, its loss notifier
 // fires, and a tracker leading on it stops leading long before its next
 // scheduled renewal (Duration one minute: the first renewal is due 57 s
 // after the claim, the test's ctx ends after 20 s).
@@ -21,13 +21,14 @@ import (
 
 	"github.com/coldstart-go/coldstart/lease"
 	"github.com/coldstart-go/coldstart/lease/etcdlease/etcdtest"
+	"github.com/coldstart-go/coldstart/lease/leasestore"
 )
 
 // An intrusion is another client's write to the key of a held term.
 type intrusion struct {
 	// write makes it, through cli, to key.
 	write func(ctx context.Context, t *testing.T, cli *clientv3.Client, key string)
-	// reason matches what the store's *lease.NotHeldError says it saw,
+	// reason matches what the store's *leasestore.NotHeldError says it saw,
 	// and holder whom it names as holding the lease now (regular
 	// expressions), by store kind ("" for any kind not listed).
 	reason, holder map[string]string
@@ -52,18 +53,18 @@ func testIntrusion(t *testing.T, kind storeKind, in intrusion) {
 	// The store's own answers.
 	g, err := store.Claim(ctx, "raw", "a", 2*d)
 	require.NoError(t, err)
-	lost := store.(lease.LossNotifier).Lost(ctx, g)
+	lost := store.(leasestore.LossNotifier).Lost(ctx, g)
 	require.NotNil(t, lost)
 	in.write(ctx, t, intruder, "/intruder/raw")
 	requireClosed(t, lost, "Lost stayed open after the intruder's write")
 	_, err = store.Extend(ctx, g, 2*d)
-	var nh *lease.NotHeldError
+	var nh *leasestore.NotHeldError
 	require.ErrorAs(t, err, &nh, "Extend after the intruder's write")
 	require.Equal(t, g.Token, nh.Token)
 	require.Regexp(t, reason, nh.Reason)
 	require.Regexp(t, holder, nh.Holder)
 	_, err = store.Extend(ctx, g, 2*d)
-	require.ErrorIs(t, err, lease.ErrNotHeld, "once over, the term stays over")
+	require.ErrorIs(t, err, leasestore.ErrNotHeld, "once over, the term stays over")
 
 	// A tracker leading on the store.
 	tr := newTracker(t, lease.Config{Store: store, Name: "led", Holder: "a", Duration: d})
@@ -204,7 +205,7 @@ func TestIntruderRecreatingTheKeyEndsTheTerm(t *testing.T) {
 // report one (issue 31: a key whose value is empty came back as a Grant
 // with Holder "", which Claim itself refuses; one with no etcd lease was
 // "not confirmed: ... the etcd lease is gone"). Claims are refused while
-// such a key exists, so Holder says so as Claim does (lease.ErrHeld).
+// such a key exists, so Holder says so as Claim does (leasestore.ErrHeld).
 func TestHolderOfAKeyRecordingNoTermSaysWhatItIs(t *testing.T) {
 	t.Parallel()
 	cli := etcdtest.Start(t).Client()
@@ -214,8 +215,8 @@ func TestHolderOfAKeyRecordingNoTermSaysWhatItIs(t *testing.T) {
 	forEachStore(t, func(t *testing.T, kind storeKind) {
 		prefix := "/foreign/" + kind.name + "/"
 		store := kind.make(t, cli, prefix, time.Second).(interface {
-			lease.Store
-			Holder(ctx context.Context, name string) (lease.Grant, error)
+			leasestore.Store
+			Holder(ctx context.Context, name string) (leasestore.Grant, error)
 		})
 		for _, c := range []struct {
 			name string
@@ -234,11 +235,11 @@ func TestHolderOfAKeyRecordingNoTermSaysWhatItIs(t *testing.T) {
 			g, err := store.Holder(ctx, c.name)
 			require.Error(t, err, "%s: Holder answered %+v", c.name, g)
 			require.Zero(t, g)
-			require.ErrorIs(t, err, lease.ErrHeld, c.name)
-			require.NotErrorIs(t, err, lease.ErrUnconfirmed, c.name)
+			require.ErrorIs(t, err, leasestore.ErrHeld, c.name)
+			require.NotErrorIs(t, err, leasestore.ErrUnconfirmed, c.name)
 			require.ErrorContains(t, err, c.says)
 			_, err = store.Claim(ctx, c.name, "b", time.Second)
-			require.ErrorIs(t, err, lease.ErrHeld, "%s: a claim is refused as Holder says", c.name)
+			require.ErrorIs(t, err, leasestore.ErrHeld, "%s: a claim is refused as Holder says", c.name)
 		}
 	})
 }
@@ -256,12 +257,12 @@ func TestIntruderValueIsQuotedBounded(t *testing.T) {
 		store := kind.make(t, cli, prefix, 2*time.Minute) // no term runs out here
 		g, err := store.Claim(ctx, "x", "a", 2*time.Minute)
 		require.NoError(t, err)
-		lost := store.(lease.LossNotifier).Lost(ctx, g)
+		lost := store.(leasestore.LossNotifier).Lost(ctx, g)
 		_, err = cli.Put(ctx, prefix+"x", huge, clientv3.WithIgnoreLease())
 		require.NoError(t, err)
 		requireClosed(t, lost, "Lost stayed open after the intruder's write")
 		_, err = store.Extend(ctx, g, 2*time.Minute)
-		require.ErrorIs(t, err, lease.ErrNotHeld)
+		require.ErrorIs(t, err, leasestore.ErrNotHeld)
 		require.Less(t, len(err.Error()), 512, "the error quotes the value whole")
 		require.NotContains(t, err.Error(), "\n")
 		require.Contains(t, err.Error(), `key rewritten: value names "\n[+]forged ok\n\x00`)

@@ -9,7 +9,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/coldstart-go/coldstart/internal/backoff"
-	"github.com/coldstart-go/coldstart/lease"
+	"github.com/coldstart-go/coldstart/lease/leasestore"
 )
 
 // Lost returns a channel that is closed as soon as etcd shows that the term
@@ -25,13 +25,13 @@ import (
 // exits and the channel stays open (cancel ctx when the term no longer
 // interests you: nothing leaks). A watch cut off by compaction reads the key afresh and resumes; a
 // broken connection is resumed by the client on another endpoint.
-func (s *Store) Lost(ctx context.Context, g lease.Grant) <-chan struct{} {
+func (s *Store) Lost(ctx context.Context, g leasestore.Grant) <-chan struct{} {
 	return s.lost(ctx, g, nil)
 }
 
 // lost is Lost; progress, if not nil, is told the revision up to which the
 // watch has seen every event of the key.
-func (s *Store) lost(ctx context.Context, g lease.Grant, progress func(rev int64)) <-chan struct{} {
+func (s *Store) lost(ctx context.Context, g leasestore.Grant, progress func(rev int64)) <-chan struct{} {
 	lost := make(chan struct{})
 	ours := s.leaseOurs(g.Name, g.Token)
 	// over says whether the key, as an event or a read shows it (nil:

@@ -21,6 +21,7 @@ import (
 	"github.com/coldstart-go/coldstart/lease"
 	"github.com/coldstart-go/coldstart/lease/etcdlease"
 	"github.com/coldstart-go/coldstart/lease/etcdlease/etcdtest"
+	"github.com/coldstart-go/coldstart/lease/leasestore"
 )
 
 // BenchmarkManyLeases is a controller's start and steady state: N trackers
@@ -68,26 +69,26 @@ const claimAllWithin = 60 * time.Second
 type manyLeaseKind struct {
 	name string
 	etcd bool
-	make func(b *testing.B, cli *clientv3.Client, d time.Duration) lease.Store
+	make func(b *testing.B, cli *clientv3.Client, d time.Duration) leasestore.Store
 }
 
 var manyLeaseKinds = []manyLeaseKind{
-	{"Store", true, func(b *testing.B, cli *clientv3.Client, _ time.Duration) lease.Store {
+	{"Store", true, func(b *testing.B, cli *clientv3.Client, _ time.Duration) leasestore.Store {
 		return newEtcdStore(b, cli, "/many/", inFlight(b))
 	}},
-	{"SessionStore", true, func(b *testing.B, cli *clientv3.Client, d time.Duration) lease.Store {
+	{"SessionStore", true, func(b *testing.B, cli *clientv3.Client, d time.Duration) leasestore.Store {
 		// The TTL the SessionStore's doc asks for: three times the term
 		// the trackers claim (2 × Duration).
 		return newSessionStore(b, cli, "/many/", 3*2*d, inFlight(b))
 	}},
-	{"MemStore", false, func(*testing.B, *clientv3.Client, time.Duration) lease.Store {
-		return lease.NewMemStore(lease.MemStoreConfig{})
+	{"MemStore", false, func(*testing.B, *clientv3.Client, time.Duration) leasestore.Store {
+		return leasestore.NewMemStore(leasestore.MemStoreConfig{})
 	}},
 }
 
 func runManyLeases(b *testing.B, kind manyLeaseKind, n int, d, steady time.Duration) {
 	var rpcs rpcCounter
-	var store lease.Store
+	var store leasestore.Store
 	if kind.etcd {
 		store = kind.make(b, countingClient(b, etcdtest.Start(b).Endpoints()[0], &rpcs), d)
 	} else {
@@ -118,7 +119,7 @@ func runManyLeases(b *testing.B, kind manyLeaseKind, n int, d, steady time.Durat
 // startTrackers starts n trackers of Duration d on store together, closed
 // at cleanup, and returns them once each has been Held (or claimAllWithin
 // has passed): the time that took, and how many were never Held.
-func startTrackers(b *testing.B, store lease.Store, n int, d time.Duration) ([]*lease.Tracker, time.Duration, int64) {
+func startTrackers(b *testing.B, store leasestore.Store, n int, d time.Duration) ([]*lease.Tracker, time.Duration, int64) {
 	start := time.Now()
 	trackers := make([]*lease.Tracker, n)
 	var held sync.WaitGroup

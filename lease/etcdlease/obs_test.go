@@ -18,6 +18,7 @@ import (
 	"github.com/coldstart-go/coldstart/lease"
 	"github.com/coldstart-go/coldstart/lease/etcdlease"
 	"github.com/coldstart-go/coldstart/lease/etcdlease/etcdtest"
+	"github.com/coldstart-go/coldstart/lease/leasestore"
 )
 
 // proxiedClient returns a client of m through its link, which the test
@@ -46,35 +47,35 @@ func TestStoreReportCountsEachCallByClass(t *testing.T) {
 	forEachStoreParallel(t, func(t *testing.T, kind storeKind) {
 		toEtcd, cli := proxiedClient(t, etcdtest.Start(t))
 		store := kind.make(t, cli, "/report/", 10*time.Second)
-		s := store.(lease.StoreReporter)
-		require.Equal(t, lease.StoreReport{}, s.StoreReport(), "nothing yet")
+		s := store.(leasestore.Reporter)
+		require.Equal(t, leasestore.Report{}, s.StoreReport(), "nothing yet")
 		ctx := testCtx(t)
 
 		g, err := store.Claim(ctx, "x", "a", 10*time.Second)
 		require.NoError(t, err)
 		_, err = store.Claim(ctx, "x", "b", 10*time.Second)
-		require.ErrorIs(t, err, lease.ErrHeld)
+		require.ErrorIs(t, err, leasestore.ErrHeld)
 		_, err = store.Extend(ctx, g, 10*time.Second)
 		require.NoError(t, err)
 		require.NoError(t, store.Revoke(ctx, g))
-		require.ErrorIs(t, store.Revoke(ctx, g), lease.ErrNotHeld)
+		require.ErrorIs(t, store.Revoke(ctx, g), leasestore.ErrNotHeld)
 		_, err = store.Extend(ctx, g, 10*time.Second)
-		require.ErrorIs(t, err, lease.ErrNotHeld)
+		require.ErrorIs(t, err, leasestore.ErrNotHeld)
 
 		_, err = store.Claim(cancelledCtx(), "y", "a", 10*time.Second)
-		require.ErrorIs(t, err, lease.ErrNotSent)
+		require.ErrorIs(t, err, leasestore.ErrNotSent)
 		g, err = store.Claim(ctx, "y", "a", 10*time.Second)
 		require.NoError(t, err)
-		require.ErrorIs(t, store.Revoke(cancelledCtx(), g), lease.ErrNotSent)
+		require.ErrorIs(t, store.Revoke(cancelledCtx(), g), leasestore.ErrNotSent)
 
 		toEtcd.Refuse()
 		_, err = store.Claim(shortCtx(t), "z", "a", 10*time.Second)
-		require.ErrorIs(t, err, lease.ErrUnconfirmed)
+		require.ErrorIs(t, err, leasestore.ErrUnconfirmed)
 
-		require.Equal(t, lease.StoreReport{
-			Claim:  lease.StoreCalls{OK: 2, Definitive: 1, NotSent: 1, Ambiguous: 1},
-			Extend: lease.StoreCalls{OK: 1, Definitive: 1},
-			Revoke: lease.StoreCalls{OK: 1, Definitive: 1, NotSent: 1},
+		require.Equal(t, leasestore.Report{
+			Claim:  leasestore.Calls{OK: 2, Definitive: 1, NotSent: 1, Ambiguous: 1},
+			Extend: leasestore.Calls{OK: 1, Definitive: 1},
+			Revoke: leasestore.Calls{OK: 1, Definitive: 1, NotSent: 1},
 		}, s.StoreReport())
 	})
 }
@@ -82,7 +83,7 @@ func TestStoreReportCountsEachCallByClass(t *testing.T) {
 // Calls that wait out a store's call slots fail with ErrOverCapacity and
 // count as not sent — a SessionStore's claims too, queued for a batch
 // while its sender waits for a slot (before, they matched only
-// lease.ErrNotSent). They are counted once, in the StoreReport, and never
+// leasestore.ErrNotSent). They are counted once, in the StoreReport, and never
 // logged: no record per call, and no count per interval either (before
 // round 4, one record per interval, written by a timer that could fire
 // after Close).
@@ -91,13 +92,13 @@ func TestOverCapacityIsCountedNotSentNotLogged(t *testing.T) {
 	cli := etcdtest.Start(t).Client()
 	for _, kind := range []struct {
 		name string
-		make func(t *testing.T, opts ...etcdlease.Option) (lease.Store, func() (release func()))
+		make func(t *testing.T, opts ...etcdlease.Option) (leasestore.Store, func() (release func()))
 	}{
-		{"Store", func(t *testing.T, opts ...etcdlease.Option) (lease.Store, func() func()) {
+		{"Store", func(t *testing.T, opts ...etcdlease.Option) (leasestore.Store, func() func()) {
 			s := newEtcdStore(t, cli, "/overcap/Store/", opts...)
 			return s, func() func() { return etcdlease.HoldStoreSlot(s) }
 		}},
-		{"SessionStore", func(t *testing.T, opts ...etcdlease.Option) (lease.Store, func() func()) {
+		{"SessionStore", func(t *testing.T, opts ...etcdlease.Option) (leasestore.Store, func() func()) {
 			s := newSessionStore(t, cli, "/overcap/SessionStore/", time.Minute, opts...)
 			return s, func() func() { return etcdlease.HoldSlot(s) }
 		}},
@@ -114,14 +115,14 @@ func TestOverCapacityIsCountedNotSentNotLogged(t *testing.T) {
 			for i := range claims {
 				_, err := store.Claim(shortCtx(t), "x"+strconv.Itoa(i), "a", time.Minute)
 				require.ErrorIs(t, err, etcdlease.ErrOverCapacity, "claim %d", i)
-				require.ErrorIs(t, err, lease.ErrNotSent)
-				require.NotErrorIs(t, err, lease.ErrUnconfirmed)
+				require.ErrorIs(t, err, leasestore.ErrNotSent)
+				require.NotErrorIs(t, err, leasestore.ErrUnconfirmed)
 			}
 			err = store.Revoke(shortCtx(t), g)
 			require.ErrorIs(t, err, etcdlease.ErrOverCapacity)
-			report := store.(lease.StoreReporter).StoreReport()
-			require.Equal(t, lease.StoreCalls{OK: 1, NotSent: claims}, report.Claim)
-			require.Equal(t, lease.StoreCalls{NotSent: 1}, report.Revoke)
+			report := store.(leasestore.Reporter).StoreReport()
+			require.Equal(t, leasestore.Calls{OK: 1, NotSent: claims}, report.Claim)
+			require.Equal(t, leasestore.Calls{NotSent: 1}, report.Revoke)
 			release()
 			if c, ok := store.(interface{ Close() error }); ok {
 				require.NoError(t, c.Close()) // a Store has no Close: its calls have returned
@@ -224,7 +225,7 @@ func TestNothingLoggedAfterClose(t *testing.T) {
 	forEachStoreParallel(t, func(t *testing.T, kind storeKind) {
 		cli := etcdtest.Start(t).Client()
 		storeLogs, trackerLogs := logtest.New(), logtest.New()
-		var store lease.Store
+		var store leasestore.Store
 		const d = 500 * time.Millisecond
 		if kind.name == "SessionStore" {
 			s, err := etcdlease.NewSessionStore(cli, "/quiet/", 6*d, etcdlease.WithLogger(storeLogs.Logger()))
@@ -244,7 +245,7 @@ func TestNothingLoggedAfterClose(t *testing.T) {
 			require.NoError(t, c.Close())
 		}
 		storeLogs.Seal(t)
-		calls := store.(lease.StoreReporter).StoreReport()
+		calls := store.(leasestore.Reporter).StoreReport()
 		require.Equal(t, uint64(1), calls.Revoke.OK, "released at Close")
 		require.Zero(t, calls.InFlight)
 		// The seals fail the test on any record until it ends; goleak

@@ -47,7 +47,7 @@ func WithLogger(logger *slog.Logger) Option {
 // waiter that has waited longest is the closest to its deadline, so
 // serving the newest gets more calls done in time when thousands start
 // together); one whose ctx ends while it waits sends nothing and returns
-// an error matching lease.ErrNotSent.
+// an error matching leasestore.ErrNotSent.
 func WithMaxInFlight(n int) Option {
 	return func(o *options) { o.maxInFlight = n }
 }

@@ -9,7 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/coldstart-go/coldstart/lease"
+	"github.com/coldstart-go/coldstart/lease/leasestore"
 )
 
 // Renewals are served before every other call, the oldest term first,
@@ -76,7 +76,7 @@ func TestLateKeepAliveRefusesClaims(t *testing.T) {
 	require.True(t, l.note(t0, t0.Add(200*time.Millisecond), ttl, false), "late")
 	err := l.refusal(t0.Add(time.Second), ttl, 0, true)
 	require.ErrorIs(t, err, ErrOverCapacity)
-	require.ErrorIs(t, err, lease.ErrNotSent)
+	require.ErrorIs(t, err, leasestore.ErrNotSent)
 	require.ErrorContains(t, err, "keep-alives run late (one waited 200ms of its etcd lease's TTL 4s")
 	require.Zero(t, l.claiming, "a refused claim is not admitted")
 	require.NoError(t, l.refusal(t0.Add(2200*time.Millisecond), ttl, 0, true), "half the TTL after")
@@ -116,14 +116,14 @@ func TestClaimsRefusedBeyondTheSlots(t *testing.T) {
 // term lost otherwise does not.
 func TestLostLateSaysOverCapacity(t *testing.T) {
 	t0 := time.Unix(1000, 0)
-	g := lease.Grant{Name: "singular", Holder: "a", Token: 7}
+	g := leasestore.Grant{Name: "singular", Holder: "a", Token: 7}
 	gone := recordEnded("extend", g, nil)
 	known := cachedLease{leaseLife: leaseLife{confirmed: t0, ttl: 4 * time.Second}, lateWait: 600 * time.Millisecond}
 
 	err := lostLate(gone, known, true, t0.Add(4100*time.Millisecond))
 	require.ErrorIs(t, err, ErrOverCapacity)
-	require.ErrorIs(t, err, lease.ErrNotHeld)
-	var nh *lease.NotHeldError
+	require.ErrorIs(t, err, leasestore.ErrNotHeld)
+	var nh *leasestore.NotHeldError
 	require.True(t, errors.As(err, &nh))
 	require.ErrorContains(t, err, "key gone (etcdlease: over capacity: its etcd lease ran out 4.1s after its last confirmed renewal")
 

@@ -19,6 +19,7 @@ import (
 	"github.com/coldstart-go/coldstart/lease"
 	"github.com/coldstart-go/coldstart/lease/etcdlease"
 	"github.com/coldstart-go/coldstart/lease/etcdlease/etcdtest"
+	"github.com/coldstart-go/coldstart/lease/leasestore"
 )
 
 // extendRecorder is a Store that records the definitive answers to its
@@ -30,9 +31,9 @@ type extendRecorder struct {
 	losses []error
 }
 
-func (r *extendRecorder) Extend(ctx context.Context, g lease.Grant, d time.Duration) (lease.Grant, error) {
+func (r *extendRecorder) Extend(ctx context.Context, g leasestore.Grant, d time.Duration) (leasestore.Grant, error) {
 	g, err := r.Store.Extend(ctx, g, d)
-	if errors.Is(err, lease.ErrNotHeld) {
+	if errors.Is(err, leasestore.ErrNotHeld) {
 		r.mu.Lock()
 		r.losses = append(r.losses, err)
 		r.mu.Unlock()
@@ -66,7 +67,7 @@ func errClass(err error) string {
 		return "not-leader"
 	case errors.Is(err, etcdlease.ErrOverCapacity):
 		return "over-capacity"
-	case errors.Is(err, lease.ErrNotSent):
+	case errors.Is(err, leasestore.ErrNotSent):
 		return "not-sent"
 	case errors.Is(err, lease.ErrRenewalFailed):
 		return "renewal-failed"
@@ -266,13 +267,13 @@ func TestWaitingFollowerClaimWritesNothing(t *testing.T) {
 	require.Equal(t, []string{"LeaseGrant", "Txn"}, calls.take())
 
 	_, err = s.Claim(ctx, "singular", "b", 2*time.Second)
-	var held *lease.HeldError
+	var held *leasestore.HeldError
 	require.ErrorAs(t, err, &held)
 	require.Equal(t, []string{"LeaseGrant", "Txn", "LeaseRevoke"}, calls.take(), "the first refusal")
 
 	for range 3 {
 		_, err = s.Claim(ctx, "singular", "b", 2*time.Second)
-		var again *lease.HeldError
+		var again *leasestore.HeldError
 		require.ErrorAs(t, err, &again)
 		require.Equal(t, *held, *again)
 		require.Equal(t, []string{"Range"}, calls.take(), "a refused claim again: one read, no write")
@@ -292,7 +293,7 @@ func TestWaitingFollowerClaimWritesNothing(t *testing.T) {
 	// Refused after a release the store did not watch: the read finds
 	// the key gone, and the claim goes on.
 	_, err = s.Claim(ctx, "singular", "c", 2*time.Second)
-	require.ErrorIs(t, err, lease.ErrHeld)
+	require.ErrorIs(t, err, leasestore.ErrHeld)
 	calls.take()
 	require.NoError(t, s.Revoke(ctx, b))
 	calls.take()
@@ -316,7 +317,7 @@ func TestClaimHeldBackForACallSlotSaysSo(t *testing.T) {
 	cli := etcdtest.Start(t).Client()
 	forEachStore(t, func(t *testing.T, kind storeKind) {
 		var (
-			store   lease.Store
+			store   leasestore.Store
 			waiting func() bool // the claim waits for a slot
 			release func()
 		)
@@ -351,8 +352,8 @@ func TestClaimHeldBackForACallSlotSaysSo(t *testing.T) {
 		cancel(errGaveUp)
 		err := <-claimed
 		require.ErrorIs(t, err, etcdlease.ErrOverCapacity)
-		require.ErrorIs(t, err, lease.ErrNotSent)
-		require.NotErrorIs(t, err, lease.ErrUnconfirmed)
+		require.ErrorIs(t, err, leasestore.ErrNotSent)
+		require.NotErrorIs(t, err, leasestore.ErrUnconfirmed)
 		require.ErrorIs(t, err, errGaveUp, "the caller's cause, not ctx's bare error")
 		require.ErrorContains(t, err, "over capacity: held back")
 		require.NotContains(t, err.Error(), "context canceled")

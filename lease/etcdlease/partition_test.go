@@ -9,6 +9,7 @@ import (
 
 	"github.com/coldstart-go/coldstart/lease"
 	"github.com/coldstart-go/coldstart/lease/etcdlease/etcdtest"
+	"github.com/coldstart-go/coldstart/lease/leasestore"
 )
 
 // The partition property on etcd, for both stores: the leader's process is
@@ -30,7 +31,7 @@ func testPartitionedLeaderIsSucceededWithoutOverlap(t *testing.T, kind storeKind
 	toA := m.Link()
 	cliA := newClient(t, toA.Endpoints()...)
 	const d = time.Second // claims for 2 s
-	cfg := func(s lease.Store, holder string) lease.Config {
+	cfg := func(s leasestore.Store, holder string) lease.Config {
 		return lease.Config{Store: s, Name: "singular", Holder: holder, Duration: d, Margin: slowTimer}
 	}
 	a := newTracker(t, cfg(kind.make(t, cliA, "/partition/", 2*d), "a"))

@@ -12,7 +12,7 @@ import (
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 
-	"github.com/coldstart-go/coldstart/lease"
+	"github.com/coldstart-go/coldstart/lease/leasestore"
 )
 
 // keyValue is the part of a key's state the stores read.
@@ -28,8 +28,8 @@ func newKeyValue(kv *mvccpb.KeyValue) *keyValue {
 
 // recordedTerm says whether kv, the key of g's lease as read (nil when it
 // is absent), records the term g: nil when it does, else the
-// *lease.NotHeldError of op saying what was seen (see termRecord).
-func recordedTerm(op string, g lease.Grant, kv *keyValue, ours func(id int64) bool) error {
+// *leasestore.NotHeldError of op saying what was seen (see termRecord).
+func recordedTerm(op string, g leasestore.Grant, kv *keyValue, ours func(id int64) bool) error {
 	if why, holder := termRecord(g, kv, ours); why != "" {
 		return termEnded(op, g, holder, why)
 	}
@@ -38,7 +38,7 @@ func recordedTerm(op string, g lease.Grant, kv *keyValue, ours func(id int64) bo
 
 // recordEnded is the loss of the term g, which the store found over, as
 // its key was read (kv; nil when it is absent).
-func recordEnded(op string, g lease.Grant, kv *keyValue) error {
+func recordEnded(op string, g leasestore.Grant, kv *keyValue) error {
 	if err := recordedTerm(op, g, kv, nil); err != nil {
 		return err
 	}
@@ -53,7 +53,7 @@ func recordEnded(op string, g lease.Grant, kv *keyValue) error {
 // nil, one that ours says the store put it on. Neither store ever writes
 // a key without an etcd lease or with a value that names no holder: such
 // a key was written by another client.
-func termRecord(g lease.Grant, kv *keyValue, ours func(id int64) bool) (why, now string) {
+func termRecord(g leasestore.Grant, kv *keyValue, ours func(id int64) bool) (why, now string) {
 	if kv == nil {
 		return "key gone", ""
 	}
@@ -88,7 +88,7 @@ func movedTo(id int64) string {
 
 // movedAway is the loss of the term g whose key, as read (kv), another
 // client moved to an etcd lease the store did not put it on.
-func movedAway(op string, g lease.Grant, kv *keyValue) error {
+func movedAway(op string, g leasestore.Grant, kv *keyValue) error {
 	return termEnded(op, g, "", movedTo(kv.Lease))
 }
 
@@ -96,24 +96,24 @@ func movedAway(op string, g lease.Grant, kv *keyValue) error {
 // live term Store.Holder reports: its holder (the value) and token (the
 // create revision), without a Duration. A key that records no term is
 // not reported as one: absent, it is nobody's (an error matching
-// lease.ErrNotHeld); naming no holder or on no etcd lease, it was written
+// leasestore.ErrNotHeld); naming no holder or on no etcd lease, it was written
 // by another client, and claims are refused while it exists (an error
-// matching lease.ErrHeld, as a Claim's refusal does).
-func heldTerm(name string, kv *keyValue) (lease.Grant, error) {
+// matching leasestore.ErrHeld, as a Claim's refusal does).
+func heldTerm(name string, kv *keyValue) (leasestore.Grant, error) {
 	switch {
 	case kv == nil:
-		return lease.Grant{}, fmt.Errorf("etcdlease: lease %q: nobody holds it: %w", name, lease.ErrNotHeld)
+		return leasestore.Grant{}, fmt.Errorf("etcdlease: lease %q: nobody holds it: %w", name, leasestore.ErrNotHeld)
 	case kv.CreateRevision <= 0:
 		// etcd gives every key a positive create revision.
-		return lease.Grant{}, fmt.Errorf("etcdlease: lease %q: key read with create revision %d", name, kv.CreateRevision)
+		return leasestore.Grant{}, fmt.Errorf("etcdlease: lease %q: key read with create revision %d", name, kv.CreateRevision)
 	case checkHolder(string(kv.Value)) != nil:
-		return lease.Grant{}, fmt.Errorf("etcdlease: lease %q: key names no holder: written by another client (claims are refused while it exists): %w",
-			name, lease.ErrHeld)
+		return leasestore.Grant{}, fmt.Errorf("etcdlease: lease %q: key names no holder: written by another client (claims are refused while it exists): %w",
+			name, leasestore.ErrHeld)
 	case kv.Lease == 0:
-		return lease.Grant{}, fmt.Errorf("etcdlease: lease %q: key has no etcd lease: written by another client, naming %s (claims are refused while it exists): %w",
-			name, quote(string(kv.Value)), lease.ErrHeld)
+		return leasestore.Grant{}, fmt.Errorf("etcdlease: lease %q: key has no etcd lease: written by another client, naming %s (claims are refused while it exists): %w",
+			name, quote(string(kv.Value)), leasestore.ErrHeld)
 	}
-	return lease.Grant{Name: name, Holder: string(kv.Value), Token: uint64(kv.CreateRevision)}, nil
+	return leasestore.Grant{Name: name, Holder: string(kv.Value), Token: uint64(kv.CreateRevision)}, nil
 }
 
 // namedHolder is the holder a key's value names, as a refusal or a loss
@@ -128,7 +128,7 @@ func namedHolder(value []byte) string {
 }
 
 // maxQuoted is how many bytes of a value read from etcd an error quotes;
-// maxNamed, the longest value a *lease.NotHeldError names as the holder
+// maxNamed, the longest value a *leasestore.NotHeldError names as the holder
 // now (its Holder, which a tracker's status and errors repeat whole).
 const (
 	maxQuoted = 64

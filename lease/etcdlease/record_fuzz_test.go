@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/coldstart-go/coldstart/lease"
+	"github.com/coldstart-go/coldstart/lease/leasestore"
 )
 
 // FuzzKeyRecord feeds the readers of a lease's key — termRecord (through
@@ -51,7 +51,7 @@ func FuzzKeyRecord(f *testing.F) {
 			}
 		} else {
 			checkLine("heldTerm", err)
-			if !present && !errors.Is(err, lease.ErrNotHeld) {
+			if !present && !errors.Is(err, leasestore.ErrNotHeld) {
 				t.Fatalf("an absent key is not ErrNotHeld: %v", err)
 			}
 		}
@@ -60,7 +60,7 @@ func FuzzKeyRecord(f *testing.F) {
 		if ours != 0 {
 			oursFn = func(l int64) bool { return l == ours }
 		}
-		grant := lease.Grant{Name: "x", Holder: holder, Token: token}
+		grant := leasestore.Grant{Name: "x", Holder: holder, Token: token}
 		err = recordedTerm("extend", grant, kv, oursFn)
 		records := present && create > 0 && uint64(create) == token && checkHolder(string(value)) == nil &&
 			string(value) == holder && id != 0 && (oursFn == nil || id == ours)
@@ -73,9 +73,9 @@ func FuzzKeyRecord(f *testing.F) {
 		if records {
 			t.Fatalf("key %+v refused for the term %+v it records (ours %x): %v", kv, grant, ours, err)
 		}
-		var nh *lease.NotHeldError
+		var nh *leasestore.NotHeldError
 		if !errors.As(err, &nh) {
-			t.Fatalf("not a *lease.NotHeldError: %v", err)
+			t.Fatalf("not a *leasestore.NotHeldError: %v", err)
 		}
 		if nh.Name != "x" || nh.Token != token || nh.Reason == "" || len(nh.Holder) > maxNamed {
 			t.Fatalf("refusal %+v", nh)

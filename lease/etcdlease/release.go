@@ -10,14 +10,14 @@ import (
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/coldstart-go/coldstart/lease"
+	"github.com/coldstart-go/coldstart/lease/leasestore"
 )
 
 // errWatchEnded is the cause a release watch yields when etcd's watch
 // channel closed without a cancellation saying why.
 var errWatchEnded = errors.New("etcd watch channel closed")
 
-// WatchRelease implements lease.ReleaseWatcher: an etcd watch of the
+// WatchRelease implements leasestore.ReleaseWatcher: an etcd watch of the
 // lease's key yields nil at the first event that ends the term held.Token
 // (the key's create revision, which every HeldError of the Store names):
 // a delete (a revoke, or its etcd lease expired or revoked) or a put of a
@@ -32,11 +32,11 @@ var errWatchEnded = errors.New("etcd watch channel closed")
 // watch requires etcd's leader (clientv3.WithRequireLeader), so a member
 // cut off from its quorum ends it with an error rather than going
 // silent; any other cancellation, a failed read, or the client's close
-// yields an error matching lease.ErrUnconfirmed, after which the tracker
+// yields an error matching leasestore.ErrUnconfirmed, after which the tracker
 // polls. The watch ends, yielding nothing, when ctx ends. It only wakes a
 // follower early: the claim is still the put-if-absent transaction. See
 // DESIGN.md, "Hand-over: the release watch".
-func (s *Store) WatchRelease(ctx context.Context, held *lease.HeldError) <-chan error {
+func (s *Store) WatchRelease(ctx context.Context, held *leasestore.HeldError) <-chan error {
 	out := make(chan error, 1)
 	if err := checkHeld(held); err != nil {
 		yield(out, err)
@@ -49,12 +49,12 @@ func (s *Store) WatchRelease(ctx context.Context, held *lease.HeldError) <-chan 
 	return out
 }
 
-// WatchRelease implements lease.ReleaseWatcher as Store.WatchRelease
+// WatchRelease implements leasestore.ReleaseWatcher as Store.WatchRelease
 // does (a SessionStore's Extend moves a predecessor's key onto its
 // session by a put that keeps the create revision: not a release). Close
 // ends the store's watches: a watch whose ctx is still live then yields
-// an error matching lease.ErrNotSent.
-func (s *SessionStore) WatchRelease(ctx context.Context, held *lease.HeldError) <-chan error {
+// an error matching leasestore.ErrNotSent.
+func (s *SessionStore) WatchRelease(ctx context.Context, held *leasestore.HeldError) <-chan error {
 	out := make(chan error, 1)
 	if err := checkHeld(held); err != nil {
 		yield(out, err)
@@ -81,12 +81,12 @@ func (s *SessionStore) WatchRelease(ctx context.Context, held *lease.HeldError) 
 }
 
 var (
-	_ lease.ReleaseWatcher = (*Store)(nil)
-	_ lease.ReleaseWatcher = (*SessionStore)(nil)
+	_ leasestore.ReleaseWatcher = (*Store)(nil)
+	_ leasestore.ReleaseWatcher = (*SessionStore)(nil)
 )
 
 // checkHeld says whether held names a term a watch can start from.
-func checkHeld(held *lease.HeldError) error {
+func checkHeld(held *leasestore.HeldError) error {
 	if held == nil || held.Name == "" || held.Token == 0 {
 		return jujuerrors.NotValidf("watch of held lease %+v (must name the lease and its term's token)", held)
 	}
@@ -100,8 +100,8 @@ func yield(out chan<- error, err error) {
 }
 
 // watchError is the error a watch of held yields when it cannot go on.
-func watchError(held *lease.HeldError, err error) error {
-	return &lease.CallError{Store: storeName, Op: "watch release", Name: held.Name, Holder: held.Holder, Token: held.Token, Err: err}
+func watchError(held *leasestore.HeldError, err error) error {
+	return &leasestore.CallError{Store: storeName, Op: "watch release", Name: held.Name, Holder: held.Holder, Token: held.Token, Err: err}
 }
 
 // watchRelease watches key, from revision rev, for the end of held's
@@ -109,7 +109,7 @@ func watchError(held *lease.HeldError, err error) error {
 // before it yields that the term is over. It yields nothing when caller (the ctx WatchRelease was
 // given) ends; ctx, which ends with caller and with the store, runs the
 // watch: its end while caller is live yields errClosed.
-func watchRelease(caller, ctx context.Context, cli *clientv3.Client, key string, held *lease.HeldError, rev int64, out chan<- error, released func()) {
+func watchRelease(caller, ctx context.Context, cli *clientv3.Client, key string, held *leasestore.HeldError, rev int64, out chan<- error, released func()) {
 	token := int64(held.Token)
 	over := func() {
 		if released != nil {
@@ -231,7 +231,7 @@ func (r *refusals) forgetTerm(name string, token uint64) {
 
 // from returns the revision a watch of held's term starts at: the one
 // after a refusal by the term, or after the term's creation.
-func (r *refusals) from(held *lease.HeldError) int64 {
+func (r *refusals) from(held *leasestore.HeldError) int64 {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if f, ok := r.m[held.Name]; ok && f.token == held.Token && f.rev > int64(held.Token) {

@@ -1,6 +1,6 @@
 package etcdlease_test
 
-// The stores' lease.ReleaseWatcher: an etcd watch of the key wakes a
+// The stores' leasestore.ReleaseWatcher: an etcd watch of the key wakes a
 // waiting follower when the term it was refused for ends.
 
 import (
@@ -19,20 +19,21 @@ import (
 	"github.com/coldstart-go/coldstart/lease"
 	"github.com/coldstart-go/coldstart/lease/etcdlease"
 	"github.com/coldstart-go/coldstart/lease/etcdlease/etcdtest"
+	"github.com/coldstart-go/coldstart/lease/leasestore"
 	"github.com/coldstart-go/coldstart/lease/leasetest/history"
 )
 
 // refusedClaim claims name for "a" on store, then for "b", which is
 // refused, and returns a's grant and b's refusal.
-func refusedClaim(t *testing.T, store lease.Store, name string, d time.Duration) (lease.Grant, *lease.HeldError) {
+func refusedClaim(t *testing.T, store leasestore.Store, name string, d time.Duration) (leasestore.Grant, *leasestore.HeldError) {
 	t.Helper()
 	ctx := testCtx(t)
 	g, err := store.Claim(ctx, name, "a", d)
 	require.NoError(t, err)
 	_, err = store.Claim(ctx, name, "b", d)
-	var held *lease.HeldError
+	var held *leasestore.HeldError
 	require.ErrorAs(t, err, &held)
-	require.Equal(t, lease.HeldError{Name: name, Holder: "a", Token: g.Token}, *held)
+	require.Equal(t, leasestore.HeldError{Name: name, Holder: "a", Token: g.Token}, *held)
 	return g, held
 }
 
@@ -98,7 +99,7 @@ func TestWatchReleaseAfterCompaction(t *testing.T) {
 	cli := etcdtest.Start(t).Client()
 	forEachStore(t, func(t *testing.T, kind storeKind) {
 		store := kind.make(t, cli, "/compact/"+kind.name+"/", time.Second)
-		w := store.(lease.ReleaseWatcher)
+		w := store.(leasestore.ReleaseWatcher)
 		ctx := testCtx(t)
 		compact := func() {
 			t.Helper()
@@ -150,19 +151,19 @@ func TestWatchReleaseStartsAtTheRefusal(t *testing.T) {
 			require.NoError(t, err)
 		}
 		_, err = store.Claim(ctx, "x", "b", time.Second)
-		var held *lease.HeldError
+		var held *leasestore.HeldError
 		require.ErrorAs(t, err, &held)
 		now, err := cli.Get(ctx, "/from/other")
 		require.NoError(t, err)
 		require.Equal(t, now.Header.Revision+1, etcdlease.ReleaseWatchFrom(store, held))
-		other := &lease.HeldError{Name: "y", Holder: "a", Token: g.Token}
+		other := &leasestore.HeldError{Name: "y", Holder: "a", Token: g.Token}
 		require.Equal(t, int64(g.Token)+1, etcdlease.ReleaseWatchFrom(store, other))
-		require.Equal(t, int64(g.Token), etcdlease.ReleaseWatchFrom(store, &lease.HeldError{Name: "x", Holder: "a", Token: g.Token - 1}), "another term of x")
+		require.Equal(t, int64(g.Token), etcdlease.ReleaseWatchFrom(store, &leasestore.HeldError{Name: "x", Holder: "a", Token: g.Token - 1}), "another term of x")
 	})
 }
 
 // Close ends a SessionStore's watches: one whose ctx is live says so with
-// an error that matches lease.ErrNotSent; so does one begun after Close.
+// an error that matches leasestore.ErrNotSent; so does one begun after Close.
 func TestWatchReleaseEndsWithSessionStore(t *testing.T) {
 	t.Parallel()
 	cli := etcdtest.Start(t).Client()
@@ -174,8 +175,8 @@ func TestWatchReleaseEndsWithSessionStore(t *testing.T) {
 	for _, ch := range []<-chan error{ch, s.WatchRelease(ctx, held)} {
 		select {
 		case err := <-ch:
-			require.ErrorIs(t, err, lease.ErrNotSent)
-			var ce *lease.CallError
+			require.ErrorIs(t, err, leasestore.ErrNotSent)
+			var ce *leasestore.CallError
 			require.ErrorAs(t, err, &ce)
 			require.Equal(t, "x", ce.Name)
 		case <-time.After(10 * time.Second):
@@ -189,8 +190,8 @@ func TestWatchReleaseNeedsATerm(t *testing.T) {
 	t.Parallel()
 	cli := etcdtest.Start(t).Client()
 	forEachStore(t, func(t *testing.T, kind storeKind) {
-		w := kind.make(t, cli, "/noterm/", time.Second).(lease.ReleaseWatcher)
-		for _, held := range []*lease.HeldError{nil, {Name: "x", Holder: "a"}, {Holder: "a", Token: 3}} {
+		w := kind.make(t, cli, "/noterm/", time.Second).(leasestore.ReleaseWatcher)
+		for _, held := range []*leasestore.HeldError{nil, {Name: "x", Holder: "a"}, {Holder: "a", Token: 3}} {
 			err := <-w.WatchRelease(context.Background(), held)
 			require.Error(t, err, "%+v", held)
 		}
@@ -248,11 +249,11 @@ func TestWaitingFollowerIsQuiet(t *testing.T) {
 		cfg := handOverConfig(t, kind, newClient(t, m.Endpoints()...), "b", d, 0)
 		f := newTracker(t, cfg)
 		nextStatus(t, f, 10*time.Second, isNotHeld, isHeld, "b to learn who leads")
-		before := cfg.Store.(lease.StoreReporter).StoreReport()
+		before := cfg.Store.(leasestore.Reporter).StoreReport()
 		const window = 3 * time.Second
 		<-time.After(window) // a measurement window, not a wait for a goroutine
-		after := cfg.Store.(lease.StoreReporter).StoreReport()
-		calls := func(r lease.StoreReport) uint64 {
+		after := cfg.Store.(leasestore.Reporter).StoreReport()
+		calls := func(r leasestore.Report) uint64 {
 			return r.Claim.OK + r.Claim.Definitive + r.Claim.NotSent + r.Claim.Ambiguous +
 				r.Extend.OK + r.Extend.Definitive + r.Extend.NotSent + r.Extend.Ambiguous +
 				r.Revoke.OK + r.Revoke.Definitive + r.Revoke.NotSent + r.Revoke.Ambiguous
@@ -349,15 +350,15 @@ func TestWatchReleaseSaysNothingFalseAcrossRestart(t *testing.T) {
 		store := kind.make(t, m.Client(), "/restart/", 10*time.Second)
 		g, held := refusedClaim(t, store, "x", 10*time.Second)
 		ctx := testCtx(t)
-		ch := store.(lease.ReleaseWatcher).WatchRelease(ctx, held)
+		ch := store.(leasestore.ReleaseWatcher).WatchRelease(ctx, held)
 		require.NoError(t, m.Restart())
 		// The term lives on: a claim is refused (once the client is back).
 		for {
 			_, err := store.Claim(ctx, "x", "c", 10*time.Second)
-			if errors.Is(err, lease.ErrHeld) {
+			if errors.Is(err, leasestore.ErrHeld) {
 				break
 			}
-			require.ErrorIs(t, err, lease.ErrUnconfirmed, "a claim after the restart")
+			require.ErrorIs(t, err, leasestore.ErrUnconfirmed, "a claim after the restart")
 			require.NoError(t, ctx.Err())
 		}
 		select {
@@ -372,7 +373,7 @@ func TestWatchReleaseSaysNothingFalseAcrossRestart(t *testing.T) {
 			if err == nil {
 				break
 			}
-			require.ErrorIs(t, err, lease.ErrUnconfirmed, "the revoke after the restart")
+			require.ErrorIs(t, err, leasestore.ErrUnconfirmed, "the revoke after the restart")
 			require.NoError(t, ctx.Err())
 		}
 		select {
@@ -400,7 +401,7 @@ func TestWatchReleaseFailsWithoutALeader(t *testing.T) {
 	select {
 	case err := <-ch:
 		require.Error(t, err, "the watch said the term was over when its member lost the quorum")
-		require.ErrorIs(t, err, lease.ErrUnconfirmed)
+		require.ErrorIs(t, err, leasestore.ErrUnconfirmed)
 		t.Logf("the watch ended: %v", err)
 	case <-time.After(20 * time.Second):
 		t.Fatal("the watch stayed silent 20s after its member lost the quorum")

@@ -18,9 +18,9 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/coldstart-go/coldstart/internal/logtest"
-	"github.com/coldstart-go/coldstart/lease"
 	"github.com/coldstart-go/coldstart/lease/etcdlease"
 	"github.com/coldstart-go/coldstart/lease/etcdlease/etcdtest"
+	"github.com/coldstart-go/coldstart/lease/leasestore"
 )
 
 // Claims started together go out in batches of nested transactions; more
@@ -31,7 +31,7 @@ func TestSessionStoreClaimStorm(t *testing.T) {
 	s := newSessionStore(t, cli, "/storm/", 10*time.Second)
 	ctx := testCtx(t)
 	const n = 300
-	grants := make([]lease.Grant, n)
+	grants := make([]leasestore.Grant, n)
 	errs := make([]error, n)
 	var wg sync.WaitGroup
 	for i := range n {
@@ -64,10 +64,10 @@ func TestSessionStoreClaimNotSent(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	_, err := s.Claim(ctx, "singular", "a", time.Second)
-	require.ErrorIs(t, err, lease.ErrNotSent)
-	require.NotErrorIs(t, err, lease.ErrUnconfirmed)
+	require.ErrorIs(t, err, leasestore.ErrNotSent)
+	require.NotErrorIs(t, err, leasestore.ErrUnconfirmed)
 	require.ErrorIs(t, err, context.Canceled)
-	var oe *lease.CallError
+	var oe *leasestore.CallError
 	require.ErrorAs(t, err, &oe)
 	require.Equal(t, "claim", oe.Op)
 	require.Equal(t, "singular", oe.Name)
@@ -103,9 +103,9 @@ func TestSessionStoreClose(t *testing.T) {
 			before := s.StoreReport()
 			requireNotSent := func(err error, what string) {
 				t.Helper()
-				require.ErrorIs(t, err, lease.ErrNotSent, what)
-				require.NotErrorIs(t, err, lease.ErrUnconfirmed, what)
-				require.NotErrorIs(t, err, lease.ErrNotHeld, what)
+				require.ErrorIs(t, err, leasestore.ErrNotSent, what)
+				require.NotErrorIs(t, err, leasestore.ErrUnconfirmed, what)
+				require.NotErrorIs(t, err, leasestore.ErrNotHeld, what)
 				require.ErrorContains(t, err, "session store closed", what)
 			}
 			_, err = s.Extend(ctx, g, time.Second)
@@ -118,7 +118,7 @@ func TestSessionStoreClose(t *testing.T) {
 			_, err = s.Holder(ctx, "singular")
 			requireNotSent(err, "Holder")
 			after := s.StoreReport()
-			for op, n := range map[string][2]lease.StoreCalls{
+			for op, n := range map[string][2]leasestore.Calls{
 				"Claim": {before.Claim, after.Claim}, "Extend": {before.Extend, after.Extend}, "Revoke": {before.Revoke, after.Revoke},
 			} {
 				n[0].NotSent++
@@ -210,7 +210,7 @@ func TestSessionStoreGrantsNoFurtherThanTheKeepAlive(t *testing.T) {
 		}
 	}
 	_, err = s.Extend(ctx, g, time.Second)
-	require.ErrorIs(t, err, lease.ErrNotHeld, "a term not extended within its grant is over")
+	require.ErrorIs(t, err, leasestore.ErrNotHeld, "a term not extended within its grant is over")
 	requireClosed(t, lost, "Lost stayed open for an expired term")
 	for {
 		resp, err := cli.Get(ctx, "/grant/singular")
@@ -238,7 +238,7 @@ func TestSessionStoreLostSessionEndsEveryTerm(t *testing.T) {
 	other := newClient(t, cli.Endpoints()...)
 	s := newSessionStore(t, cli, "/lostsession/", 3*time.Second) // a keep-alive every second
 	ctx := testCtx(t)
-	var grants []lease.Grant
+	var grants []leasestore.Grant
 	for _, name := range []string{"mysql", "wordpress"} {
 		g, err := s.Claim(ctx, name, "c0", time.Second)
 		require.NoError(t, err)
@@ -254,7 +254,7 @@ func TestSessionStoreLostSessionEndsEveryTerm(t *testing.T) {
 		for {
 			_, err := s.Extend(ctx, g, time.Second)
 			if err != nil {
-				require.ErrorIs(t, err, lease.ErrNotHeld, "extend %s", g.Name)
+				require.ErrorIs(t, err, leasestore.ErrNotHeld, "extend %s", g.Name)
 				break
 			}
 			select {
@@ -296,7 +296,7 @@ func TestSessionStoreExtendNeverShortensAPromise(t *testing.T) {
 		require.NoError(t, clk.WaitAdvance(time.Second, 10*time.Second, 2))
 	}
 	_, err = other.Claim(ctx, "x", "b", 10*time.Second)
-	var held *lease.HeldError
+	var held *leasestore.HeldError
 	require.ErrorAs(t, err, &held, "b claimed x while a's first grant stood")
 	require.Equal(t, "a", held.Holder)
 	_, err = s.Extend(ctx, g, 10*time.Second)
@@ -366,8 +366,8 @@ func TestSessionStoreBatchEndsWithItsCallers(t *testing.T) {
 	}, 10*time.Second, time.Millisecond, "the claim was never taken into a batch")
 	cancel() // as the tracker's timer does
 	err = <-claimed
-	require.ErrorIs(t, err, lease.ErrNotSent)
-	require.NotErrorIs(t, err, lease.ErrUnconfirmed)
+	require.ErrorIs(t, err, leasestore.ErrNotSent)
+	require.NotErrorIs(t, err, leasestore.ErrUnconfirmed)
 	require.Eventually(t, func() bool {
 		_, senders := etcdlease.ClaimSenders(s)
 		return senders == 0
@@ -390,8 +390,8 @@ func TestSessionStoreRetryAfterUngrantableClaim(t *testing.T) {
 
 	etcdlease.SetSessionPromise(s, clk.Now()) // no keep-alive confirmed for a TTL
 	_, err = s.Claim(ctx, "x", "a", time.Second)
-	require.ErrorIs(t, err, lease.ErrUnconfirmed)
-	require.NotErrorIs(t, err, lease.ErrHeld)
+	require.ErrorIs(t, err, leasestore.ErrUnconfirmed)
+	require.NotErrorIs(t, err, leasestore.ErrHeld)
 	resp, err := cli.Get(ctx, "/ungrantable/x")
 	require.NoError(t, err)
 	require.Len(t, resp.Kvs, 1, "the claim's key was put")
@@ -421,7 +421,7 @@ func TestSessionStoreBatchLeavesOutGoneCallers(t *testing.T) {
 		}
 	}
 	type result struct {
-		g   lease.Grant
+		g   leasestore.Grant
 		err error
 	}
 	claim := func(name string) (context.CancelFunc, chan result) {
@@ -438,13 +438,13 @@ func TestSessionStoreBatchLeavesOutGoneCallers(t *testing.T) {
 	cancelAlone, alone := claim("alone")
 	require.Eventually(t, senders(1, 1), 10*time.Second, time.Millisecond, "alone never queued")
 	cancelAlone()
-	require.ErrorIs(t, (<-alone).err, lease.ErrNotSent)
+	require.ErrorIs(t, (<-alone).err, leasestore.ErrNotSent)
 	require.Eventually(t, senders(0, 0), 10*time.Second, time.Millisecond, "the sender outlived alone's caller")
 	cancelGone, gone := claim("gone")
 	_, stays := claim("stays")
 	require.Eventually(t, senders(2, 1), 10*time.Second, time.Millisecond, "gone and stays never queued")
 	cancelGone()
-	require.ErrorIs(t, (<-gone).err, lease.ErrNotSent)
+	require.ErrorIs(t, (<-gone).err, leasestore.ErrNotSent)
 	require.Eventually(t, senders(1, 1), 10*time.Second, time.Millisecond, "gone still waits")
 	release()
 	r := <-stays
@@ -491,8 +491,8 @@ func TestSessionKeepAliveNeedsItsConfirmingRead(t *testing.T) {
 	for {
 		_, err := s.Extend(ctx, g, time.Second)
 		if err != nil {
-			require.ErrorIs(t, err, lease.ErrUnconfirmed, "a session not confirmed is ambiguous")
-			require.NotErrorIs(t, err, lease.ErrNotHeld)
+			require.ErrorIs(t, err, leasestore.ErrUnconfirmed, "a session not confirmed is ambiguous")
+			require.NotErrorIs(t, err, leasestore.ErrNotHeld)
 			break
 		}
 		select {
@@ -511,7 +511,7 @@ func TestSessionKeepAliveNeedsItsConfirmingRead(t *testing.T) {
 			require.Equal(t, g.Token, g2.Token, "the same term")
 			return
 		}
-		require.ErrorIs(t, err, lease.ErrUnconfirmed)
+		require.ErrorIs(t, err, leasestore.ErrUnconfirmed)
 		select {
 		case <-ctx.Done():
 			t.Fatal("the session was never confirmed again")
@@ -533,10 +533,10 @@ func TestSessionClaimWaitingForASlotIsOverCapacity(t *testing.T) {
 	ctx, cancel := context.WithTimeout(testCtx(t), 200*time.Millisecond)
 	defer cancel()
 	_, err = s.Claim(ctx, "x", "a", time.Second)
-	require.ErrorIs(t, err, lease.ErrNotSent)
+	require.ErrorIs(t, err, leasestore.ErrNotSent)
 	require.ErrorIs(t, err, etcdlease.ErrOverCapacity)
 	require.ErrorIs(t, err, context.DeadlineExceeded)
-	require.NotErrorIs(t, err, lease.ErrUnconfirmed)
+	require.NotErrorIs(t, err, leasestore.ErrUnconfirmed)
 	require.Equal(t, uint64(1), s.StoreReport().Claim.NotSent)
 	resp, err := cli.Get(testCtx(t), "/oc/x")
 	require.NoError(t, err)

@@ -14,10 +14,10 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/coldstart-go/coldstart/internal/backoff"
-	"github.com/coldstart-go/coldstart/lease"
+	"github.com/coldstart-go/coldstart/lease/leasestore"
 )
 
-// SessionStore is a lease.Store on etcd for processes that hold many
+// SessionStore is a leasestore.Store on etcd for processes that hold many
 // leases: every key it claims is attached to one etcd lease, its session,
 // which one keep-alive stream keeps alive. Keys, values and tokens are
 // Store's (prefix+name, the holder, the key's create revision), so the two
@@ -37,10 +37,10 @@ import (
 // or when its holder stopped asking for it while the store could reach
 // etcd (the store then deletes its key, guarded by the token, within about
 // a second). An outage ends no term: while the session's keep-alive is
-// unconfirmed every Extend is ambiguous (lease.ErrUnconfirmed), and when
+// unconfirmed every Extend is ambiguous (leasestore.ErrUnconfirmed), and when
 // etcd answers again the terms go on with their tokens. When etcd confirms
 // the session is gone (the process was cut off for longer than the TTL),
-// every term on it is over (a *lease.NotHeldError) and the next Claim
+// every term on it is over (a *leasestore.NotHeldError) and the next Claim
 // grants a new session. See DESIGN.md, "SessionStore: every promise from
 // one session".
 //
@@ -65,7 +65,7 @@ type SessionStore struct {
 	slots  *slots
 	claims claimBatcher
 	log    storeLog
-	calls  lease.StoreCounters
+	calls  leasestore.Counters
 
 	ctx    context.Context // ends on Close
 	cancel context.CancelFunc
@@ -92,8 +92,8 @@ const maxLeaseTTL = 9_000_000_000
 
 // errClosed is the cause of calls made after Close: they send nothing (a
 // claim's put, an adoption's move, a revoke), so it matches
-// lease.ErrNotSent.
-var errClosed = fmt.Errorf("etcdlease: session store closed (%w)", lease.ErrNotSent)
+// leasestore.ErrNotSent.
+var errClosed = fmt.Errorf("etcdlease: session store closed (%w)", leasestore.ErrNotSent)
 
 // NewSessionStore returns a SessionStore keeping leases under prefix (for
 // example "/myapp/leases/"; it must not be empty: the store watches every
@@ -128,16 +128,16 @@ func NewSessionStore(cli *clientv3.Client, prefix string, ttl time.Duration, opt
 }
 
 var (
-	_ lease.Store         = (*SessionStore)(nil)
-	_ lease.LossNotifier  = (*SessionStore)(nil)
-	_ lease.StoreReporter = (*SessionStore)(nil)
+	_ leasestore.Store        = (*SessionStore)(nil)
+	_ leasestore.LossNotifier = (*SessionStore)(nil)
+	_ leasestore.Reporter     = (*SessionStore)(nil)
 )
 
-// StoreReport implements lease.StoreReporter, as Store.StoreReport does.
+// StoreReport implements leasestore.Reporter, as Store.StoreReport does.
 // An Extend answered from the session's promise, without a call to etcd,
 // counts like any other: OK, Definitive, or Ambiguous while the session is
 // unconfirmed. Calls after Close count as NotSent.
-func (s *SessionStore) StoreReport() lease.StoreReport { return s.calls.StoreReport() }
+func (s *SessionStore) StoreReport() leasestore.Report { return s.calls.StoreReport() }
 
 // Key returns the etcd key that holds the named lease.
 func (s *SessionStore) Key(name string) string { return s.prefix + name }
@@ -148,19 +148,19 @@ func (s *SessionStore) Key(name string) string { return s.prefix + name }
 // none). The claims of one transaction share its revision as their token.
 // The Grant's Duration is d, or less when the session's confirmed
 // keep-alive promises less. When another term holds the key it returns a
-// *lease.HeldError naming that holder. Invalid arguments give an error
-// matching errors.NotValid; a claim not sent, one matching lease.ErrNotSent;
-// any other error matches lease.ErrUnconfirmed.
-func (s *SessionStore) Claim(ctx context.Context, name, holder string, d time.Duration) (lease.Grant, error) {
-	done := s.calls.Begin(lease.OpClaim)
+// *leasestore.HeldError naming that holder. Invalid arguments give an error
+// matching errors.NotValid; a claim not sent, one matching leasestore.ErrNotSent;
+// any other error matches leasestore.ErrUnconfirmed.
+func (s *SessionStore) Claim(ctx context.Context, name, holder string, d time.Duration) (leasestore.Grant, error) {
+	done := s.calls.Begin(leasestore.OpClaim)
 	g, err := s.claimAgain(ctx, name, holder, d)
 	done(err)
 	return g, err
 }
 
-func (s *SessionStore) claimAgain(ctx context.Context, name, holder string, d time.Duration) (lease.Grant, error) {
+func (s *SessionStore) claimAgain(ctx context.Context, name, holder string, d time.Duration) (leasestore.Grant, error) {
 	if err := checkArgs(name, holder, d); err != nil {
-		return lease.Grant{}, err
+		return leasestore.Grant{}, err
 	}
 	// A second attempt follows a lost session (etcd had expired it) or
 	// the deletion of our own term that had run out.
@@ -172,18 +172,18 @@ func (s *SessionStore) claimAgain(ctx context.Context, name, holder string, d ti
 	}
 }
 
-func (s *SessionStore) claim(ctx context.Context, name, holder string, d time.Duration) (g lease.Grant, again bool, err error) {
+func (s *SessionStore) claim(ctx context.Context, name, holder string, d time.Duration) (g leasestore.Grant, again bool, err error) {
 	defer s.busyWith(name)()
-	fail := func(err error) (lease.Grant, bool, error) {
-		return lease.Grant{}, false, &lease.CallError{Store: storeName, Op: "claim", Name: name, Holder: holder, Err: err}
+	fail := func(err error) (leasestore.Grant, bool, error) {
+		return leasestore.Grant{}, false, &leasestore.CallError{Store: storeName, Op: "claim", Name: name, Holder: holder, Err: err}
 	}
 	r := &claimReq{ctx: ctx, name: name, holder: holder, d: d, done: make(chan struct{})}
 	if err := s.claims.send(r); err != nil {
-		return lease.Grant{}, false, err
+		return leasestore.Grant{}, false, err
 	}
 	switch {
 	case r.lostSession:
-		return lease.Grant{}, true, &lease.CallError{Store: storeName, Op: "claim", Name: name, Holder: holder, Err: r.err}
+		return leasestore.Grant{}, true, &leasestore.CallError{Store: storeName, Op: "claim", Name: name, Holder: holder, Err: r.err}
 	case r.err != nil:
 		return fail(r.err)
 	case r.kv != nil:
@@ -198,8 +198,8 @@ func (s *SessionStore) claim(ctx context.Context, name, holder string, d time.Du
 // claimDenied answers a claim whose key exists: someone else's term, ours
 // from an unconfirmed claim (adopted), or ours that ran out (deleted, and
 // the claim tried again).
-func (s *SessionStore) claimDenied(ctx context.Context, name, holder string, d time.Duration, sess *session, start time.Time, kv *keyValue) (lease.Grant, bool, error) {
-	held := &lease.HeldError{Name: name, Holder: namedHolder(kv.Value), Token: uint64(kv.CreateRevision)}
+func (s *SessionStore) claimDenied(ctx context.Context, name, holder string, d time.Duration, sess *session, start time.Time, kv *keyValue) (leasestore.Grant, bool, error) {
+	held := &leasestore.HeldError{Name: name, Holder: namedHolder(kv.Value), Token: uint64(kv.CreateRevision)}
 	s.mu.Lock()
 	t := s.terms.terms[name]
 	ours := kv.Lease == int64(sess.id)
@@ -219,51 +219,51 @@ func (s *SessionStore) claimDenied(ctx context.Context, name, holder string, d t
 	expired := ours && t != nil && t.state == termExpired && uint64(kv.CreateRevision) == t.token
 	s.mu.Unlock()
 	if !expired || s.slots.acquire(ctx) != nil {
-		return lease.Grant{}, false, held
+		return leasestore.Grant{}, false, held
 	}
 	_, _, err := deleteTerm(ctx, s.cli, s.Key(name), string(kv.Value), uint64(kv.CreateRevision))
 	s.slots.release()
 	if err != nil {
-		return lease.Grant{}, false, held
+		return leasestore.Grant{}, false, held
 	}
 	s.endTerm(name, uint64(kv.CreateRevision), termOver)
-	return lease.Grant{}, true, held
+	return leasestore.Grant{}, true, held
 }
 
 // grantedLocked records the live term token of name, put at start on
 // sess, and returns its grant. Called with s.mu held.
-func (s *SessionStore) grantedLocked(name, holder string, token uint64, sess *session, start time.Time, d time.Duration) (lease.Grant, bool, error) {
+func (s *SessionStore) grantedLocked(name, holder string, token uint64, sess *session, start time.Time, d time.Duration) (leasestore.Grant, bool, error) {
 	granted, err := s.terms.record(name, holder, token, sess.promise(), start, d)
 	if err != nil {
-		return lease.Grant{}, false, &lease.CallError{Store: storeName, Op: "claim", Name: name, Holder: holder, Token: token, Err: err}
+		return leasestore.Grant{}, false, &leasestore.CallError{Store: storeName, Op: "claim", Name: name, Holder: holder, Token: token, Err: err}
 	}
-	return lease.Grant{Name: name, Holder: holder, Token: token, Duration: granted}, false, nil
+	return leasestore.Grant{Name: name, Holder: holder, Token: token, Duration: granted}, false, nil
 }
 
 // Extend renews the term g for d, or less when the session's confirmed
 // keep-alive promises less, without a call to etcd for terms this store
-// granted. It returns a *lease.NotHeldError when the term is over
+// granted. It returns a *leasestore.NotHeldError when the term is over
 // (revoked, deleted or taken over as the watch saw, abandoned by its
-// holder, or its session lost) and an error matching lease.ErrUnconfirmed while
+// holder, or its session lost) and an error matching leasestore.ErrUnconfirmed while
 // the session's keep-alive is unconfirmed. A term granted by another store
 // (a predecessor process) is read and, if still live, moved onto this
 // store's session in a transaction guarded by its token.
-func (s *SessionStore) Extend(ctx context.Context, g lease.Grant, d time.Duration) (lease.Grant, error) {
-	done := s.calls.Begin(lease.OpExtend)
+func (s *SessionStore) Extend(ctx context.Context, g leasestore.Grant, d time.Duration) (leasestore.Grant, error) {
+	done := s.calls.Begin(leasestore.OpExtend)
 	g, err := s.extendTerm(ctx, g, d)
 	done(err)
 	return g, err
 }
 
-func (s *SessionStore) extendTerm(ctx context.Context, g lease.Grant, d time.Duration) (lease.Grant, error) {
+func (s *SessionStore) extendTerm(ctx context.Context, g leasestore.Grant, d time.Duration) (leasestore.Grant, error) {
 	if err := checkGrant(g, d); err != nil {
-		return lease.Grant{}, err
+		return leasestore.Grant{}, err
 	}
 	now := s.opts.clock.Now()
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
-		return lease.Grant{}, &lease.CallError{Store: storeName, Op: "extend", Name: g.Name, Holder: g.Holder, Token: g.Token, Err: errClosed}
+		return leasestore.Grant{}, &leasestore.CallError{Store: storeName, Op: "extend", Name: g.Name, Holder: g.Holder, Token: g.Token, Err: errClosed}
 	}
 	t := s.terms.terms[g.Name]
 	switch {
@@ -274,17 +274,17 @@ func (s *SessionStore) extendTerm(ctx context.Context, g lease.Grant, d time.Dur
 		granted, err := s.terms.renew(t, g, d, now, s.sess.promise())
 		s.mu.Unlock()
 		if err != nil {
-			if !errors.Is(err, lease.ErrNotHeld) {
-				err = &lease.CallError{Store: storeName, Op: "extend", Name: g.Name, Holder: g.Holder, Token: g.Token, Err: err}
+			if !errors.Is(err, leasestore.ErrNotHeld) {
+				err = &leasestore.CallError{Store: storeName, Op: "extend", Name: g.Name, Holder: g.Holder, Token: g.Token, Err: err}
 			}
-			return lease.Grant{}, err
+			return leasestore.Grant{}, err
 		}
 		g.Duration = granted
 		return g, nil
 	case t != nil && t.token > g.Token && t.state != termUnsure:
 		// The key was created again since g's term: g is over.
 		s.mu.Unlock()
-		return lease.Grant{}, recordEnded("extend", g, &keyValue{CreateRevision: int64(t.token), Lease: int64(t.sess), Value: []byte(t.holder)})
+		return leasestore.Grant{}, recordEnded("extend", g, &keyValue{CreateRevision: int64(t.token), Lease: int64(t.sess), Value: []byte(t.holder)})
 	}
 	seen := seenTerm{t: t}
 	if t != nil {
@@ -307,12 +307,12 @@ type seenTerm struct {
 // still that one, in the same state (the expiry may meanwhile have taken
 // the key, once on our session, for an unconfirmed claim's and be deleting
 // it).
-func (s *SessionStore) adopt(ctx context.Context, g lease.Grant, d time.Duration, seen seenTerm) (lease.Grant, error) {
-	fail := func(err error) (lease.Grant, error) {
-		return lease.Grant{}, &lease.CallError{Store: storeName, Op: "extend", Name: g.Name, Holder: g.Holder, Token: g.Token, Err: err}
+func (s *SessionStore) adopt(ctx context.Context, g leasestore.Grant, d time.Duration, seen seenTerm) (leasestore.Grant, error) {
+	fail := func(err error) (leasestore.Grant, error) {
+		return leasestore.Grant{}, &leasestore.CallError{Store: storeName, Op: "extend", Name: g.Name, Holder: g.Holder, Token: g.Token, Err: err}
 	}
 	if err := s.slots.acquire(ctx); err != nil {
-		return lease.Grant{}, notSent("extend", g.Name, g.Holder, g.Token, err)
+		return leasestore.Grant{}, notSent("extend", g.Name, g.Holder, g.Token, err)
 	}
 	defer s.slots.release()
 	key := s.Key(g.Name)
@@ -322,7 +322,7 @@ func (s *SessionStore) adopt(ctx context.Context, g lease.Grant, d time.Duration
 	}
 	// Another store's term is on an etcd lease of its own: any but none.
 	if err := recordedTerm("extend", g, kv, nil); err != nil {
-		return lease.Grant{}, err
+		return leasestore.Grant{}, err
 	}
 	sess, err := s.session(ctx)
 	if err != nil {
@@ -342,7 +342,7 @@ func (s *SessionStore) adopt(ctx context.Context, g lease.Grant, d time.Duration
 		}
 		if !resp.Succeeded {
 			if err := recordedTerm("extend", g, elseKV(resp), nil); err != nil {
-				return lease.Grant{}, err
+				return leasestore.Grant{}, err
 			}
 			return fail(fmt.Errorf("key %q moved between etcd leases concurrently", key))
 		}
@@ -366,12 +366,12 @@ func (s *SessionStore) adopt(ctx context.Context, g lease.Grant, d time.Duration
 // deposed raft leader may yet revoke; a key the revoke took first is found
 // gone, and the term is over with no promise standing. See DESIGN.md,
 // "Moving a term to a fresh etcd lease".
-func (s *SessionStore) move(ctx context.Context, g lease.Grant, d time.Duration, t *term) (lease.Grant, error) {
-	fail := func(err error) (lease.Grant, error) {
-		return lease.Grant{}, &lease.CallError{Store: storeName, Op: "extend", Name: g.Name, Holder: g.Holder, Token: g.Token, Err: err}
+func (s *SessionStore) move(ctx context.Context, g leasestore.Grant, d time.Duration, t *term) (leasestore.Grant, error) {
+	fail := func(err error) (leasestore.Grant, error) {
+		return leasestore.Grant{}, &leasestore.CallError{Store: storeName, Op: "extend", Name: g.Name, Holder: g.Holder, Token: g.Token, Err: err}
 	}
 	if err := s.slots.acquire(ctx); err != nil {
-		return lease.Grant{}, notSent("extend", g.Name, g.Holder, g.Token, err)
+		return leasestore.Grant{}, notSent("extend", g.Name, g.Holder, g.Token, err)
 	}
 	defer s.slots.release()
 	s.mu.Lock()
@@ -400,7 +400,7 @@ func (s *SessionStore) move(ctx context.Context, g lease.Grant, d time.Duration,
 		s.mu.Unlock()
 		if err != nil {
 			s.endTerm(g.Name, g.Token, termOver)
-			return lease.Grant{}, err
+			return leasestore.Grant{}, err
 		}
 		if kv.Lease != int64(sess.id) {
 			return fail(fmt.Errorf("key %q moved to etcd lease %x concurrently", key, kv.Lease))
@@ -414,10 +414,10 @@ func (s *SessionStore) move(ctx context.Context, g lease.Grant, d time.Duration,
 	}
 	granted, err := s.terms.moved(g.Name, t, sess.promise(), start, d)
 	if err != nil {
-		if !errors.Is(err, lease.ErrNotHeld) {
-			err = &lease.CallError{Store: storeName, Op: "extend", Name: g.Name, Holder: g.Holder, Token: g.Token, Err: err}
+		if !errors.Is(err, leasestore.ErrNotHeld) {
+			err = &leasestore.CallError{Store: storeName, Op: "extend", Name: g.Name, Holder: g.Holder, Token: g.Token, Err: err}
 		}
-		return lease.Grant{}, err
+		return leasestore.Grant{}, err
 	}
 	g.Duration = granted
 	return g, nil
@@ -432,21 +432,21 @@ func (s *SessionStore) isRetiredLocked(id clientv3.LeaseID) bool {
 
 // Revoke ends the term g at once: it deletes the key in a transaction
 // guarded by g.Token (the session lives on for the other keys). It returns
-// a *lease.NotHeldError when the term is already over; any other error
-// matches lease.ErrUnconfirmed (or lease.ErrNotSent).
-func (s *SessionStore) Revoke(ctx context.Context, g lease.Grant) error {
-	done := s.calls.Begin(lease.OpRevoke)
+// a *leasestore.NotHeldError when the term is already over; any other error
+// matches leasestore.ErrUnconfirmed (or leasestore.ErrNotSent).
+func (s *SessionStore) Revoke(ctx context.Context, g leasestore.Grant) error {
+	done := s.calls.Begin(leasestore.OpRevoke)
 	err := s.revoke(ctx, g)
 	done(err)
 	return err
 }
 
-func (s *SessionStore) revoke(ctx context.Context, g lease.Grant) error {
+func (s *SessionStore) revoke(ctx context.Context, g leasestore.Grant) error {
 	if g.Name == "" || g.Token == 0 {
 		return jujuerrors.NotValidf("grant %+v (must have a Name and a Token)", g)
 	}
 	if s.isClosed() {
-		return &lease.CallError{Store: storeName, Op: "revoke", Name: g.Name, Holder: g.Holder, Token: g.Token, Err: errClosed}
+		return &leasestore.CallError{Store: storeName, Op: "revoke", Name: g.Name, Holder: g.Holder, Token: g.Token, Err: errClosed}
 	}
 	if err := s.slots.acquire(ctx); err != nil {
 		return notSent("revoke", g.Name, g.Holder, g.Token, err)
@@ -454,7 +454,7 @@ func (s *SessionStore) revoke(ctx context.Context, g lease.Grant) error {
 	defer s.slots.release()
 	deleted, kv, err := deleteTerm(ctx, s.cli, s.Key(g.Name), g.Holder, g.Token)
 	if err != nil {
-		return &lease.CallError{Store: storeName, Op: "revoke", Name: g.Name, Holder: g.Holder, Token: g.Token, Err: err}
+		return &leasestore.CallError{Store: storeName, Op: "revoke", Name: g.Name, Holder: g.Holder, Token: g.Token, Err: err}
 	}
 	s.endTerm(g.Name, g.Token, termOver)
 	if deleted == nil {
@@ -464,15 +464,15 @@ func (s *SessionStore) revoke(ctx context.Context, g lease.Grant) error {
 }
 
 // Holder reads the named lease's live term as Store.Holder does.
-func (s *SessionStore) Holder(ctx context.Context, name string) (lease.Grant, error) {
+func (s *SessionStore) Holder(ctx context.Context, name string) (leasestore.Grant, error) {
 	if name == "" {
-		return lease.Grant{}, jujuerrors.NotValidf("empty lease name")
+		return leasestore.Grant{}, jujuerrors.NotValidf("empty lease name")
 	}
 	if s.isClosed() {
-		return lease.Grant{}, &lease.CallError{Store: storeName, Op: "read", Name: name, Err: errClosed}
+		return leasestore.Grant{}, &leasestore.CallError{Store: storeName, Op: "read", Name: name, Err: errClosed}
 	}
 	if err := s.slots.acquire(ctx); err != nil {
-		return lease.Grant{}, notSent("read", name, "", 0, err)
+		return leasestore.Grant{}, notSent("read", name, "", 0, err)
 	}
 	defer s.slots.release()
 	return readHolder(ctx, s.cli, s.Key(name), name)
@@ -484,7 +484,7 @@ func (s *SessionStore) Holder(ctx context.Context, name string) (lease.Grant, er
 // at once for a term already over. It stays open once ctx ends, and costs
 // no goroutine. For a term this store has not granted or extended it
 // returns nil: the store does not watch it.
-func (s *SessionStore) Lost(ctx context.Context, g lease.Grant) <-chan struct{} {
+func (s *SessionStore) Lost(ctx context.Context, g leasestore.Grant) <-chan struct{} {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	ch := s.terms.lostChannel(g)
@@ -507,7 +507,7 @@ func (s *SessionStore) Lost(ctx context.Context, g lease.Grant) <-chan struct{} 
 // every key of the store goes at once, so close every tracker on the store
 // first (a tracker still running holds a grant that would be cut short).
 // Calls after Close fail, without a call to etcd, with an error matching
-// lease.ErrNotSent (not lease.ErrUnconfirmed). Close is idempotent.
+// leasestore.ErrNotSent (not leasestore.ErrUnconfirmed). Close is idempotent.
 func (s *SessionStore) Close() error {
 	s.mu.Lock()
 	if s.closed {

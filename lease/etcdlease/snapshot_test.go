@@ -28,9 +28,9 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
-	"github.com/coldstart-go/coldstart/lease"
 	"github.com/coldstart-go/coldstart/lease/etcdlease"
 	"github.com/coldstart-go/coldstart/lease/etcdlease/internal/etcdfault"
+	"github.com/coldstart-go/coldstart/lease/leasestore"
 )
 
 // switchKV is a clientv3.KV whose calls go to one client's KV, then,
@@ -213,9 +213,9 @@ func TestSnapshotFollowersStaleRaftTermConfirmsNothing(t *testing.T) {
 				t.Errorf("a keep-alive answered by the stale leader m%d was confirmed by m%d's snapshot raft term (Duration %v)", x, b, ng.Duration)
 			case errors.Is(err, etcdlease.ErrRaftTermChanged):
 				unconfirmed++
-				require.ErrorIs(t, err, lease.ErrUnconfirmed)
+				require.ErrorIs(t, err, leasestore.ErrUnconfirmed)
 			}
-			require.NotErrorIs(t, err, lease.ErrNotHeld)
+			require.NotErrorIs(t, err, leasestore.ErrNotHeld)
 			pass(ctx, 20*time.Millisecond)
 		}
 		h.check(t, "a stale leader's \"no such lease\" and a snapshot's raft term")

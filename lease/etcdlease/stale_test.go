@@ -23,9 +23,9 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
-	"github.com/coldstart-go/coldstart/lease"
 	"github.com/coldstart-go/coldstart/lease/etcdlease"
 	"github.com/coldstart-go/coldstart/lease/etcdlease/internal/etcdfault"
+	"github.com/coldstart-go/coldstart/lease/leasestore"
 )
 
 // staleAttempts bounds the tries at a stale-leader fault: on a loaded
@@ -169,7 +169,7 @@ func holdSession(ctx context.Context, t *testing.T, ss *etcdlease.SessionStore, 
 				t.Logf("session: %s", last)
 			}
 			if i%40 == 0 {
-				if _, err := ss.Extend(ctx, g, h2SessionTTL); errors.Is(err, lease.ErrNotHeld) {
+				if _, err := ss.Extend(ctx, g, h2SessionTTL); errors.Is(err, leasestore.ErrNotHeld) {
 					h.notHeld.CompareAndSwap(nil, &err)
 				}
 			}
@@ -250,9 +250,9 @@ func TestStaleLeaderNotFoundEndsNoTerm(t *testing.T) {
 			ccancel()
 			if errors.Is(err, etcdlease.ErrNotFoundKeyOnLease) {
 				storeStale = true
-				require.ErrorIs(t, err, lease.ErrUnconfirmed)
+				require.ErrorIs(t, err, leasestore.ErrUnconfirmed)
 			}
-			require.NotErrorIs(t, err, lease.ErrNotHeld, "Store.Extend ended a live term on a stale leader's word")
+			require.NotErrorIs(t, err, leasestore.ErrNotHeld, "Store.Extend ended a live term on a stale leader's word")
 			// Holder asks the stale leader the TTL (-1: it never had
 			// the lease) and reads the key at the majority.
 			cctx, ccancel = context.WithTimeout(ctx, 300*time.Millisecond)
@@ -260,9 +260,9 @@ func TestStaleLeaderNotFoundEndsNoTerm(t *testing.T) {
 			ccancel()
 			if errors.Is(err, etcdlease.ErrNotFoundKeyOnLease) {
 				holderStale = true
-				require.ErrorIs(t, err, lease.ErrUnconfirmed)
+				require.ErrorIs(t, err, leasestore.ErrUnconfirmed)
 			}
-			require.NotErrorIs(t, err, lease.ErrNotHeld, "Store.Holder said nobody holds a live term on a stale leader's word")
+			require.NotErrorIs(t, err, leasestore.ErrNotHeld, "Store.Holder said nobody holds a live term on a stale leader's word")
 		}
 		h.check(t, "a stale leader's word")
 		r.requireLeaseAlive(ctx, t, "/s/x")
@@ -301,9 +301,9 @@ func TestStaleRenewalReadElsewhereIsUnconfirmed(t *testing.T) {
 				t.Errorf("a keep-alive answered by the stale leader was confirmed (Duration %v)", ng.Duration)
 			case errors.Is(err, etcdlease.ErrRaftTermChanged):
 				stale++
-				require.ErrorIs(t, err, lease.ErrUnconfirmed)
+				require.ErrorIs(t, err, leasestore.ErrUnconfirmed)
 			}
-			require.NotErrorIs(t, err, lease.ErrNotHeld)
+			require.NotErrorIs(t, err, leasestore.ErrNotHeld)
 		}
 		r.c.HealAll()
 		t.Logf("keep-alives renewed by the stale leader: %d unconfirmed, %d confirmed", stale, confirmed)

@@ -13,10 +13,10 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/coldstart-go/coldstart/lease"
+	"github.com/coldstart-go/coldstart/lease/leasestore"
 )
 
-// Store is a lease.Store on etcd. Each lease is one key, prefix+name, whose
+// Store is a leasestore.Store on etcd. Each lease is one key, prefix+name, whose
 // value is the holder and which is attached to an etcd lease with the
 // granted TTL; the term's fencing token is the key's create revision.
 //
@@ -33,7 +33,7 @@ type Store struct {
 	prefix string
 	opts   options
 	slots  *slots // the one bound on calls in flight
-	calls  lease.StoreCounters
+	calls  leasestore.Counters
 	// admission decides whether a claim may take a new term.
 	admission admission
 
@@ -75,7 +75,7 @@ type cachedLease struct {
 	// admission); zero if none was.
 	lateWait time.Duration
 	// over, if not nil, is the term's end as the Store answered it (a
-	// *lease.NotHeldError): the entry caches no etcd lease.
+	// *leasestore.NotHeldError): the entry caches no etcd lease.
 	over error
 }
 
@@ -112,17 +112,17 @@ func NewStore(cli *clientv3.Client, prefix string, opts ...Option) (*Store, erro
 }
 
 var (
-	_ lease.Store         = (*Store)(nil)
-	_ lease.LossNotifier  = (*Store)(nil)
-	_ lease.StoreReporter = (*Store)(nil)
+	_ leasestore.Store        = (*Store)(nil)
+	_ leasestore.LossNotifier = (*Store)(nil)
+	_ leasestore.Reporter     = (*Store)(nil)
 )
 
-// StoreReport implements lease.StoreReporter: the Store's calls of Claim,
+// StoreReport implements leasestore.Reporter: the Store's calls of Claim,
 // Extend and Revoke so far by the class of their answer (a call not sent,
-// ErrOverCapacity among them, is NotSent; one matching lease.ErrUnconfirmed is
+// ErrOverCapacity among them, is NotSent; one matching leasestore.ErrUnconfirmed is
 // Ambiguous), and the calls in flight, including those waiting for a call
 // slot. Holder is not counted.
-func (s *Store) StoreReport() lease.StoreReport { return s.calls.StoreReport() }
+func (s *Store) StoreReport() leasestore.Report { return s.calls.StoreReport() }
 
 // Key returns the etcd key that holds the named lease.
 func (s *Store) Key(name string) string { return s.prefix + name }
@@ -130,29 +130,29 @@ func (s *Store) Key(name string) string { return s.prefix + name }
 // Claim takes the named lease for holder for at least d, rounded up to whole
 // seconds (etcd may raise it further to its minimum TTL); the returned
 // Grant's Duration is the TTL etcd granted. When another term holds the key
-// it returns a *lease.HeldError naming that holder and the term; once a
+// it returns a *leasestore.HeldError naming that holder and the term; once a
 // claim of the name was refused, the next reads the key first (one read,
 // no write, while a follower waits), until WatchRelease saw that term end.
 // While the Store is over capacity (see ErrOverCapacity) it refuses the
 // claim, after waiting an eighth of the TTL or until ctx ends, with an
-// error matching ErrOverCapacity and lease.ErrNotSent. Invalid arguments
+// error matching ErrOverCapacity and leasestore.ErrNotSent. Invalid arguments
 // give an error matching errors.NotValid (github.com/juju/errors); any
-// other error matches lease.ErrUnconfirmed (and lease.ErrNotSent if the
+// other error matches leasestore.ErrUnconfirmed (and leasestore.ErrNotSent if the
 // claim was not sent).
-func (s *Store) Claim(ctx context.Context, name, holder string, d time.Duration) (lease.Grant, error) {
-	done := s.calls.Begin(lease.OpClaim)
+func (s *Store) Claim(ctx context.Context, name, holder string, d time.Duration) (leasestore.Grant, error) {
+	done := s.calls.Begin(leasestore.OpClaim)
 	g, err := s.claim(ctx, name, holder, d)
 	done(err)
 	return g, err
 }
 
-func (s *Store) claim(ctx context.Context, name, holder string, d time.Duration) (_ lease.Grant, err error) {
+func (s *Store) claim(ctx context.Context, name, holder string, d time.Duration) (_ leasestore.Grant, err error) {
 	if err := checkArgs(name, holder, d); err != nil {
-		return lease.Grant{}, err
+		return leasestore.Grant{}, err
 	}
 	release, err := s.admit(ctx, name, holder, time.Duration(ttlFor(d))*time.Second)
 	if err != nil {
-		return lease.Grant{}, err
+		return leasestore.Grant{}, err
 	}
 	defer release()
 	defer func(start time.Time) {
@@ -167,10 +167,10 @@ func (s *Store) claim(ctx context.Context, name, holder string, d time.Duration)
 		// admission: no new term it cannot renew").
 		resp, err := s.cli.Get(ctx, s.Key(name))
 		if err != nil {
-			return lease.Grant{}, claimError(name, holder, err)
+			return leasestore.Grant{}, claimError(name, holder, err)
 		}
 		if len(resp.Kvs) > 0 {
-			return lease.Grant{}, s.heldBy(name, resp.Kvs[0], resp.Header.Revision)
+			return leasestore.Grant{}, s.heldBy(name, resp.Kvs[0], resp.Header.Revision)
 		}
 	}
 	return s.put(ctx, name, holder, d)
@@ -178,20 +178,20 @@ func (s *Store) claim(ctx context.Context, name, holder string, d time.Duration)
 
 // claimError is the ambiguous error of a claim of name for holder.
 func claimError(name, holder string, err error) error {
-	return &lease.CallError{Store: storeName, Op: "claim", Name: name, Holder: holder, Err: err}
+	return &leasestore.CallError{Store: storeName, Op: "claim", Name: name, Holder: holder, Err: err}
 }
 
 // put grants a fresh etcd lease of ceil(d) seconds and puts the key of
 // name on it, for holder, if the key does not exist: the claim's etcd
 // calls, on the call slot it holds.
-func (s *Store) put(ctx context.Context, name, holder string, d time.Duration) (lease.Grant, error) {
+func (s *Store) put(ctx context.Context, name, holder string, d time.Duration) (leasestore.Grant, error) {
 	key := s.Key(name)
 	sent := s.opts.clock.Now()
 	gr, err := s.cli.Grant(ctx, ttlFor(d))
 	if err != nil {
 		// A lease granted without our hearing it has no keys and expires
 		// by itself.
-		return lease.Grant{}, claimError(name, holder, err)
+		return leasestore.Grant{}, claimError(name, holder, err)
 	}
 	resp, err := s.cli.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
@@ -201,14 +201,14 @@ func (s *Store) put(ctx context.Context, name, holder string, d time.Duration) (
 	if err != nil {
 		// The put may have been applied, on this lease.
 		s.orphan(ctx, gr.ID)
-		return lease.Grant{}, claimError(name, holder, err)
+		return leasestore.Grant{}, claimError(name, holder, err)
 	}
 	if !resp.Succeeded {
 		s.orphan(ctx, gr.ID)
 		if rr := resp.Responses[0].GetResponseRange(); rr != nil && len(rr.Kvs) > 0 {
-			return lease.Grant{}, s.heldBy(name, rr.Kvs[0], resp.Header.Revision)
+			return leasestore.Grant{}, s.heldBy(name, rr.Kvs[0], resp.Header.Revision)
 		}
-		return lease.Grant{}, &lease.HeldError{Name: name}
+		return leasestore.Grant{}, &leasestore.HeldError{Name: name}
 	}
 	s.refusedAt.forget(name)
 	// The transaction made exactly one revision: the key's create revision.
@@ -216,7 +216,7 @@ func (s *Store) put(ctx context.Context, name, holder string, d time.Duration) (
 	granted := time.Duration(gr.TTL) * time.Second
 	// A new token: never found over.
 	_ = s.remember(name, token, cachedLease{id: gr.ID, leaseLife: leaseLife{raftTerm: gr.ResponseHeader.GetRaftTerm(), confirmed: sent, ttl: granted}})
-	return lease.Grant{Name: name, Holder: holder, Token: token, Duration: granted}, nil
+	return leasestore.Grant{Name: name, Holder: holder, Token: token, Duration: granted}, nil
 }
 
 // Extend keeps the term g alive: one keep-alive of its etcd lease, then a
@@ -227,16 +227,16 @@ func (s *Store) put(ctx context.Context, name, holder string, d time.Duration) (
 // when d is longer than that TTL, or the keep-alive may not resume the etcd
 // lease (see leaseLife.resumable), Extend moves the key to a fresh etcd
 // lease of ceil(d) seconds in a transaction guarded by g.Token (the token
-// is unchanged). It returns a *lease.NotHeldError when a linearizable read
+// is unchanged). It returns a *leasestore.NotHeldError when a linearizable read
 // finds the key gone, another term's or rewritten by another client (a
 // keep-alive's "no such lease" alone ends nothing: a stale member may say
 // it), matching ErrOverCapacity too when the etcd lease ran out while the
 // Store's keep-alives of it waited for call slots; any other error matches
-// lease.ErrUnconfirmed (or lease.ErrNotSent if the call was not sent:
+// leasestore.ErrUnconfirmed (or leasestore.ErrNotSent if the call was not sent:
 // ErrOverCapacity among them). Renewals take the call slots before claims,
 // the oldest term first.
-func (s *Store) Extend(ctx context.Context, g lease.Grant, d time.Duration) (lease.Grant, error) {
-	done := s.calls.Begin(lease.OpExtend)
+func (s *Store) Extend(ctx context.Context, g leasestore.Grant, d time.Duration) (leasestore.Grant, error) {
+	done := s.calls.Begin(leasestore.OpExtend)
 	g, err := s.extend(ctx, g, d)
 	done(err)
 	return g, err
@@ -253,18 +253,18 @@ type renewal struct {
 }
 
 // extend is Extend, uncounted.
-func (s *Store) extend(ctx context.Context, g lease.Grant, d time.Duration) (_ lease.Grant, err error) {
+func (s *Store) extend(ctx context.Context, g leasestore.Grant, d time.Duration) (_ leasestore.Grant, err error) {
 	if err := checkGrant(g, d); err != nil {
-		return lease.Grant{}, err
+		return leasestore.Grant{}, err
 	}
 	if err := s.overErr(g.Name, g.Token); err != nil {
-		return lease.Grant{}, err
+		return leasestore.Grant{}, err
 	}
 	want := ttlFor(d)
 	var r renewal
 	r.known, r.ok = s.cached(g.Name, g.Token)
 	if err := s.renewalSlot(ctx, g, want, &r); err != nil {
-		return lease.Grant{}, err
+		return leasestore.Grant{}, err
 	}
 	defer s.slots.release()
 	var period time.Duration // since the lease's last confirmed renewal
@@ -282,10 +282,10 @@ func (s *Store) extend(ctx context.Context, g lease.Grant, d time.Duration) (_ l
 		// etcd lease carries the term, if the term is still alive.
 		kv, _, err := get(ctx, s.cli, s.Key(g.Name))
 		if err != nil {
-			return lease.Grant{}, extendError(g, err)
+			return leasestore.Grant{}, extendError(g, err)
 		}
 		if err := recordedTerm("extend", g, kv, nil); err != nil {
-			return lease.Grant{}, s.lose(g, err)
+			return leasestore.Grant{}, s.lose(g, err)
 		}
 		r.id = clientv3.LeaseID(kv.Lease)
 	}
@@ -297,19 +297,19 @@ func (s *Store) extend(ctx context.Context, g lease.Grant, d time.Duration) (_ l
 }
 
 // extendError is the ambiguous error of an Extend of g.
-func extendError(g lease.Grant, err error) error {
-	return &lease.CallError{Store: storeName, Op: "extend", Name: g.Name, Holder: g.Holder, Token: g.Token, Err: err}
+func extendError(g leasestore.Grant, err error) error {
+	return &leasestore.CallError{Store: storeName, Op: "extend", Name: g.Name, Holder: g.Holder, Token: g.Token, Err: err}
 }
 
 // renewOnce keeps the etcd lease r.id alive once and reads the key to
 // confirm the term, for an Extend of g that wants want seconds. again says
 // the key was found on another etcd lease of the term, which r now names:
 // keep that one alive instead.
-func (s *Store) renewOnce(ctx context.Context, g lease.Grant, want int64, r *renewal, attempt int) (_ lease.Grant, again bool, _ error) {
+func (s *Store) renewOnce(ctx context.Context, g leasestore.Grant, want int64, r *renewal, attempt int) (_ leasestore.Grant, again bool, _ error) {
 	sent := s.opts.clock.Now()
 	ka, kaErr := s.cli.KeepAliveOnce(ctx, r.id)
 	if kaErr != nil && !errors.Is(kaErr, rpctypes.ErrLeaseNotFound) {
-		return lease.Grant{}, false, extendError(g, kaErr)
+		return leasestore.Grant{}, false, extendError(g, kaErr)
 	}
 	// A live etcd lease proves the term was not ended by expiry; the
 	// read proves the key was not deleted or passed on since. When
@@ -318,15 +318,15 @@ func (s *Store) renewOnce(ctx context.Context, g lease.Grant, want int64, r *ren
 	// moved to another etcd lease first.
 	kv, readRaftTerm, err := readCommitted(ctx, s.cli, s.Key(g.Name))
 	if err != nil {
-		return lease.Grant{}, false, extendError(g, err)
+		return leasestore.Grant{}, false, extendError(g, err)
 	}
 	if kv == nil || uint64(kv.CreateRevision) != g.Token {
-		return lease.Grant{}, false, lostLate(s.lose(g, recordEnded("extend", g, kv)), r.known, r.ok, r.first)
+		return leasestore.Grant{}, false, lostLate(s.lose(g, recordEnded("extend", g, kv)), r.known, r.ok, r.first)
 	}
 	if err := recordedTerm("extend", g, kv, nil); err != nil {
 		// Rewritten, or taken off every etcd lease, by another
 		// client: the key no longer records our term.
-		return lease.Grant{}, false, s.lose(g, err)
+		return leasestore.Grant{}, false, s.lose(g, err)
 	}
 	if clientv3.LeaseID(kv.Lease) != r.id {
 		return s.followMove(g, kv, r, attempt)
@@ -335,11 +335,11 @@ func (s *Store) renewOnce(ctx context.Context, g lease.Grant, want int64, r *ren
 		// "No such lease", yet the key is still on it: a stale leader
 		// said so (see DESIGN.md, "Confirming that an etcd lease is
 		// gone").
-		return lease.Grant{}, false, extendError(g, errNotFoundKeyOnLease)
+		return leasestore.Grant{}, false, extendError(g, errNotFoundKeyOnLease)
 	}
 	kaRaftTerm := ka.ResponseHeader.GetRaftTerm()
 	if err := confirmedInRaftTerm(kaRaftTerm, readRaftTerm); err != nil {
-		return lease.Grant{}, false, extendError(g, err)
+		return leasestore.Grant{}, false, extendError(g, err)
 	}
 	if !r.ok || !r.known.resumable(kaRaftTerm, sent) || ka.TTL < want {
 		// The renewal is real, but promises nothing: some old
@@ -350,7 +350,7 @@ func (s *Store) renewOnce(ctx context.Context, g lease.Grant, want int64, r *ren
 	}
 	ttl := time.Duration(ka.TTL) * time.Second
 	if err := s.remember(g.Name, g.Token, cachedLease{id: r.id, leaseLife: leaseLife{raftTerm: kaRaftTerm, confirmed: sent, ttl: ttl}}); err != nil {
-		return lease.Grant{}, false, err
+		return leasestore.Grant{}, false, err
 	}
 	g.Duration = ttl
 	return g, false, nil
@@ -363,25 +363,25 @@ func (s *Store) renewOnce(ctx context.Context, g lease.Grant, want int64, r *ren
 // relet is moving the key there, or the key moved twice; else another
 // client moved it, and the term is over. See DESIGN.md, "A term is ours
 // only while its key records it".
-func (s *Store) followMove(g lease.Grant, kv *keyValue, r *renewal, attempt int) (_ lease.Grant, again bool, _ error) {
+func (s *Store) followMove(g leasestore.Grant, kv *keyValue, r *renewal, attempt int) (_ leasestore.Grant, again bool, _ error) {
 	key, got := s.Key(g.Name), clientv3.LeaseID(kv.Lease)
 	switch cur, cached := s.cached(g.Name, g.Token); {
 	case attempt > 0:
-		return lease.Grant{}, false, extendError(g, fmt.Errorf("key %q moved between etcd leases %x and %x", key, r.id, got))
+		return leasestore.Grant{}, false, extendError(g, fmt.Errorf("key %q moved between etcd leases %x and %x", key, r.id, got))
 	case cached && cur.id == got, !r.ok:
 		r.id, r.known, r.ok = got, cur, cached && cur.id == got
-		return lease.Grant{}, true, nil
+		return leasestore.Grant{}, true, nil
 	case s.leaseOurs(g.Name, g.Token)(kv.Lease):
-		return lease.Grant{}, false, extendError(g, fmt.Errorf("key %q is being moved to etcd lease %x by a concurrent Extend", key, got))
+		return leasestore.Grant{}, false, extendError(g, fmt.Errorf("key %q is being moved to etcd lease %x by a concurrent Extend", key, got))
 	}
 	// This Store put the key on r.id; another client moved it.
-	return lease.Grant{}, false, s.lose(g, movedAway("extend", g, kv))
+	return leasestore.Grant{}, false, s.lose(g, movedAway("extend", g, kv))
 }
 
 // relet moves the term's key from etcd lease old to a fresh one of ttl
 // seconds, keeping its create revision (the token).
-func (s *Store) relet(ctx context.Context, g lease.Grant, old clientv3.LeaseID, ttl int64) (lease.Grant, error) {
-	fail := func(err error) (lease.Grant, error) { return lease.Grant{}, extendError(g, err) }
+func (s *Store) relet(ctx context.Context, g leasestore.Grant, old clientv3.LeaseID, ttl int64) (leasestore.Grant, error) {
+	fail := func(err error) (leasestore.Grant, error) { return leasestore.Grant{}, extendError(g, err) }
 	sent := s.opts.clock.Now()
 	gr, err := s.cli.Grant(ctx, ttl)
 	if err != nil {
@@ -407,13 +407,13 @@ func (s *Store) relet(ctx context.Context, g lease.Grant, old clientv3.LeaseID, 
 		s.orphan(ctx, gr.ID)
 		kv := elseKV(resp)
 		if err := recordedTerm("extend", g, kv, nil); err != nil {
-			return lease.Grant{}, s.lose(g, err)
+			return leasestore.Grant{}, s.lose(g, err)
 		}
 		if s.leaseOurs(g.Name, g.Token)(kv.Lease) {
 			// Still our term, on another lease: a concurrent relet won.
 			return fail(fmt.Errorf("key %q moved to etcd lease %x concurrently", key, kv.Lease))
 		}
-		return lease.Grant{}, s.lose(g, movedAway("extend", g, kv))
+		return leasestore.Grant{}, s.lose(g, movedAway("extend", g, kv))
 	}
 	// Recorded before the old lease is revoked: a concurrent Extend that
 	// finds its keep-alive refused follows the key here.
@@ -421,7 +421,7 @@ func (s *Store) relet(ctx context.Context, g lease.Grant, old clientv3.LeaseID, 
 	err = s.remember(g.Name, g.Token, cachedLease{id: gr.ID, leaseLife: leaseLife{raftTerm: gr.ResponseHeader.GetRaftTerm(), confirmed: sent, ttl: granted}})
 	s.orphan(ctx, old)
 	if err != nil {
-		return lease.Grant{}, err
+		return leasestore.Grant{}, err
 	}
 	g.Duration = granted
 	return g, nil
@@ -429,18 +429,18 @@ func (s *Store) relet(ctx context.Context, g lease.Grant, old clientv3.LeaseID, 
 
 // Revoke ends the term g at once: it deletes the key in a transaction
 // guarded by g.Token, then revokes the term's etcd lease. It returns an
-// error matching lease.ErrNotHeld when the term is already over; any other
-// error matches lease.ErrUnconfirmed (or lease.ErrNotSent). Once the key is deleted the
+// error matching leasestore.ErrNotHeld when the term is already over; any other
+// error matches leasestore.ErrUnconfirmed (or leasestore.ErrNotSent). Once the key is deleted the
 // term is over, so a failure to revoke the emptied etcd lease is not
 // reported (it expires by itself).
-func (s *Store) Revoke(ctx context.Context, g lease.Grant) error {
-	done := s.calls.Begin(lease.OpRevoke)
+func (s *Store) Revoke(ctx context.Context, g leasestore.Grant) error {
+	done := s.calls.Begin(leasestore.OpRevoke)
 	err := s.revoke(ctx, g)
 	done(err)
 	return err
 }
 
-func (s *Store) revoke(ctx context.Context, g lease.Grant) error {
+func (s *Store) revoke(ctx context.Context, g leasestore.Grant) error {
 	if g.Name == "" || g.Token == 0 {
 		return jujuerrors.NotValidf("grant %+v (must have a Name and a Token)", g)
 	}
@@ -454,7 +454,7 @@ func (s *Store) revoke(ctx context.Context, g lease.Grant) error {
 	defer s.slots.release()
 	deleted, kv, err := deleteTerm(ctx, s.cli, s.Key(g.Name), g.Holder, g.Token)
 	if err != nil {
-		return &lease.CallError{Store: storeName, Op: "revoke", Name: g.Name, Holder: g.Holder, Token: g.Token, Err: err}
+		return &leasestore.CallError{Store: storeName, Op: "revoke", Name: g.Name, Holder: g.Holder, Token: g.Token, Err: err}
 	}
 	if deleted == nil {
 		return s.lose(g, recordEnded("revoke", g, kv))
@@ -468,14 +468,14 @@ func (s *Store) revoke(ctx context.Context, g lease.Grant) error {
 
 // Holder reads the named lease's live term: its holder, token and, as
 // Duration, the time etcd gives it left (whole seconds, rounded down). It
-// returns an error matching lease.ErrNotHeld when nobody holds the lease;
-// any other error matches lease.ErrUnconfirmed (or lease.ErrNotSent).
-func (s *Store) Holder(ctx context.Context, name string) (lease.Grant, error) {
+// returns an error matching leasestore.ErrNotHeld when nobody holds the lease;
+// any other error matches leasestore.ErrUnconfirmed (or leasestore.ErrNotSent).
+func (s *Store) Holder(ctx context.Context, name string) (leasestore.Grant, error) {
 	if name == "" {
-		return lease.Grant{}, jujuerrors.NotValidf("empty lease name")
+		return leasestore.Grant{}, jujuerrors.NotValidf("empty lease name")
 	}
 	if err := s.slots.acquire(ctx); err != nil {
-		return lease.Grant{}, notSent("read", name, "", 0, err)
+		return leasestore.Grant{}, notSent("read", name, "", 0, err)
 	}
 	defer s.slots.release()
 	return readHolder(ctx, s.cli, s.Key(name), name)
@@ -485,12 +485,12 @@ func (s *Store) Holder(ctx context.Context, name string) (lease.Grant, error) {
 // read at revision rev, noted for WatchRelease.
 func (s *Store) heldBy(name string, kv *mvccpb.KeyValue, rev int64) error {
 	s.refusedAt.note(name, uint64(kv.CreateRevision), rev)
-	return &lease.HeldError{Name: name, Holder: namedHolder(kv.Value), Token: uint64(kv.CreateRevision)}
+	return &leasestore.HeldError{Name: name, Holder: namedHolder(kv.Value), Token: uint64(kv.CreateRevision)}
 }
 
-// lose records that the term g is over, as err (a *lease.NotHeldError)
+// lose records that the term g is over, as err (a *leasestore.NotHeldError)
 // says, and returns err: Extend and Revoke of g answer it from then on.
-func (s *Store) lose(g lease.Grant, err error) error {
+func (s *Store) lose(g leasestore.Grant, err error) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if len(s.leases) >= maxCached {

@@ -15,6 +15,7 @@ import (
 	"github.com/coldstart-go/coldstart/lease"
 	"github.com/coldstart-go/coldstart/lease/etcdlease"
 	"github.com/coldstart-go/coldstart/lease/etcdlease/etcdtest"
+	"github.com/coldstart-go/coldstart/lease/leasestore"
 )
 
 func TestClaimExtendRevoke(t *testing.T) {
@@ -30,10 +31,10 @@ func TestClaimExtendRevoke(t *testing.T) {
 	require.NotZero(t, g.Token)
 
 	_, err = s.Claim(ctx, "singular", "b", time.Second)
-	var held *lease.HeldError
+	var held *leasestore.HeldError
 	require.ErrorAs(t, err, &held)
 	require.Equal(t, "a", held.Holder)
-	require.ErrorIs(t, err, lease.ErrHeld)
+	require.ErrorIs(t, err, leasestore.ErrHeld)
 
 	g2, err := s.Extend(ctx, g, time.Second)
 	require.NoError(t, err)
@@ -42,10 +43,10 @@ func TestClaimExtendRevoke(t *testing.T) {
 
 	require.NoError(t, s.Revoke(ctx, g))
 	err = s.Revoke(ctx, g)
-	require.ErrorIs(t, err, lease.ErrNotHeld)
+	require.ErrorIs(t, err, leasestore.ErrNotHeld)
 	_, err = s.Extend(ctx, g, time.Second)
-	require.ErrorIs(t, err, lease.ErrNotHeld)
-	require.False(t, errors.Is(err, lease.ErrUnconfirmed))
+	require.ErrorIs(t, err, leasestore.ErrNotHeld)
+	require.False(t, errors.Is(err, leasestore.ErrUnconfirmed))
 
 	g3, err := s.Claim(ctx, "singular", "b", time.Second)
 	require.NoError(t, err)
@@ -89,7 +90,7 @@ func TestUnextendedTermIsDeletedByEtcd(t *testing.T) {
 	require.NoError(t, err)
 	require.Greater(t, b.Token, a.Token)
 	_, err = s.Extend(ctx, a, time.Second)
-	require.ErrorIs(t, err, lease.ErrNotHeld)
+	require.ErrorIs(t, err, leasestore.ErrNotHeld)
 }
 
 // The incident: a lease operation that times out is not a loss. With the
@@ -125,10 +126,10 @@ func TestUnreachableEtcdIsUnconfirmedNotNotHeld(t *testing.T) {
 func requireUnconfirmed(t *testing.T, err error, op string, token uint64) {
 	t.Helper()
 	require.Error(t, err)
-	require.ErrorIs(t, err, lease.ErrUnconfirmed)
-	require.NotErrorIs(t, err, lease.ErrNotHeld)
-	require.NotErrorIs(t, err, lease.ErrHeld)
-	var oe *lease.CallError
+	require.ErrorIs(t, err, leasestore.ErrUnconfirmed)
+	require.NotErrorIs(t, err, leasestore.ErrNotHeld)
+	require.NotErrorIs(t, err, leasestore.ErrHeld)
+	var oe *leasestore.CallError
 	require.ErrorAs(t, err, &oe)
 	require.Equal(t, op, oe.Op)
 	require.Equal(t, "singular", oe.Name)
@@ -151,7 +152,7 @@ func TestRestartedStoreExtendsAndRevokes(t *testing.T) {
 	require.Equal(t, g.Token, g2.Token)
 	require.NoError(t, restarted.Revoke(ctx, g))
 	_, err = s.Extend(ctx, g, time.Second)
-	require.ErrorIs(t, err, lease.ErrNotHeld)
+	require.ErrorIs(t, err, leasestore.ErrNotHeld)
 	requireNoEtcdLeases(t, cli)
 }
 
@@ -195,9 +196,9 @@ func TestDeniedClaimRevokesItsEtcdLease(t *testing.T) {
 	require.NoError(t, err)
 	for range 3 {
 		_, err := s.Claim(ctx, "singular", "b", 10*time.Second)
-		var held *lease.HeldError
+		var held *leasestore.HeldError
 		require.ErrorAs(t, err, &held)
-		require.Equal(t, &lease.HeldError{Name: "singular", Holder: "a", Token: g.Token}, held)
+		require.Equal(t, &leasestore.HeldError{Name: "singular", Holder: "a", Token: g.Token}, held)
 	}
 	leases, err := cli.Leases(ctx)
 	require.NoError(t, err)
@@ -238,14 +239,14 @@ func TestHolderOfFreeLeaseIsNotHeld(t *testing.T) {
 	t.Parallel()
 	s, _, _ := newStore(t)
 	_, err := s.Holder(testCtx(t), "nobody")
-	require.ErrorIs(t, err, lease.ErrNotHeld)
+	require.ErrorIs(t, err, leasestore.ErrNotHeld)
 }
 
 func TestBadArgumentsAreNotValid(t *testing.T) {
 	t.Parallel()
 	s, _, _ := newStore(t)
 	ctx := testCtx(t)
-	g := lease.Grant{Name: "n", Holder: "h", Token: 7, Duration: time.Second}
+	g := leasestore.Grant{Name: "n", Holder: "h", Token: 7, Duration: time.Second}
 	zeroToken := g
 	zeroToken.Token = 0
 	noName := g
@@ -328,7 +329,7 @@ func TestExtendAfterAnotherStoreMovedTheTermSaysItIsOver(t *testing.T) {
 	require.Equal(t, 3*time.Second, moved.Duration)
 
 	_, err = s.Extend(ctx, g, time.Second)
-	var nh *lease.NotHeldError
+	var nh *leasestore.NotHeldError
 	require.ErrorAs(t, err, &nh)
 	require.Regexp(t, "key moved to etcd lease [0-9a-f]+: written by another client$", nh.Reason)
 	again, err := other.Extend(ctx, moved, time.Second)
@@ -357,15 +358,15 @@ func TestExtendTellsItsOwnMoveFromAnotherClients(t *testing.T) {
 	require.NoError(t, err)
 
 	_, err = s.Extend(ctx, g, 2*time.Second)
-	require.ErrorIs(t, err, lease.ErrUnconfirmed, "our own move in flight")
+	require.ErrorIs(t, err, leasestore.ErrUnconfirmed, "our own move in flight")
 	require.ErrorContains(t, err, "being moved to etcd lease")
 	done()
 	_, err = s.Extend(ctx, g, 2*time.Second)
-	require.ErrorIs(t, err, lease.ErrNotHeld, "no move of ours put it there")
+	require.ErrorIs(t, err, leasestore.ErrNotHeld, "no move of ours put it there")
 }
 
 // A call whose ctx ended before it was sent is "not sent" — certain, so
-// it matches lease.ErrNotSent and not lease.ErrUnconfirmed — on both stores.
+// it matches leasestore.ErrNotSent and not leasestore.ErrUnconfirmed — on both stores.
 func TestCallNotSentIsNotUnconfirmed(t *testing.T) {
 	t.Parallel()
 	cli := etcdtest.Start(t).Client()
@@ -373,14 +374,14 @@ func TestCallNotSentIsNotUnconfirmed(t *testing.T) {
 		s := kind.make(t, cli, "/notsent/"+kind.name+"/", time.Second)
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
-		g := lease.Grant{Name: "x", Holder: "a", Token: 1}
+		g := leasestore.Grant{Name: "x", Holder: "a", Token: 1}
 		for op, call := range map[string]func() error{
 			"claim":  func() error { _, err := s.Claim(ctx, "x", "a", time.Second); return err },
 			"revoke": func() error { return s.Revoke(ctx, g) },
 		} {
 			err := call()
-			require.ErrorIs(t, err, lease.ErrNotSent, op)
-			require.NotErrorIs(t, err, lease.ErrUnconfirmed, op)
+			require.ErrorIs(t, err, leasestore.ErrNotSent, op)
+			require.NotErrorIs(t, err, leasestore.ErrUnconfirmed, op)
 			require.ErrorIs(t, err, context.Canceled, op)
 			require.ErrorContains(t, err, "not sent", op)
 		}
@@ -388,7 +389,7 @@ func TestCallNotSentIsNotUnconfirmed(t *testing.T) {
 }
 
 // A store whose calls wait out its call slots says so: the tracker's check
-// carries an error matching ErrOverCapacity (and lease.ErrNotSent), so an
+// carries an error matching ErrOverCapacity (and leasestore.ErrNotSent), so an
 // overloaded store is visible at once rather than as a slow drift of
 // unconfirmed renewals.
 func TestOverCapacityIsVisibleToTheTracker(t *testing.T) {
@@ -403,7 +404,7 @@ func TestOverCapacityIsVisibleToTheTracker(t *testing.T) {
 		_, err := tr.Check(ctx, 0)
 		require.Error(t, err, "no claim can be sent")
 		if errors.Is(err, etcdlease.ErrOverCapacity) {
-			require.ErrorIs(t, err, lease.ErrNotSent)
+			require.ErrorIs(t, err, leasestore.ErrNotSent)
 			require.NotErrorIs(t, err, lease.ErrNotLeader)
 			require.ErrorContains(t, err, "over capacity")
 			return

@@ -6,7 +6,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/coldstart-go/coldstart/lease"
+	"github.com/coldstart-go/coldstart/lease/leasestore"
 )
 
 // termTable is what a SessionStore knows of the terms it claimed, by lease
@@ -81,7 +81,7 @@ func (tt *termTable) overSince(name, holder string, token uint64, sess, cur clie
 	if !ok || c.rev <= int64(token) {
 		return "", ""
 	}
-	why, now = termRecord(lease.Grant{Holder: holder, Token: token}, c.kv, tt.ours(cur, sess))
+	why, now = termRecord(leasestore.Grant{Holder: holder, Token: token}, c.kv, tt.ours(cur, sess))
 	if c.kv != nil && c.kv.CreateRevision > int64(token) {
 		now = c.holder() // another term's: name it if another process made it
 	}
@@ -216,9 +216,9 @@ func (tt *termTable) record(name, holder string, token uint64, p promise, start 
 
 // renew answers Extend of the term t, recorded for g.Name with g.Token,
 // at now, with p its session's promise: the duration granted, or a
-// *lease.NotHeldError when the term is over, or (ambiguous) why the
+// *leasestore.NotHeldError when the term is over, or (ambiguous) why the
 // session cannot back a grant now.
-func (tt *termTable) renew(t *term, g lease.Grant, d time.Duration, now time.Time, p promise) (time.Duration, error) {
+func (tt *termTable) renew(t *term, g leasestore.Grant, d time.Duration, now time.Time, p promise) (time.Duration, error) {
 	over := func(why string) (time.Duration, error) {
 		return 0, termEnded("extend", g, tt.holderAfter(g.Name, g.Token), why)
 	}
@@ -384,7 +384,7 @@ func (tt *termTable) moved(name string, t *term, p promise, start time.Time, d t
 	case why != "":
 		why += " while it was moved onto a new session"
 		t.endFor(termOver, why, after)
-		return 0, termEnded("extend", lease.Grant{Name: name, Holder: t.holder, Token: t.token}, after, why)
+		return 0, termEnded("extend", leasestore.Grant{Name: name, Holder: t.holder, Token: t.token}, after, why)
 	case p.lost:
 		t.end(termOver) // etcd deleted the key with the session
 		return 0, p.unconfirmed()
@@ -449,7 +449,7 @@ func (tt *termTable) expired(now time.Time, p promise) []expiredTerm {
 // lostChannel returns the channel Lost gives for g, registered to close
 // when its term ends (closed already if it has): nil when the table does
 // not know g's term.
-func (tt *termTable) lostChannel(g lease.Grant) chan struct{} {
+func (tt *termTable) lostChannel(g leasestore.Grant) chan struct{} {
 	t := tt.terms[g.Name]
 	if t == nil || t.state == termUnsure || t.token < g.Token {
 		return nil

@@ -7,7 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/coldstart-go/coldstart/lease"
+	"github.com/coldstart-go/coldstart/lease/leasestore"
 )
 
 // The term table's rules, without etcd: time and the session's promise
@@ -29,18 +29,18 @@ func confirmedUntil(sent time.Time) promise {
 
 // claimed returns a table holding one live term of "x" (token 10), granted
 // at t0 for tableD on a session confirmed at t0.
-func claimed(t *testing.T) (*termTable, *term, lease.Grant) {
+func claimed(t *testing.T) (*termTable, *term, leasestore.Grant) {
 	t.Helper()
 	tt := newTermTable()
 	granted, err := tt.record("x", "a", 10, confirmedUntil(t0), t0, tableD)
 	require.NoError(t, err)
 	require.Equal(t, tableD, granted)
-	return &tt, tt.terms["x"], lease.Grant{Name: "x", Holder: "a", Token: 10}
+	return &tt, tt.terms["x"], leasestore.Grant{Name: "x", Holder: "a", Token: 10}
 }
 
 func requireOver(t *testing.T, err error, holder string) {
 	t.Helper()
-	var nh *lease.NotHeldError
+	var nh *leasestore.NotHeldError
 	require.ErrorAs(t, err, &nh)
 	require.Equal(t, "x", nh.Name)
 	require.EqualValues(t, 10, nh.Token)
@@ -50,7 +50,7 @@ func requireOver(t *testing.T, err error, holder string) {
 func requireAmbiguous(t *testing.T, err error) {
 	t.Helper()
 	require.Error(t, err)
-	require.False(t, errors.Is(err, lease.ErrNotHeld), "want ambiguous, got %v", err)
+	require.False(t, errors.Is(err, leasestore.ErrNotHeld), "want ambiguous, got %v", err)
 }
 
 // The founding incident, in the store: while the session is unconfirmed,

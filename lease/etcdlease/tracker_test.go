@@ -16,6 +16,7 @@ import (
 
 	"github.com/coldstart-go/coldstart/lease"
 	"github.com/coldstart-go/coldstart/lease/etcdlease/etcdtest"
+	"github.com/coldstart-go/coldstart/lease/leasestore"
 )
 
 func newTracker(t *testing.T, cfg lease.Config) *lease.Tracker {
@@ -142,7 +143,7 @@ func testTrackerLearnsRevokedTermDefinitively(t *testing.T, kind storeKind) {
 
 	ctx := testCtx(t)
 	current, err := store.(interface {
-		Holder(ctx context.Context, name string) (lease.Grant, error)
+		Holder(ctx context.Context, name string) (leasestore.Grant, error)
 	}).Holder(ctx, "singular")
 	require.NoError(t, err)
 	require.NoError(t, kind.make(t, cli, "/revoked/", 2*d).Revoke(ctx, current))
@@ -211,9 +212,9 @@ func testTrackerLearnsDeletedKeyBeforeScheduledRenewal(t *testing.T, kind storeK
 		t.Fatal("the deleted key was not learned before the test's ctx ended")
 	}
 	require.ErrorIs(t, err, lease.ErrNotLeader)
-	require.ErrorIs(t, err, lease.ErrNotHeld, "the store's definitive answer")
+	require.ErrorIs(t, err, leasestore.ErrNotHeld, "the store's definitive answer")
 	require.NotErrorIs(t, err, lease.ErrRenewalFailed)
-	var nh *lease.NotHeldError
+	var nh *leasestore.NotHeldError
 	require.ErrorAs(t, err, &nh)
 	require.Equal(t, "singular", nh.Name)
 	require.Equal(t, held.Token, nh.Token, "the loss names the term that is over")
@@ -229,7 +230,7 @@ func testTrackerLearnsDeletedKeyBeforeScheduledRenewal(t *testing.T, kind storeK
 // stallingStore holds one armed Extend at its start until the test lets it
 // go (or its ctx ends), so the test can act while a renewal is in flight.
 type stallingStore struct {
-	lease.Store
+	leasestore.Store
 	mu      sync.Mutex
 	armed   bool
 	entered chan struct{} // closed when the armed Extend has started
@@ -244,7 +245,7 @@ func (s *stallingStore) arm() {
 	s.proceed = make(chan struct{})
 }
 
-func (s *stallingStore) Extend(ctx context.Context, g lease.Grant, d time.Duration) (lease.Grant, error) {
+func (s *stallingStore) Extend(ctx context.Context, g leasestore.Grant, d time.Duration) (leasestore.Grant, error) {
 	s.mu.Lock()
 	armed := s.armed
 	s.armed = false
@@ -318,7 +319,7 @@ func TestFailoverRenewalFailsAmbiguouslyThenRecovers(t *testing.T) {
 	require.True(t, got.st.Until.Equal(before.Until), "until %v, want the old %v", got.st.Until, before.Until)
 	var rf *lease.RenewalFailedError
 	require.ErrorAs(t, got.err, &rf)
-	require.ErrorIs(t, rf, lease.ErrUnconfirmed, "the cause must be the store's unconfirmed call")
+	require.ErrorIs(t, rf, leasestore.ErrUnconfirmed, "the cause must be the store's unconfirmed call")
 
 	// The survivors elect a leader and the client reaches them: the same
 	// term is confirmed again. It may pass through Unknown on the way if
@@ -368,11 +369,11 @@ func TestSessionFailoverRenewalFailsAmbiguouslyThenRecovers(t *testing.T) {
 	toLeader.Refuse()
 	// Extend (local, as the tracker's renewals) until the session's
 	// keep-alive is unconfirmed; never "not held".
-	g := lease.Grant{Name: "singular", Holder: "a", Token: first.Token}
+	g := leasestore.Grant{Name: "singular", Holder: "a", Token: first.Token}
 	for {
 		_, err := store.Extend(ctx, g, 2*d)
 		if err != nil {
-			require.ErrorIs(t, err, lease.ErrUnconfirmed, "Extend during the failover")
+			require.ErrorIs(t, err, leasestore.ErrUnconfirmed, "Extend during the failover")
 			break
 		}
 		select {
@@ -390,7 +391,7 @@ func TestSessionFailoverRenewalFailsAmbiguouslyThenRecovers(t *testing.T) {
 	require.NotEqual(t, lease.NotHeld, st.State)
 	var rf *lease.RenewalFailedError
 	require.ErrorAs(t, err, &rf)
-	require.ErrorIs(t, rf, lease.ErrUnconfirmed, "the cause must be the store's unconfirmed call")
+	require.ErrorIs(t, rf, leasestore.ErrUnconfirmed, "the cause must be the store's unconfirmed call")
 
 	healed := time.Now()
 	var survivors []string

@@ -23,7 +23,7 @@ import (
 // ctx end, and it releases the Lease once they have returned — and waits
 // for it. The release keeps preferredHolder, and the Store reserves the
 // released Lease for it: its claim succeeds at once, while any other
-// claimant's is refused (a *lease.HeldError naming the preferred holder)
+// claimant's is refused (a *leasestore.HeldError naming the preferred holder)
 // until the released record has gone unchanged for its
 // leaseDurationSeconds (1 s), so that an absent preferred holder does not
 // leave the Lease without one: a term claimed once that reservation ran

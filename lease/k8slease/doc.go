@@ -1,4 +1,4 @@
-// Package k8slease is a lease.Store on Kubernetes coordination.k8s.io/v1
+// Package k8slease is a leasestore.Store on Kubernetes coordination.k8s.io/v1
 // Lease objects, for operators: a lease.Tracker on the API server the
 // operator already talks to, in place of client-go's leaderelection.
 //
@@ -7,10 +7,10 @@
 // server into "leader election lost", and operators exit and crash-loop on
 // it (spin-operator#180, Mellanox/network-operator#3256,
 // NVIDIA/gpu-operator#2185, operator-sdk#1813). Here only the API server's
-// definitive answers become lease.ErrHeld or lease.ErrNotHeld; a timeout, a
+// definitive answers become leasestore.ErrHeld or leasestore.ErrNotHeld; a timeout, a
 // 5xx or 429, a refused or broken connection, or a 404 that does not say
-// "this Lease does not exist" is a *lease.CallError matching
-// lease.ErrUnconfirmed, so the tracker answers lease.ErrRenewalFailed ("still ours until T") through an
+// "this Lease does not exist" is a *leasestore.CallError matching
+// leasestore.ErrUnconfirmed, so the tracker answers lease.ErrRenewalFailed ("still ours until T") through an
 // outage, never lease.ErrNotLeader.
 //
 //	cfg, err := rest.InClusterConfig()
@@ -54,13 +54,13 @@
 // leaseDurationSeconds and renewTime of its writes. Another party's write
 // to those — a second process under the same holder name, kubectl edit, a
 // manifest applied over the Lease — ends the term at the next renewal
-// (lease.ErrNotHeld, saying what changed), never Held on a record
+// (leasestore.ErrNotHeld, saying what changed), never Held on a record
 // rewritten behind its back; labels, annotations and spec.preferredHolder
 // are anyone's to write.
 //
 // # Hand-over
 //
-// The Store is a lease.ReleaseWatcher: a claim refused by a live term
+// The Store is a leasestore.ReleaseWatcher: a claim refused by a live term
 // names it (HeldError.Token is its leaseTransitions), and a tracker that
 // waits for it watches the Lease object (WatchRelease) instead of claiming
 // every ClaimInterval, so it leads within milliseconds of a release, and
@@ -103,7 +103,7 @@
 //
 // # What it tells
 //
-// The Store is a lease.StoreReporter: StoreReport counts its calls of
+// The Store is a leasestore.Reporter: StoreReport counts its calls of
 // Claim, Extend and Revoke once each, by the class of the answer (ok,
 // definitive, ambiguous; none is "not sent") and the calls in flight, as
 // every store does. WithLogger logs what the store finds about a Lease,

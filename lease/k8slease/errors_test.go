@@ -13,12 +13,12 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/coldstart-go/coldstart/internal/logtest"
-	"github.com/coldstart-go/coldstart/lease"
 	"github.com/coldstart-go/coldstart/lease/k8slease"
+	"github.com/coldstart-go/coldstart/lease/leasestore"
 )
 
 // An API server that answers 503 leaves a call ambiguous: the Store says so
-// with lease's own class — a *lease.CallError matching lease.ErrUnconfirmed
+// with lease's own class — a *leasestore.CallError matching leasestore.ErrUnconfirmed
 // and naming the namespace — not a class of its own. Nil options are
 // ignored; the store logs nothing for a call that changed nothing, and
 // nothing once its calls have returned (it has no goroutine of its own).
@@ -36,14 +36,14 @@ func TestUnavailableAPIServerIsLeaseUnconfirmed(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	_, err = s.Claim(ctx, "leader", "a", time.Second)
-	require.ErrorIs(t, err, lease.ErrUnconfirmed)
-	require.NotErrorIs(t, err, lease.ErrNotSent)
-	var ce *lease.CallError
+	require.ErrorIs(t, err, leasestore.ErrUnconfirmed)
+	require.NotErrorIs(t, err, leasestore.ErrNotSent)
+	var ce *leasestore.CallError
 	require.True(t, errors.As(err, &ce), "%v", err)
 	require.Equal(t, "claim", ce.Op)
 	require.Equal(t, "leader", ce.Name)
 	require.Contains(t, err.Error(), `k8slease namespace "team-a": claim lease "leader" for "a" unconfirmed`)
-	require.Equal(t, lease.StoreReport{Claim: lease.StoreCalls{Ambiguous: 1}}, s.StoreReport())
+	require.Equal(t, leasestore.Report{Claim: leasestore.Calls{Ambiguous: 1}}, s.StoreReport())
 	logs.Seal(t)
 	require.Empty(t, logs.Records())
 }

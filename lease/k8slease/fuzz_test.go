@@ -14,8 +14,8 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/coldstart-go/coldstart/lease"
 	"github.com/coldstart-go/coldstart/lease/k8slease"
+	"github.com/coldstart-go/coldstart/lease/leasestore"
 )
 
 // fuzzLease is the Lease the fuzzer describes: each field present or
@@ -133,7 +133,7 @@ func FuzzLeaseRecord(f *testing.F) {
 		ctx := context.Background()
 		for try := range 2 {
 			got, err := s.Claim(ctx, "leader", "a", 2*time.Second)
-			var he *lease.HeldError
+			var he *leasestore.HeldError
 			switch {
 			case err == nil:
 				requireExtendable(t, "Claim", got)
@@ -163,7 +163,7 @@ func FuzzLeaseRecord(f *testing.F) {
 
 // requireExtendable fails unless g is a grant the store's Extend takes: a
 // holder, and a token in [1, MaxInt32].
-func requireExtendable(t *testing.T, from string, g lease.Grant) {
+func requireExtendable(t *testing.T, from string, g leasestore.Grant) {
 	t.Helper()
 	if g.Holder == "" || g.Token == 0 || g.Token > math.MaxInt32 || g.Duration <= 0 {
 		t.Fatalf("%s returned a grant Extend refuses: %+v", from, g)

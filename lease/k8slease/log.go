@@ -7,7 +7,7 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 
-	"github.com/coldstart-go/coldstart/lease"
+	"github.com/coldstart-go/coldstart/lease/leasestore"
 )
 
 // What the Store logs (WithLogger): what it finds about a Lease, once
@@ -40,7 +40,7 @@ func (s *Store) log(level slog.Level, msg, name string, attrs ...slog.Attr) {
 
 // logTakenOver records a Claim that took over prev, held by another
 // holder's term the store saw unchanged for unchanged, as term g.
-func (s *Store) logTakenOver(g lease.Grant, prev *coordinationv1.Lease, unchanged time.Duration) {
+func (s *Store) logTakenOver(g leasestore.Grant, prev *coordinationv1.Lease, unchanged time.Duration) {
 	s.log(slog.LevelInfo, msgTakenOver, g.Name, slog.String("holder", g.Holder), slog.Uint64("token", g.Token),
 		slog.String("previous", holderOf(prev)), slog.Duration("unchanged", unchanged))
 }
@@ -70,7 +70,7 @@ func (s *Store) logRecreated(prev, cur *coordinationv1.Lease) {
 // logEndedByOther records that op on term g conflicted with a write that
 // ended the term: err is the NotHeldError op returns, naming who holds
 // the Lease now.
-func (s *Store) logEndedByOther(op string, g lease.Grant, err *lease.NotHeldError) {
+func (s *Store) logEndedByOther(op string, g leasestore.Grant, err *leasestore.NotHeldError) {
 	attrs := make([]slog.Attr, 0, 4)
 	attrs = append(attrs, slog.String("op", op))
 	if err.Holder != "" {

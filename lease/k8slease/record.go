@@ -8,7 +8,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/coldstart-go/coldstart/lease"
+	"github.com/coldstart-go/coldstart/lease/leasestore"
 )
 
 // What the Store reads of a Lease object — outside input: anyone allowed
@@ -32,11 +32,11 @@ import (
 // restores a count — deletes the Lease object (its count restarts at 1,
 // see the package doc's Limits), or sets leaseTransitions above every
 // token handed out on it.
-func termOf(l *coordinationv1.Lease) (lease.Grant, error) {
+func termOf(l *coordinationv1.Lease) (leasestore.Grant, error) {
 	if l == nil {
-		return lease.Grant{}, nil
+		return leasestore.Grant{}, nil
 	}
-	g := lease.Grant{Name: l.Name, Holder: holderOf(l), Token: tokenOf(l), Duration: durationOf(l)}
+	g := leasestore.Grant{Name: l.Name, Holder: holderOf(l), Token: tokenOf(l), Duration: durationOf(l)}
 	if t := transitionsOf(l); t < 0 {
 		return g, fmt.Errorf("the Lease object %s/%s has spec.leaseTransitions %d (must be at least 0, as the API server's validation requires: "+
 			"it was written past it, and the count of terms it held is lost): delete the Lease object to restart its count, "+
@@ -49,23 +49,23 @@ func termOf(l *coordinationv1.Lease) (lease.Grant, error) {
 // answer to this Store's write of that term, records: an error unless out
 // records that term with a positive duration, in a grant Extend takes (a
 // holder, a token in [1, MaxInt32]).
-func grantOf(out *coordinationv1.Lease, holder string, token uint64) (lease.Grant, error) {
+func grantOf(out *coordinationv1.Lease, holder string, token uint64) (leasestore.Grant, error) {
 	g, err := termOf(out)
 	if err != nil {
-		return lease.Grant{}, err
+		return leasestore.Grant{}, err
 	}
 	if g.Holder != holder || g.Token != token || g.Duration <= 0 {
-		return lease.Grant{}, fmt.Errorf("the API server answered the write of term %d for %q with a Lease that records term %d for %q, leaseDurationSeconds %s",
+		return leasestore.Grant{}, fmt.Errorf("the API server answered the write of term %d for %q with a Lease that records term %d for %q, leaseDurationSeconds %s",
 			token, holder, g.Token, g.Holder, secsText(out))
 	}
 	if _, err := checkExtend(g, g.Duration); err != nil {
-		return lease.Grant{}, fmt.Errorf("the API server answered with a Lease that records no grant: %w", err)
+		return leasestore.Grant{}, fmt.Errorf("the API server answered with a Lease that records no grant: %w", err)
 	}
 	return g, nil
 }
 
 // isTerm reports whether l records term g.
-func isTerm(l *coordinationv1.Lease, g lease.Grant) bool {
+func isTerm(l *coordinationv1.Lease, g leasestore.Grant) bool {
 	return l != nil && holderOf(l) == g.Holder && tokenOf(l) == g.Token
 }
 
@@ -185,7 +185,7 @@ func (s *Store) sent(next *coordinationv1.Lease) {
 // writer's renewTime means another party renews it. A term this Store did
 // not write (a grant of another Store) is judged by holder and token, and
 // by uid, the object it was first seen in here ("" for none).
-func (s *Store) judge(op string, g lease.Grant, uid types.UID, cur *coordinationv1.Lease) *lease.NotHeldError {
+func (s *Store) judge(op string, g leasestore.Grant, uid types.UID, cur *coordinationv1.Lease) *leasestore.NotHeldError {
 	if !isTerm(cur, g) {
 		return s.over(op, g, cur, "")
 	}

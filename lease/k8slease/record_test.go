@@ -23,6 +23,7 @@ import (
 
 	"github.com/coldstart-go/coldstart/lease"
 	"github.com/coldstart-go/coldstart/lease/k8slease"
+	"github.com/coldstart-go/coldstart/lease/leasestore"
 	"github.com/coldstart-go/coldstart/lease/leasetest"
 )
 
@@ -167,8 +168,8 @@ func TestImpossibleLeaseTransitionsIsRefused(t *testing.T) {
 					_, xerr := s.Extend(ctx, g, 2*time.Second)
 					t.Fatalf("Claim %s took the Lease at token %d; the store's Extend of that grant: %v", when, g.Token, xerr)
 				}
-				require.ErrorIs(t, err, lease.ErrUnconfirmed, "Claim %s", when)
-				require.False(t, errors.Is(err, lease.ErrHeld), "Claim %s: %v", when, err)
+				require.ErrorIs(t, err, leasestore.ErrUnconfirmed, "Claim %s", when)
+				require.False(t, errors.Is(err, leasestore.ErrHeld), "Claim %s: %v", when, err)
 				for _, want := range []string{"ns/leader", "spec.leaseTransitions " + fmt.Sprint(v), "delete the Lease object"} {
 					require.ErrorContains(t, err, want, "Claim %s", when)
 				}
@@ -179,7 +180,7 @@ func TestImpossibleLeaseTransitionsIsRefused(t *testing.T) {
 			require.NoError(t, err)
 			_, err = live.Claim(ctx, "leader", "a", 2*time.Second)
 			require.ErrorContains(t, err, "spec.leaseTransitions "+fmt.Sprint(v), "Claim while its record is live")
-			require.False(t, errors.Is(err, lease.ErrHeld), "Claim while its record is live: %v", err)
+			require.False(t, errors.Is(err, leasestore.ErrHeld), "Claim while its record is live: %v", err)
 		})
 	}
 }
@@ -215,7 +216,7 @@ func TestTakeoverTokenExceedsEveryTokenSeen(t *testing.T) {
 	require.NoError(t, err)
 	ctx := context.Background()
 	_, err = s.Claim(ctx, "leader", "a", time.Second)
-	require.ErrorIs(t, err, lease.ErrHeld)
+	require.ErrorIs(t, err, leasestore.ErrHeld)
 	clk.Advance(time.Second)
 	g, err := s.Claim(ctx, "leader", "a", time.Second)
 	require.NoError(t, err)
@@ -230,7 +231,7 @@ func TestTakeoverTokenExceedsEveryTokenSeen(t *testing.T) {
 	require.NoError(t, err)
 
 	_, err = s.Extend(ctx, g, time.Second)
-	require.ErrorIs(t, err, lease.ErrNotHeld)
+	require.ErrorIs(t, err, leasestore.ErrNotHeld)
 	next, err := s.Claim(ctx, "leader", "b", time.Second)
 	require.NoError(t, err)
 	require.Greater(t, next.Token, g.Token, "a takeover after the count was written down from 8 to 2")
@@ -257,7 +258,7 @@ func TestLandedRenewalWithoutAnswerIsStillOurs(t *testing.T) {
 		for range lost {
 			clk.Advance(300 * time.Millisecond)
 			_, err = s.Extend(ctx, g, 2*time.Second)
-			require.ErrorIs(t, err, lease.ErrUnconfirmed, "a renewal whose answer was lost")
+			require.ErrorIs(t, err, leasestore.ErrUnconfirmed, "a renewal whose answer was lost")
 		}
 		clk.Advance(300 * time.Millisecond)
 		g2, err := s.Extend(ctx, g, 2*time.Second)
@@ -273,7 +274,7 @@ func TestLandedRenewalWithoutAnswerIsStillOurs(t *testing.T) {
 	_, err = cli.Leases("ns").Update(ctx, l, metav1.UpdateOptions{})
 	require.NoError(t, err)
 	_, err = s.Extend(ctx, g, 2*time.Second)
-	var nh *lease.NotHeldError
+	var nh *leasestore.NotHeldError
 	require.ErrorAs(t, err, &nh)
 	require.Contains(t, nh.Reason, "rewritten by another writer: renewTime")
 }

@@ -15,10 +15,10 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 
-	"github.com/coldstart-go/coldstart/lease"
+	"github.com/coldstart-go/coldstart/lease/leasestore"
 )
 
-var _ lease.ReleaseWatcher = (*Store)(nil)
+var _ leasestore.ReleaseWatcher = (*Store)(nil)
 
 // maxQuietRestarts is how many attempts in a row may fail — a read or a
 // watch request without an answer, a watch closed without delivering an
@@ -37,7 +37,7 @@ var errWatchClosed = errors.New("closed by the API server")
 // cannot read says so, and its follower polls.
 const watchReadTimeout = 5 * time.Second
 
-// WatchRelease implements lease.ReleaseWatcher: it watches the Lease
+// WatchRelease implements leasestore.ReleaseWatcher: it watches the Lease
 // object of held.Name (a watch whose fieldSelector is its name, from the
 // resourceVersion of the last version this Store saw of that term, or of a
 // GET) and yields nil as soon as the term held names — holder
@@ -57,8 +57,8 @@ const watchReadTimeout = 5 * time.Second
 // Store reads the Lease again and watches from there; a renewal seen on
 // the way is the same term, not a release. Three attempts in a row that
 // fail — a read or a watch request that gets no answer within 5 s, or a
-// watch that ends having delivered nothing — yield a *lease.CallError
-// matching lease.ErrUnconfirmed (the tracker then polls); an invalid held
+// watch that ends having delivered nothing — yield a *leasestore.CallError
+// matching leasestore.ErrUnconfirmed (the tracker then polls); an invalid held
 // is NotValid. When ctx ends, the watch ends and yields nothing.
 //
 // A Lease created by client-go starts at leaseTransitions 0: its first
@@ -69,7 +69,7 @@ const watchReadTimeout = 5 * time.Second
 // Lease and takes a held one only once its record has gone unchanged for
 // its leaseDurationSeconds, so a wrong wake costs one refused claim, never
 // two holders.
-func (s *Store) WatchRelease(ctx context.Context, held *lease.HeldError) <-chan error {
+func (s *Store) WatchRelease(ctx context.Context, held *leasestore.HeldError) <-chan error {
 	out := make(chan error, 1)
 	if held == nil || checkName(held.Name) != nil || held.Holder == "" || held.Token == 0 || held.Token > math.MaxInt32 {
 		yield(out, jujuerrors.NotValidf("watch of held lease %+v (must name a Lease, its holder and its term's token in [1, %d], as a refused Claim does)", held, math.MaxInt32))
@@ -78,7 +78,7 @@ func (s *Store) WatchRelease(ctx context.Context, held *lease.HeldError) <-chan 
 	go func() {
 		if err := s.watchRelease(ctx, held); ctx.Err() == nil {
 			if err != nil {
-				err = &lease.CallError{Store: storeName(s.namespace), Op: "watch release", Name: held.Name, Holder: held.Holder, Token: held.Token, Err: err}
+				err = &leasestore.CallError{Store: storeName(s.namespace), Op: "watch release", Name: held.Name, Holder: held.Holder, Token: held.Token, Err: err}
 			}
 			yield(out, err)
 		}
@@ -94,7 +94,7 @@ func yield(out chan<- error, err error) {
 
 // watchRelease watches the Lease until held's term is over (nil) or the
 // watch cannot go on (its cause). It returns when ctx ends, with anything.
-func (s *Store) watchRelease(ctx context.Context, held *lease.HeldError) error {
+func (s *Store) watchRelease(ctx context.Context, held *leasestore.HeldError) error {
 	var (
 		uid   types.UID // the object held's term is in
 		quiet int       // watches in a row that closed without an event
@@ -145,7 +145,7 @@ func (s *Store) watchRelease(ctx context.Context, held *lease.HeldError) error {
 
 // watchFrom watches held's term from cur, the Lease in object uid, and
 // says how that ended (see followRelease).
-func (s *Store) watchFrom(ctx context.Context, held *lease.HeldError, uid types.UID, cur *coordinationv1.Lease) (watchEnd, int, error) {
+func (s *Store) watchFrom(ctx context.Context, held *leasestore.HeldError, uid types.UID, cur *coordinationv1.Lease) (watchEnd, int, error) {
 	// The request, not the watch, has watchReadTimeout to answer.
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -183,7 +183,7 @@ const (
 // it), or the watch closes or answers 410 Gone (watchClosed: the caller
 // reads again) or fails (err). events counts the events it delivered
 // (renewals, bookmarks).
-func (s *Store) followRelease(ctx context.Context, w watch.Interface, held *lease.HeldError, uid types.UID, cur *coordinationv1.Lease) (end watchEnd, events int, err error) {
+func (s *Store) followRelease(ctx context.Context, w watch.Interface, held *leasestore.HeldError, uid types.UID, cur *coordinationv1.Lease) (end watchEnd, events int, err error) {
 	since := s.saw(cur, s.clk.Now())
 	timer := s.clk.NewTimer(durationOf(cur) - s.clk.Now().Sub(since))
 	defer timer.Stop()
@@ -228,12 +228,12 @@ func (s *Store) followRelease(ctx context.Context, w watch.Interface, held *leas
 
 // isHeld reports whether l records the term held names: its holder's, or
 // the first claim of its preferredHolder on a release (see Claim).
-func isHeld(l *coordinationv1.Lease, held *lease.HeldError) bool {
+func isHeld(l *coordinationv1.Lease, held *leasestore.HeldError) bool {
 	return l != nil && standing(l) == held.Holder && tokenOf(l) == held.Token
 }
 
 // heldError is the refusal of a claim of cur, whose term t (see termOf)
 // has the first claim: it names the term, for WatchRelease.
-func heldError(cur *coordinationv1.Lease, t lease.Grant) *lease.HeldError {
-	return &lease.HeldError{Name: cur.Name, Holder: t.Holder, Token: t.Token}
+func heldError(cur *coordinationv1.Lease, t leasestore.Grant) *leasestore.HeldError {
+	return &leasestore.HeldError{Name: cur.Name, Holder: t.Holder, Token: t.Token}
 }

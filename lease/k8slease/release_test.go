@@ -17,8 +17,8 @@ import (
 	fakecoordination "k8s.io/client-go/kubernetes/typed/coordination/v1/fake"
 	k8stesting "k8s.io/client-go/testing"
 
-	"github.com/coldstart-go/coldstart/lease"
 	"github.com/coldstart-go/coldstart/lease/k8slease"
+	"github.com/coldstart-go/coldstart/lease/leasestore"
 )
 
 // fakeServer is an API server the release watch tests script: GET answers
@@ -91,7 +91,7 @@ func leaseOf(holder string, transitions, secs int32, rv string) *coordinationv1.
 func watchFor(t *testing.T, store *k8slease.Store) <-chan error {
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	return store.WatchRelease(ctx, &lease.HeldError{Name: "leader", Holder: "a", Token: 3})
+	return store.WatchRelease(ctx, &leasestore.HeldError{Name: "leader", Holder: "a", Token: 3})
 }
 
 func requireSilent(t *testing.T, ch <-chan error, why string) {
@@ -174,8 +174,8 @@ func TestReleaseWatchThatKeepsClosingFails(t *testing.T) {
 		srv.next(t).w.Stop()
 	}
 	err = requireAnswer(t, ch)
-	require.ErrorIs(t, err, lease.ErrUnconfirmed)
-	var ce *lease.CallError
+	require.ErrorIs(t, err, leasestore.ErrUnconfirmed)
+	var ce *leasestore.CallError
 	require.True(t, errors.As(err, &ce))
 	require.Equal(t, "watch release", ce.Op)
 }

@@ -20,10 +20,10 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
 
-	"github.com/coldstart-go/coldstart/lease"
+	"github.com/coldstart-go/coldstart/lease/leasestore"
 )
 
-// Store is a lease.Store on coordination.k8s.io/v1 Lease objects in one
+// Store is a leasestore.Store on coordination.k8s.io/v1 Lease objects in one
 // namespace: lease name = object name, Holder = spec.holderIdentity, Token =
 // spec.leaseTransitions. It writes the spec the way client-go's
 // resourcelock.LeaseLock does (see the package doc for the mapping and
@@ -44,7 +44,7 @@ type Store struct {
 	namespace string
 	clk       clock.Clock
 	logger    *slog.Logger // nil: no logs
-	calls     lease.StoreCounters
+	calls     leasestore.Counters
 
 	mu   sync.Mutex
 	seen map[string]sighting // by lease name
@@ -79,8 +79,8 @@ type sighting struct {
 }
 
 var (
-	_ lease.Store         = (*Store)(nil)
-	_ lease.StoreReporter = (*Store)(nil)
+	_ leasestore.Store    = (*Store)(nil)
+	_ leasestore.Reporter = (*Store)(nil)
 )
 
 // NewStore returns a Store on the Lease objects of namespace, which must
@@ -109,18 +109,18 @@ func NewStore(cli coordinationv1client.CoordinationV1Interface, namespace string
 	}, nil
 }
 
-// StoreReport implements lease.StoreReporter: the Store's calls of Claim,
+// StoreReport implements leasestore.Reporter: the Store's calls of Claim,
 // Extend and Revoke so far, each counted once when it returns (however many
 // API requests it made) by the class of its answer — OK; Definitive
-// (*lease.HeldError, *lease.NotHeldError); Ambiguous (lease.ErrUnconfirmed, and an
-// invalid argument, as lease.Store's classes say) — and the calls in
+// (*leasestore.HeldError, *leasestore.NotHeldError); Ambiguous (leasestore.ErrUnconfirmed, and an
+// invalid argument, as leasestore.Store's classes say) — and the calls in
 // flight. NotSent stays zero: every call the Store begins is sent.
-func (s *Store) StoreReport() lease.StoreReport { return s.calls.StoreReport() }
+func (s *Store) StoreReport() leasestore.Report { return s.calls.StoreReport() }
 
-// Claim implements lease.Store. It creates the Lease if it does not exist,
+// Claim implements leasestore.Store. It creates the Lease if it does not exist,
 // takes it at once if it is released (no holder), and takes it from a
 // holder only once this Store has seen its record unchanged for its
-// leaseDurationSeconds; until then it returns a *lease.HeldError naming the
+// leaseDurationSeconds; until then it returns a *leasestore.HeldError naming the
 // holder and the term (Token: its leaseTransitions, which WatchRelease
 // watches) — also when the holder has holder's name (a restarted process
 // waits for its old term, as client-go does). Every claim sets
@@ -130,22 +130,22 @@ func (s *Store) StoreReport() lease.StoreReport { return s.calls.StoreReport() }
 // to whole seconds (the Lease's leaseDurationSeconds). A Lease whose
 // leaseTransitions is negative (the API server refuses one; see termOf) or
 // at its maximum is refused with an error naming the Lease, the field and
-// what to do. Any other error matches lease.ErrUnconfirmed, except an
+// what to do. Any other error matches leasestore.ErrUnconfirmed, except an
 // invalid argument, which is a NotValid error (github.com/juju/errors).
-func (s *Store) Claim(ctx context.Context, name, holder string, d time.Duration) (lease.Grant, error) {
-	done := s.calls.Begin(lease.OpClaim)
+func (s *Store) Claim(ctx context.Context, name, holder string, d time.Duration) (leasestore.Grant, error) {
+	done := s.calls.Begin(leasestore.OpClaim)
 	g, err := s.claim(ctx, name, holder, d)
 	done(err)
 	return g, err
 }
 
-func (s *Store) claim(ctx context.Context, name, holder string, d time.Duration) (lease.Grant, error) {
+func (s *Store) claim(ctx context.Context, name, holder string, d time.Duration) (leasestore.Grant, error) {
 	secs, err := checkClaim(name, holder, d)
 	if err != nil {
-		return lease.Grant{}, err
+		return leasestore.Grant{}, err
 	}
-	fail := func(err error) (lease.Grant, error) {
-		return lease.Grant{}, &lease.CallError{Store: storeName(s.namespace), Op: "claim", Name: name, Holder: holder, Err: err}
+	fail := func(err error) (leasestore.Grant, error) {
+		return leasestore.Grant{}, &leasestore.CallError{Store: storeName(s.namespace), Op: "claim", Name: name, Holder: holder, Err: err}
 	}
 	// A version this Store saw that can be claimed at once (its release,
 	// say, just seen by WatchRelease) is claimed without reading it again:
@@ -164,7 +164,7 @@ func (s *Store) claim(ctx context.Context, name, holder string, d time.Duration)
 		now := s.clk.Now()
 		var (
 			out, next, takenFrom *coordinationv1.Lease
-			t                    lease.Grant
+			t                    leasestore.Grant
 		)
 		if cur != nil {
 			if t, err = termOf(cur); err != nil {
@@ -176,10 +176,10 @@ func (s *Store) claim(ctx context.Context, name, holder string, d time.Duration)
 			next = s.created(name, holder, secs, now)
 			out, err = s.leases.Create(ctx, next, metav1.CreateOptions{})
 		case t.Holder != "" && now.Sub(since) < t.Duration:
-			return lease.Grant{}, heldError(cur, t)
+			return leasestore.Grant{}, heldError(cur, t)
 		case t.Holder == "" && reservedFor(cur) != "" && reservedFor(cur) != holder && now.Sub(since) < t.Duration:
 			// Released to its preferredHolder, which has the first claim.
-			return lease.Grant{}, heldError(cur, lease.Grant{Holder: reservedFor(cur), Token: t.Token})
+			return leasestore.Grant{}, heldError(cur, leasestore.Grant{Holder: reservedFor(cur), Token: t.Token})
 		default: // released, or unchanged for its leaseDurationSeconds
 			token, terr := s.nextToken(cur)
 			if terr != nil {
@@ -213,27 +213,27 @@ func (s *Store) claim(ctx context.Context, name, holder string, d time.Duration)
 	}
 }
 
-// Extend implements lease.Store: it renews term g (holder and
+// Extend implements leasestore.Store: it renews term g (holder and
 // leaseTransitions both match) with an update guarded by the
 // resourceVersion it last saw, for d rounded up to whole seconds, and moves
 // renewTime on (to the next whole second when the last write was in the
 // same second, so that client-go sees the change). A term that ran out
 // with nobody taking it is extended as well. A term that is over (taken,
 // released, its Lease deleted or re-created, or its record rewritten by
-// another writer: see update) gets a *lease.NotHeldError naming the holder
-// now and saying why; any other error matches lease.ErrUnconfirmed, except
+// another writer: see update) gets a *leasestore.NotHeldError naming the holder
+// now and saying why; any other error matches leasestore.ErrUnconfirmed, except
 // an invalid argument (NotValid).
-func (s *Store) Extend(ctx context.Context, g lease.Grant, d time.Duration) (lease.Grant, error) {
-	done := s.calls.Begin(lease.OpExtend)
+func (s *Store) Extend(ctx context.Context, g leasestore.Grant, d time.Duration) (leasestore.Grant, error) {
+	done := s.calls.Begin(leasestore.OpExtend)
 	out, err := s.extend(ctx, g, d)
 	done(err)
 	return out, err
 }
 
-func (s *Store) extend(ctx context.Context, g lease.Grant, d time.Duration) (lease.Grant, error) {
+func (s *Store) extend(ctx context.Context, g leasestore.Grant, d time.Duration) (leasestore.Grant, error) {
 	secs, err := checkExtend(g, d)
 	if err != nil {
-		return lease.Grant{}, err
+		return leasestore.Grant{}, err
 	}
 	out, err := s.update(ctx, "extend", g, func(cur *coordinationv1.Lease, now time.Time) *coordinationv1.Lease {
 		next := cur.DeepCopy()
@@ -243,28 +243,28 @@ func (s *Store) extend(ctx context.Context, g lease.Grant, d time.Duration) (lea
 		return next
 	})
 	if err != nil {
-		return lease.Grant{}, err
+		return leasestore.Grant{}, err
 	}
 	renewed, err := grantOf(out, g.Holder, g.Token)
 	if err != nil {
-		return lease.Grant{}, &lease.CallError{Store: storeName(s.namespace), Op: "extend", Name: g.Name, Holder: g.Holder, Token: g.Token, Err: err}
+		return leasestore.Grant{}, &leasestore.CallError{Store: storeName(s.namespace), Op: "extend", Name: g.Name, Holder: g.Holder, Token: g.Token, Err: err}
 	}
 	return renewed, nil
 }
 
-// Revoke implements lease.Store: it releases term g as client-go does (no
+// Revoke implements leasestore.Store: it releases term g as client-go does (no
 // holder, leaseDurationSeconds 1, leaseTransitions kept), guarded by the
 // resourceVersion, so that any party may claim it at once. A term that is
-// already over gets a *lease.NotHeldError; any other error matches
-// lease.ErrUnconfirmed, except an invalid argument (NotValid).
-func (s *Store) Revoke(ctx context.Context, g lease.Grant) error {
-	done := s.calls.Begin(lease.OpRevoke)
+// already over gets a *leasestore.NotHeldError; any other error matches
+// leasestore.ErrUnconfirmed, except an invalid argument (NotValid).
+func (s *Store) Revoke(ctx context.Context, g leasestore.Grant) error {
+	done := s.calls.Begin(leasestore.OpRevoke)
 	err := s.revoke(ctx, g)
 	done(err)
 	return err
 }
 
-func (s *Store) revoke(ctx context.Context, g lease.Grant) error {
+func (s *Store) revoke(ctx context.Context, g leasestore.Grant) error {
 	if _, err := checkExtend(g, time.Second); err != nil {
 		return err
 	}
@@ -289,9 +289,9 @@ func (s *Store) revoke(ctx context.Context, g lease.Grant) error {
 // as this Store wrote it (see ownTerm): holder, token and object, and
 // acquireTime, leaseDurationSeconds and renewTime as it wrote them; other
 // fields (labels, spec.preferredHolder) are anyone's to write.
-func (s *Store) update(ctx context.Context, op string, g lease.Grant, change func(cur *coordinationv1.Lease, now time.Time) *coordinationv1.Lease) (*coordinationv1.Lease, error) {
+func (s *Store) update(ctx context.Context, op string, g leasestore.Grant, change func(cur *coordinationv1.Lease, now time.Time) *coordinationv1.Lease) (*coordinationv1.Lease, error) {
 	fail := func(err error) (*coordinationv1.Lease, error) {
-		return nil, &lease.CallError{Store: storeName(s.namespace), Op: op, Name: g.Name, Holder: g.Holder, Token: g.Token, Err: err}
+		return nil, &leasestore.CallError{Store: storeName(s.namespace), Op: op, Name: g.Name, Holder: g.Holder, Token: g.Token, Err: err}
 	}
 	cur := s.last(g.Name)
 	// uid is the object term g was seen in: if it was deleted and
@@ -338,8 +338,8 @@ func (s *Store) update(ctx context.Context, op string, g lease.Grant, change fun
 
 // over is the definitive answer to op on term g, which cur (the Lease now,
 // nil if there is none) shows is over; why, if not empty, says how.
-func (s *Store) over(op string, g lease.Grant, cur *coordinationv1.Lease, why string) *lease.NotHeldError {
-	e := &lease.NotHeldError{Name: g.Name, Token: g.Token, Holder: holderOf(cur)}
+func (s *Store) over(op string, g leasestore.Grant, cur *coordinationv1.Lease, why string) *leasestore.NotHeldError {
+	e := &leasestore.NotHeldError{Name: g.Name, Token: g.Token, Holder: holderOf(cur)}
 	_, bad := termOf(cur)
 	switch {
 	case cur == nil:
@@ -537,7 +537,7 @@ func checkClaim(name, holder string, d time.Duration) (int32, error) {
 }
 
 // checkExtend validates a grant and a duration for Extend or Revoke.
-func checkExtend(g lease.Grant, d time.Duration) (int32, error) {
+func checkExtend(g leasestore.Grant, d time.Duration) (int32, error) {
 	if err := checkName(g.Name); err != nil {
 		return 0, err
 	}

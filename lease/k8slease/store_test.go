@@ -15,8 +15,8 @@ import (
 	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/client-go/rest"
 
-	"github.com/coldstart-go/coldstart/lease"
 	"github.com/coldstart-go/coldstart/lease/k8slease"
+	"github.com/coldstart-go/coldstart/lease/leasestore"
 )
 
 // unusedClient is a real client for a server that is never called: the
@@ -54,8 +54,8 @@ func TestCallsRejectBadInput(t *testing.T) {
 	s, err := k8slease.NewStore(unusedClient(t), "default")
 	require.NoError(t, err)
 	ctx := context.Background()
-	good := lease.Grant{Name: "ok", Holder: "a", Token: 1, Duration: time.Second}
-	with := func(f func(*lease.Grant)) lease.Grant { g := good; f(&g); return g }
+	good := leasestore.Grant{Name: "ok", Holder: "a", Token: 1, Duration: time.Second}
+	with := func(f func(*leasestore.Grant)) leasestore.Grant { g := good; f(&g); return g }
 	for _, c := range []struct {
 		name string
 		call func() error
@@ -68,20 +68,20 @@ func TestCallsRejectBadInput(t *testing.T) {
 		{"claim, zero duration", func() error { _, err := s.Claim(ctx, "ok", "a", 0); return err }, "duration 0s"},
 		{"claim, duration beyond int32 seconds", func() error { _, err := s.Claim(ctx, "ok", "a", 1<<62); return err }, "duration"},
 		{"extend, bad name", func() error {
-			_, err := s.Extend(ctx, with(func(g *lease.Grant) { g.Name = "a b" }), time.Second)
+			_, err := s.Extend(ctx, with(func(g *leasestore.Grant) { g.Name = "a b" }), time.Second)
 			return err
 		}, `lease name "a b"`},
 		{"extend, token 0", func() error {
-			_, err := s.Extend(ctx, with(func(g *lease.Grant) { g.Token = 0 }), time.Second)
+			_, err := s.Extend(ctx, with(func(g *leasestore.Grant) { g.Token = 0 }), time.Second)
 			return err
 		}, "Token"},
 		{"extend, token beyond int32", func() error {
-			_, err := s.Extend(ctx, with(func(g *lease.Grant) { g.Token = 1 << 40 }), time.Second)
+			_, err := s.Extend(ctx, with(func(g *leasestore.Grant) { g.Token = 1 << 40 }), time.Second)
 			return err
 		}, "Token"},
 		{"extend, negative duration", func() error { _, err := s.Extend(ctx, good, -time.Second); return err }, "duration -1s"},
-		{"revoke, bad name", func() error { return s.Revoke(ctx, with(func(g *lease.Grant) { g.Name = "" })) }, `lease name ""`},
-		{"revoke, empty holder", func() error { return s.Revoke(ctx, with(func(g *lease.Grant) { g.Holder = "" })) }, "Holder"},
+		{"revoke, bad name", func() error { return s.Revoke(ctx, with(func(g *leasestore.Grant) { g.Name = "" })) }, `lease name ""`},
+		{"revoke, empty holder", func() error { return s.Revoke(ctx, with(func(g *leasestore.Grant) { g.Holder = "" })) }, "Holder"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			err := c.call()
@@ -92,7 +92,7 @@ func TestCallsRejectBadInput(t *testing.T) {
 }
 
 // TestStoreReportCountsBadInput: a call refused for a bad argument is
-// counted once, as lease.Store's classes count it (ambiguous: it is
+// counted once, as leasestore.Store's classes count it (ambiguous: it is
 // neither ErrHeld, ErrNotHeld nor ErrNotSent), and nothing stays in flight.
 func TestStoreReportCountsBadInput(t *testing.T) {
 	s, err := k8slease.NewStore(unusedClient(t), "default")
@@ -100,13 +100,13 @@ func TestStoreReportCountsBadInput(t *testing.T) {
 	ctx := context.Background()
 	_, err = s.Claim(ctx, "Bad Name", "a", time.Second)
 	require.Error(t, err)
-	_, err = s.Extend(ctx, lease.Grant{Name: "ok", Holder: "a"}, time.Second)
+	_, err = s.Extend(ctx, leasestore.Grant{Name: "ok", Holder: "a"}, time.Second)
 	require.Error(t, err)
-	require.Error(t, s.Revoke(ctx, lease.Grant{Name: "ok", Token: 1}))
-	require.Equal(t, lease.StoreReport{
-		Claim:  lease.StoreCalls{Ambiguous: 1},
-		Extend: lease.StoreCalls{Ambiguous: 1},
-		Revoke: lease.StoreCalls{Ambiguous: 1},
+	require.Error(t, s.Revoke(ctx, leasestore.Grant{Name: "ok", Token: 1}))
+	require.Equal(t, leasestore.Report{
+		Claim:  leasestore.Calls{Ambiguous: 1},
+		Extend: leasestore.Calls{Ambiguous: 1},
+		Revoke: leasestore.Calls{Ambiguous: 1},
 	}, s.StoreReport())
 }
 

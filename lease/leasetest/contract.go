@@ -12,13 +12,14 @@ import (
 	jujuerrors "github.com/juju/errors"
 
 	"github.com/coldstart-go/coldstart/lease"
+	"github.com/coldstart-go/coldstart/lease/leasestore"
 )
 
 // Harness is what a Store's test gives the contract test.
 type Harness struct {
 	// Store is the store under test. Each subtest uses lease names of its
 	// own, so one store (or one back end) may serve every subtest.
-	Store lease.Store
+	Store leasestore.Store
 	// Advance makes at least d pass as the store sees it (testclock
 	// Advance for MemStore, a real wait for etcd).
 	Advance func(d time.Duration)
@@ -27,20 +28,20 @@ type Harness struct {
 	Term time.Duration
 }
 
-// RunStoreContract runs the lease.Store contract against the store that
+// RunStoreContract runs the leasestore.Store contract against the store that
 // setup returns, one subtest per rule. setup is called once per subtest.
 //
 // The contract, which every Store must keep:
 //   - Claim of a free lease succeeds with Token > 0, the Name and Holder
 //     asked for, and Duration ≥ the duration requested.
-//   - Claim while a term is live returns a *lease.HeldError naming the
-//     holder (matching lease.ErrHeld), also when the claimant uses the same
+//   - Claim while a term is live returns a *leasestore.HeldError naming the
+//     holder (matching leasestore.ErrHeld), also when the claimant uses the same
 //     holder name: a restarted process must wait for the term to end, or
 //     revoke it, and then gets a new token.
 //   - Extend of the live term succeeds with the same token and Duration ≥
 //     the duration requested.
-//   - Extend with a stale or foreign token returns a *lease.NotHeldError
-//     (matching lease.ErrNotHeld) naming the lease and that token, even for
+//   - Extend with a stale or foreign token returns a *leasestore.NotHeldError
+//     (matching leasestore.ErrNotHeld) naming the lease and that token, even for
 //     the same holder name; once another term is live, it names that
 //     term's holder.
 //   - Revoke then Extend returns ErrNotHeld; a second Revoke returns
@@ -61,11 +62,11 @@ type Harness struct {
 //     UTF-8 text), and a name of 253 bytes of lower-case letters, digits
 //     and '-' (a Kubernetes object name too).
 //
-// If the store is also a lease.LossNotifier: Lost stays open while the term
+// If the store is also a leasestore.LossNotifier: Lost stays open while the term
 // is extended, and closes (within a few seconds of real time) when the term
 // is revoked or expires, and at once for a term already over.
 //
-// If the store is also a lease.ReleaseWatcher: every HeldError names the
+// If the store is also a leasestore.ReleaseWatcher: every HeldError names the
 // live term (Token, Holder); WatchRelease of it yields nothing while the
 // term is extended, and yields nil (within a few seconds of real time)
 // when the term is revoked or expires — and for a term already over when
@@ -112,12 +113,12 @@ var contractCases = []struct {
 
 // refusedFor claims name for holder, which must be refused by the live term
 // of g, and returns the refusal. A ReleaseWatcher's must name that term.
-func refusedFor(t *testing.T, h Harness, name, holder string, g lease.Grant) *lease.HeldError {
+func refusedFor(t *testing.T, h Harness, name, holder string, g leasestore.Grant) *leasestore.HeldError {
 	t.Helper()
 	_, err := h.Store.Claim(context.Background(), name, holder, h.Term)
-	var held *lease.HeldError
+	var held *leasestore.HeldError
 	if !errors.As(err, &held) {
-		t.Fatalf("Claim by %q while %q holds it: %v, want a *lease.HeldError", holder, g.Holder, err)
+		t.Fatalf("Claim by %q while %q holds it: %v, want a *leasestore.HeldError", holder, g.Holder, err)
 	}
 	if held.Name != name || held.Holder != g.Holder || held.Token != g.Token {
 		t.Fatalf("Claim by %q refused with %+v, want lease %q, holder %q, token %d (a ReleaseWatcher's HeldError names the term)",
@@ -127,11 +128,11 @@ func refusedFor(t *testing.T, h Harness, name, holder string, g lease.Grant) *le
 }
 
 // watchRelease returns the store's WatchRelease channel for held, or nil
-// when the store is not a lease.ReleaseWatcher. The watch ends with the
+// when the store is not a leasestore.ReleaseWatcher. The watch ends with the
 // test.
-func watchRelease(t *testing.T, h Harness, held *lease.HeldError) <-chan error {
+func watchRelease(t *testing.T, h Harness, held *leasestore.HeldError) <-chan error {
 	t.Helper()
-	w, ok := h.Store.(lease.ReleaseWatcher)
+	w, ok := h.Store.(leasestore.ReleaseWatcher)
 	if !ok {
 		return nil
 	}
@@ -171,8 +172,8 @@ func wantNotReleased(t *testing.T, ch <-chan error, why string) {
 }
 
 func testReleaseWatchYieldsWhenTermIsRevoked(t *testing.T, h Harness, name string) {
-	if _, ok := h.Store.(lease.ReleaseWatcher); !ok {
-		t.Skip("the store is not a lease.ReleaseWatcher")
+	if _, ok := h.Store.(leasestore.ReleaseWatcher); !ok {
+		t.Skip("the store is not a leasestore.ReleaseWatcher")
 	}
 	a := mustClaim(t, h, name, "a")
 	held := refusedFor(t, h, name, "b", a)
@@ -199,10 +200,10 @@ func testReleaseWatchYieldsWhenTermIsRevoked(t *testing.T, h Harness, name strin
 const lostWithin = 10 * time.Second
 
 // watchLost returns the store's Lost channel for g, or nil when the store is
-// not a lease.LossNotifier. The watch ends with the test.
-func watchLost(t *testing.T, h Harness, g lease.Grant) <-chan struct{} {
+// not a leasestore.LossNotifier. The watch ends with the test.
+func watchLost(t *testing.T, h Harness, g leasestore.Grant) <-chan struct{} {
 	t.Helper()
-	n, ok := h.Store.(lease.LossNotifier)
+	n, ok := h.Store.(leasestore.LossNotifier)
 	if !ok {
 		return nil
 	}
@@ -234,8 +235,8 @@ func wantNotLost(t *testing.T, ch <-chan struct{}, why string) {
 }
 
 func testLostClosesWhenTermIsRevoked(t *testing.T, h Harness, name string) {
-	if _, ok := h.Store.(lease.LossNotifier); !ok {
-		t.Skip("the store is not a lease.LossNotifier")
+	if _, ok := h.Store.(leasestore.LossNotifier); !ok {
+		t.Skip("the store is not a leasestore.LossNotifier")
 	}
 	a := mustClaim(t, h, name, "a")
 	lost := watchLost(t, h, a)
@@ -252,7 +253,7 @@ func testLostClosesWhenTermIsRevoked(t *testing.T, h Harness, name string) {
 	wantLost(t, watchLost(t, h, a), "the term was over when the watch began")
 }
 
-func mustClaim(t *testing.T, h Harness, name, holder string) lease.Grant {
+func mustClaim(t *testing.T, h Harness, name, holder string) leasestore.Grant {
 	t.Helper()
 	g, err := h.Store.Claim(context.Background(), name, holder, h.Term)
 	if err != nil {
@@ -262,7 +263,7 @@ func mustClaim(t *testing.T, h Harness, name, holder string) lease.Grant {
 	return g
 }
 
-func checkGrant(t *testing.T, op string, g lease.Grant, name, holder string, d time.Duration) {
+func checkGrant(t *testing.T, op string, g leasestore.Grant, name, holder string, d time.Duration) {
 	t.Helper()
 	if g.Name != name || g.Holder != holder {
 		t.Errorf("%s returned grant for (%q, %q), want (%q, %q)", op, g.Name, g.Holder, name, holder)
@@ -277,12 +278,12 @@ func checkGrant(t *testing.T, op string, g lease.Grant, name, holder string, d t
 
 func wantHeldBy(t *testing.T, op string, err error, holder string) {
 	t.Helper()
-	var he *lease.HeldError
+	var he *leasestore.HeldError
 	if !errors.As(err, &he) {
-		t.Fatalf("%s: got error %v, want a *lease.HeldError naming %q", op, err, holder)
+		t.Fatalf("%s: got error %v, want a *leasestore.HeldError naming %q", op, err, holder)
 	}
-	if !errors.Is(err, lease.ErrHeld) {
-		t.Errorf("%s: error %v does not match lease.ErrHeld", op, err)
+	if !errors.Is(err, leasestore.ErrHeld) {
+		t.Errorf("%s: error %v does not match leasestore.ErrHeld", op, err)
 	}
 	if he.Holder != holder {
 		t.Errorf("%s: HeldError names holder %q, want %q", op, he.Holder, holder)
@@ -290,16 +291,16 @@ func wantHeldBy(t *testing.T, op string, err error, holder string) {
 }
 
 // wantNotHeld checks that err is the definitive loss of term g: a
-// *lease.NotHeldError naming g's lease and token, and naming holder as
+// *leasestore.NotHeldError naming g's lease and token, and naming holder as
 // the holder now when holder is not empty.
-func wantNotHeld(t *testing.T, op string, err error, g lease.Grant, holder string) {
+func wantNotHeld(t *testing.T, op string, err error, g leasestore.Grant, holder string) {
 	t.Helper()
-	var nh *lease.NotHeldError
+	var nh *leasestore.NotHeldError
 	switch {
-	case !errors.Is(err, lease.ErrNotHeld):
-		t.Fatalf("%s: got error %v, want lease.ErrNotHeld", op, err)
+	case !errors.Is(err, leasestore.ErrNotHeld):
+		t.Fatalf("%s: got error %v, want leasestore.ErrNotHeld", op, err)
 	case !errors.As(err, &nh):
-		t.Fatalf("%s: got error %v, want a *lease.NotHeldError", op, err)
+		t.Fatalf("%s: got error %v, want a *leasestore.NotHeldError", op, err)
 	case nh.Name != g.Name || nh.Token != g.Token:
 		t.Fatalf("%s: NotHeldError names lease %q token %d, want %q token %d", op, nh.Name, nh.Token, g.Name, g.Token)
 	case holder != "" && nh.Holder != holder:
@@ -309,7 +310,7 @@ func wantNotHeld(t *testing.T, op string, err error, g lease.Grant, holder strin
 
 func wantAmbiguousOrNil(t *testing.T, op string, err error) {
 	t.Helper()
-	if errors.Is(err, lease.ErrHeld) || errors.Is(err, lease.ErrNotHeld) {
+	if errors.Is(err, leasestore.ErrHeld) || errors.Is(err, leasestore.ErrNotHeld) {
 		t.Errorf("%s with a cancelled ctx returned the definitive %v; want success or an ambiguous error", op, err)
 	}
 }
@@ -435,18 +436,18 @@ func testUnextendedTermExpires(t *testing.T, h Harness, name string) {
 	a := mustClaim(t, h, name, "a")
 	lost := watchLost(t, h, a) // nil unless the store is a LossNotifier
 	var released <-chan error  // nil unless the store is a ReleaseWatcher
-	if _, ok := h.Store.(lease.ReleaseWatcher); ok {
+	if _, ok := h.Store.(leasestore.ReleaseWatcher); ok {
 		released = watchRelease(t, h, refusedFor(t, h, name, "w", a))
 	}
 	h.Advance(a.Duration)
-	var b lease.Grant
+	var b leasestore.Grant
 	for round := 0; ; round++ {
 		var err error
 		b, err = h.Store.Claim(context.Background(), name, "b", h.Term)
 		if err == nil {
 			break
 		}
-		if !errors.Is(err, lease.ErrHeld) || round == maxExpiryRounds {
+		if !errors.Is(err, leasestore.ErrHeld) || round == maxExpiryRounds {
 			t.Fatalf("Claim %v after an unextended %v term began: %v",
 				a.Duration+time.Duration(round)*h.Term, a.Duration, err)
 		}
@@ -469,7 +470,7 @@ func testUnextendedTermExpires(t *testing.T, h Harness, name string) {
 func testConcurrentClaimsHaveOneWinner(t *testing.T, h Harness, name string) {
 	const n = 8
 	type result struct {
-		g   lease.Grant
+		g   leasestore.Grant
 		err error
 	}
 	results := make([]result, n)
@@ -539,7 +540,7 @@ func testCancelledContextIsNeverDefinitive(t *testing.T, h Harness, name string)
 	switch {
 	case err == nil:
 		wantNotHeld(t, "Revoke after a successful cancelled-ctx Revoke", err2, g, "")
-	case err2 != nil && !errors.Is(err2, lease.ErrNotHeld):
+	case err2 != nil && !errors.Is(err2, leasestore.ErrNotHeld):
 		t.Fatalf("Revoke after an ambiguous Revoke: %v", err2)
 	}
 }
@@ -564,7 +565,7 @@ func testClaimRefusesBadNames(t *testing.T, h Harness, name string) {
 		case err == nil:
 			t.Errorf("Claim with %s succeeded (token %d), want a NotValid error", c.what, g.Token)
 			continue
-		case errors.Is(err, lease.ErrHeld) || errors.Is(err, lease.ErrNotHeld):
+		case errors.Is(err, leasestore.ErrHeld) || errors.Is(err, leasestore.ErrNotHeld):
 			t.Errorf("Claim with %s answered the definitive %.200q, want a NotValid error", c.what, err.Error())
 		case !errors.Is(err, jujuerrors.NotValid):
 			t.Errorf("Claim with %s: %.200q, want a NotValid error", c.what, err.Error())

@@ -1,11 +1,11 @@
 // Package leasetest helps test code built on package lease: a contract test
-// that any lease.Store implementation can run (RunStoreContract), a way to
+// that any leasestore.Store implementation can run (RunStoreContract), a way to
 // drive a lease.Tracker on a testclock with no sleeps (Settle waits until it
 // waits for the clock, Step moves the clock to its next store call), and a
 // fault-injecting Store wrapper (FaultStore) that makes a store time out,
 // hang, lose a lease, apply a call but report it as timed out, hold a call
 // back unsent, or answer late on a test clock, so users can check that their own code tells
-// "unknown" from "not leader". FaultStore is a lease.LossNotifier: it
+// "unknown" from "not leader". FaultStore is a leasestore.LossNotifier: it
 // forwards the wrapped store's loss signals and injects spurious ones
 // (SignalLost), which a tracker must check with the store before believing.
 //
@@ -16,7 +16,7 @@
 //		})
 //	}
 //
-//	store := leasetest.NewFaultStore(lease.NewMemStore(lease.MemStoreConfig{Clock: clk}), leasetest.FaultStoreConfig{Clock: clk})
+//	store := leasetest.NewFaultStore(leasestore.NewMemStore(leasestore.MemStoreConfig{Clock: clk}), leasetest.FaultStoreConfig{Clock: clk})
 //	tr, _ := lease.NewTracker(lease.Config{Store: store, Clock: clk, ...})
 //	store.Always(leasetest.OpExtend, leasetest.Timeout) // renewals fail
 //	r, err := leasetest.Step(ctx, tr, clk) // the next renewal, answered
@@ -48,7 +48,7 @@
 //
 //	func TestHandOver(t *testing.T) {
 //		synctest.Test(t, func(t *testing.T) {
-//			store := lease.NewMemStore(lease.MemStoreConfig{}) // the bubble's clock
+//			store := leasestore.NewMemStore(leasestore.MemStoreConfig{}) // the bubble's clock
 //			var rec history.Recorder
 //			a, _ := lease.NewTracker(lease.Config{Store: store, Name: "l", Holder: "a", Duration: 10 * time.Second})
 //			b, _ := lease.NewTracker(lease.Config{Store: store, Name: "l", Holder: "b", Duration: 10 * time.Second})

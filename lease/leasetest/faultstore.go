@@ -9,7 +9,7 @@ import (
 
 	"github.com/juju/clock"
 
-	"github.com/coldstart-go/coldstart/lease"
+	"github.com/coldstart-go/coldstart/lease/leasestore"
 )
 
 // Op names the Store methods a fault applies to; values combine with |.
@@ -49,8 +49,8 @@ const (
 	// really extended) but the caller cannot know.
 	AppliedTimeout
 	// Lost is a definitive loss: Extend and Revoke revoke the term in the
-	// wrapped store and return lease.ErrNotHeld; Claim returns the bare
-	// lease.ErrHeld (a holder the store does not name). An Extend's Lost
+	// wrapped store and return leasestore.ErrNotHeld; Claim returns the bare
+	// leasestore.ErrHeld (a holder the store does not name). An Extend's Lost
 	// ends a term whose promise still stands — a store breaking its word,
 	// on purpose — so a history of the run (leasetest/history) reports
 	// NotLeaderWhilePromised.
@@ -59,7 +59,7 @@ const (
 	// then returns an error wrapping ctx.Err(): a store that never answers.
 	Hang
 	// NotSent does not forward the call and returns an error matching
-	// lease.ErrNotSent: a store that held the call back and sent nothing.
+	// leasestore.ErrNotSent: a store that held the call back and sent nothing.
 	NotSent
 )
 
@@ -82,25 +82,25 @@ func (f Fault) String() string {
 }
 
 // ErrInjectedTimeout is the ambiguous error of the Timeout and
-// AppliedTimeout faults: it matches lease.ErrUnconfirmed, and neither
-// lease.ErrHeld nor lease.ErrNotHeld.
+// AppliedTimeout faults: it matches leasestore.ErrUnconfirmed, and neither
+// leasestore.ErrHeld nor leasestore.ErrNotHeld.
 var ErrInjectedTimeout error = injectedTimeout{}
 
 type injectedTimeout struct{}
 
 func (injectedTimeout) Error() string        { return "leasetest: injected lease operation timeout" }
-func (injectedTimeout) Is(target error) bool { return target == lease.ErrUnconfirmed }
+func (injectedTimeout) Is(target error) bool { return target == leasestore.ErrUnconfirmed }
 
 // errInjectedNotSent is the error of the NotSent fault.
-var errInjectedNotSent = fmt.Errorf("leasetest: injected: %w", lease.ErrNotSent)
+var errInjectedNotSent = fmt.Errorf("leasetest: injected: %w", leasestore.ErrNotSent)
 
-// FaultStore wraps a lease.Store and injects faults into its calls: faults
+// FaultStore wraps a leasestore.Store and injects faults into its calls: faults
 // queued with Next apply to the next calls, one each, before the standing
 // fault set with Always. It also adds request and response latency on its
 // clock. It counts the calls it answers, faults included, by the class of
 // its answer (StoreReport). It is safe for concurrent use.
 //
-// A FaultStore is always a lease.LossNotifier, whatever it wraps: its Lost
+// A FaultStore is always a leasestore.LossNotifier, whatever it wraps: its Lost
 // forwards the wrapped store's signals when that store is a LossNotifier
 // too, and SignalLost adds spurious ones. (Go cannot give a type a method
 // only when a wrapped value has it; a Lost that never fires on its own is
@@ -108,14 +108,14 @@ var errInjectedNotSent = fmt.Errorf("leasetest: injected: %w", lease.ErrNotSent)
 // of RunStoreContract.) The watch of a wrapped LossNotifier costs one
 // goroutine, which ends with the watch's ctx or its signal.
 //
-// A FaultStore is always a lease.ReleaseWatcher too: WatchRelease passes
+// A FaultStore is always a leasestore.ReleaseWatcher too: WatchRelease passes
 // the wrapped store's watch through, or, when that store does not watch,
 // yields an error at once (a follower then polls, as it would on the
 // wrapped store itself); BreakReleaseWatches injects a watch failure.
 type FaultStore struct {
-	store lease.Store
+	store leasestore.Store
 	clk   clock.Clock
-	count lease.StoreCounters
+	count leasestore.Counters
 
 	mu          sync.Mutex
 	queued      map[Op][]Fault
@@ -148,10 +148,10 @@ type faultWatch struct {
 }
 
 var _ interface {
-	lease.Store
-	lease.LossNotifier
-	lease.ReleaseWatcher
-	lease.StoreReporter
+	leasestore.Store
+	leasestore.LossNotifier
+	leasestore.ReleaseWatcher
+	leasestore.Reporter
 } = (*FaultStore)(nil)
 
 // FaultStoreConfig is what a FaultStore is timed on. The zero value is
@@ -163,7 +163,7 @@ type FaultStoreConfig struct {
 }
 
 // NewFaultStore wraps store, timed on cfg.Clock. It starts with no faults.
-func NewFaultStore(store lease.Store, cfg FaultStoreConfig) *FaultStore {
+func NewFaultStore(store leasestore.Store, cfg FaultStoreConfig) *FaultStore {
 	if store == nil {
 		panic("leasetest.NewFaultStore: nil store")
 	}
@@ -318,78 +318,78 @@ func (f *FaultStore) block(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// Claim implements lease.Store.
-func (f *FaultStore) Claim(ctx context.Context, name, holder string, d time.Duration) (lease.Grant, error) {
-	done := f.count.Begin(lease.OpClaim)
+// Claim implements leasestore.Store.
+func (f *FaultStore) Claim(ctx context.Context, name, holder string, d time.Duration) (leasestore.Grant, error) {
+	done := f.count.Begin(leasestore.OpClaim)
 	g, err := f.claim(ctx, name, holder, d)
 	done(err)
 	return g, err
 }
 
-func (f *FaultStore) claim(ctx context.Context, name, holder string, d time.Duration) (lease.Grant, error) {
+func (f *FaultStore) claim(ctx context.Context, name, holder string, d time.Duration) (leasestore.Grant, error) {
 	fault, err := f.begin(ctx, OpClaim)
 	if err != nil {
-		return lease.Grant{}, err
+		return leasestore.Grant{}, err
 	}
 	switch fault {
 	case Timeout:
-		return lease.Grant{}, ErrInjectedTimeout
+		return leasestore.Grant{}, ErrInjectedTimeout
 	case NotSent:
-		return lease.Grant{}, errInjectedNotSent
+		return leasestore.Grant{}, errInjectedNotSent
 	case Lost:
-		return lease.Grant{}, lease.ErrHeld
+		return leasestore.Grant{}, leasestore.ErrHeld
 	}
 	g, err := f.store.Claim(ctx, name, holder, d)
 	if fault == AppliedTimeout {
-		return lease.Grant{}, ErrInjectedTimeout
+		return leasestore.Grant{}, ErrInjectedTimeout
 	}
 	if lerr := f.end(ctx, OpClaim); lerr != nil {
-		return lease.Grant{}, lerr
+		return leasestore.Grant{}, lerr
 	}
 	return g, err
 }
 
-// Extend implements lease.Store.
-func (f *FaultStore) Extend(ctx context.Context, g lease.Grant, d time.Duration) (lease.Grant, error) {
-	done := f.count.Begin(lease.OpExtend)
+// Extend implements leasestore.Store.
+func (f *FaultStore) Extend(ctx context.Context, g leasestore.Grant, d time.Duration) (leasestore.Grant, error) {
+	done := f.count.Begin(leasestore.OpExtend)
 	g, err := f.extend(ctx, g, d)
 	done(err)
 	return g, err
 }
 
-func (f *FaultStore) extend(ctx context.Context, g lease.Grant, d time.Duration) (lease.Grant, error) {
+func (f *FaultStore) extend(ctx context.Context, g leasestore.Grant, d time.Duration) (leasestore.Grant, error) {
 	fault, err := f.begin(ctx, OpExtend)
 	if err != nil {
-		return lease.Grant{}, err
+		return leasestore.Grant{}, err
 	}
 	switch fault {
 	case Timeout:
-		return lease.Grant{}, ErrInjectedTimeout
+		return leasestore.Grant{}, ErrInjectedTimeout
 	case NotSent:
-		return lease.Grant{}, errInjectedNotSent
+		return leasestore.Grant{}, errInjectedNotSent
 	case Lost:
 		_ = f.store.Revoke(ctx, g) // the term is gone, whatever its state was
-		return lease.Grant{}, injectedLoss(g)
+		return leasestore.Grant{}, injectedLoss(g)
 	}
 	g2, err := f.store.Extend(ctx, g, d)
 	if fault == AppliedTimeout {
-		return lease.Grant{}, ErrInjectedTimeout
+		return leasestore.Grant{}, ErrInjectedTimeout
 	}
 	if lerr := f.end(ctx, OpExtend); lerr != nil {
-		return lease.Grant{}, lerr
+		return leasestore.Grant{}, lerr
 	}
 	return g2, err
 }
 
-// Revoke implements lease.Store.
-func (f *FaultStore) Revoke(ctx context.Context, g lease.Grant) error {
-	done := f.count.Begin(lease.OpRevoke)
+// Revoke implements leasestore.Store.
+func (f *FaultStore) Revoke(ctx context.Context, g leasestore.Grant) error {
+	done := f.count.Begin(leasestore.OpRevoke)
 	err := f.revoke(ctx, g)
 	done(err)
 	return err
 }
 
-func (f *FaultStore) revoke(ctx context.Context, g lease.Grant) error {
+func (f *FaultStore) revoke(ctx context.Context, g leasestore.Grant) error {
 	fault, err := f.begin(ctx, OpRevoke)
 	if err != nil {
 		return err
@@ -413,17 +413,17 @@ func (f *FaultStore) revoke(ctx context.Context, g lease.Grant) error {
 	return err
 }
 
-// StoreReport implements lease.StoreReporter: the calls the FaultStore
+// StoreReport implements leasestore.Reporter: the calls the FaultStore
 // answered, by the class of the answer it gave (a Timeout is ambiguous
 // however the wrapped store answered), and those in flight — blocked on
 // latency or a Hang included.
-func (f *FaultStore) StoreReport() lease.StoreReport { return f.count.StoreReport() }
+func (f *FaultStore) StoreReport() leasestore.Report { return f.count.StoreReport() }
 
-// Lost implements lease.LossNotifier. The channel closes when the wrapped
+// Lost implements leasestore.LossNotifier. The channel closes when the wrapped
 // store's Lost channel for g does (if the wrapped store is a
-// lease.LossNotifier), or when SignalLost is called for g's lease. When ctx
+// leasestore.LossNotifier), or when SignalLost is called for g's lease. When ctx
 // ends first it stays open. Faults do not apply to Lost.
-func (f *FaultStore) Lost(ctx context.Context, g lease.Grant) <-chan struct{} {
+func (f *FaultStore) Lost(ctx context.Context, g leasestore.Grant) <-chan struct{} {
 	w := &faultWatch{ctx: ctx, name: g.Name, lost: make(chan struct{})}
 	if ctx.Err() != nil {
 		return w.lost
@@ -435,7 +435,7 @@ func (f *FaultStore) Lost(ctx context.Context, g lease.Grant) <-chan struct{} {
 	f.watches[g.Name][w] = struct{}{}
 	f.mu.Unlock()
 	var inner <-chan struct{}
-	if n, ok := f.store.(lease.LossNotifier); ok {
+	if n, ok := f.store.(leasestore.LossNotifier); ok {
 		inner = n.Lost(ctx, g)
 	}
 	if inner == nil {
@@ -499,14 +499,14 @@ var errWatchBroken = errors.New("leasetest: injected release watch failure")
 
 // errNoReleaseWatch is what WatchRelease yields when the wrapped store does
 // not watch.
-var errNoReleaseWatch = errors.New("leasetest: the wrapped store is not a lease.ReleaseWatcher")
+var errNoReleaseWatch = errors.New("leasetest: the wrapped store is not a leasestore.ReleaseWatcher")
 
-// WatchRelease implements lease.ReleaseWatcher: the channel yields what the
+// WatchRelease implements leasestore.ReleaseWatcher: the channel yields what the
 // wrapped store's watch of held yields, or an error at once if the wrapped
 // store does not watch, or errWatchBroken when BreakReleaseWatches is
 // called for the lease. When ctx ends first it yields nothing. Faults do
 // not apply to WatchRelease.
-func (f *FaultStore) WatchRelease(ctx context.Context, held *lease.HeldError) <-chan error {
+func (f *FaultStore) WatchRelease(ctx context.Context, held *leasestore.HeldError) <-chan error {
 	w := &releaseWatch{ctx: ctx, name: held.Name, ch: make(chan error, 1), gone: make(chan struct{})}
 	if ctx.Err() != nil {
 		return w.ch
@@ -517,7 +517,7 @@ func (f *FaultStore) WatchRelease(ctx context.Context, held *lease.HeldError) <-
 	}
 	f.releases[held.Name][w] = struct{}{}
 	f.mu.Unlock()
-	rw, ok := f.store.(lease.ReleaseWatcher)
+	rw, ok := f.store.(leasestore.ReleaseWatcher)
 	if !ok {
 		f.endRelease(w, errNoReleaseWatch)
 		return w.ch
@@ -581,6 +581,6 @@ func (f *FaultStore) yieldRelease(w *releaseWatch, err error) bool {
 }
 
 // injectedLoss is the definitive answer of a Lost fault on term g.
-func injectedLoss(g lease.Grant) error {
-	return &lease.NotHeldError{Name: g.Name, Token: g.Token, Reason: "leasetest: injected loss"}
+func injectedLoss(g leasestore.Grant) error {
+	return &leasestore.NotHeldError{Name: g.Name, Token: g.Token, Reason: "leasetest: injected loss"}
 }

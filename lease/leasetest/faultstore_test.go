@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/coldstart-go/coldstart/lease"
+	"github.com/coldstart-go/coldstart/lease/leasestore"
 	"github.com/coldstart-go/coldstart/lease/leasetest"
 )
 
@@ -18,9 +18,9 @@ var t0 = time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC)
 
 const term = time.Minute
 
-func newStores() (*testclock.Clock, *lease.MemStore, *leasetest.FaultStore) {
+func newStores() (*testclock.Clock, *leasestore.MemStore, *leasetest.FaultStore) {
 	clk := testclock.NewClock(t0)
-	mem := lease.NewMemStore(lease.MemStoreConfig{Clock: clk})
+	mem := leasestore.NewMemStore(leasestore.MemStoreConfig{Clock: clk})
 	return clk, mem, leasetest.NewFaultStore(mem, leasetest.FaultStoreConfig{Clock: clk})
 }
 
@@ -37,10 +37,10 @@ func TestFaultStoreTimeoutIsNotApplied(t *testing.T) {
 	fs.Next(leasetest.OpClaim, leasetest.Timeout)
 	_, err := fs.Claim(context.Background(), "l", "a", term)
 	require.ErrorIs(t, err, leasetest.ErrInjectedTimeout)
-	assert.NotErrorIs(t, err, lease.ErrHeld)
-	assert.NotErrorIs(t, err, lease.ErrNotHeld)
+	assert.NotErrorIs(t, err, leasestore.ErrHeld)
+	assert.NotErrorIs(t, err, leasestore.ErrNotHeld)
 	_, err = mem.Holder(context.Background(), "l")
-	assert.ErrorIs(t, err, lease.ErrNotHeld, "the claim never reached the store")
+	assert.ErrorIs(t, err, leasestore.ErrNotHeld, "the claim never reached the store")
 	_, err = fs.Claim(context.Background(), "l", "a", term)
 	require.NoError(t, err, "a queued fault applies to one call")
 	assert.Equal(t, 2, fs.Calls(leasetest.OpClaim))
@@ -67,14 +67,14 @@ func TestFaultStoreLost(t *testing.T) {
 	require.NoError(t, err)
 	fs.Next(leasetest.OpExtend, leasetest.Lost)
 	_, err = fs.Extend(context.Background(), g, term)
-	require.ErrorIs(t, err, lease.ErrNotHeld)
+	require.ErrorIs(t, err, leasestore.ErrNotHeld)
 	_, err = mem.Holder(context.Background(), "l")
-	assert.ErrorIs(t, err, lease.ErrNotHeld, "the term is gone from the store")
+	assert.ErrorIs(t, err, leasestore.ErrNotHeld, "the term is gone from the store")
 
 	fs.Next(leasetest.OpClaim, leasetest.Lost)
 	_, err = fs.Claim(context.Background(), "l", "b", term)
-	require.ErrorIs(t, err, lease.ErrHeld)
-	var he *lease.HeldError
+	require.ErrorIs(t, err, leasestore.ErrHeld)
+	var he *leasestore.HeldError
 	assert.False(t, errors.As(err, &he), "a lost claim names no holder")
 }
 
@@ -106,10 +106,10 @@ func TestFaultStoreHangEndsWithContext(t *testing.T) {
 	cancel()
 	err := <-errs
 	require.ErrorIs(t, err, context.Canceled)
-	assert.NotErrorIs(t, err, lease.ErrHeld)
+	assert.NotErrorIs(t, err, leasestore.ErrHeld)
 	assert.Equal(t, 0, blockedNow(fs))
 	_, err = mem.Holder(context.Background(), "l")
-	assert.ErrorIs(t, err, lease.ErrNotHeld, "a hung call is not applied")
+	assert.ErrorIs(t, err, leasestore.ErrNotHeld, "a hung call is not applied")
 
 	fs.Always(leasetest.AnyOp, leasetest.Pass)
 	_, err = fs.Claim(context.Background(), "l", "a", term)
@@ -120,7 +120,7 @@ func TestFaultStoreLatencyIsOnTheClock(t *testing.T) {
 	clk, mem, fs := newStores()
 	fs.SetLatency(2*time.Second, 3*time.Second)
 	type result struct {
-		g   lease.Grant
+		g   leasestore.Grant
 		err error
 	}
 	results := make(chan result, 1)
@@ -133,7 +133,7 @@ func TestFaultStoreLatencyIsOnTheClock(t *testing.T) {
 	defer wcancel()
 	require.NoError(t, fs.WaitBlocked(wctx, 1))
 	_, err := mem.Holder(context.Background(), "l")
-	require.ErrorIs(t, err, lease.ErrNotHeld, "not applied during the request latency")
+	require.ErrorIs(t, err, leasestore.ErrNotHeld, "not applied during the request latency")
 	require.NoError(t, clk.WaitAdvance(2*time.Second, 5*time.Second, 1))
 
 	// Now the store has applied the claim; the answer is on its way back.
@@ -144,7 +144,7 @@ func TestFaultStoreLatencyIsOnTheClock(t *testing.T) {
 	cancel() // the answer is lost: applied, but ambiguous
 	r := <-results
 	require.ErrorIs(t, r.err, context.Canceled)
-	assert.NotErrorIs(t, r.err, lease.ErrHeld)
+	assert.NotErrorIs(t, r.err, leasestore.ErrHeld)
 }
 
 func TestFaultStoreQueuedBeforeStanding(t *testing.T) {
@@ -154,7 +154,7 @@ func TestFaultStoreQueuedBeforeStanding(t *testing.T) {
 	_, err := fs.Claim(context.Background(), "l", "a", term)
 	require.NoError(t, err)
 	_, err = fs.Claim(context.Background(), "m", "a", term)
-	require.ErrorIs(t, err, lease.ErrHeld)
+	require.ErrorIs(t, err, leasestore.ErrHeld)
 	_, err = fs.Claim(context.Background(), "n", "a", term)
 	require.ErrorIs(t, err, leasetest.ErrInjectedTimeout)
 }
@@ -197,7 +197,7 @@ func TestFaultStoreLostForwardsAndSignals(t *testing.T) {
 
 	fs.Next(leasetest.OpExtend, leasetest.Lost)
 	_, err = fs.Extend(ctx, a, term)
-	require.ErrorIs(t, err, lease.ErrNotHeld)
+	require.ErrorIs(t, err, leasestore.ErrNotHeld)
 	requireClosed(t, lostA, "the wrapped store's signal was not forwarded")
 	requireOpen(t, lostB, "another lease's watch fired")
 
@@ -211,8 +211,8 @@ func TestFaultStoreLostForwardsAndSignals(t *testing.T) {
 // Over a store that cannot watch, only SignalLost closes a Lost channel;
 // a watch whose ctx ended is never signalled.
 func TestFaultStoreLostOverStoreWithoutNotifier(t *testing.T) {
-	mem := lease.NewMemStore(lease.MemStoreConfig{Clock: testclock.NewClock(t0)})
-	fs := leasetest.NewFaultStore(struct{ lease.Store }{mem}, leasetest.FaultStoreConfig{})
+	mem := leasestore.NewMemStore(leasestore.MemStoreConfig{Clock: testclock.NewClock(t0)})
+	fs := leasetest.NewFaultStore(struct{ leasestore.Store }{mem}, leasetest.FaultStoreConfig{})
 	g, err := fs.Claim(context.Background(), "l", "h", term)
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -232,7 +232,7 @@ func TestFaultStoreLostOverStoreWithoutNotifier(t *testing.T) {
 func TestFaultStoreReportClassifiesFaults(t *testing.T) {
 	ctx := context.Background()
 	_, mem, fs := newStores()
-	var _ lease.StoreReporter = fs
+	var _ leasestore.Reporter = fs
 
 	fs.Next(leasetest.OpClaim, leasetest.Timeout, leasetest.NotSent, leasetest.Lost, leasetest.AppliedTimeout)
 	for range 4 {
@@ -250,7 +250,7 @@ func TestFaultStoreReportClassifiesFaults(t *testing.T) {
 		require.Equal(t, i == 0, err == nil, "extend %d: %v", i, err)
 	}
 	fs.Next(leasetest.OpRevoke, leasetest.Pass) // the term is over: ErrNotHeld
-	require.ErrorIs(t, fs.Revoke(ctx, g), lease.ErrNotHeld)
+	require.ErrorIs(t, fs.Revoke(ctx, g), leasestore.ErrNotHeld)
 
 	fs.Next(leasetest.OpRevoke, leasetest.Hang)
 	hctx, cancel := context.WithCancel(ctx)
@@ -263,18 +263,18 @@ func TestFaultStoreReportClassifiesFaults(t *testing.T) {
 	cancel()
 	require.ErrorIs(t, <-errs, context.Canceled)
 
-	assert.Equal(t, lease.StoreReport{
-		Claim:  lease.StoreCalls{OK: 1, Definitive: 1, NotSent: 1, Ambiguous: 2},
-		Extend: lease.StoreCalls{OK: 1, Definitive: 1, NotSent: 1, Ambiguous: 1},
-		Revoke: lease.StoreCalls{Definitive: 1, Ambiguous: 1},
+	assert.Equal(t, leasestore.Report{
+		Claim:  leasestore.Calls{OK: 1, Definitive: 1, NotSent: 1, Ambiguous: 2},
+		Extend: leasestore.Calls{OK: 1, Definitive: 1, NotSent: 1, Ambiguous: 1},
+		Revoke: leasestore.Calls{Definitive: 1, Ambiguous: 1},
 	}, fs.StoreReport())
 	// What reached the wrapped store: two claims and two extends (the
 	// applied timeouts answered OK there), the Lost fault's revoke, the
 	// revoke of a term already over.
-	assert.Equal(t, lease.StoreReport{
-		Claim:  lease.StoreCalls{OK: 2},
-		Extend: lease.StoreCalls{OK: 2},
-		Revoke: lease.StoreCalls{OK: 1, Definitive: 1},
+	assert.Equal(t, leasestore.Report{
+		Claim:  leasestore.Calls{OK: 2},
+		Extend: leasestore.Calls{OK: 2},
+		Revoke: leasestore.Calls{OK: 1, Definitive: 1},
 	}, mem.StoreReport())
 }
 
@@ -282,10 +282,10 @@ func TestFaultStoreNotSentIsNotAmbiguous(t *testing.T) {
 	_, mem, fs := newStores()
 	fs.Next(leasetest.OpClaim, leasetest.NotSent)
 	_, err := fs.Claim(context.Background(), "l", "a", term)
-	require.ErrorIs(t, err, lease.ErrNotSent)
+	require.ErrorIs(t, err, leasestore.ErrNotSent)
 	assert.NotErrorIs(t, err, leasetest.ErrInjectedTimeout)
 	_, err = mem.Holder(context.Background(), "l")
-	assert.ErrorIs(t, err, lease.ErrNotHeld, "nothing reached the store")
+	assert.ErrorIs(t, err, leasestore.ErrNotHeld, "nothing reached the store")
 	assert.Equal(t, "not-sent", leasetest.NotSent.String())
 }
 

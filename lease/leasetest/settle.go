@@ -7,6 +7,7 @@ import (
 	"github.com/juju/clock/testclock"
 
 	"github.com/coldstart-go/coldstart/lease"
+	"github.com/coldstart-go/coldstart/lease/leasestore"
 )
 
 // Settle waits until tr, running on clk, has settled: it has finished at
@@ -71,7 +72,7 @@ func unsettled(r lease.Report, minCalls uint64) string {
 // answer.
 func finished(r lease.Report) uint64 {
 	var n uint64
-	for _, c := range []lease.StoreCalls{r.Calls.Claim, r.Calls.Extend, r.Calls.Revoke} {
+	for _, c := range []leasestore.Calls{r.Calls.Claim, r.Calls.Extend, r.Calls.Revoke} {
 		n += c.OK + c.Definitive + c.NotSent + c.Ambiguous
 	}
 	return n

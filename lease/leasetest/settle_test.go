@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/coldstart-go/coldstart/lease"
+	"github.com/coldstart-go/coldstart/lease/leasestore"
 	"github.com/coldstart-go/coldstart/lease/leasetest"
 )
 
@@ -68,7 +69,7 @@ func TestSettleWaitsOutCallInFlight(t *testing.T) {
 	r, err := leasetest.Settle(waitCtx(t), tr, clk, 1)
 	require.NoError(t, err)
 	assert.Equal(t, lease.Unknown, r.State)
-	assert.Equal(t, lease.StoreReport{Claim: lease.StoreCalls{Ambiguous: 1}}, r.Calls)
+	assert.Equal(t, leasestore.Report{Claim: leasestore.Calls{Ambiguous: 1}}, r.Calls)
 	assert.Zero(t, r.InCall)
 }
 

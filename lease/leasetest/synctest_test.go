@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/coldstart-go/coldstart/lease"
+	"github.com/coldstart-go/coldstart/lease/leasestore"
 	"github.com/coldstart-go/coldstart/lease/leasetest"
 	"github.com/coldstart-go/coldstart/lease/leasetest/history"
 )
@@ -48,7 +49,7 @@ func newRun(t *testing.T) *run {
 }
 
 // start makes a tracker for node on store and observes it.
-func (r *run) start(node string, store lease.Store, cfg lease.Config) *lease.Tracker {
+func (r *run) start(node string, store leasestore.Store, cfg lease.Config) *lease.Tracker {
 	cfg.Store, cfg.Name, cfg.Holder = store, "l", node
 	tr, err := lease.NewTracker(cfg)
 	require.NoError(r.t, err)
@@ -170,7 +171,7 @@ func TestSyncTestHourOfRenewalsAndAHandOver(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		start := time.Now()
 		cfg := lease.Config{Duration: 10 * time.Second}
-		store := lease.NewMemStore(lease.MemStoreConfig{})
+		store := leasestore.NewMemStore(leasestore.MemStoreConfig{})
 		r := newRun(t)
 		a := r.start("a", store, cfg)
 		first := awaitHeld(a)
@@ -210,7 +211,7 @@ func TestSyncTestHourOfRenewalsAndAHandOver(t *testing.T) {
 func TestSyncTestFaultStoreOutage(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		cfg := lease.Config{Duration: 10 * time.Second}
-		fs := leasetest.NewFaultStore(lease.NewMemStore(lease.MemStoreConfig{}), leasetest.FaultStoreConfig{})
+		fs := leasetest.NewFaultStore(leasestore.NewMemStore(leasestore.MemStoreConfig{}), leasetest.FaultStoreConfig{})
 		fs.SetLatency(20*time.Millisecond, 30*time.Millisecond)
 		r := newRun(t)
 		a := r.start("a", fs, cfg)
@@ -242,8 +243,8 @@ func TestSyncTestHistoryCatchesSplitBrain(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		cfg := lease.Config{Duration: 10 * time.Second}
 		r := newRun(t)
-		awaitHeld(r.start("a", lease.NewMemStore(lease.MemStoreConfig{}), cfg))
-		awaitHeld(r.start("b", lease.NewMemStore(lease.MemStoreConfig{}), cfg))
+		awaitHeld(r.start("a", leasestore.NewMemStore(leasestore.MemStoreConfig{}), cfg))
+		awaitHeld(r.start("b", leasestore.NewMemStore(leasestore.MemStoreConfig{}), cfg))
 		time.Sleep(time.Minute)
 		rules := make(map[history.Rule]bool)
 		for _, v := range r.stop() {
@@ -259,7 +260,7 @@ func TestSyncTestHistoryCatchesSplitBrain(t *testing.T) {
 // no store call in flight.
 func TestSyncTestWaitSettles(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		fs := leasetest.NewFaultStore(lease.NewMemStore(lease.MemStoreConfig{}), leasetest.FaultStoreConfig{})
+		fs := leasetest.NewFaultStore(leasestore.NewMemStore(leasestore.MemStoreConfig{}), leasetest.FaultStoreConfig{})
 		fs.SetLatency(time.Second, time.Second)
 		tr, err := lease.NewTracker(lease.Config{Store: fs, Name: "l", Holder: "a", Duration: 10 * time.Second})
 		require.NoError(t, err)
@@ -267,13 +268,13 @@ func TestSyncTestWaitSettles(t *testing.T) {
 		time.Sleep(500 * time.Millisecond)
 		synctest.Wait()
 		r := tr.Report()
-		assert.Equal(t, lease.StoreReport{InFlight: 1}, r.Calls, "the claim waits for its latency")
+		assert.Equal(t, leasestore.Report{InFlight: 1}, r.Calls, "the claim waits for its latency")
 		assert.Equal(t, 500*time.Millisecond, r.InCall)
 
 		time.Sleep(1500 * time.Millisecond) // the rest of the claim's latency, both ways
 		synctest.Wait()
 		r = tr.Report()
-		assert.Equal(t, lease.StoreReport{Claim: lease.StoreCalls{OK: 1}}, r.Calls)
+		assert.Equal(t, leasestore.Report{Claim: leasestore.Calls{OK: 1}}, r.Calls)
 		assert.Equal(t, lease.Held, r.State)
 		assert.Zero(t, r.InCall)
 		assert.True(t, r.NextCall.After(time.Now()), "waits for its next renewal at %v", r.NextCall)
@@ -287,7 +288,7 @@ func TestSyncTestWaitSettles(t *testing.T) {
 func TestSyncTestHistoryNamesAnInjectedLoss(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		cfg := lease.Config{Duration: 10 * time.Second}
-		fs := leasetest.NewFaultStore(lease.NewMemStore(lease.MemStoreConfig{}), leasetest.FaultStoreConfig{})
+		fs := leasetest.NewFaultStore(leasestore.NewMemStore(leasestore.MemStoreConfig{}), leasetest.FaultStoreConfig{})
 		r := newRun(t)
 		a := r.start("a", fs, cfg)
 		awaitHeld(a)

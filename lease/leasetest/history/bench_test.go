@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/coldstart-go/coldstart/lease"
+	"github.com/coldstart-go/coldstart/lease/leasestore"
 	"github.com/coldstart-go/coldstart/lease/leasetest/history"
 )
 
@@ -14,7 +15,7 @@ import (
 // every Check is answered from its cache: the call a fault run records
 // most often.
 func heldTracker(b *testing.B) *lease.Tracker {
-	tr, err := lease.NewTracker(lease.Config{Store: lease.NewMemStore(lease.MemStoreConfig{}),
+	tr, err := lease.NewTracker(lease.Config{Store: leasestore.NewMemStore(leasestore.MemStoreConfig{}),
 		Name: "l", Holder: "a", Duration: time.Hour})
 	if err != nil {
 		b.Fatal(err)

@@ -8,6 +8,7 @@ import (
 	"github.com/juju/clock/testclock"
 
 	"github.com/coldstart-go/coldstart/lease"
+	"github.com/coldstart-go/coldstart/lease/leasestore"
 	"github.com/coldstart-go/coldstart/lease/leasetest/history"
 )
 
@@ -24,7 +25,7 @@ func Example() {
 		rec.Record(history.Answer{Node: node, Call: history.CallCheck, Status: st, Err: err,
 			Asked: asked, Returned: clk.Now()})
 	}
-	tracker := func(store lease.Store, holder string) *lease.Tracker {
+	tracker := func(store leasestore.Store, holder string) *lease.Tracker {
 		tr, err := lease.NewTracker(lease.Config{Store: store, Name: "singular", Holder: holder,
 			Duration: 10 * time.Second, Clock: clk})
 		if err != nil {
@@ -32,7 +33,7 @@ func Example() {
 		}
 		return tr
 	}
-	shared := lease.NewMemStore(lease.MemStoreConfig{Clock: clk})
+	shared := leasestore.NewMemStore(leasestore.MemStoreConfig{Clock: clk})
 	a := tracker(shared, "a")
 	defer a.Close()
 	check("a", a)
@@ -41,7 +42,7 @@ func Example() {
 	check("b", b)
 	fmt.Println("violations:", len(rec.Verify()))
 
-	c := tracker(lease.NewMemStore(lease.MemStoreConfig{Clock: clk}), "c")
+	c := tracker(leasestore.NewMemStore(leasestore.MemStoreConfig{Clock: clk}), "c")
 	defer c.Close()
 	check("c", c)
 	for _, v := range rec.Verify() {

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/coldstart-go/coldstart/lease"
+	"github.com/coldstart-go/coldstart/lease/leasestore"
 	"github.com/coldstart-go/coldstart/lease/leasetest/history"
 )
 
@@ -48,7 +49,7 @@ func unknown(node string, token uint64, asked, ret, until float64) history.Answe
 func notLeader(node string, asked, ret float64) history.Answer {
 	return history.Answer{Node: node, Call: history.CallCheck,
 		Status: lease.Status{State: lease.NotHeld, Holder: "other"},
-		Err:    &lease.NotLeaderError{Name: "l", Holder: "other", Err: lease.ErrNotHeld},
+		Err:    &lease.NotLeaderError{Name: "l", Holder: "other", Err: leasestore.ErrNotHeld},
 		Asked:  at(asked), Returned: at(ret)}
 }
 
@@ -79,7 +80,7 @@ func write(node string, token uint64, sent, ret float64, accepted bool) history.
 	return a
 }
 
-var errNotLeader = &lease.NotLeaderError{Name: "l", Err: lease.ErrNotHeld}
+var errNotLeader = &lease.NotLeaderError{Name: "l", Err: leasestore.ErrNotHeld}
 
 func verify(answers ...history.Answer) []history.Violation {
 	var rec history.Recorder

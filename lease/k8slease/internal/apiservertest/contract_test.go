@@ -10,7 +10,7 @@ import (
 	"github.com/coldstart-go/coldstart/lease/leasetest"
 )
 
-// TestStoreContract runs the contract every lease.Store keeps against the
+// TestStoreContract runs the contract every leasestore.Store keeps against the
 // real API server. The API server does not expire Leases — the claimant's
 // clock decides when a record has gone unchanged long enough — so each
 // subtest's store runs on a testclock, and Advance is instant.

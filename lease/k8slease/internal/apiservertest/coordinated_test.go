@@ -16,6 +16,7 @@ import (
 
 	"github.com/coldstart-go/coldstart/lease"
 	"github.com/coldstart-go/coldstart/lease/k8slease"
+	"github.com/coldstart-go/coldstart/lease/leasestore"
 	"github.com/coldstart-go/coldstart/lease/leasetest/history"
 )
 
@@ -61,7 +62,7 @@ func TestPreferredHolderTakesOver(t *testing.T) {
 	cs := newClient(t, "")
 	ns := newNamespace(t, cs)
 	const strategy = coordinationv1.OldestEmulationVersion
-	cfg := func(store lease.Store, holder string) lease.Config {
+	cfg := func(store leasestore.Store, holder string) lease.Config {
 		return lease.Config{Store: store, Name: "leader", Holder: holder, Duration: time.Second}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -169,7 +170,7 @@ func TestReleasedLeaseIsReservedForThePreferredHolder(t *testing.T) {
 
 	sc := newStore(t, newClient(t, ""), ns)
 	_, err = sc.Claim(ctx, "leader", "c", 5*time.Second)
-	var held *lease.HeldError
+	var held *leasestore.HeldError
 	require.ErrorAs(t, err, &held, "c's claim of a Lease released to b")
 	require.Equal(t, "b", held.Holder)
 	// c waits on the reservation; it ends when b claims.

@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 
 	"github.com/coldstart-go/coldstart/lease"
+	"github.com/coldstart-go/coldstart/lease/leasestore"
 	"github.com/coldstart-go/coldstart/lease/leasetest/history"
 )
 
@@ -62,7 +63,7 @@ func TestInteropWithClientGo(t *testing.T) {
 	start := func(kind string, n int) {
 		id := fmt.Sprintf("%s-%d", kind, n)
 		release := n%2 == 1
-		var store lease.Store
+		var store leasestore.Store
 		if kind == "coldstart" {
 			store = newStore(t, cs, ns)
 		}
@@ -106,7 +107,7 @@ var errStepDown = errors.New("stepping down")
 
 // runTracker runs one coldstart candidate until ctx ends or it has led
 // for tenure, and records its statuses, its Lead run and its release.
-func runTracker(ctx context.Context, t *testing.T, store lease.Store, name, id string, d, tenure time.Duration, release bool, rec *leaders) {
+func runTracker(ctx context.Context, t *testing.T, store leasestore.Store, name, id string, d, tenure time.Duration, release bool, rec *leaders) {
 	tr, err := lease.NewTracker(lease.Config{
 		Store: store, Name: name, Holder: id, Duration: d, ReleaseOnClose: release,
 	})

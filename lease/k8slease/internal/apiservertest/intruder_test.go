@@ -23,6 +23,7 @@ import (
 
 	"github.com/coldstart-go/coldstart/lease"
 	"github.com/coldstart-go/coldstart/lease/k8slease"
+	"github.com/coldstart-go/coldstart/lease/leasestore"
 	"github.com/coldstart-go/coldstart/lease/leasetest"
 )
 
@@ -137,9 +138,9 @@ func intrude(t *testing.T, leases coordinationv1client.LeaseInterface, name stri
 
 // requireOver checks that err, the answer to a renewal of term g after c's
 // write, says the term is over as c says.
-func requireOver(t *testing.T, c intrusion, g lease.Grant, err error) {
+func requireOver(t *testing.T, c intrusion, g leasestore.Grant, err error) {
 	t.Helper()
-	var nh *lease.NotHeldError
+	var nh *leasestore.NotHeldError
 	require.ErrorAsf(t, err, &nh, "the renewal after the intruder's write: %v", err)
 	require.Equal(t, g.Token, nh.Token, "the term that is over")
 	require.Equal(t, c.holder, nh.Holder, "who holds the Lease now: %v", nh)
@@ -177,8 +178,8 @@ func TestIntruderWriteToAHeldTerm(t *testing.T) {
 			}
 			requireOver(t, c, g, err)
 			_, err = s.Extend(ctx, g, 2*time.Second)
-			require.ErrorIs(t, err, lease.ErrNotHeld, "a second renewal")
-			require.ErrorIs(t, s.Revoke(ctx, g), lease.ErrNotHeld, "a release of the term: the intruder's record stays")
+			require.ErrorIs(t, err, leasestore.ErrNotHeld, "a second renewal")
+			require.ErrorIs(t, s.Revoke(ctx, g), leasestore.ErrNotHeld, "a release of the term: the intruder's record stays")
 
 			// Whoever claims next — once the record has gone unchanged for
 			// its leaseDurationSeconds — gets a token above every one this
@@ -234,7 +235,7 @@ func TestTrackerLeavesHeldAtTheRenewalAfterAnIntruderWrite(t *testing.T) {
 			st, err := tr.Check(ctx, 0)
 			require.Equal(t, lease.NotHeld, st.State)
 			require.ErrorIs(t, err, lease.ErrNotLeader)
-			var nh *lease.NotHeldError
+			var nh *leasestore.NotHeldError
 			require.True(t, errors.As(err, &nh), "%v", err)
 			require.Equal(t, held, nh.Token)
 			require.Contains(t, nh.Reason, c.reason)

@@ -16,6 +16,7 @@ import (
 	"github.com/coldstart-go/coldstart/internal/logtest"
 	"github.com/coldstart-go/coldstart/lease"
 	"github.com/coldstart-go/coldstart/lease/k8slease"
+	"github.com/coldstart-go/coldstart/lease/leasestore"
 )
 
 // TestStoreReportCountsEachCallOnce: every call of Claim, Extend and
@@ -28,13 +29,13 @@ func TestStoreReportCountsEachCallOnce(t *testing.T) {
 	cs := newClient(t, "")
 	ns := newNamespace(t, cs)
 	s := newStore(t, newClient(t, p.addr()), ns)
-	require.Equal(t, lease.StoreReport{}, s.StoreReport(), "nothing yet")
+	require.Equal(t, leasestore.Report{}, s.StoreReport(), "nothing yet")
 	ctx := context.Background()
 
 	g, err := s.Claim(ctx, "leader", "a", 2*time.Second)
 	require.NoError(t, err)
 	_, err = s.Claim(ctx, "leader", "b", 2*time.Second)
-	require.ErrorIs(t, err, lease.ErrHeld)
+	require.ErrorIs(t, err, leasestore.ErrHeld)
 	_, err = s.Extend(ctx, g, 2*time.Second)
 	require.NoError(t, err)
 	// Another party's write within our term: the next renewal conflicts,
@@ -47,9 +48,9 @@ func TestStoreReportCountsEachCallOnce(t *testing.T) {
 	_, err = s.Extend(ctx, g, 2*time.Second)
 	require.NoError(t, err)
 	require.NoError(t, s.Revoke(ctx, g))
-	require.ErrorIs(t, s.Revoke(ctx, g), lease.ErrNotHeld)
+	require.ErrorIs(t, s.Revoke(ctx, g), leasestore.ErrNotHeld)
 	_, err = s.Extend(ctx, g, 2*time.Second)
-	require.ErrorIs(t, err, lease.ErrNotHeld)
+	require.ErrorIs(t, err, leasestore.ErrNotHeld)
 	g, err = s.Claim(ctx, "leader", "a", 2*time.Second)
 	require.NoError(t, err, "a released Lease is taken at once")
 
@@ -69,12 +70,12 @@ func TestStoreReportCountsEachCallOnce(t *testing.T) {
 		t.Fatal("the renewal never reached the proxy")
 	}
 	require.Equal(t, 1, s.StoreReport().InFlight, "the renewal the proxy holds")
-	require.ErrorIs(t, <-errc, lease.ErrUnconfirmed)
+	require.ErrorIs(t, <-errc, leasestore.ErrUnconfirmed)
 
-	require.Equal(t, lease.StoreReport{
-		Claim:  lease.StoreCalls{OK: 2, Definitive: 1},
-		Extend: lease.StoreCalls{OK: 2, Definitive: 1, Ambiguous: 1},
-		Revoke: lease.StoreCalls{OK: 1, Definitive: 1},
+	require.Equal(t, leasestore.Report{
+		Claim:  leasestore.Calls{OK: 2, Definitive: 1},
+		Extend: leasestore.Calls{OK: 2, Definitive: 1, Ambiguous: 1},
+		Revoke: leasestore.Calls{OK: 1, Definitive: 1},
 	}, s.StoreReport())
 }
 
@@ -93,7 +94,7 @@ func TestStoreLogsATakeoverOnce(t *testing.T) {
 	claimant := newStore(t, newClient(t, ""), ns, k8slease.WithClock(clk), k8slease.WithLogger(logs.Logger()))
 	for range 3 {
 		_, err = claimant.Claim(ctx, "leader", "b", 2*time.Second)
-		require.ErrorIs(t, err, lease.ErrHeld)
+		require.ErrorIs(t, err, leasestore.ErrHeld)
 	}
 	clk.Advance(2 * time.Second)
 	b, err := claimant.Claim(ctx, "leader", "b", 2*time.Second)
@@ -176,7 +177,7 @@ func TestStoreLogsARecreatedLease(t *testing.T) {
 
 	for range 2 {
 		_, err = s.Extend(ctx, g, 2*time.Second)
-		require.ErrorIs(t, err, lease.ErrNotHeld)
+		require.ErrorIs(t, err, leasestore.ErrNotHeld)
 	}
 	recs := logs.Records()
 	require.Len(t, recs, 1, "%v", recs)
@@ -206,18 +207,18 @@ func TestStoreLogsATermEndedByAnotherWriter(t *testing.T) {
 	clk := testclock.NewClock(time.Now())
 	other := newStore(t, newClient(t, ""), ns, k8slease.WithClock(clk))
 	_, err = other.Claim(ctx, "leader", "b", 2*time.Second)
-	require.ErrorIs(t, err, lease.ErrHeld)
+	require.ErrorIs(t, err, leasestore.ErrHeld)
 	clk.Advance(2 * time.Second)
 	b, err := other.Claim(ctx, "leader", "b", 2*time.Second)
 	require.NoError(t, err)
 
 	_, err = s.Extend(ctx, g, 2*time.Second)
-	var nh *lease.NotHeldError
+	var nh *leasestore.NotHeldError
 	require.ErrorAs(t, err, &nh)
 	require.Equal(t, "b", nh.Holder)
 	_, err = s.Extend(ctx, g, 2*time.Second)
-	require.ErrorIs(t, err, lease.ErrNotHeld)
-	require.ErrorIs(t, s.Revoke(ctx, g), lease.ErrNotHeld)
+	require.ErrorIs(t, err, leasestore.ErrNotHeld)
+	require.ErrorIs(t, s.Revoke(ctx, g), leasestore.ErrNotHeld)
 
 	recs := logs.Records()
 	require.Len(t, recs, 1, "%v", recs)

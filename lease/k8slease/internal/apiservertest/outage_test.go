@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/coldstart-go/coldstart/lease"
+	"github.com/coldstart-go/coldstart/lease/leasestore"
 	"github.com/coldstart-go/coldstart/lease/leasetest/history"
 )
 
@@ -58,7 +59,7 @@ func TestOutage(t *testing.T) {
 	require.ErrorIs(t, err, lease.ErrRenewalFailed, "a check needing a renewal while the API server stalls")
 	require.NotErrorIs(t, err, lease.ErrNotLeader)
 	require.Equal(t, lease.Held, st.State, "the promise still stands: %+v", st)
-	var ambiguous *lease.CallError
+	var ambiguous *leasestore.CallError
 	require.ErrorAs(t, err, &ambiguous, "the cause is the store's ambiguous error")
 	require.GreaterOrEqual(t, a.Report().Calls.Extend.Ambiguous-before.Calls.Extend.Ambiguous, uint64(2), "renewals cut off and retried through the stall")
 	p.set(forwarding)

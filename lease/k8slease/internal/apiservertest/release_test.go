@@ -9,13 +9,14 @@ import (
 
 	"github.com/coldstart-go/coldstart/lease"
 	"github.com/coldstart-go/coldstart/lease/k8slease"
+	"github.com/coldstart-go/coldstart/lease/leasestore"
 )
 
 // handoverConfig is the tracker of the hand-over tests: the defaults at
 // Duration 2 s (the Lease says leaseDurationSeconds 4; a waiting follower
 // without a watch claims every ClaimInterval, 200 ms; with one, once a
 // term, 4 s).
-func handoverConfig(store lease.Store, holder string, release bool) lease.Config {
+func handoverConfig(store leasestore.Store, holder string, release bool) lease.Config {
 	return lease.Config{Store: store, Name: "leader", Holder: holder, Duration: 2 * time.Second, ReleaseOnClose: release}
 }
 
@@ -97,9 +98,9 @@ func TestReleaseWatchRestartIsNotARelease(t *testing.T) {
 	g, err := sa.Claim(ctx, "leader", "a", 30*time.Second)
 	require.NoError(t, err)
 	_, err = sb.Claim(ctx, "leader", "b", 30*time.Second)
-	var held *lease.HeldError
+	var held *leasestore.HeldError
 	require.ErrorAs(t, err, &held)
-	require.Equal(t, lease.HeldError{Name: "leader", Holder: "a", Token: g.Token}, *held, "the refusal names the term")
+	require.Equal(t, leasestore.HeldError{Name: "leader", Holder: "a", Token: g.Token}, *held, "the refusal names the term")
 
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -151,7 +152,7 @@ func TestReleaseWatchThatCannotBeKeptSaysSo(t *testing.T) {
 	require.NoError(t, err)
 	sb := newStore(t, csB, ns)
 	_, err = sb.Claim(ctx, "leader", "b", 30*time.Second)
-	var held *lease.HeldError
+	var held *leasestore.HeldError
 	require.ErrorAs(t, err, &held)
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -159,8 +160,8 @@ func TestReleaseWatchThatCannotBeKeptSaysSo(t *testing.T) {
 	p.set(cut)
 	select {
 	case err := <-ch:
-		require.ErrorIs(t, err, lease.ErrUnconfirmed, "the watch of a Lease it cannot reach: %v", err)
-		var ce *lease.CallError
+		require.ErrorIs(t, err, leasestore.ErrUnconfirmed, "the watch of a Lease it cannot reach: %v", err)
+		var ce *leasestore.CallError
 		require.ErrorAs(t, err, &ce)
 		require.Equal(t, "watch release", ce.Op)
 		t.Logf("the watch ended: %v", err)
@@ -169,4 +170,4 @@ func TestReleaseWatchThatCannotBeKeptSaysSo(t *testing.T) {
 	}
 }
 
-var _ lease.ReleaseWatcher = (*k8slease.Store)(nil)
+var _ leasestore.ReleaseWatcher = (*k8slease.Store)(nil)

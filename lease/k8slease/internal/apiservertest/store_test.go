@@ -14,8 +14,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 
-	"github.com/coldstart-go/coldstart/lease"
 	"github.com/coldstart-go/coldstart/lease/k8slease"
+	"github.com/coldstart-go/coldstart/lease/leasestore"
 )
 
 // clientGoRecord is the Lease as client-go's leaderelection compares it:
@@ -80,7 +80,7 @@ func TestTakeoverWaitsForAnUnchangedRecord(t *testing.T) {
 	requireHeldBy := func(why string) {
 		t.Helper()
 		_, err := claimant.Claim(ctx, "leader", "b", 2*time.Second)
-		var he *lease.HeldError
+		var he *leasestore.HeldError
 		require.ErrorAs(t, err, &he, why)
 		require.Equal(t, "a", he.Holder)
 	}
@@ -98,7 +98,7 @@ func TestTakeoverWaitsForAnUnchangedRecord(t *testing.T) {
 	require.Equal(t, g.Token+1, b.Token)
 
 	_, err = holder.Extend(ctx, g, 2*time.Second)
-	var nh *lease.NotHeldError
+	var nh *leasestore.NotHeldError
 	require.ErrorAs(t, err, &nh, "the old holder's renewal after the takeover")
 	require.Equal(t, "b", nh.Holder)
 }
@@ -170,7 +170,7 @@ func TestDeletedLease(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, leases.Delete(ctx, "leader", metav1.DeleteOptions{}))
 	_, err = s.Extend(ctx, g, 2*time.Second)
-	var nh *lease.NotHeldError
+	var nh *leasestore.NotHeldError
 	require.ErrorAs(t, err, &nh, "Extend of a deleted Lease")
 	require.Contains(t, nh.Reason, "does not exist")
 
@@ -199,8 +199,8 @@ func TestDeletedLease(t *testing.T) {
 func TestMissingNamespaceIsNotDefinitive(t *testing.T) {
 	s := newStore(t, newClient(t, ""), "no-such-namespace")
 	_, err := s.Claim(context.Background(), "leader", "a", 2*time.Second)
-	require.ErrorIs(t, err, lease.ErrUnconfirmed)
-	require.NotErrorIs(t, err, lease.ErrHeld)
-	require.NotErrorIs(t, err, lease.ErrNotHeld)
+	require.ErrorIs(t, err, leasestore.ErrUnconfirmed)
+	require.NotErrorIs(t, err, leasestore.ErrHeld)
+	require.NotErrorIs(t, err, leasestore.ErrNotHeld)
 	require.ErrorContains(t, err, "no-such-namespace")
 }

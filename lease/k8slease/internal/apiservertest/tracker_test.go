@@ -7,11 +7,12 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/coldstart-go/coldstart/lease"
+	"github.com/coldstart-go/coldstart/lease/leasestore"
 )
 
 // trackerConfig is the tracker these tests run: Duration 1 s, so the Lease
 // says leaseDurationSeconds 2.
-func trackerConfig(store lease.Store, name, holder string) lease.Config {
+func trackerConfig(store leasestore.Store, name, holder string) lease.Config {
 	return lease.Config{
 		Store:    store,
 		Name:     name,

@@ -1,4 +1,4 @@
-package lease_test
+package leasestore_test
 
 import (
 	"context"
@@ -9,7 +9,7 @@ import (
 	"github.com/juju/clock/testclock"
 	"github.com/stretchr/testify/require"
 
-	"github.com/coldstart-go/coldstart/lease"
+	"github.com/coldstart-go/coldstart/lease/leasestore"
 	"github.com/coldstart-go/coldstart/lease/leasetest"
 )
 
@@ -17,7 +17,7 @@ func TestMemStoreContract(t *testing.T) {
 	leasetest.RunStoreContract(t, func(t *testing.T) leasetest.Harness {
 		clk := testclock.NewClock(time.Unix(1_700_000_000, 0))
 		return leasetest.Harness{
-			Store:   lease.NewMemStore(lease.MemStoreConfig{Clock: clk}),
+			Store:   leasestore.NewMemStore(leasestore.MemStoreConfig{Clock: clk}),
 			Advance: clk.Advance,
 			Term:    time.Minute,
 		}
@@ -45,7 +45,7 @@ func requireNotLost(t *testing.T, ch <-chan struct{}, why string) {
 
 func TestMemStoreLostOnRevokeAndTakeover(t *testing.T) {
 	clk := testclock.NewClock(t0)
-	m := lease.NewMemStore(lease.MemStoreConfig{Clock: clk})
+	m := leasestore.NewMemStore(leasestore.MemStoreConfig{Clock: clk})
 	ctx := context.Background()
 	a, err := m.Claim(ctx, "l", "a", time.Minute)
 	require.NoError(t, err)
@@ -70,12 +70,12 @@ func TestMemStoreLostOnRevokeAndTakeover(t *testing.T) {
 	_, err = m.Claim(ctx, "l", "c", time.Minute)
 	require.NoError(t, err)
 	requireLost(t, lostB, "a term taken over after expiry is lost")
-	requireLost(t, m.Lost(ctx, lease.Grant{Name: "l", Holder: "a", Token: 99}), "an unknown term is over")
+	requireLost(t, m.Lost(ctx, leasestore.Grant{Name: "l", Holder: "a", Token: 99}), "an unknown term is over")
 }
 
 func TestMemStoreLostOnExpiryFollowsExtends(t *testing.T) {
 	clk := testclock.NewClock(t0)
-	m := lease.NewMemStore(lease.MemStoreConfig{Clock: clk})
+	m := leasestore.NewMemStore(leasestore.MemStoreConfig{Clock: clk})
 	ctx := context.Background()
 	g, err := m.Claim(ctx, "l", "a", time.Minute)
 	require.NoError(t, err)
@@ -96,18 +96,18 @@ func TestMemStoreLostOnExpiryFollowsExtends(t *testing.T) {
 // even if the term ends before the drop.
 func TestMemStoreLostStopsWithContext(t *testing.T) {
 	clk := testclock.NewClock(t0)
-	m := lease.NewMemStore(lease.MemStoreConfig{Clock: clk})
+	m := leasestore.NewMemStore(leasestore.MemStoreConfig{Clock: clk})
 	g, err := m.Claim(context.Background(), "l", "a", time.Minute)
 	require.NoError(t, err)
 	ctx1, cancel1 := context.WithCancel(context.Background())
 	lost1 := m.Lost(ctx1, g)
-	require.Equal(t, 1, lease.MemStoreWatches(m))
+	require.Equal(t, 1, leasestore.MemStoreWatches(m))
 	cancel1()
 	deadline := time.After(wait)
-	for lease.MemStoreWatches(m) != 0 {
+	for leasestore.MemStoreWatches(m) != 0 {
 		select {
 		case <-deadline:
-			t.Fatalf("%d watches left after their ctx ended", lease.MemStoreWatches(m))
+			t.Fatalf("%d watches left after their ctx ended", leasestore.MemStoreWatches(m))
 		default:
 			runtime.Gosched()
 		}

@@ -1,4 +1,4 @@
-package lease
+package leasestore
 
 import (
 	"errors"
@@ -6,21 +6,21 @@ import (
 	"sync/atomic"
 )
 
-// StoreReport counts lease store calls in one shape — the finished calls
+// Report counts lease store calls in one shape — the finished calls
 // of each operation by the class of their answer, and the calls in flight
-// — whoever makes or serves them: a Store's StoreReport counts the calls it
+// — whoever makes or serves them: a Store's Report counts the calls it
 // served, a Tracker's Report.Calls the calls it made. Both count with
-// StoreCounters, so one reader serves them all.
-type StoreReport struct {
-	Claim, Extend, Revoke StoreCalls
+// Counters, so one reader serves them all.
+type Report struct {
+	Claim, Extend, Revoke Calls
 	// InFlight is the calls begun and not yet returned, including calls a
 	// store holds back while it bounds its calls in flight.
 	InFlight int
 }
 
-// StoreCalls counts the finished calls of one operation by the class of
+// Calls counts the finished calls of one operation by the class of
 // their answer (see Store).
-type StoreCalls struct {
+type Calls struct {
 	// OK counts the calls that succeeded.
 	OK uint64
 	// Definitive counts the definitive refusals: ErrHeld from Claim,
@@ -33,14 +33,14 @@ type StoreCalls struct {
 	Ambiguous uint64
 }
 
-// StoreReporter is a Store that counts its calls: what a metrics collector
+// Reporter is a Store that counts its calls: what a metrics collector
 // asks of any store. MemStore, leasetest.FaultStore and the etcdlease and
 // k8slease stores implement it.
-type StoreReporter interface {
-	StoreReport() StoreReport
+type Reporter interface {
+	StoreReport() Report
 }
 
-// Op is a store call's operation: a row of a StoreReport.
+// Op is a store call's operation: a row of a Report.
 type Op int
 
 // The operations of Store.
@@ -62,7 +62,7 @@ func (op Op) String() string {
 	return "Op(" + strconv.Itoa(int(op)) + ")"
 }
 
-// StoreCounters counts store calls for a StoreReport, classifying each
+// Counters counts store calls for a Report, classifying each
 // answer as Store says, so that every store (and the Tracker) counts the
 // same way. A store holds one and brackets each call:
 //
@@ -80,7 +80,7 @@ func (op Op) String() string {
 // is safe for concurrent use and lock-free (an atomic add at each end of a
 // call), and allocates nothing while done stays in the calling function,
 // as above.
-type StoreCounters struct {
+type Counters struct {
 	// begun counts the calls begun; the calls in flight are those begun
 	// less those finished (counted by outcome): one atomic add at each end
 	// of a call.
@@ -90,7 +90,7 @@ type StoreCounters struct {
 
 // Begin begins a call of op. An op that is not one of OpClaim, OpExtend
 // and OpRevoke panics.
-func (c *StoreCounters) Begin(op Op) (done func(err error)) {
+func (c *Counters) Begin(op Op) (done func(err error)) {
 	row := &c.ops[op]
 	c.begun.Add(1)
 	return func(err error) { row[classify(err)].Add(1) }
@@ -98,32 +98,32 @@ func (c *StoreCounters) Begin(op Op) (done func(err error)) {
 
 // begin and end are Begin's halves, for the Tracker, which switches on the
 // outcome end returns: one classification per call.
-func (c *StoreCounters) begin() { c.begun.Add(1) }
+func (c *Counters) begin() { c.begun.Add(1) }
 
-func (c *StoreCounters) end(op Op, err error) outcome {
+func (c *Counters) end(op Op, err error) outcome {
 	o := classify(err)
 	c.ops[op][o].Add(1)
 	return o
 }
 
-// StoreReport returns the counts now. Each count is read atomically; a
+// Report returns the counts now. Each count is read atomically; a
 // call that ends meanwhile may show in one count and not yet in another.
-func (c *StoreCounters) StoreReport() StoreReport {
+func (c *Counters) StoreReport() Report {
 	// The finished calls are read before the begun ones: every call
 	// counted finished was counted begun before, so InFlight is never
 	// negative.
-	r := StoreReport{Claim: c.load(OpClaim), Extend: c.load(OpExtend), Revoke: c.load(OpRevoke)}
+	r := Report{Claim: c.load(OpClaim), Extend: c.load(OpExtend), Revoke: c.load(OpRevoke)}
 	r.InFlight = int(c.begun.Load() - r.Claim.total() - r.Extend.total() - r.Revoke.total())
 	return r
 }
 
-func (c *StoreCounters) load(op Op) StoreCalls {
+func (c *Counters) load(op Op) Calls {
 	row := &c.ops[op]
-	return StoreCalls{OK: row[outcomeOK].Load(), Definitive: row[outcomeDefinitive].Load(),
+	return Calls{OK: row[outcomeOK].Load(), Definitive: row[outcomeDefinitive].Load(),
 		NotSent: row[outcomeNotSent].Load(), Ambiguous: row[outcomeAmbiguous].Load()}
 }
 
-func (c StoreCalls) total() uint64 { return c.OK + c.Definitive + c.NotSent + c.Ambiguous }
+func (c Calls) total() uint64 { return c.OK + c.Definitive + c.NotSent + c.Ambiguous }
 
 // outcome is the class of a store call's answer (see Store).
 type outcome int

@@ -1,4 +1,4 @@
-package lease_test
+package leasestore_test
 
 import (
 	"context"
@@ -12,22 +12,23 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/coldstart-go/coldstart/lease"
+	"github.com/coldstart-go/coldstart/lease/leasestore"
 	"github.com/coldstart-go/coldstart/lease/leasetest"
 )
 
 // TestMemStoreReportCountsEachCallByClass: every call of each operation is
-// counted once, in its class (see lease.Store).
+// counted once, in its class (see leasestore.Store).
 func TestMemStoreReportCountsEachCallByClass(t *testing.T) {
 	ctx := context.Background()
 	clk := testclock.NewClock(t0)
-	m := lease.NewMemStore(lease.MemStoreConfig{Clock: clk})
-	var _ lease.StoreReporter = m
-	assert.Equal(t, lease.StoreReport{}, m.StoreReport(), "nothing yet")
+	m := leasestore.NewMemStore(leasestore.MemStoreConfig{Clock: clk})
+	var _ leasestore.Reporter = m
+	assert.Equal(t, leasestore.Report{}, m.StoreReport(), "nothing yet")
 
 	g, err := m.Claim(ctx, "l", "a", dur)
 	require.NoError(t, err)
 	_, err = m.Claim(ctx, "l", "b", dur)
-	require.ErrorIs(t, err, lease.ErrHeld)
+	require.ErrorIs(t, err, leasestore.ErrHeld)
 	g, err = m.Extend(ctx, g, dur)
 	require.NoError(t, err)
 	cancelled, cancel := context.WithCancel(ctx)
@@ -36,15 +37,15 @@ func TestMemStoreReportCountsEachCallByClass(t *testing.T) {
 	require.ErrorIs(t, err, context.Canceled) // ambiguous by Store's rule
 	require.NoError(t, m.Revoke(ctx, g))
 	_, err = m.Extend(ctx, g, dur)
-	require.ErrorIs(t, err, lease.ErrNotHeld)
-	require.ErrorIs(t, m.Revoke(ctx, g), lease.ErrNotHeld)
+	require.ErrorIs(t, err, leasestore.ErrNotHeld)
+	require.ErrorIs(t, m.Revoke(ctx, g), leasestore.ErrNotHeld)
 	_, err = m.Holder(ctx, "l")
-	require.ErrorIs(t, err, lease.ErrNotHeld, "Holder is not counted")
+	require.ErrorIs(t, err, leasestore.ErrNotHeld, "Holder is not counted")
 
-	assert.Equal(t, lease.StoreReport{
-		Claim:  lease.StoreCalls{OK: 1, Definitive: 1},
-		Extend: lease.StoreCalls{OK: 1, Definitive: 1, Ambiguous: 1},
-		Revoke: lease.StoreCalls{OK: 1, Definitive: 1},
+	assert.Equal(t, leasestore.Report{
+		Claim:  leasestore.Calls{OK: 1, Definitive: 1},
+		Extend: leasestore.Calls{OK: 1, Definitive: 1, Ambiguous: 1},
+		Revoke: leasestore.Calls{OK: 1, Definitive: 1},
 	}, m.StoreReport())
 }
 
@@ -52,44 +53,44 @@ func TestMemStoreReportCountsEachCallByClass(t *testing.T) {
 // Begin to its done, and its error is classed as Store says, wrapped or
 // not.
 func TestStoreCountersClassifyAndCountInFlight(t *testing.T) {
-	var c lease.StoreCounters
-	claim := c.Begin(lease.OpClaim)
-	extend := c.Begin(lease.OpExtend)
-	revoke := c.Begin(lease.OpRevoke)
+	var c leasestore.Counters
+	claim := c.Begin(leasestore.OpClaim)
+	extend := c.Begin(leasestore.OpExtend)
+	revoke := c.Begin(leasestore.OpRevoke)
 	assert.Equal(t, 3, c.StoreReport().InFlight)
-	claim(&lease.HeldError{Name: "l", Holder: "b"})
-	extend(fmt.Errorf("store: %w", lease.ErrNotSent))
+	claim(&leasestore.HeldError{Name: "l", Holder: "b"})
+	extend(fmt.Errorf("store: %w", leasestore.ErrNotSent))
 	assert.Equal(t, 1, c.StoreReport().InFlight)
 	revoke(errors.New("connection reset"))
-	c.Begin(lease.OpExtend)(fmt.Errorf("wrapped: %w", &lease.NotHeldError{Name: "l", Token: 3}))
-	c.Begin(lease.OpClaim)(nil)
-	assert.Equal(t, lease.StoreReport{
-		Claim:  lease.StoreCalls{OK: 1, Definitive: 1},
-		Extend: lease.StoreCalls{Definitive: 1, NotSent: 1},
-		Revoke: lease.StoreCalls{Ambiguous: 1},
+	c.Begin(leasestore.OpExtend)(fmt.Errorf("wrapped: %w", &leasestore.NotHeldError{Name: "l", Token: 3}))
+	c.Begin(leasestore.OpClaim)(nil)
+	assert.Equal(t, leasestore.Report{
+		Claim:  leasestore.Calls{OK: 1, Definitive: 1},
+		Extend: leasestore.Calls{Definitive: 1, NotSent: 1},
+		Revoke: leasestore.Calls{Ambiguous: 1},
 	}, c.StoreReport())
 }
 
 // TestStoreCountersConcurrent: counts are exact under concurrent calls
 // (run with -race).
 func TestStoreCountersConcurrent(t *testing.T) {
-	var c lease.StoreCounters
+	var c leasestore.Counters
 	var wg sync.WaitGroup
 	for range 8 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for range 1000 {
-				c.Begin(lease.OpExtend)(nil)
+				c.Begin(leasestore.OpExtend)(nil)
 			}
 		}()
 	}
 	wg.Wait()
-	assert.Equal(t, lease.StoreReport{Extend: lease.StoreCalls{OK: 8000}}, c.StoreReport())
+	assert.Equal(t, leasestore.Report{Extend: leasestore.Calls{OK: 8000}}, c.StoreReport())
 }
 
 // TestTrackerCountsItsCallsAsItsStoreDoes: a tracker's Report.Calls and
-// its store's StoreReport are one shape, and, for a tracker alone on a
+// its store's Report are one shape, and, for a tracker alone on a
 // store, the same counts — claims denied, renewals, ambiguous and not-sent
 // calls, a loss and the release — however its store answered.
 func TestTrackerCountsItsCallsAsItsStoreDoes(t *testing.T) {
@@ -109,39 +110,39 @@ func TestTrackerCountsItsCallsAsItsStoreDoes(t *testing.T) {
 	require.NoError(t, f.tr.Close()) // a release
 
 	rep = f.tr.Report()
-	assert.Equal(t, lease.StoreReport{
-		Claim:  lease.StoreCalls{OK: 2, NotSent: 1, Ambiguous: 1},
-		Extend: lease.StoreCalls{OK: 1, Definitive: 1, Ambiguous: 1},
-		Revoke: lease.StoreCalls{OK: 1},
+	assert.Equal(t, leasestore.Report{
+		Claim:  leasestore.Calls{OK: 2, NotSent: 1, Ambiguous: 1},
+		Extend: leasestore.Calls{OK: 1, Definitive: 1, Ambiguous: 1},
+		Revoke: leasestore.Calls{OK: 1},
 	}, rep.Calls)
 	assert.Equal(t, f.store.StoreReport(), rep.Calls, "the tracker counts as its store does")
 	assert.Equal(t, rep.Calls.Extend.Definitive, rep.Losses)
 	assert.Equal(t, rep.Calls.Claim.Definitive, rep.Denials)
 }
 
-// TestCallErrorIsTheAmbiguousClass: a store's *lease.CallError matches
+// TestCallErrorIsTheAmbiguousClass: a store's *leasestore.CallError matches
 // ErrUnconfirmed and unwraps to its cause, unless the call was not sent —
 // then it matches ErrNotSent only; it is never definitive, and counters
 // class it as it says.
 func TestCallErrorIsTheAmbiguousClass(t *testing.T) {
-	sent := &lease.CallError{Store: "mystore", Op: "extend", Name: "l", Holder: "a", Token: 7, Err: context.DeadlineExceeded}
-	assert.ErrorIs(t, sent, lease.ErrUnconfirmed)
+	sent := &leasestore.CallError{Store: "mystore", Op: "extend", Name: "l", Holder: "a", Token: 7, Err: context.DeadlineExceeded}
+	assert.ErrorIs(t, sent, leasestore.ErrUnconfirmed)
 	assert.ErrorIs(t, sent, context.DeadlineExceeded)
-	assert.NotErrorIs(t, sent, lease.ErrNotSent)
-	assert.NotErrorIs(t, sent, lease.ErrNotHeld)
+	assert.NotErrorIs(t, sent, leasestore.ErrNotSent)
+	assert.NotErrorIs(t, sent, leasestore.ErrNotHeld)
 	assert.EqualError(t, sent, `mystore: extend lease "l" for "a" (token 7) unconfirmed: context deadline exceeded`)
 
-	unsent := &lease.CallError{Store: "mystore", Op: "claim", Name: "l", Holder: "a",
-		Err: fmt.Errorf("%w: %w", lease.ErrNotSent, context.Canceled)}
-	assert.ErrorIs(t, unsent, lease.ErrNotSent)
-	assert.NotErrorIs(t, unsent, lease.ErrUnconfirmed, "certain, not ambiguous")
+	unsent := &leasestore.CallError{Store: "mystore", Op: "claim", Name: "l", Holder: "a",
+		Err: fmt.Errorf("%w: %w", leasestore.ErrNotSent, context.Canceled)}
+	assert.ErrorIs(t, unsent, leasestore.ErrNotSent)
+	assert.NotErrorIs(t, unsent, leasestore.ErrUnconfirmed, "certain, not ambiguous")
 	assert.EqualError(t, unsent, `mystore: claim lease "l" for "a" not sent: lease call not sent: context canceled`)
 
-	assert.ErrorIs(t, leasetest.ErrInjectedTimeout, lease.ErrUnconfirmed, "FaultStore's ambiguous answer is lease's class")
+	assert.ErrorIs(t, leasetest.ErrInjectedTimeout, leasestore.ErrUnconfirmed, "FaultStore's ambiguous answer is lease's class")
 	assert.ErrorIs(t, fmt.Errorf("wrapped: %w", leasetest.ErrInjectedTimeout), leasetest.ErrInjectedTimeout)
 
-	var c lease.StoreCounters
-	c.Begin(lease.OpExtend)(sent)
-	c.Begin(lease.OpClaim)(unsent)
-	assert.Equal(t, lease.StoreReport{Claim: lease.StoreCalls{NotSent: 1}, Extend: lease.StoreCalls{Ambiguous: 1}}, c.StoreReport())
+	var c leasestore.Counters
+	c.Begin(leasestore.OpExtend)(sent)
+	c.Begin(leasestore.OpClaim)(unsent)
+	assert.Equal(t, leasestore.Report{Claim: leasestore.Calls{NotSent: 1}, Extend: leasestore.Calls{Ambiguous: 1}}, c.StoreReport())
 }

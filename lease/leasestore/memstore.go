@@ -1,4 +1,4 @@
-package lease
+package leasestore
 
 import (
 	"context"
@@ -16,7 +16,7 @@ import (
 // and across leases. The zero value is not usable; call NewMemStore.
 type MemStore struct {
 	clk   clock.Clock
-	calls StoreCounters
+	calls Counters
 
 	mu    sync.Mutex
 	terms map[string]memTerm // by lease name; may hold expired terms
@@ -68,7 +68,7 @@ var _ interface {
 	Store
 	LossNotifier
 	ReleaseWatcher
-	StoreReporter
+	Reporter
 } = (*MemStore)(nil)
 
 // Claim implements Store. It returns a *HeldError naming the holder while a
@@ -167,9 +167,9 @@ func (m *MemStore) revoke(ctx context.Context, g Grant) error {
 	return nil
 }
 
-// StoreReport implements StoreReporter: the calls of Claim, Extend and
+// Report implements Reporter: the calls of Claim, Extend and
 // Revoke so far, by outcome.
-func (m *MemStore) StoreReport() StoreReport { return m.calls.StoreReport() }
+func (m *MemStore) StoreReport() Report { return m.calls.StoreReport() }
 
 // Holder returns the live term of the named lease, with the time it has
 // left as Duration, or ErrNotHeld when nobody holds it: who leads now, for
