@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/coldstart-go/coldstart/internal/printable"
 )
 
 // A Tracker is a readiness component in its own words, with the shape of
@@ -52,11 +54,11 @@ func (t *Tracker) Detail() string {
 	case err == nil:
 		return fmt.Sprintf("%v until %s", st.State, st.Until.Format(time.RFC3339Nano))
 	case errors.As(err, &rf):
-		return oneLine(fmt.Sprintf("%v: %s", st.State, rf.what()))
+		return printable.Text(fmt.Sprintf("%v: %s", st.State, rf.what()))
 	case errors.As(err, &nl):
-		return oneLine(fmt.Sprintf("%v: %s", st.State, nl.what()))
+		return printable.Text(fmt.Sprintf("%v: %s", st.State, nl.what()))
 	}
-	return oneLine(fmt.Sprintf("%v: %v", st.State, err))
+	return printable.Text(fmt.Sprintf("%v: %v", st.State, err))
 }
 
 // markKnown closes the Completed channel at the first Held or NotHeld

@@ -5,6 +5,8 @@ import (
 	"math"
 	"time"
 
+	"github.com/coldstart-go/coldstart/lease/leasestore"
+
 	"github.com/juju/clock"
 	"github.com/juju/errors"
 
@@ -35,7 +37,7 @@ import (
 // to Report.NextCall, whatever that is.
 type Config struct {
 	// Store is where the lease is claimed and extended.
-	Store Store
+	Store leasestore.Store
 	// Name is the lease, e.g. "singular-controller".
 	Name string
 	// Holder names this party; it is what other trackers' ErrNotLeader
@@ -181,10 +183,10 @@ const minClaimInterval = 10 * time.Millisecond
 // (github.com/juju/errors) if the settings cannot be used. It does not
 // look at Store, which may still be nil: NewTracker checks that.
 func (c Config) Validate() error {
-	if err := checkName("Name", c.Name); err != nil {
+	if err := leasestore.CheckName("Name", c.Name); err != nil {
 		return err
 	}
-	if err := checkName("Holder", c.Holder); err != nil {
+	if err := leasestore.CheckName("Holder", c.Holder); err != nil {
 		return err
 	}
 	switch {

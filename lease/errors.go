@@ -7,35 +7,10 @@ import (
 	"time"
 )
 
-// The errors of this package, one block: first the Store's answers, one
-// sentinel per class (see Store) — ErrHeld and ErrNotHeld are definitive,
-// ErrNotSent is "nothing was sent", ErrUnconfirmed names the ambiguous
-// class, which is every other error — then the Tracker's and the
-// TokenGuard's.
+// The errors of the Tracker and the TokenGuard. A store's answers match
+// the sentinels of package leasestore (ErrHeld, ErrNotHeld, ErrNotSent,
+// ErrUnconfirmed); the Tracker's errors unwrap to them.
 var (
-	// ErrHeld means a claim was denied because another holder has the
-	// lease. Do not retry at once: wait for the term to end.
-	ErrHeld = errors.New("lease held by another holder")
-	// ErrNotHeld means the grant is no longer held: it expired, was
-	// revoked, or the lease changed hands. Do not retry the extend; claim
-	// afresh if you still want the lease. Stores return a *NotHeldError.
-	ErrNotHeld = errors.New("lease not held")
-	// ErrNotSent means the store did not send the call at all (its ctx
-	// ended while the store was holding calls back, as stores that bound
-	// their calls in flight do): nothing changed. Retry later. Unlike other
-	// errors, it is not ambiguous, so the tracker keeps what it knew — a
-	// claim not sent leaves NotHeld as it was — rather than drop to
-	// Unknown.
-	ErrNotSent = errors.New("lease call not sent")
-	// ErrUnconfirmed means the store may or may not have applied the call:
-	// a timeout, a lost connection, a back end without quorum, an answer
-	// it could not confirm. It is not a loss: keep the old deadline and
-	// retry (the Tracker does, answering ErrRenewalFailed meanwhile). The
-	// stores of this module return a *CallError matching it; an error of
-	// any store that matches none of ErrHeld, ErrNotHeld and ErrNotSent is
-	// ambiguous all the same, whether or not it matches ErrUnconfirmed.
-	ErrUnconfirmed = errors.New("lease call not confirmed")
-
 	// ErrNotLeader is definitive: another holder has the lease, the store
 	// said our term is over, or this tracker stepped down. Do not act as
 	// leader; follow Current, or check again later. The error is a

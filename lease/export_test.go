@@ -6,17 +6,6 @@ import "time"
 // when the store confirmed less than a check asked.
 var ErrShortTermForTest = errShortTerm
 
-// MemStoreWatches returns how many Lost watches m has open.
-func MemStoreWatches(m *MemStore) int {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	n := 0
-	for _, ws := range m.watches {
-		n += len(ws)
-	}
-	return n
-}
-
 // WithSleepForTest returns cfg with slept in place of the host's sleep
 // meter: slept(now) is how long the host has been suspended in all.
 func WithSleepForTest(cfg Config, slept func(now time.Time) time.Duration) Config {

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/coldstart-go/coldstart/lease/leasestore"
+
 	jujuerrors "github.com/juju/errors"
 )
 
@@ -198,7 +200,7 @@ func causedBy(err, cause error) bool {
 func (t *Tracker) promised(s *snapshot, token uint64) error {
 	if !s.closed && s.status.State == Held && s.status.Token != token {
 		return &NotLeaderError{Name: t.cfg.Name,
-			Err: fmt.Errorf("term %d is over (this tracker now leads term %d): %w", token, s.status.Token, ErrNotHeld)}
+			Err: fmt.Errorf("term %d is over (this tracker now leads term %d): %w", token, s.status.Token, leasestore.ErrNotHeld)}
 	}
 	_, err := t.evaluate(s, t.cfg.Clock.Now(), 0)
 	return err

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"log/slog"
 	"time"
+
+	"github.com/coldstart-go/coldstart/lease/leasestore"
 )
 
 // The tracker logs (Config.Logger) once per change of what a caller acts
@@ -55,7 +57,7 @@ func (t *Tracker) logChange(old, s *snapshot, latency time.Duration) {
 		level, msg = slog.LevelWarn, "lease state unknown"
 	case errors.Is(s.cause, errSteppedDown):
 		msg, token = "lease stepped down", o.Token
-	case errors.Is(s.cause, ErrNotHeld) && o.State != NotHeld:
+	case errors.Is(s.cause, leasestore.ErrNotHeld) && o.State != NotHeld:
 		level, msg, token = slog.LevelWarn, "lease lost", o.Token
 	case o.State != NotHeld || o.Holder != n.Holder:
 		msg = "lease held by another"
@@ -98,7 +100,7 @@ func (t *Tracker) logRelease(token uint64, latency time.Duration, err error) {
 		return
 	}
 	level, msg := slog.LevelInfo, "lease released"
-	if err != nil && !errors.Is(err, ErrNotHeld) {
+	if err != nil && !errors.Is(err, leasestore.ErrNotHeld) {
 		level, msg = slog.LevelWarn, "lease release not confirmed"
 	}
 	attrs := []slog.Attr{slog.String("lease", t.cfg.Name), slog.Uint64("token", token)}

@@ -5,14 +5,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coldstart-go/coldstart/lease/leasestore"
+
 	"github.com/stretchr/testify/require"
 )
 
 // watchCounter is a ReleaseWatcher whose watches answer at once: the term
 // is over.
-type watchCounter struct{ watches []*HeldError }
+type watchCounter struct{ watches []*leasestore.HeldError }
 
-func (w *watchCounter) WatchRelease(_ context.Context, held *HeldError) <-chan error {
+func (w *watchCounter) WatchRelease(_ context.Context, held *leasestore.HeldError) <-chan error {
 	w.watches = append(w.watches, held)
 	ch := make(chan error, 1)
 	ch <- nil
@@ -30,12 +32,12 @@ func TestReleaseWatchTellsAReservationFromAWrongWatch(t *testing.T) {
 	counter := &watchCounter{}
 	w := releaseWatch{watcher: counter}
 
-	require.Zero(t, w.follow(ctx, &HeldError{Name: "x", Holder: "a", Token: 5}, cfg), "the watch said over: claim at once")
+	require.Zero(t, w.follow(ctx, &leasestore.HeldError{Name: "x", Holder: "a", Token: 5}, cfg), "the watch said over: claim at once")
 	require.Len(t, counter.watches, 1)
 
-	require.Zero(t, w.follow(ctx, &HeldError{Name: "x", Holder: "b", Token: 5}, cfg), "released to b: watched")
+	require.Zero(t, w.follow(ctx, &leasestore.HeldError{Name: "x", Holder: "b", Token: 5}, cfg), "released to b: watched")
 	require.Len(t, counter.watches, 2)
 
-	require.Equal(t, cfg.ClaimInterval, w.follow(ctx, &HeldError{Name: "x", Holder: "b", Token: 5}, cfg), "refused again by the term the watch said was over: poll")
+	require.Equal(t, cfg.ClaimInterval, w.follow(ctx, &leasestore.HeldError{Name: "x", Holder: "b", Token: 5}, cfg), "refused again by the term the watch said was over: poll")
 	require.Len(t, counter.watches, 2)
 }

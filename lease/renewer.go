@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/coldstart-go/coldstart/lease/leasestore"
+
 	"github.com/coldstart-go/coldstart/internal/backoff"
 )
 
@@ -14,7 +16,7 @@ import (
 // watches. No other goroutine touches it, so it needs no lock; what others
 // see of the renewer's work, it publishes (Tracker.snap, counters).
 type renewer struct {
-	grant    Grant // the term held, while hasGrant
+	grant    leasestore.Grant // the term held, while hasGrant
 	hasGrant bool
 	// owed is a StepDown whose release Close interrupted: shutdown makes
 	// it once the Lead functions have returned, then answers it.
@@ -170,26 +172,26 @@ func (t *Tracker) attempt() time.Duration {
 			timeout = callTimeoutError{timeout: left, validity: true}
 		}
 	}
-	var g Grant
+	var g leasestore.Grant
 	var err error
-	var class outcome
+	var class leasestore.Class
 	var latency time.Duration
 	if t.renewer.hasGrant {
-		latency, class, err = t.call(t.life.ctx, OpExtend, timeout, func(ctx context.Context) (err error) {
+		latency, class, err = t.call(t.life.ctx, leasestore.OpExtend, timeout, func(ctx context.Context) (err error) {
 			g, err = t.cfg.Store.Extend(ctx, t.renewer.grant, 2*t.cfg.Duration)
 			return err
 		})
 	} else {
-		latency, class, err = t.call(t.life.ctx, OpClaim, timeout, func(ctx context.Context) (err error) {
+		latency, class, err = t.call(t.life.ctx, leasestore.OpClaim, timeout, func(ctx context.Context) (err error) {
 			g, err = t.cfg.Store.Claim(ctx, t.cfg.Name, t.cfg.Holder, 2*t.cfg.Duration)
 			return err
 		})
 	}
 	now := clk.Now()
 	switch class {
-	case outcomeOK:
+	case leasestore.ClassOK:
 		return t.confirmed(g, sent, slept, now, latency)
-	case outcomeDefinitive:
+	case leasestore.ClassDefinitive:
 		return t.lost(err, now, latency)
 	default:
 		return t.ambiguous(err, now, latency)
@@ -201,13 +203,13 @@ func (t *Tracker) attempt() time.Duration {
 // call cut off says so: its error wraps the timeout (which matches
 // context.DeadlineExceeded) or Close's ErrClosed, not a bare "context
 // canceled".
-func (t *Tracker) call(parent context.Context, op Op, timeout callTimeoutError, fn func(ctx context.Context) error) (time.Duration, outcome, error) {
+func (t *Tracker) call(parent context.Context, op leasestore.Op, timeout callTimeoutError, fn func(ctx context.Context) error) (time.Duration, leasestore.Class, error) {
 	ctx, cancel := context.WithCancelCause(parent)
 	defer cancel(nil)
 	timer := t.cfg.Clock.AfterFunc(timeout.timeout, func() { cancel(timeout) })
 	c := &t.counters
 	start := t.cfg.Clock.Now()
-	c.calls.begin()
+	done := c.calls.Begin(op)
 	c.callStart.Store(int64(start.Sub(c.base)))
 	err := fn(ctx)
 	end := t.cfg.Clock.Now()
@@ -218,13 +220,13 @@ func (t *Tracker) call(parent context.Context, op Op, timeout callTimeoutError, 
 	}
 	c.lastLatency.Store(int64(end.Sub(start)))
 	c.lastEnd.Store(int64(end.Sub(c.base)))
-	return end.Sub(start), c.calls.end(op, err), err
+	return end.Sub(start), done(err), err
 }
 
 // confirmed publishes the store's grant g, in answer to a call sent at
 // sent (when the sleep meter read slept) that took latency and came at
 // now, and returns the delay before the renewal.
-func (t *Tracker) confirmed(g Grant, sent time.Time, slept time.Duration, now time.Time, latency time.Duration) time.Duration {
+func (t *Tracker) confirmed(g leasestore.Grant, sent time.Time, slept time.Duration, now time.Time, latency time.Duration) time.Duration {
 	t.renewer.grant, t.renewer.hasGrant = g, true
 	t.renewer.retry.Reset()
 	t.renewer.waiting.end()
@@ -248,7 +250,7 @@ func (t *Tracker) confirmed(g Grant, sent time.Time, slept time.Duration, now ti
 // latency and came at now, and returns the delay before the next claim.
 func (t *Tracker) lost(err error, now time.Time, latency time.Duration) time.Duration {
 	wasExtending := t.renewer.hasGrant
-	t.renewer.grant, t.renewer.hasGrant = Grant{}, false
+	t.renewer.grant, t.renewer.hasGrant = leasestore.Grant{}, false
 	t.renewer.retry.Reset()
 	t.renewer.loss.end()
 	holder := holderOf(err)
@@ -258,7 +260,7 @@ func (t *Tracker) lost(err error, now time.Time, latency time.Duration) time.Dur
 		// Our term is over; the lease may well be free. Claim again soon.
 		return t.renewer.retry.Policy.Next(1)
 	}
-	if errors.Is(err, ErrHeld) {
+	if errors.Is(err, leasestore.ErrHeld) {
 		t.renewer.refusedAt = now // another holder's term was live a moment ago
 	}
 	return t.renewer.waiting.follow(t.life.ctx, err, t.cfg)
@@ -292,7 +294,7 @@ func (t *Tracker) claimDelay() time.Duration { return t.cfg.claimDelay() }
 func (t *Tracker) ambiguous(err error, now time.Time, latency time.Duration) time.Duration {
 	old := t.snap.Load()
 	st := old.status
-	if st.State == NotHeld && errors.Is(err, ErrNotSent) {
+	if st.State == NotHeld && errors.Is(err, leasestore.ErrNotSent) {
 		// A claim the store did not send changed nothing: the holder
 		// we were told of still stands, and so does its answer (and
 		// the watch of its term); claim again when we would have
@@ -347,7 +349,7 @@ func (t *Tracker) stepDownNow(req *stepDownRequest) time.Duration {
 			return 0
 		}
 		req.err = t.release()
-		t.renewer.grant, t.renewer.hasGrant = Grant{}, false
+		t.renewer.grant, t.renewer.hasGrant = leasestore.Grant{}, false
 	}
 	close(req.done)
 	return t.cfg.Duration
@@ -406,10 +408,10 @@ func (t *Tracker) shutdown() {
 func (t *Tracker) release() error {
 	// Not under t.life.ctx: Close has cancelled it, and releasing is part of
 	// closing.
-	latency, _, err := t.call(context.Background(), OpRevoke, callTimeoutError{timeout: t.cfg.callTimeout()},
+	latency, _, err := t.call(context.Background(), leasestore.OpRevoke, callTimeoutError{timeout: t.cfg.callTimeout()},
 		func(ctx context.Context) error { return t.cfg.Store.Revoke(ctx, t.renewer.grant) })
 	t.logRelease(t.renewer.grant.Token, latency, err)
-	if err == nil || errors.Is(err, ErrNotHeld) {
+	if err == nil || errors.Is(err, leasestore.ErrNotHeld) {
 		return nil // released, or the term was over already
 	}
 	return fmt.Errorf("lease %q: release not confirmed: %w", t.cfg.Name, err)
@@ -417,11 +419,11 @@ func (t *Tracker) release() error {
 
 // holderOf is the holder a definitive store answer names, if any.
 func holderOf(err error) string {
-	var he *HeldError
+	var he *leasestore.HeldError
 	if errors.As(err, &he) {
 		return he.Holder
 	}
-	var nh *NotHeldError
+	var nh *leasestore.NotHeldError
 	if errors.As(err, &nh) {
 		return nh.Holder
 	}

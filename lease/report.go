@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"sync/atomic"
 	"time"
+
+	"github.com/coldstart-go/coldstart/lease/leasestore"
 )
 
 // Report is a point-in-time picture of a Tracker for people, logs, status
@@ -33,7 +35,7 @@ type Report struct {
 	// stores count theirs: Calls.Claim.OK is the terms its claims were
 	// granted, Calls.Extend.OK the renewals the store confirmed. InFlight
 	// is 1 while a call is in flight (see InCall).
-	Calls StoreReport
+	Calls leasestore.Report
 	// Losses counts the terms this tracker held that the store said were
 	// over (a definitive answer to an extend: Calls.Extend.Definitive).
 	Losses uint64
@@ -152,7 +154,7 @@ type counters struct {
 	// so zero can mean none), which keeps the clock's monotonic reading.
 	base time.Time
 
-	calls                                    StoreCounters
+	calls                                    leasestore.Counters
 	transitions, handOvers                   atomic.Uint64
 	unknownNanos, lastLatency, handOverNanos atomic.Int64
 	// lastEnd and callStart are when the last store call ended and when

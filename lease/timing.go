@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/coldstart-go/coldstart/lease/leasestore"
+
 	"github.com/coldstart-go/coldstart/internal/backoff"
 )
 
@@ -96,7 +98,7 @@ func (c Config) Timing() Timing {
 	// As Tracker.lost schedules the next claim after a refused one, and
 	// the wait after a watch says the holder's term is over.
 	takeover, claimEvery := c.ClaimInterval, c.ClaimInterval
-	if _, ok := c.Store.(ReleaseWatcher); ok {
+	if _, ok := c.Store.(leasestore.ReleaseWatcher); ok {
 		takeover, claimEvery = c.wakeSpread(), 2*c.Duration
 	}
 	return Timing{

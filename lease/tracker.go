@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/coldstart-go/coldstart/lease/leasestore"
+
 	jujuerrors "github.com/juju/errors"
 
 	"github.com/coldstart-go/coldstart/internal/backoff"
@@ -166,8 +168,8 @@ func NewTracker(cfg Config) (*Tracker, error) {
 	if sleep == nil {
 		sleep = hostSleep
 	}
-	notifier, _ := cfg.Store.(LossNotifier)
-	watcher, _ := cfg.Store.(ReleaseWatcher)
+	notifier, _ := cfg.Store.(leasestore.LossNotifier)
+	watcher, _ := cfg.Store.(leasestore.ReleaseWatcher)
 	ctx, cancel := context.WithCancelCause(context.Background())
 	t := &Tracker{
 		cfg:        cfg,

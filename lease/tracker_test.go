@@ -984,3 +984,34 @@ func TestClaimIntervalIsItsOwnKnob(t *testing.T) {
 	f.expectIdle(t, firstRetry)    // an ambiguous claim: the retry backoff
 	require.Equal(t, 5*time.Second, f.nextIdle(t), "denied again: ClaimInterval")
 }
+
+// TestTrackerCountsItsCallsAsItsStoreDoes: a tracker's Report.Calls and
+// its store's Report are one shape, and, for a tracker alone on a
+// store, the same counts — claims denied, renewals, ambiguous and not-sent
+// calls, a loss and the release — however its store answered.
+func TestTrackerCountsItsCallsAsItsStoreDoes(t *testing.T) {
+	f := newFixture(t, func(c *lease.Config) { c.ReleaseOnClose = true }, nil)
+	f.held(t)
+	step(t, f) // a renewal
+	f.store.Next(leasetest.OpExtend, leasetest.Timeout)
+	step(t, f) // an ambiguous renewal
+	f.store.Next(leasetest.OpExtend, leasetest.Lost)
+	step(t, f) // a loss
+	f.store.Next(leasetest.OpClaim, leasetest.NotSent)
+	step(t, f) // an unsent claim
+	f.store.Next(leasetest.OpClaim, leasetest.Timeout)
+	step(t, f) // an ambiguous claim
+	rep := step(t, f)
+	require.Equal(t, lease.Held, rep.State)
+	require.NoError(t, f.tr.Close()) // a release
+
+	rep = f.tr.Report()
+	assert.Equal(t, leasestore.Report{
+		Claim:  leasestore.Calls{OK: 2, NotSent: 1, Ambiguous: 1},
+		Extend: leasestore.Calls{OK: 1, Definitive: 1, Ambiguous: 1},
+		Revoke: leasestore.Calls{OK: 1},
+	}, rep.Calls)
+	assert.Equal(t, f.store.StoreReport(), rep.Calls, "the tracker counts as its store does")
+	assert.Equal(t, rep.Calls.Extend.Definitive, rep.Losses)
+	assert.Equal(t, rep.Calls.Claim.Definitive, rep.Denials)
+}

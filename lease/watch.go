@@ -5,15 +5,17 @@ import (
 	"errors"
 	"time"
 
+	"github.com/coldstart-go/coldstart/lease/leasestore"
+
 	"github.com/coldstart-go/coldstart/internal/backoff"
 )
 
 // releaseWatch is the renewer's watch, through a ReleaseWatcher, of the
 // term another holder has.
 type releaseWatch struct {
-	watcher ReleaseWatcher // nil when the Store is not one
-	token   uint64         // the term watched, while armed
-	holder  string         // the holder the refusal named, while armed
+	watcher leasestore.ReleaseWatcher // nil when the Store is not one
+	token   uint64                    // the term watched, while armed
+	holder  string                    // the holder the refusal named, while armed
 	armed   bool
 	ch      <-chan error
 	stop    context.CancelFunc
@@ -30,9 +32,9 @@ type releaseWatch struct {
 
 // lossWatch is the renewer's watch of its term through a LossNotifier.
 type lossWatch struct {
-	notifier LossNotifier // nil when the Store is not one
-	token    uint64       // the term watched (or last watched)
-	armed    bool         // a watch of token is running
+	notifier leasestore.LossNotifier // nil when the Store is not one
+	token    uint64                  // the term watched (or last watched)
+	armed    bool                    // a watch of token is running
 	lost     <-chan struct{}
 	stop     context.CancelFunc
 	// signalled: the watch of token fired and the renewer has renewed at
@@ -45,7 +47,7 @@ type lossWatch struct {
 // watch fired shows the signal was spurious: the term is watched again only
 // from the next confirmation, so a notifier that keeps signalling costs at
 // most one extra store call per renewal.
-func (w *lossWatch) follow(parent context.Context, g Grant) {
+func (w *lossWatch) follow(parent context.Context, g leasestore.Grant) {
 	if w.notifier == nil {
 		return
 	}
@@ -87,7 +89,7 @@ func (w *lossWatch) end() {
 // "over" is not watched again. A watch that has answered already is
 // answered here, so that its wait is the one scheduled.
 func (w *releaseWatch) follow(parent context.Context, err error, cfg Config) time.Duration {
-	var held *HeldError
+	var held *leasestore.HeldError
 	if w.watcher == nil || !errors.As(err, &held) || held.Token == 0 || held.Token == w.over && held.Holder == w.overHolder {
 		w.end()
 		return cfg.claimDelay()

@@ -176,7 +176,7 @@ func (m *MemStore) StoreReport() Report { return m.calls.StoreReport() }
 // a status page or a test. A party deciding whether it may act as leader
 // asks its Tracker's Check instead.
 func (m *MemStore) Holder(ctx context.Context, name string) (Grant, error) {
-	if err := checkName("lease name", name); err != nil {
+	if err := CheckName("lease name", name); err != nil {
 		return Grant{}, err
 	}
 	if err := ctx.Err(); err != nil {
@@ -196,10 +196,10 @@ func (m *MemStore) Holder(ctx context.Context, name string) (Grant, error) {
 
 // checkNames checks a lease name and a holder given to the store.
 func checkNames(name, holder string) error {
-	if err := checkName("lease name", name); err != nil {
+	if err := CheckName("lease name", name); err != nil {
 		return err
 	}
-	return checkName("holder", holder)
+	return CheckName("holder", holder)
 }
 
 // termOver is the definitive answer to op on a term that is over, naming

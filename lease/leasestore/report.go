@@ -90,23 +90,17 @@ type Counters struct {
 
 // Begin begins a call of op. An op that is not one of OpClaim, OpExtend
 // and OpRevoke panics.
-func (c *Counters) Begin(op Op) (done func(err error)) {
+func (c *Counters) Begin(op Op) (done func(err error) Class) {
 	row := &c.ops[op]
 	c.begun.Add(1)
-	return func(err error) { row[classify(err)].Add(1) }
+	return func(err error) Class {
+		class := ClassOf(err)
+		row[class].Add(1)
+		return class
+	}
 }
 
-// begin and end are Begin's halves, for the Tracker, which switches on the
-// outcome end returns: one classification per call.
-func (c *Counters) begin() { c.begun.Add(1) }
-
-func (c *Counters) end(op Op, err error) outcome {
-	o := classify(err)
-	c.ops[op][o].Add(1)
-	return o
-}
-
-// Report returns the counts now. Each count is read atomically; a
+// StoreReport returns the counts now. Each count is read atomically; a
 // call that ends meanwhile may show in one count and not yet in another.
 func (c *Counters) StoreReport() Report {
 	// The finished calls are read before the begun ones: every call
@@ -119,31 +113,46 @@ func (c *Counters) StoreReport() Report {
 
 func (c *Counters) load(op Op) Calls {
 	row := &c.ops[op]
-	return Calls{OK: row[outcomeOK].Load(), Definitive: row[outcomeDefinitive].Load(),
-		NotSent: row[outcomeNotSent].Load(), Ambiguous: row[outcomeAmbiguous].Load()}
+	return Calls{OK: row[ClassOK].Load(), Definitive: row[ClassDefinitive].Load(),
+		NotSent: row[ClassNotSent].Load(), Ambiguous: row[ClassAmbiguous].Load()}
 }
 
 func (c Calls) total() uint64 { return c.OK + c.Definitive + c.NotSent + c.Ambiguous }
 
-// outcome is the class of a store call's answer (see Store).
-type outcome int
+// Class is the class of a store call's answer (see Store).
+type Class int
 
+// The classes of a store call's answer.
 const (
-	outcomeOK outcome = iota
-	outcomeDefinitive
-	outcomeNotSent
-	outcomeAmbiguous
+	ClassOK         Class = iota // success
+	ClassDefinitive              // ErrHeld or ErrNotHeld: the store did not apply the call
+	ClassNotSent                 // ErrNotSent: the call never left the store
+	ClassAmbiguous               // every other error: the store may have applied the call
 )
 
-// classify returns the class of err, a store call's answer.
-func classify(err error) outcome {
+func (c Class) String() string {
+	switch c {
+	case ClassOK:
+		return "ok"
+	case ClassDefinitive:
+		return "definitive"
+	case ClassNotSent:
+		return "not sent"
+	case ClassAmbiguous:
+		return "ambiguous"
+	}
+	return "Class(" + strconv.Itoa(int(c)) + ")"
+}
+
+// ClassOf returns the class of err, a store call's answer.
+func ClassOf(err error) Class {
 	switch {
 	case err == nil:
-		return outcomeOK
+		return ClassOK
 	case errors.Is(err, ErrHeld) || errors.Is(err, ErrNotHeld):
-		return outcomeDefinitive
+		return ClassDefinitive
 	case errors.Is(err, ErrNotSent):
-		return outcomeNotSent
+		return ClassNotSent
 	}
-	return outcomeAmbiguous
+	return ClassAmbiguous
 }

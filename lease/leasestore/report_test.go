@@ -11,7 +11,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/coldstart-go/coldstart/lease"
 	"github.com/coldstart-go/coldstart/lease/leasestore"
 	"github.com/coldstart-go/coldstart/lease/leasetest"
 )
@@ -87,37 +86,6 @@ func TestStoreCountersConcurrent(t *testing.T) {
 	}
 	wg.Wait()
 	assert.Equal(t, leasestore.Report{Extend: leasestore.Calls{OK: 8000}}, c.StoreReport())
-}
-
-// TestTrackerCountsItsCallsAsItsStoreDoes: a tracker's Report.Calls and
-// its store's Report are one shape, and, for a tracker alone on a
-// store, the same counts — claims denied, renewals, ambiguous and not-sent
-// calls, a loss and the release — however its store answered.
-func TestTrackerCountsItsCallsAsItsStoreDoes(t *testing.T) {
-	f := newFixture(t, func(c *lease.Config) { c.ReleaseOnClose = true }, nil)
-	f.held(t)
-	step(t, f) // a renewal
-	f.store.Next(leasetest.OpExtend, leasetest.Timeout)
-	step(t, f) // an ambiguous renewal
-	f.store.Next(leasetest.OpExtend, leasetest.Lost)
-	step(t, f) // a loss
-	f.store.Next(leasetest.OpClaim, leasetest.NotSent)
-	step(t, f) // an unsent claim
-	f.store.Next(leasetest.OpClaim, leasetest.Timeout)
-	step(t, f) // an ambiguous claim
-	rep := step(t, f)
-	require.Equal(t, lease.Held, rep.State)
-	require.NoError(t, f.tr.Close()) // a release
-
-	rep = f.tr.Report()
-	assert.Equal(t, leasestore.Report{
-		Claim:  leasestore.Calls{OK: 2, NotSent: 1, Ambiguous: 1},
-		Extend: leasestore.Calls{OK: 1, Definitive: 1, Ambiguous: 1},
-		Revoke: leasestore.Calls{OK: 1},
-	}, rep.Calls)
-	assert.Equal(t, f.store.StoreReport(), rep.Calls, "the tracker counts as its store does")
-	assert.Equal(t, rep.Calls.Extend.Definitive, rep.Losses)
-	assert.Equal(t, rep.Calls.Claim.Definitive, rep.Denials)
 }
 
 // TestCallErrorIsTheAmbiguousClass: a store's *leasestore.CallError matches

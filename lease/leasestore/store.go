@@ -107,6 +107,34 @@ type ReleaseWatcher interface {
 	WatchRelease(ctx context.Context, held *HeldError) <-chan error
 }
 
+// The answers of a Store, one sentinel per class (see Store): ErrHeld and
+// ErrNotHeld are definitive, ErrNotSent is "nothing was sent",
+// ErrUnconfirmed names the ambiguous class, which is every other error.
+var (
+	// ErrHeld means a claim was denied because another holder has the
+	// lease. Do not retry at once: wait for the term to end.
+	ErrHeld = errors.New("lease held by another holder")
+	// ErrNotHeld means the grant is no longer held: it expired, was
+	// revoked, or the lease changed hands. Do not retry the extend; claim
+	// afresh if you still want the lease. Stores return a *NotHeldError.
+	ErrNotHeld = errors.New("lease not held")
+	// ErrNotSent means the store did not send the call at all (its ctx
+	// ended while the store was holding calls back, as stores that bound
+	// their calls in flight do): nothing changed. Retry later. Unlike other
+	// errors, it is not ambiguous, so the tracker keeps what it knew — a
+	// claim not sent leaves NotHeld as it was — rather than drop to
+	// Unknown.
+	ErrNotSent = errors.New("lease call not sent")
+	// ErrUnconfirmed means the store may or may not have applied the call:
+	// a timeout, a lost connection, a back end without quorum, an answer
+	// it could not confirm. It is not a loss: keep the old deadline and
+	// retry (the Tracker does, answering ErrRenewalFailed meanwhile). The
+	// stores of this module return a *CallError matching it; an error of
+	// any store that matches none of ErrHeld, ErrNotHeld and ErrNotSent is
+	// ambiguous all the same, whether or not it matches ErrUnconfirmed.
+	ErrUnconfirmed = errors.New("lease call not confirmed")
+)
+
 // CallError is a store call that got no definitive answer: ambiguous —
 // it matches ErrUnconfirmed — or, when Err matches ErrNotSent, not sent,
 // and then it matches only ErrNotSent. It names the store, the call and

@@ -1,9 +1,8 @@
-package lease
+package leasestore
 
 import (
 	"fmt"
 	"strconv"
-	"strings"
 	"unicode"
 	"unicode/utf8"
 
@@ -22,13 +21,15 @@ const maxNameBytes = 253
 // recognise it, never the megabyte itself.
 const shownBytes = 64
 
-// checkName returns nil if s can name a lease or a holder: 1 to
-// maxNameBytes bytes of valid UTF-8 with no control character (C0, DEL,
-// C1) and no line or paragraph separator, none of which can start a line
-// of its own in a text output. Otherwise it returns a NotValid error naming
-// field, the rule and at most shownBytes of s, quoted. It is the one rule
-// for names, for Config.Validate and MemStore alike.
-func checkName(field, s string) error {
+// CheckName returns nil if s can name a lease or a holder: 1 to 253 bytes
+// (the longest DNS name, and so Kubernetes object name) of valid UTF-8
+// with no control character (C0, DEL, C1) and no line or paragraph
+// separator, none of which can start a line of its own in a text output.
+// Otherwise it returns a NotValid error naming field, the rule and at most
+// 64 bytes of s, quoted. It is the one rule for names: lease.Config's
+// Validate and every store's Claim apply it, so that a name never writes
+// a line of its own into an error, a log, /readyz or a metric label.
+func CheckName(field, s string) error {
 	switch {
 	case s == "":
 		return errors.NotValidf("empty %s (must be 1 to %d bytes of UTF-8 text without control characters)", field, maxNameBytes)
@@ -63,46 +64,4 @@ func shown(s string) string {
 		n--
 	}
 	return fmt.Sprintf("%q… (%d bytes)", s[:n], len(s))
-}
-
-// maxDetailBytes bounds Detail: a line of /readyz names the lease, the
-// holder and a store's error in a few hundred bytes; more is a store error
-// that echoes something huge.
-const maxDetailBytes = 1024
-
-// oneLine returns s as one line of text: each control character, line
-// separator and invalid byte written as its Go escape (\n, \x00, \u2028,
-// \xff), the whole cut on a rune at maxDetailBytes, and then followed by
-// the length of s. The text it returns is for people: a backslash in s is
-// not escaped.
-func oneLine(s string) string {
-	clean := len(s) <= maxDetailBytes
-	for _, r := range s {
-		if !clean {
-			break
-		}
-		clean = r != utf8.RuneError && !isControl(r)
-	}
-	if clean {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); {
-		r, size := utf8.DecodeRuneInString(s[i:])
-		piece := s[i : i+size]
-		switch {
-		case r == utf8.RuneError && size == 1:
-			piece = fmt.Sprintf(`\x%02x`, s[i])
-		case isControl(r):
-			q := strconv.QuoteRune(r)
-			piece = q[1 : len(q)-1]
-		}
-		if b.Len()+len(piece) > maxDetailBytes {
-			fmt.Fprintf(&b, "… (%d bytes)", len(s))
-			break
-		}
-		b.WriteString(piece)
-		i += size
-	}
-	return b.String()
 }
