@@ -18,7 +18,7 @@
 //		// or, for many leases, metrics.NewTrackerSetCollector(func() []*lease.Tracker { ... }),
 //		metrics.NewLeaderStatusCollector(tracker), // opt-in: client-go's leader_election_master_status
 //		metrics.NewUpgradeCollector("c0", upgrades),
-//		metrics.NewStoreCollector("leases", store), // any leasestore.Reporter, e.g. a MemStore
+//		metrics.NewStoreCollector("leases", store), // a lease.Config.Store that counts its calls, e.g. a MemStore
 //	)
 //	http.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 //

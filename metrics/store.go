@@ -13,21 +13,25 @@ type storeCollector struct {
 	calls, inFlight *prometheus.Desc
 }
 
-// NewStoreCollector returns a collector of s's StoreReport — any store that
-// counts its calls: leasestore.MemStore, leasetest.FaultStore, the etcdlease
-// and k8slease stores, or yours, with leasestore.Counters — its series
+// NewStoreCollector returns a collector of s's StoreReport — s as a
+// lease.Config's Store has it (a leasestore.Store), which must count its
+// calls (a leasestore.Reporter): leasestore.MemStore, leasetest.FaultStore,
+// the etcdlease and k8slease stores do, and yours can, with
+// leasestore.Counters. A store that does not count makes a collector
+// whose Collect reports the error. Its series are
 // labelled store=name. It is the one family of lease calls: the calls of
 // the trackers on s, counted as each tracker's Report.Calls counts them.
 //
 //	coldstart_lease_store_calls_total{operation, outcome}  finished calls: operation claim, extend or revoke;
 //	                                                       outcome ok, definitive, not-sent or ambiguous
 //	coldstart_lease_store_calls_in_flight                  calls begun and not yet returned
-func NewStoreCollector(name string, s leasestore.Reporter) prometheus.Collector {
+func NewStoreCollector(name string, store leasestore.Store) prometheus.Collector {
 	if err := checkName("store", name); err != nil {
 		return invalid{err}
 	}
-	if s == nil {
-		return invalid{jujuerrors.NotValidf("nil leasestore.Reporter (must be a store that counts its calls, such as *leasestore.MemStore)")}
+	s, ok := store.(leasestore.Reporter)
+	if !ok {
+		return invalid{jujuerrors.NotValidf("store %T (must count its calls: a leasestore.Reporter, such as *leasestore.MemStore)", store)}
 	}
 	c := &storeCollector{descs: newDescs("lease_store", "store", name), s: s}
 	c.calls = c.add("calls_total",

@@ -154,7 +154,7 @@ func (s *Store) admit(ctx context.Context, name, holder string, ttl time.Duratio
 		return refused(err)
 	}
 	if err := s.slots.acquire(ctx); err != nil {
-		return nil, notSent("claim", name, holder, 0, err)
+		return nil, notSent(leasestore.OpClaim, name, holder, 0, err)
 	}
 	now = s.opts.clock.Now()
 	if err := s.admission.refusal(now, ttl, s.liveTerms(now), true); err != nil {
@@ -183,7 +183,7 @@ func (s *Store) renewalSlot(ctx context.Context, g leasestore.Grant, want int64,
 		s.markLate(g.Name, g.Token, r.known.lateWait)
 	}
 	if err != nil {
-		return notSent("extend", g.Name, g.Holder, g.Token, err)
+		return notSent(leasestore.OpExtend, g.Name, g.Holder, g.Token, err)
 	}
 	r.first = s.opts.clock.Now()
 	return nil

@@ -73,11 +73,11 @@ func (b *claimBatcher) send(r *claimReq) error {
 	b.mu.Lock()
 	if b.closed {
 		b.mu.Unlock()
-		return &leasestore.CallError{Store: storeName, Op: "claim", Name: r.name, Holder: r.holder, Err: errClosed}
+		return &leasestore.CallError{Store: storeName, Op: leasestore.OpClaim, Name: r.name, Holder: r.holder, Err: errClosed}
 	}
 	if r.ctx.Err() != nil {
 		b.mu.Unlock()
-		return notSent("claim", r.name, r.holder, 0, context.Cause(r.ctx))
+		return notSent(leasestore.OpClaim, r.name, r.holder, 0, context.Cause(r.ctx))
 	}
 	b.queue = append(b.queue, r)
 	if !b.waiting {
@@ -102,16 +102,16 @@ func (b *claimBatcher) send(r *claimReq) error {
 		}
 		if r.taken {
 			// Its batch waited for the session's grant.
-			return notSent("claim", r.name, r.holder, 0, context.Cause(r.ctx))
+			return notSent(leasestore.OpClaim, r.name, r.holder, 0, context.Cause(r.ctx))
 		}
 		// Still queued: a sender waited for a call slot all along.
 		err := fmt.Errorf("%w: held back: its batch waited for one of the %d call slots, all busy with calls in flight: %w",
 			ErrOverCapacity, b.store.slots.size, context.Cause(r.ctx))
-		return notSent("claim", r.name, r.holder, 0, err)
+		return notSent(leasestore.OpClaim, r.name, r.holder, 0, err)
 	}
 	// In flight: the batch will record what happened to the key.
 	r.abandoned = true
-	return &leasestore.CallError{Store: storeName, Op: "claim", Name: r.name, Holder: r.holder, Err: context.Cause(r.ctx)}
+	return &leasestore.CallError{Store: storeName, Op: leasestore.OpClaim, Name: r.name, Holder: r.holder, Err: context.Cause(r.ctx)}
 }
 
 // startSenderLocked starts the sender that waits for a slot. Called with

@@ -38,12 +38,12 @@ var (
 // before its batch of claims was sent. It is certain that etcd did not
 // apply it, so it matches leasestore.ErrNotSent (the tracker keeps what it knew)
 // and not ErrUnconfirmed; it unwraps to the ctx's error.
-func notSent(op, name, holder string, token uint64, err error) error {
+func notSent(op leasestore.Op, name, holder string, token uint64, err error) error {
 	return &leasestore.CallError{Store: storeName, Op: op, Name: name, Holder: holder, Token: token, Err: fmt.Errorf("%w: %w", leasestore.ErrNotSent, err)}
 }
 
 // termEnded is the definitive loss of the term g for the reason why; holder
 // is who holds the lease now, when the store knows.
-func termEnded(op string, g leasestore.Grant, holder, why string) error {
-	return &leasestore.NotHeldError{Name: g.Name, Holder: holder, Token: g.Token, Reason: op + ": " + why}
+func termEnded(op leasestore.Op, g leasestore.Grant, holder, why string) error {
+	return &leasestore.NotHeldError{Name: g.Name, Holder: holder, Token: g.Token, Reason: op.String() + ": " + why}
 }

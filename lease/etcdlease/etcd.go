@@ -41,10 +41,10 @@ func ttlFor(d time.Duration) int64 {
 }
 
 func checkArgs(name, holder string, d time.Duration) error {
-	switch {
-	case name == "":
-		return jujuerrors.NotValidf("empty lease name")
-	case d <= 0:
+	if err := leasestore.CheckName("lease name", name); err != nil {
+		return err
+	}
+	if d <= 0 {
 		return jujuerrors.NotValidf("lease duration %v (must be positive)", d)
 	}
 	return checkHolder(holder)
@@ -52,12 +52,7 @@ func checkArgs(name, holder string, d time.Duration) error {
 
 // checkHolder is the rule for a holder: in a claim, and in a key's value
 // as read (a value it refuses names no holder: see termRecord).
-func checkHolder(holder string) error {
-	if holder == "" {
-		return jujuerrors.NotValidf("empty holder")
-	}
-	return nil
-}
+func checkHolder(holder string) error { return leasestore.CheckName("holder", holder) }
 
 func checkGrant(g leasestore.Grant, d time.Duration) error {
 	if err := checkArgs(g.Name, g.Holder, d); err != nil {
@@ -153,7 +148,7 @@ func elseKV(resp *clientv3.TxnResponse) *keyValue {
 // heldTerm).
 func readHolder(ctx context.Context, cli *clientv3.Client, key, name string) (leasestore.Grant, error) {
 	fail := func(err error) (leasestore.Grant, error) {
-		return leasestore.Grant{}, &leasestore.CallError{Store: storeName, Op: "read", Name: name, Err: err}
+		return leasestore.Grant{}, &leasestore.CallError{Store: storeName, Op: leasestore.OpRead, Name: name, Err: err}
 	}
 	kv, _, err := get(ctx, cli, key)
 	if err != nil {

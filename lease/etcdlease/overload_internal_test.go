@@ -117,7 +117,7 @@ func TestClaimsRefusedBeyondTheSlots(t *testing.T) {
 func TestLostLateSaysOverCapacity(t *testing.T) {
 	t0 := time.Unix(1000, 0)
 	g := leasestore.Grant{Name: "singular", Holder: "a", Token: 7}
-	gone := recordEnded("extend", g, nil)
+	gone := recordEnded(leasestore.OpExtend, g, nil)
 	known := cachedLease{leaseLife: leaseLife{confirmed: t0, ttl: 4 * time.Second}, lateWait: 600 * time.Millisecond}
 
 	err := lostLate(gone, known, true, t0.Add(4100*time.Millisecond))

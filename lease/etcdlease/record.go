@@ -29,7 +29,7 @@ func newKeyValue(kv *mvccpb.KeyValue) *keyValue {
 // recordedTerm says whether kv, the key of g's lease as read (nil when it
 // is absent), records the term g: nil when it does, else the
 // *leasestore.NotHeldError of op saying what was seen (see termRecord).
-func recordedTerm(op string, g leasestore.Grant, kv *keyValue, ours func(id int64) bool) error {
+func recordedTerm(op leasestore.Op, g leasestore.Grant, kv *keyValue, ours func(id int64) bool) error {
 	if why, holder := termRecord(g, kv, ours); why != "" {
 		return termEnded(op, g, holder, why)
 	}
@@ -38,7 +38,7 @@ func recordedTerm(op string, g leasestore.Grant, kv *keyValue, ours func(id int6
 
 // recordEnded is the loss of the term g, which the store found over, as
 // its key was read (kv; nil when it is absent).
-func recordEnded(op string, g leasestore.Grant, kv *keyValue) error {
+func recordEnded(op leasestore.Op, g leasestore.Grant, kv *keyValue) error {
 	if err := recordedTerm(op, g, kv, nil); err != nil {
 		return err
 	}
@@ -88,7 +88,7 @@ func movedTo(id int64) string {
 
 // movedAway is the loss of the term g whose key, as read (kv), another
 // client moved to an etcd lease the store did not put it on.
-func movedAway(op string, g leasestore.Grant, kv *keyValue) error {
+func movedAway(op leasestore.Op, g leasestore.Grant, kv *keyValue) error {
 	return termEnded(op, g, "", movedTo(kv.Lease))
 }
 

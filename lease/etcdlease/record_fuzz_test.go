@@ -61,7 +61,7 @@ func FuzzKeyRecord(f *testing.F) {
 			oursFn = func(l int64) bool { return l == ours }
 		}
 		grant := leasestore.Grant{Name: "x", Holder: holder, Token: token}
-		err = recordedTerm("extend", grant, kv, oursFn)
+		err = recordedTerm(leasestore.OpExtend, grant, kv, oursFn)
 		records := present && create > 0 && uint64(create) == token && checkHolder(string(value)) == nil &&
 			string(value) == holder && id != 0 && (oursFn == nil || id == ours)
 		if err == nil {

@@ -101,7 +101,7 @@ func yield(out chan<- error, err error) {
 
 // watchError is the error a watch of held yields when it cannot go on.
 func watchError(held *leasestore.HeldError, err error) error {
-	return &leasestore.CallError{Store: storeName, Op: "watch release", Name: held.Name, Holder: held.Holder, Token: held.Token, Err: err}
+	return &leasestore.CallError{Store: storeName, Op: leasestore.OpWatchRelease, Name: held.Name, Holder: held.Holder, Token: held.Token, Err: err}
 }
 
 // watchRelease watches key, from revision rev, for the end of held's

@@ -175,7 +175,7 @@ func (s *SessionStore) claimAgain(ctx context.Context, name, holder string, d ti
 func (s *SessionStore) claim(ctx context.Context, name, holder string, d time.Duration) (g leasestore.Grant, again bool, err error) {
 	defer s.busyWith(name)()
 	fail := func(err error) (leasestore.Grant, bool, error) {
-		return leasestore.Grant{}, false, &leasestore.CallError{Store: storeName, Op: "claim", Name: name, Holder: holder, Err: err}
+		return leasestore.Grant{}, false, &leasestore.CallError{Store: storeName, Op: leasestore.OpClaim, Name: name, Holder: holder, Err: err}
 	}
 	r := &claimReq{ctx: ctx, name: name, holder: holder, d: d, done: make(chan struct{})}
 	if err := s.claims.send(r); err != nil {
@@ -183,7 +183,7 @@ func (s *SessionStore) claim(ctx context.Context, name, holder string, d time.Du
 	}
 	switch {
 	case r.lostSession:
-		return leasestore.Grant{}, true, &leasestore.CallError{Store: storeName, Op: "claim", Name: name, Holder: holder, Err: r.err}
+		return leasestore.Grant{}, true, &leasestore.CallError{Store: storeName, Op: leasestore.OpClaim, Name: name, Holder: holder, Err: r.err}
 	case r.err != nil:
 		return fail(r.err)
 	case r.kv != nil:
@@ -235,7 +235,7 @@ func (s *SessionStore) claimDenied(ctx context.Context, name, holder string, d t
 func (s *SessionStore) grantedLocked(name, holder string, token uint64, sess *session, start time.Time, d time.Duration) (leasestore.Grant, bool, error) {
 	granted, err := s.terms.record(name, holder, token, sess.promise(), start, d)
 	if err != nil {
-		return leasestore.Grant{}, false, &leasestore.CallError{Store: storeName, Op: "claim", Name: name, Holder: holder, Token: token, Err: err}
+		return leasestore.Grant{}, false, &leasestore.CallError{Store: storeName, Op: leasestore.OpClaim, Name: name, Holder: holder, Token: token, Err: err}
 	}
 	return leasestore.Grant{Name: name, Holder: holder, Token: token, Duration: granted}, false, nil
 }
@@ -263,7 +263,7 @@ func (s *SessionStore) extendTerm(ctx context.Context, g leasestore.Grant, d tim
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
-		return leasestore.Grant{}, &leasestore.CallError{Store: storeName, Op: "extend", Name: g.Name, Holder: g.Holder, Token: g.Token, Err: errClosed}
+		return leasestore.Grant{}, &leasestore.CallError{Store: storeName, Op: leasestore.OpExtend, Name: g.Name, Holder: g.Holder, Token: g.Token, Err: errClosed}
 	}
 	t := s.terms.terms[g.Name]
 	switch {
@@ -275,7 +275,7 @@ func (s *SessionStore) extendTerm(ctx context.Context, g leasestore.Grant, d tim
 		s.mu.Unlock()
 		if err != nil {
 			if !errors.Is(err, leasestore.ErrNotHeld) {
-				err = &leasestore.CallError{Store: storeName, Op: "extend", Name: g.Name, Holder: g.Holder, Token: g.Token, Err: err}
+				err = &leasestore.CallError{Store: storeName, Op: leasestore.OpExtend, Name: g.Name, Holder: g.Holder, Token: g.Token, Err: err}
 			}
 			return leasestore.Grant{}, err
 		}
@@ -284,7 +284,7 @@ func (s *SessionStore) extendTerm(ctx context.Context, g leasestore.Grant, d tim
 	case t != nil && t.token > g.Token && t.state != termUnsure:
 		// The key was created again since g's term: g is over.
 		s.mu.Unlock()
-		return leasestore.Grant{}, recordEnded("extend", g, &keyValue{CreateRevision: int64(t.token), Lease: int64(t.sess), Value: []byte(t.holder)})
+		return leasestore.Grant{}, recordEnded(leasestore.OpExtend, g, &keyValue{CreateRevision: int64(t.token), Lease: int64(t.sess), Value: []byte(t.holder)})
 	}
 	seen := seenTerm{t: t}
 	if t != nil {
@@ -309,10 +309,10 @@ type seenTerm struct {
 // it).
 func (s *SessionStore) adopt(ctx context.Context, g leasestore.Grant, d time.Duration, seen seenTerm) (leasestore.Grant, error) {
 	fail := func(err error) (leasestore.Grant, error) {
-		return leasestore.Grant{}, &leasestore.CallError{Store: storeName, Op: "extend", Name: g.Name, Holder: g.Holder, Token: g.Token, Err: err}
+		return leasestore.Grant{}, &leasestore.CallError{Store: storeName, Op: leasestore.OpExtend, Name: g.Name, Holder: g.Holder, Token: g.Token, Err: err}
 	}
 	if err := s.slots.acquire(ctx); err != nil {
-		return leasestore.Grant{}, notSent("extend", g.Name, g.Holder, g.Token, err)
+		return leasestore.Grant{}, notSent(leasestore.OpExtend, g.Name, g.Holder, g.Token, err)
 	}
 	defer s.slots.release()
 	key := s.Key(g.Name)
@@ -321,7 +321,7 @@ func (s *SessionStore) adopt(ctx context.Context, g leasestore.Grant, d time.Dur
 		return fail(err)
 	}
 	// Another store's term is on an etcd lease of its own: any but none.
-	if err := recordedTerm("extend", g, kv, nil); err != nil {
+	if err := recordedTerm(leasestore.OpExtend, g, kv, nil); err != nil {
 		return leasestore.Grant{}, err
 	}
 	sess, err := s.session(ctx)
@@ -341,7 +341,7 @@ func (s *SessionStore) adopt(ctx context.Context, g leasestore.Grant, d time.Dur
 			return fail(err)
 		}
 		if !resp.Succeeded {
-			if err := recordedTerm("extend", g, elseKV(resp), nil); err != nil {
+			if err := recordedTerm(leasestore.OpExtend, g, elseKV(resp), nil); err != nil {
 				return leasestore.Grant{}, err
 			}
 			return fail(fmt.Errorf("key %q moved between etcd leases concurrently", key))
@@ -368,10 +368,10 @@ func (s *SessionStore) adopt(ctx context.Context, g leasestore.Grant, d time.Dur
 // "Moving a term to a fresh etcd lease".
 func (s *SessionStore) move(ctx context.Context, g leasestore.Grant, d time.Duration, t *term) (leasestore.Grant, error) {
 	fail := func(err error) (leasestore.Grant, error) {
-		return leasestore.Grant{}, &leasestore.CallError{Store: storeName, Op: "extend", Name: g.Name, Holder: g.Holder, Token: g.Token, Err: err}
+		return leasestore.Grant{}, &leasestore.CallError{Store: storeName, Op: leasestore.OpExtend, Name: g.Name, Holder: g.Holder, Token: g.Token, Err: err}
 	}
 	if err := s.slots.acquire(ctx); err != nil {
-		return leasestore.Grant{}, notSent("extend", g.Name, g.Holder, g.Token, err)
+		return leasestore.Grant{}, notSent(leasestore.OpExtend, g.Name, g.Holder, g.Token, err)
 	}
 	defer s.slots.release()
 	s.mu.Lock()
@@ -396,7 +396,7 @@ func (s *SessionStore) move(ctx context.Context, g leasestore.Grant, d time.Dura
 	if !resp.Succeeded {
 		kv := elseKV(resp)
 		s.mu.Lock()
-		err := recordedTerm("extend", g, kv, s.terms.ours(sess.id, old))
+		err := recordedTerm(leasestore.OpExtend, g, kv, s.terms.ours(sess.id, old))
 		s.mu.Unlock()
 		if err != nil {
 			s.endTerm(g.Name, g.Token, termOver)
@@ -415,7 +415,7 @@ func (s *SessionStore) move(ctx context.Context, g leasestore.Grant, d time.Dura
 	granted, err := s.terms.moved(g.Name, t, sess.promise(), start, d)
 	if err != nil {
 		if !errors.Is(err, leasestore.ErrNotHeld) {
-			err = &leasestore.CallError{Store: storeName, Op: "extend", Name: g.Name, Holder: g.Holder, Token: g.Token, Err: err}
+			err = &leasestore.CallError{Store: storeName, Op: leasestore.OpExtend, Name: g.Name, Holder: g.Holder, Token: g.Token, Err: err}
 		}
 		return leasestore.Grant{}, err
 	}
@@ -446,19 +446,19 @@ func (s *SessionStore) revoke(ctx context.Context, g leasestore.Grant) error {
 		return jujuerrors.NotValidf("grant %+v (must have a Name and a Token)", g)
 	}
 	if s.isClosed() {
-		return &leasestore.CallError{Store: storeName, Op: "revoke", Name: g.Name, Holder: g.Holder, Token: g.Token, Err: errClosed}
+		return &leasestore.CallError{Store: storeName, Op: leasestore.OpRevoke, Name: g.Name, Holder: g.Holder, Token: g.Token, Err: errClosed}
 	}
 	if err := s.slots.acquire(ctx); err != nil {
-		return notSent("revoke", g.Name, g.Holder, g.Token, err)
+		return notSent(leasestore.OpRevoke, g.Name, g.Holder, g.Token, err)
 	}
 	defer s.slots.release()
 	deleted, kv, err := deleteTerm(ctx, s.cli, s.Key(g.Name), g.Holder, g.Token)
 	if err != nil {
-		return &leasestore.CallError{Store: storeName, Op: "revoke", Name: g.Name, Holder: g.Holder, Token: g.Token, Err: err}
+		return &leasestore.CallError{Store: storeName, Op: leasestore.OpRevoke, Name: g.Name, Holder: g.Holder, Token: g.Token, Err: err}
 	}
 	s.endTerm(g.Name, g.Token, termOver)
 	if deleted == nil {
-		return recordEnded("revoke", g, kv)
+		return recordEnded(leasestore.OpRevoke, g, kv)
 	}
 	return nil
 }
@@ -469,10 +469,10 @@ func (s *SessionStore) Holder(ctx context.Context, name string) (leasestore.Gran
 		return leasestore.Grant{}, jujuerrors.NotValidf("empty lease name")
 	}
 	if s.isClosed() {
-		return leasestore.Grant{}, &leasestore.CallError{Store: storeName, Op: "read", Name: name, Err: errClosed}
+		return leasestore.Grant{}, &leasestore.CallError{Store: storeName, Op: leasestore.OpRead, Name: name, Err: errClosed}
 	}
 	if err := s.slots.acquire(ctx); err != nil {
-		return leasestore.Grant{}, notSent("read", name, "", 0, err)
+		return leasestore.Grant{}, notSent(leasestore.OpRead, name, "", 0, err)
 	}
 	defer s.slots.release()
 	return readHolder(ctx, s.cli, s.Key(name), name)

@@ -178,7 +178,7 @@ func (s *Store) claim(ctx context.Context, name, holder string, d time.Duration)
 
 // claimError is the ambiguous error of a claim of name for holder.
 func claimError(name, holder string, err error) error {
-	return &leasestore.CallError{Store: storeName, Op: "claim", Name: name, Holder: holder, Err: err}
+	return &leasestore.CallError{Store: storeName, Op: leasestore.OpClaim, Name: name, Holder: holder, Err: err}
 }
 
 // put grants a fresh etcd lease of ceil(d) seconds and puts the key of
@@ -284,7 +284,7 @@ func (s *Store) extend(ctx context.Context, g leasestore.Grant, d time.Duration)
 		if err != nil {
 			return leasestore.Grant{}, extendError(g, err)
 		}
-		if err := recordedTerm("extend", g, kv, nil); err != nil {
+		if err := recordedTerm(leasestore.OpExtend, g, kv, nil); err != nil {
 			return leasestore.Grant{}, s.lose(g, err)
 		}
 		r.id = clientv3.LeaseID(kv.Lease)
@@ -298,7 +298,7 @@ func (s *Store) extend(ctx context.Context, g leasestore.Grant, d time.Duration)
 
 // extendError is the ambiguous error of an Extend of g.
 func extendError(g leasestore.Grant, err error) error {
-	return &leasestore.CallError{Store: storeName, Op: "extend", Name: g.Name, Holder: g.Holder, Token: g.Token, Err: err}
+	return &leasestore.CallError{Store: storeName, Op: leasestore.OpExtend, Name: g.Name, Holder: g.Holder, Token: g.Token, Err: err}
 }
 
 // renewOnce keeps the etcd lease r.id alive once and reads the key to
@@ -321,9 +321,9 @@ func (s *Store) renewOnce(ctx context.Context, g leasestore.Grant, want int64, r
 		return leasestore.Grant{}, false, extendError(g, err)
 	}
 	if kv == nil || uint64(kv.CreateRevision) != g.Token {
-		return leasestore.Grant{}, false, lostLate(s.lose(g, recordEnded("extend", g, kv)), r.known, r.ok, r.first)
+		return leasestore.Grant{}, false, lostLate(s.lose(g, recordEnded(leasestore.OpExtend, g, kv)), r.known, r.ok, r.first)
 	}
-	if err := recordedTerm("extend", g, kv, nil); err != nil {
+	if err := recordedTerm(leasestore.OpExtend, g, kv, nil); err != nil {
 		// Rewritten, or taken off every etcd lease, by another
 		// client: the key no longer records our term.
 		return leasestore.Grant{}, false, s.lose(g, err)
@@ -375,7 +375,7 @@ func (s *Store) followMove(g leasestore.Grant, kv *keyValue, r *renewal, attempt
 		return leasestore.Grant{}, false, extendError(g, fmt.Errorf("key %q is being moved to etcd lease %x by a concurrent Extend", key, got))
 	}
 	// This Store put the key on r.id; another client moved it.
-	return leasestore.Grant{}, false, s.lose(g, movedAway("extend", g, kv))
+	return leasestore.Grant{}, false, s.lose(g, movedAway(leasestore.OpExtend, g, kv))
 }
 
 // relet moves the term's key from etcd lease old to a fresh one of ttl
@@ -406,14 +406,14 @@ func (s *Store) relet(ctx context.Context, g leasestore.Grant, old clientv3.Leas
 	if !resp.Succeeded {
 		s.orphan(ctx, gr.ID)
 		kv := elseKV(resp)
-		if err := recordedTerm("extend", g, kv, nil); err != nil {
+		if err := recordedTerm(leasestore.OpExtend, g, kv, nil); err != nil {
 			return leasestore.Grant{}, s.lose(g, err)
 		}
 		if s.leaseOurs(g.Name, g.Token)(kv.Lease) {
 			// Still our term, on another lease: a concurrent relet won.
 			return fail(fmt.Errorf("key %q moved to etcd lease %x concurrently", key, kv.Lease))
 		}
-		return leasestore.Grant{}, s.lose(g, movedAway("extend", g, kv))
+		return leasestore.Grant{}, s.lose(g, movedAway(leasestore.OpExtend, g, kv))
 	}
 	// Recorded before the old lease is revoked: a concurrent Extend that
 	// finds its keep-alive refused follows the key here.
@@ -449,15 +449,15 @@ func (s *Store) revoke(ctx context.Context, g leasestore.Grant) error {
 		return err
 	}
 	if err := s.slots.acquireRenewal(ctx, g.Token); err != nil {
-		return notSent("revoke", g.Name, g.Holder, g.Token, err)
+		return notSent(leasestore.OpRevoke, g.Name, g.Holder, g.Token, err)
 	}
 	defer s.slots.release()
 	deleted, kv, err := deleteTerm(ctx, s.cli, s.Key(g.Name), g.Holder, g.Token)
 	if err != nil {
-		return &leasestore.CallError{Store: storeName, Op: "revoke", Name: g.Name, Holder: g.Holder, Token: g.Token, Err: err}
+		return &leasestore.CallError{Store: storeName, Op: leasestore.OpRevoke, Name: g.Name, Holder: g.Holder, Token: g.Token, Err: err}
 	}
 	if deleted == nil {
-		return s.lose(g, recordEnded("revoke", g, kv))
+		return s.lose(g, recordEnded(leasestore.OpRevoke, g, kv))
 	}
 	s.forget(g.Token)
 	if deleted.Lease != 0 {
@@ -475,7 +475,7 @@ func (s *Store) Holder(ctx context.Context, name string) (leasestore.Grant, erro
 		return leasestore.Grant{}, jujuerrors.NotValidf("empty lease name")
 	}
 	if err := s.slots.acquire(ctx); err != nil {
-		return leasestore.Grant{}, notSent("read", name, "", 0, err)
+		return leasestore.Grant{}, notSent(leasestore.OpRead, name, "", 0, err)
 	}
 	defer s.slots.release()
 	return readHolder(ctx, s.cli, s.Key(name), name)

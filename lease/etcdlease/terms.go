@@ -220,7 +220,7 @@ func (tt *termTable) record(name, holder string, token uint64, p promise, start 
 // session cannot back a grant now.
 func (tt *termTable) renew(t *term, g leasestore.Grant, d time.Duration, now time.Time, p promise) (time.Duration, error) {
 	over := func(why string) (time.Duration, error) {
-		return 0, termEnded("extend", g, tt.holderAfter(g.Name, g.Token), why)
+		return 0, termEnded(leasestore.OpExtend, g, tt.holderAfter(g.Name, g.Token), why)
 	}
 	switch {
 	case t.state == termOver && t.why != "":
@@ -228,7 +228,7 @@ func (tt *termTable) renew(t *term, g leasestore.Grant, d time.Duration, now tim
 		if holder == "" {
 			holder = tt.holderAfter(g.Name, g.Token)
 		}
-		return 0, termEnded("extend", g, holder, t.why)
+		return 0, termEnded(leasestore.OpExtend, g, holder, t.why)
 	case t.state == termExpired || t.state == termOver:
 		return over("term over")
 	case p.lost || p.id != t.sess:
@@ -384,7 +384,7 @@ func (tt *termTable) moved(name string, t *term, p promise, start time.Time, d t
 	case why != "":
 		why += " while it was moved onto a new session"
 		t.endFor(termOver, why, after)
-		return 0, termEnded("extend", leasestore.Grant{Name: name, Holder: t.holder, Token: t.token}, after, why)
+		return 0, termEnded(leasestore.OpExtend, leasestore.Grant{Name: name, Holder: t.holder, Token: t.token}, after, why)
 	case p.lost:
 		t.end(termOver) // etcd deleted the key with the session
 		return 0, p.unconfirmed()

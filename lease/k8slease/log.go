@@ -70,9 +70,9 @@ func (s *Store) logRecreated(prev, cur *coordinationv1.Lease) {
 // logEndedByOther records that op on term g conflicted with a write that
 // ended the term: err is the NotHeldError op returns, naming who holds
 // the Lease now.
-func (s *Store) logEndedByOther(op string, g leasestore.Grant, err *leasestore.NotHeldError) {
+func (s *Store) logEndedByOther(op leasestore.Op, g leasestore.Grant, err *leasestore.NotHeldError) {
 	attrs := make([]slog.Attr, 0, 4)
-	attrs = append(attrs, slog.String("op", op))
+	attrs = append(attrs, slog.String("op", op.String()))
 	if err.Holder != "" {
 		attrs = append(attrs, slog.String("holder", err.Holder))
 	}

@@ -185,7 +185,7 @@ func (s *Store) sent(next *coordinationv1.Lease) {
 // writer's renewTime means another party renews it. A term this Store did
 // not write (a grant of another Store) is judged by holder and token, and
 // by uid, the object it was first seen in here ("" for none).
-func (s *Store) judge(op string, g leasestore.Grant, uid types.UID, cur *coordinationv1.Lease) *leasestore.NotHeldError {
+func (s *Store) judge(op leasestore.Op, g leasestore.Grant, uid types.UID, cur *coordinationv1.Lease) *leasestore.NotHeldError {
 	if !isTerm(cur, g) {
 		return s.over(op, g, cur, "")
 	}

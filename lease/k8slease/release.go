@@ -78,7 +78,7 @@ func (s *Store) WatchRelease(ctx context.Context, held *leasestore.HeldError) <-
 	go func() {
 		if err := s.watchRelease(ctx, held); ctx.Err() == nil {
 			if err != nil {
-				err = &leasestore.CallError{Store: storeName(s.namespace), Op: "watch release", Name: held.Name, Holder: held.Holder, Token: held.Token, Err: err}
+				err = &leasestore.CallError{Store: storeName(s.namespace), Op: leasestore.OpWatchRelease, Name: held.Name, Holder: held.Holder, Token: held.Token, Err: err}
 			}
 			yield(out, err)
 		}

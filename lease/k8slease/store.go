@@ -145,7 +145,7 @@ func (s *Store) claim(ctx context.Context, name, holder string, d time.Duration)
 		return leasestore.Grant{}, err
 	}
 	fail := func(err error) (leasestore.Grant, error) {
-		return leasestore.Grant{}, &leasestore.CallError{Store: storeName(s.namespace), Op: "claim", Name: name, Holder: holder, Err: err}
+		return leasestore.Grant{}, &leasestore.CallError{Store: storeName(s.namespace), Op: leasestore.OpClaim, Name: name, Holder: holder, Err: err}
 	}
 	// A version this Store saw that can be claimed at once (its release,
 	// say, just seen by WatchRelease) is claimed without reading it again:
@@ -235,7 +235,7 @@ func (s *Store) extend(ctx context.Context, g leasestore.Grant, d time.Duration)
 	if err != nil {
 		return leasestore.Grant{}, err
 	}
-	out, err := s.update(ctx, "extend", g, func(cur *coordinationv1.Lease, now time.Time) *coordinationv1.Lease {
+	out, err := s.update(ctx, leasestore.OpExtend, g, func(cur *coordinationv1.Lease, now time.Time) *coordinationv1.Lease {
 		next := cur.DeepCopy()
 		at := renewAfter(cur.Spec.RenewTime, now)
 		next.Spec.RenewTime = &at
@@ -247,7 +247,7 @@ func (s *Store) extend(ctx context.Context, g leasestore.Grant, d time.Duration)
 	}
 	renewed, err := grantOf(out, g.Holder, g.Token)
 	if err != nil {
-		return leasestore.Grant{}, &leasestore.CallError{Store: storeName(s.namespace), Op: "extend", Name: g.Name, Holder: g.Holder, Token: g.Token, Err: err}
+		return leasestore.Grant{}, &leasestore.CallError{Store: storeName(s.namespace), Op: leasestore.OpExtend, Name: g.Name, Holder: g.Holder, Token: g.Token, Err: err}
 	}
 	return renewed, nil
 }
@@ -268,7 +268,7 @@ func (s *Store) revoke(ctx context.Context, g leasestore.Grant) error {
 	if _, err := checkExtend(g, time.Second); err != nil {
 		return err
 	}
-	_, err := s.update(ctx, "revoke", g, func(cur *coordinationv1.Lease, now time.Time) *coordinationv1.Lease {
+	_, err := s.update(ctx, leasestore.OpRevoke, g, func(cur *coordinationv1.Lease, now time.Time) *coordinationv1.Lease {
 		next := cur.DeepCopy()
 		at := renewAfter(cur.Spec.RenewTime, now)
 		none, one := "", int32(1)
@@ -289,7 +289,7 @@ func (s *Store) revoke(ctx context.Context, g leasestore.Grant) error {
 // as this Store wrote it (see ownTerm): holder, token and object, and
 // acquireTime, leaseDurationSeconds and renewTime as it wrote them; other
 // fields (labels, spec.preferredHolder) are anyone's to write.
-func (s *Store) update(ctx context.Context, op string, g leasestore.Grant, change func(cur *coordinationv1.Lease, now time.Time) *coordinationv1.Lease) (*coordinationv1.Lease, error) {
+func (s *Store) update(ctx context.Context, op leasestore.Op, g leasestore.Grant, change func(cur *coordinationv1.Lease, now time.Time) *coordinationv1.Lease) (*coordinationv1.Lease, error) {
 	fail := func(err error) (*coordinationv1.Lease, error) {
 		return nil, &leasestore.CallError{Store: storeName(s.namespace), Op: op, Name: g.Name, Holder: g.Holder, Token: g.Token, Err: err}
 	}
@@ -338,7 +338,7 @@ func (s *Store) update(ctx context.Context, op string, g leasestore.Grant, chang
 
 // over is the definitive answer to op on term g, which cur (the Lease now,
 // nil if there is none) shows is over; why, if not empty, says how.
-func (s *Store) over(op string, g leasestore.Grant, cur *coordinationv1.Lease, why string) *leasestore.NotHeldError {
+func (s *Store) over(op leasestore.Op, g leasestore.Grant, cur *coordinationv1.Lease, why string) *leasestore.NotHeldError {
 	e := &leasestore.NotHeldError{Name: g.Name, Token: g.Token, Holder: holderOf(cur)}
 	_, bad := termOf(cur)
 	switch {
@@ -530,8 +530,8 @@ func checkClaim(name, holder string, d time.Duration) (int32, error) {
 	if err := checkName(name); err != nil {
 		return 0, err
 	}
-	if holder == "" {
-		return 0, jujuerrors.NotValidf("empty holder for lease %q (must name the claimant)", name)
+	if err := leasestore.CheckName("holder", holder); err != nil {
+		return 0, err
 	}
 	return seconds(name, d)
 }
@@ -541,13 +541,21 @@ func checkExtend(g leasestore.Grant, d time.Duration) (int32, error) {
 	if err := checkName(g.Name); err != nil {
 		return 0, err
 	}
-	if g.Holder == "" || g.Token == 0 || g.Token > math.MaxInt32 {
-		return 0, jujuerrors.NotValidf("grant %+v (must have a Holder and a Token in [1, %d], as Claim returns)", g, math.MaxInt32)
+	if err := leasestore.CheckName("grant's holder", g.Holder); err != nil {
+		return 0, err
+	}
+	if g.Token == 0 || g.Token > math.MaxInt32 {
+		return 0, jujuerrors.NotValidf("grant's token %d (must be in [1, %d], as Claim returns)", g.Token, math.MaxInt32)
 	}
 	return seconds(g.Name, d)
 }
 
+// checkName is lease names' rule (leasestore.CheckName) and, within it, a
+// Kubernetes object name's.
 func checkName(name string) error {
+	if err := leasestore.CheckName("lease name", name); err != nil {
+		return err
+	}
 	if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 {
 		return jujuerrors.NotValidf("lease name %q (must be a Kubernetes object name: %s)", name, strings.Join(errs, "; "))
 	}

@@ -40,14 +40,20 @@ type Reporter interface {
 	StoreReport() Report
 }
 
-// Op is a store call's operation: a row of a Report.
+// Op is a store call's operation: the three of Store, each a row of a
+// Report, and the reads and watches a store makes of its own, which a
+// CallError may name but Counters do not count.
 type Op int
 
-// The operations of Store.
+// The operations of a store.
 const (
 	OpClaim Op = iota
 	OpExtend
 	OpRevoke
+	OpRead         // a read of the lease's record, e.g. a Holder
+	OpWatchRelease // a ReleaseWatcher's watch
+
+	counted = OpRevoke + 1 // the operations Counters count
 )
 
 func (op Op) String() string {
@@ -58,6 +64,10 @@ func (op Op) String() string {
 		return "extend"
 	case OpRevoke:
 		return "revoke"
+	case OpRead:
+		return "read"
+	case OpWatchRelease:
+		return "watch release"
 	}
 	return "Op(" + strconv.Itoa(int(op)) + ")"
 }
@@ -66,14 +76,14 @@ func (op Op) String() string {
 // answer as Store says, so that every store (and the Tracker) counts the
 // same way. A store holds one and brackets each call:
 //
-//	func (s *MyStore) Claim(ctx context.Context, name, holder string, d time.Duration) (lease.Grant, error) {
-//		done := s.calls.Begin(lease.OpClaim)
+//	func (s *MyStore) Claim(ctx context.Context, name, holder string, d time.Duration) (leasestore.Grant, error) {
+//		done := s.calls.Begin(leasestore.OpClaim)
 //		g, err := s.claim(ctx, name, holder, d)
 //		done(err)
 //		return g, err
 //	}
 //
-//	func (s *MyStore) StoreReport() lease.StoreReport { return s.calls.StoreReport() }
+//	func (s *MyStore) StoreReport() leasestore.Report { return s.calls.StoreReport() }
 //
 // Begin counts a call in flight and returns the function that ends it, to
 // be called once with the call's error. The zero value is ready to use; it
@@ -85,7 +95,7 @@ type Counters struct {
 	// less those finished (counted by outcome): one atomic add at each end
 	// of a call.
 	begun atomic.Uint64
-	ops   [3][4]atomic.Uint64 // finished calls by Op and outcome
+	ops   [counted][4]atomic.Uint64 // finished calls by Op and outcome
 }
 
 // Begin begins a call of op. An op that is not one of OpClaim, OpExtend

@@ -93,14 +93,14 @@ func TestStoreCountersConcurrent(t *testing.T) {
 // then it matches ErrNotSent only; it is never definitive, and counters
 // class it as it says.
 func TestCallErrorIsTheAmbiguousClass(t *testing.T) {
-	sent := &leasestore.CallError{Store: "mystore", Op: "extend", Name: "l", Holder: "a", Token: 7, Err: context.DeadlineExceeded}
+	sent := &leasestore.CallError{Store: "mystore", Op: leasestore.OpExtend, Name: "l", Holder: "a", Token: 7, Err: context.DeadlineExceeded}
 	assert.ErrorIs(t, sent, leasestore.ErrUnconfirmed)
 	assert.ErrorIs(t, sent, context.DeadlineExceeded)
 	assert.NotErrorIs(t, sent, leasestore.ErrNotSent)
 	assert.NotErrorIs(t, sent, leasestore.ErrNotHeld)
 	assert.EqualError(t, sent, `mystore: extend lease "l" for "a" (token 7) unconfirmed: context deadline exceeded`)
 
-	unsent := &leasestore.CallError{Store: "mystore", Op: "claim", Name: "l", Holder: "a",
+	unsent := &leasestore.CallError{Store: "mystore", Op: leasestore.OpClaim, Name: "l", Holder: "a",
 		Err: fmt.Errorf("%w: %w", leasestore.ErrNotSent, context.Canceled)}
 	assert.ErrorIs(t, unsent, leasestore.ErrNotSent)
 	assert.NotErrorIs(t, unsent, leasestore.ErrUnconfirmed, "certain, not ambiguous")

@@ -142,7 +142,7 @@ var (
 // context.DeadlineExceeded) works. It never matches ErrHeld or ErrNotHeld.
 type CallError struct {
 	Store  string // which store, e.g. "etcdlease" or `k8slease namespace "default"`
-	Op     string // "claim", "extend", "revoke", or a store's own, e.g. "read"
+	Op     Op     // the call
 	Name   string // the lease
 	Holder string // empty for a read
 	Token  uint64 // the term; 0 for a claim
