@@ -383,3 +383,44 @@ func ExampleTracker_Detail() {
 	// locked: unknown: claim not confirmed: leasetest: injected lease operation timeout
 	// open: the tracker knows: held
 }
+
+// Check answers in three ways, and each says what to do: a leader acts
+// until Until, a follower follows, and an unconfirmed renewal is Held only
+// until the validity it had.
+func ExampleTracker_Check_answers() {
+	clk := testclock.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	store := leasetest.NewFaultStore(leasestore.NewMemStore(leasestore.MemStoreConfig{Clock: clk}), leasetest.FaultStoreConfig{Clock: clk})
+	cfg := lease.Config{Store: store, Name: "singular", Holder: "unit-0", Duration: 30 * time.Second, Clock: clk}
+	leader, err := lease.NewTracker(cfg)
+	if err != nil {
+		panic(err)
+	}
+	defer leader.Close()
+	ctx := context.Background()
+	answer := func(tr *lease.Tracker) {
+		st, err := tr.Check(ctx, 30*time.Second)
+		switch {
+		case err == nil: // leader until at least st.Until; fence with st.Token
+			fmt.Println("leader until", st.Until.Sub(clk.Now()), "with token", st.Token)
+		case errors.Is(err, lease.ErrNotLeader): // definitive: err names the holder
+			fmt.Println("follower:", err)
+		case errors.Is(err, lease.ErrRenewalFailed): // ambiguous: Held until st.Until, then Unknown
+			fmt.Println("unconfirmed:", st.State, "for", st.Until.Sub(clk.Now()))
+		}
+	}
+	answer(leader) // the first check waits for the claim
+	cfg.Holder = "unit-1"
+	follower, err := lease.NewTracker(cfg)
+	if err != nil {
+		panic(err)
+	}
+	defer follower.Close()
+	answer(follower)
+	store.Always(leasetest.OpExtend, leasetest.Timeout) // the store stops answering renewals
+	clk.Advance(28 * time.Second)
+	answer(leader)
+	// Output:
+	// leader until 57s with token 1
+	// follower: lease "singular": not the leader: held by "unit-0"
+	// unconfirmed: held for 29s
+}
