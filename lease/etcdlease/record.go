@@ -64,7 +64,7 @@ func termRecord(g leasestore.Grant, kv *keyValue, ours func(id int64) bool) (why
 			return fmt.Sprintf("key created again at revision %d", kv.CreateRevision), named
 		}
 		return fmt.Sprintf("key of another term (created at revision %d)", kv.CreateRevision), named
-	case checkHolder(value) != nil:
+	case value == "":
 		return "key rewritten: value names no holder", ""
 	case value != g.Holder:
 		return "key rewritten: value names " + quote(value), named
@@ -106,9 +106,12 @@ func heldTerm(name string, kv *keyValue) (leasestore.Grant, error) {
 	case kv.CreateRevision <= 0:
 		// etcd gives every key a positive create revision.
 		return leasestore.Grant{}, fmt.Errorf("etcdlease: lease %q: key read with create revision %d", name, kv.CreateRevision)
-	case checkHolder(string(kv.Value)) != nil:
+	case len(kv.Value) == 0:
 		return leasestore.Grant{}, fmt.Errorf("etcdlease: lease %q: key names no holder: written by another client (claims are refused while it exists): %w",
 			name, leasestore.ErrHeld)
+	case checkHolder(string(kv.Value)) != nil:
+		return leasestore.Grant{}, fmt.Errorf("etcdlease: lease %q: key names %s, no holder's name: written by another client (claims are refused while it exists): %w",
+			name, quote(string(kv.Value)), leasestore.ErrHeld)
 	case kv.Lease == 0:
 		return leasestore.Grant{}, fmt.Errorf("etcdlease: lease %q: key has no etcd lease: written by another client, naming %s (claims are refused while it exists): %w",
 			name, quote(string(kv.Value)), leasestore.ErrHeld)

@@ -69,7 +69,7 @@ func TestSessionStoreClaimNotSent(t *testing.T) {
 	require.ErrorIs(t, err, context.Canceled)
 	var oe *leasestore.CallError
 	require.ErrorAs(t, err, &oe)
-	require.Equal(t, "claim", oe.Op)
+	require.Equal(t, leasestore.OpClaim, oe.Op)
 	require.Equal(t, "singular", oe.Name)
 	resp, err := cli.Get(testCtx(t), "/notsent/singular")
 	require.NoError(t, err)

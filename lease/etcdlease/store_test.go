@@ -110,20 +110,20 @@ func TestUnreachableEtcdIsUnconfirmedNotNotHeld(t *testing.T) {
 		return c
 	}
 	_, err = s.Extend(short(), g, 5*time.Second)
-	requireUnconfirmed(t, err, "extend", g.Token)
+	requireUnconfirmed(t, err, leasestore.OpExtend, g.Token)
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 
 	_, err = s.Claim(short(), "singular", "b", 5*time.Second)
-	requireUnconfirmed(t, err, "claim", 0)
+	requireUnconfirmed(t, err, leasestore.OpClaim, 0)
 
 	err = s.Revoke(short(), g)
-	requireUnconfirmed(t, err, "revoke", g.Token)
+	requireUnconfirmed(t, err, leasestore.OpRevoke, g.Token)
 
 	_, err = s.Holder(short(), "singular")
-	requireUnconfirmed(t, err, "read", 0)
+	requireUnconfirmed(t, err, leasestore.OpRead, 0)
 }
 
-func requireUnconfirmed(t *testing.T, err error, op string, token uint64) {
+func requireUnconfirmed(t *testing.T, err error, op leasestore.Op, token uint64) {
 	t.Helper()
 	require.Error(t, err)
 	require.ErrorIs(t, err, leasestore.ErrUnconfirmed)

@@ -40,7 +40,7 @@ func TestUnavailableAPIServerIsLeaseUnconfirmed(t *testing.T) {
 	require.NotErrorIs(t, err, leasestore.ErrNotSent)
 	var ce *leasestore.CallError
 	require.True(t, errors.As(err, &ce), "%v", err)
-	require.Equal(t, "claim", ce.Op)
+	require.Equal(t, leasestore.OpClaim, ce.Op)
 	require.Equal(t, "leader", ce.Name)
 	require.Contains(t, err.Error(), `k8slease namespace "team-a": claim lease "leader" for "a" unconfirmed`)
 	require.Equal(t, leasestore.Report{Claim: leasestore.Calls{Ambiguous: 1}}, s.StoreReport())

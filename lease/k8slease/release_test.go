@@ -177,5 +177,5 @@ func TestReleaseWatchThatKeepsClosingFails(t *testing.T) {
 	require.ErrorIs(t, err, leasestore.ErrUnconfirmed)
 	var ce *leasestore.CallError
 	require.True(t, errors.As(err, &ce))
-	require.Equal(t, "watch release", ce.Op)
+	require.Equal(t, leasestore.OpWatchRelease, ce.Op)
 }

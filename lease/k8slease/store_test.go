@@ -61,7 +61,7 @@ func TestCallsRejectBadInput(t *testing.T) {
 		call func() error
 		want string
 	}{
-		{"claim, empty name", func() error { _, err := s.Claim(ctx, "", "a", time.Second); return err }, `lease name ""`},
+		{"claim, empty name", func() error { _, err := s.Claim(ctx, "", "a", time.Second); return err }, "empty lease name"},
 		{"claim, name with a slash", func() error { _, err := s.Claim(ctx, "a/b", "a", time.Second); return err }, `lease name "a/b"`},
 		{"claim, upper-case name", func() error { _, err := s.Claim(ctx, "Leader", "a", time.Second); return err }, `lease name "Leader"`},
 		{"claim, empty holder", func() error { _, err := s.Claim(ctx, "ok", "", time.Second); return err }, "empty holder"},
@@ -74,14 +74,14 @@ func TestCallsRejectBadInput(t *testing.T) {
 		{"extend, token 0", func() error {
 			_, err := s.Extend(ctx, with(func(g *leasestore.Grant) { g.Token = 0 }), time.Second)
 			return err
-		}, "Token"},
+		}, "grant's token"},
 		{"extend, token beyond int32", func() error {
 			_, err := s.Extend(ctx, with(func(g *leasestore.Grant) { g.Token = 1 << 40 }), time.Second)
 			return err
-		}, "Token"},
+		}, "grant's token"},
 		{"extend, negative duration", func() error { _, err := s.Extend(ctx, good, -time.Second); return err }, "duration -1s"},
-		{"revoke, bad name", func() error { return s.Revoke(ctx, with(func(g *leasestore.Grant) { g.Name = "" })) }, `lease name ""`},
-		{"revoke, empty holder", func() error { return s.Revoke(ctx, with(func(g *leasestore.Grant) { g.Holder = "" })) }, "Holder"},
+		{"revoke, bad name", func() error { return s.Revoke(ctx, with(func(g *leasestore.Grant) { g.Name = "" })) }, "empty lease name"},
+		{"revoke, empty holder", func() error { return s.Revoke(ctx, with(func(g *leasestore.Grant) { g.Holder = "" })) }, "empty grant's holder"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			err := c.call()

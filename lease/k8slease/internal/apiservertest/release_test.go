@@ -163,7 +163,7 @@ func TestReleaseWatchThatCannotBeKeptSaysSo(t *testing.T) {
 		require.ErrorIs(t, err, leasestore.ErrUnconfirmed, "the watch of a Lease it cannot reach: %v", err)
 		var ce *leasestore.CallError
 		require.ErrorAs(t, err, &ce)
-		require.Equal(t, "watch release", ce.Op)
+		require.Equal(t, leasestore.OpWatchRelease, ce.Op)
 		t.Logf("the watch ended: %v", err)
 	case <-time.After(20 * time.Second):
 		t.Fatal("the watch said nothing within 20s of its API server going away")
