@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/coldstart-go/coldstart/gate/boardview"
 	"github.com/coldstart-go/coldstart/lease"
 	"github.com/coldstart-go/coldstart/lease/k8slease"
 )
@@ -23,7 +24,7 @@ import (
 // stops reconciling while its promise lasts — and its liveness probe does
 // not depend on the API server at all, so the kubelet does not restart it
 // for the API server's trouble. (Not run: it needs a cluster; the module
-// internal/apiservertest runs this against a real kube-apiserver.)
+// internal/apiservertest tests this set-up against a real kube-apiserver.)
 func Example_operator() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -32,30 +33,24 @@ func Example_operator() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	// The lease gets a client of its own, with a rate limiter of its own:
-	// the operator's informers and reconcile writes, sharing one client's
-	// limiter with the renewals, can queue them past the term
-	// (kubernetes-sigs/kueue#15538: leaders crash-looped that way). A
-	// renewal is one request a few seconds apart, so a small QPS is
-	// plenty; the operator's own client (not shown) keeps its own limits.
+	// The lease's own client and rate limiter: renewals queued behind the
+	// operator's own requests lose the Lease (kubernetes-sigs/kueue#15538).
 	leaseCfg := rest.CopyConfig(cfg)
-	leaseCfg.QPS, leaseCfg.Burst = 5, 10
-	leaseCfg.RateLimiter = nil // CopyConfig shares cfg's limiter, if it has one
+	leaseCfg.QPS, leaseCfg.Burst = 5, 10 // a renewal is one request every few seconds
+	leaseCfg.RateLimiter = nil           // CopyConfig shares cfg's limiter, if it has one
 	leaseCfg.UserAgent = rest.DefaultKubernetesUserAgent() + " leader-election"
 	cs, err := kubernetes.NewForConfig(leaseCfg)
 	if err != nil {
 		log.Fatal(err)
 	}
-	// One logger for the store (what it finds on the API server: a
-	// takeover, a deleted Lease) and the tracker (each state change).
-	logger := slog.New(slog.NewJSONHandler(os.Stderr, nil))
+	logger := slog.New(slog.NewJSONHandler(os.Stderr, nil)) // the store's records and the tracker's
 	store, err := k8slease.NewStore(cs.CoordinationV1(), os.Getenv("POD_NAMESPACE"), k8slease.WithLogger(logger))
 	if err != nil {
-		log.Fatal(err)
+		log.Fatal(err) // a nil client or a bad namespace: NotValid
 	}
 	tr, err := lease.NewTracker(lease.Config{
 		Store:          store,
-		Name:           "my-operator-leader",
+		Name:           "my-operator-leader", // the Lease object's name
 		Holder:         os.Getenv("POD_NAME"),
 		Duration:       15 * time.Second, // the Lease says leaseDurationSeconds: 30
 		ReleaseOnClose: true,             // the next pod takes over at once on a rolling update
@@ -67,13 +62,9 @@ func Example_operator() {
 	defer tr.Close()
 
 	// Liveness fails only when the tracker itself is stuck, never because
-	// the API server is slow or another pod leads (a restart fixes
-	// neither); readiness says whether this pod leads, for the Service.
-	http.HandleFunc("/livez", func(w http.ResponseWriter, _ *http.Request) {
-		if err := tr.Alive(); err != nil {
-			http.Error(w, err.Error(), http.StatusServiceUnavailable)
-		}
-	})
+	// the API server is slow or another pod leads; readiness says whether
+	// this pod leads.
+	http.Handle("/livez", boardview.LiveHandler(map[string]func() error{"lease": tr.Alive}))
 	http.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
 		if _, err := tr.Check(r.Context(), 0); err != nil {
 			http.Error(w, err.Error(), http.StatusServiceUnavailable)
@@ -81,13 +72,11 @@ func Example_operator() {
 	})
 	go func() { log.Print(http.ListenAndServe(":8081", nil)) }()
 
-	// Coordinated leader election (KEP-4355): step down when the Lease's
-	// spec.preferredHolder names another pod, once reconcile has returned.
+	// Step down when the Lease's spec.preferredHolder names another pod.
 	go store.YieldToPreferredHolder(ctx, tr)
 
-	// reconcile runs each time this pod leads; its ctx ends when the
-	// lease can no longer be promised (or it steps down), and Lead waits
-	// for the next term.
+	// reconcile runs each term; its ctx ends when the lease can no longer
+	// be promised (or this pod steps down), and Lead waits for the next.
 	if err := tr.Lead(ctx, reconcile); err != nil && ctx.Err() == nil {
 		log.Fatal(err)
 	}
