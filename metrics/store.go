@@ -31,7 +31,7 @@ func NewStoreCollector(name string, store leasestore.Store) prometheus.Collector
 	}
 	s, ok := store.(leasestore.Reporter)
 	if !ok {
-		return invalid{jujuerrors.NotValidf("store %T (must count its calls: a leasestore.Reporter, such as *leasestore.MemStore)", store)}
+		return invalid{jujuerrors.NotValidf("store %T (must be a store that counts its calls, a leasestore.Reporter, such as *leasestore.MemStore)", store)}
 	}
 	c := &storeCollector{descs: newDescs("lease_store", "store", name), s: s}
 	c.calls = c.add("calls_total",

@@ -68,6 +68,8 @@ func termRecord(g leasestore.Grant, kv *keyValue, ours func(id int64) bool) (why
 		return "key rewritten: value names no holder", ""
 	case value != g.Holder:
 		return "key rewritten: value names " + quote(value), named
+	case checkHolder(value) != nil: // a grant no Claim of this store made
+		return "key value " + quote(value) + " is no holder's name", ""
 	}
 	// The key names g's holder, but an etcd lease not ours keeps it: it
 	// is no term of g's, whoever it names.
