@@ -345,3 +345,31 @@ func TestDetailIsOneLine(t *testing.T) {
 		})
 	}
 }
+
+// TestCheckCutOffSaysWhatTheStoreAnswered: a Check whose ctx ends while it
+// waits for the store still says what the store last answered, not only
+// that the wait ended (issue 31: 10,000 trackers on one etcd member each
+// said "waiting for the store: context canceled", though the store had
+// answered "over capacity").
+func TestCheckCutOffSaysWhatTheStoreAnswered(t *testing.T) {
+	clk := testclock.NewClock(t0)
+	store := leasetest.NewFaultStore(leasestore.NewMemStore(leasestore.MemStoreConfig{Clock: clk}), leasetest.FaultStoreConfig{Clock: clk})
+	store.Always(leasetest.OpClaim, leasetest.Timeout)
+	tr, err := lease.NewTracker(lease.Config{Store: store, Name: "singular", Holder: "unit-0", Duration: dur, Clock: clk})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = tr.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	_, err = leasetest.Settle(ctx, tr, clk, 1) // the claim answered ambiguously
+	require.NoError(t, err)
+
+	store.Always(leasetest.OpClaim, leasetest.Hang) // the next claim, which the Check asks for, never answers
+	cut, cutOff := context.WithCancel(ctx)
+	cutOff()
+	st, err := tr.Check(cut, 0)
+	assert.Equal(t, lease.Unknown, st.State)
+	assert.ErrorIs(t, err, context.Canceled, "the wait ended")
+	assert.ErrorIs(t, err, lease.ErrRenewalFailed, "the answer so far")
+	assert.ErrorIs(t, err, leasetest.ErrInjectedTimeout, "what the store said")
+	assert.ErrorContains(t, err, "waiting for the store: context canceled; so far: ")
+}

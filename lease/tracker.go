@@ -241,8 +241,13 @@ func (t *Tracker) check(ctx context.Context, atLeast time.Duration) (Status, err
 	case <-r.done:
 	case <-t.life.exited:
 	case <-ctx.Done():
-		st, _ := t.evaluate(t.snap.Load(), t.cfg.Clock.Now(), atLeast)
-		return st, fmt.Errorf("lease %q: waiting for the store: %w", t.cfg.Name, ctx.Err())
+		// The answer so far stays in the error (an overloaded store's
+		// "over capacity", say), not only the ctx's end.
+		st, err := t.evaluate(t.snap.Load(), t.cfg.Clock.Now(), atLeast)
+		if err == nil {
+			return st, fmt.Errorf("lease %q: waiting for the store: %w", t.cfg.Name, ctx.Err())
+		}
+		return st, fmt.Errorf("waiting for the store: %w; so far: %w", ctx.Err(), err)
 	}
 	return t.evaluate(t.snap.Load(), t.cfg.Clock.Now(), atLeast)
 }
