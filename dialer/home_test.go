@@ -123,19 +123,16 @@ func TestHomeUnderConcurrentDials(t *testing.T) {
 	assert.True(t, isHome(d.Completed()))
 }
 
-// A machine without a controller has no home: Home is nil, as LocalReady
-// is.
+// A machine without a controller has no home: Completed is nil, as
+// LocalReady is.
 func TestHomeIsNilWithoutALocalController(t *testing.T) {
 	d := mustNew(t, dialer.Config{Policy: dialer.PreferLocal, Remote: func() []string { return []string{homePeer} }})
 	assert.Nil(t, d.Completed())
-	tr, err := dialer.NewTransport(d, nil)
-	require.NoError(t, err)
-	assert.Nil(t, tr.Home())
 }
 
-// The Transport's Home closes at its first local connection after
-// LocalReady: a "self-dial" gate waits on it, no ping needed. A request
-// served by a peer does not close it.
+// The Dialer's Completed closes at the Transport's first local connection
+// after LocalReady: a "self-dial" gate waits on it, no ping needed. A
+// request served by a peer does not close it.
 func TestTransportHome(t *testing.T) {
 	peerLn := listenLoopback(t)
 	startHTTP(t, "peer", peerLn)
@@ -149,22 +146,18 @@ func TestTransportHome(t *testing.T) {
 	})
 	tr, err := dialer.NewTransport(d, nil)
 	require.NoError(t, err)
-	other, err := dialer.NewTransport(d, nil)
-	require.NoError(t, err)
 	client := &http.Client{Transport: tr}
 	defer client.CloseIdleConnections()
 
 	assert.Equal(t, "peer", getBody(t, client, "http://controller/who"))
-	assert.False(t, isHome(tr.Home()), "a request served by a peer")
+	assert.False(t, isHome(d.Completed()), "a request served by a peer")
 
 	ln, err := local.listen()
 	require.NoError(t, err)
 	startHTTP(t, "local", ln)
 	close(ready)
 	assert.Equal(t, "local", getBody(t, client, "http://controller/who"))
-	assert.True(t, isHome(tr.Home()))
 	assert.True(t, isHome(d.Completed()))
-	assert.False(t, isHome(other.Home()), "another Transport has not dialled: it has not moved")
 }
 
 // TestNothingIsLoggedAfterTheCallsReturn: a Dialer has no Close because it

@@ -17,22 +17,16 @@ import (
 // the idle connections to peers are closed at once, and a connection busy
 // with a request (or an upgraded connection, such as a websocket) is left
 // to finish it and closed only after. No request fails because of the
-// move. Home says when the Transport has moved: it closes at the first
-// connection to this machine's controller that the Transport makes once
-// LocalReady has closed. (The Dialer's Logger has the route change.)
+// move. (The Dialer's Completed and Logger say when it has moved.)
 //
 // The request's URL names the service, not the machine: its host is sent
 // as the Host header (and, over https, checked against the certificate),
 // but the connection goes where the Dialer says. For the same reason
 // proxies are not used.
 //
-// Until the move, requests use one http.Transport and after it a second,
-// both cloned from the base given to NewTransport, so that a peer
-// connection can never be reused for a request sent after LocalReady
-// closed. While the first holds a connection and LocalReady is open, one
-// goroutine waits for LocalReady; it ends when the last of those
-// connections closes (CloseIdleConnections closes the idle ones), so a
-// Transport needs no Close.
+// A Transport needs no Close: its one goroutine, waiting for LocalReady,
+// ends when its last peer connection closes (CloseIdleConnections closes
+// the idle ones). How it moves: DESIGN.md, "Transport".
 //
 // A Transport is safe for concurrent use.
 type Transport struct {
@@ -53,9 +47,6 @@ type Transport struct {
 	mu    sync.Mutex
 	conns map[*beforeConn]struct{} // before's open connections
 	empty chan struct{}            // closed when conns empties; nil while no watcher runs
-
-	home     chan struct{} // see Home; nil with no local controller
-	homeOnce sync.Once
 }
 
 var _ http.RoundTripper = (*Transport)(nil)
@@ -79,9 +70,6 @@ func NewTransport(d *Dialer, base *http.Transport) (*Transport, error) {
 		}
 	}
 	t := &Transport{d: d, conns: make(map[*beforeConn]struct{})}
-	if d.local != nil {
-		t.home = make(chan struct{})
-	}
 	t.after = cloneFor(base, t.dialAfter)
 	// Under RequireLocal every connection is local already; with no
 	// local controller (LocalPort 0: ready is nil) there is nowhere to go.
@@ -177,19 +165,8 @@ func (t *Transport) closeBefore() {
 	}
 }
 
-// Home returns a channel that is closed when the Transport has moved home:
-// at the first connection it makes to this machine's controller once
-// LocalReady has closed (never at one to a peer). It is nil when the
-// Dialer's LocalPort is 0.
-func (t *Transport) Home() <-chan struct{} { return t.home }
-
-// dial dials through the Dialer and closes home at the first local
-// connection made once LocalReady has closed.
 func (t *Transport) dial(ctx context.Context) (net.Conn, error) {
-	c, r, err := t.d.Dial(ctx)
-	if err == nil && r.Local && isClosed(r.LocalReady) {
-		t.homeOnce.Do(func() { close(t.home) })
-	}
+	c, _, err := t.d.Dial(ctx)
 	return c, err
 }
 

@@ -3,19 +3,9 @@
 // the ClientConn the local controller's address, so that gRPC connects
 // there and drains the peer connection itself.
 //
-// It answers the incident package dialer answers, for gRPC clients: in an
-// HA controller upgrade a controller's own API client started before its
-// own API server listened, connected to a peer controller, and stayed
-// there, piling startup load on the other controllers. A Dialer waits for
-// the local server a while and then falls back to a peer (requiring
-// localhost from the start deadlocks enable-ha); a pooled client must then
-// leave that peer once the local server is ready, without failing the
-// RPCs in flight. A ClientConn cannot be closed under its RPCs, and
-// grpc-go keeps a healthy connection for ever, so the move has to come
-// from its resolver: NewClient's reports a new address when LocalReady
-// closes, gRPC connects anew (the Dialer now dials loopback only), new
-// RPCs wait for that connection, and the peer connection closes once its
-// RPCs have ended.
+// A ClientConn cannot be closed under its RPCs and grpc-go keeps a healthy
+// connection for ever, so the move comes from its resolver (why: package
+// dialer's DESIGN.md, "gRPC").
 //
 // Usage sketch:
 //
@@ -35,11 +25,9 @@
 //	client := pb.NewControllerClient(cc) // use it as any ClientConn
 //	board.Follow("self-dial", d)         // opens once d has moved home
 //
-// NewClient returns a *Client, a *grpc.ClientConn with Home: a channel
-// closed at its first connection to this machine's controller once
-// LocalReady has closed (never at one to a peer). The Dialer has moved
-// home then too, and a readiness board follows the Dialer itself, so a
-// self-dial gate needs no health-check call and no goroutine of yours.
+// The Dialer's Completed closes at the client's first connection to this
+// machine's controller once LocalReady has closed; a board follows the
+// Dialer, so a self-dial gate needs no health-check call.
 //
 // The ClientConn's authority is Authority ("controller"), which names no
 // host: with TLS, give the server name the controllers' certificates carry

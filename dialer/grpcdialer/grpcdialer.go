@@ -40,21 +40,11 @@ var (
 	localRoute = resolver.Address{Addr: "dialer:local"}
 )
 
-// Client is a gRPC ClientConn (use it as one: generated clients take it,
-// Close closes it) that says when it has moved home.
+// Client is a gRPC ClientConn: use it as one (generated clients take it,
+// Close closes it). The Dialer's Completed says when it has moved home.
 type Client struct {
 	*grpc.ClientConn
-
-	home     chan struct{} // see Home; nil with no local controller
-	homeOnce sync.Once
 }
-
-// Home returns a channel that is closed when the Client has moved home: at
-// the first connection it makes to this machine's controller once
-// LocalReady has closed (never at one to a peer): this client's move, where
-// a board's "self-dial" entry follows the Dialer's (the first of its
-// clients to connect home). It is nil when the Dialer's LocalPort is 0.
-func (c *Client) Home() <-chan struct{} { return c.home }
 
 // NewClient returns a gRPC Client whose connections d dials, that moves
 // home when d's LocalReady closes. Until then the ClientConn holds
@@ -63,32 +53,18 @@ func (c *Client) Home() <-chan struct{} { return c.home }
 // address, and gRPC connects anew (the Dialer now dials loopback only) and
 // drains the old connection itself: RPCs in flight on it run to their end,
 // new RPCs wait for the local connection (they are not failed), and the
-// ClientConn is never closed under them. Home closes at the first local
-// connection after LocalReady (the Dialer's Logger has the route change).
+// ClientConn is never closed under them. Under RequireLocal, or with
+// LocalPort 0, it never moves.
 //
-// Under RequireLocal every connection is local already: the ClientConn
-// never moves, and LocalReady closing changes nothing (as with
-// dialer.NewTransport). Without a local controller (LocalPort 0) it never
-// moves either.
-//
-// opts are given to grpc.NewClient before NewClient's own two, a resolver
-// and a context dialer, which therefore win: the Dialer's Config.DialContext
-// is the place to change how connections are made, and transport
-// credentials (required by grpc) come in opts; a nil option is ignored.
-// The ClientConn's authority
-// is Authority, "controller": with TLS credentials, set
-// tls.Config.ServerName (or grpc.WithAuthority) to the name in the
-// controllers' certificates, or every handshake fails with "certificate
-// is valid for ..., not controller". Close the ClientConn as usual; that
-// also stops the resolver. A nil d is reported as an error satisfying
-// errors.Is(err, errors.NotValid) (github.com/juju/errors).
+// opts are given to grpc.NewClient before NewClient's own resolver and
+// context dialer, which win (change how connections are made in the
+// Dialer's Config.DialContext); transport credentials come in opts; a nil
+// option is ignored. With TLS, set the server name (see Authority). Close
+// the ClientConn as usual; that also stops the resolver. A nil d is an
+// error satisfying errors.Is(err, errors.NotValid) (github.com/juju/errors).
 func NewClient(d *dialer.Dialer, opts ...grpc.DialOption) (*Client, error) {
 	if d == nil {
 		return nil, jujuerrors.NotValidf("nil Dialer")
-	}
-	c := &Client{}
-	if d.Completed() != nil {
-		c.home = make(chan struct{})
 	}
 	ready := d.LocalReady()
 	if d.Policy() == dialer.RequireLocal {
@@ -103,10 +79,7 @@ func NewClient(d *dialer.Dialer, opts ...grpc.DialOption) (*Client, error) {
 	all = append(all,
 		grpc.WithResolvers(&builder{ready: ready}),
 		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) {
-			conn, r, err := d.Dial(ctx)
-			if err == nil && r.Local && isClosed(r.LocalReady) {
-				c.homeOnce.Do(func() { close(c.home) })
-			}
+			conn, _, err := d.Dial(ctx)
 			return conn, err
 		}),
 	)
@@ -114,8 +87,7 @@ func NewClient(d *dialer.Dialer, opts ...grpc.DialOption) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	c.ClientConn = cc
-	return c, nil
+	return &Client{ClientConn: cc}, nil
 }
 
 // builder builds the resolver of one ClientConn (again after it leaves

@@ -227,7 +227,7 @@ func waitLeaves(t *testing.T, cc *grpcdialer.Client, s connectivity.State) {
 // connects locally, the RPC in flight on the peer runs to its end there,
 // new RPCs go local (none fails, none reaches the peer), the peer
 // connection closes once drained, and the ClientConn is never closed.
-// Home closes at the local connection, not before; the Dialer's logger has
+// The Dialer's Completed closes at the local connection, not before; its logger has
 // the two routes.
 func TestClientMovesHomeWhenLocalReadyCloses(t *testing.T) {
 	peerLn := listenLoopback(t)
@@ -244,10 +244,10 @@ func TestClientMovesHomeWhenLocalReadyCloses(t *testing.T) {
 	})
 	require.NoError(t, err)
 	cc := newClient(t, d)
-	require.NotNil(t, cc.Home())
+	require.NotNil(t, d.Completed())
 
 	assert.Equal(t, "peer", mustCall(t, cc, whoMethod))
-	assert.False(t, isClosed(cc.Home()), "a peer connection is not home")
+	assert.False(t, isClosed(d.Completed()), "a peer connection is not home")
 	held := callAsync(cc, holdMethod)
 	peer.waitEntered(t)
 	_, peerWhos := peer.counts()
@@ -260,7 +260,7 @@ func TestClientMovesHomeWhenLocalReadyCloses(t *testing.T) {
 	for range 3 {
 		assert.Equal(t, "local", mustCall(t, cc, whoMethod))
 	}
-	assert.True(t, isClosed(cc.Home()), "the local connection is")
+	assert.True(t, isClosed(d.Completed()), "the local connection is")
 	open, _ := peer.counts()
 	assert.Equal(t, 1, open, "the peer connection busy with Hold must stay open")
 
@@ -481,5 +481,5 @@ func TestNewClientIgnoresANilOption(t *testing.T) {
 	require.NoError(t, err)
 	defer cc.Close()
 	assert.Equal(t, "local", mustCall(t, cc, whoMethod))
-	assert.True(t, isClosed(cc.Home()), "a local connection after LocalReady: home")
+	assert.True(t, isClosed(d.Completed()), "a local connection after LocalReady: home")
 }
