@@ -46,12 +46,8 @@ type Listener struct {
 	// by the goroutine that accepted it, never left in a buffer.
 	ctrlCh, apiCh chan *conn
 
-	// done is the one stop signal of the listener, as in netutil's
-	// LimitListener: end, the one close path, closes it once, when Close or
-	// the first permanent accept error has ended the listener and released
-	// the API port. Closing it last means an Accept that returns the
-	// failure finds the API socket already released (closed first, it did
-	// not: TestAFailureReleasesTheAPIPort failed 12 runs in 3,000).
+	// done is the listener's one stop signal, closed once by end after the
+	// API port is released (why last: DESIGN.md, "The close path").
 	done      chan struct{}
 	closeDone chan struct{}  // closed when the first Close returns; later ones wait for it
 	wg        sync.WaitGroup // the accept goroutines
@@ -85,23 +81,16 @@ type Listener struct {
 
 var _ net.Listener = (*Listener)(nil)
 
-// session is one open period of the API port. Its accept loop watches
-// quit alone: stopAPI closes it, for CloseAPI and for the end of the
-// listener (Close or a failure), so the loop never selects on two stop
-// signals.
+// session is one open period of the API port; its accept loop watches
+// quit alone, which stopAPI closes.
 type session struct {
 	quit   chan struct{}
 	exited chan struct{} // closed when the accept goroutine has returned
 }
 
-// apiOp is an API-port call in flight: OpenAPI, CloseAPI or an
-// OpenAPIWhen watcher's open, one at a time (openMu). Once committed (it
-// found the listener running, after its bind if it binds), Close waits
-// for it, so that nothing it does (a record, OnBound) comes after Close
-// has returned. Close does not wait for it before that (a slow bind) nor
-// in OnBound (a Close from OnBound must not wait for the call it runs
-// in): the call, on its next step, finds the listener closed and stops
-// silently.
+// apiOp is an API-port call in flight (OpenAPI, CloseAPI or an
+// OpenAPIWhen watcher's open; one at a time, openMu). Close waits for a
+// committed one only: DESIGN.md, "API-port calls and Close".
 type apiOp struct {
 	done  chan struct{}
 	stage opStage // guarded by Listener.mu
@@ -252,11 +241,6 @@ func (l *Listener) failAPILocked(err error) {
 	l.apiErr = err
 	close(l.apiFailed)
 }
-
-// The API port as a gate.Component (Completed, Failed, Cause, Detail):
-// board.Follow("api-port", l) shows it on a readiness board in its own
-// words — the bind error if it failed to open — with no adapter, and
-// without this package importing gate.
 
 // Completed returns a channel that is closed the first time the API port
 // opens, by OpenAPI or OpenAPIWhen.
@@ -430,13 +414,8 @@ func (l *Listener) doneErr() error {
 // (Cause matches net.ErrClosed).
 func (l *Listener) Close() error { return l.end(nil) }
 
-// end is the listener's one close path: Close (cause nil) and a permanent
-// accept failure (cause, the *PortError) both end the listener here, and
-// what each call does is decided once, under mu. The first call to end the
-// listener releases the API port, fails the API port's Component if it
-// never opened, and then closes done; the first Close also closes the
-// controller (closeController). A later Close waits for the first; a
-// failure after the end does nothing.
+// end is the listener's one close path, for Close (cause nil) and a
+// permanent accept failure (the *PortError); DESIGN.md, "The close path".
 func (l *Listener) end(cause error) error {
 	closing := cause == nil
 	l.mu.Lock()
@@ -487,12 +466,9 @@ func (l *Listener) end(cause error) error {
 	return err
 }
 
-// closeController is the rest of the first Close: once done has closed
-// (so that its accept goroutine reads the socket's error as "stop"), the
-// controller socket closes, and Close waits for the accept goroutines, for
-// the API-port call in flight it must outlast (opDone, nil if none) and for
-// the OpenAPIWhen watchers, unless a call is in OnBound (inHook): this
-// Close may be made from there, and a watcher may be the one calling.
+// closeController is the rest of the first Close: it closes the
+// controller socket and waits for the accept goroutines, opDone (if not
+// nil) and, unless inHook, the OpenAPIWhen watchers (DESIGN.md).
 func (l *Listener) closeController(opDone <-chan struct{}, inHook bool) error {
 	<-l.done
 	err := closeSocket(l.ctrlLn)
@@ -507,14 +483,10 @@ func (l *Listener) closeController(opDone <-chan struct{}, inHook bool) error {
 	return err
 }
 
-// stopAPI is the one way the API port stops, for CloseAPI, Close and a
-// failure alike: it detaches the open session and the bound socket (whoever
-// detaches them releases them, once), ends the session (before closing the
-// socket, so its accept loop reads the socket's error as "stop", not as a
-// failure) and releases the socket, even one bound early and never opened:
-// a bound port nobody accepts on would park agents in the kernel's accept
-// queue instead of refusing them. It returns the session's exited channel
-// (nil if none was open).
+// stopAPI is the one way the API port stops (CloseAPI, Close, a
+// failure): it ends the session, then releases the socket, even one bound
+// early and never opened (DESIGN.md, "Stopping the API port"). It returns
+// the session's exited channel (nil if none was open).
 func (l *Listener) stopAPI() (exited <-chan struct{}, err error) {
 	l.mu.Lock()
 	ln, sess := l.apiLn, l.apiSess
@@ -641,20 +613,12 @@ var errOpenClosed = fmt.Errorf("listener: open API port: %w", net.ErrClosed)
 
 // CloseAPI takes the listener back to controller-only: it stops accepting
 // on the API port and releases its socket, so new agents are refused at
-// once rather than parked in the kernel's accept queue. Connections already
-// accepted live on (and keep their APIMaxConns slots). Use it when a
-// controller becomes unstable or re-enters upgrade mode; OpenAPI opens the
-// port again at the same address.
-//
-// The socket is released even with BindAPIEarly: that option only governs
-// the first bind, in New. A bound port that accepts nothing would hold
-// agents in the kernel's queue, which is what closing the API port is for.
-// While it is released the port number is free: another socket on the same
-// host and address (a port-0 bind elsewhere, a parallel test) may take it,
-// and OpenAPI then fails with ErrBind and leaves the listener
-// controller-only. Where that matters, give the API port an address of its
-// own (a dedicated IP) or a fixed port nothing else uses.
-// CloseAPI on a port that is not bound, or after Close, does nothing.
+// once rather than parked in the kernel's accept queue (even with
+// BindAPIEarly, which governs only New). Connections already accepted live
+// on (and keep their APIMaxConns slots). OpenAPI opens the port again at
+// the same address, or fails with ErrBind if another socket took the
+// freed port meanwhile (DESIGN.md, "CloseAPI"). CloseAPI on a port that
+// is not bound, or after Close, does nothing.
 func (l *Listener) CloseAPI() error {
 	l.openMu.Lock()
 	defer l.openMu.Unlock()
