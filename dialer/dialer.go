@@ -117,9 +117,7 @@ func New(cfg Config) (*Dialer, error) {
 	d.retry = backoff.Policy{Min: cfg.MinBackoff, Max: cfg.MaxBackoff, Jitter: 0.5}
 	if cfg.LocalPort != 0 {
 		port := strconv.Itoa(cfg.LocalPort)
-		// Literal IPs, never "localhost": a resolver may map localhost to
-		// anything (or to nothing), and the incident log shows how little
-		// "looked up localhost" guarantees about where the agent ends up.
+		// Literal IPs, never "localhost" (DESIGN.md, "Loopback").
 		d.local = []string{net.JoinHostPort("127.0.0.1", port), net.JoinHostPort("::1", port)}
 		d.home = make(chan struct{})
 	}
@@ -153,26 +151,18 @@ func (d *Dialer) dialTCP(ctx context.Context, addr string) (net.Conn, error) {
 
 // Connect is Dial for clients that are not a bare net.Conn (TLS,
 // websocket, RPC): open makes one connection to addr and must return
-// promptly once its ctx ends. T must be an io.Closer (as *tls.Conn,
-// websocket and gRPC client connections are) because a round races its
-// attempts: when several succeed the first wins, and every other value
-// open returned is closed before Connect returns, so nothing leaks. A nil
-// T without an error counts as that address failing; nil is what == says
-// (T is comparable: a pointer or an interface type), so for a pointer T a
-// nil pointer, for an interface T a nil interface. A non-nil value
-// returned beside an error is closed too, unless T is an interface type:
-// a value in an interface T beside an error is left alone, as net/http's
-// Transport leaves it (it may be a nil pointer, whose Close would panic).
+// promptly once its ctx ends. A round races its attempts: the first
+// success wins, and every other value open returned is closed before
+// Connect returns. A nil T (by ==) without an error counts as that address
+// failing. A non-nil value beside an error is closed too, unless T is an
+// interface type (DESIGN.md, "Connect's values").
 //
 // Each round tries its candidates in parallel, staggered: the next starts
 // when the previous attempt fails or HeadStart after it started. Local
-// candidates are 127.0.0.1 then [::1] (a host without IPv6 connects on the
-// first); peers are shuffled afresh for every round so that agents spread
-// their load. An error from open that has a method RetryAfter()
-// time.Duration (a server's "try again later") keeps its address out of
-// later rounds, and later Dials, for exactly that long, instead of
-// hammering it. No jitter is added: a server spreads its clients by the
-// hints it draws (as upgrade's gate does, from [R, 2R]).
+// candidates are 127.0.0.1 then [::1]; peers are shuffled afresh for every
+// round. An error from open that has a method RetryAfter() time.Duration
+// (a server's "try again later") keeps its address out of later rounds,
+// and later Dials, for exactly that long (no jitter added: DESIGN.md).
 //
 // A nil d or open, or a Dialer not made by New, is reported as an error
 // satisfying errors.Is(err, errors.NotValid) (github.com/juju/errors).
@@ -316,11 +306,8 @@ type result[T any] struct {
 	err  error
 }
 
-// round is one race over a round's candidates, shaped like net.Dialer's
-// dialParallel: the attempts only report over results, and all the
-// bookkeeping is done by the one goroutine that runs race. Attempts start
-// in order, each when the previous one fails or HeadStart after it
-// started; the first success wins.
+// round is one race over a round's candidates (DESIGN.md, "Rounds"): the
+// attempts only report over results; race does all the bookkeeping.
 type round[T client] struct {
 	c        *connector[T]
 	addrs    []string
@@ -389,10 +376,7 @@ func (c *connector[T]) race(ctx context.Context, addrs []string, abort <-chan st
 }
 
 // launch starts the next attempt; it reports false, starting nothing,
-// once abort has closed. race's select picks at random among ready cases,
-// so a head start or a failure may be handled after LocalReady closed:
-// checking here, as late as possible, is what keeps "no peer is dialled
-// after ready" true rather than merely likely.
+// once abort has closed (why here: DESIGN.md, "Rounds").
 func (r *round[T]) launch() bool {
 	// Arm (or stop) the head-start timer before the attempt starts, so
 	// anyone who observes the attempt also observes the timer it implies.
@@ -562,8 +546,7 @@ func (c *connector[T]) failed(addr string, err error, cancelled bool) {
 	if hint <= 0 {
 		return
 	}
-	// Exactly the hint: the server spreads a herd when it draws the hints
-	// (one jitter rule), so a second jitter here would only add to its wait.
+	// Exactly the hint, no jitter (DESIGN.md, "RetryAfter hints").
 	until := c.d.cfg.Clock.Now().Add(hint)
 	c.d.mu.Lock()
 	if h, ok := c.d.holdoff[addr]; !ok || until.After(h.until) {
@@ -627,10 +610,8 @@ func endedCtx(err error) bool {
 		errors.Is(err, os.ErrDeadlineExceeded)
 }
 
-// ctxErr is ctx.Err(), or DeadlineExceeded once ctx's deadline has passed:
-// a backoff timer can fire at the deadline a moment before ctx's own timer
-// sets ctx.Err(), and a round started then would only collect "i/o
-// timeout"s (ctx deadlines are wall-clock times, hence time.Now).
+// ctxErr is ctx.Err(), or DeadlineExceeded once ctx's (wall-clock)
+// deadline has passed, before ctx's own timer sets ctx.Err().
 func ctxErr(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -663,20 +644,15 @@ func closeQuietly[T client](v T) {
 	}
 }
 
-// isNil reports whether v is T's nil. For a pointer T that includes a
-// typed nil such as (*tls.Conn)(nil), which any(v) == nil misses, and
-// which would then win a round or have its Close called.
+// isNil reports whether v is T's nil, a typed nil pointer included
+// (DESIGN.md, "Connect's values").
 func isNil[T comparable](v T) bool {
 	var zero T
 	return v == zero
 }
 
-// closeBesideError closes a value open returned beside an error, so that it
-// does not leak, where T tells whether it is one: for a pointer T, unless
-// it is nil. An interface T (net.Conn) holding a nil pointer (from
-// "return tls.Dial(...)", the usual way) is not == nil, and its Close would
-// panic on the nil receiver, so a value in an interface T is left alone, as
-// net/http's Transport leaves what its DialContext returns beside an error.
+// closeBesideError closes a non-nil value open returned beside an error,
+// unless T is an interface type (DESIGN.md, "Connect's values").
 func closeBesideError[T client](v T) {
 	var zero T
 	if any(zero) != nil { // T is not an interface type

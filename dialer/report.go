@@ -40,9 +40,7 @@ func (d *Dialer) Report() Report {
 }
 
 // Policy returns Config.Policy, for adapters that move their connections
-// home when LocalReady closes: under RequireLocal every connection is
-// local already, and there is nothing to move (NewTransport and grpcdialer
-// skip the move).
+// home: under RequireLocal there is nothing to move.
 func (d *Dialer) Policy() Policy { return d.cfg.Policy }
 
 // routeKind is the kind of route last logged.
