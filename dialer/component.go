@@ -3,20 +3,14 @@ package dialer
 import "errors"
 
 // A Dialer is the "self-dial" readiness component, with the shape of
-// gate.Component (without importing gate): board.Follow("self-dial", d)
-// adds an entry that opens once the Dialer has moved home, and says while
-// it waits what for. Follow it as soon as it exists, before anything
-// dials:
-//
-//	[-]self-dial locked for 2s (waits for the local controller to serve)
+// gate.Component: follow it (board.Follow("self-dial", d)) before anything
+// dials.
 
 // Completed returns a channel that is closed when the Dialer has moved
 // home: at its first call (Dial or Connect, so also Transport's and
 // grpcdialer's connections) that connects to this machine's controller
-// once LocalReady has closed — never by a connection to a peer, nor by a
-// local one made before LocalReady closed; nothing pings the local server.
-// It is nil when LocalPort is 0 (there is no home to move to); it never
-// closes while LocalReady stays open.
+// once LocalReady has closed; never by a peer's connection, nor by a local
+// one made before. It is nil when LocalPort is 0.
 func (d *Dialer) Completed() <-chan struct{} { return d.home }
 
 // Failed returns a channel that is closed when the Dialer can never move

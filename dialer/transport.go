@@ -38,10 +38,7 @@ type Transport struct {
 	before, after *http.Transport
 	moved         atomic.Bool
 	// inflight counts requests sent on before, from RoundTrip until their
-	// response body ends. A request counts itself before it reads moved,
-	// and the move sets moved before it reads inflight (both sequentially
-	// consistent), so whichever comes second sees the other: either the
-	// request goes to after, or the move leaves its connection alone.
+	// response body ends (its ordering with moved: DESIGN.md, "Transport").
 	inflight atomic.Int64
 
 	mu    sync.Mutex
@@ -71,8 +68,7 @@ func NewTransport(d *Dialer, base *http.Transport) (*Transport, error) {
 	}
 	t := &Transport{d: d, conns: make(map[*beforeConn]struct{})}
 	t.after = cloneFor(base, t.dialAfter)
-	// Under RequireLocal every connection is local already; with no
-	// local controller (LocalPort 0: ready is nil) there is nowhere to go.
+	// Under RequireLocal, or with LocalPort 0, there is nothing to move.
 	if ready := d.LocalReady(); d.Policy() != RequireLocal && ready != nil && !isClosed(ready) {
 		t.ready = ready
 		t.before = cloneFor(base, t.dialBefore)

@@ -60,10 +60,9 @@ type Config struct {
 
 	// APIBurst is how many API connections may be accepted at once after
 	// an idle spell. Zero means the smallest burst that can sustain
-	// APIRate, max(1, ceil(APIRate × 2ms)): a goroutine that sleeps on
-	// timers oversleeps by about a millisecond, and a smaller bucket
-	// would overflow meanwhile and lose rate. A positive burst below that
-	// minimum, a negative burst, or a burst without APIRate is invalid.
+	// APIRate, max(1, ceil(APIRate × 2ms)) (why: DESIGN.md, "APIBurst"). A
+	// positive burst below that, a negative one, or one without APIRate is
+	// invalid.
 	APIBurst int
 
 	// APIMaxConns caps the number of open API-port connections; an

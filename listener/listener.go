@@ -402,16 +402,12 @@ func (l *Listener) doneErr() error {
 // API socket even if the API port was never opened, closes connections
 // accepted but not yet handed out, and returns once the accept goroutines
 // have exited and an OpenAPI or CloseAPI in flight has returned: from then
-// on the listener logs nothing and calls OnBound no more, and its own
-// goroutines count nothing more. (The caller's calls still may: Conns
-// falls as the connections Accept returned close — they belong to the
-// caller and stay open — and an Accept that took a connection as Close
-// ran closes it and counts it Refused.) Close is idempotent and safe
-// to call concurrently; calls after the first return nil. It may be
-// called from OnBound: a Close made while OnBound runs (from there or
-// from elsewhere) does not wait for the call OnBound runs in, which, once
-// OnBound returns, releases the API port it bound and does nothing more
-// (Cause matches net.ErrClosed).
+// on the listener logs nothing, calls OnBound no more and counts nothing
+// more itself (connections Accept returned stay open; Conns falls as they
+// close). Close is idempotent and safe to call concurrently; calls after
+// the first return nil. It may be called from OnBound: it then does not
+// wait for the call OnBound runs in, which releases the API port it bound
+// and does nothing more (Cause matches net.ErrClosed).
 func (l *Listener) Close() error { return l.end(nil) }
 
 // end is the listener's one close path, for Close (cause nil) and a
