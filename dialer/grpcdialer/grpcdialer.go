@@ -27,16 +27,11 @@ const scheme = "coldstart-dialer"
 // credentials, or grpc.WithAuthority (which changes :authority too).
 const Authority = "controller"
 
-// The two addresses the resolver reports. Neither is dialled as such: the
-// Dialer picks the real one. What matters is that they differ, so that the
-// ClientConn leaves the connection it has for a new one when LocalReady
-// closes.
+// The resolver's two addresses, before and after LocalReady closes. The
+// Dialer picks the real one; they differ so that the ClientConn leaves its
+// connection for a new one at the move.
 var (
-	// anyRoute is the address before LocalReady closes: the Dialer may go
-	// to a peer (it waits out LocalReadyGrace first).
-	anyRoute = resolver.Address{Addr: "dialer:any"}
-	// localRoute is the address after it: the Dialer goes local only
-	// (under RequireLocalWhenReady; PreferLocal still falls back).
+	anyRoute   = resolver.Address{Addr: "dialer:any"}
 	localRoute = resolver.Address{Addr: "dialer:local"}
 )
 
