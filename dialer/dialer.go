@@ -25,12 +25,9 @@ type Policy int
 const (
 	// RequireLocalWhenReady, the zero value and the default, dials only
 	// this machine's controller once Config.LocalReady has closed, retrying
-	// it until ctx ends and never falling back to a peer (the load-shedding
-	// guarantee). Before that, each Dial waits up to LocalReadyGrace for
-	// LocalReady and then dials the peers, so that a new controller can
-	// report itself to a peer and become ready: "local only" follows the
-	// observed readiness, never the role, which is what ends the enable-ha
-	// deadlock.
+	// it until ctx ends, never a peer. Before that, each Dial waits up to
+	// LocalReadyGrace for LocalReady and then dials the peers (so enable-ha
+	// cannot deadlock: README.md).
 	RequireLocalWhenReady Policy = iota
 
 	// PreferLocal dials the local addresses first and the peers after them,
@@ -40,10 +37,9 @@ const (
 	PreferLocal
 
 	// RequireLocal dials only this machine's controller, whatever
-	// LocalReady says. It is the naive "I am a controller, so localhost"
-	// rule: a new controller that must report to a peer before it can
-	// serve deadlocks under it. Use it only where the local server cannot
-	// depend on a peer.
+	// LocalReady says. A new controller that must report to a peer before
+	// it can serve deadlocks under it: use it only where the local server
+	// cannot depend on a peer.
 	RequireLocal
 )
 
@@ -87,8 +83,7 @@ type Dialer struct {
 	localDials, peerDials, fallbacks, failures atomic.Uint64
 	lastRoute                                  atomic.Int32 // the routeKind last logged
 
-	// home closes at the first local connection made once LocalReady has
-	// closed (nil with LocalPort 0); atHome is set just before, so that
+	// home is Completed; atHome is set just before it closes, so that
 	// later calls skip the Once.
 	home     chan struct{}
 	homeOnce sync.Once

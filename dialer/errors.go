@@ -8,12 +8,10 @@ import (
 
 var (
 	// ErrLocalNotReady is matched (alongside ctx.Err()) by the error of a
-	// Dial or Connect that ran under RequireLocalWhenReady and gave up
-	// because ctx ended while LocalReady was still open: this machine's own
-	// controller never became ready and no peer could be reached in its
-	// place — or no peer was listed, and the call simply waited for
-	// LocalReady. Dial again later, or find out why the local server is not
-	// serving; the error's Attempts say which peers failed and why.
+	// Dial or Connect under RequireLocalWhenReady whose ctx ended while
+	// LocalReady was still open, no peer having answered (or none listed).
+	// Dial again later, or find out why the local server is not serving;
+	// the error's Attempts say which peers failed and why.
 	ErrLocalNotReady = errors.New("dialer: local controller not ready")
 )
 

@@ -52,15 +52,10 @@ type Listener struct {
 	closeDone chan struct{}  // closed when the first Close returns; later ones wait for it
 	wg        sync.WaitGroup // the accept goroutines
 
-	// whens counts the OpenAPIWhen watchers running; Add is called under
-	// mu while the listener runs, so Close's Wait comes after.
-	whens sync.WaitGroup
+	whens sync.WaitGroup // the OpenAPIWhen watchers
 
-	// apiOpened closes the first time the API port opens. apiFailed
-	// closes if an open asked for by OpenAPIWhen fails, or the
-	// listener ends before the API port ever opened; apiErr, written
-	// before apiFailed closes and read only after, says why. Both close
-	// under mu.
+	// Completed and Failed; apiErr is Cause, written before apiFailed
+	// closes. Both close under mu.
 	apiOpened, apiFailed chan struct{}
 	apiErr               error
 
@@ -178,25 +173,18 @@ func newListener(cfg Config, listen func(network, addr string) (net.Listener, er
 	return l, nil
 }
 
-// OpenAPIWhen opens the API port when ready closes, as a call to OpenAPI
-// would, with no goroutine of yours waiting for it: pass the gate the
-// controller waits on before it takes agents (a gate's Unlocked()), and
-// name it in what, for Detail: OpenAPIWhen("stable", stable.Unlocked())
-// has a board show "[-]api-port locked for 2s (opens once stable)". It
-// may be called at any time after New, so the gate can be built from
-// components made after the listener (the Dialer of the controller's
-// own API client, which needs the controller port first).
+// OpenAPIWhen opens the API port when ready closes (a gate's Unlocked()),
+// as a call to OpenAPI would, with no goroutine of yours waiting for it;
+// what names it for Detail ("opens once stable"). It may be called at any
+// time after New.
 //
-// The open is tried once; if it fails (the address is in use), Failed
-// closes and Cause returns the *PortError, so the failure shows where
-// you watch the port (a readiness board), and you may call OpenAPI again.
-// Completed closes once the port is open. CloseAPI before ready closes
-// does not cancel the open (BindAPIEarly plus CloseAPI, to learn the port
-// number first, still works); Close does. Each call waits on its own
-// channel (after CloseAPI, a new one opens the port again); Detail names
-// the last. A nil ready is refused with an error satisfying
-// errors.Is(err, errors.NotValid) (github.com/juju/errors); after Close,
-// or a permanent accept failure, OpenAPIWhen returns what OpenAPI would.
+// The open is tried once; if it fails, Failed closes and Cause returns the
+// *PortError, and you may call OpenAPI again. Completed closes once the
+// port is open. CloseAPI before ready closes does not cancel the open;
+// Close does. Each call waits on its own channel; Detail names the last.
+// A nil ready is an error satisfying errors.Is(err, errors.NotValid)
+// (github.com/juju/errors); after Close, or a permanent accept failure,
+// OpenAPIWhen returns what OpenAPI would.
 func (l *Listener) OpenAPIWhen(what string, ready <-chan struct{}) error {
 	if ready == nil {
 		return jujuerrors.NotValidf("nil ready (must be a channel that closes when the API port may open)")
@@ -215,9 +203,7 @@ func (l *Listener) OpenAPIWhen(what string, ready <-chan struct{}) error {
 	return nil
 }
 
-// openAPIWhen is the goroutine of OpenAPIWhen: it opens the API port when
-// ready closes, once, and reports a failure no caller would otherwise see
-// on Failed. The end of the listener ends it.
+// openAPIWhen is OpenAPIWhen's goroutine; a failure goes to Failed.
 func (l *Listener) openAPIWhen(ready <-chan struct{}) {
 	defer l.whens.Done()
 	select {
