@@ -64,10 +64,9 @@ type Route struct {
 	Addr string
 	// Local is true when Addr is this machine's own controller.
 	Local bool
-	// LocalReady is Config.LocalReady (nil when LocalPort is 0). A caller
-	// holding a peer connection selects on it to learn that its own
-	// controller is now serving, then closes the peer connection and dials
-	// again, which goes local. A nil channel never fires.
+	// LocalReady is Config.LocalReady (nil when LocalPort is 0): a caller
+	// holding a peer connection selects on it, then closes that connection
+	// and dials again, which goes local.
 	LocalReady <-chan struct{}
 }
 
@@ -119,11 +118,9 @@ func New(cfg Config) (*Dialer, error) {
 	return d, nil
 }
 
-// LocalReady returns Config.LocalReady, the channel that closes once this
-// machine's controller is serving, or nil when LocalPort is 0 (there is no
-// local controller to move to). An adapter that holds connections (a
-// pool, an RPC client) selects on it to move them home; Route.LocalReady
-// is the same channel.
+// LocalReady returns Config.LocalReady, or nil when LocalPort is 0. An
+// adapter that holds connections selects on it to move them home;
+// Route.LocalReady is the same channel.
 func (d *Dialer) LocalReady() <-chan struct{} {
 	if d.cfg.LocalPort == 0 {
 		return nil
@@ -333,15 +330,12 @@ func (c *connector[T]) race(ctx context.Context, addrs []string, abort <-chan st
 			r.inflight--
 			if res.err == nil {
 				if ctx.Err() != nil {
-					// ctx ended as this attempt connected, and select
-					// happened to pick the result: ctx's ending wins, as
-					// it does when select picks it.
+					// ctx's ending wins, whichever case select picked.
 					closeQuietly(res.v)
 					return r.stop(ctxDone)
 				}
 				if isClosed(abort) {
-					// Likewise for LocalReady: a peer that connects as
-					// the local server becomes ready loses to it.
+					// So does LocalReady over a peer's connection.
 					closeQuietly(res.v)
 					return r.stop(readyFired)
 				}

@@ -16,12 +16,10 @@ type Report struct {
 	// LocalDials counts the calls that connected to this machine's
 	// controller, PeerDials those that connected to a peer.
 	LocalDials, PeerDials uint64
-	// Fallbacks counts the calls that dialled a peer although this machine
-	// has a controller (LocalPort is set): under RequireLocalWhenReady,
-	// because LocalReady had not closed within LocalReadyGrace; under
-	// PreferLocal, because the local addresses failed or did not answer
-	// within HeadStart. A call that falls back counts once, whether or not
-	// a peer then answers.
+	// Fallbacks counts the calls that dialled a peer although LocalPort is
+	// set (LocalReady not closed within LocalReadyGrace, or under
+	// PreferLocal the local addresses failing or slower than HeadStart),
+	// once a call, whether or not a peer then answers.
 	Fallbacks uint64
 	// Failures counts the calls that returned a *DialError: ctx ended
 	// before any address answered.

@@ -83,9 +83,8 @@ type Config struct {
 
 	// Logger, if not nil, receives a record for each transition of a
 	// port: bound, opened or closed, the API port failing to open, an
-	// accept failing for good (keys port, addr, err). Connections are
-	// counted in Report, never logged. nil means no logs. Nothing is
-	// logged after Close has returned.
+	// accept failing for good (keys port, addr, err); nothing after Close
+	// has returned. nil means no logs.
 	Logger *slog.Logger
 
 	// OnBound, if not nil, is called with each real bound address (the

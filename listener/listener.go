@@ -26,10 +26,8 @@ var acceptBackoff = backoff.Policy{Min: 5 * time.Millisecond, Max: time.Second}
 
 // Listener is a net.Listener over two TCP ports: the controller port,
 // accepting from New, and the API port, accepting between OpenAPI and
-// CloseAPI. Accept returns connections from both, preferring the
-// controller port. Each port has its own accept goroutine; the API rate
-// limit and connection cap are applied there, so a controller connection
-// never waits behind throttled agents.
+// CloseAPI, rate-limited and capped in its own accept goroutine. Accept
+// returns connections from both, preferring the controller port.
 //
 // A Listener is safe for concurrent use.
 type Listener struct {
@@ -359,9 +357,7 @@ func (l *Listener) Accept() (net.Conn, error) {
 			return nil, l.doneErr()
 		}
 	}
-	// A conn that raced with Close (or a failure) is closed here, not
-	// handed out: once the listener has ended, Accept returns no more
-	// connections.
+	// Once the listener has ended, Accept hands out no more connections.
 	select {
 	case <-l.done:
 		_ = c.Close()
