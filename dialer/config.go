@@ -71,9 +71,8 @@ type Config struct {
 
 	// Logger, if not nil, receives a record each time the route changes
 	// (the first connection, a fallback to a peer and why, the move home:
-	// keys route, addr, err), from within the call that changed it, so
-	// nothing is logged once the calls have returned. Calls are counted
-	// in Report, never logged. nil means no logs.
+	// keys route, addr, err), from within the call that changed it. nil
+	// means no logs.
 	Logger *slog.Logger
 
 	// DialContext opens the TCP connections of Dial (Connect uses its own

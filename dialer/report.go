@@ -7,9 +7,8 @@ import (
 )
 
 // Report is a snapshot of a Dialer for status pages and logs. Its counters
-// are cumulative over the Dialer's life and count calls of Dial and
-// Connect (and so the connections Transport and grpcdialer make), not the
-// attempts within a call.
+// are cumulative and count calls of Dial and Connect (so also Transport's
+// and grpcdialer's connections), not the attempts within a call.
 type Report struct {
 	// LocalReady is true once Config.LocalReady has closed.
 	LocalReady bool
