@@ -1,19 +1,13 @@
 // Package upgrade is an upgrade-in-progress gate for agent servers, its
 // wire format, and the client side that waits it out instead of failing.
 //
-// Until its upgrade steps have run and it knows it needs no new agent
-// binaries, a server offers only a small API and refuses everything else.
-// In the incident this answers (a deployer run right after bootstrap),
-// clients could only string-match "upgrade in progress" and sleep 1 s × 60.
-// Here a refusal is a typed error (ErrUpgradeInProgress, whose RetryAfter
-// method carries the server's hint) and, over HTTP, a 503 with a
-// Retry-After drawn per refusal from [R, 2R] — so a herd of generic clients,
-// which sleep exactly what they are told, does not come back in lock-step —
-// and a JSON code that ErrorFromResponse decodes. A refused call is never
-// executed, which is what makes Retry safe. A failed upgrade
-// (ErrUpgradeFailed) is a 409 without Retry-After, which generic retrying
-// clients (go-retryablehttp, curl --retry, urllib3) do not retry, so they
-// stop with the cause instead of retrying a 503 for half a minute.
+// Until its upgrade steps have run, a server refuses every call off its
+// allowlist: a typed error (ErrUpgradeInProgress, with RetryAfter) and, over
+// HTTP, a 503 with a Retry-After drawn per refusal from [R, 2R] and a JSON
+// code that ErrorFromResponse decodes. A refused call is never executed,
+// which is what makes Retry safe. A failed upgrade (ErrUpgradeFailed) is a
+// 409 without Retry-After, which generic retrying clients do not retry.
+// The reasons are in DESIGN.md.
 //
 // Server:
 //
@@ -23,11 +17,9 @@
 //	// ... check binaries (see upgrade/binaries), then
 //	err := g.RunSteps(ctx, runSteps) // PhaseComplete, or Fail on a step's own error
 //
-// RunSteps fails the gate only on a step's own error: when ctx ends (a
-// SIGTERM mid-upgrade) the gate stays in progress, so clients keep waiting
-// (503) rather than stopping for good (409 "upgrade failed: context
-// canceled"), and the agent's next start runs the steps again. Enter,
-// Complete and Fail remain for servers that drive the phases themselves.
+// RunSteps fails the gate only on a step's own error: when ctx ends the
+// gate stays in progress. Enter, Complete and Fail remain for servers that
+// drive the phases themselves.
 //
 // One per-call guard decides every call: Admit. Middleware calls it for
 // HTTP, grpcupgrade's interceptors for gRPC, and an RPC server of your own
@@ -46,10 +38,8 @@
 //	client := &http.Client{Transport: upgrade.RetryTransport(nil)}
 //	resp, err := client.Post(url, "application/json", bytes.NewReader(payload))
 //
-// One jitter, the server's: each refusal's Retry-After is drawn by the
-// server from [R, 2R] (R is its gate's RetryAfter), and clients wait
-// exactly that, so a herd refused together comes back spread over R and no
-// client waits more than 2R per refusal.
+// Clients wait exactly the server's Retry-After and add no jitter (DESIGN.md,
+// "One jitter").
 //
 // Any other call waits refusals out with Retry (build the request inside
 // fn: each attempt needs a fresh body):
@@ -81,30 +71,15 @@
 //
 // # Testing in a synctest bubble
 //
-// A Gate and its clients run inside a testing/synctest bubble (Go 1.25
-// and later) on their default clocks (a nil GateConfig.Clock, no
-// WithClock): steps that sleep and every Retry-After waited out take fake
-// time, so a test asserts exact durations — a client's wait is exactly
-// the sum of the Retry-After values it was sent. Reach the server through
-// an http.RoundTripper that calls the handler (Middleware, ReadyHandler)
-// with an httptest.ResponseRecorder, not through a listener: a goroutine
-// blocked on a socket is not durably blocked, and fake time stands still
-// while it waits. synctest_test.go in this package shows the phases, Retry,
-// WaitReady and a herd of RetryTransports that way.
+// A Gate and its clients run inside a testing/synctest bubble on their
+// default clocks; reach the server through an http.RoundTripper that calls
+// the handler, not through a listener (DESIGN.md, synctest_test.go).
 //
 // # Counts and logs
 //
-// Counts flow one way: the gate counts the calls it decides while it
-// refuses (one atomic add per call, nothing once it is complete) and
-// Report().Calls reads them — one CallsReport per refusing phase
-// (checking, running-steps, failed), since NewGate and across epochs:
-// Refused (503 or 409; gRPC Unavailable or FailedPrecondition) and
-// Admitted (allowlisted). The metrics module exports them.
-//
-// The Logger carries transitions only: one record per phase change (its
-// level and keys are in the repository's catalogue, docs/catalogue.md). A gate holds
-// no timer and no goroutine, so it never writes a record, counts or calls
-// its hook after the calls made to it have returned. A cancelled RunSteps (SIGTERM) is not a transition and logs
-// nothing. The clients log nothing: WithNotify is their hook, run inside
-// the call.
+// The gate counts the calls it decides while it refuses, read by
+// Report().Calls. Its Logger carries one record per phase change (see
+// docs/catalogue.md), never after the calls made to it have returned; a
+// cancelled RunSteps logs nothing. The clients log nothing: WithNotify is
+// their hook, run inside the call.
 package upgrade

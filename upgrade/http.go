@@ -33,13 +33,8 @@ const (
 // request has none).
 const headerCode = "Coldstart-Upgrade"
 
-// statusFailed answers a request refused after a failed upgrade. It is a
-// 4xx other than 408 and 429, which generic retrying clients
-// (go-retryablehttp, curl --retry, urllib3's Retry) do not retry, where the
-// 503 they did retry kept them at it for 15–31 s. 409 Conflict: the request
-// conflicts with the server's current state, which an operator can resolve
-// before the request is sent again (RFC 9110, 15.5.10) — unlike 400 (the
-// request is at fault) or 412 (a precondition the request itself stated).
+// statusFailed answers a request refused after a failed upgrade (DESIGN.md,
+// "409 for a failed upgrade").
 const statusFailed = http.StatusConflict
 
 // maxWireBody bounds how much of a refusal's body ErrorFromResponse reads.
@@ -47,8 +42,7 @@ const statusFailed = http.StatusConflict
 const maxWireBody = 4 << 10
 
 // wireBody is the JSON body of a refusal. Cause, sent only once the upgrade
-// failed, is the cause's text alone: Message already says "upgrade failed"
-// around it, and a client rebuilding the error must not say it twice.
+// failed, is the cause's text alone.
 type wireBody struct {
 	Code    string `json:"code"`
 	Phase   string `json:"phase"`
@@ -92,7 +86,6 @@ func newRefusal(guard error) *refusal {
 	return r
 }
 
-// encodeRefusal is a refusal's body.
 func encodeRefusal(b wireBody) []byte {
 	body, err := json.Marshal(b)
 	if err != nil { // cannot happen: four strings
@@ -101,12 +94,9 @@ func encodeRefusal(b wireBody) []byte {
 	return append(body, '\n')
 }
 
-// failedBody is the body of a refusal after a failed upgrade. Its cause is
-// an error's text from anywhere (a step's, an operator's): it is sent on
-// one line and cut at 1 KiB (internal/printable), and, should JSON's
-// escapes still make the body more than a client reads (maxWireBody),
-// cut shorter — once it was a megabyte, sent twice in every refusal, and
-// clients, reading 4 KiB of it, said "the server gave no cause".
+// failedBody is the body of a refusal after a failed upgrade: its cause on
+// one line, cut to fit maxWireBody (DESIGN.md, "The failed body's cause is
+// cut").
 func failedBody(guard error) []byte {
 	b := wireBody{Code: CodeFailed, Phase: PhaseFailed.String(), Message: guard.Error()}
 	cause := errors.Unwrap(guard)
@@ -124,7 +114,6 @@ func failedBody(guard error) []byte {
 	}
 }
 
-// retryAfter draws this refusal's Retry-After.
 func (r *refusal) retryAfter() string {
 	s := spread.Draw(r.lo, r.hi)
 	if r.after != nil {
@@ -133,9 +122,7 @@ func (r *refusal) retryAfter() string {
 	return strconv.FormatInt(s, 10)
 }
 
-// write sends the refusal: 503 with a Retry-After (or 409 without one,
-// once failed), the Coldstart-Upgrade header and the JSON body. Header
-// values share one allocation.
+// write sends the refusal. Header values share one allocation.
 func (r *refusal) write(w http.ResponseWriter) {
 	h := w.Header()
 	vals := make([]string, 4)
@@ -167,12 +154,8 @@ func (r *refusal) write(w http.ResponseWriter) {
 //
 // both with the header Coldstart-Upgrade: <code> and a JSON body
 // {"code", "phase", "message"} (plus "cause" once failed: the cause's text
-// on one line, control characters replaced, cut at 1 KiB). A refusal is
-// precomputed per gate state and costs one small allocation (two when R is
-// 128 s or more). Each request is decided by the gate's per-call guard,
-// as Admit decides it: while the gate refuses it is counted, admitted
-// (allowlisted) or refused, in Report().Calls; once the upgrade is
-// complete nothing is counted.
+// on one line, control characters replaced, cut at 1 KiB). Each request
+// is decided, and counted, as Admit decides it.
 //
 // The not-executed promise: a refused request never reaches next, so a
 // client may repeat it safely. The gate is read once, when the request
@@ -195,7 +178,6 @@ func Middleware(g *Gate, allow func(*http.Request) bool) func(http.Handler) http
 	}
 }
 
-// readyBody is ReadyHandler's answer once the upgrade is complete.
 var readyBody = []byte(`{"phase":"complete"}` + "\n")
 
 // ReadyHandler answers readiness probes: 200 with {"phase":"complete"} once
@@ -226,8 +208,8 @@ func ReadyHandler(g *Gate) http.Handler {
 // text of the cause). It returns nil for anything else, including nil resp:
 //
 //   - Only a 503 or a 409 can be a refusal; another status's body is not
-//     touched. A 503 may carry Code or CodeFailed (a round-1 server
-//     answered a failed upgrade with 503), a 409 only CodeFailed.
+//     touched. A 503 may carry Code or CodeFailed (a round-1 server's),
+//     a 409 only CodeFailed.
 //   - Such a response is this gate's refusal only if it carries the
 //     Coldstart-Upgrade header or a JSON body whose "code" is one of ours;
 //     the header wins if both are present. A bare 503 from a proxy or load
@@ -272,9 +254,8 @@ func ErrorFromResponse(resp *http.Response) error {
 	return nil
 }
 
-// causeInMessage is the cause inside a failed refusal's message, for a
-// server that sent no separate cause (round 1's did not): its message is a
-// FailedError's text, which FailedError would otherwise wrap again.
+// causeInMessage is the cause inside a FailedError's text, for a server
+// that sent no separate cause (round 1's).
 func causeInMessage(msg string) string {
 	msg = strings.TrimSpace(msg)
 	for {
@@ -286,7 +267,6 @@ func causeInMessage(msg string) string {
 	}
 }
 
-// isCode reports whether code is one of ours for a response of status.
 func isCode(code string, status int) bool {
 	return code == CodeFailed || (code == Code && status == http.StatusServiceUnavailable)
 }
@@ -296,22 +276,19 @@ func isJSON(ct string) bool {
 	return err == nil && (mt == "application/json" || strings.HasSuffix(mt, "+json"))
 }
 
-// peekBody reads up to maxWireBody bytes of resp.Body and puts them back in
-// front of the rest.
+// peekBody reads up to maxWireBody bytes of resp.Body and puts them back.
 func peekBody(resp *http.Response) []byte {
 	buf, err := io.ReadAll(io.LimitReader(resp.Body, maxWireBody))
 	resp.Body = &replayBody{Reader: io.MultiReader(bytes.NewReader(buf), errReader{resp.Body, err}), Closer: resp.Body}
 	return buf
 }
 
-// replayBody is a response body whose first bytes were already read.
 type replayBody struct {
 	io.Reader
 	io.Closer
 }
 
-// errReader continues with r, or reports the error that stopped the peek so
-// the caller sees it where it happened.
+// errReader continues with r, or reports the error that stopped the peek.
 type errReader struct {
 	r   io.Reader
 	err error
@@ -350,7 +327,6 @@ func parseRetryAfter(h http.Header) time.Duration {
 	return min(max(at.Sub(date), 0), spread.MaxWait)
 }
 
-// isDigits reports whether s is one or more ASCII digits.
 func isDigits(s string) bool {
 	for i := 0; i < len(s); i++ {
 		if s[i] < '0' || s[i] > '9' {
