@@ -62,16 +62,14 @@ const pushbackKey = "grpc-retry-pushback-ms"
 //     UPGRADE_IN_PROGRESS, Domain: coldstart, Metadata: {phase}}, a
 //     RetryInfo and the trailer grpc-retry-pushback-ms, both carrying a
 //     wait drawn per refusal from [R, 2R] milliseconds (R is the gate's
-//     RetryAfter), so grpc-go's built-in retry policy waits it out and a
-//     herd does not come back in lock-step;
+//     RetryAfter);
 //   - failed: codes.FailedPrecondition, reason UPGRADE_FAILED (the cause in
 //     its metadata and its message, on one line and cut at 1 KiB, as
 //     upgrade's HTTP refusal sends it) and pushback -1, on which grpc-go
 //     stops retrying.
 //
-// Each call is decided by upgrade.Gate.Admit, the gate's one per-call
-// guard: while the gate refuses it is counted, admitted (allowlisted) or
-// refused, in the gate's Report().Calls. It panics if g is nil.
+// Each call is decided, and counted, by upgrade.Gate.Admit. It panics if g
+// is nil.
 func UnaryServerInterceptor(g *upgrade.Gate, allow func(fullMethod string) bool) grpc.UnaryServerInterceptor {
 	if g == nil {
 		panic("grpcupgrade.UnaryServerInterceptor: nil Gate")
@@ -105,8 +103,7 @@ func StreamServerInterceptor(g *upgrade.Gate, allow func(fullMethod string) bool
 	}
 }
 
-// admit decides a call with the gate's one per-call guard, Admit, which
-// counts it while g refuses; allow is consulted only then.
+// admit decides a call with g.Admit; allow is consulted only while g refuses.
 func admit(g *upgrade.Gate, allow func(string) bool, fullMethod string) error {
 	if g.Phase() == upgrade.PhaseComplete {
 		return nil
@@ -114,12 +111,8 @@ func admit(g *upgrade.Gate, allow func(string) bool, fullMethod string) error {
 	return g.Admit(allow != nil && allow(fullMethod))
 }
 
-// executed is a handler's error as its client must see it. A refusal the
-// handler passed on from a call of its own (a downstream server still
-// upgrading) carries our ErrorInfo, which promises "not executed" — but
-// this handler ran, so it goes out with its code and message and without
-// our details: neither FromError nor the client interceptor takes it for a
-// refusal of this call, and nothing retries it as one.
+// executed is a handler's error as its client must see it: without our
+// ErrorInfo, since the handler ran (upgrade/DESIGN.md, "grpcupgrade").
 func executed(err error) error {
 	if err == nil {
 		return nil
@@ -141,9 +134,8 @@ func ourInfo(st *status.Status) *errdetails.ErrorInfo {
 	return nil
 }
 
-// refuser builds one interceptor's refusals. What every call refused in
-// one gate state shares (the status, its ErrorInfo) is built once, when the
-// gate's guard changes; a refusal in progress adds only its RetryInfo.
+// refuser builds one interceptor's refusals, sharing per gate guard what
+// does not change per call (the status, its ErrorInfo).
 type refuser struct {
 	cached atomic.Pointer[stateRefusal]
 }
@@ -167,10 +159,7 @@ func newStateRefusal(guard error) *stateRefusal {
 	md := map[string]string{MetadataPhase: upgrade.PhaseFailed.String()}
 	msg := guard.Error()
 	if cause := errors.Unwrap(guard); cause != nil {
-		// A cause is an error's text from anywhere (a step's, an
-		// operator's): it goes out as upgrade's HTTP refusal sends it, on
-		// one line and cut at 1 KiB, in the metadata and the message —
-		// once it was a megabyte, sent twice in every refusal's trailers.
+		// On one line and cut at 1 KiB (upgrade/DESIGN.md, "grpcupgrade").
 		shown := printable.Text(cause.Error())
 		md[MetadataCause] = shown
 		msg = (&upgrade.FailedError{Err: errors.New(shown)}).Error()
@@ -245,8 +234,6 @@ func FromError(err error) error {
 		_ = phase.UnmarshalText([]byte(info.GetMetadata()[MetadataPhase])) // unknown: the zero Phase
 		return &statusError{err: &upgrade.InProgressError{Phase: phase, RetryDelay: delay}, st: st}
 	case ReasonFailed:
-		// Our servers send the cause on its own; the status message
-		// already says "upgrade failed" around it and must not be nested.
 		cause := cmp.Or(printable.Text(strings.TrimSpace(info.GetMetadata()[MetadataCause])), "the server gave no cause")
 		return &statusError{err: &upgrade.FailedError{Err: errors.New(cause)}, st: st}
 	}
@@ -265,20 +252,17 @@ func (e *statusError) Unwrap() error              { return e.err }
 func (e *statusError) GRPCStatus() *status.Status { return e.st }
 
 // UnaryClientInterceptor retries calls refused while the server upgrades,
-// with upgrade.Retry: it waits exactly the server's RetryInfo delay (which
-// the server drew from [R, 2R]: the one jitter), has no attempt cap
-// (grpc-go's built-in retry gives up after 5 attempts, about 4 s into an
-// upgrade pushing back 1 s) and stops when ctx ends, at once on a failed
-// upgrade, and on any other error. It returns FromError's error, which
+// with upgrade.Retry: it waits exactly the server's RetryInfo delay, has no
+// attempt cap and stops when ctx ends, at once on a failed upgrade, and on
+// any other error. It returns FromError's error, which
 // still answers status.Code: a refusal's code, or codes.Canceled /
 // codes.DeadlineExceeded when ctx ended while it waited (the error then
 // also matches the context error and the last refusal). opts are
 // upgrade.Retry's (a nil one is ignored): upgrade.WithClock times the
 // waits, and upgrade.WithNotify, the one hook, sees each, inside the call.
 //
-// Only refused calls are retried, which is safe because a refused call was
-// not executed. Combine it with a built-in retry policy if you like: the
-// server's pushback governs both.
+// Only refused calls are retried. It combines with a built-in retry policy:
+// the server's pushback governs both.
 func UnaryClientInterceptor(opts ...upgrade.RetryOption) grpc.UnaryClientInterceptor {
 	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, callOpts ...grpc.CallOption) error {
 		return ended(upgrade.Retry(ctx, func(ctx context.Context) error {
@@ -296,11 +280,7 @@ func ended(err error) error {
 	return err
 }
 
-// A stream keeps what it sent until it is committed, to send it again
-// after a refusal: at most maxReplay messages and maxReplayBytes of them
-// (proto.Size). A stream that sends more before receiving anything, or
-// sends a message that is not a proto.Message (which cannot be sized), is
-// committed then and no longer retried.
+// Bounds of what an uncommitted stream keeps (see StreamClientInterceptor).
 const (
 	maxReplay      = 64
 	maxReplayBytes = 4 << 20
@@ -316,13 +296,11 @@ const (
 // of the admitted stream. Once a message has been received the stream is
 // committed and never retried: its handler has run.
 //
-// While a stream is not yet committed, SendMsg keeps each message (grpc-go
-// forbids changing a message after SendMsg, so nothing is copied) and
-// reports a stream the server ended as sent (nil, not io.EOF): the status
-// comes from RecvMsg, which retries a refusal and resends them. SendMsg
-// does not wait for RecvMsg's retries: a message sent while RecvMsg waits
-// is kept and goes to the reopened stream with the others, so a bidi
-// stream may send from one goroutine while another receives.
+// While a stream is not yet committed, SendMsg keeps each message (not
+// copied) and reports a stream the server ended as sent (nil, not
+// io.EOF): the status comes from RecvMsg, which retries a refusal and
+// resends them. A message sent while RecvMsg waits goes to the reopened
+// stream, so a bidi stream may send and receive from two goroutines.
 //
 // Cost: an uncommitted stream holds on to up to 64 messages and 4 MiB of
 // them (proto.Size) until it receives its first message. A stream that
@@ -461,10 +439,8 @@ func (s *retryStream) RecvMsg(m any) error {
 var errCommitted = errors.New("grpcupgrade: stream committed during the wait")
 
 // reopen opens the stream again, swaps it in and resends what was sent,
-// under s.mu, so that a concurrent SendMsg cannot commit the stream in
-// between (a stream opened and given less than was sent would run its
-// handler on part of the call) and goes after the replay, to the new
-// stream; then it receives into m, without s.mu.
+// under s.mu (upgrade/DESIGN.md, "grpcupgrade"); then it receives into m,
+// without s.mu.
 func (s *retryStream) reopen(ctx context.Context, m any) error {
 	cs, err := s.swap(ctx)
 	if err != nil {
@@ -500,8 +476,7 @@ func (s *retryStream) swap(ctx context.Context) (grpc.ClientStream, error) {
 // AllowMethods returns an allow func for the server interceptors that
 // allows exactly the given full methods ("/package.Service/Method", as in
 // grpc.UnaryServerInfo.FullMethod and the generated _FullMethodName
-// constants). It panics on a name not of that form: allowlists are written
-// in code, and a typo there must not silently refuse (or allow) a call.
+// constants). It panics on a name not of that form.
 func AllowMethods(fullMethods ...string) func(fullMethod string) bool {
 	set := make(map[string]struct{}, len(fullMethods))
 	for _, m := range fullMethods {
