@@ -36,8 +36,7 @@ type Version struct {
 // decimal numbers below 2³¹ without signs or leading zeros. Anything else
 // is rejected with an error matching errors.NotValid (github.com/juju/errors)
 // that says what was expected — notably a bare series such as "1.24", which
-// names many versions, not one (an operator who asked for "1.24" was told
-// only "no matching tools available").
+// names many versions, not one.
 func ParseVersion(s string) (Version, error) {
 	bad := func(reason string) (Version, error) {
 		q := s
@@ -141,7 +140,7 @@ type NoMatchError struct {
 }
 
 // Error names the wanted version, the platform, and the nearest ones
-// available — everything "no matching tools available" left out.
+// available.
 func (e *NoMatchError) Error() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "no agent binaries for %s on %s", e.Want, e.Platform)
