@@ -17,10 +17,6 @@
 //	// ... check binaries (see upgrade/binaries), then
 //	err := g.RunSteps(ctx, runSteps) // PhaseComplete, or Fail on a step's own error
 //
-// RunSteps fails the gate only on a step's own error: when ctx ends the
-// gate stays in progress. Enter, Complete and Fail remain for servers that
-// drive the phases themselves.
-//
 // One per-call guard decides every call: Admit. Middleware calls it for
 // HTTP, grpcupgrade's interceptors for gRPC, and an RPC server of your own
 // for each of its calls, per call — never cached at login:
@@ -29,17 +25,11 @@
 //		return err // not executed; errors.Is(err, upgrade.ErrUpgradeInProgress)
 //	}
 //
-// The gate is a gate.Component (Completed, Failed, Cause, Detail), so a
-// board of gates shows it in its own words.
-//
 // Client: an http.Client whose transport waits refusals out, resending a
 // request only when it can replay its body (req.GetBody):
 //
 //	client := &http.Client{Transport: upgrade.RetryTransport(nil)}
 //	resp, err := client.Post(url, "application/json", bytes.NewReader(payload))
-//
-// Clients wait exactly the server's Retry-After and add no jitter (DESIGN.md,
-// "One jitter").
 //
 // Any other call waits refusals out with Retry (build the request inside
 // fn: each attempt needs a fresh body):
@@ -61,13 +51,9 @@
 //
 // # Options
 //
-// A gate's settings are GateConfig's fields (Clock, Logger, OnTransition):
-// nil means clock.WallClock, no logs, no hook; nothing reads slog.Default.
-// A client's are RetryOptions (WithBackoff, WithClock, WithNotify,
-// WithRetryIf), the same for Retry, WaitReady, RetryTransport and
-// grpcupgrade's client interceptors. A nil RetryOption is ignored, and
-// WithClock(nil) and WithNotify(nil) mean the default (the wall clock; no
-// hook); WithRetryIf(nil) is not valid (errors.NotValid).
+// A gate's settings are GateConfig's fields (nothing reads slog.Default); a
+// client's are RetryOptions, the same for Retry, WaitReady, RetryTransport
+// and grpcupgrade's client interceptors.
 //
 // # Testing in a synctest bubble
 //
@@ -77,9 +63,7 @@
 //
 // # Counts and logs
 //
-// The gate counts the calls it decides while it refuses, read by
-// Report().Calls. Its Logger carries one record per phase change (see
-// docs/catalogue.md), never after the calls made to it have returned; a
-// cancelled RunSteps logs nothing. The clients log nothing: WithNotify is
-// their hook, run inside the call.
+// The gate counts the calls it decides while it refuses (Report().Calls)
+// and logs one record per phase change (docs/catalogue.md). The clients log
+// nothing: WithNotify is their hook.
 package upgrade

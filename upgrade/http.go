@@ -149,8 +149,7 @@ func (r *refusal) write(w http.ResponseWriter) {
 //   - while the upgrade is in progress, with 503 Service Unavailable and a
 //     Retry-After in whole seconds drawn per refusal from [R, 2R] (R is
 //     the gate's RetryAfter rounded up, at least 1; see SetRetryAfter);
-//   - once it failed, with 409 Conflict and no Retry-After, which generic
-//     retrying clients do not retry;
+//   - once it failed, with 409 Conflict and no Retry-After;
 //
 // both with the header Coldstart-Upgrade: <code> and a JSON body
 // {"code", "phase", "message"} (plus "cause" once failed: the cause's text
@@ -221,13 +220,10 @@ func ReadyHandler(g *Gate) http.Handler {
 //   - Retry-After is read as whole seconds, or as an HTTP-date relative to
 //     the response's Date header; missing, negative or unparsable values
 //     give a zero RetryDelay (no hint: Retry uses its own backoff), and a
-//     wait longer than an hour is read as an hour (a proxy's "forever"
-//     parks no client for good).
+//     wait longer than an hour is read as an hour.
 //
-// ErrorFromResponse reads at most 4 KiB of the body of a 503 or 409 and
-// then replaces resp.Body with a reader that replays those bytes before the
-// rest, so the caller can still read the whole body and must still close
-// it.
+// It reads at most 4 KiB of the body of a 503 or 409 and puts them back in
+// resp.Body, which the caller can still read whole and must still close.
 func ErrorFromResponse(resp *http.Response) error {
 	if resp == nil || (resp.StatusCode != http.StatusServiceUnavailable && resp.StatusCode != statusFailed) {
 		return nil
@@ -309,7 +305,7 @@ func parseRetryAfter(h http.Header) time.Duration {
 	if v == "" {
 		return 0
 	}
-	if isDigits(v) { // delay-seconds = 1*DIGIT (RFC 9110, 10.2.3), however many
+	if strings.Trim(v, "0123456789") == "" { // delay-seconds = 1*DIGIT (RFC 9110, 10.2.3), however many
 		secs, err := strconv.ParseUint(v, 10, 64)
 		if err != nil || secs > uint64(spread.MaxWait/time.Second) { // err: beyond uint64, so longer still
 			return spread.MaxWait
@@ -325,13 +321,4 @@ func parseRetryAfter(h http.Header) time.Duration {
 		return 0
 	}
 	return min(max(at.Sub(date), 0), spread.MaxWait)
-}
-
-func isDigits(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if s[i] < '0' || s[i] > '9' {
-			return false
-		}
-	}
-	return s != ""
 }

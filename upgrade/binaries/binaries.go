@@ -72,15 +72,7 @@ func ParseVersion(s string) (Version, error) {
 }
 
 func digits(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if s[i] < '0' || s[i] > '9' {
-			return false
-		}
-	}
-	return true
+	return s != "" && strings.Trim(s, "0123456789") == ""
 }
 
 // String returns "major.minor.patch", with ".build" when Build is not 0.

@@ -42,14 +42,11 @@ const (
 	// MetadataPhase is the ErrorInfo metadata key of the server's phase.
 	MetadataPhase = "phase"
 	// MetadataCause is the ErrorInfo metadata key of a failed upgrade's
-	// cause (its text alone, on one line, control characters replaced, cut
-	// at 1 KiB: the status message already says "upgrade failed" around
-	// it).
+	// cause (its text alone, on one line, cut at 1 KiB).
 	MetadataCause = "cause"
 )
 
-// pushbackKey is the trailer grpc-go's built-in retry reads: wait that many
-// milliseconds before the next attempt, or stop when it is negative.
+// pushbackKey is the trailer grpc-go's built-in retry reads (ms; < 0: stop).
 const pushbackKey = "grpc-retry-pushback-ms"
 
 // UnaryServerInterceptor guards unary calls with g, per call: a call is
@@ -64,9 +61,8 @@ const pushbackKey = "grpc-retry-pushback-ms"
 //     wait drawn per refusal from [R, 2R] milliseconds (R is the gate's
 //     RetryAfter);
 //   - failed: codes.FailedPrecondition, reason UPGRADE_FAILED (the cause in
-//     its metadata and its message, on one line and cut at 1 KiB, as
-//     upgrade's HTTP refusal sends it) and pushback -1, on which grpc-go
-//     stops retrying.
+//     its metadata and its message, cut at 1 KiB) and pushback -1, on
+//     which grpc-go stops retrying.
 //
 // Each call is decided, and counted, by upgrade.Gate.Admit. It panics if g
 // is nil.
@@ -176,9 +172,8 @@ func withInfo(c codes.Code, msg, reason string, md map[string]string) *status.St
 	return st
 }
 
-// refuse returns the pushback for a call refused with the gate's guard
-// (milliseconds drawn from [R, 2R], or "-1", stop, once failed) and the
-// error to answer it with.
+// refuse returns the pushback for a call refused with guard (ms drawn from
+// [R, 2R], or "-1" once failed) and the error to answer it with.
 func (r *refuser) refuse(guard error) (pushback string, err error) {
 	s := r.cached.Load()
 	if s == nil || s.guard != guard { // a new gate state (racing builders build alike)
@@ -201,16 +196,12 @@ func (r *refuser) refuse(guard error) (pushback string, err error) {
 }
 
 // FromError turns a refusal status sent by the server interceptors back
-// into an error: one errors.As finds an *upgrade.InProgressError in (its
-// RetryAfter is the RetryInfo delay, a longer one than an hour read as an
-// hour, as upgrade's HTTP client reads Retry-After; matching
-// upgrade.ErrUpgradeInProgress), or one matching upgrade.ErrUpgradeFailed
-// (errors.As finds an *upgrade.FailedError carrying the server's text of
-// the cause, on one line and cut at 1 KiB, as our servers send it). Either
-// still answers status.Code and status.FromError with the status it came
-// as. Every other error, including a status without our ErrorInfo (an
-// Unavailable from a proxy or a broken connection, which promises nothing
-// about execution), is returned unchanged; nil stays nil.
+// into an error in which errors.As finds an *upgrade.InProgressError (its
+// RetryAfter the RetryInfo delay, at most an hour) or an
+// *upgrade.FailedError (the server's text of the cause). Either still
+// answers status.Code and status.FromError with the status it came as.
+// Every other error, including a status without our ErrorInfo (which
+// promises nothing about execution), is returned unchanged; nil stays nil.
 func FromError(err error) error {
 	st, ok := status.FromError(err)
 	if !ok || st == nil || st.Code() == codes.OK {
@@ -254,15 +245,11 @@ func (e *statusError) GRPCStatus() *status.Status { return e.st }
 // UnaryClientInterceptor retries calls refused while the server upgrades,
 // with upgrade.Retry: it waits exactly the server's RetryInfo delay, has no
 // attempt cap and stops when ctx ends, at once on a failed upgrade, and on
-// any other error. It returns FromError's error, which
-// still answers status.Code: a refusal's code, or codes.Canceled /
-// codes.DeadlineExceeded when ctx ended while it waited (the error then
-// also matches the context error and the last refusal). opts are
-// upgrade.Retry's (a nil one is ignored): upgrade.WithClock times the
-// waits, and upgrade.WithNotify, the one hook, sees each, inside the call.
-//
-// Only refused calls are retried. It combines with a built-in retry policy:
-// the server's pushback governs both.
+// any other error. It returns FromError's error, which still answers
+// status.Code: a refusal's code, or codes.Canceled / codes.DeadlineExceeded
+// when ctx ended while it waited (the error then also matches the context
+// error and the last refusal). opts are upgrade.Retry's. Only refused calls
+// are retried.
 func UnaryClientInterceptor(opts ...upgrade.RetryOption) grpc.UnaryClientInterceptor {
 	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, callOpts ...grpc.CallOption) error {
 		return ended(upgrade.Retry(ctx, func(ctx context.Context) error {
@@ -303,13 +290,10 @@ const (
 // stream, so a bidi stream may send and receive from two goroutines.
 //
 // Cost: an uncommitted stream holds on to up to 64 messages and 4 MiB of
-// them (proto.Size) until it receives its first message. A stream that
-// sends more than that first, or sends a message that is not a
-// proto.Message, is committed at that message: it is no longer retried,
-// and a refusal reaches RecvMsg as an error. Header and Context are the
-// current attempt's. Every error RecvMsg returns, committed or not, is
-// FromError's, as the unary interceptor's; opts are upgrade.Retry's
-// (upgrade.WithClock times the waits, upgrade.WithNotify sees each).
+// them (proto.Size). A stream that sends more than that first, or a
+// message that is not a proto.Message, is committed at that message: it is
+// no longer retried. Header and Context are the current attempt's. Every
+// error RecvMsg returns is FromError's; opts are upgrade.Retry's.
 func StreamClientInterceptor(opts ...upgrade.RetryOption) grpc.StreamClientInterceptor {
 	return func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, callOpts ...grpc.CallOption) (grpc.ClientStream, error) {
 		s := &retryStream{ctx: ctx, opts: opts, open: func(ctx context.Context) (grpc.ClientStream, error) {
@@ -334,9 +318,8 @@ type retryStream struct {
 	opts []upgrade.RetryOption
 	open func(context.Context) (grpc.ClientStream, error)
 
-	// mu guards the fields below. It is held to read or change them and
-	// while a stream is reopened and given what was sent (see reopen);
-	// never across a wait or a RecvMsg.
+	// mu guards the fields below, and is held while a stream is reopened
+	// and given what was sent; never across a wait or a RecvMsg.
 	mu        sync.Mutex
 	cs        grpc.ClientStream // the current attempt
 	sent      []any             // messages sent while not committed
