@@ -48,10 +48,7 @@ func WithClock(clk clock.Clock) RetryOption {
 
 // WithNotify sets a hook called before each wait with the attempt number
 // (from 1), the error that attempt returned, and the wait chosen (nil, the
-// default, means none). It is the client's one hook: count, log or trace
-// the waits there. It runs on the calling goroutine, inside the call, so
-// it is never called after Retry (or RoundTrip, or the intercepted call)
-// has returned.
+// default, means none). It runs on the calling goroutine, inside the call.
 func WithNotify(fn func(attempt int, err error, wait time.Duration)) RetryOption {
 	return func(c *retryConfig) { c.notify = fn }
 }
@@ -179,8 +176,7 @@ func (c *retryConfig) run(ctx context.Context, fn func(context.Context) error) e
 	}
 }
 
-// stopped is the error of a run whose ctx ended, after attempts attempts;
-// one that had a refusal to wait out gave up.
+// stopped is the error of a run whose ctx ended, after attempts attempts.
 func (c *retryConfig) stopped(ctx context.Context, attempts int, last error) error {
 	if last == nil {
 		return ctx.Err()
@@ -193,8 +189,7 @@ func (c *retryConfig) stopped(ctx context.Context, attempts int, last error) err
 }
 
 // notReadyError is WaitReady's "not yet": the server is not listening, or a
-// proxy in front of it answered 502/503/504. Probing readiness is safe to
-// repeat, so WaitReady retries these; Retry by default does not.
+// proxy in front of it answered 502/503/504.
 type notReadyError struct {
 	cause error
 	hint  time.Duration

@@ -93,27 +93,23 @@ type Report struct {
 	// Epoch counts upgrade attempts: 1 for the gate's first, and one more
 	// each time Enter leaves PhaseComplete or PhaseFailed.
 	Epoch uint64
-	// LastErr is the cause of the most recent Fail, kept across epochs so an
-	// operator can see why the previous attempt failed; nil if none.
+	// LastErr is the cause of the most recent Fail, kept across epochs; nil
+	// if none.
 	LastErr error
-	// Calls counts the calls the gate decided while it refused calls, since
-	// NewGate and across epochs: one entry per refusing phase, in the order
-	// checking, running-steps, failed. Calls served while PhaseComplete are not
-	// counted, nor are readiness probes (ReadyHandler).
+	// Calls counts the calls the gate decided while it refused, since
+	// NewGate: one entry per refusing phase (checking, running-steps,
+	// failed). Readiness probes (ReadyHandler) are not counted.
 	Calls []CallsReport
 }
 
-// CallsReport counts the calls a gate decided in one phase: every Admit,
-// which Middleware and grpcupgrade's server interceptors call for theirs.
+// CallsReport counts the calls a gate decided (Admit) in one phase.
 type CallsReport struct {
 	// Phase is PhaseChecking, PhaseRunningSteps or PhaseFailed.
 	Phase Phase
 	// Admitted counts allowlisted calls, served while the gate refused others.
 	Admitted uint64
-	// Refused counts calls refused and not executed: in PhaseChecking and
-	// PhaseRunningSteps with 503 (gRPC: Unavailable) and a wait, for the
-	// client to retry; in PhaseFailed with 409 (FailedPrecondition), for it
-	// to stop.
+	// Refused counts calls refused and not executed (503 or 409; gRPC
+	// Unavailable or FailedPrecondition).
 	Refused uint64
 }
 
@@ -130,9 +126,8 @@ type GateConfig struct {
 	// Clock stamps Report.Since and times how long each phase lasted. nil
 	// means clock.WallClock.
 	Clock clock.Clock
-	// Logger receives one record per phase change, and nothing else: the
-	// calls the gate decides are counted in Report, never logged. nil means
-	// no logs.
+	// Logger receives one record per phase change, and nothing else. nil
+	// means no logs.
 	Logger *slog.Logger
 	// OnTransition, if not nil, is called after every phase change (after
 	// its record), for your own timeline or metrics; err is the cause when
@@ -341,16 +336,9 @@ func (g *Gate) Report() Report {
 // channel is replaced only once it has closed, so take it again after
 // Enter to wait for the new epoch. With Failed, Cause and Detail it makes
 // the gate a gate.Component, board.Follow("upgrade", g); a board entry
-// resolves once, so a new epoch needs a new entry. Code that waits for the
-// upgrade selects on the pair:
-//
-//	select {
-//	case <-g.Completed():
-//	case <-g.Failed():
-//		return &upgrade.FailedError{Err: g.Cause()} // matches ErrUpgradeFailed
-//	case <-ctx.Done():
-//		return ctx.Err()
-//	}
+// resolves once, so a new epoch needs a new entry. To wait for the
+// upgrade, select on Completed, Failed (then return
+// &FailedError{Err: g.Cause()}) and ctx.Done().
 func (g *Gate) Completed() <-chan struct{} { return g.st.Load().completed }
 
 // Failed returns a channel closed the next time an epoch fails: the
@@ -413,11 +401,9 @@ func (g *Gate) RunSteps(ctx context.Context, steps func(context.Context) error) 
 
 // Admit is the per-call guard: call it for every call, with allowlisted
 // saying whether the call is on your allowlist, and run the call only if
-// it returns nil — the upgrade is complete, or allowlisted is true.
-// Otherwise it returns the refusal: an *InProgressError (matching
-// ErrUpgradeInProgress, carrying the phase and RetryAfter) while the
-// upgrade is in progress, a *FailedError (matching ErrUpgradeFailed,
-// unwrapping to the cause) once it failed. Never cache the answer at
+// it returns nil (the upgrade is complete, or allowlisted is true).
+// Otherwise it returns the refusal: an *InProgressError while the upgrade
+// is in progress, a *FailedError once it failed. Never cache the answer at
 // login: Enter can close the gate again at any time.
 //
 // While the gate refuses, each call is counted in Report().Calls. It
