@@ -45,9 +45,7 @@
 //	})
 //
 // Bootstrap tools that must not start work early call WaitReady on a URL
-// served by ReadyHandler. A client that connects through coldstart/dialer
-// and returns the refusal from its dial function gets the server's hint
-// honoured there too: errors.As finds its RetryAfter() method.
+// served by ReadyHandler. coldstart/dialer honours a refusal's RetryAfter.
 //
 // # Options
 //

@@ -14,15 +14,12 @@ import (
 // Sentinel errors; the typed errors below match them.
 var (
 	// ErrNoMatch means no agent binaries fit the wanted version and
-	// platform. Retrying the same request will not help: the *NoMatchError
-	// names what was wanted and what is available, so fix the version asked
-	// for or publish the binaries.
+	// platform. Retrying will not help: fix the version asked for (the
+	// *NoMatchError names what is available) or publish the binaries.
 	ErrNoMatch = errors.New("binaries: no matching agent binaries")
 
 	// ErrRestartRequired means new agent binaries are in place and the agent
-	// must restart to run them. The restart is the caller's action (for a
-	// worker: return the error so the agent exits and its supervisor
-	// restarts it).
+	// must restart to run them; the restart is the caller's action.
 	ErrRestartRequired = errors.New("binaries: restart required")
 )
 

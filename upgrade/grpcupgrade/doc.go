@@ -3,16 +3,10 @@
 // (a refused call was not executed), in gRPC's own terms.
 //
 // The server interceptors refuse before the handler runs, with
-// codes.Unavailable, an errdetails.ErrorInfo (Domain "coldstart", Reason
-// UPGRADE_IN_PROGRESS, the phase in its metadata), an errdetails.RetryInfo
-// and the trailer grpc-retry-pushback-ms, so grpc-go's built-in retry
-// policy waits the pushback out; a failed upgrade is
-// codes.FailedPrecondition, Reason UPGRADE_FAILED, pushback -1, so it stops.
-// UnaryClientInterceptor retries refusals with upgrade.Retry for as long as
-// ctx allows (built-in retry gives up after 5 attempts), and
-// StreamClientInterceptor does the same for streams, until a message is
-// received. Clients wait exactly the server's delay, drawn from [R, 2R].
-// The reasons are in upgrade/DESIGN.md, "grpcupgrade".
+// codes.Unavailable and a pushback that grpc-go's built-in retry waits out
+// (a failed upgrade: codes.FailedPrecondition, pushback -1, so it stops).
+// The client interceptors retry refusals with upgrade.Retry for as long as
+// ctx allows. The reasons are in upgrade/DESIGN.md, "grpcupgrade".
 //
 // Server:
 //

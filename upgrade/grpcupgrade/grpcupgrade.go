@@ -402,7 +402,11 @@ func (s *retryStream) RecvMsg(m any) error {
 			err, refusal = refusal, nil
 			return err
 		}
-		if err := FromError(s.reopen(ctx, m)); err != errCommitted {
+		again, err := s.reopen(ctx)
+		if err == nil {
+			err = again.RecvMsg(m) // without s.mu
+		}
+		if err := FromError(err); err != errCommitted {
 			last = err
 			return err
 		}
@@ -422,17 +426,8 @@ func (s *retryStream) RecvMsg(m any) error {
 var errCommitted = errors.New("grpcupgrade: stream committed during the wait")
 
 // reopen opens the stream again, swaps it in and resends what was sent,
-// under s.mu (upgrade/DESIGN.md, "grpcupgrade"); then it receives into m,
-// without s.mu.
-func (s *retryStream) reopen(ctx context.Context, m any) error {
-	cs, err := s.swap(ctx)
-	if err != nil {
-		return err
-	}
-	return cs.RecvMsg(m)
-}
-
-func (s *retryStream) swap(ctx context.Context) (grpc.ClientStream, error) {
+// under s.mu (upgrade/DESIGN.md, "grpcupgrade").
+func (s *retryStream) reopen(ctx context.Context) (grpc.ClientStream, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.committed {
