@@ -28,9 +28,7 @@ const (
 	CodeFailed = "upgrade-failed"
 )
 
-// headerCode is the response header carrying Code or CodeFailed on every
-// refusal, so a client recognises one without reading the body (a HEAD
-// request has none).
+// headerCode carries Code or CodeFailed on every refusal, body or none.
 const headerCode = "Coldstart-Upgrade"
 
 // statusFailed answers a request refused after a failed upgrade (DESIGN.md,
@@ -38,7 +36,6 @@ const headerCode = "Coldstart-Upgrade"
 const statusFailed = http.StatusConflict
 
 // maxWireBody bounds how much of a refusal's body ErrorFromResponse reads.
-// Our refusals are ~200 bytes; a proxy's error page may be large.
 const maxWireBody = 4 << 10
 
 // wireBody is the JSON body of a refusal. Cause, sent only once the upgrade
@@ -50,8 +47,7 @@ type wireBody struct {
 	Cause   string `json:"cause,omitempty"`
 }
 
-// maxRetryAfters bounds the Retry-After values a refusal precomputes; a
-// wider range (R of 128 s or more) formats its value per refusal.
+// maxRetryAfters bounds the Retry-After values a refusal precomputes.
 const maxRetryAfters = 128
 
 // refusal is a precomputed HTTP answer, shared by every request refused in
@@ -59,9 +55,8 @@ const maxRetryAfters = 128
 type refusal struct {
 	status int
 	code   string
-	// A refusal while in progress carries a Retry-After drawn from [lo, hi]
-	// whole seconds (see SetRetryAfter): after[i] is lo+i, precomputed
-	// unless the range is wide. Once failed, lo is 0: no Retry-After.
+	// Retry-After is drawn from [lo, hi] seconds; after[i] is lo+i unless
+	// the range is wide. Once failed, lo is 0: no Retry-After.
 	lo, hi int64
 	after  []string
 	body   []byte
@@ -156,11 +151,10 @@ func (r *refusal) write(w http.ResponseWriter) {
 // on one line, control characters replaced, cut at 1 KiB). Each request
 // is decided, and counted, as Admit decides it.
 //
-// The not-executed promise: a refused request never reaches next, so a
-// client may repeat it safely. The gate is read once, when the request
-// arrives; a request admitted before Enter re-closes the gate runs to
-// completion (drain in-flight requests yourself if steps need a quiet
-// server). Middleware panics if g is nil.
+// A refused request never reaches next, so a client may repeat it safely.
+// The gate is read once, when the request arrives: a request admitted
+// before Enter re-closes the gate runs to completion (drain in-flight
+// requests yourself if steps need a quiet server). It panics if g is nil.
 func Middleware(g *Gate, allow func(*http.Request) bool) func(http.Handler) http.Handler {
 	if g == nil {
 		panic("upgrade.Middleware: nil Gate")
@@ -211,10 +205,9 @@ func ReadyHandler(g *Gate) http.Handler {
 //     a 409 only CodeFailed.
 //   - Such a response is this gate's refusal only if it carries the
 //     Coldstart-Upgrade header or a JSON body whose "code" is one of ours;
-//     the header wins if both are present. A bare 503 from a proxy or load
-//     balancer, or a 409 from some other handler, is NOT treated as a
-//     refusal, because nothing promises that its request was not executed:
-//     handle it as any other HTTP error.
+//     the header wins if both are present. A bare 503 from a proxy, or a
+//     409 from some other handler, is NOT a refusal (nothing promises its
+//     request was not executed): handle it as any other HTTP error.
 //   - A malformed or missing body (HEAD, truncated) with a valid header
 //     still yields the refusal, with a zero Phase.
 //   - Retry-After is read as whole seconds, or as an HTTP-date relative to
@@ -298,8 +291,7 @@ func (e errReader) Read(p []byte) (int, error) {
 }
 
 // parseRetryAfter reads Retry-After as delay-seconds or an HTTP-date
-// (relative to Date, the only clock the response offers), at most
-// spread.MaxWait; 0 for no usable hint.
+// (relative to Date), at most spread.MaxWait; 0 for no usable hint.
 func parseRetryAfter(h http.Header) time.Duration {
 	v := strings.TrimSpace(h.Get("Retry-After"))
 	if v == "" {

@@ -21,9 +21,8 @@ const (
 )
 
 // RetryOption configures Retry, WaitReady, RetryTransport and
-// grpcupgrade's client interceptors. A nil RetryOption is ignored, so an
-// option chosen at run time can be passed as is: Retry(ctx, fn, nil) is
-// Retry(ctx, fn). Options apply in order; a later one of a kind wins.
+// grpcupgrade's client interceptors. A nil RetryOption is ignored. Options
+// apply in order; a later one of a kind wins.
 type RetryOption func(*retryConfig)
 
 type retryConfig struct {
