@@ -130,13 +130,11 @@ type GateConfig struct {
 	// means no logs.
 	Logger *slog.Logger
 	// OnTransition, if not nil, is called after every phase change (after
-	// its record), for your own timeline or metrics; err is the cause when
-	// to is PhaseFailed, else nil. Hooks run in transition order, outside the
-	// gate's lock, on the goroutine of one of the callers that changed the
-	// phase (so one caller may run the hook for another's transition); by
-	// the time every call that changed the phase has returned, every hook
-	// has run. A hook may call the gate's methods, including transitions,
-	// which are queued behind it rather than deadlocking.
+	// its record); err is the cause when to is PhaseFailed, else nil. Hooks
+	// run in transition order, outside the gate's lock, on the goroutine of
+	// one of the callers that changed the phase; by the time every such call
+	// has returned, every hook has run. A hook may call the gate's methods,
+	// including transitions, which are queued behind it.
 	OnTransition func(from, to Phase, err error)
 }
 
@@ -283,17 +281,15 @@ func (g *Gate) Enter(p Phase) error {
 	return nil
 }
 
-// Complete ends the current epoch successfully: Admit returns nil and
-// every call is served. It is a no-op if the epoch already ended
-// (PhaseComplete or PhaseFailed).
+// Complete ends the current epoch successfully: every call is served. It
+// is a no-op if the epoch already ended.
 func (g *Gate) Complete() {
 	g.end(PhaseComplete, nil)
 }
 
 // Fail ends the current epoch in failure: calls are refused with an error
-// matching ErrUpgradeFailed and carrying err (Cause returns it). A nil
-// err is recorded as an unknown cause. It is a no-op if the epoch already
-// ended (PhaseComplete or PhaseFailed); Enter starts a new attempt.
+// matching ErrUpgradeFailed and carrying err (nil: an unknown cause). It is
+// a no-op if the epoch already ended; Enter starts a new attempt.
 func (g *Gate) Fail(err error) {
 	if err == nil {
 		err = errors.New("cause not given")

@@ -83,16 +83,12 @@ func (v Version) String() string {
 
 // Compare returns -1, 0 or +1 as v is older than, equal to or newer than o.
 func (v Version) Compare(o Version) int {
-	if c := cmp.Compare(v.Major, o.Major); c != 0 {
-		return c
-	}
-	if c := cmp.Compare(v.Minor, o.Minor); c != 0 {
-		return c
-	}
-	if c := cmp.Compare(v.Patch, o.Patch); c != 0 {
-		return c
-	}
-	return cmp.Compare(v.Build, o.Build)
+	return cmp.Or(
+		cmp.Compare(v.Major, o.Major),
+		cmp.Compare(v.Minor, o.Minor),
+		cmp.Compare(v.Patch, o.Patch),
+		cmp.Compare(v.Build, o.Build),
+	)
 }
 
 // Platform is an operating system and CPU architecture, as in GOOS/GOARCH.
@@ -118,9 +114,8 @@ type Binary struct {
 type NoMatchError struct {
 	Want     Version
 	Platform Platform
-	// Nearest are the versions available for Platform closest to Want: the
-	// newest older one and the oldest newer one, when they exist, in
-	// ascending order.
+	// Nearest are the newest older and the oldest newer versions available
+	// for Platform, when they exist, in ascending order.
 	Nearest []Version
 	// OtherPlatforms are the platforms for which Want itself is available.
 	OtherPlatforms []Platform
@@ -128,8 +123,7 @@ type NoMatchError struct {
 	Available int
 }
 
-// Error names the wanted version, the platform, and the nearest ones
-// available.
+// Error names the wanted version, the platform, and what is available.
 func (e *NoMatchError) Error() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "no agent binaries for %s on %s", e.Want, e.Platform)
@@ -160,10 +154,8 @@ func joinStrings[T fmt.Stringer](xs []T) string {
 }
 
 // Match picks the agent binary for exactly version want on platform
-// from available (the first, if several fit). When none fits it returns a
-// *NoMatchError naming want, the platform, the nearest versions
-// available for that platform, and the platforms that do have want. An
-// empty OS or Arch in platform is an error matching errors.NotValid.
+// from available (the first, if several fit), or returns a *NoMatchError.
+// An empty OS or Arch in platform is an error matching errors.NotValid.
 func Match(available []Binary, want Version, platform Platform) (Binary, error) {
 	if platform.OS == "" || platform.Arch == "" {
 		return Binary{}, jujuerrors.NotValidf("platform %q (must have both an OS and an architecture)", platform)

@@ -51,9 +51,8 @@ const pushbackKey = "grpc-retry-pushback-ms"
 
 // UnaryServerInterceptor guards unary calls with g, per call: a call is
 // handled when the upgrade is complete or allow(info.FullMethod) reports
-// true (allow may be nil: nothing is allowlisted; see AllowMethods). Any
-// other call is refused BEFORE its handler runs, so it was not executed and
-// is safe to repeat:
+// true (allow may be nil; see AllowMethods). Any other call is refused
+// BEFORE its handler runs, so it is safe to repeat:
 //
 //   - in progress: codes.Unavailable, an ErrorInfo{Reason:
 //     UPGRADE_IN_PROGRESS, Domain: coldstart, Metadata: {phase}}, a
@@ -231,8 +230,7 @@ func FromError(err error) error {
 	return err
 }
 
-// statusError is an upgrade error that still carries the gRPC status it
-// came as (or, from the client interceptor, the status of how it ended).
+// statusError is an upgrade error that still carries its gRPC status.
 type statusError struct {
 	err error
 	st  *status.Status
