@@ -119,8 +119,7 @@ func hintOf(err error) time.Duration {
 // context.DeadlineExceeded; a backoff that would overrun it is shortened
 // once for a last attempt, after which Retry waits for the deadline.
 //
-// fn receives ctx. Retrying is safe because a refused call was not executed
-// (see Middleware); fn must itself turn responses into errors, e.g. with
+// fn receives ctx and must itself turn responses into errors, e.g. with
 // ErrorFromResponse.
 func Retry(ctx context.Context, fn func(context.Context) error, opts ...RetryOption) error {
 	c, err := newRetryConfig(opts)
@@ -199,13 +198,12 @@ func (e *notReadyError) Unwrap() error             { return e.cause }
 func (e *notReadyError) RetryAfter() time.Duration { return e.hint }
 
 // WaitReady polls url, which should be served by ReadyHandler, until it
-// answers 2xx, for bootstrap-like tools that must not start work until the
-// full API is up. It retries refusals (ErrUpgradeInProgress), a server that
+// answers 2xx. It retries refusals (ErrUpgradeInProgress), a server that
 // is not listening yet (connection refused or reset) and 502/503/504 from a
 // proxy, with Retry's backoff and opts (a WithRetryIf in opts replaces that
 // test). It returns nil once ready, at once on ErrUpgradeFailed or any other
 // status, and an error wrapping ctx.Err() when ctx ends. A nil client means
-// http.DefaultClient; WithClock and WithNotify work as for Retry.
+// http.DefaultClient.
 func WaitReady(ctx context.Context, client *http.Client, url string, opts ...RetryOption) error {
 	if client == nil {
 		client = http.DefaultClient

@@ -62,9 +62,8 @@ func (p Phase) describe() string {
 func (p Phase) MarshalText() ([]byte, error) { return []byte(p.String()), nil }
 
 // UnmarshalText reads a wire name back. A name this client does not know
-// (a newer server's phase) sets the zero Phase and returns an error
-// matching errors.NotValid (github.com/juju/errors), which decoders of a
-// refusal ignore: the refusal still counts, its phase is unknown.
+// (a newer server's) sets the zero Phase and returns an error matching
+// errors.NotValid, which decoders of a refusal ignore.
 func (p *Phase) UnmarshalText(text []byte) error {
 	*p = parsePhase(string(text))
 	if *p == 0 {

@@ -26,9 +26,8 @@ import (
 	"github.com/coldstart-go/coldstart/upgrade/internal/spread"
 )
 
-// The wire format of a refusal: an errdetails.ErrorInfo in the status
-// details with Domain and one of the reasons below, and the metadata keys
-// below. A status is a refusal only if it carries such an ErrorInfo.
+// The wire format of a refusal: a status is a refusal only if it carries an
+// errdetails.ErrorInfo with Domain, one of the reasons and the metadata keys.
 const (
 	// Domain is the ErrorInfo domain of every refusal.
 	Domain = "coldstart"
@@ -271,15 +270,13 @@ const (
 	maxReplayBytes = 4 << 20
 )
 
-// StreamClientInterceptor is UnaryClientInterceptor for streams. A stream
-// the server refused (before its handler ran, so nothing it sent was
-// executed) is opened again after exactly the server's delay, and what the
-// client had sent on it is sent again, until the stream is admitted, the
-// upgrade fails, or the stream's ctx ends — all inside the client's first
-// RecvMsg (a server-streaming call's first Recv, a client-streaming call's
-// CloseAndRecv, a bidi call's first Recv), which returns the first message
-// of the admitted stream. Once a message has been received the stream is
-// committed and never retried: its handler has run.
+// StreamClientInterceptor is UnaryClientInterceptor for streams. A refused
+// stream is opened again after exactly the server's delay, and what the
+// client had sent on it sent again, until the stream is admitted, the
+// upgrade fails, or its ctx ends — all inside the client's first RecvMsg
+// (Recv or CloseAndRecv), which returns the admitted stream's first
+// message. Once a message has been received the stream is committed and
+// never retried.
 //
 // While a stream is not yet committed, SendMsg keeps each message (not
 // copied) and reports a stream the server ended as sent (nil, not
