@@ -51,13 +51,8 @@
 //
 // A gate's settings are GateConfig's fields (nothing reads slog.Default); a
 // client's are RetryOptions, the same for Retry, WaitReady, RetryTransport
-// and grpcupgrade's client interceptors.
-//
-// # Testing in a synctest bubble
-//
-// A Gate and its clients run inside a testing/synctest bubble on their
-// default clocks; reach the server through an http.RoundTripper that calls
-// the handler, not through a listener (DESIGN.md, synctest_test.go).
+// and grpcupgrade's client interceptors. A Gate and its clients run inside
+// a testing/synctest bubble on their default clocks (DESIGN.md).
 //
 // # Counts and logs
 //

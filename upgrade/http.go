@@ -22,9 +22,8 @@ const (
 	// Code marks a refusal because an upgrade is in progress (status 503):
 	// the request was not executed; retry after the Retry-After header.
 	Code = "upgrade-in-progress"
-	// CodeFailed marks a refusal because the upgrade failed (status 409):
-	// the request was not executed and there is no Retry-After; stop and
-	// show it.
+	// CodeFailed marks a refusal because the upgrade failed (status 409, no
+	// Retry-After): the request was not executed; stop and show it.
 	CodeFailed = "upgrade-failed"
 )
 

@@ -143,9 +143,8 @@ const (
 )
 
 // Gate is an upgrade-in-progress gate: while it is not PhaseComplete, servers
-// refuse every call that is not on their allowlist (Admit, Middleware).
-//
-// A gate starts in PhaseChecking, epoch 1. Enter moves between
+// refuse every call that is not on their allowlist (Admit, Middleware). A
+// gate starts in PhaseChecking, epoch 1. Enter moves between
 // PhaseChecking and PhaseRunningSteps; Complete and Fail end the epoch, and
 // whichever comes first wins until Enter starts a new epoch. Reading the
 // gate is one atomic load, deciding a call one atomic add while it refuses.

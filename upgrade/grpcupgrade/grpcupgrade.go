@@ -255,8 +255,7 @@ func UnaryClientInterceptor(opts ...upgrade.RetryOption) grpc.UnaryClientInterce
 	}
 }
 
-// ended gives Retry's own "stopped" errors, which wrap a context error (a
-// gRPC status never does), the status of how the call ended.
+// ended gives Retry's own "stopped" errors the status of how the call ended.
 func ended(err error) error {
 	if err != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
 		return &statusError{err: err, st: status.FromContextError(err)}
@@ -306,8 +305,7 @@ func StreamClientInterceptor(opts ...upgrade.RetryOption) grpc.StreamClientInter
 	}
 }
 
-// retryStream is a client stream that is opened again while the server
-// refuses it, until it is committed.
+// retryStream is a client stream reopened while refused, until committed.
 type retryStream struct {
 	ctx  context.Context
 	opts []upgrade.RetryOption
@@ -355,8 +353,7 @@ func (s *retryStream) SendMsg(m any) error {
 	return err
 }
 
-// keep adds m to what is replayed, or commits the stream when m would
-// exceed the bounds or cannot be sized; s.mu is held.
+// keep adds m to what is replayed, or commits the stream; s.mu is held.
 func (s *retryStream) keep(m any) {
 	pm, ok := m.(proto.Message)
 	if !ok || len(s.sent) >= maxReplay {
@@ -416,8 +413,7 @@ func (s *retryStream) RecvMsg(m any) error {
 	return ended(err)
 }
 
-// errCommitted stops RecvMsg's retries when a SendMsg committed the stream
-// while RecvMsg waited: the messages to resend were dropped.
+// errCommitted stops RecvMsg's retries when a SendMsg committed the stream.
 var errCommitted = errors.New("grpcupgrade: stream committed during the wait")
 
 // reopen opens the stream again, swaps it in and resends what was sent,
