@@ -25,19 +25,15 @@ var (
 )
 
 // InProgressError is the refusal of a call made while the gate is upgrading.
-// It matches ErrUpgradeInProgress. The refused call was not executed.
-//
-// Its RetryAfter method is the common "try again later" signal: clients
-// that know nothing of this package (coldstart/dialer, for errors its dial
-// function returns) find it with errors.As on
-// interface{ RetryAfter() time.Duration }.
+// It matches ErrUpgradeInProgress. The refused call was not executed. Its
+// RetryAfter method is the common "try again later" signal, found by
+// errors.As on interface{ RetryAfter() time.Duration } (coldstart/dialer).
 type InProgressError struct {
 	// Phase is the phase the server was in. It is zero when a remote
 	// server named a phase this client does not know.
 	Phase Phase
-	// RetryDelay is how long the server asked callers to wait before trying
-	// again; zero when the server gave no (usable) hint. RetryAfter
-	// returns it.
+	// RetryDelay is how long the server asked callers to wait; zero when
+	// it gave no (usable) hint.
 	RetryDelay time.Duration
 }
 

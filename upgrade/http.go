@@ -22,33 +22,23 @@ const (
 	// Code marks a refusal because an upgrade is in progress (status 503):
 	// the request was not executed; retry after the Retry-After header.
 	Code = "upgrade-in-progress"
-	// CodeFailed marks a refusal because the upgrade failed (status 409):
-	// the request was not executed and there is no Retry-After; stop and
-	// show it.
+	// CodeFailed marks a refusal because the upgrade failed (status 409, no
+	// Retry-After): the request was not executed; stop and show it.
 	CodeFailed = "upgrade-failed"
 )
 
-// headerCode is the response header carrying Code or CodeFailed on every
-// refusal, so a client recognises one without reading the body (a HEAD
-// request has none).
+// headerCode carries Code or CodeFailed on every refusal, body or none.
 const headerCode = "Coldstart-Upgrade"
 
-// statusFailed answers a request refused after a failed upgrade. It is a
-// 4xx other than 408 and 429, which generic retrying clients
-// (go-retryablehttp, curl --retry, urllib3's Retry) do not retry, where the
-// 503 they did retry kept them at it for 15–31 s. 409 Conflict: the request
-// conflicts with the server's current state, which an operator can resolve
-// before the request is sent again (RFC 9110, 15.5.10) — unlike 400 (the
-// request is at fault) or 412 (a precondition the request itself stated).
+// statusFailed answers a request refused after a failed upgrade (DESIGN.md,
+// "409 for a failed upgrade").
 const statusFailed = http.StatusConflict
 
 // maxWireBody bounds how much of a refusal's body ErrorFromResponse reads.
-// Our refusals are ~200 bytes; a proxy's error page may be large.
 const maxWireBody = 4 << 10
 
 // wireBody is the JSON body of a refusal. Cause, sent only once the upgrade
-// failed, is the cause's text alone: Message already says "upgrade failed"
-// around it, and a client rebuilding the error must not say it twice.
+// failed, is the cause's text alone.
 type wireBody struct {
 	Code    string `json:"code"`
 	Phase   string `json:"phase"`
@@ -56,8 +46,7 @@ type wireBody struct {
 	Cause   string `json:"cause,omitempty"`
 }
 
-// maxRetryAfters bounds the Retry-After values a refusal precomputes; a
-// wider range (R of 128 s or more) formats its value per refusal.
+// maxRetryAfters bounds the Retry-After values a refusal precomputes.
 const maxRetryAfters = 128
 
 // refusal is a precomputed HTTP answer, shared by every request refused in
@@ -65,9 +54,8 @@ const maxRetryAfters = 128
 type refusal struct {
 	status int
 	code   string
-	// A refusal while in progress carries a Retry-After drawn from [lo, hi]
-	// whole seconds (see SetRetryAfter): after[i] is lo+i, precomputed
-	// unless the range is wide. Once failed, lo is 0: no Retry-After.
+	// Retry-After is drawn from [lo, hi] seconds; after[i] is lo+i unless
+	// the range is wide. Once failed, lo is 0: no Retry-After.
 	lo, hi int64
 	after  []string
 	body   []byte
@@ -92,7 +80,6 @@ func newRefusal(guard error) *refusal {
 	return r
 }
 
-// encodeRefusal is a refusal's body.
 func encodeRefusal(b wireBody) []byte {
 	body, err := json.Marshal(b)
 	if err != nil { // cannot happen: four strings
@@ -101,12 +88,9 @@ func encodeRefusal(b wireBody) []byte {
 	return append(body, '\n')
 }
 
-// failedBody is the body of a refusal after a failed upgrade. Its cause is
-// an error's text from anywhere (a step's, an operator's): it is sent on
-// one line and cut at 1 KiB (internal/printable), and, should JSON's
-// escapes still make the body more than a client reads (maxWireBody),
-// cut shorter — once it was a megabyte, sent twice in every refusal, and
-// clients, reading 4 KiB of it, said "the server gave no cause".
+// failedBody is the body of a refusal after a failed upgrade: its cause on
+// one line, cut to fit maxWireBody (DESIGN.md, "The failed body's cause is
+// cut").
 func failedBody(guard error) []byte {
 	b := wireBody{Code: CodeFailed, Phase: PhaseFailed.String(), Message: guard.Error()}
 	cause := errors.Unwrap(guard)
@@ -124,7 +108,6 @@ func failedBody(guard error) []byte {
 	}
 }
 
-// retryAfter draws this refusal's Retry-After.
 func (r *refusal) retryAfter() string {
 	s := spread.Draw(r.lo, r.hi)
 	if r.after != nil {
@@ -133,9 +116,7 @@ func (r *refusal) retryAfter() string {
 	return strconv.FormatInt(s, 10)
 }
 
-// write sends the refusal: 503 with a Retry-After (or 409 without one,
-// once failed), the Coldstart-Upgrade header and the JSON body. Header
-// values share one allocation.
+// write sends the refusal. Header values share one allocation.
 func (r *refusal) write(w http.ResponseWriter) {
 	h := w.Header()
 	vals := make([]string, 4)
@@ -162,23 +143,17 @@ func (r *refusal) write(w http.ResponseWriter) {
 //   - while the upgrade is in progress, with 503 Service Unavailable and a
 //     Retry-After in whole seconds drawn per refusal from [R, 2R] (R is
 //     the gate's RetryAfter rounded up, at least 1; see SetRetryAfter);
-//   - once it failed, with 409 Conflict and no Retry-After, which generic
-//     retrying clients do not retry;
+//   - once it failed, with 409 Conflict and no Retry-After;
 //
 // both with the header Coldstart-Upgrade: <code> and a JSON body
 // {"code", "phase", "message"} (plus "cause" once failed: the cause's text
-// on one line, control characters replaced, cut at 1 KiB). A refusal is
-// precomputed per gate state and costs one small allocation (two when R is
-// 128 s or more). Each request is decided by the gate's per-call guard,
-// as Admit decides it: while the gate refuses it is counted, admitted
-// (allowlisted) or refused, in Report().Calls; once the upgrade is
-// complete nothing is counted.
+// on one line, control characters replaced, cut at 1 KiB). Each request
+// is decided, and counted, as Admit decides it.
 //
-// The not-executed promise: a refused request never reaches next, so a
-// client may repeat it safely. The gate is read once, when the request
-// arrives; a request admitted before Enter re-closes the gate runs to
-// completion (drain in-flight requests yourself if steps need a quiet
-// server). Middleware panics if g is nil.
+// A refused request never reaches next, so a client may repeat it safely.
+// The gate is read once, when the request arrives: a request admitted
+// before Enter re-closes the gate runs to completion (drain in-flight
+// requests yourself if steps need a quiet server). It panics if g is nil.
 func Middleware(g *Gate, allow func(*http.Request) bool) func(http.Handler) http.Handler {
 	if g == nil {
 		panic("upgrade.Middleware: nil Gate")
@@ -195,7 +170,6 @@ func Middleware(g *Gate, allow func(*http.Request) bool) func(http.Handler) http
 	}
 }
 
-// readyBody is ReadyHandler's answer once the upgrade is complete.
 var readyBody = []byte(`{"phase":"complete"}` + "\n")
 
 // ReadyHandler answers readiness probes: 200 with {"phase":"complete"} once
@@ -226,26 +200,22 @@ func ReadyHandler(g *Gate) http.Handler {
 // text of the cause). It returns nil for anything else, including nil resp:
 //
 //   - Only a 503 or a 409 can be a refusal; another status's body is not
-//     touched. A 503 may carry Code or CodeFailed (a round-1 server
-//     answered a failed upgrade with 503), a 409 only CodeFailed.
+//     touched. A 503 may carry Code or CodeFailed (a round-1 server's),
+//     a 409 only CodeFailed.
 //   - Such a response is this gate's refusal only if it carries the
 //     Coldstart-Upgrade header or a JSON body whose "code" is one of ours;
-//     the header wins if both are present. A bare 503 from a proxy or load
-//     balancer, or a 409 from some other handler, is NOT treated as a
-//     refusal, because nothing promises that its request was not executed:
-//     handle it as any other HTTP error.
+//     the header wins if both are present. A bare 503 from a proxy, or a
+//     409 from some other handler, is NOT a refusal (nothing promises its
+//     request was not executed): handle it as any other HTTP error.
 //   - A malformed or missing body (HEAD, truncated) with a valid header
 //     still yields the refusal, with a zero Phase.
 //   - Retry-After is read as whole seconds, or as an HTTP-date relative to
 //     the response's Date header; missing, negative or unparsable values
 //     give a zero RetryDelay (no hint: Retry uses its own backoff), and a
-//     wait longer than an hour is read as an hour (a proxy's "forever"
-//     parks no client for good).
+//     wait longer than an hour is read as an hour.
 //
-// ErrorFromResponse reads at most 4 KiB of the body of a 503 or 409 and
-// then replaces resp.Body with a reader that replays those bytes before the
-// rest, so the caller can still read the whole body and must still close
-// it.
+// It reads at most 4 KiB of the body of a 503 or 409 and puts them back in
+// resp.Body, which the caller can still read whole and must still close.
 func ErrorFromResponse(resp *http.Response) error {
 	if resp == nil || (resp.StatusCode != http.StatusServiceUnavailable && resp.StatusCode != statusFailed) {
 		return nil
@@ -272,9 +242,8 @@ func ErrorFromResponse(resp *http.Response) error {
 	return nil
 }
 
-// causeInMessage is the cause inside a failed refusal's message, for a
-// server that sent no separate cause (round 1's did not): its message is a
-// FailedError's text, which FailedError would otherwise wrap again.
+// causeInMessage is the cause inside a FailedError's text, for a server
+// that sent no separate cause (round 1's).
 func causeInMessage(msg string) string {
 	msg = strings.TrimSpace(msg)
 	for {
@@ -286,7 +255,6 @@ func causeInMessage(msg string) string {
 	}
 }
 
-// isCode reports whether code is one of ours for a response of status.
 func isCode(code string, status int) bool {
 	return code == CodeFailed || (code == Code && status == http.StatusServiceUnavailable)
 }
@@ -296,22 +264,19 @@ func isJSON(ct string) bool {
 	return err == nil && (mt == "application/json" || strings.HasSuffix(mt, "+json"))
 }
 
-// peekBody reads up to maxWireBody bytes of resp.Body and puts them back in
-// front of the rest.
+// peekBody reads up to maxWireBody bytes of resp.Body and puts them back.
 func peekBody(resp *http.Response) []byte {
 	buf, err := io.ReadAll(io.LimitReader(resp.Body, maxWireBody))
 	resp.Body = &replayBody{Reader: io.MultiReader(bytes.NewReader(buf), errReader{resp.Body, err}), Closer: resp.Body}
 	return buf
 }
 
-// replayBody is a response body whose first bytes were already read.
 type replayBody struct {
 	io.Reader
 	io.Closer
 }
 
-// errReader continues with r, or reports the error that stopped the peek so
-// the caller sees it where it happened.
+// errReader continues with r, or reports the error that stopped the peek.
 type errReader struct {
 	r   io.Reader
 	err error
@@ -325,14 +290,13 @@ func (e errReader) Read(p []byte) (int, error) {
 }
 
 // parseRetryAfter reads Retry-After as delay-seconds or an HTTP-date
-// (relative to Date, the only clock the response offers), at most
-// spread.MaxWait; 0 for no usable hint.
+// (relative to Date), at most spread.MaxWait; 0 for no usable hint.
 func parseRetryAfter(h http.Header) time.Duration {
 	v := strings.TrimSpace(h.Get("Retry-After"))
 	if v == "" {
 		return 0
 	}
-	if isDigits(v) { // delay-seconds = 1*DIGIT (RFC 9110, 10.2.3), however many
+	if strings.Trim(v, "0123456789") == "" { // delay-seconds = 1*DIGIT (RFC 9110, 10.2.3), however many
 		secs, err := strconv.ParseUint(v, 10, 64)
 		if err != nil || secs > uint64(spread.MaxWait/time.Second) { // err: beyond uint64, so longer still
 			return spread.MaxWait
@@ -348,14 +312,4 @@ func parseRetryAfter(h http.Header) time.Duration {
 		return 0
 	}
 	return min(max(at.Sub(date), 0), spread.MaxWait)
-}
-
-// isDigits reports whether s is one or more ASCII digits.
-func isDigits(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if s[i] < '0' || s[i] > '9' {
-			return false
-		}
-	}
-	return s != ""
 }

@@ -15,16 +15,14 @@ import (
 	"github.com/coldstart-go/coldstart/internal/backoff"
 )
 
-// Defaults of Retry's backoff (see WithBackoff).
 const (
 	defaultBackoffBase = 250 * time.Millisecond
 	defaultBackoffMax  = 30 * time.Second
 )
 
 // RetryOption configures Retry, WaitReady, RetryTransport and
-// grpcupgrade's client interceptors. A nil RetryOption is ignored, so an
-// option chosen at run time can be passed as is: Retry(ctx, fn, nil) is
-// Retry(ctx, fn). Options apply in order; a later one of a kind wins.
+// grpcupgrade's client interceptors. A nil RetryOption is ignored. Options
+// apply in order; a later one of a kind wins.
 type RetryOption func(*retryConfig)
 
 type retryConfig struct {
@@ -49,10 +47,7 @@ func WithClock(clk clock.Clock) RetryOption {
 
 // WithNotify sets a hook called before each wait with the attempt number
 // (from 1), the error that attempt returned, and the wait chosen (nil, the
-// default, means none). It is the client's one hook: count, log or trace
-// the waits there. It runs on the calling goroutine, inside the call, so
-// it is never called after Retry (or RoundTrip, or the intercepted call)
-// has returned.
+// default, means none). It runs on the calling goroutine, inside the call.
 func WithNotify(fn func(attempt int, err error, wait time.Duration)) RetryOption {
 	return func(c *retryConfig) { c.notify = fn }
 }
@@ -65,8 +60,7 @@ func WithRetryIf(pred func(error) bool) RetryOption {
 	return func(c *retryConfig) { c.retryIf = pred }
 }
 
-// newRetryConfig applies opts over the defaults (full jitter) and
-// validates the result.
+// newRetryConfig applies opts over the defaults and validates the result.
 func newRetryConfig(opts []RetryOption) (retryConfig, error) {
 	c := retryConfig{
 		policy:  backoff.Policy{Min: defaultBackoffBase, Max: defaultBackoffMax, Jitter: 1},
@@ -92,11 +86,7 @@ func newRetryConfig(opts []RetryOption) (retryConfig, error) {
 }
 
 // wait chooses the wait after attempt: the server's hint exactly when
-// there is one, else the jittered backoff. One jitter, the server's: a
-// coldstart server draws each refusal's hint from [R, 2R] (see
-// SetRetryAfter), so a herd refused together already comes back spread,
-// and jitter added here would only stretch the wait — measured before
-// this rule, a 1 s hint cost 1.16–1.76 s on top of the server's spread.
+// there is one, else the jittered backoff (DESIGN.md, "One jitter").
 func (c *retryConfig) wait(attempt int, hint time.Duration) time.Duration {
 	if hint > 0 {
 		return hint
@@ -104,8 +94,7 @@ func (c *retryConfig) wait(attempt int, hint time.Duration) time.Duration {
 	return c.policy.Next(attempt)
 }
 
-// hintOf is the server's wish for how long to wait, read through the one
-// "try again later" method every package here shares; zero if none.
+// hintOf is the server's RetryAfter hint; zero if none.
 func hintOf(err error) time.Duration {
 	var h interface{ RetryAfter() time.Duration }
 	if errors.As(err, &h) {
@@ -122,22 +111,15 @@ func hintOf(err error) time.Duration {
 // limit but ctx.
 //
 // Between attempts it waits exactly the refusal's RetryAfter (found with
-// errors.As on interface{ RetryAfter() time.Duration }) and adds no jitter
-// of its own: the server spreads the herd, and a coldstart server draws
-// each refusal's hint from [R, 2R] (R is its gate's RetryAfter), so the
-// whole wait after a refusal lies in [R, 2R]. A server that sends one
-// fixed hint to every client brings them back together; that is the
-// server's choice. Without a hint Retry waits a capped exponential backoff
-// with full jitter (see WithBackoff). Waits run on the clock of WithClock
-// (by default clock.WallClock), and WithNotify sees each. If the server
-// asks for a wait that ends after ctx's deadline, Retry returns at once
-// with an error that says so and matches both the refusal
-// (ErrUpgradeInProgress) and context.DeadlineExceeded; a backoff that
-// would overrun the deadline is instead shortened once so a last attempt
-// still happens; if that one is refused too, Retry waits for the deadline.
+// errors.As on interface{ RetryAfter() time.Duration }), adding no jitter
+// (DESIGN.md, "One jitter"); without a hint, a capped exponential backoff
+// with full jitter (WithBackoff). Waits run on WithClock's clock, and
+// WithNotify sees each. If the server's wait ends after ctx's deadline,
+// Retry returns at once with an error matching both the refusal and
+// context.DeadlineExceeded; a backoff that would overrun it is shortened
+// once for a last attempt, after which Retry waits for the deadline.
 //
-// fn receives ctx. Retrying is safe because a refused call was not executed
-// (see Middleware); fn must itself turn responses into errors, e.g. with
+// fn receives ctx and must itself turn responses into errors, e.g. with
 // ErrorFromResponse.
 func Retry(ctx context.Context, fn func(context.Context) error, opts ...RetryOption) error {
 	c, err := newRetryConfig(opts)
@@ -150,7 +132,6 @@ func Retry(ctx context.Context, fn func(context.Context) error, opts ...RetryOpt
 	return c.run(ctx, fn)
 }
 
-// run is Retry's loop, for a valid c and a non-nil fn.
 func (c *retryConfig) run(ctx context.Context, fn func(context.Context) error) error {
 	var last error
 	lastChance := false // a backoff was already cut to fit inside the deadline
@@ -177,11 +158,7 @@ func (c *retryConfig) run(ctx context.Context, fn func(context.Context) error) e
 			case left <= 0: // the deadline passed during fn; ctx is about to say so
 				<-ctx.Done()
 				return c.stopped(ctx, attempt, last)
-			case wait >= left && lastChance:
-				// The attempt squeezed in before the deadline was refused
-				// too. Cutting again would shrink each wait toward zero and
-				// call fn in a loop that never blocks (forever under a fake
-				// clock, where time moves only while we wait): wait out ctx.
+			case wait >= left && lastChance: // DESIGN.md, "Retry and ctx's deadline"
 				<-ctx.Done()
 				return c.stopped(ctx, attempt, last)
 			case wait >= left: // a backoff (a hint < left is kept): one last attempt, jittered inside what is left
@@ -197,8 +174,7 @@ func (c *retryConfig) run(ctx context.Context, fn func(context.Context) error) e
 	}
 }
 
-// stopped is the error of a run whose ctx ended, after attempts attempts;
-// one that had a refusal to wait out gave up.
+// stopped is the error of a run whose ctx ended, after attempts attempts.
 func (c *retryConfig) stopped(ctx context.Context, attempts int, last error) error {
 	if last == nil {
 		return ctx.Err()
@@ -211,8 +187,7 @@ func (c *retryConfig) stopped(ctx context.Context, attempts int, last error) err
 }
 
 // notReadyError is WaitReady's "not yet": the server is not listening, or a
-// proxy in front of it answered 502/503/504. Probing readiness is safe to
-// repeat, so WaitReady retries these; Retry by default does not.
+// proxy in front of it answered 502/503/504.
 type notReadyError struct {
 	cause error
 	hint  time.Duration
@@ -223,13 +198,12 @@ func (e *notReadyError) Unwrap() error             { return e.cause }
 func (e *notReadyError) RetryAfter() time.Duration { return e.hint }
 
 // WaitReady polls url, which should be served by ReadyHandler, until it
-// answers 2xx, for bootstrap-like tools that must not start work until the
-// full API is up. It retries refusals (ErrUpgradeInProgress), a server that
+// answers 2xx. It retries refusals (ErrUpgradeInProgress), a server that
 // is not listening yet (connection refused or reset) and 502/503/504 from a
 // proxy, with Retry's backoff and opts (a WithRetryIf in opts replaces that
 // test). It returns nil once ready, at once on ErrUpgradeFailed or any other
 // status, and an error wrapping ctx.Err() when ctx ends. A nil client means
-// http.DefaultClient; WithClock and WithNotify work as for Retry.
+// http.DefaultClient.
 func WaitReady(ctx context.Context, client *http.Client, url string, opts ...RetryOption) error {
 	if client == nil {
 		client = http.DefaultClient

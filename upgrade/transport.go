@@ -10,11 +10,8 @@ import (
 
 // RetryTransport returns an http.RoundTripper that waits upgrades out: it
 // sends each request through next (nil means http.DefaultTransport) and,
-// while the server refuses it because an upgrade is in progress (a 503
-// that ErrorFromResponse decodes to ErrUpgradeInProgress), waits as Retry
-// does — exactly the server's Retry-After, no attempt cap, the request's
-// context decides — and sends it again. A refused request was not executed,
-// which is what makes sending it again safe; nothing else is resent:
+// while the server refuses it because an upgrade is in progress, waits as
+// Retry does and sends it again. Nothing else is resent:
 //
 //   - A request with a body is resent only with a fresh body from
 //     req.GetBody (set by http.NewRequest for bytes, strings and
@@ -27,10 +24,8 @@ import (
 //     matches both the context's error and ErrUpgradeInProgress (through
 //     the *url.Error http.Client wraps it in).
 //
-// Each refusal's body is drained and closed before the wait, so the
-// connection goes back to the pool. opts are Retry's (WithBackoff for
-// refusals without a hint, WithNotify, WithClock); WithRetryIf has no
-// effect, since only refusals are known not to have been executed.
+// Each refusal's body is drained and closed before the wait. opts are
+// Retry's; WithRetryIf has no effect (only refusals were not executed).
 func RetryTransport(next http.RoundTripper, opts ...RetryOption) http.RoundTripper {
 	if next == nil {
 		next = http.DefaultTransport
@@ -89,8 +84,7 @@ func (t *retryTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	return resp, rtErr
 }
 
-// rewind returns req with a fresh body from GetBody, or req itself when it
-// has no body.
+// rewind returns req with a fresh body from GetBody.
 func rewind(req *http.Request) (*http.Request, error) {
 	if req.Body == nil || req.Body == http.NoBody {
 		return req, nil

@@ -43,9 +43,7 @@ func (p Phase) String() string {
 	return "Phase(" + strconv.Itoa(int(p)) + ")"
 }
 
-// describe is the phrase used in messages, which must make sense to an
-// operator who has never heard of phases (incident 3: "upgrade" meant two
-// different things).
+// describe is the phrase used in messages, for operators (DESIGN.md).
 func (p Phase) describe() string {
 	switch p {
 	case PhaseChecking:
@@ -64,9 +62,8 @@ func (p Phase) describe() string {
 func (p Phase) MarshalText() ([]byte, error) { return []byte(p.String()), nil }
 
 // UnmarshalText reads a wire name back. A name this client does not know
-// (a newer server's phase) sets the zero Phase and returns an error
-// matching errors.NotValid (github.com/juju/errors), which decoders of a
-// refusal ignore: the refusal still counts, its phase is unknown.
+// (a newer server's) sets the zero Phase and returns an error matching
+// errors.NotValid, which decoders of a refusal ignore.
 func (p *Phase) UnmarshalText(text []byte) error {
 	*p = parsePhase(string(text))
 	if *p == 0 {
@@ -75,7 +72,6 @@ func (p *Phase) UnmarshalText(text []byte) error {
 	return nil
 }
 
-// parsePhase maps a wire name back to its Phase; unknown names give 0.
 func parsePhase(s string) Phase {
 	for i, n := range phaseNames {
 		if i > 0 && n == s {
@@ -85,8 +81,6 @@ func parsePhase(s string) Phase {
 	return 0
 }
 
-// defaultRetryAfter is the RetryAfter a new Gate asks refused callers to
-// wait; change it with SetRetryAfter.
 const defaultRetryAfter = time.Second
 
 // Report is a snapshot of a Gate, for status pages and logs.
@@ -98,35 +92,29 @@ type Report struct {
 	// Epoch counts upgrade attempts: 1 for the gate's first, and one more
 	// each time Enter leaves PhaseComplete or PhaseFailed.
 	Epoch uint64
-	// LastErr is the cause of the most recent Fail, kept across epochs so an
-	// operator can see why the previous attempt failed; nil if none.
+	// LastErr is the cause of the most recent Fail, kept across epochs; nil
+	// if none.
 	LastErr error
-	// Calls counts the calls the gate decided while it refused calls, since
-	// NewGate and across epochs: one entry per refusing phase, in the order
-	// checking, running-steps, failed. Calls served while PhaseComplete are not
-	// counted, nor are readiness probes (ReadyHandler).
+	// Calls counts the calls the gate decided while it refused, since
+	// NewGate: one entry per refusing phase (checking, running-steps,
+	// failed). Readiness probes (ReadyHandler) are not counted.
 	Calls []CallsReport
 }
 
-// CallsReport counts the calls a gate decided in one phase: every Admit,
-// which Middleware and grpcupgrade's server interceptors call for theirs.
+// CallsReport counts the calls a gate decided (Admit) in one phase.
 type CallsReport struct {
 	// Phase is PhaseChecking, PhaseRunningSteps or PhaseFailed.
 	Phase Phase
 	// Admitted counts allowlisted calls, served while the gate refused others.
 	Admitted uint64
-	// Refused counts calls refused and not executed: in PhaseChecking and
-	// PhaseRunningSteps with 503 (gRPC: Unavailable) and a wait, for the
-	// client to retry; in PhaseFailed with 409 (FailedPrecondition), for it
-	// to stop.
+	// Refused counts calls refused and not executed (503 or 409; gRPC
+	// Unavailable or FailedPrecondition).
 	Refused uint64
 }
 
-// refusingPhases are the phases whose calls a gate counts, in Report order.
 var refusingPhases = [...]Phase{PhaseChecking, PhaseRunningSteps, PhaseFailed}
 
-// phaseCalls are the counters of one refusing phase: one atomic add per
-// call, read by Report.
+// phaseCalls are the counters of one refusing phase.
 type phaseCalls struct {
 	admitted, refused atomic.Uint64
 }
@@ -137,39 +125,30 @@ type GateConfig struct {
 	// Clock stamps Report.Since and times how long each phase lasted. nil
 	// means clock.WallClock.
 	Clock clock.Clock
-	// Logger receives one record per phase change, and nothing else: the
-	// calls the gate decides are counted in Report, never logged. nil means
-	// no logs.
+	// Logger receives one record per phase change, and nothing else. nil
+	// means no logs.
 	Logger *slog.Logger
 	// OnTransition, if not nil, is called after every phase change (after
-	// its record), for your own timeline or metrics; err is the cause when
-	// to is PhaseFailed, else nil. Hooks run in transition order, outside the
-	// gate's lock, on the goroutine of one of the callers that changed the
-	// phase (so one caller may run the hook for another's transition); by
-	// the time every call that changed the phase has returned, every hook
-	// has run. A hook may call the gate's methods, including transitions,
-	// which are queued behind it rather than deadlocking.
+	// its record); err is the cause when to is PhaseFailed, else nil. Hooks
+	// run in transition order, outside the gate's lock, on the goroutine of
+	// one of the callers that changed the phase; by the time every such call
+	// has returned, every hook has run. A hook may call the gate's methods,
+	// including transitions, which are queued behind it.
 	OnTransition func(from, to Phase, err error)
 }
 
-// The record a Gate logs, and its phase key.
 const (
 	msgPhase = "upgrade phase changed"
 	keyPhase = "phase"
 )
 
 // Gate is an upgrade-in-progress gate: while it is not PhaseComplete, servers
-// refuse every call that is not on their allowlist, and say so in a way
-// clients can recognise and wait out (Admit, Middleware).
-//
-// A gate starts in PhaseChecking, epoch 1. Enter moves between
-// PhaseChecking and PhaseRunningSteps; Complete and Fail end the epoch, and whichever comes first
-// wins (the other is then a no-op) until Enter starts a new epoch. Reading
-// the gate (Phase, Completed, Failed) is a single atomic load, and
-// deciding a call (Admit, Middleware) adds one atomic add while the gate
-// refuses: cheap enough for every call. A gate holds no timer and no
-// goroutine: nothing it owns logs, counts or calls a hook except inside
-// the calls made to it. A Gate is safe for concurrent use.
+// refuse every call that is not on their allowlist (Admit, Middleware). A
+// gate starts in PhaseChecking, epoch 1. Enter moves between
+// PhaseChecking and PhaseRunningSteps; Complete and Fail end the epoch, and
+// whichever comes first wins until Enter starts a new epoch. Reading the
+// gate is one atomic load, deciding a call one atomic add while it refuses.
+// A gate holds no timer and no goroutine. A Gate is safe for concurrent use.
 type Gate struct {
 	clk    clock.Clock
 	logger *slog.Logger                    // nil: no logs
@@ -183,18 +162,14 @@ type Gate struct {
 	delivering bool         // some goroutine is running hooks from pending
 }
 
-// state is one immutable snapshot of the gate. Everything a guard needs is
-// precomputed here so that refusing a call costs no formatting.
+// state is one immutable snapshot of the gate, precomputed for the guards.
 type state struct {
 	Report
 	guard   error       // what Admit refuses with
 	refusal *refusal    // the HTTP answer to a refused request; nil when PhaseComplete
 	calls   *phaseCalls // the counters of the phase; nil when PhaseComplete
-	// completed and failed: every state of one epoch shares them, and the
-	// transition that ends the epoch closes one. Only a closed one is
-	// replaced when the next epoch begins; the other carries over, so that
-	// a pair taken at different moments (Completed, then a Fail and Enter,
-	// then Failed) still closes one of its channels at the next outcome.
+	// completed and failed: shared by an epoch's states; only a closed one
+	// is replaced in the next epoch (DESIGN.md, "The Completed/Failed pair").
 	completed, failed chan struct{}
 }
 
@@ -217,9 +192,8 @@ func NewGate(cfg GateConfig) *Gate {
 	return g
 }
 
-// newState builds the snapshot for r, including the error and response
-// every refused call will share. prev is the state it replaces (nil for
-// the first): a state of the same epoch keeps its epoch's channels.
+// newState builds the snapshot for r; prev is the state it replaces (nil
+// for the first).
 func (g *Gate) newState(r Report, prev *state) *state {
 	s := &state{Report: r}
 	switch {
@@ -246,9 +220,7 @@ func (g *Gate) newState(r Report, prev *state) *state {
 	return s
 }
 
-// admit is the per-call guard, the one Admit, Middleware and (through
-// Admit) grpcupgrade share: it decides a call in state s, and counts it
-// while the gate refuses.
+// admit decides a call in state s, and counts it while the gate refuses.
 func (s *state) admit(allowlisted bool) error {
 	switch {
 	case s.guard == nil:
@@ -283,11 +255,10 @@ func (g *Gate) publish(r Report, err error) {
 }
 
 // Enter moves the gate to p, which must be PhaseChecking or
-// PhaseRunningSteps (use Complete and Fail for the others: an invalid p
-// returns an error matching errors.NotValid from github.com/juju/errors
-// and changes nothing). From PhaseComplete or PhaseFailed it re-enters upgrade mode in a new epoch, and calls
-// are refused again from the moment Enter returns. Entering the current
-// phase is a no-op.
+// PhaseRunningSteps (else an error matching errors.NotValid, and no
+// change). From PhaseComplete or PhaseFailed it starts a new epoch, calls
+// refused again from the moment Enter returns. Entering the current phase
+// is a no-op.
 func (g *Gate) Enter(p Phase) error {
 	if p != PhaseChecking && p != PhaseRunningSteps {
 		return jujuerrors.NotValidf("phase %s (must be checking or running-steps: Complete and Fail end an upgrade)", p)
@@ -308,17 +279,15 @@ func (g *Gate) Enter(p Phase) error {
 	return nil
 }
 
-// Complete ends the current epoch successfully: Admit returns nil and
-// every call is served. It is a no-op if the epoch already ended
-// (PhaseComplete or PhaseFailed).
+// Complete ends the current epoch successfully: every call is served. It
+// is a no-op if the epoch already ended.
 func (g *Gate) Complete() {
 	g.end(PhaseComplete, nil)
 }
 
 // Fail ends the current epoch in failure: calls are refused with an error
-// matching ErrUpgradeFailed and carrying err (Cause returns it). A nil
-// err is recorded as an unknown cause. It is a no-op if the epoch already
-// ended (PhaseComplete or PhaseFailed); Enter starts a new attempt.
+// matching ErrUpgradeFailed and carrying err (nil: an unknown cause). It is
+// a no-op if the epoch already ended; Enter starts a new attempt.
 func (g *Gate) Fail(err error) {
 	if err == nil {
 		err = errors.New("cause not given")
@@ -359,26 +328,11 @@ func (g *Gate) Report() Report {
 // Completed returns a channel closed the next time an epoch completes: the
 // current one, or, if it fails, the first later epoch that completes. A
 // channel is replaced only once it has closed, so take it again after
-// Enter to wait for the new epoch; one taken before keeps its answer. With
-// Failed, Cause and Detail it puts the gate on a board of gates without
-// copying its state, board.Follow("upgrade", g); whatever happens between
-// the calls that take the pair, one of it closes at the next outcome.
-//
-// A board entry resolves once: after a completed upgrade, Enter (a new
-// upgrade) does not make the entry locked again; watch the new epoch's
-// pair under a new entry if readiness must follow it. Code that waits for
-// the upgrade selects on the pair:
-//
-//	select {
-//	case <-g.Completed():
-//	case <-g.Failed():
-//		return &upgrade.FailedError{Err: g.Cause()} // matches ErrUpgradeFailed
-//	case <-ctx.Done():
-//		return ctx.Err()
-//	}
-//
-// (Not Done: a Done channel with an Err method means "resolved, failed if
-// Err" elsewhere, and a gate's refusal is non-nil while an upgrade runs.)
+// Enter to wait for the new epoch. With Failed, Cause and Detail it makes
+// the gate a gate.Component, board.Follow("upgrade", g); a board entry
+// resolves once, so a new epoch needs a new entry. To wait for the
+// upgrade, select on Completed, Failed (then return
+// &FailedError{Err: g.Cause()}) and ctx.Done().
 func (g *Gate) Completed() <-chan struct{} { return g.st.Load().completed }
 
 // Failed returns a channel closed the next time an epoch fails: the
@@ -387,15 +341,11 @@ func (g *Gate) Completed() <-chan struct{} { return g.st.Load().completed }
 func (g *Gate) Failed() <-chan struct{} { return g.st.Load().failed }
 
 // Cause returns the cause of the gate's most recent failure (Report's
-// LastErr, kept across epochs), or nil if it has never failed. With
-// Completed, Failed and Detail it makes the gate a gate.Component, so
-// board.Follow("upgrade", g) shows why an upgrade failed.
+// LastErr, kept across epochs), or nil if it has never failed.
 func (g *Gate) Cause() error { return g.st.Load().LastErr }
 
 // Detail says in words what the gate is waiting on while the upgrade is
-// in progress — "checking whether new agent binaries are needed" or
-// "running upgrade steps" — and is empty once the epoch has ended
-// (PhaseComplete has nothing to wait on; Cause says why it failed).
+// in progress ("running upgrade steps"), and is empty once the epoch ended.
 func (g *Gate) Detail() string {
 	switch p := g.st.Load().Phase; p {
 	case PhaseComplete, PhaseFailed:
@@ -414,16 +364,10 @@ func (g *Gate) Detail() string {
 //   - steps failed on their own while ctx was live: Fail with the cause
 //     "upgrade steps: <err>", which RunSteps returns (matching err);
 //   - ctx ended (a SIGTERM mid-upgrade) and steps returned an error: the
-//     gate stays in PhaseRunningSteps, in progress, and RunSteps returns an
-//     error matching both ctx's error and the steps'. The steps did not
-//     fail, they were stopped: failing the gate would answer every client
-//     409 "upgrade failed: context canceled", telling them to stop for
-//     good, where the agent's next start runs the steps again.
+//     gate stays in PhaseRunningSteps, and RunSteps returns an error
+//     matching both ctx's error and the steps' (DESIGN.md explains why).
 //
-// If ctx has already ended, RunSteps returns its error and changes
-// nothing. (Calling Fail with whatever the steps returned, as this
-// package's docs once showed, turns a cancelled upgrade into a permanent
-// failure.)
+// If ctx has already ended, RunSteps returns its error and changes nothing.
 func (g *Gate) RunSteps(ctx context.Context, steps func(context.Context) error) error {
 	if steps == nil {
 		return jujuerrors.NotValidf("nil steps")
@@ -451,33 +395,21 @@ func (g *Gate) RunSteps(ctx context.Context, steps func(context.Context) error) 
 
 // Admit is the per-call guard: call it for every call, with allowlisted
 // saying whether the call is on your allowlist, and run the call only if
-// it returns nil — the upgrade is complete, or allowlisted is true.
-// Otherwise it returns the refusal: an *InProgressError (matching
-// ErrUpgradeInProgress, carrying the phase and RetryAfter) while the
-// upgrade is in progress, a *FailedError (matching ErrUpgradeFailed,
-// unwrapping to the cause) once it failed. Never cache the answer at
+// it returns nil (the upgrade is complete, or allowlisted is true).
+// Otherwise it returns the refusal: an *InProgressError while the upgrade
+// is in progress, a *FailedError once it failed. Never cache the answer at
 // login: Enter can close the gate again at any time.
 //
-// While the gate refuses, each call is counted in Report().Calls by phase,
-// admitted or refused; once the upgrade is complete nothing is counted.
-// Middleware and grpcupgrade's server interceptors decide their calls with
-// it. It allocates nothing; the errors it returns are shared and must be
-// treated as read-only.
+// While the gate refuses, each call is counted in Report().Calls. It
+// allocates nothing; the errors it returns are shared and read-only.
 func (g *Gate) Admit(allowlisted bool) error { return g.st.Load().admit(allowlisted) }
 
 // SetRetryAfter sets R, how long refused callers are asked to wait at
-// least (default 1 s). Admit's InProgressError carries R itself; each refusal
-// on the wire (Middleware's Retry-After in whole seconds, grpcupgrade's
-// pushback in milliseconds) carries a wait drawn from [R, 2R], so that a
-// herd refused together, whose generic clients sleep exactly what they are
-// told, comes back spread over R rather than in lock-step. The spread
-// follows R and is not set on its own: the longer the wait, the wider the
-// window a herd needs. This is the only jitter: Retry, RetryTransport and
-// grpcupgrade's clients wait exactly the hint they are given. An RPC layer
-// of your own that sends Admit's RetryAfter on should draw each refusal's
-// hint from [R, 2R] too. d must be positive (this package's HTTP clients
-// read a Retry-After of more than an hour as an hour). It takes effect at
-// once and is not a transition.
+// least (default 1 s). Admit's InProgressError carries R itself; each
+// refusal on the wire carries a wait drawn from [R, 2R] (DESIGN.md, "One
+// jitter"); an RPC layer of your own should draw from [R, 2R] too. d must
+// be positive (clients read more than an hour as an hour). It takes effect
+// at once and is not a transition.
 func (g *Gate) SetRetryAfter(d time.Duration) error {
 	if d <= 0 {
 		return jujuerrors.NotValidf("RetryAfter %v (must be positive)", d)

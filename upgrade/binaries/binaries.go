@@ -14,15 +14,12 @@ import (
 // Sentinel errors; the typed errors below match them.
 var (
 	// ErrNoMatch means no agent binaries fit the wanted version and
-	// platform. Retrying the same request will not help: the *NoMatchError
-	// names what was wanted and what is available, so fix the version asked
-	// for or publish the binaries.
+	// platform. Retrying will not help: fix the version asked for (the
+	// *NoMatchError names what is available) or publish the binaries.
 	ErrNoMatch = errors.New("binaries: no matching agent binaries")
 
 	// ErrRestartRequired means new agent binaries are in place and the agent
-	// must restart to run them. The restart is the caller's action (for a
-	// worker: return the error so the agent exits and its supervisor
-	// restarts it).
+	// must restart to run them; the restart is the caller's action.
 	ErrRestartRequired = errors.New("binaries: restart required")
 )
 
@@ -36,8 +33,7 @@ type Version struct {
 // decimal numbers below 2³¹ without signs or leading zeros. Anything else
 // is rejected with an error matching errors.NotValid (github.com/juju/errors)
 // that says what was expected — notably a bare series such as "1.24", which
-// names many versions, not one (an operator who asked for "1.24" was told
-// only "no matching tools available").
+// names many versions, not one.
 func ParseVersion(s string) (Version, error) {
 	bad := func(reason string) (Version, error) {
 		q := s
@@ -73,15 +69,7 @@ func ParseVersion(s string) (Version, error) {
 }
 
 func digits(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if s[i] < '0' || s[i] > '9' {
-			return false
-		}
-	}
-	return true
+	return s != "" && strings.Trim(s, "0123456789") == ""
 }
 
 // String returns "major.minor.patch", with ".build" when Build is not 0.
@@ -95,16 +83,12 @@ func (v Version) String() string {
 
 // Compare returns -1, 0 or +1 as v is older than, equal to or newer than o.
 func (v Version) Compare(o Version) int {
-	if c := cmp.Compare(v.Major, o.Major); c != 0 {
-		return c
-	}
-	if c := cmp.Compare(v.Minor, o.Minor); c != 0 {
-		return c
-	}
-	if c := cmp.Compare(v.Patch, o.Patch); c != 0 {
-		return c
-	}
-	return cmp.Compare(v.Build, o.Build)
+	return cmp.Or(
+		cmp.Compare(v.Major, o.Major),
+		cmp.Compare(v.Minor, o.Minor),
+		cmp.Compare(v.Patch, o.Patch),
+		cmp.Compare(v.Build, o.Build),
+	)
 }
 
 // Platform is an operating system and CPU architecture, as in GOOS/GOARCH.
@@ -130,9 +114,8 @@ type Binary struct {
 type NoMatchError struct {
 	Want     Version
 	Platform Platform
-	// Nearest are the versions available for Platform closest to Want: the
-	// newest older one and the oldest newer one, when they exist, in
-	// ascending order.
+	// Nearest are the newest older and the oldest newer versions available
+	// for Platform, when they exist, in ascending order.
 	Nearest []Version
 	// OtherPlatforms are the platforms for which Want itself is available.
 	OtherPlatforms []Platform
@@ -140,8 +123,7 @@ type NoMatchError struct {
 	Available int
 }
 
-// Error names the wanted version, the platform, and the nearest ones
-// available — everything "no matching tools available" left out.
+// Error names the wanted version, the platform, and what is available.
 func (e *NoMatchError) Error() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "no agent binaries for %s on %s", e.Want, e.Platform)
@@ -172,10 +154,8 @@ func joinStrings[T fmt.Stringer](xs []T) string {
 }
 
 // Match picks the agent binary for exactly version want on platform
-// from available (the first, if several fit). When none fits it returns a
-// *NoMatchError naming want, the platform, the nearest versions
-// available for that platform, and the platforms that do have want. An
-// empty OS or Arch in platform is an error matching errors.NotValid.
+// from available (the first, if several fit), or returns a *NoMatchError.
+// An empty OS or Arch in platform is an error matching errors.NotValid.
 func Match(available []Binary, want Version, platform Platform) (Binary, error) {
 	if platform.OS == "" || platform.Arch == "" {
 		return Binary{}, jujuerrors.NotValidf("platform %q (must have both an OS and an architecture)", platform)

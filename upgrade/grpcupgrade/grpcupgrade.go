@@ -26,9 +26,8 @@ import (
 	"github.com/coldstart-go/coldstart/upgrade/internal/spread"
 )
 
-// The wire format of a refusal: an errdetails.ErrorInfo in the status
-// details with Domain and one of the reasons below, and the metadata keys
-// below. A status is a refusal only if it carries such an ErrorInfo.
+// The wire format of a refusal: a status is a refusal only if it carries an
+// errdetails.ErrorInfo with Domain, one of the reasons and the metadata keys.
 const (
 	// Domain is the ErrorInfo domain of every refusal.
 	Domain = "coldstart"
@@ -42,36 +41,29 @@ const (
 	// MetadataPhase is the ErrorInfo metadata key of the server's phase.
 	MetadataPhase = "phase"
 	// MetadataCause is the ErrorInfo metadata key of a failed upgrade's
-	// cause (its text alone, on one line, control characters replaced, cut
-	// at 1 KiB: the status message already says "upgrade failed" around
-	// it).
+	// cause (its text alone, on one line, cut at 1 KiB).
 	MetadataCause = "cause"
 )
 
-// pushbackKey is the trailer grpc-go's built-in retry reads: wait that many
-// milliseconds before the next attempt, or stop when it is negative.
+// pushbackKey is the trailer grpc-go's built-in retry reads (ms; < 0: stop).
 const pushbackKey = "grpc-retry-pushback-ms"
 
 // UnaryServerInterceptor guards unary calls with g, per call: a call is
 // handled when the upgrade is complete or allow(info.FullMethod) reports
-// true (allow may be nil: nothing is allowlisted; see AllowMethods). Any
-// other call is refused BEFORE its handler runs, so it was not executed and
-// is safe to repeat:
+// true (allow may be nil; see AllowMethods). Any other call is refused
+// BEFORE its handler runs, so it is safe to repeat:
 //
 //   - in progress: codes.Unavailable, an ErrorInfo{Reason:
 //     UPGRADE_IN_PROGRESS, Domain: coldstart, Metadata: {phase}}, a
 //     RetryInfo and the trailer grpc-retry-pushback-ms, both carrying a
 //     wait drawn per refusal from [R, 2R] milliseconds (R is the gate's
-//     RetryAfter), so grpc-go's built-in retry policy waits it out and a
-//     herd does not come back in lock-step;
+//     RetryAfter);
 //   - failed: codes.FailedPrecondition, reason UPGRADE_FAILED (the cause in
-//     its metadata and its message, on one line and cut at 1 KiB, as
-//     upgrade's HTTP refusal sends it) and pushback -1, on which grpc-go
-//     stops retrying.
+//     its metadata and its message, cut at 1 KiB) and pushback -1, on
+//     which grpc-go stops retrying.
 //
-// Each call is decided by upgrade.Gate.Admit, the gate's one per-call
-// guard: while the gate refuses it is counted, admitted (allowlisted) or
-// refused, in the gate's Report().Calls. It panics if g is nil.
+// Each call is decided, and counted, by upgrade.Gate.Admit. It panics if g
+// is nil.
 func UnaryServerInterceptor(g *upgrade.Gate, allow func(fullMethod string) bool) grpc.UnaryServerInterceptor {
 	if g == nil {
 		panic("grpcupgrade.UnaryServerInterceptor: nil Gate")
@@ -105,8 +97,7 @@ func StreamServerInterceptor(g *upgrade.Gate, allow func(fullMethod string) bool
 	}
 }
 
-// admit decides a call with the gate's one per-call guard, Admit, which
-// counts it while g refuses; allow is consulted only then.
+// admit decides a call with g.Admit; allow is consulted only while g refuses.
 func admit(g *upgrade.Gate, allow func(string) bool, fullMethod string) error {
 	if g.Phase() == upgrade.PhaseComplete {
 		return nil
@@ -114,12 +105,8 @@ func admit(g *upgrade.Gate, allow func(string) bool, fullMethod string) error {
 	return g.Admit(allow != nil && allow(fullMethod))
 }
 
-// executed is a handler's error as its client must see it. A refusal the
-// handler passed on from a call of its own (a downstream server still
-// upgrading) carries our ErrorInfo, which promises "not executed" — but
-// this handler ran, so it goes out with its code and message and without
-// our details: neither FromError nor the client interceptor takes it for a
-// refusal of this call, and nothing retries it as one.
+// executed is a handler's error as its client must see it: without our
+// ErrorInfo, since the handler ran (upgrade/DESIGN.md, "grpcupgrade").
 func executed(err error) error {
 	if err == nil {
 		return nil
@@ -141,9 +128,8 @@ func ourInfo(st *status.Status) *errdetails.ErrorInfo {
 	return nil
 }
 
-// refuser builds one interceptor's refusals. What every call refused in
-// one gate state shares (the status, its ErrorInfo) is built once, when the
-// gate's guard changes; a refusal in progress adds only its RetryInfo.
+// refuser builds one interceptor's refusals, sharing per gate guard what
+// does not change per call (the status, its ErrorInfo).
 type refuser struct {
 	cached atomic.Pointer[stateRefusal]
 }
@@ -167,10 +153,7 @@ func newStateRefusal(guard error) *stateRefusal {
 	md := map[string]string{MetadataPhase: upgrade.PhaseFailed.String()}
 	msg := guard.Error()
 	if cause := errors.Unwrap(guard); cause != nil {
-		// A cause is an error's text from anywhere (a step's, an
-		// operator's): it goes out as upgrade's HTTP refusal sends it, on
-		// one line and cut at 1 KiB, in the metadata and the message —
-		// once it was a megabyte, sent twice in every refusal's trailers.
+		// On one line and cut at 1 KiB (upgrade/DESIGN.md, "grpcupgrade").
 		shown := printable.Text(cause.Error())
 		md[MetadataCause] = shown
 		msg = (&upgrade.FailedError{Err: errors.New(shown)}).Error()
@@ -187,9 +170,8 @@ func withInfo(c codes.Code, msg, reason string, md map[string]string) *status.St
 	return st
 }
 
-// refuse returns the pushback for a call refused with the gate's guard
-// (milliseconds drawn from [R, 2R], or "-1", stop, once failed) and the
-// error to answer it with.
+// refuse returns the pushback for a call refused with guard (ms drawn from
+// [R, 2R], or "-1" once failed) and the error to answer it with.
 func (r *refuser) refuse(guard error) (pushback string, err error) {
 	s := r.cached.Load()
 	if s == nil || s.guard != guard { // a new gate state (racing builders build alike)
@@ -212,16 +194,12 @@ func (r *refuser) refuse(guard error) (pushback string, err error) {
 }
 
 // FromError turns a refusal status sent by the server interceptors back
-// into an error: one errors.As finds an *upgrade.InProgressError in (its
-// RetryAfter is the RetryInfo delay, a longer one than an hour read as an
-// hour, as upgrade's HTTP client reads Retry-After; matching
-// upgrade.ErrUpgradeInProgress), or one matching upgrade.ErrUpgradeFailed
-// (errors.As finds an *upgrade.FailedError carrying the server's text of
-// the cause, on one line and cut at 1 KiB, as our servers send it). Either
-// still answers status.Code and status.FromError with the status it came
-// as. Every other error, including a status without our ErrorInfo (an
-// Unavailable from a proxy or a broken connection, which promises nothing
-// about execution), is returned unchanged; nil stays nil.
+// into an error in which errors.As finds an *upgrade.InProgressError (its
+// RetryAfter the RetryInfo delay, at most an hour) or an
+// *upgrade.FailedError (the server's text of the cause). Either still
+// answers status.Code and status.FromError with the status it came as.
+// Every other error, including a status without our ErrorInfo (which
+// promises nothing about execution), is returned unchanged; nil stays nil.
 func FromError(err error) error {
 	st, ok := status.FromError(err)
 	if !ok || st == nil || st.Code() == codes.OK {
@@ -245,16 +223,13 @@ func FromError(err error) error {
 		_ = phase.UnmarshalText([]byte(info.GetMetadata()[MetadataPhase])) // unknown: the zero Phase
 		return &statusError{err: &upgrade.InProgressError{Phase: phase, RetryDelay: delay}, st: st}
 	case ReasonFailed:
-		// Our servers send the cause on its own; the status message
-		// already says "upgrade failed" around it and must not be nested.
 		cause := cmp.Or(printable.Text(strings.TrimSpace(info.GetMetadata()[MetadataCause])), "the server gave no cause")
 		return &statusError{err: &upgrade.FailedError{Err: errors.New(cause)}, st: st}
 	}
 	return err
 }
 
-// statusError is an upgrade error that still carries the gRPC status it
-// came as (or, from the client interceptor, the status of how it ended).
+// statusError is an upgrade error that still carries its gRPC status.
 type statusError struct {
 	err error
 	st  *status.Status
@@ -265,20 +240,13 @@ func (e *statusError) Unwrap() error              { return e.err }
 func (e *statusError) GRPCStatus() *status.Status { return e.st }
 
 // UnaryClientInterceptor retries calls refused while the server upgrades,
-// with upgrade.Retry: it waits exactly the server's RetryInfo delay (which
-// the server drew from [R, 2R]: the one jitter), has no attempt cap
-// (grpc-go's built-in retry gives up after 5 attempts, about 4 s into an
-// upgrade pushing back 1 s) and stops when ctx ends, at once on a failed
-// upgrade, and on any other error. It returns FromError's error, which
-// still answers status.Code: a refusal's code, or codes.Canceled /
-// codes.DeadlineExceeded when ctx ended while it waited (the error then
-// also matches the context error and the last refusal). opts are
-// upgrade.Retry's (a nil one is ignored): upgrade.WithClock times the
-// waits, and upgrade.WithNotify, the one hook, sees each, inside the call.
-//
-// Only refused calls are retried, which is safe because a refused call was
-// not executed. Combine it with a built-in retry policy if you like: the
-// server's pushback governs both.
+// with upgrade.Retry: it waits exactly the server's RetryInfo delay, has no
+// attempt cap and stops when ctx ends, at once on a failed upgrade, and on
+// any other error. It returns FromError's error, which still answers
+// status.Code: a refusal's code, or codes.Canceled / codes.DeadlineExceeded
+// when ctx ended while it waited (the error then also matches the context
+// error and the last refusal). opts are upgrade.Retry's. Only refused calls
+// are retried.
 func UnaryClientInterceptor(opts ...upgrade.RetryOption) grpc.UnaryClientInterceptor {
 	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, callOpts ...grpc.CallOption) error {
 		return ended(upgrade.Retry(ctx, func(ctx context.Context) error {
@@ -287,8 +255,7 @@ func UnaryClientInterceptor(opts ...upgrade.RetryOption) grpc.UnaryClientInterce
 	}
 }
 
-// ended gives Retry's own "stopped" errors, which wrap a context error (a
-// gRPC status never does), the status of how the call ended.
+// ended gives Retry's own "stopped" errors the status of how the call ended.
 func ended(err error) error {
 	if err != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
 		return &statusError{err: err, st: status.FromContextError(err)}
@@ -296,42 +263,31 @@ func ended(err error) error {
 	return err
 }
 
-// A stream keeps what it sent until it is committed, to send it again
-// after a refusal: at most maxReplay messages and maxReplayBytes of them
-// (proto.Size). A stream that sends more before receiving anything, or
-// sends a message that is not a proto.Message (which cannot be sized), is
-// committed then and no longer retried.
+// Bounds of what an uncommitted stream keeps (see StreamClientInterceptor).
 const (
 	maxReplay      = 64
 	maxReplayBytes = 4 << 20
 )
 
-// StreamClientInterceptor is UnaryClientInterceptor for streams. A stream
-// the server refused (before its handler ran, so nothing it sent was
-// executed) is opened again after exactly the server's delay, and what the
-// client had sent on it is sent again, until the stream is admitted, the
-// upgrade fails, or the stream's ctx ends — all inside the client's first
-// RecvMsg (a server-streaming call's first Recv, a client-streaming call's
-// CloseAndRecv, a bidi call's first Recv), which returns the first message
-// of the admitted stream. Once a message has been received the stream is
-// committed and never retried: its handler has run.
+// StreamClientInterceptor is UnaryClientInterceptor for streams. A refused
+// stream is opened again after exactly the server's delay, and what the
+// client had sent on it sent again, until the stream is admitted, the
+// upgrade fails, or its ctx ends — all inside the client's first RecvMsg
+// (Recv or CloseAndRecv), which returns the admitted stream's first
+// message. Once a message has been received the stream is committed and
+// never retried.
 //
-// While a stream is not yet committed, SendMsg keeps each message (grpc-go
-// forbids changing a message after SendMsg, so nothing is copied) and
-// reports a stream the server ended as sent (nil, not io.EOF): the status
-// comes from RecvMsg, which retries a refusal and resends them. SendMsg
-// does not wait for RecvMsg's retries: a message sent while RecvMsg waits
-// is kept and goes to the reopened stream with the others, so a bidi
-// stream may send from one goroutine while another receives.
+// While a stream is not yet committed, SendMsg keeps each message (not
+// copied) and reports a stream the server ended as sent (nil, not
+// io.EOF): the status comes from RecvMsg, which retries a refusal and
+// resends them. A message sent while RecvMsg waits goes to the reopened
+// stream, so a bidi stream may send and receive from two goroutines.
 //
 // Cost: an uncommitted stream holds on to up to 64 messages and 4 MiB of
-// them (proto.Size) until it receives its first message. A stream that
-// sends more than that first, or sends a message that is not a
-// proto.Message, is committed at that message: it is no longer retried,
-// and a refusal reaches RecvMsg as an error. Header and Context are the
-// current attempt's. Every error RecvMsg returns, committed or not, is
-// FromError's, as the unary interceptor's; opts are upgrade.Retry's
-// (upgrade.WithClock times the waits, upgrade.WithNotify sees each).
+// them (proto.Size). A stream that sends more than that first, or a
+// message that is not a proto.Message, is committed at that message: it is
+// no longer retried. Header and Context are the current attempt's. Every
+// error RecvMsg returns is FromError's; opts are upgrade.Retry's.
 func StreamClientInterceptor(opts ...upgrade.RetryOption) grpc.StreamClientInterceptor {
 	return func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, callOpts ...grpc.CallOption) (grpc.ClientStream, error) {
 		s := &retryStream{ctx: ctx, opts: opts, open: func(ctx context.Context) (grpc.ClientStream, error) {
@@ -349,16 +305,14 @@ func StreamClientInterceptor(opts ...upgrade.RetryOption) grpc.StreamClientInter
 	}
 }
 
-// retryStream is a client stream that is opened again while the server
-// refuses it, until it is committed.
+// retryStream is a client stream reopened while refused, until committed.
 type retryStream struct {
 	ctx  context.Context
 	opts []upgrade.RetryOption
 	open func(context.Context) (grpc.ClientStream, error)
 
-	// mu guards the fields below. It is held to read or change them and
-	// while a stream is reopened and given what was sent (see reopen);
-	// never across a wait or a RecvMsg.
+	// mu guards the fields below, and is held while a stream is reopened
+	// and given what was sent; never across a wait or a RecvMsg.
 	mu        sync.Mutex
 	cs        grpc.ClientStream // the current attempt
 	sent      []any             // messages sent while not committed
@@ -399,8 +353,7 @@ func (s *retryStream) SendMsg(m any) error {
 	return err
 }
 
-// keep adds m to what is replayed, or commits the stream when m would
-// exceed the bounds or cannot be sized; s.mu is held.
+// keep adds m to what is replayed, or commits the stream; s.mu is held.
 func (s *retryStream) keep(m any) {
 	pm, ok := m.(proto.Message)
 	if !ok || len(s.sent) >= maxReplay {
@@ -441,7 +394,11 @@ func (s *retryStream) RecvMsg(m any) error {
 			err, refusal = refusal, nil
 			return err
 		}
-		if err := FromError(s.reopen(ctx, m)); err != errCommitted {
+		again, err := s.reopen(ctx)
+		if err == nil {
+			err = again.RecvMsg(m) // without s.mu
+		}
+		if err := FromError(err); err != errCommitted {
 			last = err
 			return err
 		}
@@ -456,24 +413,12 @@ func (s *retryStream) RecvMsg(m any) error {
 	return ended(err)
 }
 
-// errCommitted stops RecvMsg's retries when a SendMsg committed the stream
-// while RecvMsg waited: the messages to resend were dropped.
+// errCommitted stops RecvMsg's retries when a SendMsg committed the stream.
 var errCommitted = errors.New("grpcupgrade: stream committed during the wait")
 
 // reopen opens the stream again, swaps it in and resends what was sent,
-// under s.mu, so that a concurrent SendMsg cannot commit the stream in
-// between (a stream opened and given less than was sent would run its
-// handler on part of the call) and goes after the replay, to the new
-// stream; then it receives into m, without s.mu.
-func (s *retryStream) reopen(ctx context.Context, m any) error {
-	cs, err := s.swap(ctx)
-	if err != nil {
-		return err
-	}
-	return cs.RecvMsg(m)
-}
-
-func (s *retryStream) swap(ctx context.Context) (grpc.ClientStream, error) {
+// under s.mu (upgrade/DESIGN.md, "grpcupgrade").
+func (s *retryStream) reopen(ctx context.Context) (grpc.ClientStream, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.committed {
@@ -500,8 +445,7 @@ func (s *retryStream) swap(ctx context.Context) (grpc.ClientStream, error) {
 // AllowMethods returns an allow func for the server interceptors that
 // allows exactly the given full methods ("/package.Service/Method", as in
 // grpc.UnaryServerInfo.FullMethod and the generated _FullMethodName
-// constants). It panics on a name not of that form: allowlists are written
-// in code, and a typo there must not silently refuse (or allow) a call.
+// constants). It panics on a name not of that form.
 func AllowMethods(fullMethods ...string) func(fullMethod string) bool {
 	set := make(map[string]struct{}, len(fullMethods))
 	for _, m := range fullMethods {

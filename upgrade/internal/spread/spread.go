@@ -1,11 +1,8 @@
 // Package spread draws the wait a server hands one refused caller, shared
 // by upgrade's HTTP refusals (Retry-After, whole seconds) and grpcupgrade's
-// (grpc-retry-pushback-ms, milliseconds), so both spread a herd the same
-// way: a gate asking for R answers each refusal with a value drawn
-// uniformly from [R, R + spread], spread = R. Generic clients sleep exactly
-// what they are told; one shared value would bring a herd refused together
-// back together, every round. MaxWait is the other end of the trip: the
-// longest wait either client reads from a hint.
+// (grpc-retry-pushback-ms, milliseconds): a gate asking for R answers each
+// refusal with a value drawn uniformly from [R, 2R]. MaxWait is the longest
+// wait either client reads from a hint. See upgrade/DESIGN.md.
 package spread
 
 import (
@@ -16,15 +13,13 @@ import (
 
 // MaxWait bounds the wait a refusal's hint can ask of a client, as both
 // clients read it (upgrade's Retry-After, grpcupgrade's RetryInfo): a
-// longer one is read as this long, so that a proxy's "forever"
-// (4294967295 s) parks no client for 136 years, and a fleet told to wait
-// too long by mistake asks again within the hour.
+// longer one is read as this long.
 const MaxWait = time.Hour
 
 // Range is the whole units [lo, hi] a refusal's hint is drawn from for a
-// gate asking for r: lo is r rounded up to a unit, and at least 1 (a
-// hint of 0 invites an immediate stampede); hi adds r's spread, r rounded
-// down to units (so hi never passes R + spread). unit must be positive.
+// gate asking for r: lo is r rounded up to a unit, and at least 1; hi
+// adds r rounded down to units (so hi never passes 2r). unit must be
+// positive.
 func Range(r, unit time.Duration) (lo, hi int64) {
 	r = max(r, 0)
 	down := int64(r / unit)
