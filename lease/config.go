@@ -60,13 +60,10 @@ type Config struct {
 	// must be in [0.01, 1) (a tinier one would renew all the time).
 	RenewFraction float64
 	// Margin is taken off every deadline (until = sent + granted − Margin)
-	// so that a promise ends before the store's term although this clock
-	// may run slower than the store's (every store leader's): a promise
-	// holds while this clock is slower by less than Margin / granted, that
-	// is Margin / (2×Duration) — 5 % with the default (Timing.ClockDrift)
-	// — or less when the store grants more than asked (etcd rounds a TTL
-	// up to whole seconds). A clock faster than the store's only promises
-	// less.
+	// so that a promise ends before the store's term while this clock runs
+	// slower than every store leader's by less than Margin / granted:
+	// Margin / (2×Duration), 5 % with the default (Timing.ClockDrift;
+	// DESIGN.md, "Clock drift").
 	//
 	// Margin is also the stall the tracker tolerates: a renewal timer that
 	// fires more than Margin late (a VM frozen, a GC stall, a process
@@ -94,27 +91,18 @@ type Config struct {
 	// successor can start before the term ends.
 	ReleaseOnClose bool
 	// Clock times everything. If it's nil, clock.WallClock will be used.
-	// On Linux, with the wall clock (or any Clock whose times carry Go's
-	// monotonic reading), a suspend of the host is detected: the monotonic
-	// clock stops while the host sleeps (golang/go#24595), so Until would
-	// lie in the future for this process only. Check, Current and Report
-	// then say Unknown at once and the tracker asks the store again; Lead
-	// functions see their ctx end once that Unknown is published (at the
-	// renewer's next call if nothing asked sooner). Elsewhere, and with
-	// other clocks, a suspend is not detected: a promise then outlasts the
-	// lease by the time slept.
+	// On Linux, with a Clock whose times carry Go's monotonic reading (the
+	// wall clock), a suspend of the host is detected (DESIGN.md,
+	// "Suspend"): Check, Current and Report say Unknown at once and the
+	// tracker asks the store again; Lead functions see their ctx end once
+	// that Unknown is published. Elsewhere, and with other clocks, a
+	// promise outlasts the lease by the time slept.
 	Clock clock.Clock
-	// Logger receives one record per change of the tracker's state (keys
-	// lease, state, holder, token, until, err, and latency: how long the
-	// store call that brought the change took): "lease held" and "lease
-	// confirmed again" at Info, "lease renewal not confirmed" and "lease
-	// state unknown" at Warn, "lease held by another" at Info, "lease
-	// lost" (a term we held is over) at Warn; "lease stepped down" and
-	// "lease tracker closed" at Info; "lease released" at Info, or "lease
-	// release not confirmed" at Warn; and, from the goroutine that runs
-	// Lead (or WithLeadership), "lease leader run started" and "lease
-	// leader run ended" (with the cause) at Info. A routine renewal, a
-	// retry that changes nothing and Check never log. nil means no logs.
+	// Logger receives one record per change of the tracker's state, per
+	// release, and per start and end of a Lead (or WithLeadership) run;
+	// docs/catalogue.md lists their messages, levels and keys. A routine
+	// renewal, a retry that changes nothing and Check never log. nil means
+	// no logs.
 	Logger *slog.Logger
 
 	// sleep replaces the host's sleep meter (tests inject suspends).

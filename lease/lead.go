@@ -85,8 +85,7 @@ func (t *Tracker) WithLeadership(ctx context.Context, fn func(ctx context.Contex
 	return err
 }
 
-// nilFunc is the refusal of a nil function given to method: at the call,
-// not when the tracker first leads and would run it.
+// nilFunc is the refusal of a nil function given to method.
 func (t *Tracker) nilFunc(method string) error {
 	return jujuerrors.NotValidf("lease %q: nil %s function (must be the work to run while leading)", t.cfg.Name, method)
 }
@@ -115,10 +114,7 @@ func (t *Tracker) awaitHeld(ctx context.Context) (*snapshot, error) {
 // fn's ctx, nil if fn returned first.
 func (t *Tracker) runLeader(ctx context.Context, s *snapshot, fn func(context.Context, Status) error) (ran bool, cause, err error) {
 	token := s.status.Token
-	// Counted before the promise is checked: a StepDown or Close that
-	// publishes after the snapshot read below sees fn running and waits
-	// for it before releasing; one that published before is seen here.
-	t.leaders.enter()
+	t.leaders.enter() // before the promise is checked (DESIGN.md, "The renewer and checks")
 	if cause := t.promised(t.snap.Load(), token); cause != nil {
 		t.leaders.leave()
 		return false, cause, nil
@@ -134,9 +130,7 @@ func (t *Tracker) runLeader(ctx context.Context, s *snapshot, fn func(context.Co
 		defer func() {
 			close(stop) // even if fn panics: the watcher must not leak
 			cause = <-lost
-			// Logged before the count drops, so that it comes before the
-			// release that Close or StepDown may be waiting to make.
-			why := cause
+			why := cause // logged before the count drops
 			if why == nil || err != nil && !causedBy(err, cause) {
 				why = err // fn returned first, or failed on its own
 			}
@@ -148,16 +142,14 @@ func (t *Tracker) runLeader(ctx context.Context, s *snapshot, fn func(context.Co
 	return true, cause, err
 }
 
-// leaders counts the Lead (and WithLeadership) functions that have not
-// returned, so that a release can wait for them; done is closed when the
-// count drops to zero. mu guards both.
+// leaders counts the Lead (and WithLeadership) functions running, so that
+// a release can wait for them; done is closed when n drops to zero.
 type leaders struct {
 	mu   sync.Mutex
 	n    int
 	done chan struct{}
 }
 
-// enter counts a function in.
 func (l *leaders) enter() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -167,7 +159,6 @@ func (l *leaders) enter() {
 	l.n++
 }
 
-// leave counts a function out.
 func (l *leaders) leave() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -214,10 +205,7 @@ func (t *Tracker) watch(token uint64, cancel context.CancelCauseFunc, stop <-cha
 		s := t.snap.Load()
 		if err := t.promised(s, token); err != nil {
 			if t.snap.Load() != s {
-				// s went stale while it was judged (read before the
-				// clock, replaced since by a renewal): an expired Until
-				// in it says nothing. Judge the current status.
-				continue
+				continue // s went stale while judged (DESIGN.md)
 			}
 			if cancel != nil {
 				cancel(err)
@@ -296,10 +284,7 @@ func (t *Tracker) StepDown(ctx context.Context) error {
 	req := &stepDownRequest{published: make(chan struct{}), done: make(chan struct{})}
 	fromLeader := ctx.Value(leaderKey{}) == t
 	if fromLeader {
-		// The function's ctx ends as NotHeld is published, and may have
-		// ended already (a loss): the step-down still holds back the
-		// next claim.
-		ctx = context.WithoutCancel(ctx)
+		ctx = context.WithoutCancel(ctx) // it ends as NotHeld is published
 	}
 	select {
 	case t.sched.stepDown <- req:

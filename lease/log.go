@@ -9,12 +9,6 @@ import (
 	"github.com/coldstart-go/coldstart/lease/leasestore"
 )
 
-// The tracker logs (Config.Logger) once per change of what a caller acts
-// on — never per routine renewal (one that moves only Until), per retry
-// that changes nothing, or on Check's path. Changes of state and releases
-// are logged by the renewer; the start and end of a Lead (or
-// WithLeadership) function by the goroutine that runs it.
-
 // noCall is the latency of a snapshot that is no store call's answer (a
 // late timer, a step-down, Close): its record has no latency.
 const noCall time.Duration = -1

@@ -167,8 +167,7 @@ func (m *MemStore) revoke(ctx context.Context, g Grant) error {
 	return nil
 }
 
-// Report implements Reporter: the calls of Claim, Extend and
-// Revoke so far, by outcome.
+// StoreReport implements Reporter.
 func (m *MemStore) StoreReport() Report { return m.calls.StoreReport() }
 
 // Holder returns the live term of the named lease, with the time it has

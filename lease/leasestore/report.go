@@ -91,10 +91,7 @@ func (op Op) String() string {
 // call), and allocates nothing while done stays in the calling function,
 // as above.
 type Counters struct {
-	// begun counts the calls begun; the calls in flight are those begun
-	// less those finished (counted by outcome): one atomic add at each end
-	// of a call.
-	begun atomic.Uint64
+	begun atomic.Uint64             // in flight: begun less finished
 	ops   [counted][4]atomic.Uint64 // finished calls by Op and outcome
 }
 
@@ -113,9 +110,7 @@ func (c *Counters) Begin(op Op) (done func(err error) Class) {
 // StoreReport returns the counts now. Each count is read atomically; a
 // call that ends meanwhile may show in one count and not yet in another.
 func (c *Counters) StoreReport() Report {
-	// The finished calls are read before the begun ones: every call
-	// counted finished was counted begun before, so InFlight is never
-	// negative.
+	// Finished before begun, so that InFlight is never negative.
 	r := Report{Claim: c.load(OpClaim), Extend: c.load(OpExtend), Revoke: c.load(OpRevoke)}
 	r.InFlight = int(c.begun.Load() - r.Claim.total() - r.Extend.total() - r.Revoke.total())
 	return r
