@@ -18,14 +18,7 @@
 // Lead runs fn each time the tracker comes to hold the lease; fn's ctx
 // ends, with a cause matching ErrNotLeader or ErrRenewalFailed, as soon as
 // the lease can no longer be promised, never at an ambiguous failure while
-// the promise stands. Check answers the question once:
-//
-//	st, err := tr.Check(ctx, 30*time.Second)
-//	switch {
-//	case err == nil: // leader until st.Until at least; fence with st.Token
-//	case errors.Is(err, lease.ErrNotLeader): // someone else leads
-//	case errors.Is(err, lease.ErrRenewalFailed): // unconfirmed; still leader until st.Until if st.State == lease.Held
-//	}
+// the promise stands. Check answers the question once.
 //
 // The store is any leasestore.Store: leasestore.MemStore in one process,
 // lease/etcdlease on etcd, lease/k8slease on Kubernetes Leases. A store
@@ -38,15 +31,8 @@
 // Margin / (2×Duration); a suspend is detected on Linux. Config.Timing
 // states what the settings promise in numbers; DESIGN.md says why.
 //
-// Hand-over: with ReleaseOnClose, Close releases the lease only after the
-// running Lead function has returned, so a successor never starts while
-// this process still does leader work; StepDown does the same without
-// closing. Fencing: pass Status.Token with every write to a guarded
-// resource; a resource outside the store keeps a TokenGuard.
-//
-// A Tracker has gate.Component's shape without importing gate, so a
-// readiness board follows it (board.Follow("lease", tr)); Current follows
-// the status, Report gives its state and counts to people and metrics, and
-// Alive is for /livez. With Config.Logger it writes one record per change
-// of state (see docs/catalogue.md).
+// Hand-over (ReleaseOnClose, StepDown) waits for the running Lead function;
+// fencing passes Status.Token to every guarded write (TokenGuard). A Tracker
+// is a readiness component of gate.Component's shape; Current, Report and
+// Alive serve followers, metrics and /livez.
 package lease

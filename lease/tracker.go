@@ -65,16 +65,10 @@ type Status struct {
 
 // Tracker claims a named lease, keeps it renewed in the background, and
 // answers "do I hold it, and for how long?" with Held, NotHeld or Unknown,
-// never turning an unconfirmed renewal into "not leader".
-//
-// It claims for 2×Duration and extends once RenewFraction of the validity
-// has passed. Check answers from a cached snapshot while enough validity
-// remains; otherwise it waits for a renewal. Lead runs leader work while
-// the lease is held, Current follows the status, Report and Alive tell
-// people and health checks what the tracker does. A Tracker is safe for
-// concurrent use; Close stops it. It is also a readiness component of
-// gate.Component's shape (Completed, Failed, Cause, Detail), so
-// board.Follow("lease", tr) opens once it knows who leads.
+// never turning an unconfirmed renewal into "not leader". It claims for
+// 2×Duration and extends once RenewFraction of the validity has passed. A
+// Tracker is safe for concurrent use; Close stops it. It has the shape of
+// gate.Component (Completed, Failed, Cause, Detail).
 //
 // A Store that is also a LossNotifier or a ReleaseWatcher is used as those
 // interfaces say: a loss signal makes the tracker renew at once (only the
