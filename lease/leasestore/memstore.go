@@ -76,14 +76,9 @@ var _ interface {
 // A name or holder that a Config would refuse (see Config.Holder) is
 // refused with a NotValid error, and so is a grant naming one in Extend
 // and Revoke, and such a name in Holder.
-func (m *MemStore) Claim(ctx context.Context, name, holder string, d time.Duration) (Grant, error) {
+func (m *MemStore) Claim(ctx context.Context, name, holder string, d time.Duration) (_ Grant, err error) {
 	done := m.calls.Begin(OpClaim)
-	g, err := m.claim(ctx, name, holder, d)
-	done(err)
-	return g, err
-}
-
-func (m *MemStore) claim(ctx context.Context, name, holder string, d time.Duration) (Grant, error) {
+	defer func() { done(err) }()
 	if err := checkNames(name, holder); err != nil {
 		return Grant{}, err
 	}
@@ -108,14 +103,9 @@ func (m *MemStore) claim(ctx context.Context, name, holder string, d time.Durati
 
 // Extend implements Store. It extends only the live term g.Token; it never
 // shortens a term, and reports the time left from now as the Duration.
-func (m *MemStore) Extend(ctx context.Context, g Grant, d time.Duration) (Grant, error) {
+func (m *MemStore) Extend(ctx context.Context, g Grant, d time.Duration) (_ Grant, err error) {
 	done := m.calls.Begin(OpExtend)
-	g, err := m.extend(ctx, g, d)
-	done(err)
-	return g, err
-}
-
-func (m *MemStore) extend(ctx context.Context, g Grant, d time.Duration) (Grant, error) {
+	defer func() { done(err) }()
 	if err := checkNames(g.Name, g.Holder); err != nil {
 		return Grant{}, err
 	}
@@ -142,14 +132,9 @@ func (m *MemStore) extend(ctx context.Context, g Grant, d time.Duration) (Grant,
 }
 
 // Revoke implements Store.
-func (m *MemStore) Revoke(ctx context.Context, g Grant) error {
+func (m *MemStore) Revoke(ctx context.Context, g Grant) (err error) {
 	done := m.calls.Begin(OpRevoke)
-	err := m.revoke(ctx, g)
-	done(err)
-	return err
-}
-
-func (m *MemStore) revoke(ctx context.Context, g Grant) error {
+	defer func() { done(err) }()
 	if err := checkNames(g.Name, g.Holder); err != nil {
 		return err
 	}
