@@ -225,11 +225,9 @@ func (t *Tracker) watch(token uint64, cancel context.CancelCauseFunc, stop <-cha
 }
 
 // Current returns the tracker's latest status and a channel that is closed
-// when it next changes: a claim, a renewal (a new Until), a loss, a drop to
-// Unknown, a step-down, Close. Any number of goroutines may follow the
-// tracker this way, each at its own pace; none can block the renewer or
-// another follower, and a follower that comes back late sees the latest
-// status, not a backlog:
+// when it next changes (a new Until included). Any number of goroutines
+// may follow it, each at its own pace, blocking no one; a follower that
+// comes back late sees the latest status, not a backlog:
 //
 //	for {
 //		st, changed := tr.Current()
@@ -242,10 +240,8 @@ func (t *Tracker) watch(token uint64, cancel context.CancelCauseFunc, stop <-cha
 //	}
 //
 // A Held status is a promise only until its Until. After Close the status
-// is NotHeld and its channel is never closed: stop following on your own
-// ctx (Check tells ErrClosed). After a suspend of the host (see
-// Config.Clock), Current says Unknown at once, and the channel closes when
-// the tracker has asked the store again.
+// is NotHeld and its channel is never closed: stop on your own ctx. After
+// a suspend of the host (Config.Clock) Current says Unknown at once.
 func (t *Tracker) Current() (Status, <-chan struct{}) {
 	s := t.snap.Load()
 	if s.status.State == Held && t.sleep != nil && t.suspended(s, t.cfg.Clock.Now()) > 0 {
@@ -258,28 +254,21 @@ func (t *Tracker) Current() (Status, <-chan struct{}) {
 }
 
 // StepDown makes this tracker stop leading without closing it: once the
-// renewer takes the request (after a store call in flight, if any), its
-// status becomes NotHeld (Check answers ErrNotLeader, Lead functions see
-// their ctx end); it releases the term once every running Lead function
-// has returned (waiting no longer than the promise), and it stays a
-// follower — claiming again no sooner than one Duration later, when its
-// claim's answer names the new holder (NotHeld, Status.Holder). While it
-// does not lead, StepDown releases nothing and only holds back the next
-// claim. If Close comes while StepDown waits for Lead functions, the
-// release still waits for them.
+// renewer takes the request (after a store call in flight), its status
+// becomes NotHeld and Lead functions see their ctx end; it releases the
+// term once every running Lead function has returned (waiting no longer
+// than the promise), and claims again no sooner than one Duration later.
+// While it does not lead, StepDown only holds back the next claim.
 //
 // StepDown returns once released, with the store's error if the release
 // could not be confirmed (the term then runs out on its own), an error
 // wrapping ctx.Err() if ctx ends first (the step-down goes on), or an
 // error matching ErrClosed if the tracker was closed before the request
-// was taken.
-//
-// Called from a function Lead or WithLeadership runs, with that
-// function's ctx (or one derived from it), StepDown returns nil once
-// NotHeld is published, without waiting for the release, which waits for
-// the function to return (its ctx has ended by then); the release's
-// outcome is logged. Called from there with any other ctx, it would wait
-// for its own function until the promise runs out.
+// was taken. Called with the ctx of a function Lead or WithLeadership
+// runs (or one derived from it), it returns nil once NotHeld is
+// published, and the release, which waits for that function, is only
+// logged; called from there with any other ctx, it would wait for its own
+// function until the promise runs out.
 func (t *Tracker) StepDown(ctx context.Context) error {
 	req := &stepDownRequest{published: make(chan struct{}), done: make(chan struct{})}
 	fromLeader := ctx.Value(leaderKey{}) == t

@@ -49,14 +49,10 @@ type Report struct {
 	// included.
 	UnknownFor time.Duration
 	// HandOvers counts the times this tracker came to hold the lease
-	// after a claim of its was refused for another holder's term: the
-	// hand-overs to it, graceful or after a crash. HandOverGaps is their
-	// leaderless gaps in all, each from the end of the other's term as
-	// this tracker learnt it to its own Held: from the moment a
-	// ReleaseWatcher's watch said that term was over (released, revoked
-	// or expired), or, where no watch said so, from its last refused
-	// claim (the term was live then, so the gap was no longer).
-	// HandOverGaps / HandOvers is the mean gap.
+	// after a claim of its was refused for another holder's term.
+	// HandOverGaps is their leaderless gaps in all, each to its own Held
+	// from when a ReleaseWatcher said that term was over, or else from its
+	// last refused claim. HandOverGaps / HandOvers is the mean gap.
 	HandOvers    uint64
 	HandOverGaps time.Duration
 	// LastCall is how long the last finished store call took; LastCallEnd

@@ -25,20 +25,15 @@ type Timing struct {
 	// ends sooner.
 	Outage time.Duration
 	// CrashTakeover is the longest a successor waits to hold the lease
-	// after its holder died without releasing it: the term granted at
-	// the holder's last renewal, 2×Duration, plus, with a store that
-	// watches, the wake spread (the watch says the term expired; the
-	// successor claims after a random delay of at most ClaimInterval/10,
-	// capped at 5ms); with one that does not, a
-	// ClaimInterval (its claim was refused just before the term ended).
+	// after its holder died without releasing it: the term, 2×Duration,
+	// plus, with a store that watches, the wake spread (a random delay of
+	// at most ClaimInterval/10, capped at 5ms), else a ClaimInterval.
 	CrashTakeover time.Duration
 	// GracefulTakeover is the longest a successor waits to hold the lease
-	// after its holder released it (ReleaseOnClose, StepDown): with a
-	// store that watches, the wake spread (see CrashTakeover); with one
-	// that does not, one ClaimInterval, the wait between a waiting
-	// follower's claims. A release the store does not confirm is a crash
-	// takeover; a watch that fails makes the follower poll, and the
-	// figures are those of a store that does not watch.
+	// after its holder released it (ReleaseOnClose, StepDown): the wake
+	// spread with a store that watches, else a ClaimInterval. A release
+	// the store does not confirm is a crash takeover; a failed watch gives
+	// the figures of a store that does not watch.
 	GracefulTakeover time.Duration
 	// ClockDrift is how much slower than the store's clock this host's
 	// clock may run, as a fraction, with every promise still ending

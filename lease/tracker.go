@@ -182,9 +182,8 @@ func NewTracker(cfg Config) (*Tracker, error) {
 //   - confirmed for atLeast: (Held, nil);
 //   - the store says another holder has it or our term is over, or the
 //     tracker stepped down: (NotHeld, *NotLeaderError matching
-//     ErrNotLeader). While NotHeld, Check answers from cache; the tracker
-//     keeps claiming in the background every ClaimInterval, or, with a
-//     ReleaseWatcher, when the holder's term is over;
+//     ErrNotLeader). While NotHeld, Check answers from cache (the tracker
+//     keeps claiming in the background);
 //   - the store could not confirm: a *RenewalFailedError matching
 //     ErrRenewalFailed, with State Held and the old Until while that
 //     validity lasts, Unknown after it;
@@ -263,25 +262,17 @@ func (t *Tracker) evaluate(s *snapshot, now time.Time, atLeast time.Duration) (S
 	return st, &RenewalFailedError{Name: t.cfg.Name, Err: cause, Until: st.Until}
 }
 
-// Close stops renewing and waits for the renewer to return. The functions
+// Close stops renewing and waits for the renewer to return; the functions
 // Lead and WithLeadership run see their ctx end with a cause matching
-// ErrClosed.
-//
-// With ReleaseOnClose it then revokes the held term, so a successor can
-// claim at once — but only after every running Lead function has
-// returned, and waiting for them no longer than the promise (Until), so
-// that a successor never starts while this process still does leader
-// work it was promised time for. The revoke waits at most Duration/4;
-// Close returns the store's error if it could not be confirmed.
-//
-// A StepDown that still waits for Lead functions when Close comes makes
-// its release the same way, after them (StepDown returns its error; Close
-// does only with ReleaseOnClose).
-//
+// ErrClosed. With ReleaseOnClose it then revokes the held term once every
+// running Lead function has returned (waiting no longer than the promise,
+// Until), bounded by Duration/4, and returns the store's error if the
+// revoke could not be confirmed. A StepDown still waiting for Lead
+// functions makes its release the same way (and returns its error).
 // Close is idempotent and safe to call concurrently; every call returns
-// the same result. Checks after Close return ErrClosed. Do not call Close
-// from a Lead function with ReleaseOnClose, or while a StepDown waits for
-// it: it would wait for itself until the promise runs out.
+// the same result. Do not call Close from a Lead function with
+// ReleaseOnClose, or while a StepDown waits for it: it would wait for
+// itself until the promise runs out.
 func (t *Tracker) Close() error {
 	t.life.closeOnce.Do(func() {
 		close(t.life.done)
