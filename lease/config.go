@@ -17,9 +17,7 @@ import (
 // required; every other zero value has the default its comment gives.
 // Validate checks everything but Store, so settings (flags) can be checked
 // before the store is dialled; NewTracker also requires Store. Timing says
-// what the settings promise: the store outage ridden before Unknown, the
-// worst crash and graceful takeovers, the clock drift tolerated and the
-// calls per second they cost.
+// what the settings promise.
 //
 // The rest of the timing follows from Duration: each store call is cut
 // off after Duration/4 (ambiguous if it runs out); retries after an
@@ -36,28 +34,21 @@ type Config struct {
 	// reports. Two processes may use the same name: each claim is still its
 	// own term with its own token.
 	//
-	// Name and Holder are each 1 to 253 bytes (the longest DNS name, and
-	// Kubernetes object name) of UTF-8 text without control characters
-	// (C0, DEL, C1, U+2028, U+2029): they reach errors, logs, readiness
-	// lines and metric labels, where a newline would forge a line.
+	// Name and Holder are each 1 to 253 bytes of UTF-8 text without
+	// control characters (leasestore.CheckName).
 	Holder string
 	// Duration is the guarantee a check can give ("leader for at least
 	// Duration"). The tracker claims and extends for 2×Duration, so a
-	// check for Duration is answered from cache for most of a term — and
-	// a successor waits up to 2×Duration (plus a few ms with a Store that
-	// is a ReleaseWatcher, plus ClaimInterval with another) after a holder
-	// dies without releasing (Timing.CrashTakeover). It must be at least
-	// 100ms: every wait of the tracker derives from it (a store call is cut
-	// off after Duration/4), and a shorter one asks of a store what none
-	// can keep (DESIGN.md, "The least settings").
+	// check for Duration is answered from cache for most of a term, and a
+	// successor waits up to about 2×Duration after a holder dies without
+	// releasing (Timing.CrashTakeover). It must be at least 100ms
+	// (DESIGN.md, "The least settings").
 	Duration time.Duration
 	// RenewFraction is the fraction of the validity obtained by a claim
 	// or extend after which the tracker extends again: lower renews more
-	// often and rides a longer store outage: Held through an outage of
-	// (2×Duration − Margin) × (1 − RenewFraction) at least
-	// (Timing.Outage), renewing every (2×Duration − Margin) ×
-	// RenewFraction (Timing.RenewRate). Zero means 0.5; any other value
-	// must be in [0.01, 1) (a tinier one would renew all the time).
+	// often (Timing.RenewRate) and rides a longer store outage
+	// (Timing.Outage). Zero means 0.5; any other value must be in
+	// [0.01, 1).
 	RenewFraction float64
 	// Margin is taken off every deadline (until = sent + granted − Margin)
 	// so that a promise ends before the store's term while this clock runs
@@ -73,22 +64,16 @@ type Config struct {
 	Margin time.Duration
 	// ClaimInterval is the wait between claims while another holder has
 	// the lease and the Store is not a ReleaseWatcher (or its watch
-	// failed): how soon after its term ends this tracker may take over
-	// (Timing.GracefulTakeover after a release, and the part of
-	// Timing.CrashTakeover beyond the term), and a waiting follower's
-	// load on the store (Timing.ClaimRate). A follower woken by a
-	// ReleaseWatcher claims after a random delay of at most
-	// ClaimInterval/10, capped at 5ms, and otherwise once a term
-	// (2×Duration). Zero means Duration/10; any other value must be at
-	// least 10ms (at most 100 claims a second) and at most Duration.
+	// failed): Timing.GracefulTakeover and Timing.ClaimRate follow from
+	// it. A follower woken by a ReleaseWatcher claims after a random delay
+	// of at most ClaimInterval/10, capped at 5ms, and otherwise once a
+	// term (2×Duration). Zero means Duration/10; any other value must be
+	// at least 10ms and at most Duration.
 	ClaimInterval time.Duration
-	// ReleaseOnClose makes Close revoke the held term, so that a successor
-	// can claim at once instead of waiting up to 2×Duration for the term to
-	// run out. Close revokes only once the functions Lead runs have
-	// returned, waiting for them no longer than the promise (Until); work
-	// done outside Lead may still be finishing when the successor starts,
-	// so guard it with the fencing token (TokenGuard). Without release, no
-	// successor can start before the term ends.
+	// ReleaseOnClose makes Close revoke the held term, once the functions
+	// Lead runs have returned, so that a successor can claim at once
+	// instead of after the term; guard work done outside Lead with the
+	// fencing token (DESIGN.md, "Hand-over").
 	ReleaseOnClose bool
 	// Clock times everything. If it's nil, clock.WallClock will be used.
 	// On Linux, with a Clock whose times carry Go's monotonic reading (the
