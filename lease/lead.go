@@ -22,16 +22,13 @@ import (
 // latest confirmed renewal when no renewal was confirmed in time; or
 // ErrClosed at Close. It also ends when Lead's ctx does, with that ctx's
 // cause. An ambiguous renewal failure while the promise still stands does
-// not end it. So fn that stops when its ctx ends never acts past a
-// promise: pass st.Token to what you guard, and stop on ctx.Done.
+// not end it. Pass st.Token to what you guard, and stop on ctx.Done.
 //
-// When fn returns, Lead waits for the next time the tracker holds the
-// lease: if fn returns while this leadership lasts, Lead does not run it
-// again until the tracker has stopped leading and leads again. An error
-// fn returns because its ctx ended (one matching context.Canceled or the
-// ctx's cause) is not fn's own: Lead goes on. Any other error from fn ends
-// Lead and is returned as is. A nil fn is refused at once, with a NotValid
-// error (github.com/juju/errors).
+// When fn returns, Lead runs it again only once the tracker has stopped
+// leading and leads again. An error fn returns because its ctx ended (one
+// matching context.Canceled or the ctx's cause) is not fn's own: Lead goes
+// on. Any other error from fn ends Lead and is returned as is. A nil fn is
+// refused at once, with a NotValid error (github.com/juju/errors).
 func (t *Tracker) Lead(ctx context.Context, fn func(ctx context.Context, st Status) error) error {
 	if fn == nil {
 		return t.nilFunc("Lead")

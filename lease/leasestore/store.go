@@ -109,19 +109,15 @@ var (
 	// afresh if you still want the lease. Stores return a *NotHeldError.
 	ErrNotHeld = errors.New("lease not held")
 	// ErrNotSent means the store did not send the call at all (its ctx
-	// ended while the store was holding calls back, as stores that bound
-	// their calls in flight do): nothing changed. Retry later. Unlike other
-	// errors, it is not ambiguous, so the tracker keeps what it knew — a
-	// claim not sent leaves NotHeld as it was — rather than drop to
-	// Unknown.
+	// ended while the store was holding calls back): nothing changed, and
+	// the tracker keeps what it knew rather than drop to Unknown. Retry
+	// later.
 	ErrNotSent = errors.New("lease call not sent")
-	// ErrUnconfirmed means the store may or may not have applied the call:
-	// a timeout, a lost connection, a back end without quorum, an answer
-	// it could not confirm. It is not a loss: keep the old deadline and
-	// retry (the Tracker does, answering ErrRenewalFailed meanwhile). The
-	// stores of this module return a *CallError matching it; an error of
-	// any store that matches none of ErrHeld, ErrNotHeld and ErrNotSent is
-	// ambiguous all the same, whether or not it matches ErrUnconfirmed.
+	// ErrUnconfirmed means the store may or may not have applied the call.
+	// It is not a loss: keep the old deadline and retry (the Tracker does,
+	// answering ErrRenewalFailed meanwhile). The stores of this module
+	// return a *CallError matching it; any other error that matches none
+	// of ErrHeld, ErrNotHeld and ErrNotSent is ambiguous all the same.
 	ErrUnconfirmed = errors.New("lease call not confirmed")
 )
 
