@@ -137,25 +137,16 @@ func (c Config) Validate() error {
 	return nil
 }
 
-// retryPolicy is the backoff after ambiguous failures: retryDelay/8,
-// doubling to retryDelay, shortened by up to retryJitter. c must have its
+// retryPolicy is the backoff after ambiguous failures: from Duration/80,
+// doubling to Duration/10, shortened by up to retryJitter. c must have its
 // defaults.
 func (c Config) retryPolicy() backoff.Policy {
-	d := c.retryDelay()
+	d := max(c.Duration/retryDivisor, 1)
 	return backoff.Policy{Min: max(d/8, 1), Max: d, Jitter: c.jitter(retryJitter)}
 }
 
-// retryDelay is the most the tracker waits before retrying after an
-// ambiguous failure: Duration/10.
-func (c Config) retryDelay() time.Duration { return max(c.Duration/retryDivisor, 1) }
-
 // callTimeout bounds each store call: Duration/4.
 func (c Config) callTimeout() time.Duration { return max(c.Duration/callDivisor, 1) }
-
-// lateTimer is how late a renewal timer may fire before the tracker
-// suspects that the process was paused: Margin, the error the promise
-// budgets for. c must have its defaults.
-func (c Config) lateTimer() time.Duration { return c.Margin }
 
 // jitter is the fraction j of a wait by which it may come early, or none
 // where the test seam turned jitter off.
@@ -194,8 +185,7 @@ func (c Config) wakeSpread() time.Duration {
 }
 
 // claimDelay is the wait before the next claim while another holder has
-// the lease and no watch will say when it lets go. c must have its
-// defaults.
+// the lease and no watch will say when it lets go.
 func (c Config) claimDelay() time.Duration {
 	return backoff.Jitter(c.ClaimInterval, c.jitter(renewJitter))
 }

@@ -85,10 +85,8 @@ func (t *Tracker) logState(level slog.Level, msg string, token uint64, s *snapsh
 	t.cfg.Logger.LogAttrs(context.Background(), level, msg, attrs...)
 }
 
-// logRelease logs the answer to the revoke that released the term token,
-// err being the store's and latency how long it took: Info if it released
-// the term or the term was over already, Warn if it could not be
-// confirmed.
+// logRelease logs the store's answer err to the revoke of the term token:
+// Warn if the release could not be confirmed, else Info.
 func (t *Tracker) logRelease(token uint64, latency time.Duration, err error) {
 	if t.cfg.Logger == nil {
 		return

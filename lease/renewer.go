@@ -51,7 +51,7 @@ func (t *Tracker) run() {
 
 // wait blocks for delay, until a check asks for a store call, or until
 // StepDown asks to step down (it returns the request); false once closed.
-// A wake later than lateTimer means a pause: Held drops to Unknown.
+// A wake more than Margin late means a pause: Held drops to Unknown.
 func (t *Tracker) wait(delay time.Duration) (*stepDownRequest, bool) {
 	if delay > 0 {
 		req, scheduled, ok := t.waitUntil(t.cfg.Clock.Now().Add(delay))
@@ -62,7 +62,7 @@ func (t *Tracker) wait(delay time.Duration) (*stepDownRequest, bool) {
 		if req != nil {
 			return req, true
 		}
-		if late := t.cfg.Clock.Now().Sub(scheduled); late > t.cfg.lateTimer() {
+		if late := t.cfg.Clock.Now().Sub(scheduled); late > t.cfg.Margin {
 			if s := t.snap.Load(); s.status.State == Held {
 				st := s.status
 				st.State, st.Holder = Unknown, ""
