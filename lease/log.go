@@ -13,9 +13,8 @@ import (
 // late timer, a step-down, Close): its record has no latency.
 const noCall time.Duration = -1
 
-// logChange logs the change from old to s, if it is one a person needs to
-// see; latency is how long the store call whose answer s is took, or
-// noCall. Only the renewer calls it, from publish.
+// logChange logs the change from old to s, if a person needs to see it;
+// latency is the store call's, or noCall. Only publish calls it.
 func (t *Tracker) logChange(old, s *snapshot, latency time.Duration) {
 	if t.cfg.Logger == nil {
 		return

@@ -21,9 +21,8 @@ type MemStore struct {
 	mu    sync.Mutex
 	terms map[string]memTerm // by lease name; may hold expired terms
 	last  uint64             // the last token issued
-	// watches are the open Lost channels, by lease name. Each is closed
-	// (and removed) when its term ends: by a revoke, by a claim that
-	// replaces it, or by its expiry timer.
+	// watches are the open watches, by lease name, each ended when its
+	// term ends: by a revoke, a claim that replaces it, or its expiry.
 	watches map[string]map[*memWatch]struct{}
 }
 
@@ -35,11 +34,8 @@ type memWatch struct {
 	token    uint64
 	lost     chan struct{}
 	released chan error
-	// expiry fires at the term's expiry as last seen; an extend moves
-	// the expiry, and the timer is re-armed when it finds the term live.
-	expiry clock.Timer
-	// unhook detaches the watch's ctx callback.
-	unhook func() bool
+	expiry   clock.Timer // at the term's expiry as last seen; re-armed if extended
+	unhook   func() bool // detaches the watch's ctx callback
 }
 
 type memTerm struct {
