@@ -48,8 +48,6 @@ func (t *Tracker) Detail() string {
 	st, err := t.evaluate(s, t.cfg.Clock.Now(), 0)
 	var rf *RenewalFailedError
 	var nl *NotLeaderError
-	// One line, whatever a store's error says: a board shows it as one
-	// line of /readyz.
 	switch {
 	case err == nil:
 		return fmt.Sprintf("%v until %s", st.State, st.Until.Format(time.RFC3339Nano))

@@ -17,24 +17,14 @@ import (
 // required; every other zero value has the default its comment gives.
 // Validate checks everything but Store, so settings (flags) can be checked
 // before the store is dialled; NewTracker also requires Store. Timing says
-// what the settings promise: the store outage ridden before Unknown, the
-// worst crash and graceful takeovers, the clock drift tolerated and the
-// calls per second they cost.
+// what the settings promise.
 //
-// The rest of the tracker's timing follows from Duration (client-go asks
-// for three durations; this asks for one, and three refinements): each
-// store call is cut off after Duration/4 (a call that runs out is
-// ambiguous, and so is cut off sooner when the validity it would extend
-// runs out); after an ambiguous failure the tracker retries after
-// Duration/80, doubling to Duration/10, each delay shortened at random by
-// up to half, so that trackers whose calls failed together do not retry in
-// step; scheduled renewals and a polling follower's claims come early by a
-// random tenth of their interval at most, never late, so no worst case in
-// Timing grows with it. The scheduled calls' jitter and the retries' are
-// the only randomness; a test that asserts times moves its test clock by
-// the un-jittered wait, which no call outlasts, so that each call goes at
-// the time the test chose (ExampleConfig_logger); leasetest.Step moves it
-// to Report.NextCall, whatever that is.
+// The rest of the timing follows from Duration: each store call is cut
+// off after Duration/4 (ambiguous if it runs out); retries after an
+// ambiguous failure back off from Duration/80 to Duration/10; scheduled
+// calls come early by a random tenth at most, never late. A test that
+// asserts times steps its clock by the un-jittered wait, or to
+// Report.NextCall (leasetest.Step). See DESIGN.md, "Derived timing".
 type Config struct {
 	// Store is where the lease is claimed and extended.
 	Store leasestore.Store
@@ -44,88 +34,60 @@ type Config struct {
 	// reports. Two processes may use the same name: each claim is still its
 	// own term with its own token.
 	//
-	// Name and Holder are each 1 to 253 bytes (the longest DNS name, and
-	// Kubernetes object name) of UTF-8 text without control characters
-	// (C0, DEL, C1, U+2028, U+2029): they reach errors, logs, readiness
-	// lines and metric labels, where a newline would forge a line.
+	// Name and Holder are each 1 to 253 bytes of UTF-8 text without
+	// control characters (leasestore.CheckName).
 	Holder string
 	// Duration is the guarantee a check can give ("leader for at least
 	// Duration"). The tracker claims and extends for 2×Duration, so a
-	// check for Duration is answered from cache for most of a term — and
-	// a successor waits up to 2×Duration (plus a few ms with a Store that
-	// is a ReleaseWatcher, plus ClaimInterval with another) after a holder
-	// dies without releasing (Timing.CrashTakeover). It must be at least
-	// 100ms: every wait of the tracker derives from it (a store call is cut
-	// off after Duration/4), and a shorter one asks of a store what none
-	// can keep (see minDuration).
+	// check for Duration is answered from cache for most of a term, and a
+	// successor waits up to about 2×Duration after a holder dies without
+	// releasing (Timing.CrashTakeover). It must be at least 100ms
+	// (DESIGN.md, "The least settings").
 	Duration time.Duration
 	// RenewFraction is the fraction of the validity obtained by a claim
 	// or extend after which the tracker extends again: lower renews more
-	// often and rides a longer store outage: Held through an outage of
-	// (2×Duration − Margin) × (1 − RenewFraction) at least
-	// (Timing.Outage), renewing every (2×Duration − Margin) ×
-	// RenewFraction (Timing.RenewRate). Zero means 0.5; any other value
-	// must be in [0.01, 1) (a tinier one would renew all the time).
+	// often (Timing.RenewRate) and rides a longer store outage
+	// (Timing.Outage). Zero means 0.5; any other value must be in
+	// [0.01, 1).
 	RenewFraction float64
 	// Margin is taken off every deadline (until = sent + granted − Margin)
-	// so that a promise ends before the store's term although this clock
-	// may run slower than the store's (every store leader's): a promise
-	// holds while this clock is slower by less than Margin / granted, that
-	// is Margin / (2×Duration) — 5 % with the default (Timing.ClockDrift)
-	// — or less when the store grants more than asked (etcd rounds a TTL
-	// up to whole seconds). A clock faster than the store's only promises
-	// less.
+	// so that a promise ends before the store's term while this clock runs
+	// slower than every store leader's by less than Margin / granted:
+	// Margin / (2×Duration), 5 % with the default (Timing.ClockDrift;
+	// DESIGN.md, "Clock drift").
 	//
 	// Margin is also the stall the tracker tolerates: a renewal timer that
-	// fires more than Margin late (a VM frozen, a stop signal, a GC stall,
-	// a process starved of CPU) makes it suspect a pause it cannot measure
-	// and answer Unknown until the store confirms the lease again. On a
-	// loaded host, a Margin below its scheduling stalls turns them into
-	// Unknowns. Zero means Duration/10; any other value must be at least
-	// 10ms (the Go scheduler's preemption period: a timer of a busy process
-	// fires that late routinely) and below Duration.
+	// fires more than Margin late (a VM frozen, a GC stall, a process
+	// starved of CPU) makes it answer Unknown until the store confirms the
+	// lease again. Zero means Duration/10; any other value must be at
+	// least 10ms (the Go scheduler's preemption period) and below Duration.
 	Margin time.Duration
 	// ClaimInterval is the wait between claims while another holder has
 	// the lease and the Store is not a ReleaseWatcher (or its watch
-	// failed): how soon after its term ends this tracker may take over
-	// (Timing.GracefulTakeover after a release, and the part of
-	// Timing.CrashTakeover beyond the term), and a waiting follower's
-	// load on the store (Timing.ClaimRate). A follower woken by a
-	// ReleaseWatcher claims after a random delay of at most
-	// ClaimInterval/10, capped at 5ms, and otherwise once a term
-	// (2×Duration). Zero means Duration/10; any other value must be at
-	// least 10ms (at most 100 claims a second) and at most Duration.
+	// failed): Timing.GracefulTakeover and Timing.ClaimRate follow from
+	// it. A follower woken by a ReleaseWatcher claims after a random delay
+	// of at most ClaimInterval/10, capped at 5ms, and otherwise once a
+	// term (2×Duration). Zero means Duration/10; any other value must be
+	// at least 10ms and at most Duration.
 	ClaimInterval time.Duration
-	// ReleaseOnClose makes Close revoke the held term, so that a successor
-	// can claim at once instead of waiting up to 2×Duration for the term to
-	// run out. Close revokes only once the functions Lead runs have
-	// returned, waiting for them no longer than the promise (Until); work
-	// done outside Lead may still be finishing when the successor starts,
-	// so guard it with the fencing token (TokenGuard). Without release, no
-	// successor can start before the term ends.
+	// ReleaseOnClose makes Close revoke the held term, once the functions
+	// Lead runs have returned, so that a successor can claim at once
+	// instead of after the term; guard work done outside Lead with the
+	// fencing token (DESIGN.md, "Hand-over").
 	ReleaseOnClose bool
 	// Clock times everything. If it's nil, clock.WallClock will be used.
-	// On Linux, with the wall clock (or any Clock whose times carry Go's
-	// monotonic reading), a suspend of the host is detected: the monotonic
-	// clock stops while the host sleeps (golang/go#24595), so Until would
-	// lie in the future for this process only. Check, Current and Report
-	// then say Unknown at once and the tracker asks the store again; Lead
-	// functions see their ctx end once that Unknown is published (at the
-	// renewer's next call if nothing asked sooner). Elsewhere, and with
-	// other clocks, a suspend is not detected: a promise then outlasts the
-	// lease by the time slept.
+	// On Linux, with a Clock whose times carry Go's monotonic reading (the
+	// wall clock), a suspend of the host is detected (DESIGN.md,
+	// "Suspend"): Check, Current and Report say Unknown at once and the
+	// tracker asks the store again; Lead functions see their ctx end once
+	// that Unknown is published. Elsewhere, and with other clocks, a
+	// promise outlasts the lease by the time slept.
 	Clock clock.Clock
-	// Logger receives one record per change of the tracker's state (keys
-	// lease, state, holder, token, until, err, and latency: how long the
-	// store call that brought the change took): "lease held" and "lease
-	// confirmed again" at Info, "lease renewal not confirmed" and "lease
-	// state unknown" at Warn, "lease held by another" at Info, "lease
-	// lost" (a term we held is over) at Warn; "lease stepped down" and
-	// "lease tracker closed" at Info; "lease released" at Info, or "lease
-	// release not confirmed" at Warn; and, from the goroutine that runs
-	// Lead (or WithLeadership), "lease leader run started" and "lease
-	// leader run ended" (with the cause) at Info. A routine renewal, a
-	// retry that changes nothing and Check never log. nil means no logs.
+	// Logger receives one record per change of the tracker's state, per
+	// release, and per start and end of a Lead (or WithLeadership) run;
+	// docs/catalogue.md lists their messages, levels and keys. A routine
+	// renewal, a retry that changes nothing and Check never log. nil means
+	// no logs.
 	Logger *slog.Logger
 
 	// sleep replaces the host's sleep meter (tests inject suspends).
@@ -134,50 +96,21 @@ type Config struct {
 	noJitter bool
 }
 
-// The timing a Config does not ask for, derived from Duration (and
-// Margin); see Config.
+// The timing a Config does not ask for, and the bounds of what it may ask;
+// DESIGN.md, "Derived timing", says why each is what it is.
 const (
-	// renewJitter is the most a scheduled call (a renewal, a polling
-	// follower's claim) comes early, as a fraction of its interval.
-	renewJitter = 0.1
-	// retryJitter is the most a retry after an ambiguous failure comes
-	// early, as a fraction of its delay.
-	retryJitter = 0.5
-	// retryDivisor: retries back off to Duration/retryDivisor, from an
-	// eighth of that.
-	retryDivisor = 10
-	// callDivisor: each store call is cut off after Duration/callDivisor.
-	callDivisor = 4
+	renewJitter  = 0.1 // the most a scheduled call comes early, as a fraction of its interval
+	retryJitter  = 0.5 // the most a retry comes early, as a fraction of its delay
+	retryDivisor = 10  // retries back off to Duration/retryDivisor, from an eighth of that
+	callDivisor  = 4   // each store call is cut off after Duration/callDivisor
+
+	minRenewFraction = 0.01
+	maxDuration      = time.Duration(math.MaxInt64 / 4) // 2×Duration must not overflow
+	minDuration      = 100 * time.Millisecond
+	minMargin        = 10 * time.Millisecond
+	minClaimInterval = 10 * time.Millisecond
+	maxWakeSpread    = 5 * time.Millisecond // caps the delay of a claim a release wakes
 )
-
-// minRenewFraction is the least RenewFraction: a hundred renewals per
-// validity at most, so that a tiny fraction cannot make the renewer spin.
-const minRenewFraction = 0.01
-
-// maxDuration keeps 2×Duration, and deadlines a term ahead, from overflowing.
-const maxDuration = time.Duration(math.MaxInt64 / 4)
-
-// minDuration is the least Duration. Every wait of the tracker derives from
-// Duration, and at 100ms each is one a store and a Go process can keep: a
-// store call is cut off after Duration/4 = 25ms, a few round trips to a
-// networked store's quorum; retries begin at Duration/80 = 1.25ms and back
-// off to Duration/10; renewals come at least Duration × minRenewFraction =
-// 1ms apart, so a tracker calls its store at most ~1,000 times a second,
-// however it is set (Duration 1µs made ~40,000 calls a second); and the
-// default Margin, Duration/10, is minMargin. etcd and Kubernetes grant
-// whole seconds, so a shorter Duration buys nothing with them.
-const minDuration = 100 * time.Millisecond
-
-// minMargin is the least Margin: the Go scheduler's preemption period
-// (sysmon preempts a goroutine that has run 10ms), by which a busy
-// process's renewal timer routinely fires late. A smaller Margin would
-// make each such delay a suspected pause (lateTimer): Unknown, and every
-// Lead function's ctx ended, at routine renewals.
-const minMargin = 10 * time.Millisecond
-
-// minClaimInterval is the least ClaimInterval, the default at minDuration:
-// a polling follower sends at most 100 claims a second.
-const minClaimInterval = 10 * time.Millisecond
 
 // Validate returns an error satisfying errors.Is(err, errors.NotValid)
 // (github.com/juju/errors) if the settings cannot be used. It does not
@@ -204,27 +137,16 @@ func (c Config) Validate() error {
 	return nil
 }
 
-// retryPolicy is the backoff after ambiguous failures: retryDelay/8,
-// doubling to retryDelay, shortened by up to retryJitter. c must have its
+// retryPolicy is the backoff after ambiguous failures: from Duration/80,
+// doubling to Duration/10, shortened by up to retryJitter. c must have its
 // defaults.
 func (c Config) retryPolicy() backoff.Policy {
-	d := c.retryDelay()
+	d := max(c.Duration/retryDivisor, 1)
 	return backoff.Policy{Min: max(d/8, 1), Max: d, Jitter: c.jitter(retryJitter)}
 }
 
-// retryDelay is the most the tracker waits before retrying after an
-// ambiguous failure: Duration/10, well below Duration, so that it
-// reconfirms soon after the store recovers.
-func (c Config) retryDelay() time.Duration { return max(c.Duration/retryDivisor, 1) }
-
-// callTimeout bounds each store call: Duration/4, so that a renewal due
-// halfway through a validity is tried several times before it runs out.
+// callTimeout bounds each store call: Duration/4.
 func (c Config) callTimeout() time.Duration { return max(c.Duration/callDivisor, 1) }
-
-// lateTimer is how late a renewal timer may fire before the tracker
-// suspects that the process was paused: Margin, the error the promise
-// budgets for. c must have its defaults.
-func (c Config) lateTimer() time.Duration { return c.Margin }
 
 // jitter is the fraction j of a wait by which it may come early, or none
 // where the test seam turned jitter off.
@@ -252,12 +174,6 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
-// maxWakeSpread caps the random delay between a release a ReleaseWatcher
-// reports and the claim it wakes: a few quorum writes' worth, small
-// against the hand-over a watch buys, large enough to spread many
-// followers' claims so that the winner's is not queued behind the rest.
-const maxWakeSpread = 5 * time.Millisecond
-
 // wakeSpread is the most a follower woken by a release waits before it
 // claims: ClaimInterval/10, at most maxWakeSpread (none where the test
 // seam turned jitter off). c must have its defaults.
@@ -269,33 +185,21 @@ func (c Config) wakeSpread() time.Duration {
 }
 
 // claimDelay is the wait before the next claim while another holder has
-// the lease and no watch will say when it lets go. c must have its
-// defaults.
+// the lease and no watch will say when it lets go.
 func (c Config) claimDelay() time.Duration {
 	return backoff.Jitter(c.ClaimInterval, c.jitter(renewJitter))
 }
 
 // fallbackClaimDelay is the wait before the next claim while a
-// ReleaseWatcher watches the holder's term: one term, 2×Duration, so that
-// a watch gone silent costs a graceful hand-over no more than a crash
-// would, and a waiting follower sends one call a term (≤ 1 a second for
-// any Duration of 500ms or more). c must have its defaults.
+// ReleaseWatcher watches the holder's term: one term, 2×Duration (DESIGN.md,
+// "Followers"). c must have its defaults.
 func (c Config) fallbackClaimDelay() time.Duration {
 	return backoff.Jitter(2*c.Duration, c.jitter(renewJitter))
 }
 
 // rateTolerance is how much slower than the store's clock this tracker's
 // clock may run and every promise still end before the store's term does:
-// Margin / (2×Duration) (5 % with the default Margin).
-//
-// A confirmation of a call sent at s (our clock) promises s + G − Margin,
-// where G is what the store granted (2×Duration, or more if it rounds up);
-// the store's term runs G on its clock from the call's arrival, no earlier
-// than s. With our clock at rate r and the store's at R, the promise ends
-// (G − Margin)/r after s and the term no sooner than G/R after it: safe
-// while r/R ≥ 1 − Margin/G. The renewal schedule does not enter: each
-// confirmation stands on its own. A clock faster than the store's only
-// promises less.
+// Margin / (2×Duration). DESIGN.md, "Clock drift", derives it.
 func (c Config) rateTolerance() float64 {
 	c = c.withDefaults()
 	return float64(c.Margin) / float64(2*c.Duration)

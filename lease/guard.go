@@ -5,12 +5,8 @@ import "sync/atomic"
 // TokenGuard is the resource side of fencing, for resources outside the
 // lease's store (a file, a database row, a remote service): it admits a
 // write only if its fencing token is no older than the newest it has
-// admitted. A leader paused past its term (a GC stall, a frozen VM) may
-// wake up believing it still leads; by then its successor's larger token
-// has been admitted, and the old leader's late write is refused. Checking
-// the token where the write lands is what makes a lease safe against
-// pauses no client-side check can see (Kleppmann, "How to do distributed
-// locking").
+// admitted, so that a leader paused past its term has its late write
+// refused (DESIGN.md, "Fencing").
 //
 // Keep one TokenGuard per lease at the resource, and admit each write with
 // the Status.Token it was made under, in the same critical section as the

@@ -22,16 +22,13 @@ import (
 // latest confirmed renewal when no renewal was confirmed in time; or
 // ErrClosed at Close. It also ends when Lead's ctx does, with that ctx's
 // cause. An ambiguous renewal failure while the promise still stands does
-// not end it. So fn that stops when its ctx ends never acts past a
-// promise: pass st.Token to what you guard, and stop on ctx.Done.
+// not end it. Pass st.Token to what you guard, and stop on ctx.Done.
 //
-// When fn returns, Lead waits for the next time the tracker holds the
-// lease: if fn returns while this leadership lasts, Lead does not run it
-// again until the tracker has stopped leading and leads again. An error
-// fn returns because its ctx ended (one matching context.Canceled or the
-// ctx's cause) is not fn's own: Lead goes on. Any other error from fn ends
-// Lead and is returned as is. A nil fn is refused at once, with a NotValid
-// error (github.com/juju/errors).
+// When fn returns, Lead runs it again only once the tracker has stopped
+// leading and leads again. An error fn returns because its ctx ended (one
+// matching context.Canceled or the ctx's cause) is not fn's own: Lead goes
+// on. Any other error from fn ends Lead and is returned as is. A nil fn is
+// refused at once, with a NotValid error (github.com/juju/errors).
 func (t *Tracker) Lead(ctx context.Context, fn func(ctx context.Context, st Status) error) error {
 	if fn == nil {
 		return t.nilFunc("Lead")
@@ -85,8 +82,7 @@ func (t *Tracker) WithLeadership(ctx context.Context, fn func(ctx context.Contex
 	return err
 }
 
-// nilFunc is the refusal of a nil function given to method: at the call,
-// not when the tracker first leads and would run it.
+// nilFunc is the refusal of a nil function given to method.
 func (t *Tracker) nilFunc(method string) error {
 	return jujuerrors.NotValidf("lease %q: nil %s function (must be the work to run while leading)", t.cfg.Name, method)
 }
@@ -115,10 +111,7 @@ func (t *Tracker) awaitHeld(ctx context.Context) (*snapshot, error) {
 // fn's ctx, nil if fn returned first.
 func (t *Tracker) runLeader(ctx context.Context, s *snapshot, fn func(context.Context, Status) error) (ran bool, cause, err error) {
 	token := s.status.Token
-	// Counted before the promise is checked: a StepDown or Close that
-	// publishes after the snapshot read below sees fn running and waits
-	// for it before releasing; one that published before is seen here.
-	t.leaders.enter()
+	t.leaders.enter() // before the promise is checked (DESIGN.md, "The renewer and checks")
 	if cause := t.promised(t.snap.Load(), token); cause != nil {
 		t.leaders.leave()
 		return false, cause, nil
@@ -134,9 +127,7 @@ func (t *Tracker) runLeader(ctx context.Context, s *snapshot, fn func(context.Co
 		defer func() {
 			close(stop) // even if fn panics: the watcher must not leak
 			cause = <-lost
-			// Logged before the count drops, so that it comes before the
-			// release that Close or StepDown may be waiting to make.
-			why := cause
+			why := cause // logged before the count drops
 			if why == nil || err != nil && !causedBy(err, cause) {
 				why = err // fn returned first, or failed on its own
 			}
@@ -148,16 +139,14 @@ func (t *Tracker) runLeader(ctx context.Context, s *snapshot, fn func(context.Co
 	return true, cause, err
 }
 
-// leaders counts the Lead (and WithLeadership) functions that have not
-// returned, so that a release can wait for them; done is closed when the
-// count drops to zero. mu guards both.
+// leaders counts the Lead (and WithLeadership) functions running, so that
+// a release can wait for them; done is closed when n drops to zero.
 type leaders struct {
 	mu   sync.Mutex
 	n    int
 	done chan struct{}
 }
 
-// enter counts a function in.
 func (l *leaders) enter() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -167,7 +156,6 @@ func (l *leaders) enter() {
 	l.n++
 }
 
-// leave counts a function out.
 func (l *leaders) leave() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -214,10 +202,7 @@ func (t *Tracker) watch(token uint64, cancel context.CancelCauseFunc, stop <-cha
 		s := t.snap.Load()
 		if err := t.promised(s, token); err != nil {
 			if t.snap.Load() != s {
-				// s went stale while it was judged (read before the
-				// clock, replaced since by a renewal): an expired Until
-				// in it says nothing. Judge the current status.
-				continue
+				continue // s went stale while judged (DESIGN.md)
 			}
 			if cancel != nil {
 				cancel(err)
@@ -237,11 +222,9 @@ func (t *Tracker) watch(token uint64, cancel context.CancelCauseFunc, stop <-cha
 }
 
 // Current returns the tracker's latest status and a channel that is closed
-// when it next changes: a claim, a renewal (a new Until), a loss, a drop to
-// Unknown, a step-down, Close. Any number of goroutines may follow the
-// tracker this way, each at its own pace; none can block the renewer or
-// another follower, and a follower that comes back late sees the latest
-// status, not a backlog:
+// when it next changes (a new Until included). Any number of goroutines
+// may follow it, each at its own pace, blocking no one; a follower that
+// comes back late sees the latest status, not a backlog:
 //
 //	for {
 //		st, changed := tr.Current()
@@ -254,10 +237,8 @@ func (t *Tracker) watch(token uint64, cancel context.CancelCauseFunc, stop <-cha
 //	}
 //
 // A Held status is a promise only until its Until. After Close the status
-// is NotHeld and its channel is never closed: stop following on your own
-// ctx (Check tells ErrClosed). After a suspend of the host (see
-// Config.Clock), Current says Unknown at once, and the channel closes when
-// the tracker has asked the store again.
+// is NotHeld and its channel is never closed: stop on your own ctx. After
+// a suspend of the host (Config.Clock) Current says Unknown at once.
 func (t *Tracker) Current() (Status, <-chan struct{}) {
 	s := t.snap.Load()
 	if s.status.State == Held && t.sleep != nil && t.suspended(s, t.cfg.Clock.Now()) > 0 {
@@ -270,36 +251,26 @@ func (t *Tracker) Current() (Status, <-chan struct{}) {
 }
 
 // StepDown makes this tracker stop leading without closing it: once the
-// renewer takes the request (after a store call in flight, if any), its
-// status becomes NotHeld (Check answers ErrNotLeader, Lead functions see
-// their ctx end); it releases the term once every running Lead function
-// has returned (waiting no longer than the promise), and it stays a
-// follower — claiming again no sooner than one Duration later, when its
-// claim's answer names the new holder (NotHeld, Status.Holder). While it
-// does not lead, StepDown releases nothing and only holds back the next
-// claim. If Close comes while StepDown waits for Lead functions, the
-// release still waits for them.
+// renewer takes the request (after a store call in flight), its status
+// becomes NotHeld and Lead functions see their ctx end; it releases the
+// term once every running Lead function has returned (waiting no longer
+// than the promise), and claims again no sooner than one Duration later.
+// While it does not lead, StepDown only holds back the next claim.
 //
 // StepDown returns once released, with the store's error if the release
 // could not be confirmed (the term then runs out on its own), an error
 // wrapping ctx.Err() if ctx ends first (the step-down goes on), or an
 // error matching ErrClosed if the tracker was closed before the request
-// was taken.
-//
-// Called from a function Lead or WithLeadership runs, with that
-// function's ctx (or one derived from it), StepDown returns nil once
-// NotHeld is published, without waiting for the release, which waits for
-// the function to return (its ctx has ended by then); the release's
-// outcome is logged. Called from there with any other ctx, it would wait
-// for its own function until the promise runs out.
+// was taken. Called with the ctx of a function Lead or WithLeadership
+// runs (or one derived from it), it returns nil once NotHeld is
+// published, and the release, which waits for that function, is only
+// logged; called from there with any other ctx, it would wait for its own
+// function until the promise runs out.
 func (t *Tracker) StepDown(ctx context.Context) error {
 	req := &stepDownRequest{published: make(chan struct{}), done: make(chan struct{})}
 	fromLeader := ctx.Value(leaderKey{}) == t
 	if fromLeader {
-		// The function's ctx ends as NotHeld is published, and may have
-		// ended already (a loss): the step-down still holds back the
-		// next claim.
-		ctx = context.WithoutCancel(ctx)
+		ctx = context.WithoutCancel(ctx) // it ends as NotHeld is published
 	}
 	select {
 	case t.sched.stepDown <- req:

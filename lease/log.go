@@ -9,19 +9,12 @@ import (
 	"github.com/coldstart-go/coldstart/lease/leasestore"
 )
 
-// The tracker logs (Config.Logger) once per change of what a caller acts
-// on — never per routine renewal (one that moves only Until), per retry
-// that changes nothing, or on Check's path. Changes of state and releases
-// are logged by the renewer; the start and end of a Lead (or
-// WithLeadership) function by the goroutine that runs it.
-
 // noCall is the latency of a snapshot that is no store call's answer (a
 // late timer, a step-down, Close): its record has no latency.
 const noCall time.Duration = -1
 
-// logChange logs the change from old to s, if it is one a person needs to
-// see; latency is how long the store call whose answer s is took, or
-// noCall. Only the renewer calls it, from publish.
+// logChange logs the change from old to s, if a person needs to see it;
+// latency is the store call's, or noCall. Only publish calls it.
 func (t *Tracker) logChange(old, s *snapshot, latency time.Duration) {
 	if t.cfg.Logger == nil {
 		return
@@ -91,10 +84,8 @@ func (t *Tracker) logState(level slog.Level, msg string, token uint64, s *snapsh
 	t.cfg.Logger.LogAttrs(context.Background(), level, msg, attrs...)
 }
 
-// logRelease logs the answer to the revoke that released the term token,
-// err being the store's and latency how long it took: Info if it released
-// the term or the term was over already, Warn if it could not be
-// confirmed.
+// logRelease logs the store's answer err to the revoke of the term token:
+// Warn if the release could not be confirmed, else Info.
 func (t *Tracker) logRelease(token uint64, latency time.Duration, err error) {
 	if t.cfg.Logger == nil {
 		return

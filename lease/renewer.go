@@ -11,10 +11,8 @@ import (
 	"github.com/coldstart-go/coldstart/internal/backoff"
 )
 
-// renewer is the state of the renewer goroutine (run, and every method it
-// calls down to shutdown): the term it holds, its retries and its two
-// watches. No other goroutine touches it, so it needs no lock; what others
-// see of the renewer's work, it publishes (Tracker.snap, counters).
+// renewer is the state of the renewer goroutine (run and what it calls):
+// no other goroutine touches it, so it needs no lock.
 type renewer struct {
 	grant    leasestore.Grant // the term held, while hasGrant
 	hasGrant bool
@@ -24,11 +22,8 @@ type renewer struct {
 	retry   backoff.Backoff // after ambiguous failures; reset by an answer
 	loss    lossWatch       // our term, while held
 	waiting releaseWatch    // another holder's term, while NotHeld
-	// refusedAt is when the latest claim another holder's term refused
-	// was answered, since this tracker last held the lease: the start of
-	// the leaderless gap a hand-over to it ends, unless the watch said
-	// that term was over later (releaseWatch.overAt). Zero when no claim
-	// was refused since.
+	// refusedAt is when the latest claim refused for another holder's
+	// term was answered since this tracker last held (see handedOver).
 	refusedAt time.Time
 }
 
@@ -55,11 +50,8 @@ func (t *Tracker) run() {
 }
 
 // wait blocks for delay, until a check asks for a store call, or until
-// StepDown asks the renewer to step down (then it returns the request); it
-// returns false once the tracker is closed. A wake much later than
-// scheduled means the process (or its clock) was paused: the validity
-// computed before the pause cannot be trusted, so a Held status drops to
-// Unknown until the store confirms again.
+// StepDown asks to step down (it returns the request); false once closed.
+// A wake more than Margin late means a pause: Held drops to Unknown.
 func (t *Tracker) wait(delay time.Duration) (*stepDownRequest, bool) {
 	if delay > 0 {
 		req, scheduled, ok := t.waitUntil(t.cfg.Clock.Now().Add(delay))
@@ -70,7 +62,7 @@ func (t *Tracker) wait(delay time.Duration) (*stepDownRequest, bool) {
 		if req != nil {
 			return req, true
 		}
-		if late := t.cfg.Clock.Now().Sub(scheduled); late > t.cfg.lateTimer() {
+		if late := t.cfg.Clock.Now().Sub(scheduled); late > t.cfg.Margin {
 			if s := t.snap.Load(); s.status.State == Held {
 				st := s.status
 				st.State, st.Holder = Unknown, ""
@@ -88,16 +80,12 @@ func (t *Tracker) wait(delay time.Duration) (*stepDownRequest, bool) {
 	}
 }
 
-// waitUntil is wait's sleep: it blocks until scheduled, or sooner when
-// the loss watch fires, the release watch moves the wake earlier (the
-// scheduled time it returns), a check asks for a call or StepDown asks
-// the renewer to step down (the request it returns); it returns false once
-// the tracker is closed.
+// waitUntil is wait's sleep until scheduled, or sooner when a watch, a
+// check or StepDown wakes it; it returns the time it slept to (a release
+// watch moves it earlier), and false once closed.
 func (t *Tracker) waitUntil(scheduled time.Time) (*stepDownRequest, time.Time, bool) {
 	clk := t.cfg.Clock
-	// next is set before the alarm is armed: the alarm is for a time, not
-	// a delay, so a clock moved past it in between fires it at once.
-	t.sched.setNext(scheduled)
+	t.sched.setNext(scheduled) // before the alarm: a clock moved past it fires it at once
 	alarm := clk.NewAlarm(scheduled)
 	for {
 		select {
@@ -106,15 +94,11 @@ func (t *Tracker) waitUntil(scheduled time.Time) (*stepDownRequest, time.Time, b
 			return nil, scheduled, false
 		case <-alarm.Chan():
 			return nil, scheduled, true
-		case <-t.renewer.loss.lost:
-			// The store says our term may be over: ask it now rather
-			// than at the scheduled renewal.
+		case <-t.renewer.loss.lost: // ask the store now
 			t.renewer.loss.fired()
 			alarm.Stop()
 			return nil, scheduled, true
 		case err := <-t.renewer.waiting.ch:
-			// The term we wait out is over (claim after a short random
-			// delay), or the watch broke (poll again).
 			wake := clk.Now().Add(t.renewer.waiting.signalled(err, t.cfg))
 			if !wake.Before(scheduled) {
 				continue
@@ -145,17 +129,14 @@ func (t *Tracker) attempt() time.Duration {
 	defer t.sched.end(r)
 
 	clk := t.cfg.Clock
-	// sent is read before the call: the store's term can have begun no
-	// earlier, so sent + granted is a safe lower bound for its end.
-	sent := clk.Now()
+	sent := clk.Now() // before the call: sent + granted bounds the term's end
 	slept := t.slept(sent)
 	timeout := callTimeoutError{timeout: t.cfg.callTimeout()}
 	if s := t.snap.Load(); s.status.State == Held {
 		left := s.status.Until.Sub(sent)
 		if d := t.suspended(s, sent); d > 0 || left <= 0 {
-			// The validity ran out while we waited to retry, or the
-			// host slept since it was confirmed: Until cannot be
-			// trusted, and an ambiguous answer must not keep it.
+			// Until ran out, or the host slept: an ambiguous answer
+			// must not keep it.
 			st := s.status
 			st.State, st.Holder = Unknown, ""
 			cause := s.cause
@@ -167,8 +148,6 @@ func (t *Tracker) attempt() time.Duration {
 			}
 			t.publish(&snapshot{status: st, cause: cause}, noCall)
 		} else if left < timeout.timeout {
-			// Cut the call off when the validity ends, so Unknown is
-			// published on time rather than when a hung call gives up.
 			timeout = callTimeoutError{timeout: left, validity: true}
 		}
 	}
@@ -199,10 +178,8 @@ func (t *Tracker) attempt() time.Duration {
 }
 
 // call runs one store call under parent, cut off by timeout, counts it,
-// and returns how long it took, the class of its answer and its error. A
-// call cut off says so: its error wraps the timeout (which matches
-// context.DeadlineExceeded) or Close's ErrClosed, not a bare "context
-// canceled".
+// and returns how long it took, the class of its answer and its error,
+// which wraps the cause of a cut-off (the timeout, or ErrClosed).
 func (t *Tracker) call(parent context.Context, op leasestore.Op, timeout callTimeoutError, fn func(ctx context.Context) error) (time.Duration, leasestore.Class, error) {
 	ctx, cancel := context.WithCancelCause(parent)
 	defer cancel(nil)
@@ -223,9 +200,8 @@ func (t *Tracker) call(parent context.Context, op leasestore.Op, timeout callTim
 	return end.Sub(start), done(err), err
 }
 
-// confirmed publishes the store's grant g, in answer to a call sent at
-// sent (when the sleep meter read slept) that took latency and came at
-// now, and returns the delay before the renewal.
+// confirmed publishes the grant g answering a call sent at sent (the sleep
+// meter read slept), and returns the delay before the renewal.
 func (t *Tracker) confirmed(g leasestore.Grant, sent time.Time, slept time.Duration, now time.Time, latency time.Duration) time.Duration {
 	t.renewer.grant, t.renewer.hasGrant = g, true
 	t.renewer.retry.Reset()
@@ -246,8 +222,8 @@ func (t *Tracker) confirmed(g leasestore.Grant, sent time.Time, slept time.Durat
 	return sent.Add(backoff.Jitter(interval, t.cfg.jitter(renewJitter))).Sub(now)
 }
 
-// lost publishes the store's definitive refusal err, an answer that took
-// latency and came at now, and returns the delay before the next claim.
+// lost publishes the store's definitive refusal err, and returns the delay
+// before the next claim.
 func (t *Tracker) lost(err error, now time.Time, latency time.Duration) time.Duration {
 	wasExtending := t.renewer.hasGrant
 	t.renewer.grant, t.renewer.hasGrant = leasestore.Grant{}, false
@@ -266,11 +242,10 @@ func (t *Tracker) lost(err error, now time.Time, latency time.Duration) time.Dur
 	return t.renewer.waiting.follow(t.life.ctx, err, t.cfg)
 }
 
-// handedOver counts a hand-over to this tracker, now Held at now, if it
-// had been refused for another holder's term since it last held the
-// lease: the leaderless gap it saw runs from that term's end as it learnt
-// it — the watch's word that the term was over, or else its last refused
-// claim, when the term was still live — to now.
+// handedOver counts a hand-over to this tracker, Held at now, if a claim
+// was refused for another holder's term since it last held; the gap runs
+// to now from the later of that refusal and the watch's word that the
+// term was over (Report.HandOverGaps).
 func (t *Tracker) handedOver(now time.Time) {
 	if t.renewer.refusedAt.IsZero() {
 		return
@@ -284,25 +259,18 @@ func (t *Tracker) handedOver(now time.Time) {
 	t.counters.handOverNanos.Add(int64(now.Sub(from)))
 }
 
-// claimDelay is the wait before the next claim while another holder has
-// the lease.
-func (t *Tracker) claimDelay() time.Duration { return t.cfg.claimDelay() }
-
-// ambiguous publishes the store's ambiguous (or not sent) answer err, one
-// that took latency and came at now, and returns the delay before the
-// retry.
+// ambiguous publishes the store's ambiguous (or not sent) answer err, and
+// returns the delay before the retry.
 func (t *Tracker) ambiguous(err error, now time.Time, latency time.Duration) time.Duration {
 	old := t.snap.Load()
 	st := old.status
 	if st.State == NotHeld && errors.Is(err, leasestore.ErrNotSent) {
-		// A claim the store did not send changed nothing: the holder
-		// we were told of still stands, and so does its answer (and
-		// the watch of its term); claim again when we would have
-		// after that answer.
+		// A claim not sent changed nothing: keep the holder's answer
+		// and its watch, and claim when that answer said.
 		if t.renewer.waiting.armed {
 			return t.cfg.fallbackClaimDelay()
 		}
-		return t.claimDelay()
+		return t.cfg.claimDelay()
 	}
 	// Only a confirmation upgrades: an ambiguous failure keeps Held while
 	// the validity lasts, and leaves Unknown (or a claim's NotHeld) as
@@ -335,10 +303,7 @@ func (t *Tracker) stepDownNow(req *stepDownRequest) time.Duration {
 	t.renewer.loss.end()
 	t.renewer.waiting.end()
 	t.publish(&snapshot{status: Status{State: NotHeld}, cause: &NotLeaderError{Name: t.cfg.Name, Err: errSteppedDown}}, noCall)
-	// A check that asked for a store call before NotHeld was published is
-	// answered by it: the call it asked for must not go, or this follower
-	// would claim again at once (schedule.await asks for no more).
-	t.sched.dropPending()
+	t.sched.dropPending() // answered by NotHeld: the call asked for must not go
 	close(req.published)
 	t.renewer.retry.Reset()
 	if t.renewer.hasGrant {
@@ -406,8 +371,7 @@ func (t *Tracker) shutdown() {
 
 // release revokes the held term, bounded by the call timeout.
 func (t *Tracker) release() error {
-	// Not under t.life.ctx: Close has cancelled it, and releasing is part of
-	// closing.
+	// Not under t.life.ctx, which Close has cancelled.
 	latency, _, err := t.call(context.Background(), leasestore.OpRevoke, callTimeoutError{timeout: t.cfg.callTimeout()},
 		func(ctx context.Context) error { return t.cfg.Store.Revoke(ctx, t.renewer.grant) })
 	t.logRelease(t.renewer.grant.Token, latency, err)

@@ -49,14 +49,10 @@ type Report struct {
 	// included.
 	UnknownFor time.Duration
 	// HandOvers counts the times this tracker came to hold the lease
-	// after a claim of its was refused for another holder's term: the
-	// hand-overs to it, graceful or after a crash. HandOverGaps is their
-	// leaderless gaps in all, each from the end of the other's term as
-	// this tracker learnt it to its own Held: from the moment a
-	// ReleaseWatcher's watch said that term was over (released, revoked
-	// or expired), or, where no watch said so, from its last refused
-	// claim (the term was live then, so the gap was no longer).
-	// HandOverGaps / HandOvers is the mean gap.
+	// after a claim of its was refused for another holder's term.
+	// HandOverGaps is their leaderless gaps in all, each to its own Held
+	// from when a ReleaseWatcher said that term was over, or else from its
+	// last refused claim. HandOverGaps / HandOvers is the mean gap.
 	HandOvers    uint64
 	HandOverGaps time.Duration
 	// LastCall is how long the last finished store call took; LastCallEnd
@@ -96,16 +92,11 @@ func (t *Tracker) Report() Report {
 		fallthrough
 	case s.status.State == NotHeld:
 		_, r.Err = t.evaluate(s, now, 0) // as Check says it
-	case t.suspended(s, now) > 0:
-		// Held, but the host slept since: Unknown, as Check says, from
-		// the moment this was seen.
+	case t.suspended(s, now) > 0: // Unknown, as Check says, since now
 		var st Status
 		st, r.Err = t.evaluate(s, now, 0)
 		r.State, r.Holder, r.Since = st.State, st.Holder, now
-	case !now.Before(s.status.Until):
-		// Held, but the promise ran out before the renewer published
-		// so (a store call that ignores its ctx): Unknown, as Check
-		// says, since the Until.
+	case !now.Before(s.status.Until): // ran out unpublished: Unknown since Until
 		var st Status
 		st, r.Err = t.evaluate(s, now, 0)
 		r.State, r.Holder, r.Since = st.State, st.Holder, s.status.Until
@@ -126,12 +117,9 @@ func (t *Tracker) Report() Report {
 
 // Alive is a liveness check for /livez: it returns an error only when the
 // tracker itself is stuck — a store call has been in flight for more than
-// twice its call timeout (Duration/4, see Config), although every call is
-// cut off at that timeout, so the
-// Store ignores its ctx and the renewer cannot go on. A restart may fix
-// that. A store that fails or is slow, and another holder leading, are not
-// the tracker being stuck, and Alive stays nil: restarting would not help
-// (use Check or Report for readiness). After Close, Alive returns nil.
+// twice the call timeout (Duration/4), so the Store ignores its ctx. A
+// failing or slow store, or another holder leading, leaves Alive nil (use
+// Check or Report for readiness). After Close, Alive returns nil.
 func (t *Tracker) Alive() error {
 	start := t.counters.callStart.Load()
 	if start == 0 {
@@ -149,15 +137,12 @@ func (t *Tracker) Alive() error {
 // counters are the Report's counters: written by the renewer, read by
 // Report and Alive with atomic loads.
 type counters struct {
-	// base is one nanosecond before NewTracker, on its clock, and never
-	// written again: lastEnd and callStart are offsets from it (positive,
-	// so zero can mean none), which keeps the clock's monotonic reading.
+	// base is one nanosecond before NewTracker: lastEnd and callStart are
+	// positive offsets from it, 0 when none.
 	base time.Time
 
 	calls                                    leasestore.Counters
 	transitions, handOvers                   atomic.Uint64
 	unknownNanos, lastLatency, handOverNanos atomic.Int64
-	// lastEnd and callStart are when the last store call ended and when
-	// the one in flight started, as offsets from base; 0 when none.
-	lastEnd, callStart atomic.Int64
+	lastEnd, callStart                       atomic.Int64
 }

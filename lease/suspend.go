@@ -4,15 +4,9 @@ import (
 	"time"
 )
 
-// Suspend: Go's monotonic clock (CLOCK_MONOTONIC on Linux) stops while the
-// host is suspended (golang/go#24595), and so does every deadline and timer
-// the tracker keeps on it. A holder that resumes after a suspend of S still
-// sees its Until ahead, though for the store and every other holder it lies
-// S in the past; the late-timer check runs on the same clock and cannot see
-// it either. So the tracker asks the host how long it has slept in all
-// (sleepMeter), notes it with each confirmation, and a later reading that has
-// grown means the promise may be over: Unknown until the store confirms
-// again, never Held, never NotLeader.
+// A suspend of the host stops Go's monotonic clock, so the tracker notes
+// with each confirmation how long the host has slept in all; a reading that
+// has grown since means Unknown (DESIGN.md, "Suspend").
 
 // sleepMeter tells how long the host has been suspended in all, as of now
 // (a time read from the tracker's clock just before).
@@ -25,8 +19,7 @@ type sleepMeter interface {
 var hostSleep sleepMeter
 
 // suspendTolerance is the growth of the time slept that counts as a
-// suspend. The two clocks are read by two calls, microseconds apart; a real
-// suspend takes seconds.
+// suspend.
 const suspendTolerance = time.Millisecond
 
 // suspended returns how long the host slept since snapshot s was confirmed,

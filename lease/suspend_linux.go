@@ -7,8 +7,7 @@ import (
 	"unsafe"
 )
 
-// On Linux, CLOCK_BOOTTIME − CLOCK_MONOTONIC is the time the host has spent
-// suspended since boot: the two clocks differ in nothing else.
+// On Linux, CLOCK_BOOTTIME − CLOCK_MONOTONIC is the time slept since boot.
 func init() {
 	if s, ok := bootSlept(); ok {
 		b := newBootClock()
@@ -17,12 +16,8 @@ func init() {
 	}
 }
 
-// bootClock reads the kernel's clocks only when it may have to: a suspend
-// moves the wall clock (CLOCK_REALTIME) against the monotonic one, and a
-// time.Time from the wall clock carries both readings, so Check's fast path
-// compares them (a few nanoseconds) and makes the system calls only when
-// they have moved apart: a suspend, or the wall clock stepped (set by hand
-// or by NTP, a leap second). NTP's slewing changes the rate of both alike.
+// bootClock reads the kernel's clocks only when the wall and monotonic
+// readings of now have moved apart (DESIGN.md, "Suspend").
 type bootClock struct {
 	epoch     time.Time // with a monotonic reading
 	epochWall time.Time // epoch without it
@@ -43,9 +38,6 @@ type bootReading struct {
 
 func (b *bootClock) slept(now time.Time) time.Duration {
 	r := b.last.Load()
-	// now.Sub(epoch) is monotonic when now has a monotonic reading; without
-	// one (a clock other than the wall clock) skew stays 0 and the reading
-	// never changes: a suspend is then not detected.
 	skew := now.Round(0).Sub(b.epochWall) - now.Sub(b.epoch)
 	if d := skew - r.skew; d > -suspendTolerance && d < suspendTolerance {
 		return r.slept
@@ -54,16 +46,12 @@ func (b *bootClock) slept(now time.Time) time.Duration {
 	if !ok {
 		return r.slept
 	}
-	// Callers racing here store readings taken after their own now; a
-	// reading left behind by a slower one has an older skew, so the next
-	// caller whose wall clock has moved reads the clocks again.
 	b.last.Store(&bootReading{skew: skew, slept: s})
 	return s
 }
 
-// bootSlept reads CLOCK_BOOTTIME − CLOCK_MONOTONIC. The monotonic clock is
-// read on both sides of the boot clock, and a reading whose sides lie far
-// apart (the thread was descheduled) is taken again.
+// bootSlept reads CLOCK_BOOTTIME − CLOCK_MONOTONIC, again if the thread
+// was descheduled between the readings.
 func bootSlept() (time.Duration, bool) {
 	const clockMonotonic, clockBoottime = 1, 7
 	for range 5 {

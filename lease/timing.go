@@ -11,43 +11,29 @@ import (
 	"github.com/coldstart-go/coldstart/internal/backoff"
 )
 
-// Timing is what a Config promises, worked out from the tracker's own
-// schedule (see Config.Timing): the worst cases a person plans for, and the
-// load on the store.
-//
-// The figures are for a store that answers at once and grants what it is
-// asked (MemStore). Where the takeovers and the follower's rate differ for
-// a Store that is a ReleaseWatcher (a follower that waits on a watch and
-// wakes on the release) and one that is not (a follower that polls every
-// ClaimInterval), each field says both. A real store's latency adds its round trips to each
-// takeover and takes its request latency off the outage; a store that
-// grants more than asked (etcd rounds a TTL up to whole seconds) or notices
-// an expiry late adds that much to the crash takeover.
+// Timing is what a Config promises (see Config.Timing): the worst cases a
+// person plans for, and the load on the store. The figures are for a store
+// that answers at once and grants what it is asked (MemStore); where a
+// ReleaseWatcher's follower differs from a polling one, each field says
+// both. DESIGN.md, "Timing's figures", says what a real store adds.
 type Timing struct {
 	// Outage is how long a holder is sure to answer Held through a store
 	// outage before it answers Unknown: its promise, 2×Duration − Margin,
-	// less the renewal interval, RenewFraction of it. An outage that begins right
-	// after a renewal is ridden longer (up to the whole promise); the
-	// worst one begins just before the next. From the promise's end on,
+	// less the renewal interval, RenewFraction of it. From the promise's end on,
 	// Current and Report say Unknown, and so does Check — after waiting
 	// for the store call it asks for, up to the call timeout (Duration/4) unless its ctx
 	// ends sooner.
 	Outage time.Duration
 	// CrashTakeover is the longest a successor waits to hold the lease
-	// after its holder died without releasing it: the term granted at
-	// the holder's last renewal, 2×Duration, plus, with a store that
-	// watches, the wake spread (the watch says the term expired; the
-	// successor claims after a random delay of at most ClaimInterval/10,
-	// capped at 5ms); with one that does not, a
-	// ClaimInterval (its claim was refused just before the term ended).
+	// after its holder died without releasing it: the term, 2×Duration,
+	// plus, with a store that watches, the wake spread (a random delay of
+	// at most ClaimInterval/10, capped at 5ms), else a ClaimInterval.
 	CrashTakeover time.Duration
 	// GracefulTakeover is the longest a successor waits to hold the lease
-	// after its holder released it (ReleaseOnClose, StepDown): with a
-	// store that watches, the wake spread (see CrashTakeover); with one
-	// that does not, one ClaimInterval, the wait between a waiting
-	// follower's claims. A release the store does not confirm is a crash
-	// takeover; a watch that fails makes the follower poll, and the
-	// figures are those of a store that does not watch.
+	// after its holder released it (ReleaseOnClose, StepDown): the wake
+	// spread with a store that watches, else a ClaimInterval. A release
+	// the store does not confirm is a crash takeover; a failed watch gives
+	// the figures of a store that does not watch.
 	GracefulTakeover time.Duration
 	// ClockDrift is how much slower than the store's clock this host's
 	// clock may run, as a fraction, with every promise still ending
@@ -63,23 +49,15 @@ type Timing struct {
 	// while another holds the lease: with a store that watches, one per
 	// term (2×Duration), the fallback in case the watch goes silent; with
 	// one that does not, one per ClaimInterval. Each wait is shortened by
-	// 5 % on average (a store's latency lengthens each wait by one
-	// round trip, so a real store sees fewer).
+	// 5 % on average.
 	ClaimRate float64
 }
 
-// Timing returns what c promises, with its defaults applied: the figures
-// follow the tracker's schedule (renewal after RenewFraction of the
-// promise, claims every ClaimInterval, terms of 2×Duration, promises cut
-// by Margin). The jitter of scheduled calls (a tenth of their interval at
-// most) only ever shortens a wait, so it enters the worst cases not at all
-// and the call rates as its mean; the call timeout and the retries'
-// backoff enter none of the figures (an unanswered call is cut off when
-// the promise ends, whatever the timeout). Store tells
-// whether the follower's figures are a watch's (a ReleaseWatcher) or a
-// poll's (any other Store, or nil). Name and Holder need not be set; for
-// a Config whose timing fields do not Validate, Timing returns the zero
-// Timing.
+// Timing returns what c promises, with its defaults applied, following the
+// tracker's schedule (DESIGN.md, "Timing's figures"). Store tells whether
+// the follower's figures are a watch's (a ReleaseWatcher) or a poll's (any
+// other Store, or nil). Name and Holder need not be set; for a Config whose
+// timing fields do not Validate, Timing returns the zero Timing.
 func (c Config) Timing() Timing {
 	if c.Name == "" {
 		c.Name = "timing"

@@ -65,28 +65,15 @@ type Status struct {
 
 // Tracker claims a named lease, keeps it renewed in the background, and
 // answers "do I hold it, and for how long?" with Held, NotHeld or Unknown,
-// never turning an unconfirmed renewal into "not leader".
+// never turning an unconfirmed renewal into "not leader". It claims for
+// 2×Duration and extends once RenewFraction of the validity has passed. A
+// Tracker is safe for concurrent use; Close stops it. It has the shape of
+// gate.Component (Completed, Failed, Cause, Detail).
 //
-// It claims for 2×Duration and extends once RenewFraction of the validity
-// has passed. Check answers from a cached snapshot while enough validity
-// remains; otherwise it waits for a renewal. Lead runs leader work while
-// the lease is held, Current follows the status, Report and Alive tell
-// people and health checks what the tracker does. A Tracker is safe for
-// concurrent use; Close stops it. It is also a readiness component of
-// gate.Component's shape (Completed, Failed, Cause, Detail), so
-// board.Follow("lease", tr) opens once it knows who leads.
-//
-// If the Store is also a LossNotifier, the tracker watches each term it
-// holds and, when told the term may be over, renews at once instead of at
-// the next scheduled renewal, so a revoked or taken-over term is reported
-// as ErrNotLeader promptly. The signal alone changes nothing: only the
-// store's answer to that renewal does (a confirmation keeps Held and the
-// token). Until that answer, Check still answers from the cached promise.
-//
-// If the Store is also a ReleaseWatcher, a follower refused a claim waits
-// on the holder's term and claims when it is over (after at most 5ms, see
-// Config.ClaimInterval), instead of every ClaimInterval; a claim once a
-// term covers a watch gone silent, and a watch that fails makes it poll.
+// A Store that is also a LossNotifier or a ReleaseWatcher is used as those
+// interfaces say: a loss signal makes the tracker renew at once (only the
+// store's answer changes the status), a release signal makes a follower
+// claim at once instead of every ClaimInterval.
 type Tracker struct {
 	// Set by NewTracker and never written again.
 	cfg        Config
@@ -94,8 +81,7 @@ type Tracker struct {
 	sleep      sleepMeter    // nil where a suspend of the host is not detected
 
 	// snap is the latest immutable snapshot; only the renewer publishes
-	// one (publish). Check's fast path is one atomic load, one clock read,
-	// and the sleep meter's look at that reading.
+	// one (publish).
 	snap atomic.Pointer[snapshot]
 
 	// The parts, each owning its state (its type says what guards it).
@@ -107,9 +93,7 @@ type Tracker struct {
 }
 
 // lifecycle is the tracker's life from NewTracker to Close, told by
-// channels each closed once: done (and ctx cancelled) by Close, known by
-// the renewer at the first Held or NotHeld, exited by the renewer once it
-// has returned. isKnown and closeErr are the renewer's to write.
+// channels each closed once.
 type lifecycle struct {
 	ctx       context.Context // cancelled (cause ErrClosed) by Close: ends an in-flight call
 	cancel    context.CancelCauseFunc
@@ -198,9 +182,8 @@ func NewTracker(cfg Config) (*Tracker, error) {
 //   - confirmed for atLeast: (Held, nil);
 //   - the store says another holder has it or our term is over, or the
 //     tracker stepped down: (NotHeld, *NotLeaderError matching
-//     ErrNotLeader). While NotHeld, Check answers from cache; the tracker
-//     keeps claiming in the background every ClaimInterval, or, with a
-//     ReleaseWatcher, when the holder's term is over;
+//     ErrNotLeader). While NotHeld, Check answers from cache (the tracker
+//     keeps claiming in the background);
 //   - the store could not confirm: a *RenewalFailedError matching
 //     ErrRenewalFailed, with State Held and the old Until while that
 //     validity lasts, Unknown after it;
@@ -214,8 +197,6 @@ func NewTracker(cfg Config) (*Tracker, error) {
 // Close, Check returns NotHeld and an error matching ErrClosed.
 func (t *Tracker) Check(ctx context.Context, atLeast time.Duration) (Status, error) {
 	if s := t.snap.Load(); s.status.State == Held && atLeast >= 0 && atLeast <= t.maxPromise {
-		// Held means now < Until, and at least atLeast left, and no
-		// suspend since the store confirmed it.
 		now := t.cfg.Clock.Now()
 		if left := s.status.Until.Sub(now); left >= atLeast && left > 0 && t.suspended(s, now) == 0 {
 			return s.status, nil
@@ -241,8 +222,7 @@ func (t *Tracker) check(ctx context.Context, atLeast time.Duration) (Status, err
 	case <-r.done:
 	case <-t.life.exited:
 	case <-ctx.Done():
-		// The answer so far stays in the error (an overloaded store's
-		// "over capacity", say), not only the ctx's end.
+		// The answer so far stays in the error, beside the ctx's end.
 		st, err := t.evaluate(t.snap.Load(), t.cfg.Clock.Now(), atLeast)
 		if err == nil {
 			return st, fmt.Errorf("lease %q: waiting for the store: %w", t.cfg.Name, ctx.Err())
@@ -282,25 +262,17 @@ func (t *Tracker) evaluate(s *snapshot, now time.Time, atLeast time.Duration) (S
 	return st, &RenewalFailedError{Name: t.cfg.Name, Err: cause, Until: st.Until}
 }
 
-// Close stops renewing and waits for the renewer to return. The functions
+// Close stops renewing and waits for the renewer to return; the functions
 // Lead and WithLeadership run see their ctx end with a cause matching
-// ErrClosed.
-//
-// With ReleaseOnClose it then revokes the held term, so a successor can
-// claim at once — but only after every running Lead function has
-// returned, and waiting for them no longer than the promise (Until), so
-// that a successor never starts while this process still does leader
-// work it was promised time for. The revoke waits at most Duration/4;
-// Close returns the store's error if it could not be confirmed.
-//
-// A StepDown that still waits for Lead functions when Close comes makes
-// its release the same way, after them (StepDown returns its error; Close
-// does only with ReleaseOnClose).
-//
+// ErrClosed. With ReleaseOnClose it then revokes the held term once every
+// running Lead function has returned (waiting no longer than the promise,
+// Until), bounded by Duration/4, and returns the store's error if the
+// revoke could not be confirmed. A StepDown still waiting for Lead
+// functions makes its release the same way (and returns its error).
 // Close is idempotent and safe to call concurrently; every call returns
-// the same result. Checks after Close return ErrClosed. Do not call Close
-// from a Lead function with ReleaseOnClose, or while a StepDown waits for
-// it: it would wait for itself until the promise runs out.
+// the same result. Do not call Close from a Lead function with
+// ReleaseOnClose, or while a StepDown waits for it: it would wait for
+// itself until the promise runs out.
 func (t *Tracker) Close() error {
 	t.life.closeOnce.Do(func() {
 		close(t.life.done)
@@ -311,12 +283,10 @@ func (t *Tracker) Close() error {
 }
 
 // publish makes s, a new snapshot, the one Check, Current, Lead and Report
-// see; it is the only way a snapshot is published, and only the renewer
-// calls it. It fills in s.since and s.changed (a snapshot whose status is
-// the old one's shares its channel, so followers of Current wake only for
-// a change), counts and logs a change of state, then wakes the followers.
-// latency is how long the store call whose answer s is took, for the log,
-// or noCall.
+// see; only the renewer calls it. It fills in s.since and s.changed (shared
+// with the old snapshot while the status is the same), counts and logs a
+// change of state, then wakes the followers. latency is for the log, or
+// noCall. DESIGN.md, "The renewer and checks", gives the order's reasons.
 func (t *Tracker) publish(s *snapshot, latency time.Duration) {
 	old := t.snap.Load()
 	now := t.cfg.Clock.Now()
@@ -332,8 +302,6 @@ func (t *Tracker) publish(s *snapshot, latency time.Duration) {
 			t.counters.unknownNanos.Add(int64(now.Sub(old.since)))
 		}
 	}
-	// Logged before it is published, so that the record of a change comes
-	// before any record of what followers do about it.
 	t.logChange(old, s, latency)
 	o, n := old.status, s.status
 	same := old.closed == s.closed && o.State == n.State && o.Holder == n.Holder &&
@@ -345,14 +313,12 @@ func (t *Tracker) publish(s *snapshot, latency time.Duration) {
 	}
 	s.changed = make(chan struct{})
 	t.snap.Store(s)
-	t.life.markKnown(s) // before followers wake: one who sees Held sees Completed closed
+	t.life.markKnown(s) // before followers wake
 	close(old.changed)
 }
 
-// schedule is where checks and StepDown meet the renewer: the store call
-// checks wait on, the one a check has asked for, and when the renewer
-// calls the store next. mu guards inflight, pending and next; kick and
-// stepDown carry requests to the renewer.
+// schedule is where checks and StepDown meet the renewer. mu guards
+// inflight, pending and next; kick and stepDown carry requests.
 type schedule struct {
 	mu       sync.Mutex
 	inflight *round // the store call now running
@@ -375,10 +341,7 @@ func (sc *schedule) await(snap *atomic.Pointer[snapshot]) *round {
 		return sc.inflight
 	}
 	if s := snap.Load(); s.closed || s.status.State == NotHeld {
-		// Answered already: a step-down (or Close) published after the
-		// check looked. Asking the renewer now would make a follower
-		// that stepped down claim at once; under mu, this and
-		// dropPending cannot miss each other.
+		// Answered already by a step-down or Close (DESIGN.md).
 		r := &round{done: make(chan struct{})}
 		close(r.done)
 		return r
@@ -394,8 +357,7 @@ func (sc *schedule) await(snap *atomic.Pointer[snapshot]) *round {
 	return sc.pending
 }
 
-// hasPending reports whether a check is waiting for a store call that has
-// not started yet.
+// hasPending reports whether a check waits for a call not started yet.
 func (sc *schedule) hasPending() bool {
 	sc.mu.Lock()
 	defer sc.mu.Unlock()
@@ -419,8 +381,7 @@ func (sc *schedule) nextCall() time.Time {
 	return sc.next
 }
 
-// begin starts the round of the store call the renewer makes now: the one
-// a check asked for, or a new one.
+// begin starts the round of the store call the renewer makes now.
 func (sc *schedule) begin() *round {
 	sc.mu.Lock()
 	defer sc.mu.Unlock()
@@ -432,8 +393,7 @@ func (sc *schedule) begin() *round {
 	return r
 }
 
-// end ends round r, once its answer is published: the checks waiting on it
-// read that answer.
+// end ends round r, once its answer is published.
 func (sc *schedule) end(r *round) {
 	sc.mu.Lock()
 	sc.inflight = nil

@@ -19,15 +19,11 @@ type releaseWatch struct {
 	armed   bool
 	ch      <-chan error
 	stop    context.CancelFunc
-	// over is the last term whose watch said it was over, and overHolder
-	// the holder the refusal named: a refusal naming both again shows the
-	// watch wrong, and the tracker polls rather than trust it again. (A
-	// refusal naming another holder with that term's token — a release
-	// reserved for a preferred holder, as k8slease's — is watched anew.)
+	// over and overHolder are the last term whose watch said it was over,
+	// not watched again (DESIGN.md, "Followers"); overAt is when.
 	over       uint64
 	overHolder string
-	// overAt is when the watch said so, on the tracker's clock.
-	overAt time.Time
+	overAt     time.Time
 }
 
 // lossWatch is the renewer's watch of its term through a LossNotifier.
@@ -42,11 +38,8 @@ type lossWatch struct {
 	signalled bool
 }
 
-// follow keeps the term of g watched after the store confirmed it. A new
-// term gets a new watch (the old one ends). A confirmation right after the
-// watch fired shows the signal was spurious: the term is watched again only
-// from the next confirmation, so a notifier that keeps signalling costs at
-// most one extra store call per renewal.
+// follow keeps the term of g watched after the store confirmed it; after a
+// spurious signal, only from the next confirmation (DESIGN.md, "Followers").
 func (w *lossWatch) follow(parent context.Context, g leasestore.Grant) {
 	if w.notifier == nil {
 		return
@@ -82,12 +75,8 @@ func (w *lossWatch) end() {
 }
 
 // follow watches the term a refused claim's err names, if the store can
-// watch it, and returns the wait before the next claim: while the watch
-// runs, a fallback poll once a term, 2×Duration, in case it goes silent
-// (the watch wakes the renewer sooner); without one, a claim interval. A
-// term already watched keeps its watch; a term whose watch already said
-// "over" is not watched again. A watch that has answered already is
-// answered here, so that its wait is the one scheduled.
+// watch it, and returns the wait before the next claim: the fallback once
+// a term while watched, else a claim interval.
 func (w *releaseWatch) follow(parent context.Context, err error, cfg Config) time.Duration {
 	var held *leasestore.HeldError
 	if w.watcher == nil || !errors.As(err, &held) || held.Token == 0 || held.Token == w.over && held.Holder == w.overHolder {
@@ -112,10 +101,9 @@ func (w *releaseWatch) follow(parent context.Context, err error, cfg Config) tim
 	}
 }
 
-// signalled ends the watch that yielded err and returns how long to wait
-// before the next claim: a short random delay when the term is over (nil),
-// so that a hundred followers woken together do not claim at once; a claim
-// interval when the watch broke, as if it had never been.
+// signalled ends the watch that yielded err and returns the wait before
+// the next claim: a short random delay when the term is over (nil), a
+// claim interval when the watch broke.
 func (w *releaseWatch) signalled(err error, cfg Config) time.Duration {
 	token, holder := w.token, w.holder
 	w.end()

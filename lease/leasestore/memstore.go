@@ -21,9 +21,8 @@ type MemStore struct {
 	mu    sync.Mutex
 	terms map[string]memTerm // by lease name; may hold expired terms
 	last  uint64             // the last token issued
-	// watches are the open Lost channels, by lease name. Each is closed
-	// (and removed) when its term ends: by a revoke, by a claim that
-	// replaces it, or by its expiry timer.
+	// watches are the open watches, by lease name, each ended when its
+	// term ends: by a revoke, a claim that replaces it, or its expiry.
 	watches map[string]map[*memWatch]struct{}
 }
 
@@ -35,11 +34,8 @@ type memWatch struct {
 	token    uint64
 	lost     chan struct{}
 	released chan error
-	// expiry fires at the term's expiry as last seen; an extend moves
-	// the expiry, and the timer is re-armed when it finds the term live.
-	expiry clock.Timer
-	// unhook detaches the watch's ctx callback.
-	unhook func() bool
+	expiry   clock.Timer // at the term's expiry as last seen; re-armed if extended
+	unhook   func() bool // detaches the watch's ctx callback
 }
 
 type memTerm struct {
@@ -76,14 +72,9 @@ var _ interface {
 // A name or holder that a Config would refuse (see Config.Holder) is
 // refused with a NotValid error, and so is a grant naming one in Extend
 // and Revoke, and such a name in Holder.
-func (m *MemStore) Claim(ctx context.Context, name, holder string, d time.Duration) (Grant, error) {
+func (m *MemStore) Claim(ctx context.Context, name, holder string, d time.Duration) (_ Grant, err error) {
 	done := m.calls.Begin(OpClaim)
-	g, err := m.claim(ctx, name, holder, d)
-	done(err)
-	return g, err
-}
-
-func (m *MemStore) claim(ctx context.Context, name, holder string, d time.Duration) (Grant, error) {
+	defer func() { done(err) }()
 	if err := checkNames(name, holder); err != nil {
 		return Grant{}, err
 	}
@@ -108,14 +99,9 @@ func (m *MemStore) claim(ctx context.Context, name, holder string, d time.Durati
 
 // Extend implements Store. It extends only the live term g.Token; it never
 // shortens a term, and reports the time left from now as the Duration.
-func (m *MemStore) Extend(ctx context.Context, g Grant, d time.Duration) (Grant, error) {
+func (m *MemStore) Extend(ctx context.Context, g Grant, d time.Duration) (_ Grant, err error) {
 	done := m.calls.Begin(OpExtend)
-	g, err := m.extend(ctx, g, d)
-	done(err)
-	return g, err
-}
-
-func (m *MemStore) extend(ctx context.Context, g Grant, d time.Duration) (Grant, error) {
+	defer func() { done(err) }()
 	if err := checkNames(g.Name, g.Holder); err != nil {
 		return Grant{}, err
 	}
@@ -142,14 +128,9 @@ func (m *MemStore) extend(ctx context.Context, g Grant, d time.Duration) (Grant,
 }
 
 // Revoke implements Store.
-func (m *MemStore) Revoke(ctx context.Context, g Grant) error {
+func (m *MemStore) Revoke(ctx context.Context, g Grant) (err error) {
 	done := m.calls.Begin(OpRevoke)
-	err := m.revoke(ctx, g)
-	done(err)
-	return err
-}
-
-func (m *MemStore) revoke(ctx context.Context, g Grant) error {
+	defer func() { done(err) }()
 	if err := checkNames(g.Name, g.Holder); err != nil {
 		return err
 	}
@@ -167,8 +148,7 @@ func (m *MemStore) revoke(ctx context.Context, g Grant) error {
 	return nil
 }
 
-// Report implements Reporter: the calls of Claim, Extend and
-// Revoke so far, by outcome.
+// StoreReport implements Reporter.
 func (m *MemStore) StoreReport() Report { return m.calls.StoreReport() }
 
 // Holder returns the live term of the named lease, with the time it has

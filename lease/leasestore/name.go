@@ -9,26 +9,20 @@ import (
 	"github.com/juju/errors"
 )
 
-// maxNameBytes bounds a lease name and a holder: 253 bytes, the longest
-// DNS name and so the longest Kubernetes object name. Any lease name fits a
-// Kubernetes Lease's name as far as length goes, a host's fully qualified
-// name fits as a holder, and a name that reaches an error, a log record, a
-// /readyz line or a metric label costs a few hundred bytes at most (a
-// megabyte name once made one scrape 14.7 MB).
-const maxNameBytes = 253
-
-// shownBytes is the most of a refused value an error quotes: enough to
-// recognise it, never the megabyte itself.
-const shownBytes = 64
+// maxNameBytes bounds a lease name and a holder, and shownBytes the most of
+// a refused one an error quotes (lease/DESIGN.md, "Names").
+const (
+	maxNameBytes = 253
+	shownBytes   = 64
+)
 
 // CheckName returns nil if s can name a lease or a holder: 1 to 253 bytes
 // (the longest DNS name, and so Kubernetes object name) of valid UTF-8
 // with no control character (C0, DEL, C1) and no line or paragraph
 // separator, none of which can start a line of its own in a text output.
 // Otherwise it returns a NotValid error naming field, the rule and at most
-// 64 bytes of s, quoted. It is the one rule for names: lease.Config's
-// Validate and every store's Claim apply it, so that a name never writes
-// a line of its own into an error, a log, /readyz or a metric label.
+// 64 bytes of s, quoted. lease.Config's Validate and every store's Claim
+// apply it.
 func CheckName(field, s string) error {
 	switch {
 	case s == "":

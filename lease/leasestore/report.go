@@ -85,21 +85,16 @@ func (op Op) String() string {
 //
 //	func (s *MyStore) StoreReport() leasestore.Report { return s.calls.StoreReport() }
 //
-// Begin counts a call in flight and returns the function that ends it, to
-// be called once with the call's error. The zero value is ready to use; it
-// is safe for concurrent use and lock-free (an atomic add at each end of a
-// call), and allocates nothing while done stays in the calling function,
-// as above.
+// The zero value is ready to use; it is safe for concurrent use, lock-free,
+// and allocates nothing while done stays in the calling function.
 type Counters struct {
-	// begun counts the calls begun; the calls in flight are those begun
-	// less those finished (counted by outcome): one atomic add at each end
-	// of a call.
-	begun atomic.Uint64
+	begun atomic.Uint64             // in flight: begun less finished
 	ops   [counted][4]atomic.Uint64 // finished calls by Op and outcome
 }
 
-// Begin begins a call of op. An op that is not one of OpClaim, OpExtend
-// and OpRevoke panics.
+// Begin counts a call of op in flight and returns the function that ends
+// it, to be called once with the call's error. An op that is not one of
+// OpClaim, OpExtend and OpRevoke panics.
 func (c *Counters) Begin(op Op) (done func(err error) Class) {
 	row := &c.ops[op]
 	c.begun.Add(1)
@@ -113,9 +108,7 @@ func (c *Counters) Begin(op Op) (done func(err error) Class) {
 // StoreReport returns the counts now. Each count is read atomically; a
 // call that ends meanwhile may show in one count and not yet in another.
 func (c *Counters) StoreReport() Report {
-	// The finished calls are read before the begun ones: every call
-	// counted finished was counted begun before, so InFlight is never
-	// negative.
+	// Finished before begun, so that InFlight is never negative.
 	r := Report{Claim: c.load(OpClaim), Extend: c.load(OpExtend), Revoke: c.load(OpRevoke)}
 	r.InFlight = int(c.begun.Load() - r.Claim.total() - r.Extend.total() - r.Revoke.total())
 	return r

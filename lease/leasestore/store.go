@@ -62,13 +62,8 @@ type Store interface {
 // LossNotifier is an optional Store extension that tells early when a term
 // may be over — its lease revoked, expired, or taken over — instead of at
 // the holder's next Extend. MemStore and etcdlease's Store implement it.
-//
-// A Tracker whose Store implements it watches each term it holds and, when
-// the channel closes, renews at once rather than at its next scheduled
-// renewal. The signal is only a hint: it never makes a tracker report
-// "not leader" by itself. Only the store's definitive answer to that
-// renewal (ErrNotHeld) does, and a renewal that confirms the term leaves the
-// tracker Held with the same token.
+// A Tracker then renews at once; the signal is only a hint: only the
+// store's answer to that renewal changes what the tracker reports.
 type LossNotifier interface {
 	// Lost returns a channel that is closed when the store learns that the
 	// term g is over (at once if it already is). It must not block: it
@@ -82,16 +77,11 @@ type LossNotifier interface {
 // follower when the term it was refused for is over, so that it claims at
 // once instead of at its next poll. MemStore implements it.
 //
-// A Tracker whose Store implements it, refused a claim by a *HeldError
-// that names the term (Token non-zero), waits on the watch — with a
-// fallback claim once a term, 2×Duration, in case the watch goes silent —
-// and claims when it yields nil, after a random delay of at most 5 ms
-// (see Timing) so that many followers do not claim at once. The signal is
-// only a trigger: the claim still goes to the store, which refuses it
-// while any term is live, so a successor never starts before a promise
-// that was not released has run out. A watch that yields an error makes
-// the tracker poll every ClaimInterval, as with a store that does not
-// watch; it changes nothing the tracker reports.
+// A Tracker refused by a *HeldError that names the term (Token non-zero)
+// waits on the watch and claims when it yields nil (lease.Timing). The
+// signal is only a trigger: the claim still goes to the store, which
+// refuses it while any term is live. A watch that yields an error makes
+// the tracker poll every ClaimInterval.
 type ReleaseWatcher interface {
 	// WatchRelease watches the term held names — held.Name's term
 	// held.Token, as a refused Claim reported it — and returns a channel
@@ -119,19 +109,15 @@ var (
 	// afresh if you still want the lease. Stores return a *NotHeldError.
 	ErrNotHeld = errors.New("lease not held")
 	// ErrNotSent means the store did not send the call at all (its ctx
-	// ended while the store was holding calls back, as stores that bound
-	// their calls in flight do): nothing changed. Retry later. Unlike other
-	// errors, it is not ambiguous, so the tracker keeps what it knew — a
-	// claim not sent leaves NotHeld as it was — rather than drop to
-	// Unknown.
+	// ended while the store was holding calls back): nothing changed, and
+	// the tracker keeps what it knew rather than drop to Unknown. Retry
+	// later.
 	ErrNotSent = errors.New("lease call not sent")
-	// ErrUnconfirmed means the store may or may not have applied the call:
-	// a timeout, a lost connection, a back end without quorum, an answer
-	// it could not confirm. It is not a loss: keep the old deadline and
-	// retry (the Tracker does, answering ErrRenewalFailed meanwhile). The
-	// stores of this module return a *CallError matching it; an error of
-	// any store that matches none of ErrHeld, ErrNotHeld and ErrNotSent is
-	// ambiguous all the same, whether or not it matches ErrUnconfirmed.
+	// ErrUnconfirmed means the store may or may not have applied the call.
+	// It is not a loss: keep the old deadline and retry (the Tracker does,
+	// answering ErrRenewalFailed meanwhile). The stores of this module
+	// return a *CallError matching it; any other error that matches none
+	// of ErrHeld, ErrNotHeld and ErrNotSent is ambiguous all the same.
 	ErrUnconfirmed = errors.New("lease call not confirmed")
 )
 
