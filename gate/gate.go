@@ -60,9 +60,8 @@ type Lock struct {
 	after []*Lock      // what it waits for, for a Board's timeline (After, AllOf, AnyOf)
 }
 
-// resolveSeq orders the resolutions of all gates in the process. A Board
-// sorts by it, not by when its hooks ran: a composite's hook (AllOf) may
-// run, and unlock the composite, before a board's hook on the same part.
+// resolveSeq orders the resolutions of all gates in the process; a Board
+// sorts by it (DESIGN.md, "Order of resolution").
 var resolveSeq atomic.Uint64
 
 // New returns a locked gate. The name says what the gate waits for
@@ -229,10 +228,7 @@ func Wait(ctx context.Context, w Waiter) error {
 	if w.IsUnlocked() {
 		return nil
 	}
-	// A ctx that can never end (context.Background) gets a plain receive:
-	// a select wakes up slower, as every woken waiter relocks the channel
-	// it was parked on, and 10,000 waiters released at once all queue on
-	// that one lock.
+	// A ctx that never ends gets a plain receive (DESIGN.md, "Wait").
 	done := ctx.Done()
 	f, canFail := w.(failer)
 	switch {

@@ -466,9 +466,7 @@ func (k kit[M]) engineShutdownLeavesNoGoroutines(t *testing.T) {
 func since(t time.Time) string { return t.Format("2006-01-02 15:04:05") }
 
 // What juju_engine_report shows an operator: each gate's state, since when,
-// and the cause of a failure, read through the real engine's Report.
-// Before, the report said "locked" or "failed" with no time, and the flag
-// said nothing at all.
+// and the cause of a failure (gate/DESIGN.md, "Engine report").
 func (k kit[M]) workersReportStateSinceAndCause(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
