@@ -313,7 +313,7 @@ func (s Span) String() string { return printable.Name(s.Name) + s.times() }
 func (s Span) times() string {
 	var took string
 	if s.Took > 0 {
-		took = " +" + short(s.Took)
+		took = " +" + printable.Duration(s.Took)
 	}
 	switch s.State {
 	case StateLocked:
@@ -322,19 +322,7 @@ func (s Span) times() string {
 		}
 		return " locked" + took
 	case StateFailed:
-		return fmt.Sprintf(" failed @%s%s: %s", short(s.Ended), took, causeText(s.Err))
+		return fmt.Sprintf(" failed @%s%s: %s", printable.Duration(s.Ended), took, causeText(s.Err))
 	}
-	return " @" + short(s.Ended) + took
-}
-
-// short prints d to about four significant digits, as systemd-analyze
-// does: 1.195s, 12.004s, 3.5ms, 870µs.
-func short(d time.Duration) string {
-	switch {
-	case d >= time.Second:
-		d = d.Round(time.Millisecond)
-	case d >= time.Millisecond:
-		d = d.Round(time.Microsecond)
-	}
-	return d.String()
+	return " @" + printable.Duration(s.Ended) + took
 }

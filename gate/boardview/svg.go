@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/coldstart-go/coldstart/gate"
+	"github.com/coldstart-go/coldstart/internal/printable"
 )
 
 // The SVG timeline's geometry, in pixels. Text is in the generic
@@ -53,15 +54,7 @@ const (
 // other processes serve). One timeline is drawn as TimelineHandler draws
 // it.
 func WriteSVG(w io.Writer, timelines ...gate.Timeline) error {
-	lanes := make([]lane, len(timelines))
-	for i, t := range timelines {
-		t = shownTimeline(t)
-		lanes[i] = lane{t: t}
-		if at := t.Index(""); at >= 0 {
-			lanes[i].chains = [][]int{chainFrom(t, at)}
-		}
-	}
-	_, err := w.Write(timelineSVG(lanes))
+	_, err := w.Write(timelineSVG(ownLanes(timelines)))
 	return err
 }
 
@@ -73,6 +66,19 @@ type lane struct {
 	chains [][]int
 	offset time.Duration // t.Start minus the axis' zero
 	first  int           // its first row on the picture
+}
+
+// ownLanes returns a lane per timeline, shown, its own chain marked.
+func ownLanes(timelines []gate.Timeline) []lane {
+	lanes := make([]lane, len(timelines))
+	for i, t := range timelines {
+		t = shownTimeline(t)
+		lanes[i] = lane{t: t}
+		if at := t.Index(""); at >= 0 {
+			lanes[i].chains = [][]int{chainFrom(t, at)}
+		}
+	}
+	return lanes
 }
 
 // timelineSVG draws lanes on one time axis, each entry's chains
@@ -196,10 +202,10 @@ func (p *svgPlot) y(k, i int) float64 {
 func (p *svgPlot) title(buf *bytes.Buffer) {
 	var title string
 	if p.swim {
-		title = fmt.Sprintf("startup timeline: %d boards, %d gates, over %s", len(p.lanes), p.entries, short(p.end))
+		title = fmt.Sprintf("startup timeline: %d boards, %d gates, over %s", len(p.lanes), p.entries, printable.Duration(p.end))
 	} else {
 		l := p.lanes[0]
-		title = fmt.Sprintf("startup timeline: %d gates, taken @%s", len(l.t.Entries), short(l.t.End))
+		title = fmt.Sprintf("startup timeline: %d gates, taken @%s", len(l.t.Entries), printable.Duration(l.t.End))
 		if len(l.chains) > 0 {
 			head := l.t.Entries[l.chains[0][0]]
 			title += "; critical chain: " + head.Name + " (" + times(head) + ")"
@@ -239,9 +245,9 @@ func (p *svgPlot) header(buf *bytes.Buffer, k int, width float64) {
 	note := "no gates on the board"
 	if len(l.chains) > 0 {
 		head := l.t.Entries[l.chains[0][0]]
-		note = fmt.Sprintf("started %s; critical chain: %s (%s)", "+"+short(l.offset), head.Name, times(head))
+		note = fmt.Sprintf("started %s; critical chain: %s (%s)", "+"+printable.Duration(l.offset), head.Name, times(head))
 	} else if len(l.t.Entries) > 0 {
-		note = "started +" + short(l.offset)
+		note = "started +" + printable.Duration(l.offset)
 	}
 	fmt.Fprintf(buf, `<rect x="%.1f" y="%.1f" width="%.1f" height="%g" fill="#ffffff" fill-opacity="0.85"/>`,
 		p.left-2, y+4, float64(utf8.RuneCountInString(note))*noteW+4, rowHeight-8)
@@ -263,7 +269,7 @@ func (p *svgPlot) axis(buf *bytes.Buffer, bottom float64) {
 		x := p.left + float64(d)*p.scale
 		fmt.Fprintf(buf, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="%s"/>`, x, p.top-6, x, bottom, colourGrid)
 		fmt.Fprintf(buf, `<text x="%.1f" y="%.1f" text-anchor="middle" font-size="%g" fill="%s">%s</text>`+"\n",
-			x, p.top-10, noteSize, colourMuted, short(d))
+			x, p.top-10, noteSize, colourMuted, printable.Duration(d))
 	}
 	fmt.Fprintf(buf, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="%s"/>`+"\n", p.left, p.top-6, p.left+plotWidth, p.top-6, colourMuted)
 }
@@ -322,7 +328,7 @@ func (p *svgPlot) row(buf *bytes.Buffer, k, i int) {
 		board = laneName(p.lanes[k].t, k) + " "
 	}
 	fmt.Fprintf(buf, `<g><title>`)
-	escape(buf, fmt.Sprintf("%s%s: %s, added @%s%s", board, s.Name, p.full[k][i], short(s.Added), mark))
+	escape(buf, fmt.Sprintf("%s%s: %s, added @%s%s", board, s.Name, p.full[k][i], printable.Duration(s.Added), mark))
 	buf.WriteString("</title>")
 	fmt.Fprintf(buf, `<text x="%.1f" y="%.1f" text-anchor="end" font-weight="%s" fill="%s">`, p.left-8, y+rowHeight/2+4, weight, colourText)
 	escape(buf, clip(s.Name, maxLabel))

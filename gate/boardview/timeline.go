@@ -212,18 +212,6 @@ func cause(err error) error {
 	return err
 }
 
-// short prints d to about four significant digits, as systemd-analyze
-// does (and gate.Chain): 1.195s, 12.004s, 3.5ms, 870µs.
-func short(d time.Duration) string {
-	switch {
-	case d >= time.Second:
-		d = d.Round(time.Millisecond)
-	case d >= time.Millisecond:
-		d = d.Round(time.Microsecond)
-	}
-	return d.String()
-}
-
 // times is what follows a span's name in a chain: "@1s +200ms".
 func times(s gate.Span) string { return s.String()[len(s.Name)+1:] }
 

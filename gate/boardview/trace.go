@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/coldstart-go/coldstart/gate"
+	"github.com/coldstart-go/coldstart/internal/printable"
 )
 
 // WriteTrace writes timelines as one file in Chrome's trace-event format
@@ -28,15 +29,7 @@ import (
 // file here, or merge files written apart with MergeTraces. The i-th
 // timeline is process i+1.
 func WriteTrace(w io.Writer, timelines ...gate.Timeline) error {
-	lanes := make([]lane, len(timelines))
-	for i, t := range timelines {
-		t = shownTimeline(t)
-		lanes[i] = lane{t: t}
-		if at := t.Index(""); at >= 0 {
-			lanes[i].chains = [][]int{chainFrom(t, at)}
-		}
-	}
-	return writeTrace(w, lanes)
+	return writeTrace(w, ownLanes(timelines))
 }
 
 // traceEvent is one event of the trace-event format. Every event has
@@ -140,7 +133,7 @@ func appendLane(events []traceEvent, pid, tid int, name string, l lane) ([]trace
 					Name: s.Name, Cat: "critical", Ph: "X",
 					Ts: micros(t.Start, s.Ended-s.Took), Dur: durMicros(s.Took),
 					Pid: pid, Tid: chainTid,
-					Args: &traceArgs{State: s.State.String(), Ended: "@" + short(s.Ended), Took: "+" + short(s.Took), Error: errText(s.Err)},
+					Args: &traceArgs{State: s.State.String(), Ended: "@" + printable.Duration(s.Ended), Took: "+" + printable.Duration(s.Took), Error: errText(s.Err)},
 				})
 			}
 		}
@@ -150,7 +143,7 @@ func appendLane(events []traceEvent, pid, tid int, name string, l lane) ([]trace
 		meta(tid, "thread_name", traceArgs{Name: s.Name})
 		meta(tid, "thread_sort_index", traceArgs{SortIndex: sortIndex(i + 1)})
 		args := &traceArgs{
-			State: s.State.String(), Added: "@" + short(s.Added), Ended: "@" + short(s.Ended), Took: "+" + short(s.Took),
+			State: s.State.String(), Added: "@" + printable.Duration(s.Added), Ended: "@" + printable.Duration(s.Ended), Took: "+" + printable.Duration(s.Took),
 			Order: s.Order, OnChain: onChain[i], Detail: s.Detail, Error: errText(s.Err),
 		}
 		for _, a := range s.After {
