@@ -40,18 +40,11 @@ func (s State) String() string {
 }
 
 // A Board answers "what is startup still waiting on?" and, afterwards,
-// "what did it wait on?". Put on it the gates a process starts with (Add)
-// and the components kept outside this package (Follow); Report lists each
-// entry's state, how long it has been locked (or took to open), the order
-// in which they opened, and why any failed; Timeline keeps when each was
-// added, opened or failed and what it waited for, and finds each one's
-// critical chain. Both are cheap enough to call from a status endpoint or
-// a log line (package gate/boardview serves them over HTTP).
-//
-// Close ends the board: it stops following its components and writes no
-// more records; Report and Timeline then show the board as it was when
-// closed. A Board is safe for concurrent use; the zero Board is not
-// usable, make one with NewBoard.
+// "what did it wait on?": put on it gates (Add) and outside components
+// (Follow); Report gives each entry's state, time, order and failure,
+// Timeline its history and critical chain, cheaply enough for a status
+// endpoint (package gate/boardview). A Board is safe for concurrent use;
+// the zero Board is not usable, make one with NewBoard.
 type Board struct {
 	name  string
 	clk   clock.Clock

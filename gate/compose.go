@@ -9,13 +9,10 @@ import (
 
 // AllOf returns a gate that unlocks once every part has unlocked, and fails
 // as soon as any part fails (with an error that matches that part's cause).
-// AllOf with no parts is unlocked at once: there is nothing to wait for.
-//
-// Parts that are *Lock values are followed without a goroutine. Any other
-// Waiter is followed by one goroutine that ends when that part unlocks or
-// the composite resolves, whichever is first. A nil part is a programming
-// error and panics. The composite records its *Lock parts as what it waits
-// for (see Lock.After), so a Board's Timeline follows them.
+// AllOf with no parts is unlocked at once. A *Lock part is followed
+// without a goroutine, any other Waiter by one that ends when that part
+// unlocks or the composite resolves. A nil part panics. The composite
+// records its *Lock parts as what it waits for (see Lock.After).
 func AllOf(name string, parts ...Waiter) *Lock {
 	checkParts("AllOf", name, parts)
 	all := New(name)

@@ -173,18 +173,12 @@ func errText(err error) string {
 	return cause(err).Error()
 }
 
-// MergeTraces writes the trace files read from traces (each in the
-// trace-event format's object form, {"traceEvents": [...]}, or its array
-// form) as one object-form file, for a viewer that opens one file at a
-// time. The format has no rule for joining files — concatenated files are
-// not one file, and two files may use the same process ids — so this is
-// the small function that does it: events are kept as they are, in the
-// order given, except that each file's process and thread ids are
-// renumbered so that no two files share one (in the order they first
-// appear, the first file's first), and each process's sort index follows
-// its new id, so boards appear in the order of the files. Timestamps are
-// not touched: traces written by WriteTrace are on the wall clock
-// already, so they line up.
+// MergeTraces writes the trace files read from traces (object form,
+// {"traceEvents": [...]}, or array form) as one object-form file. Events
+// are kept as they are, in the order given, except that each file's
+// process and thread ids are renumbered so no two files share one, and
+// each process's sort index follows its new id. Timestamps are untouched
+// (WriteTrace's are on the wall clock already).
 func MergeTraces(w io.Writer, traces ...io.Reader) error {
 	var (
 		out              []json.RawMessage
