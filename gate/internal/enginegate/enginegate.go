@@ -144,11 +144,8 @@ func (w *Lock) Output(out any) error {
 }
 
 // failure is what a flag on this lock ends with when the lock has failed:
-// the failure itself the first time, so that the engine logs it at ERROR
-// (once) and starts the flag again after its ErrorDelay; after that a
-// failedGate, which the engine treats as a missing dependency — no log
-// above TRACE, no restart until the lock's worker changes — while its
-// report keeps the cause.
+// the failure itself the first time (one ERROR, one restart after
+// ErrorDelay), then a failedGate (a missing dependency: no restart loop).
 func (w *Lock) failure(err error) error {
 	if w.logged.CompareAndSwap(false, true) {
 		return err
@@ -156,10 +153,8 @@ func (w *Lock) failure(err error) error {
 	return &failedGate{err: err, missing: w.missing}
 }
 
-// failedGate is the settled error of a flag whose gate failed: its message
-// is the gate's failure, and it matches the engine's ErrMissing, so the
-// engine neither logs it at ERROR nor restarts the flag, and every manifold
-// gated on the flag sees it missing.
+// failedGate is the settled error of a flag whose gate failed: the gate's
+// failure, matching the engine's ErrMissing.
 type failedGate struct{ err, missing error }
 
 func (e *failedGate) Error() string        { return e.err.Error() }
@@ -216,9 +211,8 @@ func Bounce(err, bounce error) error {
 	return err
 }
 
-// assign sets *out to v. out is usually a pointer to an interface the
-// dependent declared (juju's engine.Flag), which this package cannot name,
-// so the assignment goes through reflect.
+// assign sets *out to v, through reflect: out is usually a pointer to an
+// interface this package cannot name (juju's engine.Flag).
 func assign(v any, out any) error {
 	p := reflect.ValueOf(out)
 	if p.Kind() != reflect.Pointer || p.IsNil() || !reflect.TypeOf(v).AssignableTo(p.Elem().Type()) {

@@ -9,6 +9,7 @@ package enginetest
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"strings"
 	"sync"
 	"testing"
@@ -164,6 +165,20 @@ func workerReport[M any](t *testing.T, engine Engine[M], name string) map[string
 	return r
 }
 
+// gatedAPI is the kit's usual engine: l's lock manifold, its flag, api's
+// manifold gated on the flag (if api is not nil), and more.
+func (k kit[M]) gatedAPI(l *gate.Lock, api *user, more map[string]M) map[string]M {
+	m := map[string]M{
+		"upgrade-steps-gate": k.a.Lock(l),
+		"upgrade-steps-flag": k.a.Flag("upgrade-steps-gate"),
+	}
+	if api != nil {
+		m["api-server"] = k.a.Gated(k.a.Manifold(api.manifold()), "upgrade-steps-flag")
+	}
+	maps.Copy(m, more)
+	return m
+}
+
 // user is a user's own manifold (an API server, say) that counts how often
 // its Start ran.
 type user struct {
@@ -250,11 +265,7 @@ func (k kit[M]) lockNilPanics(t *testing.T) {
 func (k kit[M]) gatedStartsOnceAfterUnlock(t *testing.T) {
 	l := gate.New("upgrade-steps")
 	var api user
-	engine, _, rec := k.startEngine(t, map[string]M{
-		"upgrade-steps-gate": k.a.Lock(l),
-		"upgrade-steps-flag": k.a.Flag("upgrade-steps-gate"),
-		"api-server":         k.a.Gated(k.a.Manifold(api.manifold()), "upgrade-steps-flag"),
-	})
+	engine, _, rec := k.startEngine(t, k.gatedAPI(l, &api, nil))
 
 	// The flag is up with Check() false, and the API server was refused.
 	rec.await(t, 1, "START", "upgrade-steps-flag")
@@ -277,11 +288,7 @@ func (k kit[M]) gatedOnAnOpenGateStartsAtOnce(t *testing.T) {
 	l := gate.New("upgrade-steps")
 	l.Unlock()
 	var api user
-	_, _, rec := k.startEngine(t, map[string]M{
-		"upgrade-steps-gate": k.a.Lock(l),
-		"upgrade-steps-flag": k.a.Flag("upgrade-steps-gate"),
-		"api-server":         k.a.Gated(k.a.Manifold(api.manifold()), "upgrade-steps-flag"),
-	})
+	_, _, rec := k.startEngine(t, k.gatedAPI(l, &api, nil))
 	rec.await(t, 1, "START", "api-server")
 	assert.Equal(t, 1, rec.count("START", "upgrade-steps-flag"), "no bounce: the flag started true")
 }
@@ -304,12 +311,7 @@ func (k kit[M]) failedGateIsReportedOnceAndNeverLoops(t *testing.T) {
 				l.Fail(cause)
 			}
 			var api, other user
-			engine, clk, rec := k.startEngine(t, map[string]M{
-				"upgrade-steps-gate": k.a.Lock(l),
-				"upgrade-steps-flag": k.a.Flag("upgrade-steps-gate"),
-				"api-server":         k.a.Gated(k.a.Manifold(api.manifold()), "upgrade-steps-flag"),
-				"other":              k.a.Manifold(other.manifold()),
-			})
+			engine, clk, rec := k.startEngine(t, k.gatedAPI(l, &api, map[string]M{"other": k.a.Manifold(other.manifold())}))
 			if !tc.failFirst {
 				rec.await(t, 1, "START", "upgrade-steps-flag")
 				l.Fail(cause)
@@ -353,9 +355,7 @@ func (k kit[M]) failedGateIsReportedOnceAndNeverLoops(t *testing.T) {
 func (k kit[M]) flagOutput(t *testing.T) {
 	l := gate.New("upgrade-steps")
 	got := make(chan []bool, 2)
-	_, _, rec := k.startEngine(t, map[string]M{
-		"upgrade-steps-gate": k.a.Lock(l),
-		"upgrade-steps-flag": k.a.Flag("upgrade-steps-gate"),
+	_, _, rec := k.startEngine(t, k.gatedAPI(l, nil, map[string]M{
 		"checker": k.a.Manifold(Manifold{
 			Inputs: []string{"upgrade-steps-flag"},
 			Start: func(get func(string, any) error) (Worker, error) {
@@ -375,7 +375,7 @@ func (k kit[M]) flagOutput(t *testing.T) {
 				return newIdle(), nil
 			},
 		}),
-	})
+	}))
 	rec.await(t, 1, "START", "checker")
 	l.Unlock()
 	rec.await(t, 2, "START", "checker")
@@ -413,10 +413,8 @@ func (k kit[M]) gatedKeepsOutputAndFilter(t *testing.T) {
 
 	l := gate.New("upgrade-steps")
 	l.Unlock()
-	_, _, rec := k.startEngine(t, map[string]M{
-		"upgrade-steps-gate": k.a.Lock(l),
-		"upgrade-steps-flag": k.a.Flag("upgrade-steps-gate"),
-		"api-server":         gated,
+	_, _, rec := k.startEngine(t, k.gatedAPI(l, nil, map[string]M{
+		"api-server": gated,
 		"client": k.a.Manifold(Manifold{
 			Inputs: []string{"api-server"},
 			Start: func(get func(string, any) error) (Worker, error) {
@@ -428,7 +426,7 @@ func (k kit[M]) gatedKeepsOutputAndFilter(t *testing.T) {
 				return newIdle(), nil
 			},
 		}),
-	})
+	}))
 	rec.await(t, 1, "START", "client")
 	assert.Equal(t, "idle", <-served)
 }
@@ -441,11 +439,7 @@ func (k kit[M]) engineShutdownLeavesNoGoroutines(t *testing.T) {
 			l := gate.New("upgrade-steps")
 			var api user
 			engine, rec := k.newEngine(t, testclock.NewClock(time.Time{}))
-			require.NoError(t, engine.Install(map[string]M{
-				"upgrade-steps-gate": k.a.Lock(l),
-				"upgrade-steps-flag": k.a.Flag("upgrade-steps-gate"),
-				"api-server":         k.a.Gated(k.a.Manifold(api.manifold()), "upgrade-steps-flag"),
-			}))
+			require.NoError(t, engine.Install(k.gatedAPI(l, &api, nil)))
 			rec.await(t, 1, "START", "upgrade-steps-flag")
 			switch state {
 			case "unlocked":
