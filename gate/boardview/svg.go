@@ -45,14 +45,10 @@ const (
 	colourBand         = "#f4f6f9"
 )
 
-// WriteSVG draws timelines as one SVG picture on one time axis: a
-// swimlane per board, headed by its name (Board, else "board N"), when it
-// started and its own critical chain's head, each lane's entries drawn as
-// TimelineHandler draws one board's, its own chain marked. The lanes are
-// placed by their Start — the earliest at 0 — so boards of several
-// processes line up as they ran (ReadTimeline reads the timelines that
-// other processes serve). One timeline is drawn as TimelineHandler draws
-// it.
+// WriteSVG draws timelines as one SVG picture on one time axis, placed by
+// their Start (the earliest at 0): a swimlane per board, headed by its name
+// (Board, else "board N"), its own critical chain marked. One timeline is
+// drawn as TimelineHandler draws it.
 func WriteSVG(w io.Writer, timelines ...gate.Timeline) error {
 	_, err := w.Write(timelineSVG(ownLanes(timelines)))
 	return err
@@ -81,11 +77,9 @@ func ownLanes(timelines []gate.Timeline) []lane {
 	return lanes
 }
 
-// timelineSVG draws lanes on one time axis, each entry's chains
-// highlighted; see TimelineHandler and WriteSVG for what it shows. One
-// lane is drawn as a single board's picture; several get a header row each
-// (the board's name and its chain's head), their times placed by their
-// Start, the earliest at 0.
+// timelineSVG draws lanes on one time axis (see WriteSVG): a bar per entry
+// from added to ended, hatched while locked, red when failed; the chains
+// drawn dark, names bold, a dashed line down from each link's input.
 func timelineSVG(lanes []lane) []byte {
 	if len(lanes) == 0 {
 		lanes = []lane{{}} // an empty board's picture

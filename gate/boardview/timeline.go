@@ -27,12 +27,8 @@ import (
 //     input's name), detail and error, the durations as Go durations since
 //     the board's start — and "chains", the names on each chain asked for;
 //
-//   - ?format=svg, or "Accept: image/svg+xml": the timeline as a picture
-//     that a browser shows straight from the response (plain SVG: no
-//     script, fonts or other files): a time axis, one bar per entry from
-//     added to opened or failed (hatched while still locked, red when
-//     failed), the chains asked for drawn dark, with their names in bold
-//     and a dashed line down from each link's critical input;
+//   - ?format=svg, or "Accept: image/svg+xml": the timeline as a plain SVG
+//     picture (no script or fonts), the chains asked for marked;
 //
 //   - ?format=trace: the timeline as Chrome trace events (see WriteTrace),
 //     the chains asked for marked, for Perfetto or chrome://tracing.

@@ -13,21 +13,14 @@ import (
 	"github.com/coldstart-go/coldstart/internal/printable"
 )
 
-// WriteTrace writes timelines as one file in Chrome's trace-event format
-// (the JSON object form, which Perfetto and chrome://tracing open): each
-// timeline is a process, named by its Board (else "board N"), its entries
-// its threads in board order, each entry one complete ("X") event from
-// when it was added to when it opened or failed — to the timeline's End
-// while it is still locked — with its state, times, inputs, detail and
-// error in args. The board's own critical chain is marked twice: its
-// entries' events have category "gate,critical", and a first track,
-// "critical chain", holds one event per link for the time the link took
-// after its input (its "+"), so the chain reads as a staircase.
-//
-// Timestamps are microseconds on the wall clock (Timeline.Start plus the
-// offsets), so boards of several processes line up: write them to one
-// file here, or merge files written apart with MergeTraces. The i-th
-// timeline is process i+1.
+// WriteTrace writes timelines as one Chrome trace-event file (object form,
+// for Perfetto and chrome://tracing): timeline i is process i+1, named by
+// its Board (else "board N"); each entry a thread with one "X" event from
+// added to ended (the End while locked), its state, times, inputs, detail
+// and error in args. The board's critical chain has category
+// "gate,critical" and a first track, "critical chain", of each link's "+".
+// Timestamps are wall-clock microseconds (Start plus the offsets), so
+// boards of several processes line up (see MergeTraces).
 func WriteTrace(w io.Writer, timelines ...gate.Timeline) error {
 	return writeTrace(w, ownLanes(timelines))
 }
