@@ -53,10 +53,8 @@ type Board struct {
 
 	// done is closed by Close: the Follow goroutines end.
 	done chan struct{}
-	// active counts what may still log or call a component — Follow
-	// goroutines, resolution hooks, reports — so that Close returns only
-	// once none is under way. It is added to only under mu while the
-	// board is open, so no Add races Close's Wait.
+	// active counts what may still log or call a component, for Close to
+	// wait for; added to only under mu while open (no Add races Wait).
 	active sync.WaitGroup
 
 	mu       sync.Mutex
@@ -344,10 +342,7 @@ func (b *Board) lookAll() (marked []*entry) {
 func (b *Board) look(e *entry) bool {
 	switch w := e.w.(type) {
 	case *Lock:
-		// Resolved, but the board's hook has not run yet (the resolving
-		// goroutine is still running earlier hooks): its place in the
-		// order is already fixed, and a gate opened after it and reported
-		// before this look must stay after it.
+		// Resolved, its hook not run yet: its place is already fixed.
 		if seq := w.resolvedSeq(); seq != 0 {
 			return b.markResolved(e, w.Err(), seq)
 		}

@@ -13,10 +13,8 @@ import (
 	"github.com/coldstart-go/coldstart/internal/printable"
 )
 
-// The SVG timeline's geometry, in pixels. Text is in the generic
-// monospace family at fontSize (labels) and noteSize (the times beside a
-// bar), so a string's width is its length times charW or noteW: no font
-// file is needed to lay it out.
+// The SVG timeline's geometry, in pixels; text is monospace, so a string's
+// width is its length times charW (labels) or noteW (notes).
 const (
 	svgMargin = 12.0
 	plotWidth = 720.0

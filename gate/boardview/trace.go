@@ -95,9 +95,8 @@ func durMicros(d time.Duration) *float64 {
 func sortIndex(i int) *int { return &i }
 
 // appendLane appends the events of one board, as process pid, its tracks
-// numbered from tid on, and returns the next thread id. Thread ids are
-// unique in the file, not only in their process: Perfetto takes a thread
-// id seen again under another process for a new thread.
+// numbered from tid on (unique in the file, for Perfetto), and returns the
+// next thread id.
 func appendLane(events []traceEvent, pid, tid int, name string, l lane) ([]traceEvent, int) {
 	t := l.t
 	start := micros(t.Start, 0)

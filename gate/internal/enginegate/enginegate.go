@@ -1,11 +1,7 @@
-// Package enginegate is the engine-neutral core of the workers that
-// gate/manifold (juju/worker/v4) and gate/manifoldv5 (juju/worker/v5) run
-// in juju's dependency engine: the worker holding a gate, the flag on it,
-// what they put in the engine's report, and how a failed gate settles.
-// It imports no engine: each adapter describes its engine's version with an
-// Engine (its Getter and worker types, its sentinels, and how its workers
-// hold these: v5's Report takes a context, v4's does not), and copies the
-// Engine's manifolds into its own dependency.Manifold.
+// Package enginegate is the engine-neutral core of gate/manifold (juju
+// worker/v4) and gate/manifoldv5 (v5): the lock worker, its flag, their
+// reports, and how a failed gate settles. It imports no engine: each
+// adapter describes its version with an Engine.
 package enginegate
 
 import (
@@ -106,16 +102,9 @@ func (w *Lock) observe() (gate.State, time.Time) {
 	return w.state, w.since
 }
 
-// Report is what the engine's report shows for the worker:
-//
-//	gate: upgrade-steps
-//	state: failed
-//	since: "2026-11-30 01:00:03"
-//	error: "step 3: schema migration failed"
-//
-// since is when the worker saw the gate enter its state (for a gate locked
-// or resolved before the worker started: when it started), on its clock,
-// in UTC as the engine's own start times.
+// Report is the engine's report for the worker: gate, state, since (when
+// the worker saw the gate enter its state, or started; UTC) and, once
+// failed, error.
 func (w *Lock) Report() map[string]any {
 	st, since := w.observe()
 	r := map[string]any{keyGate: w.lock.Name(), keyState: st.String(), keySince: since.UTC().Format(sinceLayout)}

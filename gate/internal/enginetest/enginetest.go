@@ -1,9 +1,6 @@
-// Package enginetest is the test kit of the gate adapters for juju's
-// dependency engine (gate/manifold for juju/worker/v4, gate/manifoldv5 for
-// v5): Run drives an adapter's three manifolds in a real engine of its
-// version and checks every promise they make, so that both versions are
-// held to the same tests, written once. An adapter's test describes its
-// engine with an Adapter and calls Run.
+// Package enginetest is the test kit of gate/manifold and gate/manifoldv5:
+// an adapter's test describes its engine with an Adapter and calls Run,
+// which checks every promise of its manifolds in a real engine.
 package enginetest
 
 import (
