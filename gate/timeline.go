@@ -120,9 +120,8 @@ func (b *Board) Timeline() Timeline {
 	return t
 }
 
-// rows copies the board's entries under its lock, after recording every
-// resolution no hook has recorded yet; it returns the time it took them
-// and the entries it saw resolve, still to log.
+// rows copies the board's entries under its lock, after lookAll; it
+// returns when it took them and the entries it saw resolve, still to log.
 func (b *Board) rows() (rows []entry, now time.Time, marked []*entry) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -166,8 +165,7 @@ func onBoard(l *Lock, self int, index map[*Lock]int) []int {
 }
 
 // critical picks rows[i]'s critical input among its inputs (see
-// Span.Critical), or -1. Resolution order is by seq, not by time: two
-// gates opened at the same instant still opened one after the other.
+// Span.Critical), or -1, by seq: not by time, which may tie.
 func critical(rows []entry, i int, inputs []int) int {
 	self := rows[i].seq
 	best := -1
@@ -186,13 +184,12 @@ func critical(rows []entry, i int, inputs []int) int {
 	return best
 }
 
-// CriticalChain returns the critical chain of the entry named name (its
-// first entry of that name): the entry, then its critical input, then that
-// one's, and so on, as systemd-analyze critical-chain prints a unit's.
-// name "" asks for the board's own chain: that of the entry which ended
-// last (a locked one ends now) among those no other entry waited for —
-// what startup as a whole waited on longest. It returns nil for a name on
-// no entry, and for an empty board.
+// CriticalChain returns the critical chain of the (first) entry named
+// name: the entry, its critical input, that one's, and so on, as
+// systemd-analyze critical-chain prints a unit's. name "" asks for the
+// board's own: that of the entry which ended last (a locked one ends now)
+// among those no other entry waited for. It returns nil for a name on no
+// entry, and for an empty board.
 func (t Timeline) CriticalChain(name string) Chain {
 	at := t.Index(name)
 	if at < 0 {
@@ -259,9 +256,8 @@ func (t Timeline) Index(name string) int {
 	return last
 }
 
-// later breaks a tie between two spans that ended at the same time: the
-// one that resolved later by the board's order, a locked one after both,
-// and between two locked ones the one added later (the board's last).
+// later breaks a tie between two spans that ended at the same time: by the
+// board's order, a locked one last (of two locked ones, the later added).
 func later(s, than Span) bool {
 	switch {
 	case s.Order == 0:

@@ -153,15 +153,12 @@ func timelineJSON(t gate.Timeline, chains [][]int) timelineBody {
 		Entries: make([]spanJSON, len(t.Entries)), Chains: make([][]string, len(chains))}
 	for i, s := range t.Entries {
 		j := spanJSON{Name: s.Name, State: s.State.String(), Added: s.Added.String(), Ended: s.Ended.String(),
-			Took: s.Took.String(), Order: s.Order, Detail: s.Detail}
+			Took: s.Took.String(), Order: s.Order, Detail: s.Detail, Error: errText(s.Err)}
 		for _, a := range s.After {
 			j.After = append(j.After, t.Entries[a].Name)
 		}
 		if s.Critical >= 0 {
 			j.Critical = t.Entries[s.Critical].Name
-		}
-		if s.Err != nil {
-			j.Error = cause(s.Err).Error()
 		}
 		out.Entries[i] = j
 	}
