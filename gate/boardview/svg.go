@@ -60,6 +60,10 @@ type lane struct {
 	chains [][]int
 	offset time.Duration // t.Start minus the axis' zero
 	first  int           // its first row on the picture
+	// Per entry, set by timelineSVG: its times clipped and whole (for the
+	// tooltip), and whether it is on a chain asked for.
+	notes, full []string
+	chain       []bool
 }
 
 // ownLanes returns a lane per timeline, shown, its own chain marked.
@@ -91,9 +95,6 @@ func timelineSVG(lanes []lane) []byte {
 	}
 	labelChars, noteChars, rows, entries := 8, 8, 0, 0
 	var end time.Duration
-	notes := make([][]string, len(lanes)) // each entry's times, clipped
-	full := make([][]string, len(lanes))  // and whole, for its tooltip
-	chain := make([][]bool, len(lanes))
 	for k := range lanes {
 		l := &lanes[k]
 		if swim {
@@ -105,18 +106,18 @@ func timelineSVG(lanes []lane) []byte {
 		rows += len(l.t.Entries)
 		entries += len(l.t.Entries)
 		end = max(end, sum(l.offset, l.t.End))
-		notes[k] = make([]string, len(l.t.Entries))
-		full[k] = make([]string, len(l.t.Entries))
-		chain[k] = make([]bool, len(l.t.Entries))
+		l.notes = make([]string, len(l.t.Entries))
+		l.full = make([]string, len(l.t.Entries))
+		l.chain = make([]bool, len(l.t.Entries))
 		for i, s := range l.t.Entries {
 			labelChars = max(labelChars, min(utf8.RuneCountInString(s.Name), maxLabel))
-			full[k][i] = times(s)
-			notes[k][i] = clip(full[k][i], maxNote)
-			noteChars = max(noteChars, utf8.RuneCountInString(notes[k][i]))
+			l.full[i] = times(s)
+			l.notes[i] = clip(l.full[i], maxNote)
+			noteChars = max(noteChars, utf8.RuneCountInString(l.notes[i]))
 		}
 		for _, c := range l.chains {
 			for _, i := range c {
-				chain[k][i] = true
+				l.chain[i] = true
 			}
 		}
 	}
@@ -128,9 +129,6 @@ func timelineSVG(lanes []lane) []byte {
 		left:    svgMargin + float64(labelChars)*charW + 10,
 		top:     svgMargin + 46, // title, then the axis' labels
 		scale:   plotWidth / float64(max(end, time.Millisecond)),
-		notes:   notes,
-		full:    full,
-		chain:   chain,
 	}
 	width := p.left + plotWidth + 8 + float64(noteChars)*noteW + svgMargin
 	height := p.top + float64(rows)*rowHeight + 12 + 28 + svgMargin
@@ -176,9 +174,6 @@ type svgPlot struct {
 	entries   int           // on all lanes
 	left, top float64       // where time 0 and the first row are
 	scale     float64       // pixels per nanosecond
-	notes     [][]string    // per lane, per entry
-	full      [][]string    // the notes unclipped
-	chain     [][]bool      // per lane: entry i is on a chain asked for
 }
 
 func (p *svgPlot) x(k int, d time.Duration) float64 {
@@ -309,7 +304,8 @@ func (p *svgPlot) links(buf *bytes.Buffer, k int) {
 // row draws lane k's entry i: its name, its bar from added to ended, and
 // its times.
 func (p *svgPlot) row(buf *bytes.Buffer, k, i int) {
-	s, chain := p.lanes[k].t.Entries[i], p.chain[k][i]
+	l := &p.lanes[k]
+	s, chain := l.t.Entries[i], l.chain[i]
 	y := p.y(k, i)
 	weight, mark := "normal", ""
 	if chain {
@@ -320,7 +316,7 @@ func (p *svgPlot) row(buf *bytes.Buffer, k, i int) {
 		board = laneName(p.lanes[k].t, k) + " "
 	}
 	fmt.Fprintf(buf, `<g><title>`)
-	escape(buf, fmt.Sprintf("%s%s: %s, added @%s%s", board, s.Name, p.full[k][i], printable.Duration(s.Added), mark))
+	escape(buf, fmt.Sprintf("%s%s: %s, added @%s%s", board, s.Name, l.full[i], printable.Duration(s.Added), mark))
 	buf.WriteString("</title>")
 	fmt.Fprintf(buf, `<text x="%.1f" y="%.1f" text-anchor="end" font-weight="%s" fill="%s">`, p.left-8, y+rowHeight/2+4, weight, colourText)
 	escape(buf, clip(s.Name, maxLabel))
@@ -346,7 +342,7 @@ func (p *svgPlot) row(buf *bytes.Buffer, k, i int) {
 		noteColour = colourFailedChain
 	}
 	fmt.Fprintf(buf, `<text x="%.1f" y="%.1f" font-size="%g" font-weight="%s" fill="%s">`, max(x1, xw+2)+6, y+rowHeight/2+4, noteSize, weight, noteColour)
-	escape(buf, p.notes[k][i])
+	escape(buf, l.notes[i])
 	buf.WriteString("</text></g>\n")
 }
 
