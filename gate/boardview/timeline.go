@@ -11,9 +11,8 @@ import (
 	"github.com/coldstart-go/coldstart/gate"
 )
 
-// TimelineHandler serves b's Timeline, for people and scripts to
-// see what startup waited on and which chain made it slow. It answers 200
-// to every request it understands:
+// TimelineHandler serves b's Timeline, answering 200 to every request it
+// understands (gate/README.md lists each answer's fields):
 //
 //   - by default, text: the board's critical chain (Timeline.CriticalChain
 //     with ""), printed as systemd-analyze critical-chain prints a unit's;
@@ -21,19 +20,15 @@ import (
 //   - ?gate=name (repeatable): those entries' chains instead, one after
 //     the other (404 for a name on no entry);
 //
-//   - ?format=json, or "Accept: application/json": the whole timeline —
-//     board (its name, if it has one), start, end, and per entry its name, state, added, ended ("@"), took
-//     ("+"), order, after (the names it waited for), critical (its critical
-//     input's name), detail and error, the durations as Go durations since
-//     the board's start — and "chains", the names on each chain asked for;
+//   - ?format=json, or "Accept: application/json": the whole timeline, and
+//     "chains", the names on each chain asked for (see ReadTimeline);
 //
-//   - ?format=svg, or "Accept: image/svg+xml": the timeline as a plain SVG
-//     picture (no script or fonts), the chains asked for marked;
+//   - ?format=svg, or "Accept: image/svg+xml": a plain SVG picture;
 //
-//   - ?format=trace: the timeline as Chrome trace events (see WriteTrace),
-//     the chains asked for marked, for Perfetto or chrome://tracing.
+//   - ?format=trace: Chrome trace events (see WriteTrace).
 //
-// It never blocks: each request reads a Timeline.
+// The chains asked for are marked. It never blocks: each request reads a
+// Timeline.
 func TimelineHandler(b *gate.Board) http.Handler { return timelineHandler{b} }
 
 type timelineHandler struct{ b *gate.Board }
