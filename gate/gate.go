@@ -222,7 +222,7 @@ func Wait(ctx context.Context, w Waiter) error {
 	if w.IsUnlocked() {
 		return nil
 	}
-	// A ctx that never ends gets a plain receive (DESIGN.md, "Wait on a ctx that never ends").
+	// A ctx that never ends gets a plain receive (DESIGN.md, "Wait").
 	done := ctx.Done()
 	f, canFail := w.(failer)
 	switch {
