@@ -92,9 +92,8 @@ type entry struct {
 	src      *source // a Follow entry's channels; nil otherwise
 }
 
-// source is what a Follow entry's gate resolves from: a report settles it
-// at once if a channel has closed, rather than say "locked" until the
-// entry's goroutine has run.
+// source is what a Follow entry's gate resolves from; a report settles it
+// (DESIGN.md, "Follow").
 type source struct {
 	l              *Lock
 	opened, failed <-chan struct{}
@@ -307,9 +306,8 @@ func (s *source) settle() bool {
 	}
 }
 
-// settleSources settles the sources of the entries still locked, so the
-// report that follows shows every channel already closed. It resolves
-// gates, whose hooks take b.mu, so b.mu must not be held.
+// settleSources settles the sources of the entries still locked; b.mu
+// must not be held (it resolves gates, whose hooks take it).
 func (b *Board) settleSources() {
 	var buf [16]*source // no allocation for a usual board
 	pending := buf[:0]
@@ -325,9 +323,8 @@ func (b *Board) settleSources() {
 	}
 }
 
-// lookAll records the resolution of every entry whose gate has resolved
-// but that no hook has recorded yet, and returns those it recorded, to be
-// logged once b.mu is released; b.mu must be held.
+// lookAll looks at every locked entry and returns those it recorded, to
+// be logged once b.mu is released; b.mu must be held.
 func (b *Board) lookAll() (marked []*entry) {
 	for _, e := range b.entries {
 		if e.seq == 0 && b.look(e) {
@@ -381,9 +378,8 @@ func (b *Board) markResolved(e *entry, err error, seq uint64) bool {
 	return true
 }
 
-// logResolved writes the record of each entry's opening or failure, with
-// b.mu released (a handler may itself read the board), by a caller that
-// entered the board: Close waits for it.
+// logResolved logs each entry's opening or failure; b.mu must not be held
+// (a handler may read the board), and the caller must have entered.
 func (b *Board) logResolved(es ...*entry) {
 	if b.log == nil {
 		return
@@ -393,9 +389,7 @@ func (b *Board) logResolved(es ...*entry) {
 		switch {
 		case e.err == nil:
 			b.log.LogAttrs(context.Background(), slog.LevelInfo, "gate opened", gateAttr, waited)
-		case errors.Is(e.err, context.Canceled):
-			// The owner shut it down (a ctx canceled, a SIGTERM): the plan,
-			// not something to look at.
+		case errors.Is(e.err, context.Canceled): // the owner's shutdown
 			b.log.LogAttrs(context.Background(), slog.LevelInfo, "gate failed", gateAttr, waited, slog.Any("err", causeOf(e.err)))
 		default:
 			b.log.LogAttrs(context.Background(), slog.LevelWarn, "gate failed", gateAttr, waited, slog.Any("err", causeOf(e.err)))
@@ -448,9 +442,8 @@ func (b *Board) Report() Report {
 	return r
 }
 
-// report is Report under the board's lock, with the Detail funcs of the
-// locked entries (nil where there is none) still to call and the entries
-// it saw resolve still to log.
+// report is Report under the board's lock, with the locked entries' Detail
+// funcs (or nil) still to call and the entries it saw resolve to log.
 func (b *Board) report() (_ Report, _ []func() string, marked []*entry) {
 	b.mu.Lock()
 	defer b.mu.Unlock()

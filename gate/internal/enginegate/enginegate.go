@@ -26,9 +26,7 @@ const (
 	keyCheck = "check"
 )
 
-// sinceLayout is how the engine itself formats a worker's start time
-// (dependency.KeyLastStart, from Clock.Now().UTC()), so an operator reads
-// both alike; "since" is UTC too.
+// sinceLayout is how the engine formats dependency.KeyLastStart (UTC).
 const sinceLayout = "2006-01-02 15:04:05"
 
 // Lock is the worker that holds a gate for as long as the engine runs it,
