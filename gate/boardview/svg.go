@@ -66,6 +66,17 @@ type lane struct {
 	chain       []bool
 }
 
+// marks returns, per entry, whether it is on a chain asked for.
+func (l *lane) marks() []bool {
+	on := make([]bool, len(l.t.Entries))
+	for _, c := range l.chains {
+		for _, i := range c {
+			on[i] = true
+		}
+	}
+	return on
+}
+
 // ownLanes returns a lane per timeline, shown, its own chain marked.
 func ownLanes(timelines []gate.Timeline) []lane {
 	lanes := make([]lane, len(timelines))
@@ -108,17 +119,12 @@ func timelineSVG(lanes []lane) []byte {
 		end = max(end, sum(l.offset, l.t.End))
 		l.notes = make([]string, len(l.t.Entries))
 		l.full = make([]string, len(l.t.Entries))
-		l.chain = make([]bool, len(l.t.Entries))
+		l.chain = l.marks()
 		for i, s := range l.t.Entries {
 			labelChars = max(labelChars, min(utf8.RuneCountInString(s.Name), maxLabel))
 			l.full[i] = times(s)
 			l.notes[i] = clip(l.full[i], maxNote)
 			noteChars = max(noteChars, utf8.RuneCountInString(l.notes[i]))
-		}
-		for _, c := range l.chains {
-			for _, i := range c {
-				l.chain[i] = true
-			}
 		}
 	}
 	p := svgPlot{

@@ -149,12 +149,7 @@ func timelineJSON(t gate.Timeline, chains [][]int) timelineBody {
 	for i, s := range t.Entries {
 		j := spanJSON{Name: s.Name, State: s.State.String(), Added: s.Added.String(), Ended: s.Ended.String(),
 			Took: s.Took.String(), Order: s.Order, Detail: s.Detail, Error: errText(s.Err)}
-		for _, a := range s.After {
-			j.After = append(j.After, t.Entries[a].Name)
-		}
-		if s.Critical >= 0 {
-			j.Critical = t.Entries[s.Critical].Name
-		}
+		j.After, j.Critical = links(t, s)
 		out.Entries[i] = j
 	}
 	for i, c := range chains {
@@ -164,6 +159,17 @@ func timelineJSON(t gate.Timeline, chains [][]int) timelineBody {
 		}
 	}
 	return out
+}
+
+// links names what s waited for, and its critical input ("" if none).
+func links(t gate.Timeline, s gate.Span) (after []string, critical string) {
+	for _, a := range s.After {
+		after = append(after, t.Entries[a].Name)
+	}
+	if s.Critical >= 0 {
+		critical = t.Entries[s.Critical].Name
+	}
+	return after, critical
 }
 
 // chainFrom returns the indexes of the critical chain that starts at

@@ -106,12 +106,7 @@ func appendLane(events []traceEvent, pid, tid int, name string, l lane) ([]trace
 	}
 	meta(first, "process_name", traceArgs{Name: name})
 	meta(first, "process_sort_index", traceArgs{SortIndex: sortIndex(pid)})
-	onChain := make([]bool, len(t.Entries))
-	for _, c := range l.chains {
-		for _, i := range c {
-			onChain[i] = true
-		}
-	}
+	onChain := l.marks()
 	if len(l.chains) > 0 {
 		chainTid := tid
 		tid++
@@ -138,12 +133,7 @@ func appendLane(events []traceEvent, pid, tid int, name string, l lane) ([]trace
 			State: s.State.String(), Added: "@" + printable.Duration(s.Added), Ended: "@" + printable.Duration(s.Ended), Took: "+" + printable.Duration(s.Took),
 			Order: s.Order, OnChain: onChain[i], Detail: s.Detail, Error: errText(s.Err),
 		}
-		for _, a := range s.After {
-			args.After = append(args.After, t.Entries[a].Name)
-		}
-		if s.Critical >= 0 {
-			args.Critical = t.Entries[s.Critical].Name
-		}
+		args.After, args.Critical = links(t, s)
 		cat := "gate"
 		if onChain[i] {
 			cat = "gate,critical"
