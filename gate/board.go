@@ -421,10 +421,9 @@ type Entry struct {
 // Report is a board's snapshot: every gate, in the order they were added.
 type Report []Entry
 
-// Report returns the state of every gate on the board. It asks each locked
-// entry's component for its Detail after releasing the board, so a Detail
-// method may itself read the board. On a closed board it asks nothing and
-// shows the board as it was when closed.
+// Report returns the state of every gate on the board. It asks for the
+// Details after releasing the board (a Detail may read it); on a closed
+// board it asks nothing and shows the board as it was when closed.
 func (b *Board) Report() Report {
 	if !b.enter() {
 		r, _, _ := b.report()

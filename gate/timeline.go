@@ -35,10 +35,8 @@ type Span struct {
 	// Ended is when it opened or failed (systemd's "@"); while it is
 	// locked, the timeline's End.
 	Ended time.Duration
-	// Took is how long it took after the later of Added and its critical
-	// input's Ended (systemd's "+"); while it is locked, how long it has
-	// waited so far, counted the same way (from Added if its critical
-	// input is locked too).
+	// Took is how long it took (so far, while locked) after the later of
+	// Added and its resolved critical input's Ended (systemd's "+").
 	Took time.Duration
 	// Order is its place in the order of openings and failures, as in a
 	// Report; 0 while it is locked.
@@ -59,10 +57,8 @@ type Span struct {
 	Detail string
 }
 
-// Timeline returns the board's history so far. Like Report, it never
-// blocks on a gate and asks each locked entry's component for its Detail
-// after releasing the board; on a closed board it asks nothing and ends
-// when the board was closed.
+// Timeline returns the board's history so far; it never blocks on a gate,
+// and asks for Details and ends as Report does.
 func (b *Board) Timeline() Timeline {
 	live := b.enter()
 	if live {
@@ -134,8 +130,7 @@ func (b *Board) rows() (rows []entry, now time.Time, marked []*entry) {
 }
 
 // onBoard returns the indexes of the board entries l waited for, once
-// each and in the order given, not counting self: a gate not on the board
-// stands for the board entries it waited for in turn.
+// each, in order, but self; a gate not on the board stands for its own.
 func onBoard(l *Lock, self int, index map[*Lock]int) []int {
 	if len(l.inputs()) == 0 {
 		return nil // most entries: no map to make
