@@ -40,18 +40,11 @@ func (s State) String() string {
 }
 
 // A Board answers "what is startup still waiting on?" and, afterwards,
-// "what did it wait on?". Put on it the gates a process starts with (Add)
-// and the components kept outside this package (Follow); Report lists each
-// entry's state, how long it has been locked (or took to open), the order
-// in which they opened, and why any failed; Timeline keeps when each was
-// added, opened or failed and what it waited for, and finds each one's
-// critical chain. Both are cheap enough to call from a status endpoint or
-// a log line (package gate/boardview serves them over HTTP).
-//
-// Close ends the board: it stops following its components and writes no
-// more records; Report and Timeline then show the board as it was when
-// closed. A Board is safe for concurrent use; the zero Board is not
-// usable, make one with NewBoard.
+// "what did it wait on?": put on it gates (Add) and outside components
+// (Follow); Report gives each entry's state, time, order and failure,
+// Timeline its history and critical chain, cheaply enough for a status
+// endpoint (package gate/boardview). A Board is safe for concurrent use;
+// the zero Board is not usable, make one with NewBoard.
 type Board struct {
 	name  string
 	clk   clock.Clock
@@ -60,10 +53,8 @@ type Board struct {
 
 	// done is closed by Close: the Follow goroutines end.
 	done chan struct{}
-	// active counts what may still log or call a component — Follow
-	// goroutines, resolution hooks, reports — so that Close returns only
-	// once none is under way. It is added to only under mu while the
-	// board is open, so no Add races Close's Wait.
+	// active counts what may still log or call a component, for Close to
+	// wait for; added to only under mu while open (no Add races Wait).
 	active sync.WaitGroup
 
 	mu       sync.Mutex
@@ -83,15 +74,10 @@ type BoardConfig struct {
 	// Clock stamps when the board starts and when each entry is added,
 	// opened or failed. nil means clock.WallClock.
 	Clock clock.Clock
-	// Logger receives one record as each entry opens ("gate opened", at
-	// Info) or fails ("gate failed": at Warn, as startup will not finish;
-	// at Info when the cause is context.Canceled, an owner's ordinary
-	// shutdown), with the keys gate (its name), waited (how long since it
-	// was added) and, for a failure, err (the cause). An entry's record is
-	// written as its gate resolves; an added Waiter that is not a *Lock is
-	// seen to resolve, and logged, by the first Report or Timeline after.
-	// Nothing else logs, and nothing logs once Close has returned. nil
-	// means no logs.
+	// Logger receives "gate opened" (Info) and "gate failed" (Warn; Info
+	// for context.Canceled) as each entry resolves, with the keys gate,
+	// waited and err; see the README's Logs. Nothing else logs, nothing
+	// logs once Close has returned; nil means no logs.
 	Logger *slog.Logger
 }
 
@@ -106,9 +92,8 @@ type entry struct {
 	src      *source // a Follow entry's channels; nil otherwise
 }
 
-// source is what a Follow entry's gate resolves from: a report settles it
-// at once if a channel has closed, rather than say "locked" until the
-// entry's goroutine has run.
+// source is what a Follow entry's gate resolves from; a report settles it
+// (DESIGN.md, "Follow").
 type source struct {
 	l              *Lock
 	opened, failed <-chan struct{}
@@ -124,24 +109,12 @@ func NewBoard(cfg BoardConfig) *Board {
 	return &Board{name: cfg.Name, clk: clk, log: cfg.Logger, start: clk.Now(), done: make(chan struct{}), names: map[string]bool{}}
 }
 
-// Add puts w on the board under name. A *Lock's opening or failure is
-// recorded the moment it happens, so the order is exact; any other Waiter
-// is looked at when a report is made, so its opening time and order are
-// those of the first report that saw it open (a Waiter with a Detail()
-// string method says what it is doing while locked). Add never starts a
-// goroutine. A nil w is a programming error and panics.
-//
-// A name is on a board once (the same gate may be under two names):
-// readiness answers, timelines and metrics find an entry by its name. A
-// name the board has already does not take w: the board gets, in its
-// place, an entry that has failed, under the name with " (2)" added (" (3)"
-// if that is taken too, and so on), whose cause matches ErrDuplicateName
-// and names the board — so readiness, the timeline and the metrics show
-// the mistake and the board never reads ready, and the entry that had the
-// name is untouched. A name is shown as it is given, except where it is
-// printed for people or probes (Report.String, a Chain, package boardview,
-// the metrics): there a control character or a byte that is not UTF-8 is
-// replaced by a printable one and a name longer than 256 bytes is cut.
+// Add puts w on the board under name. A *Lock is recorded the moment it
+// resolves; any other Waiter when a report first sees it resolved (one
+// with a Detail() string method says what it does while locked). Add
+// starts no goroutine; a nil w panics. A name already on the board does
+// not take w: a failed entry matching ErrDuplicateName is added instead,
+// under "name (2)" or the next free number (DESIGN.md, "Names").
 //
 //	serving := gate.New("serving")
 //	board.Add("serving", serving)
@@ -159,9 +132,8 @@ func (b *Board) Add(name string, w Waiter) {
 // detailer is a Waiter (or Component) that says what it is doing.
 type detailer interface{ Detail() string }
 
-// add appends e, stamped now, and records its *Lock's resolution as it
-// happens. If the board has e's name already, it appends instead a failed
-// entry under the next free name (see Add) and returns its gate; else nil.
+// add appends e, stamped now, or the failed entry that replaces a
+// duplicate (see Add), whose gate it returns; else nil.
 func (b *Board) add(e *entry) (duplicate *Lock) {
 	b.mu.Lock()
 	if b.names[e.name] {
@@ -189,9 +161,8 @@ func (b *Board) add(e *entry) (duplicate *Lock) {
 	return duplicate
 }
 
-// duplicate returns the failed gate that stands on the board for a second
-// entry named name: named "name (2)", or the first of "name (3)", "name
-// (4)"… the board does not have; b.mu must be held.
+// duplicate returns the failed gate that stands for a second entry named
+// name (see Add); b.mu must be held.
 func (b *Board) duplicate(name string) *Lock {
 	n := 2
 	for b.names[name+" ("+strconv.Itoa(n)+")"] {
@@ -218,16 +189,12 @@ func (b *Board) enter() bool {
 	return true
 }
 
-// Close ends the board: the goroutines of its Follow entries end, and
-// once Close has returned the board writes no record, calls no
-// Component method and records no resolution — an entry still locked
-// stays locked. Report and Timeline still answer, as of the moment Close
-// was called (Timeline's End). A gate Follow returned that is still
-// locked then stays locked, and so do composites built on it: wait on
-// them with a ctx that ends. Close is idempotent and safe to call
-// concurrently; every call returns once the board is quiet. It always
-// returns nil. Close must not be called from the Logger's handler or a
-// Component's method, which the board may be waiting for.
+// Close ends the board: its Follow goroutines end, and once Close has
+// returned it logs, calls and records nothing more (a locked entry, and a
+// locked Follow gate and its composites, stay locked: wait with a ctx that
+// ends). Report and Timeline then answer as of Close. Close is idempotent,
+// safe to call concurrently, returns nil once the board is quiet, and must
+// not be called from the Logger's handler or a Component's method.
 func (b *Board) Close() error {
 	b.mu.Lock()
 	if !b.closed {
@@ -239,12 +206,9 @@ func (b *Board) Close() error {
 	return nil
 }
 
-// Component is state kept outside this package that a board shows in the
-// component's own words (Follow). *upgrade.Gate is one, so a board shows
-// "[-]upgrade locked for 3s (running upgrade steps)" and "[-]upgrade
-// failed: upgrade steps: disk full" with no state copied by hand; so are a
-// *listener.Listener's API port and a *lease.Tracker, and Channels makes
-// one of a bare pair of channels.
+// Component is state kept outside this package that a board shows in its
+// own words (Follow): *upgrade.Gate, *listener.Listener, *lease.Tracker;
+// Channels makes one of a bare pair of channels.
 type Component interface {
 	// Completed returns a channel closed when the component next succeeds.
 	Completed() <-chan struct{}
@@ -258,26 +222,15 @@ type Component interface {
 }
 
 // Follow puts c on the board under name and returns the entry's gate: it
-// unlocks when c.Completed() closes and fails with c.Cause() when
-// c.Failed() closes (matching it with errors.Is; a nil channel never
-// closes), whichever happens first; if both are closed when the board
-// first looks, it fails. While the entry is locked, every report asks
-// c.Detail() and shows it beside the time it has waited (Entry.Detail),
-// and looks at the channels first, so it shows one that has closed even
-// before the entry's goroutine runs.
-//
-// Build composites on the returned gate (AllOf("stable", ..., g)), not on
-// the channels, and they resolve after it, in the board's order too. Its
-// place in the opening order is when the board saw a channel close: at
-// once if one already has, else on the one goroutine Follow starts, which
-// ends when either channel closes or the board is closed. What the entry
-// waited for is not known to the board: declare it with After on the
-// returned gate (board.Follow("api-port", ln).After(stable)) for the
-// Timeline. A nil c, or one whose channels are both nil, is a programming
-// error and panics. Under a name the board has already, c is not followed
-// (see Add): Follow returns the gate of the failed entry put on the board
-// in its place, which has failed with ErrDuplicateName, so a composite
-// built on it fails too, and says why.
+// unlocks when c.Completed() closes and fails with c.Cause() (errors.Is)
+// when c.Failed() closes, whichever comes first; both closed at the first
+// look is a failure; a nil channel never closes. While it is locked each
+// report shows c.Detail() (Entry.Detail). Follow starts one goroutine,
+// which ends when a channel closes or the board is closed. Build
+// composites on the returned gate, not the channels, and declare what it
+// waited for with After. A nil c, or both channels nil, panics. Under a
+// name already on the board, c is not followed: Follow returns the failed
+// duplicate's gate (see Add). DESIGN.md, "Follow", tells why.
 func (b *Board) Follow(name string, c Component) *Lock {
 	if c == nil {
 		panic(fmt.Sprintf("gate.Board.Follow(%q): nil Component", printable.Name(name)))
@@ -314,10 +267,8 @@ func (b *Board) Follow(name string, c Component) *Lock {
 	return src.l
 }
 
-// Channels returns a Component made of a bare pair of channels, for state
-// kept outside this package that has no Cause or Detail to give: Follow
-// unlocks its entry when opened closes and fails it ("its failed channel
-// is closed") when failed does.
+// Channels returns a Component of a bare pair of channels, with no Cause
+// or Detail: Follow fails its entry with "its failed channel is closed".
 //
 //	board.Follow("migrations", gate.Channels(migrated, migrationFailed))
 func Channels(opened, failed <-chan struct{}) Component { return channels{opened, failed} }
@@ -355,9 +306,8 @@ func (s *source) settle() bool {
 	}
 }
 
-// settleSources settles the sources of the entries still locked, so the
-// report that follows shows every channel already closed. It resolves
-// gates, whose hooks take b.mu, so b.mu must not be held.
+// settleSources settles the sources of the entries still locked; b.mu
+// must not be held (it resolves gates, whose hooks take it).
 func (b *Board) settleSources() {
 	var buf [16]*source // no allocation for a usual board
 	pending := buf[:0]
@@ -373,9 +323,8 @@ func (b *Board) settleSources() {
 	}
 }
 
-// lookAll records the resolution of every entry whose gate has resolved
-// but that no hook has recorded yet, and returns those it recorded, to be
-// logged once b.mu is released; b.mu must be held.
+// lookAll looks at every locked entry and returns those it recorded, to
+// be logged once b.mu is released; b.mu must be held.
 func (b *Board) lookAll() (marked []*entry) {
 	for _, e := range b.entries {
 		if e.seq == 0 && b.look(e) {
@@ -390,10 +339,7 @@ func (b *Board) lookAll() (marked []*entry) {
 func (b *Board) look(e *entry) bool {
 	switch w := e.w.(type) {
 	case *Lock:
-		// Resolved, but the board's hook has not run yet (the resolving
-		// goroutine is still running earlier hooks): its place in the
-		// order is already fixed, and a gate opened after it and reported
-		// before this look must stay after it.
+		// Resolved, its hook not run yet: its place is already fixed.
 		if seq := w.resolvedSeq(); seq != 0 {
 			return b.markResolved(e, w.Err(), seq)
 		}
@@ -417,10 +363,8 @@ func (b *Board) look(e *entry) bool {
 }
 
 // markResolved records e's resolution once, unless the board is closed,
-// and reports whether this call did; b.mu must be held. A seq of 0 (a foreign Waiter, seen resolved only
-// now) takes the next place in the order. Once recorded, e's fields never
-// change again, so the goroutine that recorded them may read them after
-// releasing b.mu.
+// and reports whether this call did; b.mu must be held. A seq of 0 takes
+// the next place in the order. Recorded fields never change again.
 func (b *Board) markResolved(e *entry, err error, seq uint64) bool {
 	if e.seq != 0 || b.closed {
 		return false
@@ -434,9 +378,8 @@ func (b *Board) markResolved(e *entry, err error, seq uint64) bool {
 	return true
 }
 
-// logResolved writes the record of each entry's opening or failure, with
-// b.mu released (a handler may itself read the board), by a caller that
-// entered the board: Close waits for it.
+// logResolved logs each entry's opening or failure; b.mu must not be held
+// (a handler may read the board), and the caller must have entered.
 func (b *Board) logResolved(es ...*entry) {
 	if b.log == nil {
 		return
@@ -446,9 +389,7 @@ func (b *Board) logResolved(es ...*entry) {
 		switch {
 		case e.err == nil:
 			b.log.LogAttrs(context.Background(), slog.LevelInfo, "gate opened", gateAttr, waited)
-		case errors.Is(e.err, context.Canceled):
-			// The owner shut it down (a ctx canceled, a SIGTERM): the plan,
-			// not something to look at.
+		case errors.Is(e.err, context.Canceled): // the owner's shutdown
 			b.log.LogAttrs(context.Background(), slog.LevelInfo, "gate failed", gateAttr, waited, slog.Any("err", causeOf(e.err)))
 		default:
 			b.log.LogAttrs(context.Background(), slog.LevelWarn, "gate failed", gateAttr, waited, slog.Any("err", causeOf(e.err)))
@@ -480,10 +421,9 @@ type Entry struct {
 // Report is a board's snapshot: every gate, in the order they were added.
 type Report []Entry
 
-// Report returns the state of every gate on the board. It asks each locked
-// entry's component for its Detail after releasing the board, so a Detail
-// method may itself read the board. On a closed board it asks nothing and
-// shows the board as it was when closed.
+// Report returns the state of every gate on the board. It asks for the
+// Details after releasing the board (a Detail may read it); on a closed
+// board it asks nothing and shows the board as it was when closed.
 func (b *Board) Report() Report {
 	if !b.enter() {
 		r, _, _ := b.report()
@@ -501,9 +441,8 @@ func (b *Board) Report() Report {
 	return r
 }
 
-// report is Report under the board's lock, with the Detail funcs of the
-// locked entries (nil where there is none) still to call and the entries
-// it saw resolve still to log.
+// report is Report under the board's lock, with the locked entries' Detail
+// funcs (or nil) still to call and the entries it saw resolve to log.
 func (b *Board) report() (_ Report, _ []func() string, marked []*entry) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -562,13 +501,10 @@ func (r Report) Opened() []string {
 	return names
 }
 
-// String summarises the report on one line, for logs:
+// String summarises the report on one line, for logs, with names, Details
+// and causes printable and cut as boardview prints them:
 //
 //	waiting on api-caller (12s), upgrade (3s: running upgrade steps); failed: mongo (5s: no quorum); 4 open
-//
-// Names, Details and causes are printed on that line as boardview prints
-// them: a control character is replaced by a printable one, a name cut at
-// 256 bytes and a Detail or a cause at 1 KiB.
 func (r Report) String() string {
 	var waiting, failed []string
 	open := 0
@@ -616,8 +552,7 @@ func causeOf(err error) error {
 	return err
 }
 
-// causeText is the cause inside a gate's failure as a line for people
-// prints it.
+// causeText is the cause inside a gate's failure, printable.
 func causeText(err error) string {
 	if err = causeOf(err); err == nil {
 		return "<nil>"

@@ -9,17 +9,12 @@ import (
 
 // AllOf returns a gate that unlocks once every part has unlocked, and fails
 // as soon as any part fails (with an error that matches that part's cause).
-// AllOf with no parts is unlocked at once: there is nothing to wait for.
-//
-// Parts that are *Lock values are followed without a goroutine. Any other
-// Waiter is followed by one goroutine that ends when that part unlocks or
-// the composite resolves, whichever is first. A nil part is a programming
-// error and panics. The composite records its *Lock parts as what it waits
-// for (see Lock.After), so a Board's Timeline follows them.
+// AllOf with no parts is unlocked at once. A *Lock part is followed
+// without a goroutine, any other Waiter by one that ends when that part
+// unlocks or the composite resolves. A nil part panics. The composite
+// records its *Lock parts as what it waits for (see Lock.After).
 func AllOf(name string, parts ...Waiter) *Lock {
-	checkParts("AllOf", name, parts)
-	all := New(name)
-	all.after = lockParts(parts)
+	all := composite("AllOf", name, parts)
 	if len(parts) == 0 {
 		all.Unlock()
 		return all
@@ -44,9 +39,7 @@ func AllOf(name string, parts ...Waiter) *Lock {
 //
 // Parts are followed as by AllOf; a nil part panics.
 func AnyOf(name string, parts ...Waiter) *Lock {
-	checkParts("AnyOf", name, parts)
-	anyGate := New(name)
-	anyGate.after = lockParts(parts)
+	anyGate := composite("AnyOf", name, parts)
 	if len(parts) == 0 {
 		anyGate.Fail(errNoParts)
 		return anyGate
@@ -73,24 +66,21 @@ func AnyOf(name string, parts ...Waiter) *Lock {
 	return anyGate
 }
 
-func checkParts(fn, name string, parts []Waiter) {
+// composite returns the gate fn makes, recording its *Lock parts as what
+// it waits for (a Board's timeline cannot place another Waiter); a nil
+// part panics.
+func composite(fn, name string, parts []Waiter) *Lock {
+	c := New(name)
 	for i, p := range parts {
-		if l, isLock := p.(*Lock); p == nil || (isLock && l == nil) {
+		l, isLock := p.(*Lock)
+		if p == nil || (isLock && l == nil) {
 			panic(fmt.Sprintf("gate.%s(%q): part %d is nil", fn, name, i))
 		}
-	}
-}
-
-// lockParts returns the parts that are *Lock values: the inputs a Board's
-// timeline can place (another Waiter has no entry to point at).
-func lockParts(parts []Waiter) []*Lock {
-	var locks []*Lock
-	for _, p := range parts {
-		if l, ok := p.(*Lock); ok {
-			locks = append(locks, l)
+		if isLock {
+			c.after = append(c.after, l)
 		}
 	}
-	return locks
+	return c
 }
 
 // follow calls f once with nil when part unlocks or with its error when it

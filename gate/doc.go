@@ -1,11 +1,6 @@
 // Package gate provides one-shot named gates: a way for independent workers
 // to wait for one another to finish a task without explicit dependencies
-// between them.
-//
-// It answers two failures seen in large agent systems: workers that started
-// too early (an API client dialling a peer because its own server was not up
-// yet) and startups that stalled with nothing to say but "dependency not
-// available".
+// between them (DESIGN.md tells why).
 //
 // What it promises:
 //   - A Lock opens once (Unlock) or fails for good (Fail); the first call
@@ -22,12 +17,9 @@
 //     the moment it resolves) or a Component kept outside this package
 //     (Follow: its channels, its Cause once failed, its Detail while
 //     locked, in its own words), each under a name it has not got already
-//     (a second is put on the board as a failed entry, "api-port (2)",
-//     matching ErrDuplicateName: the board never reads ready, and says
-//     why). Reading a board never
-//     blocks on a gate. What it prints for people (Report.String, a
-//     Chain) shows names, causes and Details on their own line: control
-//     characters replaced, names cut at 256 bytes, the rest at 1 KiB.
+//     (a second is a failed entry, "api-port (2)", matching
+//     ErrDuplicateName). Reading a board never blocks on a gate. What it
+//     prints for people (Report.String, a Chain) is printable and cut.
 //     Once Close has returned, a board logs nothing, calls no Component
 //     method and runs no goroutine.
 //   - Flag and Output adapt a gate to a dependency engine without importing

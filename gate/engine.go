@@ -6,17 +6,12 @@ import (
 	"sync"
 )
 
-// Flag is a gate seen through a dependency engine's eyes, without importing
-// one: a worker (Kill, Wait — the method set of juju's worker.Worker) whose
-// Check result is fixed when it is made (juju's engine.Flag). A flag made on
-// a locked gate ends with ErrUnlocked once the gate opens, or with the
-// gate's error if it fails, so that the engine restarts it, and every worker
-// that depends on it, with the new value: juju's "bounce". The engine maps
-// ErrUnlocked to its own restart (for juju: a manifold Filter returning
-// dependency.ErrBounce); package gate/manifold does all of that for juju's
-// dependency engine.
-//
-// Flag needs no goroutine.
+// Flag is a gate seen as a dependency engine's worker (juju's
+// worker.Worker and engine.Flag), without importing one: Check is fixed
+// when it is made, and a flag made on a locked gate ends with ErrUnlocked
+// once the gate opens, or with the gate's error if it fails, so the
+// engine restarts it and its dependents (juju's "bounce": gate/manifold
+// maps ErrUnlocked to dependency.ErrBounce). Flag needs no goroutine.
 type Flag struct {
 	w     Waiter
 	open  bool
@@ -86,12 +81,7 @@ func (f *Flag) wait() error {
 // be a non-nil pointer to an interface that *Lock satisfies — *gate.Waiter,
 // *gate.Unlocker, or an engine's own interface type with the same methods —
 // or a **gate.Lock. Anything else is an error naming the type, and so is a
-// nil l (it would fail later, in a dependent).
-//
-// Output is not itself an engine's output func: juju's, for one, takes the
-// worker its manifold started (func(worker.Worker, any) error), so it looks
-// up the *Lock that worker holds and calls Output with it, as package
-// gate/manifold does.
+// nil l. An engine's output func finds the worker's *Lock and calls Output.
 func Output(l *Lock, out any) error {
 	if l == nil {
 		return fmt.Errorf("gate.Output: nil *gate.Lock into %T", out)

@@ -9,23 +9,16 @@ import (
 
 var (
 	// ErrUnlocked is how a Flag made on a locked gate ends once the gate
-	// unlocks. It is not a fault: a dependency engine should restart the
-	// flag, and with it every worker that depends on it, so they see the
-	// new value.
+	// unlocks: not a fault, a dependency engine should restart the flag.
 	ErrUnlocked = errors.New("gate: unlocked, restart to see the new value")
 
 	// ErrFailed is in the chain of every failed gate's error (a
-	// *FailedError), beside the cause given to Fail. The gate will never
-	// unlock: do not wait for it again; show the error, which names the
-	// gate and its cause, or stop what depended on it. A dependency
-	// engine's filter tells "a gate failed" from its workers' own errors
-	// with errors.Is(err, ErrFailed), and names it with errors.As.
+	// *FailedError), beside the cause given to Fail: the gate will never
+	// unlock. Match it with errors.Is; name the gate with errors.As.
 	ErrFailed = errors.New("gate: failed")
 
 	// ErrDuplicateName is the cause of the failed entry a Board puts in
-	// place of a second entry under a name it has already (Add, Follow):
-	// a name is on a board once. Fix the program: give each entry its own
-	// name.
+	// place of a second entry under a name it has already (Add, Follow).
 	ErrDuplicateName = errors.New("gate: duplicate entry name")
 )
 

@@ -43,9 +43,8 @@ const (
 // and Fail marks it as never going to open. Whichever of the two is called
 // first wins; later calls of either are no-ops.
 //
-// The zero Lock is a locked gate with no name, ready to use, as a
-// sync.Mutex is; New gives it a name, which errors and reports show. A Lock
-// must not be copied after first use. It is safe for concurrent use.
+// The zero Lock is a locked gate with no name, ready to use; New names it.
+// A Lock must not be copied after first use. It is safe for concurrent use.
 type Lock struct {
 	name     string
 	state    atomic.Uint32 // stateLocked until resolved; written once, under mu
@@ -60,9 +59,8 @@ type Lock struct {
 	after []*Lock      // what it waits for, for a Board's timeline (After, AllOf, AnyOf)
 }
 
-// resolveSeq orders the resolutions of all gates in the process. A Board
-// sorts by it, not by when its hooks ran: a composite's hook (AllOf) may
-// run, and unlock the composite, before a board's hook on the same part.
+// resolveSeq orders the resolutions of all gates in the process; a Board
+// sorts by it (DESIGN.md, "Order of resolution").
 var resolveSeq atomic.Uint64
 
 // New returns a locked gate. The name says what the gate waits for
@@ -94,9 +92,8 @@ func (l *Lock) Fail(err error) {
 	l.resolve(&FailedError{Name: l.name, Err: err})
 }
 
-// chans makes the channels of a Lock that New did not make (a zero Lock).
-// New makes them before the Lock is shared, so they are read without a
-// lock after this; the Once is one atomic load on every later call.
+// chans makes the channels of a zero Lock; the Once is one atomic load on
+// every later call.
 func (l *Lock) chans() {
 	l.lazy.Do(func() {
 		if l.done == nil {
@@ -139,16 +136,12 @@ func (l *Lock) resolvedSeq() uint64 {
 	return l.seq
 }
 
-// After records that l opens or fails only after inputs have: a Board's
-// Timeline follows these links to build each entry's critical chain. AllOf
-// and AnyOf record their parts themselves; call After for a gate that your
-// own code opens once others have ("api-port" once "stable" has), as
-// systemd's After= orders units. It changes nothing else: l still opens
-// only when Unlock is called. It returns l, so that
+// After records that l opens or fails only after inputs have, as
+// systemd's After= orders units, for a Board's Timeline to build critical
+// chains (AllOf and AnyOf record their parts themselves). It changes
+// nothing else, returns l, and panics on a nil input:
 //
 //	api := gate.New("api-port").After(stable)
-//
-// reads as the dependency it declares. A nil input panics.
 func (l *Lock) After(inputs ...*Lock) *Lock {
 	for i, in := range inputs {
 		if in == nil {
@@ -229,10 +222,7 @@ func Wait(ctx context.Context, w Waiter) error {
 	if w.IsUnlocked() {
 		return nil
 	}
-	// A ctx that can never end (context.Background) gets a plain receive:
-	// a select wakes up slower, as every woken waiter relocks the channel
-	// it was parked on, and 10,000 waiters released at once all queue on
-	// that one lock.
+	// A ctx that never ends gets a plain receive (DESIGN.md, "Wait").
 	done := ctx.Done()
 	f, canFail := w.(failer)
 	switch {

@@ -35,10 +35,8 @@ type Span struct {
 	// Ended is when it opened or failed (systemd's "@"); while it is
 	// locked, the timeline's End.
 	Ended time.Duration
-	// Took is how long it took after the later of Added and its critical
-	// input's Ended (systemd's "+"); while it is locked, how long it has
-	// waited so far, counted the same way (from Added if its critical
-	// input is locked too).
+	// Took is how long it took (so far, while locked) after the later of
+	// Added and its resolved critical input's Ended (systemd's "+").
 	Took time.Duration
 	// Order is its place in the order of openings and failures, as in a
 	// Report; 0 while it is locked.
@@ -59,10 +57,8 @@ type Span struct {
 	Detail string
 }
 
-// Timeline returns the board's history so far. Like Report, it never
-// blocks on a gate and asks each locked entry's component for its Detail
-// after releasing the board; on a closed board it asks nothing and ends
-// when the board was closed.
+// Timeline returns the board's history so far; it never blocks on a gate,
+// and asks for Details and ends as Report does.
 func (b *Board) Timeline() Timeline {
 	live := b.enter()
 	if live {
@@ -120,9 +116,8 @@ func (b *Board) Timeline() Timeline {
 	return t
 }
 
-// rows copies the board's entries under its lock, after recording every
-// resolution no hook has recorded yet; it returns the time it took them
-// and the entries it saw resolve, still to log.
+// rows copies the board's entries under its lock, after lookAll; it
+// returns when it took them and the entries it saw resolve, still to log.
 func (b *Board) rows() (rows []entry, now time.Time, marked []*entry) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -135,8 +130,7 @@ func (b *Board) rows() (rows []entry, now time.Time, marked []*entry) {
 }
 
 // onBoard returns the indexes of the board entries l waited for, once
-// each and in the order given, not counting self: a gate not on the board
-// stands for the board entries it waited for in turn.
+// each, in order, but self; a gate not on the board stands for its own.
 func onBoard(l *Lock, self int, index map[*Lock]int) []int {
 	if len(l.inputs()) == 0 {
 		return nil // most entries: no map to make
@@ -166,8 +160,7 @@ func onBoard(l *Lock, self int, index map[*Lock]int) []int {
 }
 
 // critical picks rows[i]'s critical input among its inputs (see
-// Span.Critical), or -1. Resolution order is by seq, not by time: two
-// gates opened at the same instant still opened one after the other.
+// Span.Critical), or -1, by seq: not by time, which may tie.
 func critical(rows []entry, i int, inputs []int) int {
 	self := rows[i].seq
 	best := -1
@@ -186,13 +179,12 @@ func critical(rows []entry, i int, inputs []int) int {
 	return best
 }
 
-// CriticalChain returns the critical chain of the entry named name (its
-// first entry of that name): the entry, then its critical input, then that
-// one's, and so on, as systemd-analyze critical-chain prints a unit's.
-// name "" asks for the board's own chain: that of the entry which ended
-// last (a locked one ends now) among those no other entry waited for —
-// what startup as a whole waited on longest. It returns nil for a name on
-// no entry, and for an empty board.
+// CriticalChain returns the critical chain of the (first) entry named
+// name: the entry, its critical input, that one's, and so on, as
+// systemd-analyze critical-chain prints a unit's. name "" asks for the
+// board's own: that of the entry which ended last (a locked one ends now)
+// among those no other entry waited for. It returns nil for a name on no
+// entry, and for an empty board.
 func (t Timeline) CriticalChain(name string) Chain {
 	at := t.Index(name)
 	if at < 0 {
@@ -259,9 +251,8 @@ func (t Timeline) Index(name string) int {
 	return last
 }
 
-// later breaks a tie between two spans that ended at the same time: the
-// one that resolved later by the board's order, a locked one after both,
-// and between two locked ones the one added later (the board's last).
+// later breaks a tie between two spans that ended at the same time: by the
+// board's order, a locked one last (of two locked ones, the later added).
 func later(s, than Span) bool {
 	switch {
 	case s.Order == 0:
@@ -313,7 +304,7 @@ func (s Span) String() string { return printable.Name(s.Name) + s.times() }
 func (s Span) times() string {
 	var took string
 	if s.Took > 0 {
-		took = " +" + short(s.Took)
+		took = " +" + printable.Duration(s.Took)
 	}
 	switch s.State {
 	case StateLocked:
@@ -322,19 +313,7 @@ func (s Span) times() string {
 		}
 		return " locked" + took
 	case StateFailed:
-		return fmt.Sprintf(" failed @%s%s: %s", short(s.Ended), took, causeText(s.Err))
+		return fmt.Sprintf(" failed @%s%s: %s", printable.Duration(s.Ended), took, causeText(s.Err))
 	}
-	return " @" + short(s.Ended) + took
-}
-
-// short prints d to about four significant digits, as systemd-analyze
-// does: 1.195s, 12.004s, 3.5ms, 870µs.
-func short(d time.Duration) string {
-	switch {
-	case d >= time.Second:
-		d = d.Round(time.Millisecond)
-	case d >= time.Millisecond:
-		d = d.Round(time.Microsecond)
-	}
-	return d.String()
+	return " @" + printable.Duration(s.Ended) + took
 }

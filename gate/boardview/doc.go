@@ -1,15 +1,9 @@
 // Package boardview presents a gate.Board to people and programs: a
 // Kubernetes-style readiness probe, and the startup timeline as text,
 // JSON, an SVG picture and Chrome trace events — of one board, or of
-// several boards and processes on one time axis.
-//
-// It answers the question operators could not answer from "dependency not
-// available" log spam — what is startup still waiting on, and which chain
-// of gates made it slow — where they already look: a kubelet's or a load
-// balancer's probe, curl, a browser, Perfetto. Package gate keeps the
-// board itself and imports no net/http; everything here only reads a
-// board's Report and Timeline, so it can never hold a gate or change a
-// board.
+// several boards and processes on one time axis. It only reads a board's
+// Report and Timeline, so it can never hold a gate or change a board
+// (gate/DESIGN.md, "Why gates").
 //
 // What it promises:
 //

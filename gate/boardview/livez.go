@@ -11,10 +11,8 @@ import (
 // LiveHandler serves the checks the way Kubernetes serves /livez: 200 and
 // "ok" when every check returns nil, else 500 and one line per check, in
 // name order, then "livez check failed" (?verbose lists them on a 200
-// too). A liveness check fails only when its component is stuck and a
-// restart would fix it — lease.Tracker's Alive is one — never because a
-// dependency is down; readiness is ReadyHandler's. Each request calls
-// every check; a check must not block.
+// too). A check (lease.Tracker's Alive) fails only when a restart would
+// fix its component, and must not block: each request calls every check.
 //
 //	http.Handle("/livez", boardview.LiveHandler(map[string]func() error{"lease": tr.Alive}))
 func LiveHandler(checks map[string]func() error) http.Handler {

@@ -71,9 +71,8 @@ func (h readyz) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Write(verboseText(report, excluded, code == http.StatusOK))
 }
 
-// verboseText is the ?verbose body: a line per gate, a warning naming
-// excluded names that match no gate, and the verdict. Exclusions match the
-// board's names; the lines show them as shownReport does.
+// verboseText is the ?verbose body: a line per gate (shown), a warning
+// naming exclusions that match no gate's own name, and the verdict.
 func verboseText(report gate.Report, excluded []string, passed bool) []byte {
 	shown := shownReport(report)
 	var buf bytes.Buffer
@@ -179,10 +178,7 @@ func serveJSON(w http.ResponseWriter, code int, report gate.Report, excluded []s
 			continue
 		}
 		j := jsonEntry{Name: e.Name, State: e.State.String(), Since: e.Since.Format(time.RFC3339Nano),
-			For: e.For.Round(time.Millisecond).String(), Order: e.Order, Detail: e.Detail}
-		if e.Err != nil {
-			j.Error = cause(e.Err).Error()
-		}
+			For: e.For.Round(time.Millisecond).String(), Order: e.Order, Detail: e.Detail, Error: errText(e.Err)}
 		out = append(out, j)
 	}
 	body, err := json.Marshal(out)

@@ -9,18 +9,9 @@ import (
 	"github.com/coldstart-go/coldstart/internal/printable"
 )
 
-// What boardview prints of a board — entry and board names, Details,
-// causes — is text from outside: an error's message, a component's words,
-// a name read back from another process. Every answer (readiness text and
-// JSON, the timeline as text, JSON, SVG and trace events) is drawn from a
-// Report or Timeline that has passed through shownReport or shownTimeline
-// first, so each such string is one printable line (control characters
-// replaced: a newline in a cause once wrote "[+]forged ok" into
-// /readyz?verbose as a check of its own) of bounded length (names
-// printable.MaxName bytes, Details and causes printable.MaxText, cut with
-// "…": a megabyte name was echoed whole into every answer). Decisions —
-// which entry ?exclude or ?gate names, whether the board is ready — are
-// made on the board's own names, before anything is shown.
+// Every answer is drawn from a Report or Timeline passed through
+// shownReport or shownTimeline first; decisions (?exclude, ?gate, ready)
+// are made on the board's own names, before (gate/DESIGN.md, "Shown").
 
 // shownReport returns r as it is shown: its names, Details and causes
 // printable and bounded. A failed entry's Err is then a *gate.FailedError

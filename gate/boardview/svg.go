@@ -10,12 +10,11 @@ import (
 	"unicode/utf8"
 
 	"github.com/coldstart-go/coldstart/gate"
+	"github.com/coldstart-go/coldstart/internal/printable"
 )
 
-// The SVG timeline's geometry, in pixels. Text is in the generic
-// monospace family at fontSize (labels) and noteSize (the times beside a
-// bar), so a string's width is its length times charW or noteW: no font
-// file is needed to lay it out.
+// The SVG timeline's geometry, in pixels; text is monospace, so a string's
+// width is its length times charW (labels) or noteW (notes).
 const (
 	svgMargin = 12.0
 	plotWidth = 720.0
@@ -44,24 +43,12 @@ const (
 	colourBand         = "#f4f6f9"
 )
 
-// WriteSVG draws timelines as one SVG picture on one time axis: a
-// swimlane per board, headed by its name (Board, else "board N"), when it
-// started and its own critical chain's head, each lane's entries drawn as
-// TimelineHandler draws one board's, its own chain marked. The lanes are
-// placed by their Start — the earliest at 0 — so boards of several
-// processes line up as they ran (ReadTimeline reads the timelines that
-// other processes serve). One timeline is drawn as TimelineHandler draws
-// it.
+// WriteSVG draws timelines as one SVG picture on one time axis, placed by
+// their Start (the earliest at 0): a swimlane per board, headed by its name
+// (Board, else "board N"), its own critical chain marked. One timeline is
+// drawn as TimelineHandler draws it.
 func WriteSVG(w io.Writer, timelines ...gate.Timeline) error {
-	lanes := make([]lane, len(timelines))
-	for i, t := range timelines {
-		t = shownTimeline(t)
-		lanes[i] = lane{t: t}
-		if at := t.Index(""); at >= 0 {
-			lanes[i].chains = [][]int{chainFrom(t, at)}
-		}
-	}
-	_, err := w.Write(timelineSVG(lanes))
+	_, err := w.Write(timelineSVG(ownLanes(timelines)))
 	return err
 }
 
@@ -73,13 +60,39 @@ type lane struct {
 	chains [][]int
 	offset time.Duration // t.Start minus the axis' zero
 	first  int           // its first row on the picture
+	// Per entry, set by timelineSVG: its times clipped and whole (for the
+	// tooltip), and whether it is on a chain asked for.
+	notes, full []string
+	chain       []bool
 }
 
-// timelineSVG draws lanes on one time axis, each entry's chains
-// highlighted; see TimelineHandler and WriteSVG for what it shows. One
-// lane is drawn as a single board's picture; several get a header row each
-// (the board's name and its chain's head), their times placed by their
-// Start, the earliest at 0.
+// marks returns, per entry, whether it is on a chain asked for.
+func (l *lane) marks() []bool {
+	on := make([]bool, len(l.t.Entries))
+	for _, c := range l.chains {
+		for _, i := range c {
+			on[i] = true
+		}
+	}
+	return on
+}
+
+// ownLanes returns a lane per timeline, shown, its own chain marked.
+func ownLanes(timelines []gate.Timeline) []lane {
+	lanes := make([]lane, len(timelines))
+	for i, t := range timelines {
+		t = shownTimeline(t)
+		lanes[i] = lane{t: t}
+		if at := t.Index(""); at >= 0 {
+			lanes[i].chains = [][]int{chainFrom(t, at)}
+		}
+	}
+	return lanes
+}
+
+// timelineSVG draws lanes on one time axis (see WriteSVG): a bar per entry
+// from added to ended, hatched while locked, red when failed; the chains
+// drawn dark, names bold, a dashed line down from each link's input.
 func timelineSVG(lanes []lane) []byte {
 	if len(lanes) == 0 {
 		lanes = []lane{{}} // an empty board's picture
@@ -93,9 +106,6 @@ func timelineSVG(lanes []lane) []byte {
 	}
 	labelChars, noteChars, rows, entries := 8, 8, 0, 0
 	var end time.Duration
-	notes := make([][]string, len(lanes)) // each entry's times, clipped
-	full := make([][]string, len(lanes))  // and whole, for its tooltip
-	chain := make([][]bool, len(lanes))
 	for k := range lanes {
 		l := &lanes[k]
 		if swim {
@@ -107,19 +117,14 @@ func timelineSVG(lanes []lane) []byte {
 		rows += len(l.t.Entries)
 		entries += len(l.t.Entries)
 		end = max(end, sum(l.offset, l.t.End))
-		notes[k] = make([]string, len(l.t.Entries))
-		full[k] = make([]string, len(l.t.Entries))
-		chain[k] = make([]bool, len(l.t.Entries))
+		l.notes = make([]string, len(l.t.Entries))
+		l.full = make([]string, len(l.t.Entries))
+		l.chain = l.marks()
 		for i, s := range l.t.Entries {
 			labelChars = max(labelChars, min(utf8.RuneCountInString(s.Name), maxLabel))
-			full[k][i] = times(s)
-			notes[k][i] = clip(full[k][i], maxNote)
-			noteChars = max(noteChars, utf8.RuneCountInString(notes[k][i]))
-		}
-		for _, c := range l.chains {
-			for _, i := range c {
-				chain[k][i] = true
-			}
+			l.full[i] = times(s)
+			l.notes[i] = clip(l.full[i], maxNote)
+			noteChars = max(noteChars, utf8.RuneCountInString(l.notes[i]))
 		}
 	}
 	p := svgPlot{
@@ -130,9 +135,6 @@ func timelineSVG(lanes []lane) []byte {
 		left:    svgMargin + float64(labelChars)*charW + 10,
 		top:     svgMargin + 46, // title, then the axis' labels
 		scale:   plotWidth / float64(max(end, time.Millisecond)),
-		notes:   notes,
-		full:    full,
-		chain:   chain,
 	}
 	width := p.left + plotWidth + 8 + float64(noteChars)*noteW + svgMargin
 	height := p.top + float64(rows)*rowHeight + 12 + 28 + svgMargin
@@ -178,9 +180,6 @@ type svgPlot struct {
 	entries   int           // on all lanes
 	left, top float64       // where time 0 and the first row are
 	scale     float64       // pixels per nanosecond
-	notes     [][]string    // per lane, per entry
-	full      [][]string    // the notes unclipped
-	chain     [][]bool      // per lane: entry i is on a chain asked for
 }
 
 func (p *svgPlot) x(k int, d time.Duration) float64 {
@@ -196,10 +195,10 @@ func (p *svgPlot) y(k, i int) float64 {
 func (p *svgPlot) title(buf *bytes.Buffer) {
 	var title string
 	if p.swim {
-		title = fmt.Sprintf("startup timeline: %d boards, %d gates, over %s", len(p.lanes), p.entries, short(p.end))
+		title = fmt.Sprintf("startup timeline: %d boards, %d gates, over %s", len(p.lanes), p.entries, printable.Duration(p.end))
 	} else {
 		l := p.lanes[0]
-		title = fmt.Sprintf("startup timeline: %d gates, taken @%s", len(l.t.Entries), short(l.t.End))
+		title = fmt.Sprintf("startup timeline: %d gates, taken @%s", len(l.t.Entries), printable.Duration(l.t.End))
 		if len(l.chains) > 0 {
 			head := l.t.Entries[l.chains[0][0]]
 			title += "; critical chain: " + head.Name + " (" + times(head) + ")"
@@ -239,9 +238,9 @@ func (p *svgPlot) header(buf *bytes.Buffer, k int, width float64) {
 	note := "no gates on the board"
 	if len(l.chains) > 0 {
 		head := l.t.Entries[l.chains[0][0]]
-		note = fmt.Sprintf("started %s; critical chain: %s (%s)", "+"+short(l.offset), head.Name, times(head))
+		note = fmt.Sprintf("started %s; critical chain: %s (%s)", "+"+printable.Duration(l.offset), head.Name, times(head))
 	} else if len(l.t.Entries) > 0 {
-		note = "started +" + short(l.offset)
+		note = "started +" + printable.Duration(l.offset)
 	}
 	fmt.Fprintf(buf, `<rect x="%.1f" y="%.1f" width="%.1f" height="%g" fill="#ffffff" fill-opacity="0.85"/>`,
 		p.left-2, y+4, float64(utf8.RuneCountInString(note))*noteW+4, rowHeight-8)
@@ -263,7 +262,7 @@ func (p *svgPlot) axis(buf *bytes.Buffer, bottom float64) {
 		x := p.left + float64(d)*p.scale
 		fmt.Fprintf(buf, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="%s"/>`, x, p.top-6, x, bottom, colourGrid)
 		fmt.Fprintf(buf, `<text x="%.1f" y="%.1f" text-anchor="middle" font-size="%g" fill="%s">%s</text>`+"\n",
-			x, p.top-10, noteSize, colourMuted, short(d))
+			x, p.top-10, noteSize, colourMuted, printable.Duration(d))
 	}
 	fmt.Fprintf(buf, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="%s"/>`+"\n", p.left, p.top-6, p.left+plotWidth, p.top-6, colourMuted)
 }
@@ -311,7 +310,8 @@ func (p *svgPlot) links(buf *bytes.Buffer, k int) {
 // row draws lane k's entry i: its name, its bar from added to ended, and
 // its times.
 func (p *svgPlot) row(buf *bytes.Buffer, k, i int) {
-	s, chain := p.lanes[k].t.Entries[i], p.chain[k][i]
+	l := &p.lanes[k]
+	s, chain := l.t.Entries[i], l.chain[i]
 	y := p.y(k, i)
 	weight, mark := "normal", ""
 	if chain {
@@ -322,7 +322,7 @@ func (p *svgPlot) row(buf *bytes.Buffer, k, i int) {
 		board = laneName(p.lanes[k].t, k) + " "
 	}
 	fmt.Fprintf(buf, `<g><title>`)
-	escape(buf, fmt.Sprintf("%s%s: %s, added @%s%s", board, s.Name, p.full[k][i], short(s.Added), mark))
+	escape(buf, fmt.Sprintf("%s%s: %s, added @%s%s", board, s.Name, l.full[i], printable.Duration(s.Added), mark))
 	buf.WriteString("</title>")
 	fmt.Fprintf(buf, `<text x="%.1f" y="%.1f" text-anchor="end" font-weight="%s" fill="%s">`, p.left-8, y+rowHeight/2+4, weight, colourText)
 	escape(buf, clip(s.Name, maxLabel))
@@ -348,7 +348,7 @@ func (p *svgPlot) row(buf *bytes.Buffer, k, i int) {
 		noteColour = colourFailedChain
 	}
 	fmt.Fprintf(buf, `<text x="%.1f" y="%.1f" font-size="%g" font-weight="%s" fill="%s">`, max(x1, xw+2)+6, y+rowHeight/2+4, noteSize, weight, noteColour)
-	escape(buf, p.notes[k][i])
+	escape(buf, l.notes[i])
 	buf.WriteString("</text></g>\n")
 }
 

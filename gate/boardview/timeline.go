@@ -11,9 +11,8 @@ import (
 	"github.com/coldstart-go/coldstart/gate"
 )
 
-// TimelineHandler serves b's Timeline, for people and scripts to
-// see what startup waited on and which chain made it slow. It answers 200
-// to every request it understands:
+// TimelineHandler serves b's Timeline, answering 200 to every request it
+// understands (gate/README.md lists each answer's fields):
 //
 //   - by default, text: the board's critical chain (Timeline.CriticalChain
 //     with ""), printed as systemd-analyze critical-chain prints a unit's;
@@ -21,23 +20,15 @@ import (
 //   - ?gate=name (repeatable): those entries' chains instead, one after
 //     the other (404 for a name on no entry);
 //
-//   - ?format=json, or "Accept: application/json": the whole timeline —
-//     board (its name, if it has one), start, end, and per entry its name, state, added, ended ("@"), took
-//     ("+"), order, after (the names it waited for), critical (its critical
-//     input's name), detail and error, the durations as Go durations since
-//     the board's start — and "chains", the names on each chain asked for;
+//   - ?format=json, or "Accept: application/json": the whole timeline, and
+//     "chains", the names on each chain asked for (see ReadTimeline);
 //
-//   - ?format=svg, or "Accept: image/svg+xml": the timeline as a picture
-//     that a browser shows straight from the response (plain SVG: no
-//     script, fonts or other files): a time axis, one bar per entry from
-//     added to opened or failed (hatched while still locked, red when
-//     failed), the chains asked for drawn dark, with their names in bold
-//     and a dashed line down from each link's critical input;
+//   - ?format=svg, or "Accept: image/svg+xml": a plain SVG picture;
 //
-//   - ?format=trace: the timeline as Chrome trace events (see WriteTrace),
-//     the chains asked for marked, for Perfetto or chrome://tracing.
+//   - ?format=trace: Chrome trace events (see WriteTrace).
 //
-// It never blocks: each request reads a Timeline.
+// The chains asked for are marked. It never blocks: each request reads a
+// Timeline.
 func TimelineHandler(b *gate.Board) http.Handler { return timelineHandler{b} }
 
 type timelineHandler struct{ b *gate.Board }
@@ -157,16 +148,8 @@ func timelineJSON(t gate.Timeline, chains [][]int) timelineBody {
 		Entries: make([]spanJSON, len(t.Entries)), Chains: make([][]string, len(chains))}
 	for i, s := range t.Entries {
 		j := spanJSON{Name: s.Name, State: s.State.String(), Added: s.Added.String(), Ended: s.Ended.String(),
-			Took: s.Took.String(), Order: s.Order, Detail: s.Detail}
-		for _, a := range s.After {
-			j.After = append(j.After, t.Entries[a].Name)
-		}
-		if s.Critical >= 0 {
-			j.Critical = t.Entries[s.Critical].Name
-		}
-		if s.Err != nil {
-			j.Error = cause(s.Err).Error()
-		}
+			Took: s.Took.String(), Order: s.Order, Detail: s.Detail, Error: errText(s.Err)}
+		j.After, j.Critical = links(t, s)
 		out.Entries[i] = j
 	}
 	for i, c := range chains {
@@ -176,6 +159,17 @@ func timelineJSON(t gate.Timeline, chains [][]int) timelineBody {
 		}
 	}
 	return out
+}
+
+// links names what s waited for, and its critical input ("" if none).
+func links(t gate.Timeline, s gate.Span) (after []string, critical string) {
+	for _, a := range s.After {
+		after = append(after, t.Entries[a].Name)
+	}
+	if s.Critical >= 0 {
+		critical = t.Entries[s.Critical].Name
+	}
+	return after, critical
 }
 
 // chainFrom returns the indexes of the critical chain that starts at
@@ -210,18 +204,6 @@ func cause(err error) error {
 		return fe.Err
 	}
 	return err
-}
-
-// short prints d to about four significant digits, as systemd-analyze
-// does (and gate.Chain): 1.195s, 12.004s, 3.5ms, 870µs.
-func short(d time.Duration) string {
-	switch {
-	case d >= time.Second:
-		d = d.Round(time.Millisecond)
-	case d >= time.Millisecond:
-		d = d.Round(time.Microsecond)
-	}
-	return d.String()
 }
 
 // times is what follows a span's name in a chain: "@1s +200ms".

@@ -10,33 +10,19 @@ import (
 	"time"
 
 	"github.com/coldstart-go/coldstart/gate"
+	"github.com/coldstart-go/coldstart/internal/printable"
 )
 
-// WriteTrace writes timelines as one file in Chrome's trace-event format
-// (the JSON object form, which Perfetto and chrome://tracing open): each
-// timeline is a process, named by its Board (else "board N"), its entries
-// its threads in board order, each entry one complete ("X") event from
-// when it was added to when it opened or failed — to the timeline's End
-// while it is still locked — with its state, times, inputs, detail and
-// error in args. The board's own critical chain is marked twice: its
-// entries' events have category "gate,critical", and a first track,
-// "critical chain", holds one event per link for the time the link took
-// after its input (its "+"), so the chain reads as a staircase.
-//
-// Timestamps are microseconds on the wall clock (Timeline.Start plus the
-// offsets), so boards of several processes line up: write them to one
-// file here, or merge files written apart with MergeTraces. The i-th
-// timeline is process i+1.
+// WriteTrace writes timelines as one Chrome trace-event file (object form,
+// for Perfetto and chrome://tracing): timeline i is process i+1, named by
+// its Board (else "board N"); each entry a thread with one "X" event from
+// added to ended (the End while locked), its state, times, inputs, detail
+// and error in args. The board's critical chain has category
+// "gate,critical" and a first track, "critical chain", of each link's "+".
+// Timestamps are wall-clock microseconds (Start plus the offsets), so
+// boards of several processes line up (see MergeTraces).
 func WriteTrace(w io.Writer, timelines ...gate.Timeline) error {
-	lanes := make([]lane, len(timelines))
-	for i, t := range timelines {
-		t = shownTimeline(t)
-		lanes[i] = lane{t: t}
-		if at := t.Index(""); at >= 0 {
-			lanes[i].chains = [][]int{chainFrom(t, at)}
-		}
-	}
-	return writeTrace(w, lanes)
+	return writeTrace(w, ownLanes(timelines))
 }
 
 // traceEvent is one event of the trace-event format. Every event has
@@ -109,9 +95,8 @@ func durMicros(d time.Duration) *float64 {
 func sortIndex(i int) *int { return &i }
 
 // appendLane appends the events of one board, as process pid, its tracks
-// numbered from tid on, and returns the next thread id. Thread ids are
-// unique in the file, not only in their process: Perfetto takes a thread
-// id seen again under another process for a new thread.
+// numbered from tid on (unique in the file, for Perfetto), and returns the
+// next thread id.
 func appendLane(events []traceEvent, pid, tid int, name string, l lane) ([]traceEvent, int) {
 	t := l.t
 	start := micros(t.Start, 0)
@@ -121,12 +106,7 @@ func appendLane(events []traceEvent, pid, tid int, name string, l lane) ([]trace
 	}
 	meta(first, "process_name", traceArgs{Name: name})
 	meta(first, "process_sort_index", traceArgs{SortIndex: sortIndex(pid)})
-	onChain := make([]bool, len(t.Entries))
-	for _, c := range l.chains {
-		for _, i := range c {
-			onChain[i] = true
-		}
-	}
+	onChain := l.marks()
 	if len(l.chains) > 0 {
 		chainTid := tid
 		tid++
@@ -140,7 +120,7 @@ func appendLane(events []traceEvent, pid, tid int, name string, l lane) ([]trace
 					Name: s.Name, Cat: "critical", Ph: "X",
 					Ts: micros(t.Start, s.Ended-s.Took), Dur: durMicros(s.Took),
 					Pid: pid, Tid: chainTid,
-					Args: &traceArgs{State: s.State.String(), Ended: "@" + short(s.Ended), Took: "+" + short(s.Took), Error: errText(s.Err)},
+					Args: &traceArgs{State: s.State.String(), Ended: "@" + printable.Duration(s.Ended), Took: "+" + printable.Duration(s.Took), Error: errText(s.Err)},
 				})
 			}
 		}
@@ -150,15 +130,10 @@ func appendLane(events []traceEvent, pid, tid int, name string, l lane) ([]trace
 		meta(tid, "thread_name", traceArgs{Name: s.Name})
 		meta(tid, "thread_sort_index", traceArgs{SortIndex: sortIndex(i + 1)})
 		args := &traceArgs{
-			State: s.State.String(), Added: "@" + short(s.Added), Ended: "@" + short(s.Ended), Took: "+" + short(s.Took),
+			State: s.State.String(), Added: "@" + printable.Duration(s.Added), Ended: "@" + printable.Duration(s.Ended), Took: "+" + printable.Duration(s.Took),
 			Order: s.Order, OnChain: onChain[i], Detail: s.Detail, Error: errText(s.Err),
 		}
-		for _, a := range s.After {
-			args.After = append(args.After, t.Entries[a].Name)
-		}
-		if s.Critical >= 0 {
-			args.Critical = t.Entries[s.Critical].Name
-		}
+		args.After, args.Critical = links(t, s)
 		cat := "gate"
 		if onChain[i] {
 			cat = "gate,critical"
@@ -180,18 +155,12 @@ func errText(err error) string {
 	return cause(err).Error()
 }
 
-// MergeTraces writes the trace files read from traces (each in the
-// trace-event format's object form, {"traceEvents": [...]}, or its array
-// form) as one object-form file, for a viewer that opens one file at a
-// time. The format has no rule for joining files — concatenated files are
-// not one file, and two files may use the same process ids — so this is
-// the small function that does it: events are kept as they are, in the
-// order given, except that each file's process and thread ids are
-// renumbered so that no two files share one (in the order they first
-// appear, the first file's first), and each process's sort index follows
-// its new id, so boards appear in the order of the files. Timestamps are
-// not touched: traces written by WriteTrace are on the wall clock
-// already, so they line up.
+// MergeTraces writes the trace files read from traces (object form,
+// {"traceEvents": [...]}, or array form) as one object-form file. Events
+// are kept as they are, in the order given, except that each file's
+// process and thread ids are renumbered so no two files share one, and
+// each process's sort index follows its new id. Timestamps are untouched
+// (WriteTrace's are on the wall clock already).
 func MergeTraces(w io.Writer, traces ...io.Reader) error {
 	var (
 		out              []json.RawMessage

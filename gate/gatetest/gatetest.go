@@ -5,25 +5,13 @@
 //
 // # In a testing/synctest bubble
 //
-// The helpers work inside a testing/synctest bubble (Go 1.25 and later),
-// where a gate.Board on its default clock (a nil BoardConfig.Clock) and
-// every time.Sleep, timer and deadline run on the bubble's fake time. The
-// bounds AssertUnlocksWithin and AssertFailsWithin take are fake time
-// too: a bound of an hour costs no real time, and a helper returns at the
-// exact fake instant its gate resolves, so a test can assert durations
-// exactly. Call synctest.Wait before AssertLocked or AssertNotOpened: once
-// it returns, every other goroutine of the bubble is durably blocked, so
-// "still locked" is a fact, not a race with the goroutine that would open the gate. Make
-// the gates, and start the code that opens them, inside the bubble: a
-// goroutine of the bubble waiting on a gate made outside it is not
-// durably blocked, so fake time stands still while it waits, and a helper
-// waiting on such a gate that a goroutine of the bubble opens after a
-// fake-time sleep never returns. Close every Board before the bubble's
-// function returns, and let every AllOf or AnyOf with a part that is not
-// a *gate.Lock resolve: synctest.Test fails a test that leaves a goroutine
-// of the bubble blocked, such as a Board's Follow goroutine or a
-// composite's follower of a foreign part. A Recorder starts none and
-// needs no Close.
+// The helpers work inside a testing/synctest bubble (Go 1.25+), where
+// their bounds are fake time: a helper returns at the exact fake instant
+// its gate resolves. Call synctest.Wait before AssertLocked or
+// AssertNotOpened; make the gates, and start what opens them, inside the
+// bubble; close every Board, and let every AllOf or AnyOf with a part
+// that is not a *gate.Lock resolve, before the bubble's function returns.
+// A Recorder starts no goroutine. gate/DESIGN.md, "synctest", tells why.
 //
 //	func TestStartupOrder(t *testing.T) {
 //		synctest.Test(t, func(t *testing.T) {
@@ -106,11 +94,10 @@ func AssertFailsWithin(t testing.TB, l *gate.Lock, target error, d time.Duration
 	return true
 }
 
-// Recorder records the order in which gates opened, exactly: a *gate.Lock's
-// opening is recorded on the goroutine that unlocks it, so two gates opened
-// one after the other are recorded in that order even at the same instant.
-// Watch gates before the code under test can open them, each of its own
-// name: a name watched twice panics, as gate.Board.Add does.
+// Recorder records the order in which gates opened, exactly (on the
+// unlocking goroutine, so even at the same instant). Watch gates before
+// the code under test can open them, each under its own name (a second
+// is a failed duplicate, as in gate.Board.Add).
 type Recorder struct {
 	board *gate.Board
 }

@@ -1,13 +1,13 @@
 // Package printable makes text that came from outside the program — a
 // gate's name, a failure's cause, a component's Detail, a name read back
 // from another process — safe to print where people and probes read lines:
-// a readiness answer, a timeline, a metric's label. A newline in an error
-// once wrote "[+]forged ok" into /readyz?verbose as a check of its own, and
-// a megabyte name was echoed whole into every answer.
+// a readiness answer, a timeline, a metric's label (gate/DESIGN.md,
+// "Printable").
 package printable
 
 import (
 	"strings"
+	"time"
 	"unicode"
 	"unicode/utf8"
 )
@@ -90,4 +90,16 @@ func picture(r rune, size int) rune {
 		return utf8.RuneError
 	}
 	return r
+}
+
+// Duration prints d to about four significant digits, as systemd-analyze
+// does: 1.195s, 12.004s, 3.5ms, 870µs.
+func Duration(d time.Duration) string {
+	switch {
+	case d >= time.Second:
+		d = d.Round(time.Millisecond)
+	case d >= time.Millisecond:
+		d = d.Round(time.Microsecond)
+	}
+	return d.String()
 }

@@ -11,10 +11,8 @@ import (
 )
 
 // Engine is one version of juju's dependency engine as its adapter
-// describes it: G and W are its dependency.Getter and worker.Worker, and
-// the fields say what else differs. Its methods are the adapter's
-// manifolds, written once for every version; the adapter copies each
-// Manifold's fields into its own dependency.Manifold.
+// describes it (G and W: its dependency.Getter and worker.Worker); its
+// methods are the adapter's manifolds, written once for every version.
 type Engine[G Getter, W any] struct {
 	// Pkg names the adapter in its panics and errors: "manifold".
 	Pkg string

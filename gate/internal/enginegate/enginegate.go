@@ -1,11 +1,7 @@
-// Package enginegate is the engine-neutral core of the workers that
-// gate/manifold (juju/worker/v4) and gate/manifoldv5 (juju/worker/v5) run
-// in juju's dependency engine: the worker holding a gate, the flag on it,
-// what they put in the engine's report, and how a failed gate settles.
-// It imports no engine: each adapter describes its engine's version with an
-// Engine (its Getter and worker types, its sentinels, and how its workers
-// hold these: v5's Report takes a context, v4's does not), and copies the
-// Engine's manifolds into its own dependency.Manifold.
+// Package enginegate is the engine-neutral core of gate/manifold (juju
+// worker/v4) and gate/manifoldv5 (v5): the lock worker, its flag, their
+// reports, and how a failed gate settles. It imports no engine: each
+// adapter describes its version with an Engine.
 package enginegate
 
 import (
@@ -30,9 +26,7 @@ const (
 	keyCheck = "check"
 )
 
-// sinceLayout is how the engine itself formats a worker's start time
-// (dependency.KeyLastStart, from Clock.Now().UTC()), so an operator reads
-// both alike; "since" is UTC too.
+// sinceLayout is how the engine formats dependency.KeyLastStart (UTC).
 const sinceLayout = "2006-01-02 15:04:05"
 
 // Lock is the worker that holds a gate for as long as the engine runs it,
@@ -106,16 +100,9 @@ func (w *Lock) observe() (gate.State, time.Time) {
 	return w.state, w.since
 }
 
-// Report is what the engine's report shows for the worker:
-//
-//	gate: upgrade-steps
-//	state: failed
-//	since: "2026-11-30 01:00:03"
-//	error: "step 3: schema migration failed"
-//
-// since is when the worker saw the gate enter its state (for a gate locked
-// or resolved before the worker started: when it started), on its clock,
-// in UTC as the engine's own start times.
+// Report is the engine's report for the worker: gate, state, since (when
+// the worker saw the gate enter its state, or started; UTC) and, once
+// failed, error.
 func (w *Lock) Report() map[string]any {
 	st, since := w.observe()
 	r := map[string]any{keyGate: w.lock.Name(), keyState: st.String(), keySince: since.UTC().Format(sinceLayout)}
@@ -144,11 +131,8 @@ func (w *Lock) Output(out any) error {
 }
 
 // failure is what a flag on this lock ends with when the lock has failed:
-// the failure itself the first time, so that the engine logs it at ERROR
-// (once) and starts the flag again after its ErrorDelay; after that a
-// failedGate, which the engine treats as a missing dependency — no log
-// above TRACE, no restart until the lock's worker changes — while its
-// report keeps the cause.
+// the failure itself the first time (one ERROR, one restart after
+// ErrorDelay), then a failedGate (a missing dependency: no restart loop).
 func (w *Lock) failure(err error) error {
 	if w.logged.CompareAndSwap(false, true) {
 		return err
@@ -156,10 +140,8 @@ func (w *Lock) failure(err error) error {
 	return &failedGate{err: err, missing: w.missing}
 }
 
-// failedGate is the settled error of a flag whose gate failed: its message
-// is the gate's failure, and it matches the engine's ErrMissing, so the
-// engine neither logs it at ERROR nor restarts the flag, and every manifold
-// gated on the flag sees it missing.
+// failedGate is the settled error of a flag whose gate failed: the gate's
+// failure, matching the engine's ErrMissing.
 type failedGate struct{ err, missing error }
 
 func (e *failedGate) Error() string        { return e.err.Error() }
@@ -216,9 +198,8 @@ func Bounce(err, bounce error) error {
 	return err
 }
 
-// assign sets *out to v. out is usually a pointer to an interface the
-// dependent declared (juju's engine.Flag), which this package cannot name,
-// so the assignment goes through reflect.
+// assign sets *out to v, through reflect: out is usually a pointer to an
+// interface this package cannot name (juju's engine.Flag).
 func assign(v any, out any) error {
 	p := reflect.ValueOf(out)
 	if p.Kind() != reflect.Pointer || p.IsNil() || !reflect.TypeOf(v).AssignableTo(p.Elem().Type()) {

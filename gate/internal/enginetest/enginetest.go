@@ -1,14 +1,12 @@
-// Package enginetest is the test kit of the gate adapters for juju's
-// dependency engine (gate/manifold for juju/worker/v4, gate/manifoldv5 for
-// v5): Run drives an adapter's three manifolds in a real engine of its
-// version and checks every promise they make, so that both versions are
-// held to the same tests, written once. An adapter's test describes its
-// engine with an Adapter and calls Run.
+// Package enginetest is the test kit of gate/manifold and gate/manifoldv5:
+// an adapter's test describes its engine with an Adapter and calls Run,
+// which checks every promise of its manifolds in a real engine.
 package enginetest
 
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"strings"
 	"sync"
 	"testing"
@@ -164,6 +162,20 @@ func workerReport[M any](t *testing.T, engine Engine[M], name string) map[string
 	return r
 }
 
+// gatedAPI is the kit's usual engine: l's lock manifold, its flag, api's
+// manifold gated on the flag (if api is not nil), and more.
+func (k kit[M]) gatedAPI(l *gate.Lock, api *user, more map[string]M) map[string]M {
+	m := map[string]M{
+		"upgrade-steps-gate": k.a.Lock(l),
+		"upgrade-steps-flag": k.a.Flag("upgrade-steps-gate"),
+	}
+	if api != nil {
+		m["api-server"] = k.a.Gated(k.a.Manifold(api.manifold()), "upgrade-steps-flag")
+	}
+	maps.Copy(m, more)
+	return m
+}
+
 // user is a user's own manifold (an API server, say) that counts how often
 // its Start ran.
 type user struct {
@@ -250,11 +262,7 @@ func (k kit[M]) lockNilPanics(t *testing.T) {
 func (k kit[M]) gatedStartsOnceAfterUnlock(t *testing.T) {
 	l := gate.New("upgrade-steps")
 	var api user
-	engine, _, rec := k.startEngine(t, map[string]M{
-		"upgrade-steps-gate": k.a.Lock(l),
-		"upgrade-steps-flag": k.a.Flag("upgrade-steps-gate"),
-		"api-server":         k.a.Gated(k.a.Manifold(api.manifold()), "upgrade-steps-flag"),
-	})
+	engine, _, rec := k.startEngine(t, k.gatedAPI(l, &api, nil))
 
 	// The flag is up with Check() false, and the API server was refused.
 	rec.await(t, 1, "START", "upgrade-steps-flag")
@@ -277,11 +285,7 @@ func (k kit[M]) gatedOnAnOpenGateStartsAtOnce(t *testing.T) {
 	l := gate.New("upgrade-steps")
 	l.Unlock()
 	var api user
-	_, _, rec := k.startEngine(t, map[string]M{
-		"upgrade-steps-gate": k.a.Lock(l),
-		"upgrade-steps-flag": k.a.Flag("upgrade-steps-gate"),
-		"api-server":         k.a.Gated(k.a.Manifold(api.manifold()), "upgrade-steps-flag"),
-	})
+	_, _, rec := k.startEngine(t, k.gatedAPI(l, &api, nil))
 	rec.await(t, 1, "START", "api-server")
 	assert.Equal(t, 1, rec.count("START", "upgrade-steps-flag"), "no bounce: the flag started true")
 }
@@ -304,12 +308,7 @@ func (k kit[M]) failedGateIsReportedOnceAndNeverLoops(t *testing.T) {
 				l.Fail(cause)
 			}
 			var api, other user
-			engine, clk, rec := k.startEngine(t, map[string]M{
-				"upgrade-steps-gate": k.a.Lock(l),
-				"upgrade-steps-flag": k.a.Flag("upgrade-steps-gate"),
-				"api-server":         k.a.Gated(k.a.Manifold(api.manifold()), "upgrade-steps-flag"),
-				"other":              k.a.Manifold(other.manifold()),
-			})
+			engine, clk, rec := k.startEngine(t, k.gatedAPI(l, &api, map[string]M{"other": k.a.Manifold(other.manifold())}))
 			if !tc.failFirst {
 				rec.await(t, 1, "START", "upgrade-steps-flag")
 				l.Fail(cause)
@@ -353,9 +352,7 @@ func (k kit[M]) failedGateIsReportedOnceAndNeverLoops(t *testing.T) {
 func (k kit[M]) flagOutput(t *testing.T) {
 	l := gate.New("upgrade-steps")
 	got := make(chan []bool, 2)
-	_, _, rec := k.startEngine(t, map[string]M{
-		"upgrade-steps-gate": k.a.Lock(l),
-		"upgrade-steps-flag": k.a.Flag("upgrade-steps-gate"),
+	_, _, rec := k.startEngine(t, k.gatedAPI(l, nil, map[string]M{
 		"checker": k.a.Manifold(Manifold{
 			Inputs: []string{"upgrade-steps-flag"},
 			Start: func(get func(string, any) error) (Worker, error) {
@@ -375,7 +372,7 @@ func (k kit[M]) flagOutput(t *testing.T) {
 				return newIdle(), nil
 			},
 		}),
-	})
+	}))
 	rec.await(t, 1, "START", "checker")
 	l.Unlock()
 	rec.await(t, 2, "START", "checker")
@@ -413,10 +410,8 @@ func (k kit[M]) gatedKeepsOutputAndFilter(t *testing.T) {
 
 	l := gate.New("upgrade-steps")
 	l.Unlock()
-	_, _, rec := k.startEngine(t, map[string]M{
-		"upgrade-steps-gate": k.a.Lock(l),
-		"upgrade-steps-flag": k.a.Flag("upgrade-steps-gate"),
-		"api-server":         gated,
+	_, _, rec := k.startEngine(t, k.gatedAPI(l, nil, map[string]M{
+		"api-server": gated,
 		"client": k.a.Manifold(Manifold{
 			Inputs: []string{"api-server"},
 			Start: func(get func(string, any) error) (Worker, error) {
@@ -428,7 +423,7 @@ func (k kit[M]) gatedKeepsOutputAndFilter(t *testing.T) {
 				return newIdle(), nil
 			},
 		}),
-	})
+	}))
 	rec.await(t, 1, "START", "client")
 	assert.Equal(t, "idle", <-served)
 }
@@ -441,11 +436,7 @@ func (k kit[M]) engineShutdownLeavesNoGoroutines(t *testing.T) {
 			l := gate.New("upgrade-steps")
 			var api user
 			engine, rec := k.newEngine(t, testclock.NewClock(time.Time{}))
-			require.NoError(t, engine.Install(map[string]M{
-				"upgrade-steps-gate": k.a.Lock(l),
-				"upgrade-steps-flag": k.a.Flag("upgrade-steps-gate"),
-				"api-server":         k.a.Gated(k.a.Manifold(api.manifold()), "upgrade-steps-flag"),
-			}))
+			require.NoError(t, engine.Install(k.gatedAPI(l, &api, nil)))
 			rec.await(t, 1, "START", "upgrade-steps-flag")
 			switch state {
 			case "unlocked":
@@ -466,9 +457,7 @@ func (k kit[M]) engineShutdownLeavesNoGoroutines(t *testing.T) {
 func since(t time.Time) string { return t.Format("2006-01-02 15:04:05") }
 
 // What juju_engine_report shows an operator: each gate's state, since when,
-// and the cause of a failure, read through the real engine's Report.
-// Before, the report said "locked" or "failed" with no time, and the flag
-// said nothing at all.
+// and the cause of a failure (gate/DESIGN.md, "Engine report").
 func (k kit[M]) workersReportStateSinceAndCause(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
