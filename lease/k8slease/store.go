@@ -29,16 +29,10 @@ import (
 // resourcelock.LeaseLock does (see the package doc for the mapping and
 // what a grant promises).
 //
-// The API server does not expire Leases: whoever wants one decides when the
-// holder's term is over. The Store therefore remembers, per lease name, the
-// last Lease object it read or wrote and when (on its clock) it first saw
-// that object's resourceVersion. That memory makes a takeover wait; losing
-// it (a new Store) only makes the wait start again. It is safe for
-// concurrent use.
-//
-// It counts its calls (StoreReport) and, with WithLogger, logs what it
-// finds about a Lease: a takeover, a deletion, a re-creation, a term ended
-// by another party's write.
+// The API server does not expire Leases: the Store remembers, per lease
+// name, the last Lease object it read or wrote and when (on its clock) it
+// first saw that resourceVersion, so a takeover waits; a new Store only
+// starts the wait again. It is safe for concurrent use.
 type Store struct {
 	leases    coordinationv1client.LeaseInterface
 	namespace string
@@ -147,10 +141,8 @@ func (s *Store) claim(ctx context.Context, name, holder string, d time.Duration)
 	fail := func(err error) (leasestore.Grant, error) {
 		return leasestore.Grant{}, &leasestore.CallError{Store: storeName(s.namespace), Op: leasestore.OpClaim, Name: name, Holder: holder, Err: err}
 	}
-	// A version this Store saw that can be claimed at once (its release,
-	// say, just seen by WatchRelease) is claimed without reading it again:
-	// the update is guarded by its resourceVersion, so a stale one costs a
-	// Conflict, and then the claim reads.
+	// A claimable version this Store saw is claimed without a read: a stale
+	// one costs a Conflict, then a read (DESIGN.md, "Tokens").
 	cur, since, cached := s.claimable(name, holder)
 	for reads := 0; ; {
 		if !cached {
