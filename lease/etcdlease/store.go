@@ -390,13 +390,7 @@ func (s *Store) relet(ctx context.Context, g leasestore.Grant, old clientv3.Leas
 	key := s.Key(g.Name)
 	moved := s.startMove(g.Token, gr.ID)
 	defer moved()
-	resp, err := s.cli.Txn(ctx).
-		If(clientv3.Compare(clientv3.CreateRevision(key), "=", int64(g.Token)),
-			clientv3.Compare(clientv3.Value(key), "=", g.Holder),
-			clientv3.Compare(clientv3.LeaseValue(key), "=", old)).
-		Then(clientv3.OpPut(key, "", clientv3.WithIgnoreValue(), clientv3.WithLease(gr.ID))).
-		Else(clientv3.OpGet(key)).
-		Commit()
+	resp, err := moveKey(ctx, s.cli, key, g, old, gr.ID)
 	if err != nil {
 		// The old lease was just kept alive, so the term lasts its old
 		// TTL whichever way this went; the new lease expires unused or
@@ -583,14 +577,11 @@ func (s *Store) forget(token uint64) {
 	s.mu.Unlock()
 }
 
-// orphan revokes the etcd lease id, which the Store no longer wants: a
-// refused claim's, a relet's old or unused one, a revoked term's (they
-// carry no key of a live term), or an unconfirmed claim's, whose put may
-// have been applied with nobody promised the key. It is the Store's one
-// revoke of an etcd lease. One it cannot revoke now (ctx ended, etcd did
-// not confirm) is kept and revoked by the next Claim first: an etcd lease
-// expires by itself after its TTL, but an unconfirmed claim's key would
-// keep the lease from everyone, its own retry included, until then.
+// orphan revokes the etcd lease id, which the Store no longer wants (a
+// refused or unconfirmed claim's, a relet's old or unused one, a revoked
+// term's): the Store's one revoke of an etcd lease. One it cannot revoke now
+// is kept and revoked by the next Claim first, lest an unconfirmed claim's
+// key keep the lease from everyone until its TTL.
 func (s *Store) orphan(ctx context.Context, id clientv3.LeaseID) {
 	if ctx.Err() != nil || revokeLease(ctx, s.cli, id) != nil {
 		s.addOrphan(id)
