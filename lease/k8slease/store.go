@@ -103,29 +103,22 @@ func NewStore(cli coordinationv1client.CoordinationV1Interface, namespace string
 	}, nil
 }
 
-// StoreReport implements leasestore.Reporter: the Store's calls of Claim,
-// Extend and Revoke so far, each counted once when it returns (however many
-// API requests it made) by the class of its answer — OK; Definitive
-// (*leasestore.HeldError, *leasestore.NotHeldError); Ambiguous (leasestore.ErrUnconfirmed, and an
-// invalid argument, as leasestore.Store's classes say) — and the calls in
-// flight. NotSent stays zero: every call the Store begins is sent.
+// StoreReport implements leasestore.Reporter: each call of Claim, Extend
+// and Revoke counted once when it returns (however many API requests it
+// made), by class. NotSent stays zero: every call the Store begins is sent.
 func (s *Store) StoreReport() leasestore.Report { return s.calls.StoreReport() }
 
-// Claim implements leasestore.Store. It creates the Lease if it does not exist,
-// takes it at once if it is released (no holder), and takes it from a
-// holder only once this Store has seen its record unchanged for its
-// leaseDurationSeconds; until then it returns a *leasestore.HeldError naming the
-// holder and the term (Token: its leaseTransitions, which WatchRelease
-// watches) — also when the holder has holder's name (a restarted process
-// waits for its old term, as client-go does). Every claim sets
-// leaseTransitions, the new term's token, to one more than the highest
-// this Store has seen in that Lease object, so tokens increase even past a
-// count written down behind its back. The granted Duration is d rounded up
-// to whole seconds (the Lease's leaseDurationSeconds). A Lease whose
-// leaseTransitions is negative (the API server refuses one; see termOf) or
-// at its maximum is refused with an error naming the Lease, the field and
-// what to do. Any other error matches leasestore.ErrUnconfirmed, except an
-// invalid argument, which is a NotValid error (github.com/juju/errors).
+// Claim implements leasestore.Store. It creates the Lease if it does not
+// exist, takes it at once if it is released, and takes it from a holder
+// (even one of holder's name) only once this Store has seen its record
+// unchanged for its leaseDurationSeconds; until then it returns a
+// *leasestore.HeldError (Token: its leaseTransitions). The new term's token
+// is one more than the highest leaseTransitions this Store has seen in that
+// Lease object; the granted Duration is d rounded up to whole seconds. A
+// Lease whose leaseTransitions is negative or at its maximum is refused
+// with an error naming the Lease, the field and what to do. Any other
+// error matches leasestore.ErrUnconfirmed, except an invalid argument
+// (NotValid, github.com/juju/errors).
 func (s *Store) Claim(ctx context.Context, name, holder string, d time.Duration) (leasestore.Grant, error) {
 	done := s.calls.Begin(leasestore.OpClaim)
 	g, err := s.claim(ctx, name, holder, d)
@@ -276,11 +269,8 @@ func (s *Store) revoke(ctx context.Context, g leasestore.Grant) error {
 // update writes change(cur) over the Lease of term g, guarded by cur's
 // resourceVersion. It starts from the last version this Store saw, reads
 // afresh when that is not term g's, and on a Conflict reads once more and
-// retries if the term is still g's; if it is not, that write ended the
-// term, which it logs. The term is g's while the Lease object records it
-// as this Store wrote it (see ownTerm): holder, token and object, and
-// acquireTime, leaseDurationSeconds and renewTime as it wrote them; other
-// fields (labels, spec.preferredHolder) are anyone's to write.
+// retries while the term is still g's (see judge); if it is not, that write
+// ended the term, which it logs.
 func (s *Store) update(ctx context.Context, op leasestore.Op, g leasestore.Grant, change func(cur *coordinationv1.Lease, now time.Time) *coordinationv1.Lease) (*coordinationv1.Lease, error) {
 	fail := func(err error) (*coordinationv1.Lease, error) {
 		return nil, &leasestore.CallError{Store: storeName(s.namespace), Op: op, Name: g.Name, Holder: g.Holder, Token: g.Token, Err: err}
@@ -453,10 +443,8 @@ func (s *Store) created(name, holder string, secs int32, now time.Time) *coordin
 }
 
 // nextToken is the leaseTransitions of a new term taken over from cur: one
-// more than the highest this Store has seen in that Lease object, so that
-// a count written down behind its back (a manifest applied over the Lease,
-// say) never makes it hand out a token at or below one it handed out or
-// saw there. A count at its maximum cannot go on.
+// more than the highest this Store has seen in that Lease object (see
+// sighting). A count at its maximum cannot go on.
 func (s *Store) nextToken(cur *coordinationv1.Lease) (int32, error) {
 	high := transitionsOf(cur)
 	s.mu.Lock()
