@@ -220,21 +220,19 @@ func (s *Store) put(ctx context.Context, name, holder string, d time.Duration) (
 }
 
 // Extend keeps the term g alive: one keep-alive of its etcd lease, then a
-// committed read (readCommitted) confirming the key still records the
-// term, answered in the same raft term as the keep-alive (see
-// confirmedInRaftTerm). etcd renews an etcd lease for the TTL it was
-// granted with, so the returned Duration is that TTL, which may exceed d;
-// when d is longer than that TTL, or the keep-alive may not resume the etcd
-// lease (see leaseLife.resumable), Extend moves the key to a fresh etcd
-// lease of ceil(d) seconds in a transaction guarded by g.Token (the token
-// is unchanged). It returns a *leasestore.NotHeldError when a linearizable read
-// finds the key gone, another term's or rewritten by another client (a
-// keep-alive's "no such lease" alone ends nothing: a stale member may say
-// it), matching ErrOverCapacity too when the etcd lease ran out while the
-// Store's keep-alives of it waited for call slots; any other error matches
-// leasestore.ErrUnconfirmed (or leasestore.ErrNotSent if the call was not sent:
-// ErrOverCapacity among them). Renewals take the call slots before claims,
-// the oldest term first.
+// committed read confirming the key still records the term, answered in
+// the same raft term (see DESIGN.md, "When a keep-alive counts: confirmed
+// in the same raft term"). The returned Duration is the etcd lease's TTL,
+// which may exceed d; when d is longer, or the keep-alive may not resume
+// the etcd lease, Extend moves the key to a fresh etcd lease of ceil(d)
+// seconds, keeping the token. It returns a *leasestore.NotHeldError when a
+// linearizable read finds the key gone, another term's or rewritten by
+// another client (a keep-alive's "no such lease" alone ends nothing),
+// matching ErrOverCapacity too when the etcd lease ran out while its
+// keep-alives waited for call slots; any other error matches
+// leasestore.ErrUnconfirmed (or leasestore.ErrNotSent, ErrOverCapacity
+// among them, if the call was not sent). Renewals take the call slots
+// before claims, the oldest term first.
 func (s *Store) Extend(ctx context.Context, g leasestore.Grant, d time.Duration) (leasestore.Grant, error) {
 	done := s.calls.Begin(leasestore.OpExtend)
 	g, err := s.extend(ctx, g, d)
