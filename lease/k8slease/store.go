@@ -178,14 +178,9 @@ func (s *Store) claim(ctx context.Context, name, holder string, d time.Duration)
 		}
 		switch {
 		case err == nil:
-			s.saw(out, s.clk.Now())
-			g, gerr := grantOf(out, holder, tokenOf(next))
+			g, gerr := s.claimed(cur, out, tokenOf(next), holder)
 			if gerr != nil {
 				return fail(gerr)
-			}
-			s.wrote(out)
-			if p := reservedFor(cur); p != "" && p != holder {
-				s.notePassedUp(out, p)
 			}
 			if takenFrom != nil {
 				s.logTakenOver(g, takenFrom, now.Sub(since))
@@ -196,6 +191,21 @@ func (s *Store) claim(ctx context.Context, name, holder string, d time.Duration)
 		}
 		return fail(err)
 	}
+}
+
+// claimed records out, the API server's answer to a claim of cur for
+// holder's term token, and returns its grant.
+func (s *Store) claimed(cur, out *coordinationv1.Lease, token uint64, holder string) (leasestore.Grant, error) {
+	s.saw(out, s.clk.Now())
+	g, err := grantOf(out, holder, token)
+	if err != nil {
+		return leasestore.Grant{}, err
+	}
+	s.wrote(out)
+	if p := reservedFor(cur); p != "" && p != holder {
+		s.notePassedUp(out, p)
+	}
+	return g, nil
 }
 
 // Extend implements leasestore.Store: it renews term g (holder and
