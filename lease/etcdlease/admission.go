@@ -139,11 +139,8 @@ func (a *admission) refuse(now time.Time, ttl time.Duration, live int) error {
 
 // admit admits a claim of name for holder, for an etcd lease of ttl, and
 // takes a call slot for it; release frees the slot and ends the claim's
-// count. The terms held come first: it asks before it waits for a slot,
-// so as not to wait in vain, and again once it has one, as thousands of
-// claims may have waited together. A refusal is returned after an eighth
-// of the TTL, or when ctx ends: a tracker claims again soon after a call
-// not sent.
+// count. It asks before it waits for a slot and again once it has one. A
+// refusal is returned after an eighth of the TTL, or when ctx ends.
 func (s *Store) admit(ctx context.Context, name, holder string, ttl time.Duration) (release func(), err error) {
 	refused := func(err error) (func(), error) {
 		s.holdBack(ctx, ttl/8)
@@ -197,9 +194,7 @@ func gaveUpOnSlot(err error) bool {
 }
 
 // answered says whether err is etcd's answer (none, or a definitive one):
-// only a call etcd answered measures what a call costs. One cut off by its
-// ctx measures the caller's patience, and a single such sample would
-// outweigh a hundred answered calls.
+// only a call etcd answered measures what a call costs, not one its ctx cut.
 func answered(err error) bool {
 	return err == nil || errors.Is(err, leasestore.ErrHeld) || errors.Is(err, leasestore.ErrNotHeld)
 }

@@ -26,11 +26,8 @@ const maxClaimsPerTxn = 64
 // free from the newest claims waiting then; it has no bound of its own.
 // While claims wait, exactly one sender waits for a slot.
 //
-// Its invariant: a claim is in exactly one place — the queue (nothing
-// sent: its caller may leave with leasestore.ErrNotSent), a batch (sent once
-// markSent has marked it: the put may be applied) or delivered. A claim
-// whose caller left after it was sent is recorded in the term table as
-// unsure, so that its key, if put, is adopted or deleted. See DESIGN.md,
+// Its invariant: a claim is in exactly one place, the queue (nothing sent),
+// a batch (sent once markSent has marked it) or delivered. See DESIGN.md,
 // "Claims in batches".
 type claimBatcher struct {
 	store *SessionStore

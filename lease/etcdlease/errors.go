@@ -10,13 +10,8 @@ import (
 // storeName names this package's stores in their *leasestore.CallError values.
 const storeName = "etcdlease"
 
-// The errors of this package. A call etcd may or may not have applied (a
-// timeout, "no leader", an unavailable member, a cancelled context, a
-// broken connection), or that it could not confirm with a quorum (a
-// keep-alive answered by a raft leader that may be stale), is a
-// *leasestore.CallError matching leasestore.ErrUnconfirmed and unwrapping to etcd's
-// own error: do not treat it as a loss of the lease; keep the old deadline
-// and retry.
+// The errors of this package; the rest are lease's (the package doc and the
+// README, "Errors").
 var (
 	// ErrOverCapacity marks a call not sent because the store is over
 	// capacity: every one of its call slots (WithMaxInFlight) stayed busy

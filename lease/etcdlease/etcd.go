@@ -1,11 +1,8 @@
 package etcdlease
 
-// The etcd vocabulary both stores speak: keys and their state as read,
-// the checks of a call's arguments, TTLs in whole seconds, the reads and
-// transactions that read, confirm or end a term, and the rules by which a
-// keep-alive counts (confirmedInRaftTerm) and an etcd lease may be resumed
-// (leaseLife.resumable). Neither store's own file is the other's ground:
-// what both use lives here.
+// The etcd vocabulary both stores speak: keys as read, argument checks,
+// TTLs, the reads and transactions that read, confirm or end a term, and
+// when a keep-alive counts (confirmedInRaftTerm, leaseLife.resumable).
 
 import (
 	"context"
@@ -108,6 +105,19 @@ func revokeLease(ctx context.Context, cli *clientv3.Client, id clientv3.LeaseID)
 		return fmt.Errorf("revoke etcd lease %x: %w", int64(id), err)
 	}
 	return nil
+}
+
+// moveKey moves the key of term g from etcd lease from onto etcd lease to,
+// keeping its create revision (the token), in a transaction guarded by
+// g's token and holder and by from; if the guard fails it reads the key.
+func moveKey(ctx context.Context, cli *clientv3.Client, key string, g leasestore.Grant, from, to clientv3.LeaseID) (*clientv3.TxnResponse, error) {
+	return cli.Txn(ctx).
+		If(clientv3.Compare(clientv3.CreateRevision(key), "=", int64(g.Token)),
+			clientv3.Compare(clientv3.Value(key), "=", g.Holder),
+			clientv3.Compare(clientv3.LeaseValue(key), "=", from)).
+		Then(clientv3.OpPut(key, "", clientv3.WithIgnoreValue(), clientv3.WithLease(to))).
+		Else(clientv3.OpGet(key)).
+		Commit()
 }
 
 // deleteTerm deletes key if it records the term token of holder: its

@@ -31,14 +31,9 @@ func fence(prefix, name string, token uint64) clientv3.Cmp {
 //		Commit()
 //	// !resp.Succeeded: the term is over; the write was not applied.
 //
-// etcd evaluates the compare and applies the write in one step, so a
-// leader paused past its term (a GC stall, a frozen VM) that wakes up and
-// writes is refused once another term has taken the key, whatever its
-// tracker still believes. It may still hold a little after the tracker
-// stopped promising the term (until etcd expires or deletes the key), never
-// once another term holds the lease. An empty name, token 0 (the Token of
-// a Status that never held) or a token beyond int64 gives a compare that
-// never holds: the write is refused, never applied unfenced.
+// A leader paused past its term that wakes up and writes is refused once
+// another term has taken the key. An empty name, token 0 or a token beyond
+// int64 gives a compare that never holds. See DESIGN.md, "Fencing".
 func (s *Store) Fence(name string, token uint64) clientv3.Cmp {
 	return fence(s.prefix, name, token)
 }

@@ -17,14 +17,10 @@ import (
 // now belongs to a later term, or no longer records g's (rewritten by
 // another client: its value names another holder, or it was put on an
 // etcd lease this Store did not put it on, or on none; see termRecord).
-// It is an early warning, pushed by an etcd watch, for code that wants to
-// stop leader work before its next Extend or check would say so; it never
-// says the term is still held.
-//
-// The watch runs until ctx ends or the client is closed, when its goroutine
-// exits and the channel stays open (cancel ctx when the term no longer
-// interests you: nothing leaks). A watch cut off by compaction reads the key afresh and resumes; a
-// broken connection is resumed by the client on another endpoint.
+// It is an early warning, pushed by an etcd watch; it never says the term
+// is still held. The watch runs until ctx ends or the client is closed,
+// when the channel stays open (cancel ctx when the term no longer interests
+// you: nothing leaks); one cut off by compaction reads the key and resumes.
 func (s *Store) Lost(ctx context.Context, g leasestore.Grant) <-chan struct{} {
 	return s.lost(ctx, g, nil)
 }

@@ -43,11 +43,10 @@ func WithLogger(logger *slog.Logger) Option {
 // WithMaxInFlight bounds the etcd calls the store makes at once (claims,
 // renewals, revokes and reads alike) to n; zero means DefaultMaxInFlight,
 // and a negative n makes NewStore and NewSessionStore return an error
-// matching errors.NotValid. A call waits for a free slot, newest first (a
-// waiter that has waited longest is the closest to its deadline, so
-// serving the newest gets more calls done in time when thousands start
-// together); one whose ctx ends while it waits sends nothing and returns
-// an error matching leasestore.ErrNotSent.
+// matching errors.NotValid. A call waits for a free slot, newest first
+// (DESIGN.md, "Call slots: renewals first, then the newest call"); one
+// whose ctx ends while it waits sends nothing and returns an error matching
+// leasestore.ErrNotSent.
 func WithMaxInFlight(n int) Option {
 	return func(o *options) { o.maxInFlight = n }
 }

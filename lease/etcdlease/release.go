@@ -18,24 +18,12 @@ import (
 var errWatchEnded = errors.New("etcd watch channel closed")
 
 // WatchRelease implements leasestore.ReleaseWatcher: an etcd watch of the
-// lease's key yields nil at the first event that ends the term held.Token
-// (the key's create revision, which every HeldError of the Store names):
-// a delete (a revoke, or its etcd lease expired or revoked) or a put of a
-// new term. A put of the same term (an Extend moving the key to a fresh
-// etcd lease under the token guard) keeps the create revision and is not
-// a release. The watch starts just after the revision at which this
-// store's refused claim read the term live, so a release in between is
-// replayed at once.
-//
-// A watch cut off by compaction reads the key: missing or of a later
-// term yields nil, else it watches again from the read's revision. The
-// watch requires etcd's leader (clientv3.WithRequireLeader), so a member
-// cut off from its quorum ends it with an error rather than going
-// silent; any other cancellation, a failed read, or the client's close
-// yields an error matching leasestore.ErrUnconfirmed, after which the tracker
-// polls. The watch ends, yielding nothing, when ctx ends. It only wakes a
-// follower early: the claim is still the put-if-absent transaction. See
-// DESIGN.md, "Hand-over: the release watch".
+// lease's key, from just after the revision at which the refused claim read
+// the term, yields nil at the first event that ends the term held.Token (a
+// delete, or a put of a new term; a move to a fresh etcd lease keeps the
+// term). A watch that cannot go on (no leader, a failed read, the client
+// closed) yields an error matching leasestore.ErrUnconfirmed; when ctx
+// ends it yields nothing. See DESIGN.md, "Hand-over: the release watch".
 func (s *Store) WatchRelease(ctx context.Context, held *leasestore.HeldError) <-chan error {
 	out := make(chan error, 1)
 	if err := checkHeld(held); err != nil {

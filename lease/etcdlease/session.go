@@ -20,13 +20,10 @@ import (
 // session is one etcd lease that carries a SessionStore's keys, and what
 // etcd has promised for it. One goroutine (keepAlive) keeps it alive.
 //
-// Its invariant: until is a promise made by a quorum. The grant sets it;
-// only a later keep-alive confirmed in the same raft term
-// (confirmedInRaftTerm) and resumable (leaseLife.resumable) moves it. One
-// confirmed but not resumable retires the session for good: the store
-// moves its keys onto a new session, each guarded by its token, before
-// granting them more. See DESIGN.md, "SessionStore: every promise from one
-// session".
+// Its invariant: until is a promise made by a quorum, set by the grant and
+// moved only by a keep-alive confirmed in the same raft term and resumable;
+// one confirmed but not resumable retires the session. See DESIGN.md,
+// "SessionStore: every promise from one session".
 type session struct {
 	id clientv3.LeaseID
 

@@ -21,42 +21,25 @@ import (
 // leases: every key it claims is attached to one etcd lease, its session,
 // which one keep-alive stream keeps alive. Keys, values and tokens are
 // Store's (prefix+name, the holder, the key's create revision), so the two
-// stores can share a prefix; only the key's etcd lease differs.
+// stores can share a prefix.
 //
-// Claim is one put-if-absent, sent with up to 63 other claims in one
-// transaction. Extend sends nothing: it grants min(d, send time of the
-// latest confirmed keep-alive + TTL − now), so a grant never reaches past
-// what etcd promised, and it knows the key still records the term from a
-// watch of the prefix. A keep-alive counts only once a committed read, sent
-// after its answer, is answered in the same raft term. Steady-state traffic
-// is one keep-alive and its confirming read every TTL/3, whatever the
-// number of leases.
-//
-// A term ends only when etcd says so — its key deleted, created again or
-// rewritten (as the watch sees), its session lost — or when it is revoked,
-// or when its holder stopped asking for it while the store could reach
-// etcd (the store then deletes its key, guarded by the token, within about
-// a second). An outage ends no term: while the session's keep-alive is
-// unconfirmed every Extend is ambiguous (leasestore.ErrUnconfirmed), and when
-// etcd answers again the terms go on with their tokens. When etcd confirms
-// the session is gone (the process was cut off for longer than the TTL),
-// every term on it is over (a *leasestore.NotHeldError) and the next Claim
-// grants a new session. See DESIGN.md, "SessionStore: every promise from
-// one session".
+// Extend sends nothing: it grants min(d, send time of the latest confirmed
+// keep-alive + TTL − now). A term ends only when etcd says so (its key
+// deleted, created again or rewritten, its session lost), when it is
+// revoked, or when its holder stopped asking for it while the store could
+// reach etcd; an outage ends no term (Extend is then ambiguous,
+// leasestore.ErrUnconfirmed). See DESIGN.md, "SessionStore: every promise
+// from one session".
 //
 // Choose the TTL at least three times the duration the trackers ask for
-// (lease.Config.Duration × 2): keep-alives go every TTL/3, so grants are
-// then never shorter than asked. A successor takes over the leases of a
-// crashed process only when its session expires, after up to TTL.
+// (lease.Config.Duration × 2), so grants are never shorter than asked. A
+// successor takes over the leases of a crashed process only when its
+// session expires, after up to TTL.
 //
 // It is safe for concurrent use. Close it after the last call, before the
-// client.
-//
-// Its parts, each owning its state: the session (session.go), the term
-// table (terms.go: pure state), the claim batcher (claims.go) and the call
-// slots (slots.go). This file joins them; mu guards the term table, which
-// session is current, and the store's life (closed, the grant in flight,
-// the watch started).
+// client. Its parts: the session (session.go), the term table (terms.go),
+// the claim batcher (claims.go) and the call slots (slots.go); mu guards
+// the term table, which session is current, and the store's life.
 type SessionStore struct {
 	cli    *clientv3.Client
 	prefix string
@@ -330,13 +313,7 @@ func (s *SessionStore) adopt(ctx context.Context, g leasestore.Grant, d time.Dur
 	}
 	start := s.opts.clock.Now()
 	if kv.Lease != int64(sess.id) {
-		resp, err := s.cli.Txn(ctx).
-			If(clientv3.Compare(clientv3.CreateRevision(key), "=", int64(g.Token)),
-				clientv3.Compare(clientv3.Value(key), "=", g.Holder),
-				clientv3.Compare(clientv3.LeaseValue(key), "=", kv.Lease)).
-			Then(clientv3.OpPut(key, "", clientv3.WithIgnoreValue(), clientv3.WithLease(sess.id))).
-			Else(clientv3.OpGet(key)).
-			Commit()
+		resp, err := moveKey(ctx, s.cli, key, g, clientv3.LeaseID(kv.Lease), sess.id)
 		if err != nil {
 			return fail(err)
 		}
@@ -383,13 +360,7 @@ func (s *SessionStore) move(ctx context.Context, g leasestore.Grant, d time.Dura
 	}
 	start := s.opts.clock.Now()
 	key := s.Key(g.Name)
-	resp, err := s.cli.Txn(ctx).
-		If(clientv3.Compare(clientv3.CreateRevision(key), "=", int64(g.Token)),
-			clientv3.Compare(clientv3.Value(key), "=", g.Holder),
-			clientv3.Compare(clientv3.LeaseValue(key), "=", old)).
-		Then(clientv3.OpPut(key, "", clientv3.WithIgnoreValue(), clientv3.WithLease(sess.id))).
-		Else(clientv3.OpGet(key)).
-		Commit()
+	resp, err := moveKey(ctx, s.cli, key, g, old, sess.id)
 	if err != nil {
 		return fail(err)
 	}

@@ -108,10 +108,8 @@ func (s *slots) take(ctx context.Context, renewal bool, token uint64) error {
 }
 
 // heldBackLocked is the error of a call held back for a slot until ctx
-// ended: it matches ErrOverCapacity and ctx's cause (a lease.Tracker ends
-// its calls with a cause, its call timeout, which says more than ctx's
-// "context canceled"), and says what the call waited behind. Called with
-// s.mu held.
+// ended: it matches ErrOverCapacity and ctx's cause, and says what the call
+// waited behind. Called with s.mu held.
 func (s *slots) heldBackLocked(ctx context.Context) error {
 	waiting := len(s.waiting) - s.gone + len(s.renewing) - s.renewingGone
 	return fmt.Errorf("%w: held back behind %d calls in flight, one per call slot (%d other calls waiting): %w",

@@ -220,21 +220,19 @@ func (s *Store) put(ctx context.Context, name, holder string, d time.Duration) (
 }
 
 // Extend keeps the term g alive: one keep-alive of its etcd lease, then a
-// committed read (readCommitted) confirming the key still records the
-// term, answered in the same raft term as the keep-alive (see
-// confirmedInRaftTerm). etcd renews an etcd lease for the TTL it was
-// granted with, so the returned Duration is that TTL, which may exceed d;
-// when d is longer than that TTL, or the keep-alive may not resume the etcd
-// lease (see leaseLife.resumable), Extend moves the key to a fresh etcd
-// lease of ceil(d) seconds in a transaction guarded by g.Token (the token
-// is unchanged). It returns a *leasestore.NotHeldError when a linearizable read
-// finds the key gone, another term's or rewritten by another client (a
-// keep-alive's "no such lease" alone ends nothing: a stale member may say
-// it), matching ErrOverCapacity too when the etcd lease ran out while the
-// Store's keep-alives of it waited for call slots; any other error matches
-// leasestore.ErrUnconfirmed (or leasestore.ErrNotSent if the call was not sent:
-// ErrOverCapacity among them). Renewals take the call slots before claims,
-// the oldest term first.
+// committed read confirming the key still records the term, answered in
+// the same raft term (see DESIGN.md, "When a keep-alive counts: confirmed
+// in the same raft term"). The returned Duration is the etcd lease's TTL,
+// which may exceed d; when d is longer, or the keep-alive may not resume
+// the etcd lease, Extend moves the key to a fresh etcd lease of ceil(d)
+// seconds, keeping the token. It returns a *leasestore.NotHeldError when a
+// linearizable read finds the key gone, another term's or rewritten by
+// another client (a keep-alive's "no such lease" alone ends nothing),
+// matching ErrOverCapacity too when the etcd lease ran out while its
+// keep-alives waited for call slots; any other error matches
+// leasestore.ErrUnconfirmed (or leasestore.ErrNotSent, ErrOverCapacity
+// among them, if the call was not sent). Renewals take the call slots
+// before claims, the oldest term first.
 func (s *Store) Extend(ctx context.Context, g leasestore.Grant, d time.Duration) (leasestore.Grant, error) {
 	done := s.calls.Begin(leasestore.OpExtend)
 	g, err := s.extend(ctx, g, d)
@@ -390,13 +388,7 @@ func (s *Store) relet(ctx context.Context, g leasestore.Grant, old clientv3.Leas
 	key := s.Key(g.Name)
 	moved := s.startMove(g.Token, gr.ID)
 	defer moved()
-	resp, err := s.cli.Txn(ctx).
-		If(clientv3.Compare(clientv3.CreateRevision(key), "=", int64(g.Token)),
-			clientv3.Compare(clientv3.Value(key), "=", g.Holder),
-			clientv3.Compare(clientv3.LeaseValue(key), "=", old)).
-		Then(clientv3.OpPut(key, "", clientv3.WithIgnoreValue(), clientv3.WithLease(gr.ID))).
-		Else(clientv3.OpGet(key)).
-		Commit()
+	resp, err := moveKey(ctx, s.cli, key, g, old, gr.ID)
 	if err != nil {
 		// The old lease was just kept alive, so the term lasts its old
 		// TTL whichever way this went; the new lease expires unused or
@@ -583,14 +575,11 @@ func (s *Store) forget(token uint64) {
 	s.mu.Unlock()
 }
 
-// orphan revokes the etcd lease id, which the Store no longer wants: a
-// refused claim's, a relet's old or unused one, a revoked term's (they
-// carry no key of a live term), or an unconfirmed claim's, whose put may
-// have been applied with nobody promised the key. It is the Store's one
-// revoke of an etcd lease. One it cannot revoke now (ctx ended, etcd did
-// not confirm) is kept and revoked by the next Claim first: an etcd lease
-// expires by itself after its TTL, but an unconfirmed claim's key would
-// keep the lease from everyone, its own retry included, until then.
+// orphan revokes the etcd lease id, which the Store no longer wants (a
+// refused or unconfirmed claim's, a relet's old or unused one, a revoked
+// term's): the Store's one revoke of an etcd lease. One it cannot revoke now
+// is kept and revoked by the next Claim first, lest an unconfirmed claim's
+// key keep the lease from everyone until its TTL.
 func (s *Store) orphan(ctx context.Context, id clientv3.LeaseID) {
 	if ctx.Err() != nil || revokeLease(ctx, s.cli, id) != nil {
 		s.addOrphan(id)

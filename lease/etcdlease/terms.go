@@ -15,14 +15,9 @@ import (
 // it calls nothing (no etcd, no clock: callers pass the time and the
 // session's promise), and SessionStore.mu guards it.
 //
-// Its invariants: a name's term only changes to a later one, and a term's
-// state only moves forward (once over, it is never extended again); a live
-// term ends only on etcd's word (its key deleted, created again or
-// rewritten after it began, its session lost, a revoke) or when abandoned
-// (term.abandoned), never because the session is unconfirmed; a grant
-// never reaches past the session's confirmed promise, and a term's expiry
-// only moves later; changed[name] only grows. See DESIGN.md, "The term
-// table".
+// Its invariants (a term's state only moves forward; a live term ends only
+// on etcd's word or when abandoned; a grant never reaches past the
+// session's confirmed promise) are in DESIGN.md, "The term table".
 type termTable struct {
 	terms map[string]*term
 	// changed is, by lease name, the latest change of its key the watch
@@ -144,12 +139,10 @@ type term struct {
 }
 
 // abandoned says whether the holder of the live term t stopped asking for
-// it while the store could reach etcd: the session is confirmed at now,
-// and neither the furthest grant nor the holder's latest ask since the
-// store could reach etcd again (p.reachable) reaches now. An outage alone
-// never abandons a term: while the session is unconfirmed nothing is, and
-// once etcd answers again a holder that kept asking through it asks again
-// well within its duration.
+// it while the store could reach etcd: the session is confirmed at now, and
+// neither the furthest grant nor the holder's latest ask since the store
+// could reach etcd again (p.reachable) reaches now. An outage alone never
+// abandons a term (DESIGN.md, "SessionStore: every promise from one session").
 func (t *term) abandoned(now time.Time, p promise) bool {
 	return p.confirmedAt(now) && !now.Before(t.expires) && !now.Before(p.reachable.Add(t.asked))
 }

@@ -10,34 +10,17 @@ import (
 	"github.com/coldstart-go/coldstart/lease"
 )
 
-// Coordinated leader election (KEP-4355, coordination.k8s.io/v1 beta since
-// Kubernetes 1.33 behind the CoordinatedLeaderElection feature gate): a
-// controller, or a person, names the holder it prefers in the Lease's
-// spec.preferredHolder, and the holder steps down for it.
-
-// YieldToPreferredHolder makes tr, a tracker on this Store, step down for
-// the holder a Lease's spec.preferredHolder prefers: whenever the Store
-// reads or writes (a renewal, a claim, a release watch) the Lease of the
-// term tr holds, and it names another holder in preferredHolder, it calls
-// tr.StepDown — tr reports NotHeld at once, its Lead functions see their
-// ctx end, and it releases the Lease once they have returned — and waits
-// for it. The release keeps preferredHolder, and the Store reserves the
-// released Lease for it: its claim succeeds at once, while any other
-// claimant's is refused (a *leasestore.HeldError naming the preferred holder)
-// until the released record has gone unchanged for its
-// leaseDurationSeconds (1 s), so that an absent preferred holder does not
-// leave the Lease without one: a term claimed once that reservation ran
-// out is not yielded to the same preferred holder again (it had its turn;
-// write preferredHolder anew to name another), or a holder that never
-// comes would keep the Lease leaderless. A preferred holder is read at the
-// holder's next renewal (the write of preferredHolder makes that renewal
-// re-read the Lease), so stepping down takes up to one renewal interval.
-//
-// It runs until ctx ends, returning ctx.Err(), or until tr is closed
-// (lease.ErrClosed). tr must be a tracker of this Store: run it beside
-// tr.Lead, e.g. in the same errgroup. Without it, the Store still keeps
-// spec.strategy and spec.preferredHolder as written on every update, and
-// still reserves a released Lease for its preferred holder.
+// YieldToPreferredHolder makes tr, a tracker on this Store, step down
+// (tr.StepDown, and waits for it) whenever the Lease of the term tr holds,
+// as the Store last read or wrote it, names another holder in
+// spec.preferredHolder (KEP-4355); stepping down takes up to one renewal
+// interval. A Lease so released is reserved for the preferred holder for
+// its leaseDurationSeconds (1 s), and a term claimed after that is not
+// yielded to the same preferred holder again. It runs until ctx ends,
+// returning ctx.Err(), or until tr is closed (lease.ErrClosed); run it
+// beside tr.Lead. Without it, the Store still keeps spec.strategy and
+// spec.preferredHolder, and still reserves a released Lease. See
+// DESIGN.md, "Coordinated leader election".
 func (s *Store) YieldToPreferredHolder(ctx context.Context, tr *lease.Tracker) error {
 	name := tr.Report().Name
 	for {

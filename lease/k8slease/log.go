@@ -10,11 +10,8 @@ import (
 	"github.com/coldstart-go/coldstart/lease/leasestore"
 )
 
-// What the Store logs (WithLogger): what it finds about a Lease, once
-// each — never a line per call, and nothing on a call that changes
-// nothing (a claim denied, a routine renewal, a retry). The tracker's own
-// records (lease.Config.Logger) say what each lease did; these say what
-// the store saw on the API server that made it so.
+// What the Store logs (WithLogger): what it finds about a Lease, once each,
+// never a line per call; the tracker's own records say what each lease did.
 const (
 	// A Claim took over a Lease whose holder stopped renewing it.
 	msgTakenOver = "k8s lease taken over"

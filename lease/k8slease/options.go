@@ -23,12 +23,9 @@ func WithClock(clk clock.Clock) Option {
 }
 
 // WithLogger makes the store log to logger; nil, the default, means no
-// logs. It logs what it finds about a Lease, once each, never a line per
-// call: a takeover of a Lease whose record went unchanged, a Lease found
-// deleted, a Lease found deleted and re-created (its UID changed), and a
-// renewal or release that conflicted with another party's write ending
-// the term. Every record carries the namespace and the lease (see the
-// package doc).
+// logs. It logs what it finds about a Lease (a takeover, a deletion, a
+// re-creation, a term ended by another party's write), once each, never a
+// line per call; every record carries the namespace and the lease.
 func WithLogger(logger *slog.Logger) Option {
 	return func(o *options) { o.logger = logger }
 }

@@ -22,16 +22,8 @@ import (
 // positive: expired, as client-go reads it). A nil l records nothing.
 //
 // A negative leaseTransitions is an error naming the Lease, the field and
-// the value. The API server's validation refuses one, so it was written
-// past it (into etcd, by a restored backup, through a server that does not
-// validate), and the count of terms the Lease held is lost: no token the
-// Store could derive from it is known to exceed those already handed out
-// on it (it knows only the ones it saw itself), and a token that repeats
-// one lets a deposed holder's fenced writes through. The Store therefore
-// takes no term on such a Lease, and ends one it held; the operator
-// restores a count — deletes the Lease object (its count restarts at 1,
-// see the package doc's Limits), or sets leaseTransitions above every
-// token handed out on it.
+// the value: the count of terms is lost, so the Store takes no term on such
+// a Lease, and ends one it held. See DESIGN.md, "Tokens".
 func termOf(l *coordinationv1.Lease) (leasestore.Grant, error) {
 	if l == nil {
 		return leasestore.Grant{}, nil
@@ -175,16 +167,11 @@ func (s *Store) sent(next *coordinationv1.Lease) {
 }
 
 // judge is nil while cur, the Lease now (nil if there is none), records
-// term g as this Store wrote it, and otherwise the definitive answer to op
-// on g: the term is over. A record of the term whose acquireTime,
-// leaseDurationSeconds or renewTime this Store did not write was rewritten
-// behind its back — another process under the same holder name, a person,
-// a manifest applied over the Lease — and a term rewritten so is no longer
-// one the Store can promise: a shorter leaseDurationSeconds, or none, lets
-// a candidate take the Lease over before the promise ends; another
-// writer's renewTime means another party renews it. A term this Store did
-// not write (a grant of another Store) is judged by holder and token, and
-// by uid, the object it was first seen in here ("" for none).
+// term g as this Store wrote it (holder, token, object, and the
+// acquireTime, leaseDurationSeconds and renewTime of its writes), and
+// otherwise the definitive answer to op on g: the term is over. A grant of
+// another Store is judged by holder, token and uid ("" for none). See
+// DESIGN.md, "Which term is ours".
 func (s *Store) judge(op leasestore.Op, g leasestore.Grant, uid types.UID, cur *coordinationv1.Lease) *leasestore.NotHeldError {
 	if !isTerm(cur, g) {
 		return s.over(op, g, cur, "")

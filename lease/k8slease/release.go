@@ -20,12 +20,9 @@ import (
 
 var _ leasestore.ReleaseWatcher = (*Store)(nil)
 
-// maxQuietRestarts is how many attempts in a row may fail — a read or a
+// maxQuietRestarts is how many attempts in a row may fail (a read or a
 // watch request without an answer, a watch closed without delivering an
-// event — before WatchRelease gives up with an error: the API server ends
-// a watch now and then (its request timeout) and sends bookmarks
-// meanwhile, so a watch that keeps ending with nothing to say is one that
-// cannot be kept (an API server down, a proxy cutting it).
+// event) before WatchRelease gives up with an error.
 const maxQuietRestarts = 3
 
 // errWatchClosed is the cause a release watch yields when the API server
@@ -38,37 +35,16 @@ var errWatchClosed = errors.New("closed by the API server")
 const watchReadTimeout = 5 * time.Second
 
 // WatchRelease implements leasestore.ReleaseWatcher: it watches the Lease
-// object of held.Name (a watch whose fieldSelector is its name, from the
-// resourceVersion of the last version this Store saw of that term, or of a
-// GET) and yields nil as soon as the term held names — holder
-// held.Holder, leaseTransitions held.Token, in the object the watch began
-// with — is over: the holder changed or was cleared (a release, as both
-// this Store's Revoke and client-go's ReleaseOnCancel write it), a new
-// term began, the object was deleted or re-created, or the record went
-// unchanged for its leaseDurationSeconds, counted as Claim counts it (from
-// when this Store first saw that version, on its clock): a holder that
-// stopped without releasing. That last one is a timer, confirmed by a GET
-// before it says anything, so a watch that missed a renewal never calls a
-// live term over. A term already over when the watch begins yields nil at
-// once.
-//
-// The API server ends watches now and then, and answers 410 Gone to one
-// that starts from a resourceVersion it no longer has: either way the
-// Store reads the Lease again and watches from there; a renewal seen on
-// the way is the same term, not a release. Three attempts in a row that
-// fail — a read or a watch request that gets no answer within 5 s, or a
-// watch that ends having delivered nothing — yield a *leasestore.CallError
-// matching leasestore.ErrUnconfirmed (the tracker then polls); an invalid held
-// is NotValid. When ctx ends, the watch ends and yields nothing.
-//
-// A Lease created by client-go starts at leaseTransitions 0: its first
-// term's HeldError has Token 0, which names no term a tracker can watch,
-// so a follower polls until the Lease changes hands once.
-//
-// Safety: the watch only wakes a follower. Its claim still reads the
-// Lease and takes a held one only once its record has gone unchanged for
-// its leaseDurationSeconds, so a wrong wake costs one refused claim, never
-// two holders.
+// object of held.Name and yields nil as soon as the term held names is over
+// (the holder changed or was cleared, a new term began, the object was
+// deleted or re-created, or the record went unchanged for its
+// leaseDurationSeconds, counted as Claim counts it and confirmed by a GET).
+// A term already over when the watch begins yields nil at once. Three
+// failed attempts in a row yield a *leasestore.CallError matching
+// leasestore.ErrUnconfirmed; an invalid held (Token 0, as on a Lease
+// client-go created, among them) is NotValid. When ctx ends, the watch ends
+// and yields nothing. The watch only wakes a follower: its claim still
+// waits out the record. See DESIGN.md, "Hand-over: the release watch".
 func (s *Store) WatchRelease(ctx context.Context, held *leasestore.HeldError) <-chan error {
 	out := make(chan error, 1)
 	if held == nil || checkName(held.Name) != nil || held.Holder == "" || held.Token == 0 || held.Token > math.MaxInt32 {

@@ -29,16 +29,10 @@ import (
 // resourcelock.LeaseLock does (see the package doc for the mapping and
 // what a grant promises).
 //
-// The API server does not expire Leases: whoever wants one decides when the
-// holder's term is over. The Store therefore remembers, per lease name, the
-// last Lease object it read or wrote and when (on its clock) it first saw
-// that object's resourceVersion. That memory makes a takeover wait; losing
-// it (a new Store) only makes the wait start again. It is safe for
-// concurrent use.
-//
-// It counts its calls (StoreReport) and, with WithLogger, logs what it
-// finds about a Lease: a takeover, a deletion, a re-creation, a term ended
-// by another party's write.
+// The API server does not expire Leases: the Store remembers, per lease
+// name, the last Lease object it read or wrote and when (on its clock) it
+// first saw that resourceVersion, so a takeover waits; a new Store only
+// starts the wait again. It is safe for concurrent use.
 type Store struct {
 	leases    coordinationv1client.LeaseInterface
 	namespace string
@@ -109,29 +103,22 @@ func NewStore(cli coordinationv1client.CoordinationV1Interface, namespace string
 	}, nil
 }
 
-// StoreReport implements leasestore.Reporter: the Store's calls of Claim,
-// Extend and Revoke so far, each counted once when it returns (however many
-// API requests it made) by the class of its answer — OK; Definitive
-// (*leasestore.HeldError, *leasestore.NotHeldError); Ambiguous (leasestore.ErrUnconfirmed, and an
-// invalid argument, as leasestore.Store's classes say) — and the calls in
-// flight. NotSent stays zero: every call the Store begins is sent.
+// StoreReport implements leasestore.Reporter: each call of Claim, Extend
+// and Revoke counted once when it returns (however many API requests it
+// made), by class. NotSent stays zero: every call the Store begins is sent.
 func (s *Store) StoreReport() leasestore.Report { return s.calls.StoreReport() }
 
-// Claim implements leasestore.Store. It creates the Lease if it does not exist,
-// takes it at once if it is released (no holder), and takes it from a
-// holder only once this Store has seen its record unchanged for its
-// leaseDurationSeconds; until then it returns a *leasestore.HeldError naming the
-// holder and the term (Token: its leaseTransitions, which WatchRelease
-// watches) — also when the holder has holder's name (a restarted process
-// waits for its old term, as client-go does). Every claim sets
-// leaseTransitions, the new term's token, to one more than the highest
-// this Store has seen in that Lease object, so tokens increase even past a
-// count written down behind its back. The granted Duration is d rounded up
-// to whole seconds (the Lease's leaseDurationSeconds). A Lease whose
-// leaseTransitions is negative (the API server refuses one; see termOf) or
-// at its maximum is refused with an error naming the Lease, the field and
-// what to do. Any other error matches leasestore.ErrUnconfirmed, except an
-// invalid argument, which is a NotValid error (github.com/juju/errors).
+// Claim implements leasestore.Store. It creates the Lease if it does not
+// exist, takes it at once if it is released, and takes it from a holder
+// (even one of holder's name) only once this Store has seen its record
+// unchanged for its leaseDurationSeconds; until then it returns a
+// *leasestore.HeldError (Token: its leaseTransitions). The new term's token
+// is one more than the highest leaseTransitions this Store has seen in that
+// Lease object; the granted Duration is d rounded up to whole seconds. A
+// Lease whose leaseTransitions is negative or at its maximum is refused
+// with an error naming the Lease, the field and what to do. Any other
+// error matches leasestore.ErrUnconfirmed, except an invalid argument
+// (NotValid, github.com/juju/errors).
 func (s *Store) Claim(ctx context.Context, name, holder string, d time.Duration) (leasestore.Grant, error) {
 	done := s.calls.Begin(leasestore.OpClaim)
 	g, err := s.claim(ctx, name, holder, d)
@@ -147,10 +134,8 @@ func (s *Store) claim(ctx context.Context, name, holder string, d time.Duration)
 	fail := func(err error) (leasestore.Grant, error) {
 		return leasestore.Grant{}, &leasestore.CallError{Store: storeName(s.namespace), Op: leasestore.OpClaim, Name: name, Holder: holder, Err: err}
 	}
-	// A version this Store saw that can be claimed at once (its release,
-	// say, just seen by WatchRelease) is claimed without reading it again:
-	// the update is guarded by its resourceVersion, so a stale one costs a
-	// Conflict, and then the claim reads.
+	// A claimable version this Store saw is claimed without a read: a stale
+	// one costs a Conflict, then a read (DESIGN.md, "Tokens").
 	cur, since, cached := s.claimable(name, holder)
 	for reads := 0; ; {
 		if !cached {
@@ -193,14 +178,9 @@ func (s *Store) claim(ctx context.Context, name, holder string, d time.Duration)
 		}
 		switch {
 		case err == nil:
-			s.saw(out, s.clk.Now())
-			g, gerr := grantOf(out, holder, tokenOf(next))
+			g, gerr := s.claimed(cur, out, tokenOf(next), holder)
 			if gerr != nil {
 				return fail(gerr)
-			}
-			s.wrote(out)
-			if p := reservedFor(cur); p != "" && p != holder {
-				s.notePassedUp(out, p)
 			}
 			if takenFrom != nil {
 				s.logTakenOver(g, takenFrom, now.Sub(since))
@@ -211,6 +191,21 @@ func (s *Store) claim(ctx context.Context, name, holder string, d time.Duration)
 		}
 		return fail(err)
 	}
+}
+
+// claimed records out, the API server's answer to a claim of cur for
+// holder's term token, and returns its grant.
+func (s *Store) claimed(cur, out *coordinationv1.Lease, token uint64, holder string) (leasestore.Grant, error) {
+	s.saw(out, s.clk.Now())
+	g, err := grantOf(out, holder, token)
+	if err != nil {
+		return leasestore.Grant{}, err
+	}
+	s.wrote(out)
+	if p := reservedFor(cur); p != "" && p != holder {
+		s.notePassedUp(out, p)
+	}
+	return g, nil
 }
 
 // Extend implements leasestore.Store: it renews term g (holder and
@@ -284,11 +279,8 @@ func (s *Store) revoke(ctx context.Context, g leasestore.Grant) error {
 // update writes change(cur) over the Lease of term g, guarded by cur's
 // resourceVersion. It starts from the last version this Store saw, reads
 // afresh when that is not term g's, and on a Conflict reads once more and
-// retries if the term is still g's; if it is not, that write ended the
-// term, which it logs. The term is g's while the Lease object records it
-// as this Store wrote it (see ownTerm): holder, token and object, and
-// acquireTime, leaseDurationSeconds and renewTime as it wrote them; other
-// fields (labels, spec.preferredHolder) are anyone's to write.
+// retries while the term is still g's (see judge); if it is not, that write
+// ended the term, which it logs.
 func (s *Store) update(ctx context.Context, op leasestore.Op, g leasestore.Grant, change func(cur *coordinationv1.Lease, now time.Time) *coordinationv1.Lease) (*coordinationv1.Lease, error) {
 	fail := func(err error) (*coordinationv1.Lease, error) {
 		return nil, &leasestore.CallError{Store: storeName(s.namespace), Op: op, Name: g.Name, Holder: g.Holder, Token: g.Token, Err: err}
@@ -461,10 +453,8 @@ func (s *Store) created(name, holder string, secs int32, now time.Time) *coordin
 }
 
 // nextToken is the leaseTransitions of a new term taken over from cur: one
-// more than the highest this Store has seen in that Lease object, so that
-// a count written down behind its back (a manifest applied over the Lease,
-// say) never makes it hand out a token at or below one it handed out or
-// saw there. A count at its maximum cannot go on.
+// more than the highest this Store has seen in that Lease object (see
+// sighting). A count at its maximum cannot go on.
 func (s *Store) nextToken(cur *coordinationv1.Lease) (int32, error) {
 	high := transitionsOf(cur)
 	s.mu.Lock()
