@@ -395,34 +395,27 @@ func (c *Cluster) HealAll() {
 }
 
 // Pause stops member i's process (SIGSTOP).
-func (c *Cluster) Pause(i int) error {
-	p, err := c.proc(i)
-	if err != nil {
-		return err
-	}
-	if err := p.signal(syscall.SIGSTOP); err != nil {
-		return err
-	}
-	c.mu.Lock()
-	c.paused[i] = true
-	c.mu.Unlock()
-	c.event(fmt.Sprintf("SIGSTOP %s", memberName(i)), false)
-	return nil
-}
+func (c *Cluster) Pause(i int) error { return c.setPaused(i, true) }
 
 // Resume continues member i's process (SIGCONT).
-func (c *Cluster) Resume(i int) error {
+func (c *Cluster) Resume(i int) error { return c.setPaused(i, false) }
+
+func (c *Cluster) setPaused(i int, paused bool) error {
 	p, err := c.proc(i)
 	if err != nil {
 		return err
 	}
-	if err := p.signal(syscall.SIGCONT); err != nil {
+	sig, name := syscall.SIGCONT, "SIGCONT"
+	if paused {
+		sig, name = syscall.SIGSTOP, "SIGSTOP"
+	}
+	if err := p.signal(sig); err != nil {
 		return err
 	}
 	c.mu.Lock()
-	c.paused[i] = false
+	c.paused[i] = paused
 	c.mu.Unlock()
-	c.event(fmt.Sprintf("SIGCONT %s", memberName(i)), true)
+	c.event(fmt.Sprintf("%s %s", name, memberName(i)), !paused)
 	return nil
 }
 

@@ -4,12 +4,7 @@
 // restarts, a workload that records every answer of the trackers under
 // test, and a checker that judges that history against etcd's own record
 // of the lease.
-//
-// It answers issue 17: under a stale raft leader — paused, cut off from
-// its peers and resumed still cut off, so that it answers keep-alives from
-// its own lessor — a SessionStore promised the lease to two holders at
-// once. Only faults between processes show that; an in-process etcd
-// cannot be paused or cut off from its peers alone.
+// Why processes, not an in-process etcd: DESIGN.md.
 //
 // Members are the test binary itself, re-executed with an environment
 // variable naming the member to run; call MemberMain first in TestMain:

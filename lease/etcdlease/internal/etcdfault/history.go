@@ -168,9 +168,7 @@ func (v Verdict) OK() bool { return len(v.Violations) == 0 }
 //     failed) or if acknowledged before its promise ran out;
 //   - liveness after each heal.
 //
-// A correct store passes however slowly the machine runs: a tracker's
-// Until is computed from the time before its store call, and etcd ends a
-// term no sooner than that.
+// A correct store passes however slowly the machine runs (DESIGN.md).
 func Check(h History, terms []Term, applied map[string]int64, heals []time.Time, recoverWithin time.Duration) Verdict {
 	v := Verdict{Answers: make(map[AnswerClass]int), Terms: len(terms)}
 	rel := func(t time.Time) string { return fmt.Sprintf("%.3fs", t.Sub(h.Start).Seconds()) }
@@ -291,10 +289,9 @@ func Check(h History, terms []Term, applied map[string]int64, heals []time.Time,
 // compare failed) without an error.
 var errRefused = errors.New("fenced write not applied")
 
-// judge records h's check answers and fenced writes in a history.Recorder
-// and verifies them. A run of equal answers is recorded as its first and
-// its last: every rule an answer inside the run breaks, one of those
-// breaks too (their promises are equal, and the last was asked latest).
+// judge records h's check answers (a run of equal answers as its first
+// and its last: DESIGN.md) and fenced writes in a history.Recorder and
+// verifies them.
 func judge(h History) []history.Violation {
 	var rec history.Recorder
 	for _, a := range h.Answers {

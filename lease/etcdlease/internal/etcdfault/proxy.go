@@ -9,20 +9,9 @@ import (
 	"github.com/coldstart-go/coldstart/lease/etcdlease/internal/faultnet"
 )
 
-// The members' traffic goes through faultnet proxies, one in front of each
-// member's peer port and one in front of its client port. Their addresses
-// are the ones the cluster advertises, so they stay the same when a member
-// restarts on new ports; while a member is down, new connections wait
-// until it is back (faultnet.Config.Wait), as a client retrying a
-// restarting member would.
-//
-// A peer proxy knows which member dialled each connection (see dialler),
-// so that a cut of the link from member i to member j stalls exactly the
-// bytes i sends j: on a connection i dialled to j's proxy, the bytes
-// upstream; on one j dialled to i's proxy, the bytes downstream. A cut
-// is faultnet's Pause: the bytes are held, the connection stays open, and
-// etcd notices only by its own timeouts; a heal lets the held bytes
-// through, as TCP retransmission would.
+// The members' traffic goes through faultnet proxies, at the addresses the
+// cluster advertises; a cut of link i→j holds exactly the bytes i sends j
+// (DESIGN.md, "Proxies and cuts").
 
 // newPeerProxy starts the proxy in front of member i's peer port.
 func newPeerProxy(i int, ls *links, dialler func(net.Conn) int) (*faultnet.Proxy, error) {
