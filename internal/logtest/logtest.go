@@ -157,10 +157,8 @@ func (h *Handler) Matching(msg string) []Record {
 // Seal marks the moment the component writing to h has been closed (its
 // Close has returned): nothing may be logged after it. A record that
 // arrives later — from any goroutine, at any time before the test ends —
-// fails t when the test ends, named in the failure. Records are never
-// passed to t.Log, so a late one cannot panic the test binary as a
-// t.Log-backed logger does ("Log in goroutine after Test has completed").
-// Call it once per Handler.
+// fails t when the test ends, named in the failure (never through t.Log,
+// which panics after the test). Call it once per Handler.
 func (h *Handler) Seal(t testing.TB) {
 	t.Helper()
 	h.s.mu.Lock()

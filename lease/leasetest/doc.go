@@ -42,9 +42,7 @@
 // the bubble's function returns (synctest.Test waits for every goroutine
 // of the bubble). A store that waits on a network (etcdlease, k8slease)
 // does not belong in a bubble: fake time stands still while it waits.
-// Examples cannot run in a bubble (synctest.Test needs a *testing.T), so
-// here is the shape; TestSyncTestHourOfRenewalsAndAHandOver in this
-// package is the whole of it:
+// The shape (TestSyncTestHourOfRenewalsAndAHandOver is the whole of it):
 //
 //	func TestHandOver(t *testing.T) {
 //		synctest.Test(t, func(t *testing.T) {

@@ -100,13 +100,11 @@ var errInjectedNotSent = fmt.Errorf("leasetest: injected: %w", leasestore.ErrNot
 // clock. It counts the calls it answers, faults included, by the class of
 // its answer (StoreReport). It is safe for concurrent use.
 //
-// A FaultStore is always a leasestore.LossNotifier, whatever it wraps: its Lost
-// forwards the wrapped store's signals when that store is a LossNotifier
-// too, and SignalLost adds spurious ones. (Go cannot give a type a method
-// only when a wrapped value has it; a Lost that never fires on its own is
-// what a store without one amounts to, though it does not keep the Lost rule
-// of RunStoreContract.) The watch of a wrapped LossNotifier costs one
-// goroutine, which ends with the watch's ctx or its signal.
+// A FaultStore is always a leasestore.LossNotifier, whatever it wraps
+// (DESIGN.md): its Lost forwards the wrapped store's signals when that store
+// is a LossNotifier too, and SignalLost adds spurious ones. The watch of a
+// wrapped LossNotifier costs one goroutine, which ends with the watch's ctx
+// or its signal.
 //
 // A FaultStore is always a leasestore.ReleaseWatcher too: WatchRelease passes
 // the wrapped store's watch through, or, when that store does not watch,

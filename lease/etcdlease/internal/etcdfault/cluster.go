@@ -32,9 +32,8 @@ type Config struct {
 	// Members is the number of members; zero means 3.
 	Members int
 	// TickMs and ElectionMs are etcd's heartbeat interval and election
-	// timeout; zero means 100 and 1000, slow enough that a -race build on
-	// two busy cores holds elections only when a fault asks for one.
-	// etcd's least lease TTL is 1.5 × ElectionMs.
+	// timeout; zero means 100 and 1000 (DESIGN.md, "Timing"). etcd's least
+	// lease TTL is 1.5 × ElectionMs.
 	TickMs, ElectionMs uint
 	// SnapshotCount is how many applied entries make a member snapshot
 	// and compact its raft log; SnapshotCatchUpEntries, how many entries
