@@ -78,8 +78,9 @@ func (c Config) withDefaults() Config {
 // every member; call it at test cleanup. Its methods are safe for
 // concurrent use.
 type Cluster struct {
-	cfg     Config
-	links   *links
+	cfg Config
+	// links[from][to] is the link from member from to member to.
+	links   [][]faultnet.Path
 	peers   []*faultnet.Proxy
 	clients []*faultnet.Proxy
 	// clientsIn[i] is the link from every client to member i: cut, what
@@ -115,7 +116,7 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	}
 	n := cfg.Members
 	c := &Cluster{
-		cfg: cfg, links: newLinks(),
+		cfg: cfg, links: make([][]faultnet.Path, n),
 		procs: make([]*process, n), paused: make([]bool, n), ids: make([]uint64, n),
 	}
 	pids := make([]int, n)
@@ -128,7 +129,10 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	}()
 	var initial []string
 	for i := range n {
-		pp, err := newPeerProxy(i, c.links, c.dialler)
+		c.links[i] = make([]faultnet.Path, n)
+	}
+	for i := range n {
+		pp, err := newPeerProxy(i, c.link, c.dialler)
 		if err != nil {
 			return nil, err
 		}
@@ -221,6 +225,8 @@ func (c *Cluster) setPIDLocked(i, pid int) {
 	pids[i] = pid
 	c.pids.Store(&pids)
 }
+
+func (c *Cluster) link(from, to int) *faultnet.Path { return &c.links[from][to] }
 
 // dialler is the peer proxies' way to tell which member dialled.
 func (c *Cluster) dialler(conn net.Conn) int { return dialledBy(conn, *c.pids.Load()) }
@@ -347,13 +353,13 @@ func (c *Cluster) MoveLeader(ctx context.Context, to int) error {
 
 // Cut stops the bytes member from sends member to (to keeps sending).
 func (c *Cluster) Cut(from, to int) {
-	cut(c.links.get(from, to))
+	cut(c.link(from, to))
 	c.event(fmt.Sprintf("cut %s -> %s", memberName(from), memberName(to)), false)
 }
 
 // Heal lets the bytes member from sends member to through again.
 func (c *Cluster) Heal(from, to int) {
-	heal(c.links.get(from, to))
+	heal(c.link(from, to))
 	c.event(fmt.Sprintf("heal %s -> %s", memberName(from), memberName(to)), true)
 }
 
@@ -361,8 +367,8 @@ func (c *Cluster) Heal(from, to int) {
 func (c *Cluster) Isolate(i int) {
 	for j := range c.Size() {
 		if j != i {
-			cut(c.links.get(i, j))
-			cut(c.links.get(j, i))
+			cut(c.link(i, j))
+			cut(c.link(j, i))
 		}
 	}
 	c.event(fmt.Sprintf("isolate %s", memberName(i)), false)
@@ -386,7 +392,7 @@ func (c *Cluster) ReleaseClients(i int) {
 func (c *Cluster) HealAll() {
 	for i := range c.Size() {
 		for j := range c.Size() {
-			heal(c.links.get(i, j))
+			heal(c.link(i, j))
 		}
 		heal(c.clientsIn[i])
 	}
@@ -486,7 +492,7 @@ func (c *Cluster) healthyLocked() bool {
 			return false
 		}
 		for j := range c.procs {
-			if i != j && isCut(c.links.get(i, j)) {
+			if i != j && isCut(c.link(i, j)) {
 				return false
 			}
 		}

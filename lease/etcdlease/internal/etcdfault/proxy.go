@@ -4,7 +4,6 @@ package etcdfault
 
 import (
 	"net"
-	"sync"
 
 	"github.com/coldstart-go/coldstart/lease/etcdlease/internal/faultnet"
 )
@@ -14,7 +13,7 @@ import (
 // (DESIGN.md, "Proxies and cuts").
 
 // newPeerProxy starts the proxy in front of member i's peer port.
-func newPeerProxy(i int, ls *links, dialler func(net.Conn) int) (*faultnet.Proxy, error) {
+func newPeerProxy(i int, link func(from, to int) *faultnet.Path, dialler func(net.Conn) int) (*faultnet.Proxy, error) {
 	return faultnet.Listen("", faultnet.Config{Wait: true, Route: func(in net.Conn) (up, down *faultnet.Path, ok bool) {
 		from := dialler(in)
 		if from < 0 {
@@ -22,7 +21,7 @@ func newPeerProxy(i int, ls *links, dialler func(net.Conn) int) (*faultnet.Proxy
 			// would cross a link we cannot name. etcd redials.
 			return nil, nil, false
 		}
-		return ls.get(from, i), ls.get(i, from), true
+		return link(from, i), link(i, from), true
 	}})
 }
 
@@ -37,26 +36,6 @@ func newClientProxy(clientsIn *faultnet.Path) (*faultnet.Proxy, error) {
 
 // proxyURL is the address the cluster advertises for a proxy's member.
 func proxyURL(p *faultnet.Proxy) string { return "http://" + p.Addr() }
-
-// links is the state of every directed link between members.
-type links struct {
-	mu sync.Mutex
-	m  map[[2]int]*faultnet.Path
-}
-
-func newLinks() *links { return &links{m: make(map[[2]int]*faultnet.Path)} }
-
-func (ls *links) get(from, to int) *faultnet.Path {
-	ls.mu.Lock()
-	defer ls.mu.Unlock()
-	k := [2]int{from, to}
-	l := ls.m[k]
-	if l == nil {
-		l = &faultnet.Path{}
-		ls.m[k] = l
-	}
-	return l
-}
 
 // cut and heal are a link's two states: a cut holds its bytes (faultnet's
 // Pause) until the heal.
