@@ -127,13 +127,7 @@ func (c *Cluster) Endpoints() []string {
 func (c *Cluster) Client() *clientv3.Client {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.client == nil {
-		c.client = mustClient(c.Endpoints()...)
-		if c.closed {
-			c.client.Close()
-		}
-	}
-	return c.client
+	return lazyClient(&c.client, c.closed, c.Endpoints()...)
 }
 
 // Leader returns the member that leads the cluster, as the running members

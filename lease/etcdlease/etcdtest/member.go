@@ -118,13 +118,7 @@ func (m *Member) Endpoints() []string {
 func (m *Member) Client() *clientv3.Client {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.client == nil {
-		m.client = mustClient(m.clientURL.String())
-		if m.closed {
-			m.client.Close() // its calls fail: the member is gone
-		}
-	}
-	return m.client
+	return lazyClient(&m.client, m.closed, m.clientURL.String())
 }
 
 // Link returns the member's client link: a proxy in front of its client
@@ -291,6 +285,18 @@ func (m *Member) config() *embed.Config {
 	cfg.InitialCluster = m.initial
 	cfg.InitialClusterToken = "etcdtest"
 	return cfg
+}
+
+// lazyClient returns *cli, made of endpoints if nil (and closed at once, its
+// calls failing, if its owner is closed); the caller holds the owner's lock.
+func lazyClient(cli **clientv3.Client, closed bool, endpoints ...string) *clientv3.Client {
+	if *cli == nil {
+		*cli = mustClient(endpoints...)
+		if closed {
+			(*cli).Close()
+		}
+	}
+	return *cli
 }
 
 // mustClient returns a quiet client of endpoints. clientv3.New fails only
