@@ -20,13 +20,7 @@
 // that a tracker whose client dials it loses sight of etcd while etcd, and
 // every other client, carries on. It reruns a partition or an outage
 // against the test's own tracker settings; record the trackers' answers in
-// a leasetest/history Recorder and let Verify judge them (see ExampleLink):
-//
-//	store, err := etcdlease.NewStore(m.Link().Client(), "/test/") // behind the link
-//	a, err := lease.NewTracker(lease.Config{Store: store, ...})   // your settings
-//	... // b on a store of m.Client(); record every Check of a and b
-//	m.Link().Cut()  // a answers Unknown; once etcd expires a's term, b holds
-//	m.Link().Heal() // a redials and is told b holds the lease
+// a leasetest/history Recorder and let Verify judge them (see ExampleLink).
 //
 // Timing: a single member ticks every 50 ms with a 500 ms election
 // timeout (minimum lease TTL 750 ms); a cluster's members every 100 ms

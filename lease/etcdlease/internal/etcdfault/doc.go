@@ -14,17 +14,8 @@
 //		goleak.VerifyTestMain(m)
 //	}
 //
-//	c, err := etcdfault.Start(ctx, etcdfault.Config{Dir: t.TempDir(), Logf: t.Logf})
-//	...
-//	t.Cleanup(c.Close)
-//	w := etcdfault.Observe(nodes, etcdfault.WorkloadConfig{Key: "/leases/singular"})
-//	leader, _ := c.Leader(ctx)
-//	c.Isolate(leader)
-//	...
-//	c.HealAll()
-//	h := w.Stop()
-//	terms, _ := etcdfault.ReadTerms(ctx, cli, "/leases/singular")
-//	v := etcdfault.Check(h, terms, nil, etcdfault.Heals(c.Events()), 3*duration)
+// Then Start a Cluster, Observe the nodes, apply faults, Stop the Workload
+// and Check its History against ReadTerms (etcdlease's fault_test.go).
 //
 // It is Linux-only: a peer proxy tells which member dialled a connection
 // from /proc (see procnet.go).
