@@ -5,6 +5,7 @@ package etcdfault
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -172,17 +173,10 @@ func (v Verdict) OK() bool { return len(v.Violations) == 0 }
 func Check(h History, terms []Term, applied map[string]int64, heals []time.Time, recoverWithin time.Duration) Verdict {
 	v := Verdict{Answers: make(map[AnswerClass]int), Terms: len(terms)}
 	rel := func(t time.Time) string { return fmt.Sprintf("%.3fs", t.Sub(h.Start).Seconds()) }
-	byNode := make(map[string][]Answer)
-	var nodes []string
 	for _, a := range h.Answers {
-		if _, ok := byNode[a.Node]; !ok {
-			nodes = append(nodes, a.Node)
-		}
-		byNode[a.Node] = append(byNode[a.Node], a)
 		v.Answers[a.Class]++
 		v.Checks += a.Count
 	}
-	sort.Strings(nodes)
 
 	// The promises, judged by leasetest/history: overlaps, token order,
 	// ErrNotLeader while promised, Held past Until, stale fenced writes.
@@ -202,14 +196,9 @@ func Check(h History, terms []Term, applied map[string]int64, heals []time.Time,
 		byToken[t.Token] = t
 	}
 	promised := make(map[uint64]bool)
-	var all []Answer
-	for _, n := range nodes {
-		for _, a := range byNode[n] {
-			if promises(a) {
-				all = append(all, a)
-			}
-		}
-	}
+	// The promising answers, node by node (by name), each node's in order.
+	all := slices.DeleteFunc(slices.Clone(h.Answers), func(a Answer) bool { return !promises(a) })
+	sort.SliceStable(all, func(i, j int) bool { return all[i].Node < all[j].Node })
 	for _, a := range all {
 		tok := a.Status.Token
 		if promised[tok] {
