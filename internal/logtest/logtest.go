@@ -144,9 +144,11 @@ func (h *Handler) Records() []Record {
 }
 
 // Matching returns the records captured so far with message msg.
-func (h *Handler) Matching(msg string) []Record {
+func (h *Handler) Matching(msg string) []Record { return matching(h.Records(), msg) }
+
+func matching(rs []Record, msg string) []Record {
 	var out []Record
-	for _, r := range h.Records() {
+	for _, r := range rs {
 		if r.Message == msg {
 			out = append(out, r)
 		}
@@ -157,16 +159,18 @@ func (h *Handler) Matching(msg string) []Record {
 // Seal marks the moment the component writing to h has been closed (its
 // Close has returned): nothing may be logged after it. A record that
 // arrives later — from any goroutine, at any time before the test ends —
-// fails t when the test ends, named in the failure. Records are never
-// passed to t.Log, so a late one cannot panic the test binary as a
-// t.Log-backed logger does ("Log in goroutine after Test has completed").
-// Call it once per Handler.
+// fails t when the test ends, named in the failure (never through t.Log,
+// which panics after the test). Call it once per Handler.
 func (h *Handler) Seal(t testing.TB) {
 	t.Helper()
 	h.s.mu.Lock()
 	h.s.sealed = true
 	h.s.mu.Unlock()
-	t.Cleanup(func() { h.checkLate(t) })
+	t.Cleanup(func() {
+		if late := h.Late(); len(late) > 0 {
+			t.Errorf("%d record(s) logged after Close: %v", len(late), late)
+		}
+	})
 }
 
 // Late returns the records captured after Seal.
@@ -174,13 +178,6 @@ func (h *Handler) Late() []Record {
 	h.s.mu.Lock()
 	defer h.s.mu.Unlock()
 	return append([]Record(nil), h.s.late...)
-}
-
-func (h *Handler) checkLate(t testing.TB) {
-	t.Helper()
-	if late := h.Late(); len(late) > 0 {
-		t.Errorf("%d record(s) logged after Close: %v", len(late), late)
-	}
 }
 
 // Guard bounds WaitFor: reaching it is a failure, never part of the
@@ -213,17 +210,7 @@ func (h *Handler) WaitFor(t testing.TB, what string, ok func([]Record) bool) []R
 func (h *Handler) WaitMessage(t testing.TB, msg string, n int) []Record {
 	t.Helper()
 	h.WaitFor(t, fmt.Sprintf("%d %q records", n, msg), func(rs []Record) bool {
-		return count(rs, msg) >= n
+		return len(matching(rs, msg)) >= n
 	})
 	return h.Matching(msg)
-}
-
-func count(rs []Record, msg string) int {
-	n := 0
-	for _, r := range rs {
-		if r.Message == msg {
-			n++
-		}
-	}
-	return n
 }

@@ -2,12 +2,8 @@
 // that any leasestore.Store implementation can run (RunStoreContract), a way to
 // drive a lease.Tracker on a testclock with no sleeps (Settle waits until it
 // waits for the clock, Step moves the clock to its next store call), and a
-// fault-injecting Store wrapper (FaultStore) that makes a store time out,
-// hang, lose a lease, apply a call but report it as timed out, hold a call
-// back unsent, or answer late on a test clock, so users can check that their own code tells
-// "unknown" from "not leader". FaultStore is a leasestore.LossNotifier: it
-// forwards the wrapped store's loss signals and injects spurious ones
-// (SignalLost), which a tracker must check with the store before believing.
+// fault-injecting Store wrapper (FaultStore: see Fault), so users can check
+// that their own code tells "unknown" from "not leader".
 //
 //	func TestMyStore(t *testing.T) {
 //		leasetest.RunStoreContract(t, func(t *testing.T) leasetest.Harness {
@@ -37,14 +33,12 @@
 // fake time drives every claim, renewal, retry, call timeout and FaultStore
 // latency. time.Sleep(time.Hour) in the test is an hour of renewals, run in
 // milliseconds. synctest.Wait does what Settle does on a testclock: when it
-// returns, every tracker waits for its next timer; Settle and Step are for
-// testclock users and go on working as before. Close the trackers before
-// the bubble's function returns (synctest.Test waits for every goroutine
-// of the bubble). A store that waits on a network (etcdlease, k8slease)
-// does not belong in a bubble: fake time stands still while it waits.
-// Examples cannot run in a bubble (synctest.Test needs a *testing.T), so
-// here is the shape; TestSyncTestHourOfRenewalsAndAHandOver in this
-// package is the whole of it:
+// returns, every tracker waits for its next timer (Settle and Step are for
+// testclock users). Close the trackers before the bubble's function returns
+// (synctest.Test waits for every goroutine of the bubble). A store that
+// waits on a network (etcdlease, k8slease) does not belong in a bubble:
+// fake time stands still while it waits.
+// The shape (TestSyncTestHourOfRenewalsAndAHandOver is the whole of it):
 //
 //	func TestHandOver(t *testing.T) {
 //		synctest.Test(t, func(t *testing.T) {

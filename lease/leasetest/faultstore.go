@@ -100,13 +100,11 @@ var errInjectedNotSent = fmt.Errorf("leasetest: injected: %w", leasestore.ErrNot
 // clock. It counts the calls it answers, faults included, by the class of
 // its answer (StoreReport). It is safe for concurrent use.
 //
-// A FaultStore is always a leasestore.LossNotifier, whatever it wraps: its Lost
-// forwards the wrapped store's signals when that store is a LossNotifier
-// too, and SignalLost adds spurious ones. (Go cannot give a type a method
-// only when a wrapped value has it; a Lost that never fires on its own is
-// what a store without one amounts to, though it does not keep the Lost rule
-// of RunStoreContract.) The watch of a wrapped LossNotifier costs one
-// goroutine, which ends with the watch's ctx or its signal.
+// A FaultStore is always a leasestore.LossNotifier, whatever it wraps
+// (DESIGN.md): its Lost forwards the wrapped store's signals when that store
+// is a LossNotifier too, and SignalLost adds spurious ones. The watch of a
+// wrapped LossNotifier costs one goroutine, which ends with the watch's ctx
+// or its signal.
 //
 // A FaultStore is always a leasestore.ReleaseWatcher too: WatchRelease passes
 // the wrapped store's watch through, or, when that store does not watch,
@@ -320,97 +318,60 @@ func (f *FaultStore) block(ctx context.Context, d time.Duration) error {
 
 // Claim implements leasestore.Store.
 func (f *FaultStore) Claim(ctx context.Context, name, holder string, d time.Duration) (leasestore.Grant, error) {
-	done := f.count.Begin(leasestore.OpClaim)
-	g, err := f.claim(ctx, name, holder, d)
-	done(err)
-	return g, err
-}
-
-func (f *FaultStore) claim(ctx context.Context, name, holder string, d time.Duration) (leasestore.Grant, error) {
-	fault, err := f.begin(ctx, OpClaim)
-	if err != nil {
-		return leasestore.Grant{}, err
-	}
-	switch fault {
-	case Timeout:
-		return leasestore.Grant{}, ErrInjectedTimeout
-	case NotSent:
-		return leasestore.Grant{}, errInjectedNotSent
-	case Lost:
+	return inject(ctx, f, OpClaim, leasestore.OpClaim, func() (leasestore.Grant, error) {
 		return leasestore.Grant{}, leasestore.ErrHeld
-	}
-	g, err := f.store.Claim(ctx, name, holder, d)
-	if fault == AppliedTimeout {
-		return leasestore.Grant{}, ErrInjectedTimeout
-	}
-	if lerr := f.end(ctx, OpClaim); lerr != nil {
-		return leasestore.Grant{}, lerr
-	}
-	return g, err
+	}, func() (leasestore.Grant, error) {
+		return f.store.Claim(ctx, name, holder, d)
+	})
 }
 
 // Extend implements leasestore.Store.
 func (f *FaultStore) Extend(ctx context.Context, g leasestore.Grant, d time.Duration) (leasestore.Grant, error) {
-	done := f.count.Begin(leasestore.OpExtend)
-	g, err := f.extend(ctx, g, d)
-	done(err)
-	return g, err
-}
-
-func (f *FaultStore) extend(ctx context.Context, g leasestore.Grant, d time.Duration) (leasestore.Grant, error) {
-	fault, err := f.begin(ctx, OpExtend)
-	if err != nil {
-		return leasestore.Grant{}, err
-	}
-	switch fault {
-	case Timeout:
-		return leasestore.Grant{}, ErrInjectedTimeout
-	case NotSent:
-		return leasestore.Grant{}, errInjectedNotSent
-	case Lost:
+	return inject(ctx, f, OpExtend, leasestore.OpExtend, func() (leasestore.Grant, error) {
 		_ = f.store.Revoke(ctx, g) // the term is gone, whatever its state was
 		return leasestore.Grant{}, injectedLoss(g)
-	}
-	g2, err := f.store.Extend(ctx, g, d)
-	if fault == AppliedTimeout {
-		return leasestore.Grant{}, ErrInjectedTimeout
-	}
-	if lerr := f.end(ctx, OpExtend); lerr != nil {
-		return leasestore.Grant{}, lerr
-	}
-	return g2, err
+	}, func() (leasestore.Grant, error) {
+		return f.store.Extend(ctx, g, d)
+	})
 }
 
 // Revoke implements leasestore.Store.
 func (f *FaultStore) Revoke(ctx context.Context, g leasestore.Grant) error {
-	done := f.count.Begin(leasestore.OpRevoke)
-	err := f.revoke(ctx, g)
-	done(err)
+	_, err := inject(ctx, f, OpRevoke, leasestore.OpRevoke, func() (struct{}, error) {
+		_ = f.store.Revoke(ctx, g)
+		return struct{}{}, injectedLoss(g)
+	}, func() (struct{}, error) {
+		return struct{}{}, f.store.Revoke(ctx, g)
+	})
 	return err
 }
 
-func (f *FaultStore) revoke(ctx context.Context, g leasestore.Grant) error {
-	fault, err := f.begin(ctx, OpRevoke)
+// inject counts one call of op and applies its fault: lost answers a Lost
+// fault, call forwards the call to the wrapped store.
+func inject[T any](ctx context.Context, f *FaultStore, op Op, sop leasestore.Op, lost, call func() (T, error)) (v T, err error) {
+	done := f.count.Begin(sop)
+	defer func() { done(err) }()
+	var zero T
+	fault, err := f.begin(ctx, op)
 	if err != nil {
-		return err
+		return zero, err
 	}
 	switch fault {
 	case Timeout:
-		return ErrInjectedTimeout
+		return zero, ErrInjectedTimeout
 	case NotSent:
-		return errInjectedNotSent
+		return zero, errInjectedNotSent
 	case Lost:
-		_ = f.store.Revoke(ctx, g)
-		return injectedLoss(g)
+		return lost()
 	}
-	err = f.store.Revoke(ctx, g)
+	v, err = call()
 	if fault == AppliedTimeout {
-		return ErrInjectedTimeout
+		return zero, ErrInjectedTimeout
 	}
-	if lerr := f.end(ctx, OpRevoke); lerr != nil {
-		return lerr
+	if lerr := f.end(ctx, op); lerr != nil {
+		return zero, lerr
 	}
-	return err
+	return v, err
 }
 
 // StoreReport implements leasestore.Reporter: the calls the FaultStore

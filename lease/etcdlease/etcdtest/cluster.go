@@ -127,13 +127,7 @@ func (c *Cluster) Endpoints() []string {
 func (c *Cluster) Client() *clientv3.Client {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.client == nil {
-		c.client = mustClient(c.Endpoints()...)
-		if c.closed {
-			c.client.Close()
-		}
-	}
-	return c.client
+	return lazyClient(&c.client, c.closed, c.Endpoints()...)
 }
 
 // Leader returns the member that leads the cluster, as the running members
@@ -155,13 +149,10 @@ func (c *Cluster) Leader() (*Member, error) {
 }
 
 // Close closes the clients, stops every member and removes their data.
-// Then it waits for the goroutines of the members' peer HTTP connections
-// to end: etcd leaves them to end by themselves, up to its 5 s read
-// timeout later (a member forwards lease renewals to the leader through a
-// peer http.Transport it never closes, and both ends of those connections
-// wrap reads in that timeout). It waits, at most 15 s, until no more
-// net/http goroutines run than before the cluster started, and returns an
-// error naming those still running past that. Close is idempotent.
+// Then it waits, at most 15 s, until no more net/http goroutines run than
+// before the cluster started (etcd leaves its peer connections to end by
+// themselves: DESIGN.md), and returns an error naming those still running
+// past that. Close is idempotent.
 func (c *Cluster) Close() error {
 	c.mu.Lock()
 	if c.closed {

@@ -6,10 +6,6 @@
 // them, and can be stopped as a crashed process would be and restarted on
 // the same data and ports.
 //
-// It answers what every user of etcdlease ended up writing by hand: a copy
-// of an unexported embedded-etcd helper, without a way to restart a member
-// or to reach a cluster's leader.
-//
 //	func TestFailover(t *testing.T) {
 //		c := etcdtest.StartCluster(t, 3) // stopped at t.Cleanup
 //		store, err := etcdlease.NewStore(c.Client(), "/test/")
@@ -24,22 +20,13 @@
 // that a tracker whose client dials it loses sight of etcd while etcd, and
 // every other client, carries on. It reruns a partition or an outage
 // against the test's own tracker settings; record the trackers' answers in
-// a leasetest/history Recorder and let Verify judge them (see ExampleLink):
-//
-//	store, err := etcdlease.NewStore(m.Link().Client(), "/test/") // behind the link
-//	a, err := lease.NewTracker(lease.Config{Store: store, ...})   // your settings
-//	... // b on a store of m.Client(); record every Check of a and b
-//	m.Link().Cut()  // a answers Unknown; once etcd expires a's term, b holds
-//	m.Link().Heal() // a redials and is told b holds the lease
+// a leasetest/history Recorder and let Verify judge them (see ExampleLink).
 //
 // Timing: a single member ticks every 50 ms with a 500 ms election
-// timeout, so its minimum lease TTL is 750 ms; a cluster's members tick
-// every 100 ms with a 1 s election timeout (minimum TTL 1.5 s), so that a
-// -race build on a busy machine does not trigger spurious elections.
-// Members write without fsync: their data is thrown away.
+// timeout (minimum lease TTL 750 ms); a cluster's members every 100 ms
+// with a 1 s election timeout (minimum TTL 1.5 s). Members write without
+// fsync: their data is thrown away.
 //
-// Goroutines: stopping a cluster waits (up to 15 s) for the goroutines of
-// its members' peer HTTP connections, which etcd leaves to end by
-// themselves after its 5 s read timeout, so that go.uber.org/goleak run
-// after the tests sees none (see Cluster.Close).
+// Stopping a cluster waits (up to 15 s) for its members' peer HTTP
+// goroutines, so that go.uber.org/goleak sees none (see Cluster.Close).
 package etcdtest

@@ -47,13 +47,7 @@ func (k *Link) Endpoints() []string { return []string{"http://" + k.p.Addr()} }
 func (k *Link) Client() *clientv3.Client {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	if k.client == nil {
-		k.client = mustClient(k.Endpoints()...)
-		if k.closed {
-			k.client.Close()
-		}
-	}
-	return k.client
+	return lazyClient(&k.client, k.closed, k.Endpoints()...)
 }
 
 // Cut blackholes the link, as a partition does: nothing crosses it either

@@ -34,9 +34,8 @@ const (
 
 // Member is one etcd server running in this process. Its client address
 // (and a cluster member's peer address) stay the same across Stop and
-// Restart, and so does its data: its ports lie below the kernel's ephemeral
-// range, so that no connection or port-0 listener of this or another test
-// takes them while it is stopped. A Member is safe for concurrent use.
+// Restart, and so does its data (DESIGN.md, "Ports"). A Member is safe for
+// concurrent use.
 type Member struct {
 	name   string
 	dir    string
@@ -119,13 +118,7 @@ func (m *Member) Endpoints() []string {
 func (m *Member) Client() *clientv3.Client {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.client == nil {
-		m.client = mustClient(m.clientURL.String())
-		if m.closed {
-			m.client.Close() // its calls fail: the member is gone
-		}
-	}
-	return m.client
+	return lazyClient(&m.client, m.closed, m.clientURL.String())
 }
 
 // Link returns the member's client link: a proxy in front of its client
@@ -294,6 +287,18 @@ func (m *Member) config() *embed.Config {
 	return cfg
 }
 
+// lazyClient returns *cli, made of endpoints if nil (and closed at once, its
+// calls failing, if its owner is closed); the caller holds the owner's lock.
+func lazyClient(cli **clientv3.Client, closed bool, endpoints ...string) *clientv3.Client {
+	if *cli == nil {
+		*cli = mustClient(endpoints...)
+		if closed {
+			(*cli).Close()
+		}
+	}
+	return *cli
+}
+
 // mustClient returns a quiet client of endpoints. clientv3.New fails only
 // for a bad configuration, which this package does not make.
 func mustClient(endpoints ...string) *clientv3.Client {
@@ -318,12 +323,10 @@ func mustClient(endpoints ...string) *clientv3.Client {
 	return cli
 }
 
-// reservePorts returns n distinct free loopback ports for peer URLs, which
-// the members of a cluster must know before any of them starts: stable
-// ports (see stablePort), which outlast a member's stop. It holds a
-// listener on each at once (so the ports are distinct) and closes them;
-// another process could take one before the member binds it, so a start
-// that fails is retried with fresh ports.
+// reservePorts returns n distinct free stable loopback ports (see
+// stablePort) for peer URLs, which a cluster's members must know before any
+// starts. Another process could take one before the member binds it, so a
+// start that fails is retried with fresh ports.
 func reservePorts(n int) ([]int, error) {
 	ports := make([]int, n)
 	ls := make([]net.Listener, 0, n)

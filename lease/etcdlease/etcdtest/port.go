@@ -9,15 +9,8 @@ import (
 	"strings"
 )
 
-// A member's ports outlive its stops: its clients, and a cluster's other
-// members, find it again after a restart. A port the kernel chooses (port
-// 0) comes from its ephemeral range, which it also draws from for every
-// other listener on port 0 and for the local port of every outgoing
-// connection; while the member is stopped, any of those — another test's
-// server, one of this test's own clients' connections — can take the port,
-// and the restart fails ("address already in use"), more often the more
-// tests run in parallel. So a member's ports are picked below that range,
-// where the kernel never picks by itself.
+// A member's ports outlive its stops, so they are picked below the
+// kernel's ephemeral range (DESIGN.md, "Ports").
 
 // lowestPort is the lowest port picked: above the well-known and most
 // registered ports.

@@ -1,14 +1,9 @@
 // Package history checks that a test's lease trackers kept their promises.
 //
-// The incident it answers is the one every leader election exists to
-// prevent: two processes acting as leader at once — a store that ended a
-// term early, a tracker that answered Held past its validity, a fencing
-// check that let a deposed leader's write through. Such a break seldom
-// fails a test by itself; it shows only when what each tracker said, and
-// when, is laid side by side. So a test records every answer its trackers
-// give (Check, Current, each Lead run, StepDown) and every fenced write its
-// resources answer, in a Recorder, from any number of goroutines, and
-// Verify judges the whole history:
+// A test records every answer its trackers give (Check, Current, each Lead
+// run, StepDown) and every fenced write its resources answer, in a
+// Recorder, from any number of goroutines, and Verify judges the whole
+// history (why: DESIGN.md):
 //
 //	var rec history.Recorder
 //	asked := time.Now()

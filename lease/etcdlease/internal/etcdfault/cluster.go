@@ -32,9 +32,8 @@ type Config struct {
 	// Members is the number of members; zero means 3.
 	Members int
 	// TickMs and ElectionMs are etcd's heartbeat interval and election
-	// timeout; zero means 100 and 1000, slow enough that a -race build on
-	// two busy cores holds elections only when a fault asks for one.
-	// etcd's least lease TTL is 1.5 × ElectionMs.
+	// timeout; zero means 100 and 1000 (DESIGN.md, "Timing"). etcd's least
+	// lease TTL is 1.5 × ElectionMs.
 	TickMs, ElectionMs uint
 	// SnapshotCount is how many applied entries make a member snapshot
 	// and compact its raft log; SnapshotCatchUpEntries, how many entries
@@ -79,8 +78,9 @@ func (c Config) withDefaults() Config {
 // every member; call it at test cleanup. Its methods are safe for
 // concurrent use.
 type Cluster struct {
-	cfg     Config
-	links   *links
+	cfg Config
+	// links[from][to] is the link from member from to member to.
+	links   [][]faultnet.Path
 	peers   []*faultnet.Proxy
 	clients []*faultnet.Proxy
 	// clientsIn[i] is the link from every client to member i: cut, what
@@ -116,7 +116,7 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	}
 	n := cfg.Members
 	c := &Cluster{
-		cfg: cfg, links: newLinks(),
+		cfg: cfg, links: make([][]faultnet.Path, n),
 		procs: make([]*process, n), paused: make([]bool, n), ids: make([]uint64, n),
 	}
 	pids := make([]int, n)
@@ -129,7 +129,10 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	}()
 	var initial []string
 	for i := range n {
-		pp, err := newPeerProxy(i, c.links, c.dialler)
+		c.links[i] = make([]faultnet.Path, n)
+	}
+	for i := range n {
+		pp, err := newPeerProxy(i, c.link, c.dialler)
 		if err != nil {
 			return nil, err
 		}
@@ -222,6 +225,8 @@ func (c *Cluster) setPIDLocked(i, pid int) {
 	pids[i] = pid
 	c.pids.Store(&pids)
 }
+
+func (c *Cluster) link(from, to int) *faultnet.Path { return &c.links[from][to] }
 
 // dialler is the peer proxies' way to tell which member dialled.
 func (c *Cluster) dialler(conn net.Conn) int { return dialledBy(conn, *c.pids.Load()) }
@@ -348,13 +353,13 @@ func (c *Cluster) MoveLeader(ctx context.Context, to int) error {
 
 // Cut stops the bytes member from sends member to (to keeps sending).
 func (c *Cluster) Cut(from, to int) {
-	cut(c.links.get(from, to))
+	cut(c.link(from, to))
 	c.event(fmt.Sprintf("cut %s -> %s", memberName(from), memberName(to)), false)
 }
 
 // Heal lets the bytes member from sends member to through again.
 func (c *Cluster) Heal(from, to int) {
-	heal(c.links.get(from, to))
+	heal(c.link(from, to))
 	c.event(fmt.Sprintf("heal %s -> %s", memberName(from), memberName(to)), true)
 }
 
@@ -362,8 +367,8 @@ func (c *Cluster) Heal(from, to int) {
 func (c *Cluster) Isolate(i int) {
 	for j := range c.Size() {
 		if j != i {
-			cut(c.links.get(i, j))
-			cut(c.links.get(j, i))
+			cut(c.link(i, j))
+			cut(c.link(j, i))
 		}
 	}
 	c.event(fmt.Sprintf("isolate %s", memberName(i)), false)
@@ -387,7 +392,7 @@ func (c *Cluster) ReleaseClients(i int) {
 func (c *Cluster) HealAll() {
 	for i := range c.Size() {
 		for j := range c.Size() {
-			heal(c.links.get(i, j))
+			heal(c.link(i, j))
 		}
 		heal(c.clientsIn[i])
 	}
@@ -395,34 +400,27 @@ func (c *Cluster) HealAll() {
 }
 
 // Pause stops member i's process (SIGSTOP).
-func (c *Cluster) Pause(i int) error {
-	p, err := c.proc(i)
-	if err != nil {
-		return err
-	}
-	if err := p.signal(syscall.SIGSTOP); err != nil {
-		return err
-	}
-	c.mu.Lock()
-	c.paused[i] = true
-	c.mu.Unlock()
-	c.event(fmt.Sprintf("SIGSTOP %s", memberName(i)), false)
-	return nil
-}
+func (c *Cluster) Pause(i int) error { return c.setPaused(i, true) }
 
 // Resume continues member i's process (SIGCONT).
-func (c *Cluster) Resume(i int) error {
+func (c *Cluster) Resume(i int) error { return c.setPaused(i, false) }
+
+func (c *Cluster) setPaused(i int, paused bool) error {
 	p, err := c.proc(i)
 	if err != nil {
 		return err
 	}
-	if err := p.signal(syscall.SIGCONT); err != nil {
+	sig, name := syscall.SIGCONT, "SIGCONT"
+	if paused {
+		sig, name = syscall.SIGSTOP, "SIGSTOP"
+	}
+	if err := p.signal(sig); err != nil {
 		return err
 	}
 	c.mu.Lock()
-	c.paused[i] = false
+	c.paused[i] = paused
 	c.mu.Unlock()
-	c.event(fmt.Sprintf("SIGCONT %s", memberName(i)), true)
+	c.event(fmt.Sprintf("%s %s", name, memberName(i)), !paused)
 	return nil
 }
 
@@ -494,7 +492,7 @@ func (c *Cluster) healthyLocked() bool {
 			return false
 		}
 		for j := range c.procs {
-			if i != j && isCut(c.links.get(i, j)) {
+			if i != j && isCut(c.link(i, j)) {
 				return false
 			}
 		}

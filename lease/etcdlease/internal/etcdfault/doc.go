@@ -4,12 +4,7 @@
 // restarts, a workload that records every answer of the trackers under
 // test, and a checker that judges that history against etcd's own record
 // of the lease.
-//
-// It answers issue 17: under a stale raft leader — paused, cut off from
-// its peers and resumed still cut off, so that it answers keep-alives from
-// its own lessor — a SessionStore promised the lease to two holders at
-// once. Only faults between processes show that; an in-process etcd
-// cannot be paused or cut off from its peers alone.
+// Why processes, not an in-process etcd: DESIGN.md.
 //
 // Members are the test binary itself, re-executed with an environment
 // variable naming the member to run; call MemberMain first in TestMain:
@@ -19,17 +14,8 @@
 //		goleak.VerifyTestMain(m)
 //	}
 //
-//	c, err := etcdfault.Start(ctx, etcdfault.Config{Dir: t.TempDir(), Logf: t.Logf})
-//	...
-//	t.Cleanup(c.Close)
-//	w := etcdfault.Observe(nodes, etcdfault.WorkloadConfig{Key: "/leases/singular"})
-//	leader, _ := c.Leader(ctx)
-//	c.Isolate(leader)
-//	...
-//	c.HealAll()
-//	h := w.Stop()
-//	terms, _ := etcdfault.ReadTerms(ctx, cli, "/leases/singular")
-//	v := etcdfault.Check(h, terms, nil, etcdfault.Heals(c.Events()), 3*duration)
+// Then Start a Cluster, Observe the nodes, apply faults, Stop the Workload
+// and Check its History against ReadTerms (etcdlease's fault_test.go).
 //
 // It is Linux-only: a peer proxy tells which member dialled a connection
 // from /proc (see procnet.go).

@@ -5,6 +5,7 @@ package etcdfault
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -168,23 +169,14 @@ func (v Verdict) OK() bool { return len(v.Violations) == 0 }
 //     failed) or if acknowledged before its promise ran out;
 //   - liveness after each heal.
 //
-// A correct store passes however slowly the machine runs: a tracker's
-// Until is computed from the time before its store call, and etcd ends a
-// term no sooner than that.
+// A correct store passes however slowly the machine runs (DESIGN.md).
 func Check(h History, terms []Term, applied map[string]int64, heals []time.Time, recoverWithin time.Duration) Verdict {
 	v := Verdict{Answers: make(map[AnswerClass]int), Terms: len(terms)}
 	rel := func(t time.Time) string { return fmt.Sprintf("%.3fs", t.Sub(h.Start).Seconds()) }
-	byNode := make(map[string][]Answer)
-	var nodes []string
 	for _, a := range h.Answers {
-		if _, ok := byNode[a.Node]; !ok {
-			nodes = append(nodes, a.Node)
-		}
-		byNode[a.Node] = append(byNode[a.Node], a)
 		v.Answers[a.Class]++
 		v.Checks += a.Count
 	}
-	sort.Strings(nodes)
 
 	// The promises, judged by leasetest/history: overlaps, token order,
 	// ErrNotLeader while promised, Held past Until, stale fenced writes.
@@ -204,14 +196,9 @@ func Check(h History, terms []Term, applied map[string]int64, heals []time.Time,
 		byToken[t.Token] = t
 	}
 	promised := make(map[uint64]bool)
-	var all []Answer
-	for _, n := range nodes {
-		for _, a := range byNode[n] {
-			if promises(a) {
-				all = append(all, a)
-			}
-		}
-	}
+	// The promising answers, node by node (by name), each node's in order.
+	all := slices.DeleteFunc(slices.Clone(h.Answers), func(a Answer) bool { return !promises(a) })
+	sort.SliceStable(all, func(i, j int) bool { return all[i].Node < all[j].Node })
 	for _, a := range all {
 		tok := a.Status.Token
 		if promised[tok] {
@@ -291,10 +278,9 @@ func Check(h History, terms []Term, applied map[string]int64, heals []time.Time,
 // compare failed) without an error.
 var errRefused = errors.New("fenced write not applied")
 
-// judge records h's check answers and fenced writes in a history.Recorder
-// and verifies them. A run of equal answers is recorded as its first and
-// its last: every rule an answer inside the run breaks, one of those
-// breaks too (their promises are equal, and the last was asked latest).
+// judge records h's check answers (a run of equal answers as its first
+// and its last: DESIGN.md) and fenced writes in a history.Recorder and
+// verifies them.
 func judge(h History) []history.Violation {
 	var rec history.Recorder
 	for _, a := range h.Answers {

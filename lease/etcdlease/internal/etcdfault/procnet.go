@@ -13,15 +13,7 @@ import (
 	"strings"
 )
 
-// Which process dialled a connection. A member's peer dials come from an
-// ephemeral port of 127.0.0.1 that etcd does not let us choose (its peer
-// transport has no source-address setting), so the proxy asks the kernel:
-// /proc/net/tcp maps the dialling socket (local address = the connection's
-// remote address, remote address = the proxy's) to a socket inode, and
-// /proc/<pid>/fd of the member that owns that inode links to
-// "socket:[inode]". The dialler's fd exists before its connect completes,
-// so the lookup cannot miss a live dialler; it runs once per connection,
-// and etcd keeps its peer connections open.
+// Which process dialled a connection, from /proc (DESIGN.md, "Who dialled").
 
 // socketInode returns the inode of the IPv4 TCP socket whose local and
 // remote addresses are local and remote, from /proc/net/tcp.

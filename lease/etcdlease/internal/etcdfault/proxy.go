@@ -4,28 +4,16 @@ package etcdfault
 
 import (
 	"net"
-	"sync"
 
 	"github.com/coldstart-go/coldstart/lease/etcdlease/internal/faultnet"
 )
 
-// The members' traffic goes through faultnet proxies, one in front of each
-// member's peer port and one in front of its client port. Their addresses
-// are the ones the cluster advertises, so they stay the same when a member
-// restarts on new ports; while a member is down, new connections wait
-// until it is back (faultnet.Config.Wait), as a client retrying a
-// restarting member would.
-//
-// A peer proxy knows which member dialled each connection (see dialler),
-// so that a cut of the link from member i to member j stalls exactly the
-// bytes i sends j: on a connection i dialled to j's proxy, the bytes
-// upstream; on one j dialled to i's proxy, the bytes downstream. A cut
-// is faultnet's Pause: the bytes are held, the connection stays open, and
-// etcd notices only by its own timeouts; a heal lets the held bytes
-// through, as TCP retransmission would.
+// The members' traffic goes through faultnet proxies, at the addresses the
+// cluster advertises; a cut of link i→j holds exactly the bytes i sends j
+// (DESIGN.md, "Proxies and cuts").
 
 // newPeerProxy starts the proxy in front of member i's peer port.
-func newPeerProxy(i int, ls *links, dialler func(net.Conn) int) (*faultnet.Proxy, error) {
+func newPeerProxy(i int, link func(from, to int) *faultnet.Path, dialler func(net.Conn) int) (*faultnet.Proxy, error) {
 	return faultnet.Listen("", faultnet.Config{Wait: true, Route: func(in net.Conn) (up, down *faultnet.Path, ok bool) {
 		from := dialler(in)
 		if from < 0 {
@@ -33,7 +21,7 @@ func newPeerProxy(i int, ls *links, dialler func(net.Conn) int) (*faultnet.Proxy
 			// would cross a link we cannot name. etcd redials.
 			return nil, nil, false
 		}
-		return ls.get(from, i), ls.get(i, from), true
+		return link(from, i), link(i, from), true
 	}})
 }
 
@@ -48,26 +36,6 @@ func newClientProxy(clientsIn *faultnet.Path) (*faultnet.Proxy, error) {
 
 // proxyURL is the address the cluster advertises for a proxy's member.
 func proxyURL(p *faultnet.Proxy) string { return "http://" + p.Addr() }
-
-// links is the state of every directed link between members.
-type links struct {
-	mu sync.Mutex
-	m  map[[2]int]*faultnet.Path
-}
-
-func newLinks() *links { return &links{m: make(map[[2]int]*faultnet.Path)} }
-
-func (ls *links) get(from, to int) *faultnet.Path {
-	ls.mu.Lock()
-	defer ls.mu.Unlock()
-	k := [2]int{from, to}
-	l := ls.m[k]
-	if l == nil {
-		l = &faultnet.Path{}
-		ls.m[k] = l
-	}
-	return l
-}
 
 // cut and heal are a link's two states: a cut holds its bytes (faultnet's
 // Pause) until the heal.

@@ -4,13 +4,8 @@
 // client ports, cut per direction between members).
 //
 // A Proxy listens on loopback and forwards each connection to its target.
-// Each direction of a connection crosses one Path, whose Fault a test sets:
-// Slow delays its bytes, Pause holds them until the heal, Cut holds them
-// and closes the connection at the heal, Refuse closes every connection at
-// once. Holding bytes (and reading no more once a few chunks are held) is
-// what a dropped packet does to TCP: the sender's writes block once the
-// buffers are full, the connection stays open, and the peers notice only by
-// their own timeouts.
+// Each direction of a connection crosses one Path, whose Fault a test sets
+// (why holding bytes is a dropped packet: DESIGN.md).
 package faultnet
 
 import (
