@@ -50,6 +50,11 @@ type Store struct {
 	// records the outcome: the key seen on one of them was moved by this
 	// Store, not by another client (see leaseOurs).
 	moving map[uint64][]clientv3.LeaseID
+	// unsure is, by token, the etcd lease a relet of the term sent its
+	// key to without learning whether it got there (its answer was
+	// lost): a key found on it was moved by this Store, and the next
+	// Extend follows it there (see followMove).
+	unsure map[uint64]clientv3.LeaseID
 	// orphans are etcd leases the Store no longer wants and could not
 	// revoke yet (see orphan); the next Claim revokes them first.
 	orphans []clientv3.LeaseID
@@ -108,6 +113,7 @@ func NewStore(cli *clientv3.Client, prefix string, opts ...Option) (*Store, erro
 		cli: cli, prefix: prefix, opts: o, slots: newSlots(o.maxInFlight),
 		admission: admission{slots: o.maxInFlight},
 		leases:    make(map[uint64]cachedLease), moving: make(map[uint64][]clientv3.LeaseID),
+		unsure: make(map[uint64]clientv3.LeaseID),
 	}, nil
 }
 
@@ -369,6 +375,11 @@ func (s *Store) followMove(g leasestore.Grant, kv *keyValue, r *renewal, attempt
 	case cached && cur.id == got, !r.ok:
 		r.id, r.known, r.ok = got, cur, cached && cur.id == got
 		return leasestore.Grant{}, true, nil
+	case s.sentTo(g.Token, got):
+		// An earlier relet whose answer was lost did move it: renew the
+		// key there, as on a lease of unknown life (so moved afresh).
+		r.id, r.known, r.ok = got, cachedLease{}, false
+		return leasestore.Grant{}, true, nil
 	case s.leaseOurs(g.Name, g.Token)(kv.Lease):
 		return leasestore.Grant{}, false, extendError(g, fmt.Errorf("key %q is being moved to etcd lease %x by a concurrent Extend", key, got))
 	}
@@ -392,7 +403,11 @@ func (s *Store) relet(ctx context.Context, g leasestore.Grant, old clientv3.Leas
 	if err != nil {
 		// The old lease was just kept alive, so the term lasts its old
 		// TTL whichever way this went; the new lease expires unused or
-		// carries the key.
+		// carries the key, and then the next Extend follows it there: an
+		// outage that cut this answer is no loss.
+		s.mu.Lock()
+		s.unsure[g.Token] = gr.ID
+		s.mu.Unlock()
 		return fail(err)
 	}
 	if !resp.Succeeded {
@@ -487,6 +502,7 @@ func (s *Store) lose(g leasestore.Grant, err error) error {
 	defer s.mu.Unlock()
 	if len(s.leases) >= maxCached {
 		clear(s.leases)
+		clear(s.unsure)
 	}
 	s.leases[g.Token] = cachedLease{name: g.Name, over: err}
 	return err
@@ -510,7 +526,7 @@ func (s *Store) overErr(name string, token uint64) error {
 func (s *Store) leaseOurs(name string, token uint64) func(id int64) bool {
 	return func(id int64) bool {
 		c, ok := s.cached(name, token)
-		return !ok || c.id == clientv3.LeaseID(id) || s.isMoving(token, clientv3.LeaseID(id))
+		return !ok || c.id == clientv3.LeaseID(id) || s.isMoving(token, clientv3.LeaseID(id)) || s.sentTo(token, clientv3.LeaseID(id))
 	}
 }
 
@@ -539,6 +555,15 @@ func (s *Store) isMoving(token uint64, id clientv3.LeaseID) bool {
 	return slices.Contains(s.moving[token], id)
 }
 
+// sentTo says whether a relet of the term token sent its key to the etcd
+// lease id and lost the answer.
+func (s *Store) sentTo(token uint64, id clientv3.LeaseID) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	got, ok := s.unsure[token]
+	return ok && got == id
+}
+
 // cached returns the etcd lease of the term (name, token), if known. The
 // name must match too: a grant carrying another lease's token must not
 // keep that lease alive.
@@ -560,18 +585,21 @@ func (s *Store) remember(name string, token uint64, l cachedLease) error {
 	}
 	if len(s.leases) >= maxCached {
 		clear(s.leases)
+		clear(s.unsure)
 	}
 	if _, ok := s.leases[token]; !ok {
 		s.live++
 	}
 	l.name = name
 	s.leases[token] = l
+	delete(s.unsure, token)
 	return nil
 }
 
 func (s *Store) forget(token uint64) {
 	s.mu.Lock()
 	delete(s.leases, token)
+	delete(s.unsure, token)
 	s.mu.Unlock()
 }
 
