@@ -14,15 +14,11 @@ import (
 	"strings"
 )
 
-// skipped directories hold no library's API: a module's internal packages,
-// test data and the examples (a module of commands); and the go command
-// ignores those named .x and _x.
+// skipped directories hold no library's API (nor do .x and _x ones).
 var skipped = map[string]bool{"internal": true, "testdata": true, "examples": true}
 
-// apiFiles returns the API of every module under root, by its file under
-// api/: the root module's is coldstart.txt, a nested module's its directory
-// with / as - (lease-etcdlease.txt). A module that exports nothing (only
-// internal packages and commands) has no file.
+// apiFiles returns the API of every module under root, by its file name
+// under api/ (see README.md); a module exporting nothing has none.
 func apiFiles(root string) (map[string][]string, error) {
 	files := map[string][]string{}
 	err := filepath.WalkDir(root, func(dir string, e fs.DirEntry, err error) error {
@@ -52,8 +48,7 @@ func apiFiles(root string) (map[string][]string, error) {
 	return files, err
 }
 
-// writeAPI writes root's api/ directory afresh: a file per module that
-// exports something.
+// writeAPI writes root's api/ directory afresh.
 func writeAPI(root string) error {
 	files, err := apiFiles(root)
 	if err != nil {
@@ -77,8 +72,7 @@ func writeAPI(root string) error {
 	return nil
 }
 
-// findRoot returns the repository's root above dir: the directory of its
-// go.work or, without one, of the go.mod nearest above dir.
+// findRoot returns the directory of the go.work above dir, else of its go.mod.
 func findRoot(dir string) (string, error) {
 	dir, err := filepath.Abs(dir)
 	for d := dir; err == nil && filepath.Dir(d) != d; d = filepath.Dir(d) {
@@ -90,9 +84,8 @@ func findRoot(dir string) (string, error) {
 	return mod, err
 }
 
-// importPath returns the import path of the package in dir, the module
-// line of the go.mod nearest above it and dir's path below, and the
-// module's directory.
+// importPath returns the import path of the package in dir and the
+// directory of the go.mod nearest above it.
 func importPath(dir string) (path, mod string, err error) {
 	if dir, err = filepath.Abs(dir); err != nil {
 		return "", "", err
@@ -113,13 +106,8 @@ func importPath(dir string) (path, mod string, err error) {
 	}
 }
 
-// apiLines returns, sorted, a line per exported element of the package in
-// dir, whose import path is path, and its non-test files' lines. The lines
-// are in the format of $GOROOT/api/go1.N.txt (pkg net/http, func
-// Get(string) (*Response, error)) and come from the source alone, not
-// type-checked: a var's type is the one its declaration writes (error for
-// errors.New and fmt.Errorf), a const's value is written where it is a
-// literal. A command (package main) has none.
+// apiLines returns, sorted, the $GOROOT/api-format lines of the package in
+// dir (import path path; none for a command) and its non-test lines; see README.md.
 func apiLines(dir, path string) (api []string, lines int, err error) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
@@ -212,9 +200,7 @@ func genLines(add func(string, ...any), d *ast.GenDecl) {
 	}
 }
 
-// typeLines adds an exported type's lines: a struct's exported fields,
-// embedded ones too (an unexported embedded type is left out, with what it
-// promotes), an interface's methods.
+// typeLines adds an exported type's lines, its fields' and methods' too.
 func typeLines(add func(string, ...any), s *ast.TypeSpec) {
 	name := s.Name.Name + tparams(s.TypeParams)
 	switch t := s.Type.(type) {
@@ -255,8 +241,7 @@ func typeLines(add func(string, ...any), s *ast.TypeSpec) {
 	}
 }
 
-// unname drops a parameter list's names, as the Go api files do: (a, b int)
-// is (int, int).
+// unname drops a parameter list's names: (a, b int) is (int, int).
 func unname(l *ast.FieldList) {
 	if l == nil {
 		return
@@ -270,8 +255,7 @@ func unname(l *ast.FieldList) {
 	l.List = fields
 }
 
-// tparams returns a type parameter list as written ([K comparable, V any]),
-// or "".
+// tparams returns a type parameter list as written ([K comparable, V any]).
 func tparams(l *ast.FieldList) string {
 	if l == nil {
 		return ""
@@ -280,8 +264,7 @@ func tparams(l *ast.FieldList) string {
 	return "[" + s[len("func("):len(s)-1] + "]"
 }
 
-// receiver returns the name of a method's receiver type, or of an embedded
-// field's type.
+// receiver returns the type name of a method's receiver or an embedded field.
 func receiver(t ast.Expr) string {
 	if s, ok := t.(*ast.StarExpr); ok {
 		t = s.X

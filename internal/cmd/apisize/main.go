@@ -1,23 +1,5 @@
-// Command apisize prints, for each package directory it is given, the two
-// figures CONTRIBUTING asks a change to report before and after: the
-// exported names and the non-test lines; and it writes the API record
-// (CONTRIBUTING, "The API written down").
-//
-//	go run ./internal/cmd/apisize ./gate ./lease ./upgrade
-//	go run ./internal/cmd/apisize -list ./gate   # the names, one a line
-//	go run ./internal/cmd/apisize -api ./gate    # the API, one element a line
-//	go run ./internal/cmd/apisize -write         # api/<module>.txt, every module
-//
-// An exported name is a top-level exported func, type, var or const, an
-// exported method of an exported type, or an exported method of an
-// exported interface type; the methods Error, String, Unwrap and Is are
-// left out (they implement standard interfaces); a command (package main)
-// has none, and a name declared once per platform counts once. Only the
-// directory's non-test .go files count, and its lines are theirs, as wc -l
-// counts.
-//
-// The API is a line per exported element, fields and standard methods
-// too, in the format of the Go project's $GOROOT/api files (see apiLines).
+// Command apisize prints each package's exported names and non-test lines,
+// and writes the API record (api/<module>.txt); see README.md.
 package main
 
 import (
@@ -71,20 +53,17 @@ func main() {
 	os.Exit(status)
 }
 
-// standard methods are not counted: they implement the standard library's
-// interfaces.
+// standard methods implement the standard library's interfaces: not counted.
 var standard = map[string]bool{"Error": true, "String": true, "Unwrap": true, "Is": true}
 
-// count returns the exported names of the package in dir, sorted, and the
-// lines of its non-test files.
+// count returns dir's exported names, sorted, and its non-test lines.
 func count(dir string) ([]string, int, error) {
 	api, lines, err := apiLines(dir, "")
 	return names(api), lines, err
 }
 
-// names returns, sorted, the exported names of a package's API lines: a
-// type's name stands for its fields and embedded types, an exported type's
-// methods and an interface's are Type.Method.
+// names returns, sorted, the exported names of a package's API lines
+// (methods are Type.Method; fields count under their type).
 func names(api []string) []string {
 	var names []string
 	for _, l := range api {
