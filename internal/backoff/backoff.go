@@ -1,8 +1,5 @@
 // Package backoff is coldstart's one jittered, capped exponential backoff,
-// timed on an injected clock. Every retry loop in the library (the
-// listener's accept errors, the dialer's rounds, the lease tracker's
-// ambiguous renewals, upgrade.Retry and the etcd stores) uses it, so they
-// all grow, cap and jitter the same way.
+// timed on an injected clock; every retry loop in the library uses it.
 package backoff
 
 import (
@@ -51,10 +48,8 @@ func Jitter(d time.Duration, frac float64) time.Duration {
 	return d - Duration(float64(d)*frac*rand.Float64())
 }
 
-// Duration converts a non-negative float of nanoseconds to a Duration,
-// saturating: float64(math.MaxInt64) rounds up to 2⁶³, which does not
-// convert, and a wrapped negative wait would retry at once — exactly the
-// hammering a long wait is meant to prevent.
+// Duration converts a float of nanoseconds to a Duration, saturating at 0
+// and math.MaxInt64 (see DESIGN.md).
 func Duration(ns float64) time.Duration {
 	switch {
 	case ns >= math.MaxInt64:
@@ -103,8 +98,7 @@ func Sleep(ctx context.Context, clk clock.Clock, d time.Duration) error {
 }
 
 // SleepUntil is Sleep that ends early when done closes; it reports
-// whether the full wait elapsed (false: done closed first). For loops
-// stopped by a channel rather than a context.
+// whether the full wait elapsed (false: done closed first).
 func SleepUntil(done <-chan struct{}, clk clock.Clock, d time.Duration) bool {
 	select {
 	case <-done:

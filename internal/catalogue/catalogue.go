@@ -1,9 +1,5 @@
-// Package catalogue reads the repository's catalogue of log records and
-// metric families (docs/catalogue.md), for the tests that hold it to the
-// code: the root module's (every record a package writes, found in its
-// source) and the metrics module's (every family its collectors export,
-// found by gathering them). Either fails when the code and the catalogue
-// disagree in either direction, and prints the rows to add or remove.
+// Package catalogue reads the catalogue of log records and metric families
+// (docs/catalogue.md) for the tests that hold it to the code, both ways.
 package catalogue
 
 import (
@@ -51,12 +47,9 @@ var (
 	level = regexp.MustCompile(`\b(DEBUG|INFO|WARN|ERROR)\b`)
 )
 
-// Read reads the catalogue in the Markdown file at path. Each table must appear
-// exactly once. A records row starts its first two cells with the
-// component and the message in backticks (what follows the message is
-// prose), a families row its first cell with the name, and its labels
-// cell lists the label names in backticks; a row that does not is an
-// error, so a typo cannot hide a row from the tests.
+// Read reads the catalogue in the Markdown file at path. Each table must
+// appear once; a row not starting with its `component` and `message` (or
+// `family`) in backticks is an error, so a typo cannot hide it.
 func Read(path string) (*Catalogue, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -124,9 +117,8 @@ func Read(path string) (*Catalogue, error) {
 	return &c, nil
 }
 
-// splitRow splits a table row into its cells, trimmed. A `|` inside
-// backticks (as in `local`\|`peer`) is escaped in Markdown, so the
-// separator is an unescaped pipe.
+// splitRow splits a table row into its trimmed cells at unescaped pipes
+// (Markdown escapes a | in backticks: `local`\|`peer`).
 func splitRow(row string) []string {
 	row = strings.TrimSuffix(strings.TrimPrefix(row, "|"), "|")
 	var cells []string
