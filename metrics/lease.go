@@ -24,25 +24,9 @@ type trackerCollector struct {
 }
 
 // NewTrackerCollector returns a collector of t's Report, its series
-// labelled lease=<the lease's name> (lease.Config.Name):
-//
-//	coldstart_lease_state{state}                 1 for the tracker's state (unknown, held, not-held), 0 for the others
-//	coldstart_lease_token                        the fencing token of the term last confirmed
-//	coldstart_lease_until_timestamp_seconds      the end of the promise while held, else 0
-//	coldstart_lease_closed
-//	coldstart_lease_losses_total                 terms this tracker held that the store said are over
-//	coldstart_lease_denials_total                claims denied because another holder had the lease
-//	coldstart_lease_transitions_total
-//	coldstart_lease_unknown_seconds_total        time spent Unknown
-//	coldstart_lease_last_call_seconds            latency of the last finished store call
-//	coldstart_lease_call_in_flight_seconds       how long the call in flight has run, 0 if none
-//	coldstart_lease_handover_gap_seconds         summary (count, sum) of the leaderless gaps of hand-overs to this tracker
-//
-// Times are on the tracker's clock: the until timestamp is Unix time only
-// on the wall clock. The token is exact up to 2^53. The tracker's store
-// calls by operation and outcome (Report.Calls) are counted, in the same
-// shape, by its store: one family, coldstart_lease_store_calls_total
-// (NewStoreCollector).
+// labelled lease=<the lease's name> (families: docs/catalogue.md). Times are
+// on the tracker's clock (the until timestamp is Unix time only on the wall
+// clock); the token is exact up to 2^53. Store calls are NewStoreCollector's.
 func NewTrackerCollector(t *lease.Tracker) prometheus.Collector {
 	if t == nil {
 		return invalid{jujuerrors.NotValidf("nil *lease.Tracker (must be one from lease.NewTracker)")}

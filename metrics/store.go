@@ -18,13 +18,9 @@ type storeCollector struct {
 // calls (a leasestore.Reporter): leasestore.MemStore, leasetest.FaultStore,
 // the etcdlease and k8slease stores do, and yours can, with
 // leasestore.Counters. A store that does not count makes a collector
-// whose Collect reports the error. Its series are
-// labelled store=name. It is the one family of lease calls: the calls of
-// the trackers on s, counted as each tracker's Report.Calls counts them.
-//
-//	coldstart_lease_store_calls_total{operation, outcome}  finished calls: operation claim, extend or revoke;
-//	                                                       outcome ok, definitive, not-sent or ambiguous
-//	coldstart_lease_store_calls_in_flight                  calls begun and not yet returned
+// whose Collect reports the error. Its series are labelled store=name
+// (families: docs/catalogue.md); they count the calls of the trackers on s,
+// as each tracker's Report.Calls counts them.
 func NewStoreCollector(name string, store leasestore.Store) prometheus.Collector {
 	if err := checkName("store", name); err != nil {
 		return invalid{err}
