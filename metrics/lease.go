@@ -94,9 +94,7 @@ func (c *trackerCollector) Collect(ch chan<- prometheus.Metric) {
 	if c.set && len(ts) > 1 {
 		seen = make(map[string]bool, len(ts))
 	}
-	// lv is the label values before the state label: the lease's name in a
-	// set, none otherwise. Its spare capacity takes the state without an
-	// allocation; NewConstMetric copies the values it is given.
+	// lv: the lease's name in a set, else none; spare room for the state.
 	lv := make([]string, 0, 2)
 	for _, t := range ts {
 		if t == nil {
