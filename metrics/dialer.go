@@ -34,7 +34,6 @@ func NewDialerCollector(name string, d *dialer.Dialer) prometheus.Collector {
 	return c
 }
 
-// Collect implements prometheus.Collector.
 func (c *dialerCollector) Collect(ch chan<- prometheus.Metric) {
 	r := c.d.Report()
 	counter(ch, c.dials, r.LocalDials, "local")

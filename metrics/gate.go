@@ -40,7 +40,6 @@ func NewBoardCollector(name string, b *gate.Board) prometheus.Collector {
 	return c
 }
 
-// Collect implements prometheus.Collector.
 func (c *boardCollector) Collect(ch chan<- prometheus.Metric) {
 	r := c.b.Report()
 	names := make([]string, 0, len(r))

@@ -87,7 +87,6 @@ func newTrackerCollector(d descs, trackers func() []*lease.Tracker, set bool) *t
 	return c
 }
 
-// Collect implements prometheus.Collector.
 func (c *trackerCollector) Collect(ch chan<- prometheus.Metric) {
 	ts := c.trackers()
 	var seen map[string]bool
@@ -167,10 +166,8 @@ func NewLeaderStatusCollector(t *lease.Tracker) prometheus.Collector {
 	}
 }
 
-// Describe implements prometheus.Collector.
 func (c *leaderStatusCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
 
-// Collect implements prometheus.Collector.
 func (c *leaderStatusCollector) Collect(ch chan<- prometheus.Metric) {
 	s, _ := c.t.Current()
 	gauge(ch, c.desc, flag(s.State == lease.Held))

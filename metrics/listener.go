@@ -53,7 +53,6 @@ func NewListenerCollector(name string, l *listener.Listener) prometheus.Collecto
 	return c
 }
 
-// Collect implements prometheus.Collector.
 func (c *listenerCollector) Collect(ch chan<- prometheus.Metric) {
 	r := c.l.Report()
 	c.port(ch, listener.Controller, r.Controller)

@@ -39,7 +39,6 @@ func NewUpgradeCollector(name string, g *upgrade.Gate) prometheus.Collector {
 	return c
 }
 
-// Collect implements prometheus.Collector.
 func (c *upgradeCollector) Collect(ch chan<- prometheus.Metric) {
 	r := c.g.Report()
 	for _, p := range upgradePhases {
