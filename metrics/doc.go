@@ -6,18 +6,7 @@
 // path; a scrape costs what Report costs plus the metrics it sends
 // (DESIGN.md tells what the package is for).
 //
-//	reg := prometheus.NewRegistry()
-//	reg.MustRegister(
-//		metrics.NewBoardCollector("c0", board),
-//		metrics.NewListenerCollector("c0", l),
-//		metrics.NewDialerCollector("c0", d),
-//		metrics.NewTrackerCollector(tracker),      // labelled lease="singular-controller"
-//		// or, for many leases, metrics.NewTrackerSetCollector(func() []*lease.Tracker { ... }),
-//		metrics.NewLeaderStatusCollector(tracker), // opt-in: client-go's leader_election_master_status
-//		metrics.NewUpgradeCollector("c0", upgrades),
-//		metrics.NewStoreCollector("leases", store), // a lease.Config.Store that counts its calls, e.g. a MemStore
-//	)
-//	http.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+// The package Example and README.md register every collector.
 //
 // Each collector labels its series with its instance name (a tracker's,
 // its lease name) as a constant label. Register refuses two collectors of

@@ -45,8 +45,7 @@ func (c *boardCollector) Collect(ch chan<- prometheus.Metric) {
 	names := make([]string, 0, len(r))
 	for _, e := range r {
 		name := printable.Name(e.Name)
-		// Boards hold tens of gates, so the quadratic scan costs less
-		// than a map.
+		// Boards hold tens of gates: a scan costs less than a map.
 		if slices.Contains(names, name) {
 			continue
 		}

@@ -13,8 +13,7 @@ var leaseStates = [...]lease.State{lease.Unknown, lease.Held, lease.NotHeld}
 type trackerCollector struct {
 	descs
 	trackers func() []*lease.Tracker
-	// set: the lease is a variable label, one tracker's name among many,
-	// rather than the collector's constant label.
+	// set: the lease is a variable label rather than a constant one.
 	set bool
 
 	state, token, until, closed  *prometheus.Desc
@@ -35,16 +34,11 @@ func NewTrackerCollector(t *lease.Tracker) prometheus.Collector {
 	return newTrackerCollector(newDescs("lease", "lease", t.Report().Name), func() []*lease.Tracker { return one }, false)
 }
 
-// NewTrackerSetCollector is NewTrackerCollector for a process with many
-// leases: one collector, the same series, for the trackers that trackers
-// returns at each scrape, so trackers started or closed later show up or
-// go without Register or Unregister. It is also the cheaper of the two for
-// hundreds of trackers (see README.md). trackers may be called by
-// overlapping scrapes; nil entries are skipped, and of two trackers of one
-// lease only the first is exported (the exposition cannot carry both).
-// A registry takes either one NewTrackerSetCollector or
-// NewTrackerCollectors, not both: Register refuses a family whose lease
-// label is constant in some series and variable in others.
+// NewTrackerSetCollector is NewTrackerCollector for many leases (and
+// cheaper for hundreds, see README.md): the same series for the trackers
+// that trackers returns at each scrape, which overlapping scrapes may call.
+// Nil entries are skipped; of two trackers of one lease only the first is
+// exported. A registry takes it or NewTrackerCollectors, not both.
 func NewTrackerSetCollector(trackers func() []*lease.Tracker) prometheus.Collector {
 	if trackers == nil {
 		return invalid{jujuerrors.NotValidf("nil trackers func (must be a func returning the trackers to export)")}
