@@ -131,9 +131,8 @@ func (c *trackerCollector) collect(ch chan<- prometheus.Metric, r lease.Report, 
 	ch <- m
 }
 
-// leaderStatusHelp is client-go's HELP for leader_election_master_status,
-// word for word: a registry refuses one name with two HELP strings, so
-// this gauge can sit beside client-go's (or controller-runtime's).
+// leaderStatusHelp is client-go's HELP, word for word, so this gauge can sit
+// beside client-go's in one registry (which refuses two HELPs for a name).
 const leaderStatusHelp = "Gauge of if the reporting system is master of the relevant lease, 0 indicates backup, 1 indicates master. 'name' is the string used to identify the lease. Please make sure to group by name."
 
 type leaderStatusCollector struct {
@@ -141,14 +140,9 @@ type leaderStatusCollector struct {
 	desc *prometheus.Desc
 }
 
-// NewLeaderStatusCollector returns, for dashboards and alerts written for
-// client-go's leader election, a collector of the one series
-//
-//	leader_election_master_status{name="<lease>"}
-//
-// 1 while t holds its lease (State Held), else 0. It is opt-in, and
-// outside the coldstart_ names, so that it means exactly what client-go's
-// does; coldstart_lease_state says more.
+// NewLeaderStatusCollector returns, for dashboards written for client-go's
+// leader election, a collector of leader_election_master_status{name="<lease>"}:
+// 1 while t holds its lease (State Held), else 0, exactly as client-go's.
 func NewLeaderStatusCollector(t *lease.Tracker) prometheus.Collector {
 	if t == nil {
 		return invalid{jujuerrors.NotValidf("nil *lease.Tracker (must be one from lease.NewTracker)")}
