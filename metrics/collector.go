@@ -67,9 +67,8 @@ func checkName(kind, name string) error {
 	return nil
 }
 
-// invalid is the collector returned for bad arguments: Register (and
-// testutil's helpers) fail with err, and a collector registered unchecked
-// fails every scrape with it, rather than the process panicking.
+// invalid is the collector for bad arguments: Register fails with err, as
+// does every scrape of one registered unchecked, rather than a panic.
 type invalid struct{ err error }
 
 func (c invalid) Describe(ch chan<- *prometheus.Desc) { ch <- prometheus.NewInvalidDesc(c.err) }

@@ -10,11 +10,9 @@ import (
 type listenerCollector struct {
 	descs
 	l *listener.Listener
-
-	// per port
+	// per port, then the listener's
 	accepted, rateLimited, refused, throttled, tempErrs, conns, bound, open, openFailed *prometheus.Desc
-	// the listener's
-	closed, failed *prometheus.Desc
+	closed, failed                                                                      *prometheus.Desc
 }
 
 // NewListenerCollector returns a collector of l's Report, its series
