@@ -51,7 +51,6 @@ func counter(ch chan<- prometheus.Metric, d *prometheus.Desc, v uint64, labelVal
 	send(ch, d, prometheus.CounterValue, float64(v), labelValues...)
 }
 
-// flag is 1 for true and 0 for false.
 func flag(b bool) float64 {
 	if b {
 		return 1
