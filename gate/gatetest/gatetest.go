@@ -1,7 +1,6 @@
 // Package gatetest helps unit-test startup ordering without sleeps: assert
-// that a gate is still locked, that it opens within a bound, and that a set
-// of gates opened in the order a design requires ("controller port before
-// API port").
+// that a gate is still locked, that it opens within a bound, and that gates
+// opened in the order a design requires (controller port before API port).
 //
 // # In a testing/synctest bubble
 //
