@@ -8,16 +8,14 @@ import (
 // namespace is the first part of every metric name but client-go's.
 const namespace = "coldstart"
 
-// descs builds and remembers the Descs of one collector, all with the
-// collector's constant label (none for a tracker set), and describes them.
+// descs builds, keeps and describes a collector's Descs, all with its
+// constant label (none for a tracker set).
 type descs struct {
 	subsystem string
 	labels    prometheus.Labels
 	all       []*prometheus.Desc
 }
 
-// newDescs starts the Descs of a collector of package subsystem labelled
-// label=value.
 func newDescs(subsystem, label, value string) descs {
 	return descs{subsystem: subsystem, labels: prometheus.Labels{label: value}}
 }
@@ -29,17 +27,14 @@ func (d *descs) add(name, help string, variableLabels ...string) *prometheus.Des
 	return desc
 }
 
-// Describe implements prometheus.Collector.
 func (d *descs) Describe(ch chan<- *prometheus.Desc) {
 	for _, desc := range d.all {
 		ch <- desc
 	}
 }
 
-// send sends one sample. A label value the exposition format cannot carry
-// (invalid UTF-8; a gate's name is made printable before it gets here)
-// makes the sample an invalid metric, so the scrape reports the error
-// instead of the process panicking.
+// send sends one sample, or an invalid metric (the scrape reports the error)
+// if the exposition cannot carry a label value.
 func send(ch chan<- prometheus.Metric, d *prometheus.Desc, t prometheus.ValueType, v float64, labelValues ...string) {
 	m, err := prometheus.NewConstMetric(d, t, v, labelValues...)
 	if err != nil {
@@ -56,7 +51,6 @@ func counter(ch chan<- prometheus.Metric, d *prometheus.Desc, v uint64, labelVal
 	send(ch, d, prometheus.CounterValue, float64(v), labelValues...)
 }
 
-// flag is 1 for true and 0 for false.
 func flag(b bool) float64 {
 	if b {
 		return 1
@@ -64,8 +58,7 @@ func flag(b bool) float64 {
 	return 0
 }
 
-// checkName returns why a collector cannot be made for instance name of
-// component kind, or nil.
+// checkName refuses an empty instance name of component kind.
 func checkName(kind, name string) error {
 	if name == "" {
 		return jujuerrors.NotValidf(`%s name "" (must be non-empty: it labels every series)`, kind)
@@ -73,9 +66,8 @@ func checkName(kind, name string) error {
 	return nil
 }
 
-// invalid is the collector returned for bad arguments: Register (and
-// testutil's helpers) fail with err, and a collector registered unchecked
-// fails every scrape with it, rather than the process panicking.
+// invalid is the collector for bad arguments: Register fails with err, as
+// does every scrape of one registered unchecked, rather than a panic.
 type invalid struct{ err error }
 
 func (c invalid) Describe(ch chan<- *prometheus.Desc) { ch <- prometheus.NewInvalidDesc(c.err) }

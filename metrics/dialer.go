@@ -14,12 +14,7 @@ type dialerCollector struct {
 }
 
 // NewDialerCollector returns a collector of d's Report, its series
-// labelled dialer=name:
-//
-//	coldstart_dialer_dials_total{route="local"|"peer"}
-//	coldstart_dialer_fallbacks_total
-//	coldstart_dialer_failures_total
-//	coldstart_dialer_local_ready
+// labelled dialer=name (families: docs/catalogue.md).
 func NewDialerCollector(name string, d *dialer.Dialer) prometheus.Collector {
 	if err := checkName("dialer", name); err != nil {
 		return invalid{err}
@@ -39,7 +34,6 @@ func NewDialerCollector(name string, d *dialer.Dialer) prometheus.Collector {
 	return c
 }
 
-// Collect implements prometheus.Collector.
 func (c *dialerCollector) Collect(ch chan<- prometheus.Metric) {
 	r := c.d.Report()
 	counter(ch, c.dials, r.LocalDials, "local")

@@ -20,16 +20,9 @@ type boardCollector struct {
 }
 
 // NewBoardCollector returns a collector of b's Report, its series labelled
-// board=name:
-//
-//	coldstart_gate_state{gate, state}   1 for the state each gate is in, 0 for the others
-//	coldstart_gate_wait_seconds{gate}   how long it has been locked, or took to open or fail
-//
-// A gate's name is exported as package boardview shows it: a byte that
-// is not UTF-8 or a control character replaced by a printable one (one bad
-// name once turned the whole scrape into a 500), and cut at 256 bytes.
-// Names that are then the same are exported once, for the first of their
-// entries: the exposition cannot carry two series with the same labels.
+// board=name (families: docs/catalogue.md). A gate's name is exported as
+// package boardview shows it (made printable, cut at 256 bytes); names that
+// are then the same are exported once, for the first of their entries.
 func NewBoardCollector(name string, b *gate.Board) prometheus.Collector {
 	if err := checkName("board", name); err != nil {
 		return invalid{err}
@@ -47,14 +40,12 @@ func NewBoardCollector(name string, b *gate.Board) prometheus.Collector {
 	return c
 }
 
-// Collect implements prometheus.Collector.
 func (c *boardCollector) Collect(ch chan<- prometheus.Metric) {
 	r := c.b.Report()
 	names := make([]string, 0, len(r))
 	for _, e := range r {
 		name := printable.Name(e.Name)
-		// Boards hold tens of gates, so the quadratic scan costs less
-		// than a map.
+		// Boards hold tens of gates: a scan costs less than a map.
 		if slices.Contains(names, name) {
 			continue
 		}

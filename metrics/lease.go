@@ -13,8 +13,7 @@ var leaseStates = [...]lease.State{lease.Unknown, lease.Held, lease.NotHeld}
 type trackerCollector struct {
 	descs
 	trackers func() []*lease.Tracker
-	// set: the lease is a variable label, one tracker's name among many,
-	// rather than the collector's constant label.
+	// set: the lease is a variable label rather than a constant one.
 	set bool
 
 	state, token, until, closed  *prometheus.Desc
@@ -24,25 +23,9 @@ type trackerCollector struct {
 }
 
 // NewTrackerCollector returns a collector of t's Report, its series
-// labelled lease=<the lease's name> (lease.Config.Name):
-//
-//	coldstart_lease_state{state}                 1 for the tracker's state (unknown, held, not-held), 0 for the others
-//	coldstart_lease_token                        the fencing token of the term last confirmed
-//	coldstart_lease_until_timestamp_seconds      the end of the promise while held, else 0
-//	coldstart_lease_closed
-//	coldstart_lease_losses_total                 terms this tracker held that the store said are over
-//	coldstart_lease_denials_total                claims denied because another holder had the lease
-//	coldstart_lease_transitions_total
-//	coldstart_lease_unknown_seconds_total        time spent Unknown
-//	coldstart_lease_last_call_seconds            latency of the last finished store call
-//	coldstart_lease_call_in_flight_seconds       how long the call in flight has run, 0 if none
-//	coldstart_lease_handover_gap_seconds         summary (count, sum) of the leaderless gaps of hand-overs to this tracker
-//
-// Times are on the tracker's clock: the until timestamp is Unix time only
-// on the wall clock. The token is exact up to 2^53. The tracker's store
-// calls by operation and outcome (Report.Calls) are counted, in the same
-// shape, by its store: one family, coldstart_lease_store_calls_total
-// (NewStoreCollector).
+// labelled lease=<the lease's name> (families: docs/catalogue.md). Times are
+// on the tracker's clock (the until timestamp is Unix time only on the wall
+// clock); the token is exact up to 2^53. Store calls are NewStoreCollector's.
 func NewTrackerCollector(t *lease.Tracker) prometheus.Collector {
 	if t == nil {
 		return invalid{jujuerrors.NotValidf("nil *lease.Tracker (must be one from lease.NewTracker)")}
@@ -51,16 +34,11 @@ func NewTrackerCollector(t *lease.Tracker) prometheus.Collector {
 	return newTrackerCollector(newDescs("lease", "lease", t.Report().Name), func() []*lease.Tracker { return one }, false)
 }
 
-// NewTrackerSetCollector is NewTrackerCollector for a process with many
-// leases: one collector, the same series, for the trackers that trackers
-// returns at each scrape, so trackers started or closed later show up or
-// go without Register or Unregister. It is also the cheaper of the two for
-// hundreds of trackers (see README.md). trackers may be called by
-// overlapping scrapes; nil entries are skipped, and of two trackers of one
-// lease only the first is exported (the exposition cannot carry both).
-// A registry takes either one NewTrackerSetCollector or
-// NewTrackerCollectors, not both: Register refuses a family whose lease
-// label is constant in some series and variable in others.
+// NewTrackerSetCollector is NewTrackerCollector for many leases (and
+// cheaper for hundreds, see README.md): the same series for the trackers
+// that trackers returns at each scrape, which overlapping scrapes may call.
+// Nil entries are skipped; of two trackers of one lease only the first is
+// exported. A registry takes it or NewTrackerCollectors, not both.
 func NewTrackerSetCollector(trackers func() []*lease.Tracker) prometheus.Collector {
 	if trackers == nil {
 		return invalid{jujuerrors.NotValidf("nil trackers func (must be a func returning the trackers to export)")}
@@ -103,16 +81,13 @@ func newTrackerCollector(d descs, trackers func() []*lease.Tracker, set bool) *t
 	return c
 }
 
-// Collect implements prometheus.Collector.
 func (c *trackerCollector) Collect(ch chan<- prometheus.Metric) {
 	ts := c.trackers()
 	var seen map[string]bool
 	if c.set && len(ts) > 1 {
 		seen = make(map[string]bool, len(ts))
 	}
-	// lv is the label values before the state label: the lease's name in a
-	// set, none otherwise. Its spare capacity takes the state without an
-	// allocation; NewConstMetric copies the values it is given.
+	// lv: the lease's name in a set, else none; spare room for the state.
 	lv := make([]string, 0, 2)
 	for _, t := range ts {
 		if t == nil {
@@ -156,9 +131,8 @@ func (c *trackerCollector) collect(ch chan<- prometheus.Metric, r lease.Report, 
 	ch <- m
 }
 
-// leaderStatusHelp is client-go's HELP for leader_election_master_status,
-// word for word: a registry refuses one name with two HELP strings, so
-// this gauge can sit beside client-go's (or controller-runtime's).
+// leaderStatusHelp is client-go's HELP, word for word, so this gauge can sit
+// beside client-go's in one registry (which refuses two HELPs for a name).
 const leaderStatusHelp = "Gauge of if the reporting system is master of the relevant lease, 0 indicates backup, 1 indicates master. 'name' is the string used to identify the lease. Please make sure to group by name."
 
 type leaderStatusCollector struct {
@@ -166,14 +140,9 @@ type leaderStatusCollector struct {
 	desc *prometheus.Desc
 }
 
-// NewLeaderStatusCollector returns, for dashboards and alerts written for
-// client-go's leader election, a collector of the one series
-//
-//	leader_election_master_status{name="<lease>"}
-//
-// 1 while t holds its lease (State Held), else 0. It is opt-in, and
-// outside the coldstart_ names, so that it means exactly what client-go's
-// does; coldstart_lease_state says more.
+// NewLeaderStatusCollector returns, for dashboards written for client-go's
+// leader election, a collector of leader_election_master_status{name="<lease>"}:
+// 1 while t holds its lease (State Held), else 0, exactly as client-go's.
 func NewLeaderStatusCollector(t *lease.Tracker) prometheus.Collector {
 	if t == nil {
 		return invalid{jujuerrors.NotValidf("nil *lease.Tracker (must be one from lease.NewTracker)")}
@@ -185,10 +154,8 @@ func NewLeaderStatusCollector(t *lease.Tracker) prometheus.Collector {
 	}
 }
 
-// Describe implements prometheus.Collector.
 func (c *leaderStatusCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
 
-// Collect implements prometheus.Collector.
 func (c *leaderStatusCollector) Collect(ch chan<- prometheus.Metric) {
 	s, _ := c.t.Current()
 	gauge(ch, c.desc, flag(s.State == lease.Held))

@@ -10,24 +10,14 @@ import (
 type listenerCollector struct {
 	descs
 	l *listener.Listener
-
-	// per port
+	// per port, then the listener's
 	accepted, rateLimited, refused, throttled, tempErrs, conns, bound, open, openFailed *prometheus.Desc
-	// the listener's
-	closed, failed *prometheus.Desc
+	closed, failed                                                                      *prometheus.Desc
 }
 
 // NewListenerCollector returns a collector of l's Report, its series
-// labelled listener=name and, per port, port="controller" or "api":
-//
-//	coldstart_listener_accepted_connections_total{port}
-//	coldstart_listener_rate_limited_connections_total{port}
-//	coldstart_listener_refused_connections_total{port}
-//	coldstart_listener_throttled_seconds_total{port}
-//	coldstart_listener_temporary_errors_total{port}
-//	coldstart_listener_connections{port}
-//	coldstart_listener_bound{port}, coldstart_listener_open{port}, coldstart_listener_open_failed{port}
-//	coldstart_listener_closed, coldstart_listener_failed
+// labelled listener=name and, per port, port="controller" or "api"
+// (families: docs/catalogue.md).
 func NewListenerCollector(name string, l *listener.Listener) prometheus.Collector {
 	if err := checkName("listener", name); err != nil {
 		return invalid{err}
@@ -61,7 +51,6 @@ func NewListenerCollector(name string, l *listener.Listener) prometheus.Collecto
 	return c
 }
 
-// Collect implements prometheus.Collector.
 func (c *listenerCollector) Collect(ch chan<- prometheus.Metric) {
 	r := c.l.Report()
 	c.port(ch, listener.Controller, r.Controller)

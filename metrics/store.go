@@ -13,18 +13,12 @@ type storeCollector struct {
 	calls, inFlight *prometheus.Desc
 }
 
-// NewStoreCollector returns a collector of s's StoreReport — s as a
-// lease.Config's Store has it (a leasestore.Store), which must count its
-// calls (a leasestore.Reporter): leasestore.MemStore, leasetest.FaultStore,
-// the etcdlease and k8slease stores do, and yours can, with
-// leasestore.Counters. A store that does not count makes a collector
-// whose Collect reports the error. Its series are
-// labelled store=name. It is the one family of lease calls: the calls of
-// the trackers on s, counted as each tracker's Report.Calls counts them.
-//
-//	coldstart_lease_store_calls_total{operation, outcome}  finished calls: operation claim, extend or revoke;
-//	                                                       outcome ok, definitive, not-sent or ambiguous
-//	coldstart_lease_store_calls_in_flight                  calls begun and not yet returned
+// NewStoreCollector returns a collector of store's StoreReport, its series
+// labelled store=name (families: docs/catalogue.md): the calls of the
+// trackers on it, as each tracker's Report.Calls counts them. store must be
+// a leasestore.Reporter (MemStore, leasetest.FaultStore, the etcdlease and
+// k8slease stores; yours, with leasestore.Counters), else the collector
+// reports the error.
 func NewStoreCollector(name string, store leasestore.Store) prometheus.Collector {
 	if err := checkName("store", name); err != nil {
 		return invalid{err}
@@ -42,7 +36,6 @@ func NewStoreCollector(name string, store leasestore.Store) prometheus.Collector
 	return c
 }
 
-// Collect implements prometheus.Collector.
 func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
 	r := c.s.StoreReport()
 	c.operation(ch, "claim", r.Claim)

@@ -17,13 +17,7 @@ type upgradeCollector struct {
 }
 
 // NewUpgradeCollector returns a collector of g's Report, its series
-// labelled upgrade=name:
-//
-//	coldstart_upgrade_phase{phase}   1 for the gate's phase (checking, running-steps, complete, failed), 0 for the others
-//	coldstart_upgrade_attempts_total upgrade attempts begun (Report.Epoch)
-//	coldstart_upgrade_last_failed    1 if the latest Fail left a cause (Report.LastErr), else 0
-//	coldstart_upgrade_calls_total{phase, outcome="admitted"|"refused"}
-//	                                 calls decided while the gate refused calls (Report.Calls)
+// labelled upgrade=name (families: docs/catalogue.md).
 func NewUpgradeCollector(name string, g *upgrade.Gate) prometheus.Collector {
 	if err := checkName("upgrade", name); err != nil {
 		return invalid{err}
@@ -45,7 +39,6 @@ func NewUpgradeCollector(name string, g *upgrade.Gate) prometheus.Collector {
 	return c
 }
 
-// Collect implements prometheus.Collector.
 func (c *upgradeCollector) Collect(ch chan<- prometheus.Metric) {
 	r := c.g.Report()
 	for _, p := range upgradePhases {

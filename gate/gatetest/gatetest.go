@@ -1,7 +1,6 @@
 // Package gatetest helps unit-test startup ordering without sleeps: assert
-// that a gate is still locked, that it opens within a bound, and that a set
-// of gates opened in the order a design requires ("controller port before
-// API port").
+// that a gate is still locked, that it opens within a bound, and that gates
+// opened in the order a design requires (controller port before API port).
 //
 // # In a testing/synctest bubble
 //
@@ -53,10 +52,9 @@ func AssertLocked(t testing.TB, w gate.Waiter) bool {
 	return true
 }
 
-// AssertUnlocksWithin fails the test unless w unlocks within d. It returns
-// as soon as w unlocks; d is only an upper bound against hangs, so make it
-// generous (seconds): it is not a speed assertion. A gate that fails
-// instead fails the test with the gate's error.
+// AssertUnlocksWithin fails the test unless w unlocks within d, returning as
+// soon as it does; d is a generous bound against hangs, not a speed
+// assertion. A gate that fails instead fails the test with its error.
 func AssertUnlocksWithin(t testing.TB, w gate.Waiter, d time.Duration) bool {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), d)
@@ -95,9 +93,8 @@ func AssertFailsWithin(t testing.TB, l *gate.Lock, target error, d time.Duration
 }
 
 // Recorder records the order in which gates opened, exactly (on the
-// unlocking goroutine, so even at the same instant). Watch gates before
-// the code under test can open them, each under its own name (a second
-// is a failed duplicate, as in gate.Board.Add).
+// unlocking goroutine). Watch each gate, under its own name (a second is a
+// failed duplicate, as in gate.Board.Add), before the code can open it.
 type Recorder struct {
 	board *gate.Board
 }
