@@ -40,26 +40,15 @@
 // fake time stands still while it waits.
 // The shape (TestSyncTestHourOfRenewalsAndAHandOver is the whole of it):
 //
-//	func TestHandOver(t *testing.T) {
-//		synctest.Test(t, func(t *testing.T) {
-//			store := leasestore.NewMemStore(leasestore.MemStoreConfig{}) // the bubble's clock
-//			var rec history.Recorder
-//			a, _ := lease.NewTracker(lease.Config{Store: store, Name: "l", Holder: "a", Duration: 10 * time.Second})
-//			b, _ := lease.NewTracker(lease.Config{Store: store, Name: "l", Holder: "b", Duration: 10 * time.Second})
-//			// ... goroutines that Check (or follow Current, or Lead) and
-//			// rec.Record each answer, with time.Now() before and after ...
-//			time.Sleep(time.Hour)                 // an hour of renewals
-//			asked := time.Now()
-//			err := a.StepDown(ctx)                // the hand-over
-//			rec.Record(history.Answer{Node: "a", Call: history.CallStepDown, Err: err,
-//				Asked: asked, Returned: time.Now()})
-//			time.Sleep(time.Minute)
-//			// ... stop the goroutines ...
-//			a.Close()
-//			b.Close()
-//			for _, v := range rec.Verify() {
-//				t.Error(v)
-//			}
-//		})
-//	}
+//	synctest.Test(t, func(t *testing.T) {
+//		store := leasestore.NewMemStore(leasestore.MemStoreConfig{}) // the bubble's clock
+//		a, _ := lease.NewTracker(lease.Config{Store: store, Name: "l", Holder: "a", Duration: 10 * time.Second})
+//		// ... goroutines that Check and rec.Record (history) each answer ...
+//		time.Sleep(time.Hour) // an hour of renewals
+//		// ... stop the goroutines ...
+//		a.Close()
+//		for _, v := range rec.Verify() {
+//			t.Error(v)
+//		}
+//	})
 package leasetest

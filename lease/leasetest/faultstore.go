@@ -100,16 +100,8 @@ var errInjectedNotSent = fmt.Errorf("leasetest: injected: %w", leasestore.ErrNot
 // clock. It counts the calls it answers, faults included, by the class of
 // its answer (StoreReport). It is safe for concurrent use.
 //
-// A FaultStore is always a leasestore.LossNotifier, whatever it wraps
-// (DESIGN.md): its Lost forwards the wrapped store's signals when that store
-// is a LossNotifier too, and SignalLost adds spurious ones. The watch of a
-// wrapped LossNotifier costs one goroutine, which ends with the watch's ctx
-// or its signal.
-//
-// A FaultStore is always a leasestore.ReleaseWatcher too: WatchRelease passes
-// the wrapped store's watch through, or, when that store does not watch,
-// yields an error at once (a follower then polls, as it would on the
-// wrapped store itself); BreakReleaseWatches injects a watch failure.
+// A FaultStore is always a leasestore.LossNotifier and ReleaseWatcher,
+// whatever it wraps (DESIGN.md): see Lost and WatchRelease.
 type FaultStore struct {
 	store leasestore.Store
 	clk   clock.Clock
@@ -382,8 +374,9 @@ func (f *FaultStore) StoreReport() leasestore.Report { return f.count.StoreRepor
 
 // Lost implements leasestore.LossNotifier. The channel closes when the wrapped
 // store's Lost channel for g does (if the wrapped store is a
-// leasestore.LossNotifier), or when SignalLost is called for g's lease. When ctx
-// ends first it stays open. Faults do not apply to Lost.
+// leasestore.LossNotifier; one goroutine watches it until ctx ends or it
+// closes), or when SignalLost is called for g's lease. When ctx ends first
+// it stays open. Faults do not apply to Lost.
 func (f *FaultStore) Lost(ctx context.Context, g leasestore.Grant) <-chan struct{} {
 	w := &faultWatch{ctx: ctx, name: g.Name, lost: make(chan struct{})}
 	if ctx.Err() != nil {
@@ -464,9 +457,9 @@ var errNoReleaseWatch = errors.New("leasetest: the wrapped store is not a leases
 
 // WatchRelease implements leasestore.ReleaseWatcher: the channel yields what the
 // wrapped store's watch of held yields, or an error at once if the wrapped
-// store does not watch, or errWatchBroken when BreakReleaseWatches is
-// called for the lease. When ctx ends first it yields nothing. Faults do
-// not apply to WatchRelease.
+// store does not watch (a follower then polls, as it would on that store),
+// or errWatchBroken when BreakReleaseWatches is called for the lease. When
+// ctx ends first it yields nothing. Faults do not apply to WatchRelease.
 func (f *FaultStore) WatchRelease(ctx context.Context, held *leasestore.HeldError) <-chan error {
 	w := &releaseWatch{ctx: ctx, name: held.Name, ch: make(chan error, 1), gone: make(chan struct{})}
 	if ctx.Err() != nil {

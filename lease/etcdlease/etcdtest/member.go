@@ -19,7 +19,6 @@ import (
 	grpcbackoff "google.golang.org/grpc/backoff"
 )
 
-// Timing of the members (see the package doc).
 const (
 	memberTickMs      = 50
 	memberElectionMs  = 500
@@ -112,20 +111,16 @@ func (m *Member) Endpoints() []string {
 
 // Client returns a client of this member (made at the first call), which
 // lives across Stop and Restart — it reconnects — and is closed by Close
-// (after Close, a closed client).
-// It logs nothing, notices a dead connection within about 2 s and redials
-// within 200 ms.
+// (after Close, a closed client). It logs nothing, notices a dead
+// connection within about 2 s and redials within 200 ms.
 func (m *Member) Client() *clientv3.Client {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return lazyClient(&m.client, m.closed, m.clientURL.String())
 }
 
-// Link returns the member's client link: a proxy in front of its client
-// port, which a test cuts, slows or pauses (see Link). Clients that should
-// meet those faults dial it — Link().Client(), or Link().Endpoints() —
-// while the member's other clients (Client, Endpoints) reach it directly.
-// The link stays the same across Stop and Restart, and Close closes it.
+// Link returns the member's client link (see Link), the same across Stop
+// and Restart.
 func (m *Member) Link() *Link {
 	m.mu.Lock()
 	defer m.mu.Unlock()
