@@ -373,7 +373,6 @@ func testExtendForeignTokenIsNotHeld(t *testing.T, h Harness, name string) {
 		_, err = h.Store.Extend(context.Background(), crossed, h.Term)
 		wantNotHeld(t, "Extend with the token of another lease", err, crossed, "")
 	}
-	// The real term is unaffected.
 	if _, err := h.Store.Extend(context.Background(), g, h.Term); err != nil {
 		t.Fatalf("Extend of the real term after forged extends: %v", err)
 	}
@@ -511,7 +510,6 @@ func testCancelledContextIsNeverDefinitive(t *testing.T, h Harness, name string)
 	cancelled, cancel := context.WithCancel(context.Background())
 	cancel()
 
-	// Claim of a free lease.
 	g, err := h.Store.Claim(cancelled, name, "a", h.Term)
 	wantAmbiguousOrNil(t, "Claim", err)
 	if err == nil {
@@ -522,7 +520,6 @@ func testCancelledContextIsNeverDefinitive(t *testing.T, h Harness, name string)
 		g = mustClaim(t, h, name, "a")
 	}
 
-	// Extend of the live term.
 	g2, err := h.Store.Extend(cancelled, g, h.Term)
 	wantAmbiguousOrNil(t, "Extend", err)
 	if err == nil && g2.Token != g.Token {
@@ -533,7 +530,6 @@ func testCancelledContextIsNeverDefinitive(t *testing.T, h Harness, name string)
 		t.Fatalf("Extend after a cancelled Extend: %v", err)
 	}
 
-	// Revoke of the live term.
 	err = h.Store.Revoke(cancelled, g)
 	wantAmbiguousOrNil(t, "Revoke", err)
 	err2 := h.Store.Revoke(context.Background(), g)
@@ -545,7 +541,6 @@ func testCancelledContextIsNeverDefinitive(t *testing.T, h Harness, name string)
 	}
 }
 
-// megabyte is the size of the oversized names the contract's claims send.
 const megabyte = 1 << 20
 
 func testClaimRefusesBadNames(t *testing.T, h Harness, name string) {

@@ -91,7 +91,6 @@ type injectedTimeout struct{}
 func (injectedTimeout) Error() string        { return "leasetest: injected lease operation timeout" }
 func (injectedTimeout) Is(target error) bool { return target == leasestore.ErrUnconfirmed }
 
-// errInjectedNotSent is the error of the NotSent fault.
 var errInjectedNotSent = fmt.Errorf("leasetest: injected: %w", leasestore.ErrNotSent)
 
 // FaultStore wraps a leasestore.Store and injects faults into its calls: faults
@@ -244,7 +243,6 @@ func (f *FaultStore) WaitBlocked(ctx context.Context, n int) error {
 	}
 }
 
-// setBlocked adds delta to blocked and wakes WaitBlocked.
 func (f *FaultStore) setBlocked(delta int) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -339,7 +337,7 @@ func (f *FaultStore) Revoke(ctx context.Context, g leasestore.Grant) error {
 }
 
 // inject counts one call of op and applies its fault: lost answers a Lost
-// fault, call forwards the call to the wrapped store.
+// fault, call forwards the call.
 func inject[T any](ctx context.Context, f *FaultStore, op Op, sop leasestore.Op, lost, call func() (T, error)) (v T, err error) {
 	done := f.count.Begin(sop)
 	defer func() { done(err) }()
@@ -448,11 +446,8 @@ func (f *FaultStore) dropWatch(w *faultWatch) {
 	}
 }
 
-// errWatchBroken is the error a watch BreakReleaseWatches broke yields.
 var errWatchBroken = errors.New("leasetest: injected release watch failure")
 
-// errNoReleaseWatch is what WatchRelease yields when the wrapped store does
-// not watch.
 var errNoReleaseWatch = errors.New("leasetest: the wrapped store is not a leasestore.ReleaseWatcher")
 
 // WatchRelease implements leasestore.ReleaseWatcher: the channel yields what the
@@ -505,8 +500,7 @@ func (f *FaultStore) BreakReleaseWatches(name string) int {
 	return n
 }
 
-// endRelease ends w, if it is still open, with err (nil: the term is
-// over).
+// endRelease ends w, if it is still open, with err (nil: the term is over).
 func (f *FaultStore) endRelease(w *releaseWatch, err error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -516,8 +510,7 @@ func (f *FaultStore) endRelease(w *releaseWatch, err error) {
 }
 
 // yieldRelease removes w and, unless its ctx has ended, sends err (unless
-// nil) and closes its channel; it reports whether it did. f.mu must be
-// held.
+// nil) and closes its channel; it reports whether it did. f.mu is held.
 func (f *FaultStore) yieldRelease(w *releaseWatch, err error) bool {
 	delete(f.releases[w.name], w)
 	if len(f.releases[w.name]) == 0 {
