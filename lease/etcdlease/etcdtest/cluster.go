@@ -150,9 +150,9 @@ func (c *Cluster) Leader() (*Member, error) {
 
 // Close closes the clients, stops every member and removes their data.
 // Then it waits, at most 15 s, until no more net/http goroutines run than
-// before the cluster started (etcd leaves its peer connections to end by
-// themselves: DESIGN.md), and returns an error naming those still running
-// past that. Close is idempotent.
+// before the cluster started, so that goleak sees none (etcd leaves its
+// peer connections to end by themselves: DESIGN.md); it returns an error
+// naming those still running past that. Close is idempotent.
 func (c *Cluster) Close() error {
 	c.mu.Lock()
 	if c.closed {

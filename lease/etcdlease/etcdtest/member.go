@@ -319,9 +319,8 @@ func mustClient(endpoints ...string) *clientv3.Client {
 }
 
 // reservePorts returns n distinct free stable loopback ports (see
-// stablePort) for peer URLs, which a cluster's members must know before any
-// starts. Another process could take one before the member binds it, so a
-// start that fails is retried with fresh ports.
+// stablePort, else the kernel's) for the peer URLs a cluster's members must
+// know before any starts.
 func reservePorts(n int) ([]int, error) {
 	ports := make([]int, n)
 	ls := make([]net.Listener, 0, n)
@@ -331,7 +330,6 @@ func reservePorts(n int) ([]int, error) {
 		}
 	}()
 	for i := range ports {
-		// A stable port (see stablePort) if one is free, else the kernel's.
 		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(stablePort())))
 		if err != nil {
 			l, err = net.Listen("tcp", "127.0.0.1:0")
