@@ -31,13 +31,12 @@
 // bubble (Go 1.25 and later) on their default clocks: leave Config.Clock,
 // MemStoreConfig.Clock and FaultStoreConfig.Clock nil, and the bubble's
 // fake time drives every claim, renewal, retry, call timeout and FaultStore
-// latency. time.Sleep(time.Hour) in the test is an hour of renewals, run in
-// milliseconds. synctest.Wait does what Settle does on a testclock: when it
-// returns, every tracker waits for its next timer (Settle and Step are for
-// testclock users). Close the trackers before the bubble's function returns
-// (synctest.Test waits for every goroutine of the bubble). A store that
-// waits on a network (etcdlease, k8slease) does not belong in a bubble:
-// fake time stands still while it waits.
+// latency. synctest.Wait does what Settle does on a testclock: when it
+// returns, every tracker waits for its next timer. Close the trackers
+// before the bubble's function returns (synctest.Test waits for every
+// goroutine of the bubble). A store that waits on a network (etcdlease,
+// k8slease) does not belong in a bubble: fake time stands still while it
+// waits.
 // The shape (TestSyncTestHourOfRenewalsAndAHandOver is the whole of it):
 //
 //	synctest.Test(t, func(t *testing.T) {
