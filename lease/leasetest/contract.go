@@ -128,8 +128,7 @@ func refusedFor(t *testing.T, h Harness, name, holder string, g leasestore.Grant
 }
 
 // watchRelease returns the store's WatchRelease channel for held, or nil
-// when the store is not a leasestore.ReleaseWatcher. The watch ends with the
-// test.
+// when the store is not a ReleaseWatcher. The watch ends with the test.
 func watchRelease(t *testing.T, h Harness, held *leasestore.HeldError) <-chan error {
 	t.Helper()
 	w, ok := h.Store.(leasestore.ReleaseWatcher)
