@@ -20,10 +20,8 @@
 //	// store.WaitBlocked(ctx, 1) tells when a call is in flight, so the
 //	// test can advance clk past its timeout; then Settle.
 //
-// Whether the trackers of a test kept their promises — never two holders
-// at once, tokens in order, no ErrNotLeader while promised, no Held past
-// Until, no stale fenced write — is the job of package history
-// (leasetest/history): record every answer, then Verify.
+// Whether the trackers of a test kept their promises (see history.Rule) is
+// the job of package leasetest/history: record every answer, then Verify.
 //
 // # Fake time without a testclock: testing/synctest
 //
