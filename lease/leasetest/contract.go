@@ -128,8 +128,7 @@ func refusedFor(t *testing.T, h Harness, name, holder string, g leasestore.Grant
 }
 
 // watchRelease returns the store's WatchRelease channel for held, or nil
-// when the store is not a leasestore.ReleaseWatcher. The watch ends with the
-// test.
+// when the store is not a ReleaseWatcher. The watch ends with the test.
 func watchRelease(t *testing.T, h Harness, held *leasestore.HeldError) <-chan error {
 	t.Helper()
 	w, ok := h.Store.(leasestore.ReleaseWatcher)
@@ -373,7 +372,6 @@ func testExtendForeignTokenIsNotHeld(t *testing.T, h Harness, name string) {
 		_, err = h.Store.Extend(context.Background(), crossed, h.Term)
 		wantNotHeld(t, "Extend with the token of another lease", err, crossed, "")
 	}
-	// The real term is unaffected.
 	if _, err := h.Store.Extend(context.Background(), g, h.Term); err != nil {
 		t.Fatalf("Extend of the real term after forged extends: %v", err)
 	}
@@ -511,7 +509,6 @@ func testCancelledContextIsNeverDefinitive(t *testing.T, h Harness, name string)
 	cancelled, cancel := context.WithCancel(context.Background())
 	cancel()
 
-	// Claim of a free lease.
 	g, err := h.Store.Claim(cancelled, name, "a", h.Term)
 	wantAmbiguousOrNil(t, "Claim", err)
 	if err == nil {
@@ -522,7 +519,6 @@ func testCancelledContextIsNeverDefinitive(t *testing.T, h Harness, name string)
 		g = mustClaim(t, h, name, "a")
 	}
 
-	// Extend of the live term.
 	g2, err := h.Store.Extend(cancelled, g, h.Term)
 	wantAmbiguousOrNil(t, "Extend", err)
 	if err == nil && g2.Token != g.Token {
@@ -533,7 +529,6 @@ func testCancelledContextIsNeverDefinitive(t *testing.T, h Harness, name string)
 		t.Fatalf("Extend after a cancelled Extend: %v", err)
 	}
 
-	// Revoke of the live term.
 	err = h.Store.Revoke(cancelled, g)
 	wantAmbiguousOrNil(t, "Revoke", err)
 	err2 := h.Store.Revoke(context.Background(), g)
@@ -545,7 +540,6 @@ func testCancelledContextIsNeverDefinitive(t *testing.T, h Harness, name string)
 	}
 }
 
-// megabyte is the size of the oversized names the contract's claims send.
 const megabyte = 1 << 20
 
 func testClaimRefusesBadNames(t *testing.T, h Harness, name string) {

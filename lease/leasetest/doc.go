@@ -20,10 +20,8 @@
 //	// store.WaitBlocked(ctx, 1) tells when a call is in flight, so the
 //	// test can advance clk past its timeout; then Settle.
 //
-// Whether the trackers of a test kept their promises — never two holders
-// at once, tokens in order, no ErrNotLeader while promised, no Held past
-// Until, no stale fenced write — is the job of package history
-// (leasetest/history): record every answer, then Verify.
+// Whether the trackers of a test kept their promises (see history.Rule) is
+// the job of package leasetest/history: record every answer, then Verify.
 //
 // # Fake time without a testclock: testing/synctest
 //
@@ -31,35 +29,23 @@
 // bubble (Go 1.25 and later) on their default clocks: leave Config.Clock,
 // MemStoreConfig.Clock and FaultStoreConfig.Clock nil, and the bubble's
 // fake time drives every claim, renewal, retry, call timeout and FaultStore
-// latency. time.Sleep(time.Hour) in the test is an hour of renewals, run in
-// milliseconds. synctest.Wait does what Settle does on a testclock: when it
-// returns, every tracker waits for its next timer (Settle and Step are for
-// testclock users). Close the trackers before the bubble's function returns
-// (synctest.Test waits for every goroutine of the bubble). A store that
-// waits on a network (etcdlease, k8slease) does not belong in a bubble:
-// fake time stands still while it waits.
+// latency. synctest.Wait does what Settle does on a testclock: when it
+// returns, every tracker waits for its next timer. Close the trackers
+// before the bubble's function returns (synctest.Test waits for every
+// goroutine of the bubble). A store that waits on a network (etcdlease,
+// k8slease) does not belong in a bubble: fake time stands still while it
+// waits.
 // The shape (TestSyncTestHourOfRenewalsAndAHandOver is the whole of it):
 //
-//	func TestHandOver(t *testing.T) {
-//		synctest.Test(t, func(t *testing.T) {
-//			store := leasestore.NewMemStore(leasestore.MemStoreConfig{}) // the bubble's clock
-//			var rec history.Recorder
-//			a, _ := lease.NewTracker(lease.Config{Store: store, Name: "l", Holder: "a", Duration: 10 * time.Second})
-//			b, _ := lease.NewTracker(lease.Config{Store: store, Name: "l", Holder: "b", Duration: 10 * time.Second})
-//			// ... goroutines that Check (or follow Current, or Lead) and
-//			// rec.Record each answer, with time.Now() before and after ...
-//			time.Sleep(time.Hour)                 // an hour of renewals
-//			asked := time.Now()
-//			err := a.StepDown(ctx)                // the hand-over
-//			rec.Record(history.Answer{Node: "a", Call: history.CallStepDown, Err: err,
-//				Asked: asked, Returned: time.Now()})
-//			time.Sleep(time.Minute)
-//			// ... stop the goroutines ...
-//			a.Close()
-//			b.Close()
-//			for _, v := range rec.Verify() {
-//				t.Error(v)
-//			}
-//		})
-//	}
+//	synctest.Test(t, func(t *testing.T) {
+//		store := leasestore.NewMemStore(leasestore.MemStoreConfig{}) // the bubble's clock
+//		a, _ := lease.NewTracker(lease.Config{Store: store, Name: "l", Holder: "a", Duration: 10 * time.Second})
+//		// ... goroutines that Check and rec.Record (history) each answer ...
+//		time.Sleep(time.Hour) // an hour of renewals
+//		// ... stop the goroutines ...
+//		a.Close()
+//		for _, v := range rec.Verify() {
+//			t.Error(v)
+//		}
+//	})
 package leasetest

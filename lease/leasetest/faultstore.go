@@ -91,7 +91,6 @@ type injectedTimeout struct{}
 func (injectedTimeout) Error() string        { return "leasetest: injected lease operation timeout" }
 func (injectedTimeout) Is(target error) bool { return target == leasestore.ErrUnconfirmed }
 
-// errInjectedNotSent is the error of the NotSent fault.
 var errInjectedNotSent = fmt.Errorf("leasetest: injected: %w", leasestore.ErrNotSent)
 
 // FaultStore wraps a leasestore.Store and injects faults into its calls: faults
@@ -100,16 +99,8 @@ var errInjectedNotSent = fmt.Errorf("leasetest: injected: %w", leasestore.ErrNot
 // clock. It counts the calls it answers, faults included, by the class of
 // its answer (StoreReport). It is safe for concurrent use.
 //
-// A FaultStore is always a leasestore.LossNotifier, whatever it wraps
-// (DESIGN.md): its Lost forwards the wrapped store's signals when that store
-// is a LossNotifier too, and SignalLost adds spurious ones. The watch of a
-// wrapped LossNotifier costs one goroutine, which ends with the watch's ctx
-// or its signal.
-//
-// A FaultStore is always a leasestore.ReleaseWatcher too: WatchRelease passes
-// the wrapped store's watch through, or, when that store does not watch,
-// yields an error at once (a follower then polls, as it would on the
-// wrapped store itself); BreakReleaseWatches injects a watch failure.
+// A FaultStore is always a leasestore.LossNotifier and ReleaseWatcher,
+// whatever it wraps (DESIGN.md): see Lost and WatchRelease.
 type FaultStore struct {
 	store leasestore.Store
 	clk   clock.Clock
@@ -252,7 +243,6 @@ func (f *FaultStore) WaitBlocked(ctx context.Context, n int) error {
 	}
 }
 
-// setBlocked adds delta to blocked and wakes WaitBlocked.
 func (f *FaultStore) setBlocked(delta int) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -347,7 +337,7 @@ func (f *FaultStore) Revoke(ctx context.Context, g leasestore.Grant) error {
 }
 
 // inject counts one call of op and applies its fault: lost answers a Lost
-// fault, call forwards the call to the wrapped store.
+// fault, call forwards the call.
 func inject[T any](ctx context.Context, f *FaultStore, op Op, sop leasestore.Op, lost, call func() (T, error)) (v T, err error) {
 	done := f.count.Begin(sop)
 	defer func() { done(err) }()
@@ -382,8 +372,9 @@ func (f *FaultStore) StoreReport() leasestore.Report { return f.count.StoreRepor
 
 // Lost implements leasestore.LossNotifier. The channel closes when the wrapped
 // store's Lost channel for g does (if the wrapped store is a
-// leasestore.LossNotifier), or when SignalLost is called for g's lease. When ctx
-// ends first it stays open. Faults do not apply to Lost.
+// leasestore.LossNotifier; one goroutine watches it until ctx ends or it
+// closes), or when SignalLost is called for g's lease. When ctx ends first
+// it stays open. Faults do not apply to Lost.
 func (f *FaultStore) Lost(ctx context.Context, g leasestore.Grant) <-chan struct{} {
 	w := &faultWatch{ctx: ctx, name: g.Name, lost: make(chan struct{})}
 	if ctx.Err() != nil {
@@ -455,18 +446,15 @@ func (f *FaultStore) dropWatch(w *faultWatch) {
 	}
 }
 
-// errWatchBroken is the error a watch BreakReleaseWatches broke yields.
 var errWatchBroken = errors.New("leasetest: injected release watch failure")
 
-// errNoReleaseWatch is what WatchRelease yields when the wrapped store does
-// not watch.
 var errNoReleaseWatch = errors.New("leasetest: the wrapped store is not a leasestore.ReleaseWatcher")
 
 // WatchRelease implements leasestore.ReleaseWatcher: the channel yields what the
 // wrapped store's watch of held yields, or an error at once if the wrapped
-// store does not watch, or errWatchBroken when BreakReleaseWatches is
-// called for the lease. When ctx ends first it yields nothing. Faults do
-// not apply to WatchRelease.
+// store does not watch (a follower then polls, as it would on that store),
+// or errWatchBroken when BreakReleaseWatches is called for the lease. When
+// ctx ends first it yields nothing. Faults do not apply to WatchRelease.
 func (f *FaultStore) WatchRelease(ctx context.Context, held *leasestore.HeldError) <-chan error {
 	w := &releaseWatch{ctx: ctx, name: held.Name, ch: make(chan error, 1), gone: make(chan struct{})}
 	if ctx.Err() != nil {
@@ -512,8 +500,7 @@ func (f *FaultStore) BreakReleaseWatches(name string) int {
 	return n
 }
 
-// endRelease ends w, if it is still open, with err (nil: the term is
-// over).
+// endRelease ends w, if it is still open, with err (nil: the term is over).
 func (f *FaultStore) endRelease(w *releaseWatch, err error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -523,8 +510,7 @@ func (f *FaultStore) endRelease(w *releaseWatch, err error) {
 }
 
 // yieldRelease removes w and, unless its ctx has ended, sends err (unless
-// nil) and closes its channel; it reports whether it did. f.mu must be
-// held.
+// nil) and closes its channel; it reports whether it did. f.mu is held.
 func (f *FaultStore) yieldRelease(w *releaseWatch, err error) bool {
 	delete(f.releases[w.name], w)
 	if len(f.releases[w.name]) == 0 {

@@ -16,18 +16,14 @@ import (
 // next one scheduled at Report.NextCall, after clk.Now(). Nothing more
 // happens in tr until clk moves, a check or StepDown asks for a call, or a
 // LossNotifier or ReleaseWatcher signals (a follower woken by a release
-// then schedules its claim a few ms ahead: settle it again). It returns tr's Report at that moment, or an
-// error wrapping ctx.Err() if ctx ends first (a store call blocked on
-// clk, such as FaultStore latency or a Hang, keeps tr from settling).
-//
-// A tracker whose renewer waits for Lead functions to return before it
-// releases the lease (a StepDown, or Close with ReleaseOnClose) has not
-// settled either: it waits for no store call, but NextCall is zero until
-// the functions return or clk reaches their promise's Until.
-//
-// Settle synchronises on clk.Alarms() (the renewer arms an alarm when it
-// goes idle), with no sleeps: do not read clk.Alarms() elsewhere while it
-// runs. A tracker that has been closed has settled.
+// then schedules its claim a few ms ahead: settle it again). A closed
+// tracker has settled. It returns tr's Report then, or an error wrapping
+// ctx.Err() if ctx ends first: a store call blocked on clk (FaultStore
+// latency, a Hang) keeps tr from settling, and so does a renewer waiting
+// for Lead functions to return before it releases the lease (StepDown, or
+// Close with ReleaseOnClose) until they return or clk reaches their Until.
+// Settle reads clk.Alarms(), with no sleeps: do not read it elsewhere
+// while Settle runs.
 func Settle(ctx context.Context, tr *lease.Tracker, clk *testclock.Clock, minCalls uint64) (lease.Report, error) {
 	for {
 		r := tr.Report()

@@ -27,10 +27,9 @@ type Cluster struct {
 	closed bool
 }
 
-// StartCluster starts a cluster of n members (n ≥ 1; 3 tolerates one
-// member down) for the test t and returns it once every member has joined
-// it and it has a leader. At t.Cleanup the cluster is closed (see Close).
-// StartCluster fails the test if the cluster cannot start.
+// StartCluster is NewCluster for the test t (n ≥ 1; 3 tolerates one member
+// down): the cluster is closed at t.Cleanup (see Close), and the test fails
+// if it cannot start.
 func StartCluster(t testing.TB, n int) *Cluster {
 	t.Helper()
 	c, err := NewCluster(n)
@@ -150,9 +149,9 @@ func (c *Cluster) Leader() (*Member, error) {
 
 // Close closes the clients, stops every member and removes their data.
 // Then it waits, at most 15 s, until no more net/http goroutines run than
-// before the cluster started (etcd leaves its peer connections to end by
-// themselves: DESIGN.md), and returns an error naming those still running
-// past that. Close is idempotent.
+// before the cluster started, so that goleak sees none (etcd leaves its
+// peer connections to end by themselves: DESIGN.md); it returns an error
+// naming those still running past that. Close is idempotent.
 func (c *Cluster) Close() error {
 	c.mu.Lock()
 	if c.closed {

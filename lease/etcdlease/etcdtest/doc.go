@@ -15,18 +15,13 @@
 //		leader.Stop() // as if its process crashed
 //	}
 //
-// Each member also has a client Link: a proxy in front of its client port
-// that a test cuts (a blackhole), refuses, slows or pauses, and heals, so
-// that a tracker whose client dials it loses sight of etcd while etcd, and
-// every other client, carries on. It reruns a partition or an outage
-// against the test's own tracker settings; record the trackers' answers in
-// a leasetest/history Recorder and let Verify judge them (see ExampleLink).
+// Each member also has a client Link (a proxy a test cuts, refuses, slows
+// or pauses) to rerun a partition or an outage against the test's own
+// trackers; record their answers in a leasetest/history Recorder and let
+// Verify judge them (see ExampleLink).
 //
 // Timing: a single member ticks every 50 ms with a 500 ms election
 // timeout (minimum lease TTL 750 ms); a cluster's members every 100 ms
 // with a 1 s election timeout (minimum TTL 1.5 s). Members write without
 // fsync: their data is thrown away.
-//
-// Stopping a cluster waits (up to 15 s) for its members' peer HTTP
-// goroutines, so that go.uber.org/goleak sees none (see Cluster.Close).
 package etcdtest

@@ -43,7 +43,7 @@ func (k *Link) Endpoints() []string { return []string{"http://" + k.p.Addr()} }
 // Client returns a client of the member through the link (made at the
 // first call), closed with the member. Like Member.Client it logs nothing,
 // notices a dead connection within about 2 s, and redials within 200 ms
-// once the link heals (gRPC's default backoff grows to two minutes).
+// once the link heals.
 func (k *Link) Client() *clientv3.Client {
 	k.mu.Lock()
 	defer k.mu.Unlock()

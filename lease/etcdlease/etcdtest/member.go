@@ -19,7 +19,6 @@ import (
 	grpcbackoff "google.golang.org/grpc/backoff"
 )
 
-// Timing of the members (see the package doc).
 const (
 	memberTickMs      = 50
 	memberElectionMs  = 500
@@ -112,20 +111,16 @@ func (m *Member) Endpoints() []string {
 
 // Client returns a client of this member (made at the first call), which
 // lives across Stop and Restart — it reconnects — and is closed by Close
-// (after Close, a closed client).
-// It logs nothing, notices a dead connection within about 2 s and redials
-// within 200 ms.
+// (after Close, a closed client). It logs nothing, notices a dead
+// connection within about 2 s and redials within 200 ms.
 func (m *Member) Client() *clientv3.Client {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return lazyClient(&m.client, m.closed, m.clientURL.String())
 }
 
-// Link returns the member's client link: a proxy in front of its client
-// port, which a test cuts, slows or pauses (see Link). Clients that should
-// meet those faults dial it — Link().Client(), or Link().Endpoints() —
-// while the member's other clients (Client, Endpoints) reach it directly.
-// The link stays the same across Stop and Restart, and Close closes it.
+// Link returns the member's client link (see Link), the same across Stop
+// and Restart.
 func (m *Member) Link() *Link {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -324,9 +319,8 @@ func mustClient(endpoints ...string) *clientv3.Client {
 }
 
 // reservePorts returns n distinct free stable loopback ports (see
-// stablePort) for peer URLs, which a cluster's members must know before any
-// starts. Another process could take one before the member binds it, so a
-// start that fails is retried with fresh ports.
+// stablePort, else the kernel's) for the peer URLs a cluster's members must
+// know before any starts.
 func reservePorts(n int) ([]int, error) {
 	ports := make([]int, n)
 	ls := make([]net.Listener, 0, n)
@@ -336,7 +330,6 @@ func reservePorts(n int) ([]int, error) {
 		}
 	}()
 	for i := range ports {
-		// A stable port (see stablePort) if one is free, else the kernel's.
 		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(stablePort())))
 		if err != nil {
 			l, err = net.Listen("tcp", "127.0.0.1:0")

@@ -34,9 +34,8 @@ func ephemeralLow() int {
 
 // stablePort returns a port of 127.0.0.1, free when asked, below the
 // ephemeral range; 0 (the kernel's choice) if there is no room below it or
-// no free port was found in 100 tries. Another process could still bind it
-// before the member does: a first start that fails is tried again with
-// another port.
+// no free port was found in 100 tries (another process may still take it
+// first: see startAttempts).
 func stablePort() int {
 	hi := ephemeralLow()
 	if hi-lowestPort < 1000 {

@@ -3,17 +3,7 @@
 // A test records every answer its trackers give (Check, Current, each Lead
 // run, StepDown) and every fenced write its resources answer, in a
 // Recorder, from any number of goroutines, and Verify judges the whole
-// history (why: DESIGN.md):
-//
-//	var rec history.Recorder
-//	asked := time.Now()
-//	st, err := tr.Check(ctx, 0)
-//	rec.Record(history.Answer{Node: "a", Call: history.CallCheck, Status: st, Err: err,
-//		Asked: asked, Returned: time.Now()})
-//	...
-//	for _, v := range rec.Verify() {
-//		t.Error(v)
-//	}
+// history (why: DESIGN.md; how: Example).
 //
 // All times in one history must be read from one clock: the clock the
 // trackers run on (their Status.Until is on it), read by the test around

@@ -156,12 +156,9 @@ func (r *Recorder) Record(a Answer) {
 //
 // It applies five rules (see Rule), each reported once per node and term
 // (once per two terms for Overlap), with the first answer that breaks it.
-// An answer was decided at some instant between its Asked and Returned:
-// so a Held answer's promise is taken to start at Returned (a Lead run's,
-// as it started), and two answers are taken to be in order only when one
-// Returned strictly before the other was Asked — answers at one instant
-// (common in a synctest bubble) are concurrent, and Verify never blames a
-// history for an order it cannot tell. Token 0 means "no token": such an
+// A Held answer's promise starts at Returned (a Lead run's as it starts),
+// and two answers are in order only when one Returned strictly before the
+// other was Asked (DESIGN.md, "Order"). Token 0 means "no token": such an
 // answer takes part in the overlap rule only.
 func (r *Recorder) Verify() []Violation {
 	r.mu.Lock()

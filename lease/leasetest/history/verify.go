@@ -49,8 +49,7 @@ type dedupe struct {
 	otherToken uint64
 }
 
-// verify judges each lease's answers apart and returns the violations in
-// the order of the answers that broke a rule.
+// verify is Verify of as, judging each lease's answers apart.
 func verify(as []Answer) []Violation {
 	var origin time.Time
 	type group struct{ rec, norm []Answer }
@@ -193,7 +192,6 @@ type verifier struct {
 	writes   []int      // accepted writes
 }
 
-// add reports vi unless a violation with the same key was reported.
 func (v *verifier) add(vi Violation, key dedupe) {
 	if v.seen[key] {
 		return
@@ -339,9 +337,7 @@ func (v *verifier) steppedDown(sds []int, a Answer, s segment) bool {
 	return false
 }
 
-// tokenOrder reports promises of a term asked after a newer term had
-// begun, tokens promised to two nodes, and writes accepted from a term
-// after a newer one had begun.
+// tokenOrder applies the TokenOrder and StaleWrite rules.
 func (v *verifier) tokenOrder() {
 	evid := v.evid
 	slices.SortStableFunc(evid, func(x, y evidence) int { return x.at.Compare(y.at) })
