@@ -31,32 +31,9 @@
 //	client := &http.Client{Transport: upgrade.RetryTransport(nil)}
 //	resp, err := client.Post(url, "application/json", bytes.NewReader(payload))
 //
-// Any other call waits refusals out with Retry (build the request inside
-// fn: each attempt needs a fresh body):
-//
-//	err := upgrade.Retry(ctx, func(ctx context.Context) error {
-//		req, _ := http.NewRequestWithContext(ctx, "POST", url, bytes.NewReader(payload))
-//		resp, err := client.Do(req)
-//		if err != nil {
-//			return err
-//		}
-//		defer resp.Body.Close()
-//		return upgrade.ErrorFromResponse(resp) // nil, or a refusal to wait out
-//	})
-//
-// Bootstrap tools that must not start work early call WaitReady on a URL
-// served by ReadyHandler. coldstart/dialer honours a refusal's RetryAfter.
-//
-// # Options
-//
-// A gate's settings are GateConfig's fields (nothing reads slog.Default); a
-// client's are RetryOptions, the same for Retry, WaitReady, RetryTransport
-// and grpcupgrade's client interceptors. A Gate and its clients run inside
-// a testing/synctest bubble on their default clocks (DESIGN.md).
-//
-// # Counts and logs
-//
-// The gate counts the calls it decides while it refuses (Report().Calls)
-// and logs one record per phase change (docs/catalogue.md). The clients log
-// nothing: WithNotify is their hook.
+// Any other call waits refusals out with Retry (ExampleRetry), a bootstrap
+// tool with WaitReady on a URL served by ReadyHandler. Settings are
+// GateConfig's fields and the clients' RetryOptions; the gate counts the
+// calls it decides (Report().Calls) and logs one record per phase change
+// (docs/catalogue.md); its clients log nothing (WithNotify is their hook).
 package upgrade
