@@ -360,11 +360,10 @@ func (k kit[M]) flagOutput(t *testing.T) {
 					jf jujuFlag
 					gf *gate.Flag
 				)
-				if err := get("upgrade-steps-flag", &jf); err != nil {
-					return nil, err
-				}
-				if err := get("upgrade-steps-flag", &gf); err != nil {
-					return nil, err
+				for _, out := range []any{&jf, &gf} {
+					if err := get("upgrade-steps-flag", out); err != nil {
+						return nil, err
+					}
 				}
 				var wrong jujuWaiter
 				wrongErr := get("upgrade-steps-flag", &wrong)
