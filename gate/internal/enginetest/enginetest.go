@@ -129,20 +129,14 @@ func (k kit[M]) startEngine(t *testing.T, manifolds map[string]M) (Engine[M], *t
 // startEngineOn is startEngine on clk.
 func (k kit[M]) startEngineOn(t *testing.T, clk *testclock.Clock, manifolds map[string]M) (Engine[M], *Recorder) {
 	t.Helper()
-	engine, rec := k.newEngine(t, clk)
+	rec := newRecorder()
+	engine, err := k.a.NewEngine(clk, errorDelay, rec)
+	require.NoError(t, err)
 	t.Cleanup(func() {
 		engine.Kill()
 		assert.NoError(t, engine.Wait())
 	})
 	require.NoError(t, engine.Install(manifolds))
-	return engine, rec
-}
-
-func (k kit[M]) newEngine(t *testing.T, clk clock.Clock) (Engine[M], *Recorder) {
-	t.Helper()
-	rec := newRecorder()
-	engine, err := k.a.NewEngine(clk, errorDelay, rec)
-	require.NoError(t, err)
 	return engine, rec
 }
 
@@ -434,8 +428,7 @@ func (k kit[M]) engineShutdownLeavesNoGoroutines(t *testing.T) {
 		t.Run(state, func(t *testing.T) {
 			l := gate.New("upgrade-steps")
 			var api user
-			engine, rec := k.newEngine(t, testclock.NewClock(time.Time{}))
-			require.NoError(t, engine.Install(k.gatedAPI(l, &api, nil)))
+			engine, rec := k.startEngineOn(t, testclock.NewClock(time.Time{}), k.gatedAPI(l, &api, nil))
 			rec.await(t, 1, "START", "upgrade-steps-flag")
 			switch state {
 			case "unlocked":
@@ -471,10 +464,7 @@ func (k kit[M]) workersReportStateSinceAndCause(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			clk := testclock.NewClock(t0)
 			l := gate.New("upgrade-steps")
-			engine, rec := k.startEngineOn(t, clk, map[string]M{
-				"upgrade-steps-gate": k.a.LockOn(clk, l),
-				"upgrade-steps-flag": k.a.Flag("upgrade-steps-gate"),
-			})
+			engine, rec := k.startEngineOn(t, clk, k.gatedAPI(l, nil, map[string]M{"upgrade-steps-gate": k.a.LockOn(clk, l)}))
 			rec.await(t, 1, "START", "upgrade-steps-flag")
 			locked := map[string]any{"gate": "upgrade-steps", "state": "locked", "since": since(t0)}
 			assert.Equal(t, locked, workerReport(t, engine, "upgrade-steps-gate"))
