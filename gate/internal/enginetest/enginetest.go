@@ -140,7 +140,6 @@ func (k kit[M]) startEngineOn(t *testing.T, clk *testclock.Clock, manifolds map[
 	return engine, rec
 }
 
-// report returns the engine's report on one manifold.
 func report[M any](t *testing.T, engine Engine[M], name string) ManifoldReport {
 	t.Helper()
 	r, ok := engine.Report(name)
@@ -148,7 +147,6 @@ func report[M any](t *testing.T, engine Engine[M], name string) ManifoldReport {
 	return r
 }
 
-// workerReport returns the report of one manifold's worker.
 func workerReport[M any](t *testing.T, engine Engine[M], name string) map[string]any {
 	t.Helper()
 	r, ok := report(t, engine, name).Report.(map[string]any)
@@ -521,7 +519,6 @@ func (r *Recorder) Infof(f string, a ...any)  { r.add("INFO", f, a...) }
 func (r *Recorder) Errorf(f string, a ...any) { r.add("ERROR", f, a...) }
 func (r *Recorder) RecordStart(name string)   { r.add("START", "%s", name) }
 
-// count returns how many events match level and contain text.
 func (r *Recorder) count(level, text string) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
