@@ -94,12 +94,10 @@ func verboseText(report gate.Report, excluded []string, passed bool) string {
 			line("[+]", e.Name, " excluded: ok")
 		case e.State == gate.StateUnlocked:
 			line("[+]", e.Name, " ok")
+		case e.State == gate.StateLocked && e.Detail != "":
+			line("[-]", e.Name, " locked for ", e.For.Round(time.Millisecond).String(), " (", e.Detail, ")")
 		case e.State == gate.StateLocked:
-			if e.Detail != "" {
-				line("[-]", e.Name, " locked for ", e.For.Round(time.Millisecond).String(), " (", e.Detail, ")")
-			} else {
-				line("[-]", e.Name, " locked for ", e.For.Round(time.Millisecond).String())
-			}
+			line("[-]", e.Name, " locked for ", e.For.Round(time.Millisecond).String())
 		default:
 			line("[-]", e.Name, " failed: ", cause(e.Err).Error())
 		}
