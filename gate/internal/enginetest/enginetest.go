@@ -117,17 +117,9 @@ func Run[M any](t *testing.T, a Adapter[M]) {
 
 type kit[M any] struct{ a Adapter[M] }
 
-// startEngine runs a real engine on a test clock with the manifolds
-// installed, and stops it when the test ends.
-func (k kit[M]) startEngine(t *testing.T, manifolds map[string]M) (Engine[M], *testclock.Clock, *Recorder) {
-	t.Helper()
-	clk := testclock.NewClock(t0)
-	engine, rec := k.startEngineOn(t, clk, manifolds)
-	return engine, clk, rec
-}
-
-// startEngineOn is startEngine on clk.
-func (k kit[M]) startEngineOn(t *testing.T, clk *testclock.Clock, manifolds map[string]M) (Engine[M], *Recorder) {
+// startEngine runs a real engine on clk with the manifolds installed, and
+// stops it when the test ends.
+func (k kit[M]) startEngine(t *testing.T, clk *testclock.Clock, manifolds map[string]M) (Engine[M], *Recorder) {
 	t.Helper()
 	rec := newRecorder()
 	engine, err := k.a.NewEngine(clk, errorDelay, rec)
@@ -207,7 +199,7 @@ func (w *idle) String() string { return "idle" }
 func (k kit[M]) lockOutputsToJujuInterfaces(t *testing.T) {
 	l := gate.New("upgrade-steps")
 	got := make(chan error, 1)
-	k.startEngine(t, map[string]M{
+	k.startEngine(t, testclock.NewClock(t0), map[string]M{
 		"upgrade-steps-gate": k.a.Lock(l),
 		"consumer": k.a.Manifold(Manifold{
 			Inputs: []string{"upgrade-steps-gate"},
@@ -254,7 +246,7 @@ func (k kit[M]) lockNilPanics(t *testing.T) {
 func (k kit[M]) gatedStartsOnceAfterUnlock(t *testing.T) {
 	l := gate.New("upgrade-steps")
 	var api user
-	engine, _, rec := k.startEngine(t, k.gatedAPI(l, &api, nil))
+	engine, rec := k.startEngine(t, testclock.NewClock(t0), k.gatedAPI(l, &api, nil))
 
 	// The flag is up with Check() false, and the API server was refused.
 	rec.await(t, 1, "START", "upgrade-steps-flag")
@@ -277,7 +269,7 @@ func (k kit[M]) gatedOnAnOpenGateStartsAtOnce(t *testing.T) {
 	l := gate.New("upgrade-steps")
 	l.Unlock()
 	var api user
-	_, _, rec := k.startEngine(t, k.gatedAPI(l, &api, nil))
+	_, rec := k.startEngine(t, testclock.NewClock(t0), k.gatedAPI(l, &api, nil))
 	rec.await(t, 1, "START", "api-server")
 	assert.Equal(t, 1, rec.count("START", "upgrade-steps-flag"), "no bounce: the flag started true")
 }
@@ -300,7 +292,8 @@ func (k kit[M]) failedGateIsReportedOnceAndNeverLoops(t *testing.T) {
 				l.Fail(cause)
 			}
 			var api, other user
-			engine, clk, rec := k.startEngine(t, k.gatedAPI(l, &api, map[string]M{"other": k.a.Manifold(other.manifold())}))
+			clk := testclock.NewClock(t0)
+			engine, rec := k.startEngine(t, clk, k.gatedAPI(l, &api, map[string]M{"other": k.a.Manifold(other.manifold())}))
 			if !tc.failFirst {
 				rec.await(t, 1, "START", "upgrade-steps-flag")
 				l.Fail(cause)
@@ -344,7 +337,7 @@ func (k kit[M]) failedGateIsReportedOnceAndNeverLoops(t *testing.T) {
 func (k kit[M]) flagOutput(t *testing.T) {
 	l := gate.New("upgrade-steps")
 	got := make(chan []bool, 2)
-	_, _, rec := k.startEngine(t, k.gatedAPI(l, nil, map[string]M{
+	_, rec := k.startEngine(t, testclock.NewClock(t0), k.gatedAPI(l, nil, map[string]M{
 		"checker": k.a.Manifold(Manifold{
 			Inputs: []string{"upgrade-steps-flag"},
 			Start: func(get func(string, any) error) (Worker, error) {
@@ -401,7 +394,7 @@ func (k kit[M]) gatedKeepsOutputAndFilter(t *testing.T) {
 
 	l := gate.New("upgrade-steps")
 	l.Unlock()
-	_, _, rec := k.startEngine(t, k.gatedAPI(l, nil, map[string]M{
+	_, rec := k.startEngine(t, testclock.NewClock(t0), k.gatedAPI(l, nil, map[string]M{
 		"api-server": gated,
 		"client": k.a.Manifold(Manifold{
 			Inputs: []string{"api-server"},
@@ -426,7 +419,7 @@ func (k kit[M]) engineShutdownLeavesNoGoroutines(t *testing.T) {
 		t.Run(state, func(t *testing.T) {
 			l := gate.New("upgrade-steps")
 			var api user
-			engine, rec := k.startEngineOn(t, testclock.NewClock(time.Time{}), k.gatedAPI(l, &api, nil))
+			engine, rec := k.startEngine(t, testclock.NewClock(time.Time{}), k.gatedAPI(l, &api, nil))
 			rec.await(t, 1, "START", "upgrade-steps-flag")
 			switch state {
 			case "unlocked":
@@ -462,7 +455,7 @@ func (k kit[M]) workersReportStateSinceAndCause(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			clk := testclock.NewClock(t0)
 			l := gate.New("upgrade-steps")
-			engine, rec := k.startEngineOn(t, clk, k.gatedAPI(l, nil, map[string]M{"upgrade-steps-gate": k.a.LockOn(clk, l)}))
+			engine, rec := k.startEngine(t, clk, k.gatedAPI(l, nil, map[string]M{"upgrade-steps-gate": k.a.LockOn(clk, l)}))
 			rec.await(t, 1, "START", "upgrade-steps-flag")
 			locked := map[string]any{"gate": "upgrade-steps", "state": "locked", "since": since(t0)}
 			assert.Equal(t, locked, workerReport(t, engine, "upgrade-steps-gate"))
