@@ -1,6 +1,7 @@
 package boardview
 
 import (
+	"maps"
 	"net/http"
 	"slices"
 	"strings"
@@ -16,11 +17,7 @@ import (
 //
 //	http.Handle("/livez", boardview.LiveHandler(map[string]func() error{"lease": tr.Alive}))
 func LiveHandler(checks map[string]func() error) http.Handler {
-	names := make([]string, 0, len(checks))
-	for name := range checks {
-		names = append(names, name)
-	}
-	slices.Sort(names)
+	names := slices.Sorted(maps.Keys(checks))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var b strings.Builder
 		code := http.StatusOK
@@ -32,9 +29,6 @@ func LiveHandler(checks map[string]func() error) http.Handler {
 				b.WriteString("[+]" + printable.Name(name) + " ok\n")
 			}
 		}
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		w.Header().Set("X-Content-Type-Options", "nosniff")
-		w.WriteHeader(code)
 		switch _, verbose := r.URL.Query()["verbose"]; {
 		case code == http.StatusOK && !verbose:
 			b.Reset()
@@ -44,6 +38,6 @@ func LiveHandler(checks map[string]func() error) http.Handler {
 		default:
 			b.WriteString("livez check failed\n")
 		}
-		w.Write([]byte(b.String()))
+		plain(w, code, b.String())
 	})
 }

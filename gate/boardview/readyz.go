@@ -1,9 +1,7 @@
 package boardview
 
 import (
-	"bytes"
 	"encoding/json"
-	"io"
 	"mime"
 	"net/http"
 	"slices"
@@ -55,27 +53,24 @@ func (h readyz) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			break
 		}
 	}
-	if acceptsJSON(r.Header.Values("Accept")) {
+	if acceptable(r.Header.Values("Accept"), "application/json", "text/plain") == "application/json" {
 		serveJSON(w, code, report, excluded)
 		return
 	}
-	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	w.Header().Set("X-Content-Type-Options", "nosniff")
-	w.WriteHeader(code)
 	if _, verbose := query["verbose"]; !verbose && code == http.StatusOK {
-		io.WriteString(w, "ok")
+		plain(w, code, "ok")
 		return
 	}
 	// Like Kubernetes, a failing check is always verbose: a probe's log
 	// then says which gate held it.
-	w.Write(verboseText(report, excluded, code == http.StatusOK))
+	plain(w, code, verboseText(report, excluded, code == http.StatusOK))
 }
 
 // verboseText is the ?verbose body: a line per gate (shown), a warning
 // naming exclusions that match no gate's own name, and the verdict.
-func verboseText(report gate.Report, excluded []string, passed bool) []byte {
+func verboseText(report gate.Report, excluded []string, passed bool) string {
 	shown := shownReport(report)
-	var buf bytes.Buffer
+	var buf strings.Builder
 	buf.Grow(40*len(report) + 24)
 	line := func(parts ...string) {
 		for _, p := range parts {
@@ -99,12 +94,10 @@ func verboseText(report gate.Report, excluded []string, passed bool) []byte {
 			line("[+]", e.Name, " excluded: ok")
 		case e.State == gate.StateUnlocked:
 			line("[+]", e.Name, " ok")
+		case e.State == gate.StateLocked && e.Detail != "":
+			line("[-]", e.Name, " locked for ", e.For.Round(time.Millisecond).String(), " (", e.Detail, ")")
 		case e.State == gate.StateLocked:
-			if e.Detail != "" {
-				line("[-]", e.Name, " locked for ", e.For.Round(time.Millisecond).String(), " (", e.Detail, ")")
-			} else {
-				line("[-]", e.Name, " locked for ", e.For.Round(time.Millisecond).String())
-			}
+			line("[-]", e.Name, " locked for ", e.For.Round(time.Millisecond).String())
 		default:
 			line("[-]", e.Name, " failed: ", cause(e.Err).Error())
 		}
@@ -123,19 +116,13 @@ func verboseText(report gate.Report, excluded []string, passed bool) []byte {
 	} else {
 		line("readyz check failed")
 	}
-	return buf.Bytes()
-}
-
-// acceptsJSON reports whether an Accept header prefers application/json
-// to text/plain (the other answer), other than with q=0 ("not
-// acceptable", RFC 9110 12.4.2).
-func acceptsJSON(accept []string) bool {
-	return acceptable(accept, "application/json", "text/plain") == "application/json"
+	return buf.String()
 }
 
 // acceptable returns the media type of an Accept header that is one of
 // types with the highest weight (q, 1 if absent; the first named of equal
-// weights), other than with q=0; "" if none is.
+// weights), other than with q=0 ("not acceptable", RFC 9110 12.4.2); ""
+// if none is.
 func acceptable(accept []string, types ...string) string {
 	best, bestQ := "", 0.0
 	for _, header := range accept {

@@ -254,9 +254,7 @@ func (p *svgPlot) header(buf *bytes.Buffer, k int, width float64) {
 func (p *svgPlot) axis(buf *bytes.Buffer, bottom float64) {
 	end := max(p.end, time.Millisecond)
 	step := tickStep(end)
-	// Counted, not summed up to end: a timeline read from elsewhere may end
-	// within a step of the largest Duration, where d += step wraps round to
-	// a negative d, and the loop never ended.
+	// Counted, not summed up to end (gate/DESIGN.md, "SVG axis").
 	for i := time.Duration(0); i <= end/step; i++ {
 		d := i * step
 		x := p.left + float64(d)*p.scale

@@ -111,14 +111,13 @@ func (e Engine[G, W]) Gated(inputs []string, start func(context.Context, G) (W, 
 	}
 	flags = slices.Clone(flags)
 	return inputs, func(ctx context.Context, get G) (W, error) {
+		var zero W
 		for _, name := range flags {
 			var flag checker
 			if err := get.Get(name, &flag); err != nil {
-				var zero W
 				return zero, err
 			}
 			if !flag.Check() {
-				var zero W
 				return zero, fmt.Errorf("flag %q is not set: %w", name, e.Missing)
 			}
 		}

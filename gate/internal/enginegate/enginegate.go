@@ -186,8 +186,16 @@ func (f *Flag) Report() map[string]any {
 }
 
 // Output hands the flag to a dependent: as *gate.Flag or any interface it
-// satisfies (juju's engine.Flag: Check() bool).
-func (f *Flag) Output(out any) error { return assign(f.Flag, out) }
+// satisfies (juju's engine.Flag: Check() bool), set through reflect, for
+// this package cannot name the interface.
+func (f *Flag) Output(out any) error {
+	p := reflect.ValueOf(out)
+	if p.Kind() != reflect.Pointer || p.IsNil() || !reflect.TypeOf(f.Flag).AssignableTo(p.Elem().Type()) {
+		return fmt.Errorf("manifold: cannot output %T into %T: want a non-nil pointer to %T or to an interface it implements", f.Flag, out, f.Flag)
+	}
+	p.Elem().Set(reflect.ValueOf(f.Flag))
+	return nil
+}
 
 // Bounce is a flag manifold's Filter: the gate's opening is a restart
 // (the engine's ErrBounce), not a fault.
@@ -196,15 +204,4 @@ func Bounce(err, bounce error) error {
 		return bounce
 	}
 	return err
-}
-
-// assign sets *out to v, through reflect: out is usually a pointer to an
-// interface this package cannot name (juju's engine.Flag).
-func assign(v any, out any) error {
-	p := reflect.ValueOf(out)
-	if p.Kind() != reflect.Pointer || p.IsNil() || !reflect.TypeOf(v).AssignableTo(p.Elem().Type()) {
-		return fmt.Errorf("manifold: cannot output %T into %T: want a non-nil pointer to %T or to an interface it implements", v, out, v)
-	}
-	p.Elem().Set(reflect.ValueOf(v))
-	return nil
 }

@@ -117,19 +117,13 @@ func Run[M any](t *testing.T, a Adapter[M]) {
 
 type kit[M any] struct{ a Adapter[M] }
 
-// startEngine runs a real engine on a test clock with the manifolds
-// installed, and stops it when the test ends.
-func (k kit[M]) startEngine(t *testing.T, manifolds map[string]M) (Engine[M], *testclock.Clock, *Recorder) {
+// startEngine runs a real engine on clk with the manifolds installed, and
+// stops it when the test ends.
+func (k kit[M]) startEngine(t *testing.T, clk *testclock.Clock, manifolds map[string]M) (Engine[M], *Recorder) {
 	t.Helper()
-	clk := testclock.NewClock(t0)
-	engine, rec := k.startEngineOn(t, clk, manifolds)
-	return engine, clk, rec
-}
-
-// startEngineOn is startEngine on clk.
-func (k kit[M]) startEngineOn(t *testing.T, clk *testclock.Clock, manifolds map[string]M) (Engine[M], *Recorder) {
-	t.Helper()
-	engine, rec := k.newEngine(t, clk)
+	rec := newRecorder()
+	engine, err := k.a.NewEngine(clk, errorDelay, rec)
+	require.NoError(t, err)
 	t.Cleanup(func() {
 		engine.Kill()
 		assert.NoError(t, engine.Wait())
@@ -138,15 +132,6 @@ func (k kit[M]) startEngineOn(t *testing.T, clk *testclock.Clock, manifolds map[
 	return engine, rec
 }
 
-func (k kit[M]) newEngine(t *testing.T, clk clock.Clock) (Engine[M], *Recorder) {
-	t.Helper()
-	rec := newRecorder()
-	engine, err := k.a.NewEngine(clk, errorDelay, rec)
-	require.NoError(t, err)
-	return engine, rec
-}
-
-// report returns the engine's report on one manifold.
 func report[M any](t *testing.T, engine Engine[M], name string) ManifoldReport {
 	t.Helper()
 	r, ok := engine.Report(name)
@@ -154,7 +139,6 @@ func report[M any](t *testing.T, engine Engine[M], name string) ManifoldReport {
 	return r
 }
 
-// workerReport returns the report of one manifold's worker.
 func workerReport[M any](t *testing.T, engine Engine[M], name string) map[string]any {
 	t.Helper()
 	r, ok := report(t, engine, name).Report.(map[string]any)
@@ -215,7 +199,7 @@ func (w *idle) String() string { return "idle" }
 func (k kit[M]) lockOutputsToJujuInterfaces(t *testing.T) {
 	l := gate.New("upgrade-steps")
 	got := make(chan error, 1)
-	k.startEngine(t, map[string]M{
+	k.startEngine(t, testclock.NewClock(t0), map[string]M{
 		"upgrade-steps-gate": k.a.Lock(l),
 		"consumer": k.a.Manifold(Manifold{
 			Inputs: []string{"upgrade-steps-gate"},
@@ -262,7 +246,7 @@ func (k kit[M]) lockNilPanics(t *testing.T) {
 func (k kit[M]) gatedStartsOnceAfterUnlock(t *testing.T) {
 	l := gate.New("upgrade-steps")
 	var api user
-	engine, _, rec := k.startEngine(t, k.gatedAPI(l, &api, nil))
+	engine, rec := k.startEngine(t, testclock.NewClock(t0), k.gatedAPI(l, &api, nil))
 
 	// The flag is up with Check() false, and the API server was refused.
 	rec.await(t, 1, "START", "upgrade-steps-flag")
@@ -285,7 +269,7 @@ func (k kit[M]) gatedOnAnOpenGateStartsAtOnce(t *testing.T) {
 	l := gate.New("upgrade-steps")
 	l.Unlock()
 	var api user
-	_, _, rec := k.startEngine(t, k.gatedAPI(l, &api, nil))
+	_, rec := k.startEngine(t, testclock.NewClock(t0), k.gatedAPI(l, &api, nil))
 	rec.await(t, 1, "START", "api-server")
 	assert.Equal(t, 1, rec.count("START", "upgrade-steps-flag"), "no bounce: the flag started true")
 }
@@ -308,7 +292,8 @@ func (k kit[M]) failedGateIsReportedOnceAndNeverLoops(t *testing.T) {
 				l.Fail(cause)
 			}
 			var api, other user
-			engine, clk, rec := k.startEngine(t, k.gatedAPI(l, &api, map[string]M{"other": k.a.Manifold(other.manifold())}))
+			clk := testclock.NewClock(t0)
+			engine, rec := k.startEngine(t, clk, k.gatedAPI(l, &api, map[string]M{"other": k.a.Manifold(other.manifold())}))
 			if !tc.failFirst {
 				rec.await(t, 1, "START", "upgrade-steps-flag")
 				l.Fail(cause)
@@ -352,7 +337,7 @@ func (k kit[M]) failedGateIsReportedOnceAndNeverLoops(t *testing.T) {
 func (k kit[M]) flagOutput(t *testing.T) {
 	l := gate.New("upgrade-steps")
 	got := make(chan []bool, 2)
-	_, _, rec := k.startEngine(t, k.gatedAPI(l, nil, map[string]M{
+	_, rec := k.startEngine(t, testclock.NewClock(t0), k.gatedAPI(l, nil, map[string]M{
 		"checker": k.a.Manifold(Manifold{
 			Inputs: []string{"upgrade-steps-flag"},
 			Start: func(get func(string, any) error) (Worker, error) {
@@ -360,11 +345,10 @@ func (k kit[M]) flagOutput(t *testing.T) {
 					jf jujuFlag
 					gf *gate.Flag
 				)
-				if err := get("upgrade-steps-flag", &jf); err != nil {
-					return nil, err
-				}
-				if err := get("upgrade-steps-flag", &gf); err != nil {
-					return nil, err
+				for _, out := range []any{&jf, &gf} {
+					if err := get("upgrade-steps-flag", out); err != nil {
+						return nil, err
+					}
 				}
 				var wrong jujuWaiter
 				wrongErr := get("upgrade-steps-flag", &wrong)
@@ -410,7 +394,7 @@ func (k kit[M]) gatedKeepsOutputAndFilter(t *testing.T) {
 
 	l := gate.New("upgrade-steps")
 	l.Unlock()
-	_, _, rec := k.startEngine(t, k.gatedAPI(l, nil, map[string]M{
+	_, rec := k.startEngine(t, testclock.NewClock(t0), k.gatedAPI(l, nil, map[string]M{
 		"api-server": gated,
 		"client": k.a.Manifold(Manifold{
 			Inputs: []string{"api-server"},
@@ -435,8 +419,7 @@ func (k kit[M]) engineShutdownLeavesNoGoroutines(t *testing.T) {
 		t.Run(state, func(t *testing.T) {
 			l := gate.New("upgrade-steps")
 			var api user
-			engine, rec := k.newEngine(t, testclock.NewClock(time.Time{}))
-			require.NoError(t, engine.Install(k.gatedAPI(l, &api, nil)))
+			engine, rec := k.startEngine(t, testclock.NewClock(time.Time{}), k.gatedAPI(l, &api, nil))
 			rec.await(t, 1, "START", "upgrade-steps-flag")
 			switch state {
 			case "unlocked":
@@ -472,10 +455,7 @@ func (k kit[M]) workersReportStateSinceAndCause(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			clk := testclock.NewClock(t0)
 			l := gate.New("upgrade-steps")
-			engine, rec := k.startEngineOn(t, clk, map[string]M{
-				"upgrade-steps-gate": k.a.LockOn(clk, l),
-				"upgrade-steps-flag": k.a.Flag("upgrade-steps-gate"),
-			})
+			engine, rec := k.startEngine(t, clk, k.gatedAPI(l, nil, map[string]M{"upgrade-steps-gate": k.a.LockOn(clk, l)}))
 			rec.await(t, 1, "START", "upgrade-steps-flag")
 			locked := map[string]any{"gate": "upgrade-steps", "state": "locked", "since": since(t0)}
 			assert.Equal(t, locked, workerReport(t, engine, "upgrade-steps-gate"))
@@ -532,7 +512,6 @@ func (r *Recorder) Infof(f string, a ...any)  { r.add("INFO", f, a...) }
 func (r *Recorder) Errorf(f string, a ...any) { r.add("ERROR", f, a...) }
 func (r *Recorder) RecordStart(name string)   { r.add("START", "%s", name) }
 
-// count returns how many events match level and contain text.
 func (r *Recorder) count(level, text string) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
