@@ -544,13 +544,9 @@ func (c *connector[T]) failed(addr string, err error, cancelled bool) {
 	c.d.mu.Unlock()
 }
 
+// fail counts a failed call and returns its *DialError, which wraps err.
 func (c *connector[T]) fail(err error) error {
-	derr := c.dialError(err)
 	c.d.failures.Add(1)
-	return derr
-}
-
-func (c *connector[T]) dialError(err error) *DialError {
 	cfg := &c.d.cfg
 	attempts := slices.Clone(c.attempts)
 	for i, a := range attempts {

@@ -3,6 +3,7 @@ package grpcdialer
 import (
 	"context"
 	"net"
+	"slices"
 	"sync"
 
 	jujuerrors "github.com/juju/errors"
@@ -65,13 +66,7 @@ func NewClient(d *dialer.Dialer, opts ...grpc.DialOption) (*Client, error) {
 	if d.Policy() == dialer.RequireLocal {
 		ready = nil // local from the first connection: nowhere to move
 	}
-	all := make([]grpc.DialOption, 0, len(opts)+2)
-	for _, o := range opts {
-		if o != nil {
-			all = append(all, o)
-		}
-	}
-	all = append(all,
+	all := append(slices.DeleteFunc(slices.Clone(opts), func(o grpc.DialOption) bool { return o == nil }),
 		grpc.WithResolvers(&builder{ready: ready}),
 		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) {
 			conn, _, err := d.Dial(ctx)

@@ -1,16 +1,15 @@
 // Package logtest is a capturing slog.Handler for the library's tests: it
-// keeps every record, with its attributes flattened into a map, and lets a
-// test wait for the records it expects without sleeping.
+// keeps every record, with its attributes flattened into a map.
 package logtest
 
 import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
-	"time"
 )
 
 // Record is a captured slog record.
@@ -63,14 +62,13 @@ type Handler struct {
 type store struct {
 	mu      sync.Mutex
 	records []Record
-	changed chan struct{} // closed and replaced on every record
-	sealed  bool          // Seal was called: every later record is late
+	sealed  bool // Seal was called: every later record is late
 	late    []Record
 }
 
 // New returns an empty Handler capturing records at every level.
 func New() *Handler {
-	return &Handler{s: &store{changed: make(chan struct{})}}
+	return &Handler{s: &store{}}
 }
 
 // Logger returns a logger writing to h.
@@ -94,8 +92,6 @@ func (h *Handler) Handle(_ context.Context, r slog.Record) error {
 		h.s.late = append(h.s.late, rec)
 	}
 	h.s.records = append(h.s.records, rec)
-	close(h.s.changed)
-	h.s.changed = make(chan struct{})
 	h.s.mu.Unlock()
 	return nil
 }
@@ -140,7 +136,7 @@ func (h *Handler) WithGroup(name string) slog.Handler {
 func (h *Handler) Records() []Record {
 	h.s.mu.Lock()
 	defer h.s.mu.Unlock()
-	return append([]Record(nil), h.s.records...)
+	return slices.Clone(h.s.records)
 }
 
 // Matching returns the records captured so far with message msg.
@@ -177,40 +173,5 @@ func (h *Handler) Seal(t testing.TB) {
 func (h *Handler) Late() []Record {
 	h.s.mu.Lock()
 	defer h.s.mu.Unlock()
-	return append([]Record(nil), h.s.late...)
-}
-
-// Guard bounds WaitFor: reaching it is a failure, never part of the
-// expected timing.
-const Guard = 5 * time.Second
-
-// WaitFor waits until ok holds for the records captured so far, and
-// returns them; it fails t after Guard. It wakes on each new record.
-func (h *Handler) WaitFor(t testing.TB, what string, ok func([]Record) bool) []Record {
-	t.Helper()
-	timeout := time.NewTimer(Guard)
-	defer timeout.Stop()
-	for {
-		h.s.mu.Lock()
-		recs, changed := append([]Record(nil), h.s.records...), h.s.changed
-		h.s.mu.Unlock()
-		if ok(recs) {
-			return recs
-		}
-		select {
-		case <-changed:
-		case <-timeout.C:
-			t.Fatalf("no %s in %d records after %v: %v", what, len(recs), Guard, recs)
-			return nil
-		}
-	}
-}
-
-// WaitMessage waits for n records with message msg and returns them.
-func (h *Handler) WaitMessage(t testing.TB, msg string, n int) []Record {
-	t.Helper()
-	h.WaitFor(t, fmt.Sprintf("%d %q records", n, msg), func(rs []Record) bool {
-		return len(matching(rs, msg)) >= n
-	})
-	return h.Matching(msg)
+	return slices.Clone(h.s.late)
 }

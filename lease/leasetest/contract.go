@@ -178,14 +178,10 @@ func testReleaseWatchYieldsWhenTermIsRevoked(t *testing.T, h Harness, name strin
 	held := refusedFor(t, h, name, "b", a)
 	released := watchRelease(t, h, held)
 	for _, d := range []time.Duration{h.Term, 2 * h.Term} {
-		if _, err := h.Store.Extend(context.Background(), a, d); err != nil {
-			t.Fatalf("Extend(%v): %v", d, err)
-		}
+		mustExtend(t, h, a, d, "extending the held term")
 	}
 	wantNotReleased(t, released, "while the term was held")
-	if err := h.Store.Revoke(context.Background(), a); err != nil {
-		t.Fatalf("Revoke: %v", err)
-	}
+	mustRevoke(t, h, a, "Revoke")
 	wantReleased(t, released, "the term was revoked")
 	// Released between the refusal and the watch: the watch says so.
 	wantReleased(t, watchRelease(t, h, held), "the term was over when the watch began")
@@ -240,14 +236,10 @@ func testLostClosesWhenTermIsRevoked(t *testing.T, h Harness, name string) {
 	a := mustClaim(t, h, name, "a")
 	lost := watchLost(t, h, a)
 	for _, d := range []time.Duration{h.Term, 2 * h.Term} { // etcd moves a longer term to a new etcd lease
-		if _, err := h.Store.Extend(context.Background(), a, d); err != nil {
-			t.Fatalf("Extend(%v): %v", d, err)
-		}
+		mustExtend(t, h, a, d, "extending the held term")
 	}
 	wantNotLost(t, lost, "while the term was held")
-	if err := h.Store.Revoke(context.Background(), a); err != nil {
-		t.Fatalf("Revoke: %v", err)
-	}
+	mustRevoke(t, h, a, "Revoke")
 	wantLost(t, lost, "the term was revoked")
 	wantLost(t, watchLost(t, h, a), "the term was over when the watch began")
 }
@@ -260,6 +252,22 @@ func mustClaim(t *testing.T, h Harness, name, holder string) leasestore.Grant {
 	}
 	checkGrant(t, "Claim", g, name, holder, h.Term)
 	return g
+}
+
+// mustExtend extends g for d; what names the call if it fails.
+func mustExtend(t *testing.T, h Harness, g leasestore.Grant, d time.Duration, what string) {
+	t.Helper()
+	if _, err := h.Store.Extend(context.Background(), g, d); err != nil {
+		t.Fatalf("%s: Extend(%v): %v", what, d, err)
+	}
+}
+
+// mustRevoke revokes g; what names the call if it fails.
+func mustRevoke(t *testing.T, h Harness, g leasestore.Grant, what string) {
+	t.Helper()
+	if err := h.Store.Revoke(context.Background(), g); err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
 }
 
 func checkGrant(t *testing.T, op string, g leasestore.Grant, name, holder string, d time.Duration) {
@@ -372,16 +380,12 @@ func testExtendForeignTokenIsNotHeld(t *testing.T, h Harness, name string) {
 		_, err = h.Store.Extend(context.Background(), crossed, h.Term)
 		wantNotHeld(t, "Extend with the token of another lease", err, crossed, "")
 	}
-	if _, err := h.Store.Extend(context.Background(), g, h.Term); err != nil {
-		t.Fatalf("Extend of the real term after forged extends: %v", err)
-	}
+	mustExtend(t, h, g, h.Term, "Extend of the real term after forged extends")
 }
 
 func testExtendOldTermOfSameHolderIsNotHeld(t *testing.T, h Harness, name string) {
 	old := mustClaim(t, h, name, "a")
-	if err := h.Store.Revoke(context.Background(), old); err != nil {
-		t.Fatalf("Revoke: %v", err)
-	}
+	mustRevoke(t, h, old, "Revoke")
 	// A restarted process re-claims under the same holder name.
 	fresh := mustClaim(t, h, name, "a")
 	if fresh.Token <= old.Token {
@@ -389,41 +393,31 @@ func testExtendOldTermOfSameHolderIsNotHeld(t *testing.T, h Harness, name string
 	}
 	_, err := h.Store.Extend(context.Background(), old, h.Term)
 	wantNotHeld(t, "Extend of the old term after a same-name re-claim", err, old, "a")
-	if _, err := h.Store.Extend(context.Background(), fresh, h.Term); err != nil {
-		t.Fatalf("Extend of the new term: %v", err)
-	}
+	mustExtend(t, h, fresh, h.Term, "Extend of the new term")
 }
 
 func testRevokeThenExtendIsNotHeld(t *testing.T, h Harness, name string) {
 	g := mustClaim(t, h, name, "a")
-	if err := h.Store.Revoke(context.Background(), g); err != nil {
-		t.Fatalf("Revoke of the live term: %v", err)
-	}
+	mustRevoke(t, h, g, "Revoke of the live term")
 	_, err := h.Store.Extend(context.Background(), g, h.Term)
 	wantNotHeld(t, "Extend after Revoke", err, g, "")
 }
 
 func testRevokeTwiceIsNotHeld(t *testing.T, h Harness, name string) {
 	g := mustClaim(t, h, name, "a")
-	if err := h.Store.Revoke(context.Background(), g); err != nil {
-		t.Fatalf("first Revoke: %v", err)
-	}
+	mustRevoke(t, h, g, "first Revoke")
 	wantNotHeld(t, "second Revoke", h.Store.Revoke(context.Background(), g), g, "")
 }
 
 func testClaimAfterRevokeGetsLargerToken(t *testing.T, h Harness, name string) {
 	a := mustClaim(t, h, name, "a")
-	if err := h.Store.Revoke(context.Background(), a); err != nil {
-		t.Fatalf("Revoke: %v", err)
-	}
+	mustRevoke(t, h, a, "Revoke")
 	b := mustClaim(t, h, name, "b")
 	if b.Token <= a.Token {
 		t.Fatalf("claim after revoke got token %d, want > %d", b.Token, a.Token)
 	}
 	wantNotHeld(t, "Revoke of the old term after a new claim", h.Store.Revoke(context.Background(), a), a, "b")
-	if _, err := h.Store.Extend(context.Background(), b, h.Term); err != nil {
-		t.Fatalf("the new holder's term was disturbed by the old term's revoke: %v", err)
-	}
+	mustExtend(t, h, b, h.Term, "the new holder's term was disturbed by the old term's revoke")
 }
 
 // maxExpiryRounds bounds how long the expiry test waits beyond the granted
@@ -475,13 +469,11 @@ func testConcurrentClaimsHaveOneWinner(t *testing.T, h Harness, name string) {
 	var wg sync.WaitGroup
 	start := make(chan struct{})
 	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			<-start
 			g, err := h.Store.Claim(context.Background(), name, fmt.Sprintf("h%d", i), h.Term)
 			results[i] = result{g, err}
-		}()
+		})
 	}
 	close(start)
 	wg.Wait()
@@ -525,9 +517,7 @@ func testCancelledContextIsNeverDefinitive(t *testing.T, h Harness, name string)
 		t.Errorf("Extend with a cancelled ctx changed the token from %d to %d", g.Token, g2.Token)
 	}
 	// Whatever happened, the term is still live and extendable.
-	if _, err := h.Store.Extend(context.Background(), g, h.Term); err != nil {
-		t.Fatalf("Extend after a cancelled Extend: %v", err)
-	}
+	mustExtend(t, h, g, h.Term, "Extend after a cancelled Extend")
 
 	err = h.Store.Revoke(cancelled, g)
 	wantAmbiguousOrNil(t, "Revoke", err)

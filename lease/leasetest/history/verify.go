@@ -358,20 +358,19 @@ func (v *verifier) tokenOrder() {
 		}
 		return evid[best[k-1]], true
 	}
-	for _, i := range v.orderQ {
-		a := v.as[i]
-		if e, ok := newest(a.Asked); ok && e.token > a.Status.Token {
-			v.add(Violation{Rule: TokenOrder, Earlier: v.rec[e.i], Later: v.rec[i]},
-				dedupe{rule: TokenOrder, node: a.Node, token: a.Status.Token})
+	// A promise (TokenOrder) or an accepted write (StaleWrite) asked after
+	// a greater token began.
+	behind := func(rule Rule, is []int) {
+		for _, i := range is {
+			a := v.as[i]
+			if e, ok := newest(a.Asked); ok && e.token > a.Status.Token {
+				v.add(Violation{Rule: rule, Earlier: v.rec[e.i], Later: v.rec[i]},
+					dedupe{rule: rule, node: a.Node, token: a.Status.Token})
+			}
 		}
 	}
-	for _, i := range v.writes {
-		a := v.as[i]
-		if e, ok := newest(a.Asked); ok && e.token > a.Status.Token {
-			v.add(Violation{Rule: StaleWrite, Earlier: v.rec[e.i], Later: v.rec[i]},
-				dedupe{rule: StaleWrite, node: a.Node, token: a.Status.Token})
-		}
-	}
+	behind(TokenOrder, v.orderQ)
+	behind(StaleWrite, v.writes)
 	// One token, one node: the first node promised a token owns it.
 	owner := make(map[uint64]int)
 	for _, e := range evid {

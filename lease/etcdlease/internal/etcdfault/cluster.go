@@ -285,13 +285,11 @@ func (c *Cluster) leaderOnce(ctx context.Context) (int, bool) {
 		if !up {
 			continue
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			if st, err := c.status(ctx, i); err == nil {
 				named[i] = st.Leader
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	votes := make(map[uint64]int)

@@ -89,11 +89,9 @@ func Observe(nodes []Node, cfg WorkloadConfig) *Workload {
 	for _, n := range nodes {
 		o := &observed{Node: n}
 		w.nodes = append(w.nodes, o)
-		w.wg.Add(1)
-		go func() { defer w.wg.Done(); w.poll(ctx, o) }()
+		w.wg.Go(func() { w.poll(ctx, o) })
 		if cfg.WritePrefix != "" {
-			w.wg.Add(1)
-			go func() { defer w.wg.Done(); w.write(ctx, o) }()
+			w.wg.Go(func() { w.write(ctx, o) })
 		}
 	}
 	return w

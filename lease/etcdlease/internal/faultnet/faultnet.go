@@ -200,8 +200,7 @@ func Listen(target string, cfg Config) (*Proxy, error) {
 		cfg: cfg, l: l, done: make(chan struct{}), target: target,
 		changed: make(chan struct{}), conns: make(map[*conn]struct{}),
 	}
-	p.wg.Add(1)
-	go p.accept()
+	p.wg.Go(p.accept)
 	return p, nil
 }
 
@@ -249,20 +248,17 @@ func (p *Proxy) Close() {
 }
 
 func (p *Proxy) accept() {
-	defer p.wg.Done()
 	for {
 		in, err := p.l.Accept()
 		if err != nil {
 			return // closed
 		}
-		p.wg.Add(1)
-		go p.serve(in)
+		p.wg.Go(func() { p.serve(in) })
 	}
 }
 
 // serve forwards one connection.
 func (p *Proxy) serve(in net.Conn) {
-	defer p.wg.Done()
 	up, down, ok := &p.path, &p.path, true
 	if p.cfg.Route != nil {
 		up, down, ok = p.cfg.Route(in)
@@ -283,12 +279,11 @@ func (p *Proxy) serve(in net.Conn) {
 	}
 	defer p.untrack(c, up, down)
 	var wg sync.WaitGroup
-	wg.Add(4)
 	upc, downc := make(chan chunk, pipeChunks), make(chan chunk, pipeChunks)
-	go func() { defer wg.Done(); p.read(c, in, upc) }()
-	go func() { defer wg.Done(); p.write(c, out, up, upc) }()
-	go func() { defer wg.Done(); p.read(c, out, downc) }()
-	go func() { defer wg.Done(); p.write(c, in, down, downc) }()
+	wg.Go(func() { p.read(c, in, upc) })
+	wg.Go(func() { p.write(c, out, up, upc) })
+	wg.Go(func() { p.read(c, out, downc) })
+	wg.Go(func() { p.write(c, in, down, downc) })
 	wg.Wait()
 }
 
