@@ -1,5 +1,6 @@
 // Package logtest is a capturing slog.Handler for the library's tests: it
-// keeps every record, with its attributes flattened into a map.
+// keeps every record, with its attributes flattened into a map, and lets a
+// test wait for the records it expects without sleeping.
 package logtest
 
 import (
@@ -10,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // Record is a captured slog record.
@@ -62,13 +64,14 @@ type Handler struct {
 type store struct {
 	mu      sync.Mutex
 	records []Record
-	sealed  bool // Seal was called: every later record is late
+	changed chan struct{} // closed and replaced on every record
+	sealed  bool          // Seal was called: every later record is late
 	late    []Record
 }
 
 // New returns an empty Handler capturing records at every level.
 func New() *Handler {
-	return &Handler{s: &store{}}
+	return &Handler{s: &store{changed: make(chan struct{})}}
 }
 
 // Logger returns a logger writing to h.
@@ -92,6 +95,8 @@ func (h *Handler) Handle(_ context.Context, r slog.Record) error {
 		h.s.late = append(h.s.late, rec)
 	}
 	h.s.records = append(h.s.records, rec)
+	close(h.s.changed)
+	h.s.changed = make(chan struct{})
 	h.s.mu.Unlock()
 	return nil
 }
@@ -174,4 +179,31 @@ func (h *Handler) Late() []Record {
 	h.s.mu.Lock()
 	defer h.s.mu.Unlock()
 	return slices.Clone(h.s.late)
+}
+
+// guard bounds WaitMessage: reaching it is a failure, never part of the
+// expected timing.
+const guard = 5 * time.Second
+
+// WaitMessage waits until n records with message msg have been captured,
+// and returns those captured by then; it fails t after guard. It wakes on
+// each new record.
+func (h *Handler) WaitMessage(t testing.TB, msg string, n int) []Record {
+	t.Helper()
+	timeout := time.NewTimer(guard)
+	defer timeout.Stop()
+	for {
+		h.s.mu.Lock()
+		recs, changed := slices.Clone(h.s.records), h.s.changed
+		h.s.mu.Unlock()
+		if got := matching(recs, msg); len(got) >= n {
+			return got
+		}
+		select {
+		case <-changed:
+		case <-timeout.C:
+			t.Fatalf("no %d %q records in %d records after %v: %v", n, msg, len(recs), guard, recs)
+			return nil
+		}
+	}
 }

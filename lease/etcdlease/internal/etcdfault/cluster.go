@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -320,12 +321,7 @@ func (c *Cluster) NamesItselfLeader(ctx context.Context, i int) bool {
 func (c *Cluster) indexOf(id uint64) int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for i, x := range c.ids {
-		if x == id {
-			return i
-		}
-	}
-	return -1
+	return slices.Index(c.ids, id)
 }
 
 // MoveLeader hands raft leadership to member to, and waits until a
@@ -481,12 +477,7 @@ func (c *Cluster) event(what string, heal bool) {
 
 func (c *Cluster) healthyLocked() bool {
 	for i := range c.procs {
-		if c.procs[i] == nil || c.paused[i] {
-			return false
-		}
-	}
-	for i := range c.procs {
-		if isCut(c.clientsIn[i]) {
+		if c.procs[i] == nil || c.paused[i] || isCut(c.clientsIn[i]) {
 			return false
 		}
 		for j := range c.procs {
@@ -513,10 +504,8 @@ func (c *Cluster) Close() {
 		return
 	}
 	c.closed = true
-	procs := append([]*process(nil), c.procs...)
-	for i := range c.procs {
-		c.procs[i] = nil
-	}
+	procs := slices.Clone(c.procs)
+	clear(c.procs)
 	c.mu.Unlock()
 	for _, cli := range c.admins {
 		cli.Close()
