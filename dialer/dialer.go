@@ -134,11 +134,9 @@ func (d *Dialer) LocalReady() <-chan struct{} {
 // and names every address tried with its last failure. See Connect for the
 // rounds, the head starts and the servers' RetryAfter hints.
 func (d *Dialer) Dial(ctx context.Context) (net.Conn, Route, error) {
-	return Connect(ctx, d, d.dialTCP)
-}
-
-func (d *Dialer) dialTCP(ctx context.Context, addr string) (net.Conn, error) {
-	return d.cfg.DialContext(ctx, "tcp", addr)
+	return Connect(ctx, d, func(ctx context.Context, addr string) (net.Conn, error) {
+		return d.cfg.DialContext(ctx, "tcp", addr)
+	})
 }
 
 // Connect is Dial for clients that are not a bare net.Conn (TLS,
@@ -376,7 +374,7 @@ func (r *round[T]) launch() bool {
 	addr := r.addrs[r.next]
 	r.next++
 	r.inflight++
-	r.c.tried(addr)
+	r.c.attempt(addr).Tries++
 	if c := r.c; !c.fellBack && c.d.cfg.LocalPort != 0 && !c.d.isLocal(addr) {
 		c.fellBack = true
 		c.d.fallbacks.Add(1)
@@ -396,7 +394,8 @@ func (r *round[T]) armStagger() {
 		if r.stagger == nil {
 			r.stagger = r.c.d.cfg.Clock.NewTimer(d)
 		} else {
-			resetTimer(r.stagger, d)
+			stopTimer(r.stagger)
+			r.stagger.Reset(d)
 		}
 		r.staggerC = r.stagger.Chan()
 	case r.stagger != nil:
@@ -507,8 +506,6 @@ func (c *connector[T]) attempt(addr string) *Attempt {
 	}
 	return &c.attempts[i]
 }
-
-func (c *connector[T]) tried(addr string) { c.attempt(addr).Tries++ }
 
 func (c *connector[T]) skipped(addr string, err error) {
 	if a := c.attempt(addr); a.Err == nil {
@@ -645,13 +642,8 @@ func closeBesideError[T client](v T) {
 	}
 }
 
-// resetTimer and stopTimer drop a fired but unread value, so that a later
+// stopTimer stops t and drops a fired but unread value, so that a later
 // Reset cannot deliver a stale tick (and a testclock timer cannot block).
-func resetTimer(t clock.Timer, d time.Duration) {
-	stopTimer(t)
-	t.Reset(d)
-}
-
 func stopTimer(t clock.Timer) {
 	if !t.Stop() {
 		select {
