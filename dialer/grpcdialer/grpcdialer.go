@@ -92,7 +92,11 @@ func (b *builder) Build(_ resolver.Target, cc resolver.ClientConn, _ resolver.Bu
 	r := &moveResolver{quit: make(chan struct{}), exited: make(chan struct{})}
 	if b.ready == nil || isClosed(b.ready) {
 		close(r.exited)
-		return r, cc.UpdateState(resolver.State{Addresses: []resolver.Address{b.route()}})
+		addr := localRoute // LocalReady has closed
+		if b.ready == nil {
+			addr = anyRoute // it never moves
+		}
+		return r, cc.UpdateState(resolver.State{Addresses: []resolver.Address{addr}})
 	}
 	if err := cc.UpdateState(resolver.State{Addresses: []resolver.Address{anyRoute}}); err != nil {
 		close(r.exited)
@@ -100,15 +104,6 @@ func (b *builder) Build(_ resolver.Target, cc resolver.ClientConn, _ resolver.Bu
 	}
 	go r.watch(b, cc)
 	return r, nil
-}
-
-// route is the address for a resolver built once LocalReady has closed,
-// or that never moves (anyRoute).
-func (b *builder) route() resolver.Address {
-	if b.ready == nil {
-		return anyRoute
-	}
-	return localRoute
 }
 
 // moveResolver reports anyRoute, then localRoute once LocalReady closes.

@@ -408,7 +408,7 @@ func (c *Cluster) setPaused(i int, paused bool) error {
 	if paused {
 		sig, name = syscall.SIGSTOP, "SIGSTOP"
 	}
-	if err := p.signal(sig); err != nil {
+	if err := syscall.Kill(p.pid(), sig); err != nil {
 		return err
 	}
 	c.mu.Lock()

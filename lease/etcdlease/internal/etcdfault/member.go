@@ -189,10 +189,6 @@ func (p *process) readReady(timeout time.Duration) error {
 
 func (p *process) pid() int { return p.cmd.Process.Pid }
 
-func (p *process) signal(sig syscall.Signal) error {
-	return syscall.Kill(p.pid(), sig)
-}
-
 // kill ends the process with SIGKILL (a paused one too) and reaps it.
 func (p *process) kill() {
 	_ = p.cmd.Process.Kill()
