@@ -4,6 +4,7 @@ package catalogue
 
 import (
 	"bufio"
+	"cmp"
 	"fmt"
 	"os"
 	"regexp"
@@ -151,9 +152,7 @@ func RecordRow(component, message string, levels []string) string {
 // FamilyRow is the catalogue row for a family; an empty meaning is left for
 // the writer to fill in.
 func FamilyRow(name, typ string, labels []string, meaning string) string {
-	if meaning == "" {
-		meaning = "MEANING"
-	}
+	meaning = cmp.Or(meaning, "MEANING")
 	return fmt.Sprintf("| `%s` | %s | %s | %s |", name, typ, LabelCell(labels), strings.ReplaceAll(meaning, "|", `\|`))
 }
 

@@ -4,6 +4,7 @@ package etcdfault
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -51,18 +52,10 @@ type Config struct {
 }
 
 func (c Config) withDefaults() Config {
-	if c.Members == 0 {
-		c.Members = 3
-	}
-	if c.TickMs == 0 {
-		c.TickMs = 100
-	}
-	if c.ElectionMs == 0 {
-		c.ElectionMs = 1000
-	}
-	if c.StartTimeout == 0 {
-		c.StartTimeout = 30 * time.Second
-	}
+	c.Members = cmp.Or(c.Members, 3)
+	c.TickMs = cmp.Or(c.TickMs, 100)
+	c.ElectionMs = cmp.Or(c.ElectionMs, 1000)
+	c.StartTimeout = cmp.Or(c.StartTimeout, 30*time.Second)
 	if c.Logf == nil {
 		c.Logf = func(string, ...any) {}
 	}

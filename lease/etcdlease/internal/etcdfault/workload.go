@@ -3,6 +3,7 @@
 package etcdfault
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -46,18 +47,10 @@ type WorkloadConfig struct {
 }
 
 func (c WorkloadConfig) withDefaults() WorkloadConfig {
-	if c.Poll == 0 {
-		c.Poll = 5 * time.Millisecond
-	}
-	if c.SlowPoll == 0 {
-		c.SlowPoll = 100 * time.Millisecond
-	}
-	if c.CheckTimeout == 0 {
-		c.CheckTimeout = 2 * time.Second
-	}
-	if c.WriteEvery == 0 {
-		c.WriteEvery = 100 * time.Millisecond
-	}
+	c.Poll = cmp.Or(c.Poll, 5*time.Millisecond)
+	c.SlowPoll = cmp.Or(c.SlowPoll, 100*time.Millisecond)
+	c.CheckTimeout = cmp.Or(c.CheckTimeout, 2*time.Second)
+	c.WriteEvery = cmp.Or(c.WriteEvery, 100*time.Millisecond)
 	return c
 }
 
