@@ -372,15 +372,7 @@ func (f *FaultStore) Lost(ctx context.Context, g leasestore.Grant) <-chan struct
 		context.AfterFunc(ctx, func() { f.endWatch(f.lost, w, false, nil) })
 		return lost
 	}
-	go func() {
-		select {
-		case <-inner:
-			f.endWatch(f.lost, w, true, nil)
-		case <-ctx.Done():
-			f.endWatch(f.lost, w, false, nil)
-		case <-w.gone: // ended by SignalLost
-		}
-	}()
+	follow(f, f.lost, w, inner, func(struct{}) error { return nil })
 	return lost
 }
 
@@ -420,16 +412,7 @@ func (f *FaultStore) WatchRelease(ctx context.Context, held *leasestore.HeldErro
 		f.endWatch(f.releases, w, true, errNoReleaseWatch)
 		return ch
 	}
-	inner := rw.WatchRelease(ctx, held)
-	go func() {
-		select {
-		case err := <-inner:
-			f.endWatch(f.releases, w, true, err)
-		case <-ctx.Done():
-			f.endWatch(f.releases, w, false, nil)
-		case <-w.gone: // ended by BreakReleaseWatches
-		}
-	}()
+	follow(f, f.releases, w, rw.WatchRelease(ctx, held), func(err error) error { return err })
 	return ch
 }
 
@@ -467,6 +450,21 @@ func (f *FaultStore) open(ws watches, ctx context.Context, name string, yield fu
 	}
 	ws[name][w] = struct{}{}
 	return w
+}
+
+// follow ends w, from a goroutine of its own, once inner yields v (with
+// errOf(v)) or, yielding nothing, once w's ctx ends; the goroutine returns
+// when w ends, whoever ends it.
+func follow[T any](f *FaultStore, ws watches, w *watch, inner <-chan T, errOf func(T) error) {
+	go func() {
+		select {
+		case v := <-inner:
+			f.endWatch(ws, w, true, errOf(v))
+		case <-w.ctx.Done():
+			f.endWatch(ws, w, false, nil)
+		case <-w.gone:
+		}
+	}()
 }
 
 // endWatch is ws.end under f.mu.
