@@ -110,7 +110,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		t.finish()
 		return resp, err
 	}
-	b := &beforeBody{ReadCloser: resp.Body, t: t}
+	b := &beforeBody{ReadCloser: resp.Body, done: sync.OnceFunc(t.finish)}
 	if rw, ok := resp.Body.(io.ReadWriteCloser); ok {
 		// An upgraded connection (101 Switching Protocols): its body is
 		// the connection, and it is done when the caller closes it.
@@ -227,8 +227,7 @@ func (c *beforeConn) Close() error {
 // pool) or at Close, whichever comes first.
 type beforeBody struct {
 	io.ReadCloser
-	t    *Transport
-	once sync.Once
+	done func() // t.finish, once
 }
 
 func (b *beforeBody) Read(p []byte) (int, error) {
@@ -244,8 +243,6 @@ func (b *beforeBody) Close() error {
 	b.done()
 	return err
 }
-
-func (b *beforeBody) done() { b.once.Do(b.t.finish) }
 
 // beforeUpgrade is the body of an upgraded connection: it keeps Write, and
 // ends its request only at Close.

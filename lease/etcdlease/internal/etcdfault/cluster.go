@@ -83,11 +83,11 @@ type Cluster struct {
 	admins    []*clientv3.Client // one per member, for Status and MoveLeader
 	specs     []memberSpec
 	pids      atomic.Pointer[[]int] // by member; 0 while down
+	ids       []uint64              // the members' etcd IDs, set by Start
 
 	mu       sync.Mutex
 	procs    []*process // nil while down
 	paused   []bool
-	ids      []uint64
 	events   []Event
 	degraded bool // a fault is in force: the next full heal is an Event
 	closed   bool
@@ -181,13 +181,6 @@ func (c *Cluster) Size() int { return len(c.specs) }
 
 // ClientURL is where clients reach member i, across its restarts.
 func (c *Cluster) ClientURL(i int) string { return proxyURL(c.clients[i]) }
-
-// id is member i's etcd member ID.
-func (c *Cluster) id(i int) uint64 {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.ids[i]
-}
 
 // start runs member i's process and points its proxies at it.
 func (c *Cluster) start(i int) error {
@@ -294,7 +287,7 @@ func (c *Cluster) leaderOnce(ctx context.Context) (int, bool) {
 	}
 	for id, v := range votes {
 		if v > n/2 {
-			if i := c.indexOf(id); i >= 0 {
+			if i := slices.Index(c.ids, id); i >= 0 {
 				return i, true
 			}
 		}
@@ -311,12 +304,6 @@ func (c *Cluster) NamesItselfLeader(ctx context.Context, i int) bool {
 	return err == nil && st.Leader != 0 && st.Leader == st.Header.GetMemberId()
 }
 
-func (c *Cluster) indexOf(id uint64) int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return slices.Index(c.ids, id)
-}
-
 // MoveLeader hands raft leadership to member to, and waits until a
 // majority names it.
 func (c *Cluster) MoveLeader(ctx context.Context, to int) error {
@@ -330,7 +317,7 @@ func (c *Cluster) MoveLeader(ctx context.Context, to int) error {
 		}
 		c.event(fmt.Sprintf("move raft leadership %s -> %s", memberName(from), memberName(to)), false)
 		mctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		_, err = c.admins[from].MoveLeader(mctx, c.id(to))
+		_, err = c.admins[from].MoveLeader(mctx, c.ids[to])
 		cancel()
 		if err != nil && ctx.Err() != nil {
 			return fmt.Errorf("etcdfault: moving leadership to %s: %w", memberName(to), err)
@@ -560,5 +547,5 @@ func (c *Cluster) LeaderSeenBy(ctx context.Context, i int) (int, error) {
 	if st.Leader == 0 {
 		return -1, nil
 	}
-	return c.indexOf(st.Leader), nil
+	return slices.Index(c.ids, st.Leader), nil
 }
