@@ -319,10 +319,12 @@ func (c *connector[T]) race(ctx context.Context, addrs []string, abort <-chan st
 	r := &round[T]{c: c, addrs: addrs, abort: abort, results: make(chan result[T], len(addrs))}
 	r.ctx, r.cancel = context.WithCancel(ctx)
 	defer r.release()
-	if !r.launch() {
-		return r.stop(readyFired)
-	}
+	start := true // the next attempt, now
 	for {
+		if start && !r.launch() {
+			return r.stop(readyFired)
+		}
+		start = false
 		select {
 		case res := <-r.results:
 			r.inflight--
@@ -343,17 +345,12 @@ func (c *connector[T]) race(ctx context.Context, addrs []string, abort <-chan st
 			c.failed(res.addr, res.err, r.ctx.Err() != nil)
 			switch {
 			case r.next < len(addrs):
-				// A failure hands over at once, not after the head start.
-				if !r.launch() {
-					return r.stop(readyFired)
-				}
+				start = true // a failure hands over at once, not after the head start
 			case r.inflight == 0:
 				return r.stop(allFailed)
 			}
 		case <-r.staggerC:
-			if !r.launch() {
-				return r.stop(readyFired)
-			}
+			start = true
 		case <-abort:
 			return r.stop(readyFired)
 		case <-ctx.Done():
@@ -479,9 +476,7 @@ func (c *connector[T]) eligible(cands []string) ([]string, time.Duration) {
 			}
 			continue
 		}
-		if ok {
-			delete(d.holdoff, addr)
-		}
+		delete(d.holdoff, addr) // its hint, if any, has run out
 		out = append(out, addr)
 	}
 	return out, first
