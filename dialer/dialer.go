@@ -404,11 +404,14 @@ func (r *round[T]) armStagger() {
 // openOne is one attempt, run in its own goroutine; it only reports.
 func openOne[T client](ctx context.Context, open func(context.Context, string) (T, error), addr string, results chan<- result[T]) {
 	v, err := open(ctx, addr)
+	var zero T
 	switch {
 	case err == nil && isNil(v):
 		err = errNilConn
-	case err != nil:
-		closeBesideError(v)
+	case err != nil && any(zero) != nil:
+		// A value beside an error is closed, unless T is an interface type
+		// (DESIGN.md, "Connect's values").
+		closeQuietly(v)
 	}
 	results <- result[T]{addr, v, err}
 }
@@ -626,15 +629,6 @@ func closeQuietly[T client](v T) {
 func isNil[T comparable](v T) bool {
 	var zero T
 	return v == zero
-}
-
-// closeBesideError closes a non-nil value open returned beside an error,
-// unless T is an interface type (DESIGN.md, "Connect's values").
-func closeBesideError[T client](v T) {
-	var zero T
-	if any(zero) != nil { // T is not an interface type
-		closeQuietly(v)
-	}
 }
 
 // stopTimer stops t and drops a fired but unread value, so that a later

@@ -95,16 +95,6 @@ func (p *Path) Fault() Fault {
 	return p.fault
 }
 
-// state returns the fault now, and a channel closed at its next change.
-func (p *Path) state() (Fault, time.Duration, <-chan struct{}) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.changed == nil {
-		p.changed = make(chan struct{})
-	}
-	return p.fault, p.delay, p.changed
-}
-
 // track adds c to the connections a fault reaches; false (and c not added)
 // if the Path refuses connections.
 func (p *Path) track(c *conn) bool {
@@ -130,7 +120,13 @@ func (p *Path) untrack(c *conn) {
 // first.
 func (p *Path) await(c *conn, at time.Time) bool {
 	for {
-		f, delay, changed := p.state()
+		// The fault now, and a channel closed at its next change.
+		p.mu.Lock()
+		if p.changed == nil {
+			p.changed = make(chan struct{})
+		}
+		f, delay, changed := p.fault, p.delay, p.changed
+		p.mu.Unlock()
 		var due <-chan time.Time
 		switch f {
 		case None:
@@ -225,12 +221,6 @@ func (p *Proxy) SetTarget(addr string) {
 	p.changed = make(chan struct{})
 }
 
-func (p *Proxy) current() (string, <-chan struct{}) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.target, p.changed
-}
-
 // Close stops accepting, closes every connection and waits for the
 // proxy's goroutines. It is idempotent.
 func (p *Proxy) Close() {
@@ -291,7 +281,9 @@ func (p *Proxy) serve(in net.Conn) {
 // with Config.Wait, until the proxy closes).
 func (p *Proxy) dial() net.Conn {
 	for {
-		target, changed := p.current()
+		p.mu.Lock()
+		target, changed := p.target, p.changed
+		p.mu.Unlock()
 		if target != "" {
 			if out, err := net.DialTimeout("tcp", target, 5*time.Second); err == nil {
 				return out
