@@ -125,9 +125,7 @@ func (cfg Config) withDefaults() Config {
 	cfg.HeadStart = cmp.Or(cfg.HeadStart, defaultHeadStart)
 	cfg.MinBackoff = cmp.Or(cfg.MinBackoff, defaultMinBackoff)
 	cfg.MaxBackoff = cmp.Or(cfg.MaxBackoff, defaultMaxBackoff)
-	if cfg.Clock == nil {
-		cfg.Clock = clock.WallClock
-	}
+	cfg.Clock = cmp.Or[clock.Clock](cfg.Clock, clock.WallClock)
 	if cfg.DialContext == nil {
 		cfg.DialContext = (&net.Dialer{}).DialContext
 	}

@@ -1,6 +1,7 @@
 package k8slease
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -94,9 +95,7 @@ func NewStore(cli coordinationv1client.CoordinationV1Interface, namespace string
 			opt(&o)
 		}
 	}
-	if o.clock == nil {
-		o.clock = clock.WallClock
-	}
+	o.clock = cmp.Or[clock.Clock](o.clock, clock.WallClock)
 	if o.logger != nil {
 		o.logger = o.logger.With(slog.String("namespace", namespace))
 	}

@@ -1,6 +1,7 @@
 package leasetest
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -139,13 +140,9 @@ func NewFaultStore(store leasestore.Store, cfg FaultStoreConfig) *FaultStore {
 	if store == nil {
 		panic("leasetest.NewFaultStore: nil store")
 	}
-	clk := cfg.Clock
-	if clk == nil {
-		clk = clock.WallClock
-	}
 	return &FaultStore{
 		store:    store,
-		clk:      clk,
+		clk:      cmp.Or[clock.Clock](cfg.Clock, clock.WallClock),
 		queued:   make(map[Op][]Fault),
 		always:   make(map[Op]Fault),
 		calls:    make(map[Op]int),

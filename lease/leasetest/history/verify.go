@@ -110,9 +110,7 @@ func verifyLease(rec, as []Answer) []Violation {
 		}
 	}
 	for k, ps := range v.acting {
-		if sds := v.stepDown[k.node]; len(sds) > 0 {
-			v.acting[k] = v.cut(ps, sds)
-		}
+		v.acting[k] = v.cut(ps, v.stepDown[k.node])
 	}
 	v.overlaps()
 	v.notLeader()
