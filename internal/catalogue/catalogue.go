@@ -139,16 +139,6 @@ func splitRow(row string) []string {
 	return append(cells, strings.TrimSpace(cur.String()))
 }
 
-// RecordRow is the catalogue row for a record, its keys left for the writer
-// to fill in from the code, and its levels too if none are given.
-func RecordRow(component, message string, levels []string) string {
-	l := "LEVEL"
-	if len(levels) > 0 {
-		l = strings.Join(levels, ", ")
-	}
-	return fmt.Sprintf("| `%s` | `%s` | %s | KEYS |", component, message, l)
-}
-
 // FamilyRow is the catalogue row for a family; an empty meaning is left for
 // the writer to fill in.
 func FamilyRow(name, typ string, labels []string, meaning string) string {

@@ -495,10 +495,7 @@ func (c *Cluster) Close() {
 			p.kill()
 		}
 	}
-	for _, p := range c.peers {
-		p.Close()
-	}
-	for _, p := range c.clients {
+	for _, p := range slices.Concat(c.peers, c.clients) {
 		p.Close()
 	}
 }
