@@ -106,9 +106,7 @@ func New(cfg Config) (*Dialer, error) {
 	}
 	cfg = cfg.withDefaults()
 	d := &Dialer{cfg: cfg, holdoff: make(map[string]holdoff)}
-	// MinBackoff doubled per failed round, capped at MaxBackoff, drawn
-	// from [b/2, b] so that agents failing together spread out.
-	d.retry = backoff.Policy{Min: cfg.MinBackoff, Max: cfg.MaxBackoff, Jitter: 0.5}
+	d.retry = backoff.Policy{Min: cfg.MinBackoff, Max: cfg.MaxBackoff, Jitter: 0.5} // see Config.MinBackoff
 	if cfg.LocalPort != 0 {
 		port := strconv.Itoa(cfg.LocalPort)
 		// Literal IPs, never "localhost" (DESIGN.md, "Loopback").

@@ -246,12 +246,15 @@ func mustClaim(t *testing.T, h Harness, name, holder string) leasestore.Grant {
 	return g
 }
 
-// mustExtend extends g for d; what names the call if it fails.
-func mustExtend(t *testing.T, h Harness, g leasestore.Grant, d time.Duration, what string) {
+// mustExtend extends g for d and returns the renewed grant; what names
+// the call if it fails.
+func mustExtend(t *testing.T, h Harness, g leasestore.Grant, d time.Duration, what string) leasestore.Grant {
 	t.Helper()
-	if _, err := h.Store.Extend(context.Background(), g, d); err != nil {
+	renewed, err := h.Store.Extend(context.Background(), g, d)
+	if err != nil {
 		t.Fatalf("%s: Extend(%v): %v", what, d, err)
 	}
+	return renewed
 }
 
 // mustRevoke revokes g; what names the call if it fails.
@@ -329,10 +332,7 @@ func testClaimWhileHeldBySameHolderName(t *testing.T, h Harness, name string) {
 	_, err := h.Store.Claim(context.Background(), name, "a", h.Term)
 	wantHeldBy(t, "second Claim under the same holder name", err, "a")
 	// The original term is untouched by the denied claim.
-	g2, err := h.Store.Extend(context.Background(), g, h.Term)
-	if err != nil {
-		t.Fatalf("Extend after a denied claim: %v", err)
-	}
+	g2 := mustExtend(t, h, g, h.Term, "after a denied claim")
 	if g2.Token != g.Token {
 		t.Errorf("Extend after a denied claim changed the token from %d to %d", g.Token, g2.Token)
 	}
@@ -347,10 +347,7 @@ func testNamesAreIndependent(t *testing.T, h Harness, name string) {
 func testExtendLiveTermKeepsToken(t *testing.T, h Harness, name string) {
 	g := mustClaim(t, h, name, "a")
 	for i := range 3 {
-		g2, err := h.Store.Extend(context.Background(), g, h.Term)
-		if err != nil {
-			t.Fatalf("Extend #%d of the live term: %v", i+1, err)
-		}
+		g2 := mustExtend(t, h, g, h.Term, fmt.Sprintf("#%d of the live term", i+1))
 		checkGrant(t, "Extend", g2, name, "a", h.Term)
 		if g2.Token != g.Token {
 			t.Fatalf("Extend #%d changed the token from %d to %d", i+1, g.Token, g2.Token)
