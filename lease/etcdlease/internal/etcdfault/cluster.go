@@ -281,12 +281,7 @@ func (c *Cluster) leaderOnce(ctx context.Context) (int, bool) {
 	wg.Wait()
 	votes := make(map[uint64]int)
 	for _, id := range named {
-		if id != 0 {
-			votes[id]++
-		}
-	}
-	for id, v := range votes {
-		if v > n/2 {
+		if votes[id]++; id != 0 && votes[id] > n/2 {
 			if i := slices.Index(c.ids, id); i >= 0 {
 				return i, true
 			}

@@ -10,7 +10,6 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
-	"strings"
 	"syscall"
 	"time"
 
@@ -178,12 +177,9 @@ func (p *process) readReady(timeout time.Duration) error {
 	if err != nil {
 		return fmt.Errorf("no ready line: %w", err)
 	}
-	fs := strings.Fields(line)
-	if len(fs) != 3 || fs[0] != readyPrefix {
-		return fmt.Errorf("bad ready line %q", line)
+	if _, err := fmt.Sscanf(line, readyPrefix+" peer=%s client=%s\n", &p.peer, &p.addr); err != nil {
+		return fmt.Errorf("bad ready line %q: %w", line, err)
 	}
-	p.peer = strings.TrimPrefix(fs[1], "peer=")
-	p.addr = strings.TrimPrefix(fs[2], "client=")
 	return nil
 }
 
