@@ -190,8 +190,7 @@ const guard = 5 * time.Second
 // each new record.
 func (h *Handler) WaitMessage(t testing.TB, msg string, n int) []Record {
 	t.Helper()
-	timeout := time.NewTimer(guard)
-	defer timeout.Stop()
+	timeout := time.After(guard)
 	for {
 		h.s.mu.Lock()
 		recs, changed := slices.Clone(h.s.records), h.s.changed
@@ -201,7 +200,7 @@ func (h *Handler) WaitMessage(t testing.TB, msg string, n int) []Record {
 		}
 		select {
 		case <-changed:
-		case <-timeout.C:
+		case <-timeout:
 			t.Fatalf("no %d %q records in %d records after %v: %v", n, msg, len(recs), guard, recs)
 			return nil
 		}

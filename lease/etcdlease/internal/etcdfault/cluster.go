@@ -247,8 +247,7 @@ func (c *Cluster) status(ctx context.Context, i int) (*pb.StatusResponse, error)
 // its peers that still believes it leads — is not the answer once the
 // majority has elected another.
 func (c *Cluster) Leader(ctx context.Context) (int, error) {
-	tick := time.NewTicker(time.Duration(c.cfg.TickMs) * time.Millisecond)
-	defer tick.Stop()
+	tick := time.Tick(time.Duration(c.cfg.TickMs) * time.Millisecond)
 	for {
 		if i, ok := c.leaderOnce(ctx); ok {
 			return i, nil
@@ -256,7 +255,7 @@ func (c *Cluster) Leader(ctx context.Context) (int, error) {
 		select {
 		case <-ctx.Done():
 			return -1, fmt.Errorf("etcdfault: no leader named by a majority: %w", ctx.Err())
-		case <-tick.C:
+		case <-tick:
 		}
 	}
 }

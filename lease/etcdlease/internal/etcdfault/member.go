@@ -101,9 +101,7 @@ func serveMember(specJSON string) error {
 	orphaned := make(chan struct{})
 	go func() {
 		parent := os.Getppid()
-		tick := time.NewTicker(200 * time.Millisecond)
-		defer tick.Stop()
-		for range tick.C {
+		for range time.Tick(200 * time.Millisecond) {
 			if os.Getppid() != parent {
 				close(orphaned)
 				return

@@ -137,13 +137,12 @@ func (o *observed) record(asked, at time.Time, st lease.Status, err error) {
 // unfenced put and a fenced one (a transaction that puts only while the
 // lease key's create revision is the token promised).
 func (w *Workload) write(ctx context.Context, o *observed) {
-	tick := time.NewTicker(w.cfg.WriteEvery)
-	defer tick.Stop()
+	tick := time.Tick(w.cfg.WriteEvery)
 	for seq := 0; ; {
 		select {
 		case <-ctx.Done():
 			return
-		case <-tick.C:
+		case <-tick:
 		}
 		a := o.latest.Load()
 		if a == nil || !promises(*a) || time.Until(a.Status.Until) < w.cfg.WriteEvery {
@@ -213,8 +212,7 @@ func (w *Workload) Stop() History {
 func (w *Workload) AwaitFresh(ctx context.Context, t time.Time, d time.Duration) bool {
 	ctx, cancel := context.WithDeadline(ctx, t.Add(d))
 	defer cancel()
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
+	tick := time.Tick(20 * time.Millisecond)
 	for {
 		if w.freshSince(t) {
 			return true
@@ -222,7 +220,7 @@ func (w *Workload) AwaitFresh(ctx context.Context, t time.Time, d time.Duration)
 		select {
 		case <-ctx.Done():
 			return w.freshSince(t)
-		case <-tick.C:
+		case <-tick:
 		}
 	}
 }

@@ -136,9 +136,7 @@ func (p *Path) await(c *conn, at time.Time) bool {
 			if wait <= 0 {
 				return true
 			}
-			t := time.NewTimer(wait)
-			due = t.C
-			defer t.Stop() // at most one per change of fault
+			due = time.After(wait)
 		}
 		// Held: paused, cut, or refused until Set closes c.
 		select {
