@@ -519,10 +519,8 @@ func testCancelledContextIsNeverDefinitive(t *testing.T, h Harness, name string)
 	}
 }
 
-const megabyte = 1 << 20
-
 func testClaimRefusesBadNames(t *testing.T, h Harness, name string) {
-	huge := strings.Repeat("x", megabyte)
+	huge := strings.Repeat("x", 1<<20) // a megabyte
 	// Each holder case claims a lease of its own, so that a store that
 	// takes one bad holder is told of each.
 	for _, c := range []struct{ what, name, holder string }{

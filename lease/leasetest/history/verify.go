@@ -279,7 +279,10 @@ func (v *verifier) overlaps() {
 		for _, a := range active {
 			// a began no later than s and ends after s begins; segments of
 			// one term never overlap (merge joined them), so a is another.
-			to := earlier(a.to, s.to)
+			to := a.to
+			if s.to.Before(to) {
+				to = s.to
+			}
 			v.add(Violation{Rule: Overlap, Earlier: v.standing(a.segment, s.from), Later: v.rec[s.pieces[0].i], From: s.from, To: to},
 				dedupe{rule: Overlap, node: s.term.node, token: s.term.token, other: a.term.node, otherToken: a.term.token})
 		}
@@ -390,13 +393,6 @@ func (v *verifier) tokenOrder() {
 
 func later(a, b time.Time) time.Time {
 	if a.After(b) {
-		return a
-	}
-	return b
-}
-
-func earlier(a, b time.Time) time.Time {
-	if a.Before(b) {
 		return a
 	}
 	return b
