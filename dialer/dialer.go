@@ -577,10 +577,6 @@ func (d *Dialer) peers() []string {
 
 func (d *Dialer) isLocal(addr string) bool { return slices.Contains(d.local, addr) }
 
-func (d *Dialer) route(addr string) Route {
-	return Route{Addr: addr, Local: d.isLocal(addr), LocalReady: d.LocalReady()}
-}
-
 // endedCtx reports whether err only says that a context or deadline ended
 // (a net.Dialer says "i/o timeout" at ctx's deadline).
 func endedCtx(err error) bool {
