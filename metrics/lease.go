@@ -83,10 +83,7 @@ func newTrackerCollector(d descs, trackers func() []*lease.Tracker, set bool) *t
 
 func (c *trackerCollector) Collect(ch chan<- prometheus.Metric) {
 	ts := c.trackers()
-	var seen map[string]bool
-	if c.set && len(ts) > 1 {
-		seen = make(map[string]bool, len(ts))
-	}
+	seen := make(map[string]bool, len(ts)) // in a set, the leases exported
 	// lv: the lease's name in a set, else none; spare room for the state.
 	lv := make([]string, 0, 2)
 	for _, t := range ts {
@@ -98,9 +95,7 @@ func (c *trackerCollector) Collect(ch chan<- prometheus.Metric) {
 			if seen[r.Name] {
 				continue
 			}
-			if seen != nil {
-				seen[r.Name] = true
-			}
+			seen[r.Name] = true
 			lv = append(lv[:0], r.Name)
 		}
 		c.collect(ch, r, lv)
