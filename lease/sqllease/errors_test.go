@@ -47,7 +47,9 @@ func TestPostgresNoAnswerIsUnconfirmed(t *testing.T) {
 		t.Fatal(err)
 	}
 	proxy.Set(faultproxy.BlackHole)
-	call := func() (context.Context, context.CancelFunc) { return context.WithTimeout(context.Background(), 100*time.Millisecond) }
+	call := func() (context.Context, context.CancelFunc) {
+		return context.WithTimeout(context.Background(), 100*time.Millisecond)
+	}
 	ctx, cancel := call()
 	_, err = sa.Extend(ctx, g, 2*d) // more than the latest renewal covers: waits for one
 	cancel()
