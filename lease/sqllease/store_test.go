@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -44,15 +45,15 @@ func sqliteDSN(t testing.TB) string {
 	return sqliteFile(t) + "?_pragma=journal_mode(WAL)&_pragma=busy_timeout(5000)"
 }
 
-var sqliteFiles = map[testing.TB]string{}
+var sqliteFiles sync.Map // testing.TB → its file
 
 func sqliteFile(t testing.TB) string {
-	if f, ok := sqliteFiles[t]; ok {
-		return f
+	if f, ok := sqliteFiles.Load(t); ok {
+		return f.(string)
 	}
 	f := "file:" + filepath.Join(t.TempDir(), "leases.db")
-	sqliteFiles[t] = f
-	t.Cleanup(func() { delete(sqliteFiles, t) })
+	sqliteFiles.Store(t, f)
+	t.Cleanup(func() { sqliteFiles.Delete(t) })
 	return f
 }
 

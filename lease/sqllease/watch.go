@@ -49,12 +49,14 @@ func (s *Store) WatchRelease(ctx context.Context, held *leasestore.HeldError) <-
 		return ch // yields nothing, as after ctx
 	}
 	s.watches[w] = struct{}{}
-	s.mu.Unlock()
+	// Set before anyone can resolve w; the func runs on a goroutine of
+	// its own, so holding s.mu here is safe.
 	w.stop = context.AfterFunc(ctx, func() {
 		s.mu.Lock()
 		delete(s.watches, w)
 		s.mu.Unlock()
 	})
+	s.mu.Unlock()
 	s.wakeWatches()
 	return ch
 }
