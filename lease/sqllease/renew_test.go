@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"modernc.org/sqlite"
+
 	"github.com/coldstart-go/coldstart/lease"
 	"github.com/coldstart-go/coldstart/lease/sqllease"
 )
@@ -17,7 +19,7 @@ import (
 func TestTermsAreRenewedTogether(t *testing.T) {
 	t.Parallel()
 	const n, d, steady = 100, 500 * time.Millisecond, 2 * time.Second
-	db := sql.OpenDB(countingConnector{sqliteDSN(t)})
+	db := sql.OpenDB(countingConnector{&sqlite.Driver{}, sqliteDSN(t)})
 	t.Cleanup(func() { db.Close() })
 	store := newStore(t, db, sqllease.SQLite)
 	trackers := make([]*lease.Tracker, n)
@@ -32,9 +34,9 @@ func TestTermsAreRenewedTogether(t *testing.T) {
 	for _, tr := range trackers {
 		awaitState(t, tr, lease.Held)
 	}
-	before := sqliteStatements.Load()
+	before := statements.Load()
 	<-time.After(steady)
-	stmts := sqliteStatements.Load() - before
+	stmts := statements.Load() - before
 	for i, tr := range trackers {
 		if st, err := tr.Check(context.Background(), 0); st.State != lease.Held {
 			t.Errorf("tracker %d: %+v, %v after %v", i, st, err, steady)

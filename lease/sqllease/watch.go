@@ -17,7 +17,7 @@ import (
 // pollInterval is how often the release watches of a Store read their
 // rows when nothing wakes them: on SQLite, the only way a release by
 // another process is seen (Postgres wakes them with NOTIFY).
-const pollInterval = 100 * time.Millisecond
+const pollInterval = 50 * time.Millisecond
 
 // watch is one WatchRelease: the term it follows and its channel.
 type watch struct {
@@ -32,7 +32,7 @@ type watch struct {
 // goroutine of the Store reads the rows of every watch in one statement,
 // when a release wakes it (a revoke by this Store; on Postgres, the
 // NOTIFY of any Store's revoke, through one LISTEN connection), when the
-// first row it follows is due to expire, and on SQLite every 100ms. It
+// first row it follows is due to expire, and on SQLite every 50ms. It
 // yields an error when the rows cannot be read or the LISTEN connection
 // breaks: the tracker then polls.
 func (s *Store) WatchRelease(ctx context.Context, held *leasestore.HeldError) <-chan error {

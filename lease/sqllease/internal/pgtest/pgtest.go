@@ -102,7 +102,9 @@ func binDir() (string, error) {
 func (s *Server) command(name string, args ...string) *exec.Cmd {
 	cmd := exec.Command(filepath.Join(s.bin, name), args...)
 	cmd.Dir = s.dir
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: s.cred, Setpgid: true}
+	// Killed with the test process, however it ends (a panic skips
+	// TestMain's Stop); its backends follow their postmaster.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: s.cred, Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	return cmd
 }
 
