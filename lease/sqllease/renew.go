@@ -184,14 +184,16 @@ func (s *Store) take() (*batch, []renewItem, time.Duration) {
 	return b, items, minDur
 }
 
-// extendAll sends one renewal statement, bounded by the shortest row
-// duration among the items (the promise it could still keep).
+// extendAll sends one renewal statement, bounded by half the shortest
+// row duration among the items (past it, the renewal could no longer
+// keep a promise), or a second if that is longer: the Extends waiting
+// for it are bounded by their own ctx.
 func (s *Store) extendAll(items []renewItem, minDur time.Duration) (map[termKey]bool, error) {
 	arg, err := json.Marshal(items)
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := context.WithTimeout(s.ctx, minDur/2)
+	ctx, cancel := context.WithTimeout(s.ctx, max(minDur/2, time.Second))
 	defer cancel()
 	rows, err := s.db.QueryContext(ctx, s.d.extendAll, string(arg))
 	if err != nil {
