@@ -49,12 +49,13 @@ func Example() {
 	}
 }
 
-// On SQLite: one file, in WAL mode, with a busy timeout shorter than the
-// tracker's call timeout (Duration/4), so that "database is locked" comes
-// back as an ambiguous answer in time.
+// On SQLite: one file, in WAL mode, synchronous NORMAL (a commit waits
+// for no fsync, which a loaded disk can stretch past a call timeout), with
+// a busy timeout shorter than the tracker's call timeout (Duration/4), so
+// that "database is locked" comes back as an ambiguous answer in time.
 func Example_sqlite() {
 	ctx := context.Background()
-	db, err := sql.Open("sqlite", "file:/var/lib/agent/leases.db?_pragma=journal_mode(WAL)&_pragma=busy_timeout(1000)")
+	db, err := sql.Open("sqlite", "file:/var/lib/agent/leases.db?_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=busy_timeout(1000)")
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -40,9 +40,10 @@ var engines = []engine{
 }
 
 // sqliteDSN is a SQLite file of the test's own (one per test, shared by
-// every handle the test opens), in WAL mode with a busy timeout.
+// every handle the test opens), in WAL mode (synchronous NORMAL: no fsync
+// per commit) with a busy timeout.
 func sqliteDSN(t testing.TB) string {
-	return sqliteFile(t) + "?_pragma=journal_mode(WAL)&_pragma=busy_timeout(5000)"
+	return sqliteFile(t) + "?_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=busy_timeout(5000)"
 }
 
 var sqliteFiles sync.Map // testing.TB → its file
