@@ -170,9 +170,9 @@ func TestFaultPostgresCutIsNotNotLeader(t *testing.T) {
 	wantTakeover(t, a, b)
 }
 
-// terminate terminates every backend whose application_name is app, as
-// they come, until the returned func is called; it returns how many.
-func terminate(t *testing.T, app string) (stop func() int64) {
+// terminate terminates every backend whose application_name is app, every
+// period, until the returned func is called; it returns how many.
+func terminate(t *testing.T, app string, period time.Duration) (stop func() int64) {
 	admin := openDB(t, "pgx", pgtest.DSN(pg.Addr(), ""))
 	var n atomic.Int64
 	ctx, cancel := context.WithCancel(context.Background())
@@ -185,21 +185,24 @@ func terminate(t *testing.T, app string) (stop func() int64) {
 			n.Add(k)
 			select {
 			case <-ctx.Done():
-			case <-time.After(5 * time.Millisecond):
+			case <-time.After(period):
 			}
 		}
 	}()
 	return func() int64 { cancel(); <-done; return n.Load() }
 }
 
-// Backends terminated (pg_terminate_backend) between statements: the
-// driver dials again, and the leader keeps its lease.
+// Backends terminated (pg_terminate_backend) every 100ms, as an operator's
+// script or a pooler's idle timeout would, mostly between statements: the
+// driver dials again, and the leader keeps its lease. (Terminated every
+// 5ms under load, most renewals die in flight and the lease is lost,
+// safely: TestFaultPostgresStatementStalledByALock.)
 func TestFaultPostgresTerminatedBackends(t *testing.T) {
 	t.Parallel()
 	sa, sb, _ := pgPair(t, "terminated")
 	var terminated int64
 	a, b := scenario(t, unique(t, "terminated"), sa, sb, func() func() {
-		stop := terminate(t, "terminated")
+		stop := terminate(t, "terminated", 100*time.Millisecond)
 		return func() { terminated = stop() }
 	})
 	if terminated == 0 {
@@ -227,7 +230,7 @@ func TestFaultPostgresStatementStalledByALock(t *testing.T) {
 		if _, err := tx.Exec(`SELECT 1 FROM coldstart_leases WHERE name = $1 FOR UPDATE`, name); err != nil {
 			t.Fatal(err)
 		}
-		stop := terminate(t, "stalled")
+		stop := terminate(t, "stalled", 5*time.Millisecond)
 		return func() {
 			if stop() == 0 {
 				t.Errorf("no stalled backend of the leader's was terminated")
