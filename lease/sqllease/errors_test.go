@@ -136,3 +136,37 @@ func TestTokensIncreaseAcrossDeletion(t *testing.T) {
 		})
 	}
 }
+
+// On a pool of one connection, LISTEN would take it from every statement:
+// the watch fails instead (the tracker polls), and the Store still answers.
+func TestPostgresPoolOfOneDoesNotListen(t *testing.T) {
+	t.Parallel()
+	db := openDB(t, "pgx", pgtest.DSN(pg.Addr(), ""))
+	db.SetMaxOpenConns(1)
+	s := newStore(t, db, sqllease.Postgres)
+	name := unique(t, "poolofone")
+	g, err := s.Claim(context.Background(), name, "a", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.Claim(context.Background(), name, "b", time.Minute)
+	var held *leasestore.HeldError
+	if !errors.As(err, &held) {
+		t.Fatalf("second claim: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	select {
+	case err := <-s.WatchRelease(ctx, held):
+		if err == nil {
+			t.Fatal("the watch yielded a release of a live term")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the watch on a pool of one neither failed nor yielded")
+	}
+	rctx, rcancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer rcancel()
+	if err := s.Revoke(rctx, g); err != nil { // a statement: it needs the connection
+		t.Fatalf("Revoke after the watch: %v", err)
+	}
+}

@@ -204,6 +204,9 @@ func (s *Store) listening() error {
 	if !s.d.notify {
 		return nil
 	}
+	if s.db.Stats().MaxOpenConnections == 1 {
+		return errOnePool // LISTEN would hold the only connection
+	}
 	s.mu.Lock()
 	l := s.listen
 	if l == nil {
@@ -227,6 +230,9 @@ func (s *Store) listening() error {
 	s.mu.Unlock()
 	return l.err
 }
+
+// errOnePool says the pool is too small to LISTEN on one of its connections.
+var errOnePool = errors.New("sqllease: LISTEN needs a pool of 2 or more connections (db.SetMaxOpenConns)")
 
 // errNoListen says the database is not reached through pgx's driver.
 var errNoListen = errors.New("sqllease: LISTEN needs github.com/jackc/pgx/v5/stdlib's driver")
