@@ -2,9 +2,12 @@ package sqllease_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"testing"
 	"time"
+
+	jujuerrors "github.com/juju/errors"
 
 	"github.com/coldstart-go/coldstart/lease/leasestore"
 	"github.com/coldstart-go/coldstart/lease/sqllease"
@@ -168,5 +171,18 @@ func TestPostgresPoolOfOneDoesNotListen(t *testing.T) {
 	defer rcancel()
 	if err := s.Revoke(rctx, g); err != nil { // a statement: it needs the connection
 		t.Fatalf("Revoke after the watch: %v", err)
+	}
+}
+
+func TestNewStoreRefusesNils(t *testing.T) {
+	db := openDB(t, "sqlite", sqliteDSN(t))
+	for _, c := range []struct {
+		what string
+		db   *sql.DB
+		d    *sqllease.Dialect
+	}{{"a nil db", nil, sqllease.SQLite}, {"a nil dialect", db, nil}} {
+		if s, err := sqllease.NewStore(context.Background(), c.db, c.d); !jujuerrors.Is(err, jujuerrors.NotValid) {
+			t.Errorf("NewStore with %s: %v, %v; want a NotValid error", c.what, s, err)
+		}
 	}
 }

@@ -80,9 +80,9 @@ var ErrClosed = errors.New("sqllease: store closed")
 func NewStore(ctx context.Context, db *sql.DB, d *Dialect, opts ...Option) (*Store, error) {
 	switch {
 	case db == nil:
-		return nil, jujuerrors.NotValidf("nil db")
+		return nil, jujuerrors.NotValidf("db <nil> (must be a *sql.DB)")
 	case d == nil:
-		return nil, jujuerrors.NotValidf("nil dialect (must be sqllease.Postgres or sqllease.SQLite)")
+		return nil, jujuerrors.NotValidf("dialect <nil> (must be sqllease.Postgres or sqllease.SQLite)")
 	}
 	if err := migrate(ctx, db, d); err != nil {
 		return nil, fmt.Errorf("sqllease: creating the table: %w", err)
