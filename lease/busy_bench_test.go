@@ -28,7 +28,7 @@ func BenchmarkBusyLeader(b *testing.B) {
 		d        time.Duration
 		trackers int
 	}{
-		{2 * time.Second, 100},      // the defaults: Margin 200 ms; ~50 renewals/s in all
+		{2 * time.Second, 100},       // the defaults: Margin 200 ms; ~50 renewals/s in all
 		{200 * time.Millisecond, 10}, // Margin 20 ms; the same load
 	} {
 		b.Run(fmt.Sprintf("Duration=%v", s.d), func(b *testing.B) { busyLeaders(b, s.d, s.trackers) })
