@@ -12,22 +12,18 @@ func init() {
 	if s, ok := bootSlept(); ok {
 		b := newBootClock()
 		b.last.Store(&bootReading{slept: s})
-		hostSleep = b
+		hostClocks = b
 	}
 }
 
 // bootClock reads the kernel's clocks only when the wall and monotonic
-// readings of now have moved apart (DESIGN.md, "Suspend").
+// readings of now have moved apart (DESIGN.md, "A stopped clock").
 type bootClock struct {
-	epoch     time.Time // with a monotonic reading
-	epochWall time.Time // epoch without it
-	last      atomic.Pointer[bootReading]
+	skewClock
+	last atomic.Pointer[bootReading]
 }
 
-func newBootClock() *bootClock {
-	now := time.Now()
-	return &bootClock{epoch: now, epochWall: now.Round(0)}
-}
+func newBootClock() *bootClock { return &bootClock{skewClock: newSkewClock()} }
 
 // bootReading is the time slept as of a moment whose wall clock was skew
 // ahead of its monotonic clock (both counted from epoch).
@@ -36,18 +32,18 @@ type bootReading struct {
 	slept time.Duration
 }
 
-func (b *bootClock) slept(now time.Time) time.Duration {
+func (b *bootClock) read(now time.Time) clockReading {
 	r := b.last.Load()
-	skew := now.Round(0).Sub(b.epochWall) - now.Sub(b.epoch)
+	skew := b.skew(now)
 	if d := skew - r.skew; d > -suspendTolerance && d < suspendTolerance {
-		return r.slept
+		return clockReading{slept: r.slept, skew: skew}
 	}
 	s, ok := bootSlept()
 	if !ok {
-		return r.slept
+		return clockReading{slept: r.slept, skew: skew}
 	}
 	b.last.Store(&bootReading{skew: skew, slept: s})
-	return s
+	return clockReading{slept: s, skew: skew}
 }
 
 // bootSlept reads CLOCK_BOOTTIME − CLOCK_MONOTONIC, again if the thread
