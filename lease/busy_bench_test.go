@@ -3,6 +3,7 @@ package lease_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -41,6 +42,7 @@ func busyLeaders(b *testing.B, d time.Duration, trackers int) {
 	store := leasestore.NewMemStore(leasestore.MemStoreConfig{})
 	ctx, cancel := context.WithCancel(context.Background())
 	var ended atomic.Int64 // Lead functions whose ctx ended before the bench did
+	var unknowns unknownCauses
 	var leads sync.WaitGroup
 	trs := make([]*lease.Tracker, 0, trackers)
 	defer func() {
@@ -56,7 +58,7 @@ func busyLeaders(b *testing.B, d time.Duration, trackers int) {
 	for i := range trackers {
 		<-pace.C
 		tr, err := lease.NewTracker(lease.Config{
-			Store: store, Name: fmt.Sprintf("l%d", i), Holder: "h", Duration: d,
+			Store: store, Name: fmt.Sprintf("l%d", i), Holder: "h", Duration: d, Logger: slog.New(&unknowns),
 		})
 		if err != nil {
 			b.Fatal(err)
@@ -101,10 +103,26 @@ func busyLeaders(b *testing.B, d time.Duration, trackers int) {
 		r := tr.Report()
 		sum.Calls.Extend.OK += r.Calls.Extend.OK - before[i].Calls.Extend.OK
 		sum.Transitions += r.Transitions - before[i].Transitions
+		sum.LateRenewals += r.LateRenewals - before[i].LateRenewals
+		sum.LateThrottled += r.LateThrottled - before[i].LateThrottled
+		sum.LateGCPause += r.LateGCPause - before[i].LateGCPause
+		sum.LateScheduler += r.LateScheduler - before[i].LateScheduler
+		sum.LateSuspend += r.LateSuspend - before[i].LateSuspend
+		sum.LateClockStep += r.LateClockStep - before[i].LateClockStep
 	}
 	b.ReportMetric(float64(sum.Calls.Extend.OK), "renewals")
 	b.ReportMetric(float64(sum.Transitions)/2, "unknowns")
 	b.ReportMetric(float64(ended.Load()), "leads-ended")
+	b.ReportMetric(float64(unknowns.stopped.Load()), "unknowns-stopped-clock")
+	b.ReportMetric(float64(sum.LateRenewals), "late")
+	for name, n := range map[string]uint64{
+		"late-throttled": sum.LateThrottled, "late-gc": sum.LateGCPause, "late-sched": sum.LateScheduler,
+		"late-suspend": sum.LateSuspend, "late-clock-step": sum.LateClockStep,
+	} {
+		b.ReportMetric(float64(n), name)
+	}
+	other := sum.LateThrottled + sum.LateGCPause + sum.LateScheduler + sum.LateSuspend + sum.LateClockStep
+	b.ReportMetric(float64(sum.LateRenewals-other), "late-unexplained")
 }
 
 // busyProcess keeps every P busy, half of the goroutines spinning and half
@@ -131,4 +149,26 @@ func busyProcess() (stop func()) {
 		done.Store(true)
 		wg.Wait()
 	}
+}
+
+// unknownCauses is a slog.Handler that counts the records of a change to
+// Unknown whose cause is a stopped clock (the rest ran out: a renewal
+// later than the validity it had).
+type unknownCauses struct{ stopped atomic.Int64 }
+
+func (u *unknownCauses) Enabled(context.Context, slog.Level) bool { return true }
+func (u *unknownCauses) WithAttrs([]slog.Attr) slog.Handler       { return u }
+func (u *unknownCauses) WithGroup(string) slog.Handler            { return u }
+
+func (u *unknownCauses) Handle(_ context.Context, r slog.Record) error {
+	if r.Message != "lease state unknown" {
+		return nil
+	}
+	r.Attrs(func(a slog.Attr) bool {
+		if err, ok := a.Value.Any().(error); ok && a.Key == "err" && lease.StoppedClockForTest(err) {
+			u.stopped.Add(1)
+		}
+		return true
+	})
+	return nil
 }

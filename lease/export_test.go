@@ -1,6 +1,9 @@
 package lease
 
-import "time"
+import (
+	"errors"
+	"time"
+)
 
 // ErrShortTermForTest is the error the tracker puts in a RenewalFailedError
 // when the store confirmed less than a check asked.
@@ -68,3 +71,9 @@ func WithJitterForTest(cfg Config) Config {
 // JitterOfForTest is the most a scheduled call of a tracker with cfg comes
 // early, as a fraction of its wait.
 func JitterOfForTest(cfg Config) float64 { return cfg.jitter(renewJitter) }
+
+// StoppedClockForTest reports whether err says the monotonic clock may
+// have stopped (a suspend, a paused VM).
+func StoppedClockForTest(err error) bool {
+	return errors.Is(err, errSuspended) || errors.Is(err, errClockJumped)
+}

@@ -3,6 +3,7 @@ package lease
 import (
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 )
 
@@ -32,31 +33,67 @@ type clockMeter interface {
 	read(now time.Time) clockReading
 }
 
-// hostClocks is this host's clockMeter: everywhere, the wall clock against
-// the monotonic reading of a time.Time; on Linux, also CLOCK_BOOTTIME
-// against CLOCK_MONOTONIC (suspend_linux.go).
-var hostClocks clockMeter = newSkewClock()
+// hostClocks is this host's clockMeter: the wall clock against the
+// monotonic reading of a time.Time everywhere, and on Linux boot time
+// against monotonic time (bootSlept, suspend_linux.go).
+var hostClocks clockMeter = newHostClock(bootSlept)
 
-// skewClock reads the wall clock against the monotonic one, both carried
-// by a time.Time from the wall clock: no system call.
-type skewClock struct {
+// hostClock reads the host's clocks, making system calls only when the
+// wall and monotonic readings of now have moved apart (DESIGN.md, "A
+// stopped clock").
+type hostClock struct {
 	epoch     time.Time // with a monotonic reading
 	epochWall time.Time // epoch without it
+	// bootSlept reads boot time − monotonic time; nil where it cannot.
+	bootSlept func() (time.Duration, bool)
+	last      atomic.Pointer[clockReading] // the latest reading taken afresh
 }
 
-func newSkewClock() skewClock {
+func newHostClock(bootSlept func() (time.Duration, bool)) *hostClock {
 	now := time.Now()
-	return skewClock{epoch: now, epochWall: now.Round(0)}
+	c := &hostClock{epoch: now, epochWall: now.Round(0), bootSlept: bootSlept}
+	var r clockReading
+	if bootSlept != nil {
+		var ok bool
+		if r.slept, ok = bootSlept(); !ok {
+			c.bootSlept = nil // not readable here
+		}
+	}
+	c.last.Store(&r)
+	return c
 }
 
 // skew is how far now's wall clock is ahead of its monotonic clock, from
 // the epoch's; 0 for a time without a monotonic reading (now.Sub then
 // uses the wall clock), so another Clock than the wall clock shows none.
-func (c skewClock) skew(now time.Time) time.Duration {
+func (c *hostClock) skew(now time.Time) time.Duration {
 	return now.Round(0).Sub(c.epochWall) - now.Sub(c.epoch)
 }
 
-func (c skewClock) read(now time.Time) clockReading { return clockReading{skew: c.skew(now)} }
+func (c *hostClock) read(now time.Time) clockReading {
+	r := c.last.Load()
+	skew := c.skew(now)
+	if d := skew - r.skew; d > -suspendTolerance && d < suspendTolerance {
+		return clockReading{slept: r.slept, skew: skew}
+	}
+	if now == now.Round(0) {
+		return clockReading{slept: r.slept} // no monotonic reading: no skew
+	}
+	// time.Now reads the wall clock, then the monotonic one: a thread
+	// descheduled between the two gives a skew too small, never too
+	// large. The largest of a few readings is the skew.
+	for range 3 {
+		skew = max(skew, c.skew(time.Now()))
+	}
+	fresh := clockReading{slept: r.slept, skew: skew}
+	if c.bootSlept != nil {
+		if s, ok := c.bootSlept(); ok {
+			fresh.slept = s
+		}
+	}
+	c.last.Store(&fresh)
+	return fresh
+}
 
 // suspendTolerance is the growth of either figure that counts as a stopped
 // clock: the clocks are read microseconds apart, a stop lasts seconds.
