@@ -29,7 +29,7 @@ func TestParseCgroupPath(t *testing.T) {
 		{"0::/\n", "/", true},
 		{"0::/system.slice/agent.service\n", "/system.slice/agent.service", true},
 		{"12:cpu,cpuacct:/docker/abc\n0::/docker/abc\n", "/docker/abc", true},
-		{"0::/a/../../etc\n", "/etc", true}, // cleaned: still under /sys/fs/cgroup once joined
+		{"0::/a/../../etc\n", "/etc", true},         // cleaned: still under /sys/fs/cgroup once joined
 		{"12:cpu,cpuacct:/docker/abc\n", "", false}, // cgroup v1 only
 		{"", "", false},
 	} {
