@@ -81,11 +81,12 @@ func (t *Tracker) lateBound() time.Duration { return t.cfg.Margin / lateDivisor 
 // un-jittered time: a renewal jittered early and then delayed is late only
 // past the time it was due at the latest.
 func (t *Tracker) renewalWoke(w lateWait, now time.Time) {
+	if w.due.IsZero() {
+		return // no renewal awaited
+	}
 	late := now.Sub(w.due)
-	switch {
-	case w.due.IsZero(): // no renewal awaited
-		return
-	case late <= t.lateBound(): // on time, or woken early (a check asked)
+	t.renewer.wokeLate = max(late, 0) // part of the renew latency (renewalIn)
+	if late <= t.lateBound() { // on time, or woken early (a check asked)
 		t.renewer.lateEpisode = false
 		return
 	}

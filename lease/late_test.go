@@ -231,3 +231,18 @@ func TestRenewalComesEarlierAsTheStoreSlows(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, lease.Held, st.State)
 }
+
+// TestLateWakeBringsTheNextRenewalEarlier: how late a renewal woke counts
+// in the renew latency, as the store's does: a renewal 2 s late on a
+// schedule that leaves 5.7 s makes the next leave 8 s.
+func TestLateWakeBringsTheNextRenewalEarlier(t *testing.T) {
+	f := newFixture(t, func(cfg *lease.Config) { cfg.RenewFraction = 0.9 }, nil)
+	f.held(t)
+	const interval = 51300 * time.Millisecond // 0.9 × 57 s
+	require.Equal(t, interval, f.nextIdle(t))
+	f.clk.Advance(interval + 2*time.Second)
+	assert.Equal(t, 49*time.Second, f.nextIdle(t), "57 s − 4 × 2 s")
+	f.clk.Advance(49 * time.Second) // on time; the 2 s decays to 1 s
+	assert.Equal(t, interval, f.nextIdle(t))
+	assert.Equal(t, uint64(1), f.tr.Report().LateRenewals)
+}

@@ -25,9 +25,10 @@ type renewer struct {
 	// refusedAt is when the latest claim refused for another holder's
 	// term was answered since this tracker last held (see handedOver).
 	refusedAt time.Time
-	// recent is the store's recent latency: the latest answered call's,
-	// or the one before it halved per call since, if longer (renewalIn).
-	recent time.Duration
+	// recent is the recent renew latency: the latest answered call's
+	// latency, plus how late the renewal woke (wokeLate), or the figure
+	// before it halved per call since, if longer (renewalIn).
+	recent, wokeLate time.Duration
 	// due is when the renewal of the term just confirmed is due at the
 	// latest (its jitter only brings it earlier); zero when the next call
 	// is no such renewal. lateEpisode is set from a late renewal to the
@@ -134,6 +135,7 @@ func (t *Tracker) attempt() time.Duration {
 	r := t.sched.begin()
 	defer t.sched.end(r)
 	t.renewer.due = time.Time{} // until a confirmation schedules a renewal
+	defer func() { t.renewer.wokeLate = 0 }()
 
 	clk := t.cfg.Clock
 	sent := clk.Now() // before the call: sent + granted bounds the term's end
@@ -176,10 +178,10 @@ func (t *Tracker) attempt() time.Duration {
 	now := clk.Now()
 	switch class {
 	case leasestore.ClassOK:
-		t.renewer.recent = max(latency, t.renewer.recent/2)
+		t.renewer.recent = max(t.renewer.wokeLate+latency, t.renewer.recent/2)
 		return t.confirmed(g, sent, clocks, now, latency)
 	case leasestore.ClassDefinitive:
-		t.renewer.recent = max(latency, t.renewer.recent/2)
+		t.renewer.recent = max(t.renewer.wokeLate+latency, t.renewer.recent/2)
 		return t.lost(err, now, latency)
 	default:
 		return t.ambiguous(err, now, latency)
@@ -234,7 +236,7 @@ func (t *Tracker) confirmed(g leasestore.Grant, sent time.Time, clocks clockRead
 
 // renewalIn is when, after a call sent with validity ahead of it, the
 // renewal goes: after RenewFraction of it, or earlier if that would leave
-// less than renewLatencies × the store's recent latency when it is sent,
+// less than renewLatencies × the recent renew latency when it is sent,
 // but never before a quarter of that interval (DESIGN.md, "Renewing
 // early").
 func (t *Tracker) renewalIn(validity time.Duration) time.Duration {
