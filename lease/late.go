@@ -86,7 +86,7 @@ func (t *Tracker) renewalWoke(w lateWait, now time.Time) {
 	}
 	late := now.Sub(w.due)
 	t.renewer.wokeLate = max(late, 0) // part of the renew latency (renewalIn)
-	if late <= t.lateBound() { // on time, or woken early (a check asked)
+	if late <= t.lateBound() {        // on time, or woken early (a check asked)
 		t.renewer.lateEpisode = false
 		return
 	}
