@@ -84,9 +84,11 @@ func (t *Tracker) renewalWoke(w lateWait, now time.Time) {
 	if w.due.IsZero() {
 		return // no renewal awaited
 	}
+	// How late it woke is part of the renew latency (renewalIn).
 	late := now.Sub(w.due)
-	t.renewer.wokeLate = max(late, 0) // part of the renew latency (renewalIn)
-	if late <= t.lateBound() {        // on time, or woken early (a check asked)
+	t.renewer.wokeLate = max(late, 0)
+	if late <= t.lateBound() {
+		// On time, or woken early (a check asked): the episode is over.
 		t.renewer.lateEpisode = false
 		return
 	}
