@@ -22,8 +22,11 @@ import (
 // every Unknown and every Lead function whose ctx ended is the tracker's
 // doing. It reports, over 500 renewals or more (-benchtime=1x), the
 // renewals, the Unknowns (each two transitions, Held → Unknown → Held),
-// the Lead functions ended, and the late renewals by the cause the
-// tracker gave (Report.LateRenewals and its Late* counts).
+// the Lead functions ended, the Unknowns a stopped clock caused (none
+// should: every other one is a renewal later than the validity it had),
+// the terms that lapsed in the store before the renewal reached it, and
+// the late renewals by the cause the tracker gave (Report.LateRenewals and
+// its Late* counts).
 func BenchmarkBusyLeader(b *testing.B) {
 	for _, s := range []struct {
 		d        time.Duration
@@ -103,6 +106,7 @@ func busyLeaders(b *testing.B, d time.Duration, trackers int) {
 		r := tr.Report()
 		sum.Calls.Extend.OK += r.Calls.Extend.OK - before[i].Calls.Extend.OK
 		sum.Transitions += r.Transitions - before[i].Transitions
+		sum.Losses += r.Losses - before[i].Losses
 		sum.LateRenewals += r.LateRenewals - before[i].LateRenewals
 		sum.LateThrottled += r.LateThrottled - before[i].LateThrottled
 		sum.LateGCPause += r.LateGCPause - before[i].LateGCPause
@@ -114,6 +118,7 @@ func busyLeaders(b *testing.B, d time.Duration, trackers int) {
 	b.ReportMetric(float64(sum.Transitions)/2, "unknowns")
 	b.ReportMetric(float64(ended.Load()), "leads-ended")
 	b.ReportMetric(float64(unknowns.stopped.Load()), "unknowns-stopped-clock")
+	b.ReportMetric(float64(sum.Losses), "terms-lapsed") // the store said the term was over
 	b.ReportMetric(float64(sum.LateRenewals), "late")
 	for name, n := range map[string]uint64{
 		"late-throttled": sum.LateThrottled, "late-gc": sum.LateGCPause, "late-sched": sum.LateScheduler,
