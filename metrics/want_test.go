@@ -112,6 +112,14 @@ coldstart_lease_handover_gap_seconds_count{lease="singular-controller"} 0
 # HELP coldstart_lease_last_call_seconds How long the last finished store call took.
 # TYPE coldstart_lease_last_call_seconds gauge
 coldstart_lease_last_call_seconds{lease="singular-controller"} 0
+# HELP coldstart_lease_late_renewals_total Renewals whose timer fired more than Margin/4 late, by the first cause the process saw (suspend, clock-step, throttled, gc-pause, scheduler, or unexplained); a late renewal demotes nothing.
+# TYPE coldstart_lease_late_renewals_total counter
+coldstart_lease_late_renewals_total{cause="clock-step",lease="singular-controller"} 0
+coldstart_lease_late_renewals_total{cause="gc-pause",lease="singular-controller"} 0
+coldstart_lease_late_renewals_total{cause="scheduler",lease="singular-controller"} 0
+coldstart_lease_late_renewals_total{cause="suspend",lease="singular-controller"} 0
+coldstart_lease_late_renewals_total{cause="throttled",lease="singular-controller"} 0
+coldstart_lease_late_renewals_total{cause="unexplained",lease="singular-controller"} 0
 # HELP coldstart_lease_losses_total Terms this tracker held that the store said are over (definitive losses).
 # TYPE coldstart_lease_losses_total counter
 coldstart_lease_losses_total{lease="singular-controller"} 0
@@ -150,6 +158,14 @@ coldstart_lease_handover_gap_seconds_count{lease="singular-controller"} 0
 # HELP coldstart_lease_last_call_seconds How long the last finished store call took.
 # TYPE coldstart_lease_last_call_seconds gauge
 coldstart_lease_last_call_seconds{lease="singular-controller"} 0
+# HELP coldstart_lease_late_renewals_total Renewals whose timer fired more than Margin/4 late, by the first cause the process saw (suspend, clock-step, throttled, gc-pause, scheduler, or unexplained); a late renewal demotes nothing.
+# TYPE coldstart_lease_late_renewals_total counter
+coldstart_lease_late_renewals_total{cause="clock-step",lease="singular-controller"} 0
+coldstart_lease_late_renewals_total{cause="gc-pause",lease="singular-controller"} 0
+coldstart_lease_late_renewals_total{cause="scheduler",lease="singular-controller"} 0
+coldstart_lease_late_renewals_total{cause="suspend",lease="singular-controller"} 0
+coldstart_lease_late_renewals_total{cause="throttled",lease="singular-controller"} 0
+coldstart_lease_late_renewals_total{cause="unexplained",lease="singular-controller"} 0
 # HELP coldstart_lease_losses_total Terms this tracker held that the store said are over (definitive losses).
 # TYPE coldstart_lease_losses_total counter
 coldstart_lease_losses_total{lease="singular-controller"} 0
