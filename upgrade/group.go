@@ -3,9 +3,11 @@ package upgrade
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"sync"
 	"time"
 
+	"github.com/juju/clock"
 	jujuerrors "github.com/juju/errors"
 )
 
@@ -69,12 +71,13 @@ type Group struct {
 	g   *Gate
 	cfg GroupConfig
 
-	mu      sync.Mutex    // guards the fields below
+	mu      sync.Mutex // guards the fields below
 	done    map[string]bool
 	running int           // the step this process runs as the leader; -1 when none
 	token   uint64        // the token it runs under
 	deposed error         // why this process's last record was refused; nil if none
 	failed  error         // a step's own error under this process's lead
+	readErr error         // Wait's last read of the log; nil if it answered
 	changed chan struct{} // closed and replaced at each change of the above
 }
 
@@ -202,69 +205,97 @@ func (u *Group) wait(ctx context.Context) error {
 	base := g.retryAfter
 	g.mu.Unlock()
 	defer func() { _ = g.SetRetryAfter(base) }()
-	t := g.clk.NewTimer(u.cfg.Poll)
-	defer t.Stop()
-	var since time.Time // when Wait first read the log, with first steps done
-	first := -1
+	g.group.Store(u)
+	var (
+		t     clock.Timer // armed after the first read; re-armed after each firing
+		fired bool
+		since time.Time // when Wait first read the log, and the steps then done
+		first = -1
+	)
+	defer func() {
+		if t != nil {
+			t.Stop()
+		}
+	}()
 	for {
 		done, readErr := u.cfg.Log.StepsDone(ctx, u.cfg.Lease)
-		who := "the leader"
-		if u.cfg.Leader != nil {
-			if l := u.cfg.Leader(); l != "" {
-				who = l
-			}
-		}
 		u.mu.Lock()
 		for _, s := range done {
 			u.done[s] = true
 		}
-		next := len(u.cfg.Steps) // the first step not done
-		for i := len(u.cfg.Steps) - 1; i >= 0; i-- {
-			if !u.done[u.cfg.Steps[i].Name] {
-				next = i
-			}
+		if ctx.Err() == nil {
+			u.readErr = readErr
 		}
-		n := 0
-		for _, s := range u.cfg.Steps {
-			if u.done[s.Name] {
-				n++
-			}
-		}
-		failed, changed := u.failed, u.changed
-		var detail string
-		switch {
-		case next == len(u.cfg.Steps):
-		case u.running >= 0:
-			detail = fmt.Sprintf("running %s as the leader (token %d)", u.step(u.running), u.token)
-		case u.deposed != nil:
-			detail = fmt.Sprintf("deposed: %v; waiting for %s to finish %s", u.deposed, who, u.step(next))
-		default:
-			detail = fmt.Sprintf("waiting for %s to finish %s", who, u.step(next))
-		}
+		n, failed, changed := u.doneLocked(), u.failed, u.changed
 		u.mu.Unlock()
-		if failed != nil {
-			return failed
-		}
-		if n == len(u.cfg.Steps) {
-			return nil
-		}
-		if readErr != nil && ctx.Err() == nil {
-			detail += fmt.Sprintf("; the step log did not answer: %v", readErr)
-		}
-		g.steps.Store(&detail)
 		switch now := g.clk.Now(); {
+		case failed != nil:
+			return failed
+		case n == len(u.cfg.Steps):
+			return nil
 		case first < 0:
 			since, first = now, n
 		case n > first: // size the wait by the steps left
 			perStep := now.Sub(since) / time.Duration(n-first)
 			_ = g.SetRetryAfter(max(perStep*time.Duration(len(u.cfg.Steps)-n), minFitRetryAfter))
 		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%s: %w", detail, ctx.Err())
-		case <-changed:
-		case <-t.Chan():
+		if t == nil {
+			t = g.clk.NewTimer(u.cfg.Poll)
+		} else if fired {
 			t.Reset(u.cfg.Poll)
 		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s: %w", u.detail(), ctx.Err())
+		case <-changed:
+			fired = false
+		case <-t.Chan():
+			fired = true
+		}
 	}
+}
+
+// doneLocked counts the steps done; u.mu is held.
+func (u *Group) doneLocked() int {
+	n := 0
+	for _, s := range u.cfg.Steps {
+		if u.done[s.Name] {
+			n++
+		}
+	}
+	return n
+}
+
+// detail is the gate's Detail while Wait runs: which step, and whom, the
+// group waits for.
+func (u *Group) detail() string {
+	who := "the leader"
+	if u.cfg.Leader != nil {
+		if l := u.cfg.Leader(); l != "" {
+			who = l
+		}
+	}
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	next := -1 // the first step not done
+	for i := len(u.cfg.Steps) - 1; i >= 0; i-- {
+		if !u.done[u.cfg.Steps[i].Name] {
+			next = i
+		}
+	}
+	var d string
+	switch {
+	case next < 0:
+		return "all " + strconv.Itoa(len(u.cfg.Steps)) + " steps done"
+	case u.running >= 0:
+		d = fmt.Sprintf("running %s as the leader (token %d)", u.step(u.running), u.token)
+	case u.deposed != nil:
+		d = fmt.Sprintf("deposed: %v; waiting for %s to finish %s", u.deposed, who, u.step(next))
+	default:
+		d = fmt.Sprintf("waiting for %s to finish %s", who, u.step(next))
+	}
+	if u.readErr != nil {
+		d += fmt.Sprintf("; the step log did not answer: %v", u.readErr)
+	}
+	return d
 }

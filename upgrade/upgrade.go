@@ -177,8 +177,9 @@ type Gate struct {
 	st     atomic.Pointer[state]           // the published state; replaced, never mutated
 	calls  [PhaseDraining + 1]phaseCalls   // by phase; only the refusing phases' are used
 	peer   func() bool                     // GateConfig.PeerReady
-	// steps says what a Group's Wait waits on, for Detail; nil when none.
-	steps atomic.Pointer[string]
+	// group is the Group whose Wait runs the epoch's steps, for Detail;
+	// nil when none.
+	group atomic.Pointer[Group]
 
 	mu         sync.Mutex // serialises transitions; guards the fields below
 	retryAfter time.Duration
@@ -320,7 +321,7 @@ func (g *Gate) Enter(p Phase) error {
 	if cur.Phase == PhaseComplete || cur.Phase == PhaseFailed {
 		next.Epoch++
 	}
-	g.steps.Store(nil)
+	g.group.Store(nil)
 	g.publish(next, nil)
 	g.mu.Unlock()
 	g.deliver()
@@ -401,8 +402,8 @@ func (g *Gate) Detail() string {
 	case PhaseComplete, PhaseFailed:
 		return ""
 	case PhaseRunningSteps:
-		if d := g.steps.Load(); d != nil {
-			return *d
+		if grp := g.group.Load(); grp != nil {
+			return grp.detail()
 		}
 		return p.describe()
 	default:
