@@ -169,7 +169,8 @@ const (
 // PhaseChecking and PhaseRunningSteps; Complete and Fail end the epoch, and
 // whichever comes first wins until Enter starts a new epoch. Reading the
 // gate is one atomic load, deciding a call one atomic add while it refuses.
-// A gate holds no timer and no goroutine. A Gate is safe for concurrent use.
+// A gate holds no timer and no goroutine but its drain's
+// (GateConfig.Drain). A Gate is safe for concurrent use.
 type Gate struct {
 	clk    clock.Clock
 	logger *slog.Logger                    // nil: no logs
@@ -423,7 +424,8 @@ func (g *Gate) Detail() string {
 //     gate stays in PhaseRunningSteps, and RunSteps returns an error
 //     matching both ctx's error and the steps' (DESIGN.md explains why).
 //
-// If ctx has already ended, RunSteps returns its error and changes nothing.
+// If ctx has already ended, or the gate is draining, RunSteps returns an
+// error and changes nothing.
 func (g *Gate) RunSteps(ctx context.Context, steps func(context.Context) error) error {
 	if steps == nil {
 		return jujuerrors.NotValidf("nil steps")
