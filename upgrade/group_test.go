@@ -310,3 +310,5 @@ func TestGroupConfigIsChecked(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, jujuerrors.Is(grp.Lead(context.Background(), 0), jujuerrors.NotValid))
 }
+
+var _ upgrade.StepLog = (*leasestore.MemStore)(nil)
