@@ -146,11 +146,13 @@ func TestDrainSendsGOAWAYOnHTTP2(t *testing.T) {
 	}
 	resp, refusal := get()
 	assert.Equal(t, http.StatusOK, resp.StatusCode)
+	assert.NoError(t, refusal)
 	close(drain)
 	<-entered
 	resp, refusal = get()
 	assert.Equal(t, 2, resp.ProtoMajor)
 	assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
+	assert.ErrorIs(t, refusal, upgrade.ErrUpgradeInProgress)
 	requireClosed(t, closed, "the server sends a GOAWAY after a drain refusal and closes the connection once idle")
 	_, refusal = get()
 	var ip *upgrade.InProgressError
