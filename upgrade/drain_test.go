@@ -195,3 +195,49 @@ func TestRetryWakesOnTheGate(t *testing.T) {
 	cancel()
 	assert.ErrorIs(t, <-done, context.Canceled)
 }
+
+// An agent's call through RetryTransport across its controller's restart:
+// refused while the server drains, then refused a connection while it is
+// down (nothing sent either time), then served by the new process. The
+// caller sees one answer, never a failure.
+func TestRetryTransportWaitsOutARestartAfterADrain(t *testing.T) {
+	clk := testclock.NewClock(t0)
+	drain := make(chan struct{})
+	old, entered := drainingGate(clk, drain, 0, false)
+	close(drain)
+	<-entered
+	first := httptest.NewServer(upgrade.Middleware(old, nil)(&served{}))
+	addr := first.Listener.Addr().String()
+
+	waits := make(chan error, 4)
+	client := &http.Client{Transport: upgrade.RetryTransport(&http.Transport{}, upgrade.WithClock(clk),
+		upgrade.WithNotify(func(_ int, err error, _ time.Duration) { waits <- err }))}
+	answered := make(chan *http.Response, 1)
+	go func() {
+		resp, err := client.Get("http://" + addr + "/deploy")
+		assert.NoError(t, err, "a restart is not a failure")
+		answered <- resp
+	}()
+	assert.ErrorIs(t, <-waits, upgrade.ErrUpgradeInProgress, "refused while draining")
+	first.Close() // the process stops
+	require.NoError(t, clk.WaitAdvance(2*time.Second, waitTimeout, 1))
+	select {
+	case err := <-waits:
+		assert.ErrorContains(t, err, "connection refused", "down: waited out too")
+	case <-answered:
+		t.Fatal("the call ended while its server was down")
+	}
+
+	l, err := net.Listen("tcp", addr) // the new process, on the same port, upgraded
+	require.NoError(t, err)
+	upgraded := upgrade.NewGate(upgrade.GateConfig{})
+	upgraded.Complete()
+	next := &httptest.Server{Listener: l, Config: &http.Server{Handler: upgrade.Middleware(upgraded, nil)(&served{})}}
+	next.Start()
+	defer next.Close()
+	require.NoError(t, clk.WaitAdvance(time.Minute, waitTimeout, 1))
+	resp := <-answered
+	require.NotNil(t, resp)
+	_ = resp.Body.Close()
+	assert.Equal(t, http.StatusOK, resp.StatusCode)
+}
