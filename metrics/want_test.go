@@ -204,13 +204,16 @@ coldstart_upgrade_calls_total{outcome="admitted",phase="running-steps",upgrade="
 coldstart_upgrade_calls_total{outcome="refused",phase="running-steps",upgrade="c0"} 2
 coldstart_upgrade_calls_total{outcome="admitted",phase="failed",upgrade="c0"} 0
 coldstart_upgrade_calls_total{outcome="refused",phase="failed",upgrade="c0"} 1
+coldstart_upgrade_calls_total{outcome="admitted",phase="draining",upgrade="c0"} 0
+coldstart_upgrade_calls_total{outcome="refused",phase="draining",upgrade="c0"} 0
 # HELP coldstart_upgrade_last_failed 1 if an attempt has failed and left its cause (kept across attempts, so it says why the previous one failed), else 0.
 # TYPE coldstart_upgrade_last_failed gauge
 coldstart_upgrade_last_failed{upgrade="c0"} 1
-# HELP coldstart_upgrade_phase Whether the upgrade gate is in the phase the phase label names (checking, running-steps, complete or failed): 1 for its phase, 0 for the others.
+# HELP coldstart_upgrade_phase Whether the upgrade gate is in the phase the phase label names (checking, running-steps, complete, failed or draining): 1 for its phase, 0 for the others.
 # TYPE coldstart_upgrade_phase gauge
 coldstart_upgrade_phase{phase="checking",upgrade="c0"} 1
 coldstart_upgrade_phase{phase="complete",upgrade="c0"} 0
+coldstart_upgrade_phase{phase="draining",upgrade="c0"} 0
 coldstart_upgrade_phase{phase="failed",upgrade="c0"} 0
 coldstart_upgrade_phase{phase="running-steps",upgrade="c0"} 0
 `
