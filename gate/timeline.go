@@ -63,6 +63,7 @@ func (b *Board) Timeline() Timeline {
 	live := b.enter()
 	if live {
 		defer b.active.Done()
+		b.settleDrain()
 		b.settleSources()
 	}
 	rows, now, marked := b.rows()
