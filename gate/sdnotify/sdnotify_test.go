@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	jujuerrors "github.com/juju/errors"
 	"github.com/juju/clock/testclock"
+	jujuerrors "github.com/juju/errors"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
