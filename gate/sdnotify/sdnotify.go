@@ -163,7 +163,7 @@ func (n *notifier) look(first ...string) error {
 		}
 	}
 	msg := first
-	if s := printable.Text(r.String()); s != n.status {
+	if s := statusLine(r); s != n.status {
 		n.status = s
 		msg = append(msg, "STATUS="+s)
 	}
@@ -173,6 +173,11 @@ func (n *notifier) look(first ...string) error {
 	n.resolved = resolved
 	return n.send(msg...)
 }
+
+// statusLine is what STATUS= says of r: its words as one printable line
+// of at most 1 KiB, so that no name, Detail or cause on the board can end
+// the assignment and write one of its own ("\nREADY=1").
+func statusLine(r gate.Report) string { return printable.Text(r.String()) }
 
 // alive reports whether every component is alive.
 func (n *notifier) alive() bool {
