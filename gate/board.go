@@ -40,7 +40,8 @@ func (s State) String() string {
 }
 
 // A Board answers "what is startup still waiting on?" and, afterwards,
-// "what did it wait on?": put on it gates (Add) and outside components
+// "what did it wait on?" (and the same of the stop, once it drains:
+// BoardConfig.Drain): put on it gates (Add) and outside components
 // (Follow); Report gives each entry's state, time, order and failure,
 // Timeline its history and critical chain, cheaply enough for a status
 // endpoint (package gate/boardview). A Board is safe for concurrent use;
@@ -80,8 +81,9 @@ type BoardConfig struct {
 	Clock clock.Clock
 	// Logger receives "gate opened" (Info) and "gate failed" (Warn; Info
 	// for context.Canceled) as each entry resolves, with the keys gate,
-	// waited and err; see the README's Logs. Nothing else logs, nothing
-	// logs once Close has returned; nil means no logs.
+	// waited and err, and "drain started" (Info, gate) once (Drain); see
+	// the README's Logs. Nothing else logs, nothing logs once Close has
+	// returned; nil means no logs.
 	Logger *slog.Logger
 	// Drain, once closed, starts the board's drain, the stop's mirror of
 	// startup: at once a locked entry named "draining" is put on the board
