@@ -3,6 +3,7 @@ package gate_test
 import (
 	"errors"
 	"log/slog"
+	"sync"
 	"testing"
 	"time"
 
@@ -99,7 +100,10 @@ func TestDrainAfterCloseIsNothing(t *testing.T) {
 	require.NoError(t, b.Close())
 	logs.Seal(t)
 	close(drain)
-	assert.Empty(t, b.Report())
+	add(b, "late")
+	r := b.Report()
+	require.Len(t, r, 1)
+	assert.Equal(t, "late", r[0].Name)
 	assert.False(t, closed(b.Draining()))
 }
 
@@ -126,4 +130,21 @@ func TestDrainUnderATakenName(t *testing.T) {
 	assert.Equal(t, "draining (2)", r[1].Name)
 	assert.Equal(t, gate.StateFailed, r[1].State)
 	assert.True(t, errors.Is(r[1].Err, gate.ErrDuplicateName))
+}
+
+// A drain that starts as the board closes is logged before Close returns,
+// or not at all.
+func TestDrainRacingCloseLogsNothingAfterIt(t *testing.T) {
+	for range 50 {
+		logs := logtest.New()
+		drain := make(chan struct{})
+		b := gate.NewBoard(gate.BoardConfig{Logger: logs.Logger(), Drain: drain})
+		var reported sync.WaitGroup
+		reported.Add(1)
+		go close(drain)
+		go func() { defer reported.Done(); b.Report() }()
+		require.NoError(t, b.Close())
+		logs.Seal(t)
+		reported.Wait()
+	}
 }
