@@ -152,8 +152,8 @@ type notifier struct {
 	resolved        int    // the entries resolved at the last look
 }
 
-// look reads the board and sends what changed since the last look after
-// the assignments first.
+// look reads the board and sends, in one datagram, the assignments first
+// and then what changed since the last look.
 func (n *notifier) look(first ...string) error {
 	r := n.cfg.Board.Report()
 	resolved := 0
