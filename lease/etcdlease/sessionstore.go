@@ -170,7 +170,7 @@ func (s *SessionStore) claim(ctx context.Context, name, holder string, d time.Du
 	case r.err != nil:
 		return fail(r.err)
 	case r.kv != nil:
-		s.refusedAt.note(name, uint64(r.kv.CreateRevision), r.rev)
+		s.refusedAt.note(name, uint64(r.kv.CreateRevision), r.rev, 0)
 		return s.claimDenied(ctx, name, holder, d, r.sess, r.start, r.kv)
 	}
 	s.mu.Lock()
