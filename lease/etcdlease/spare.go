@@ -89,26 +89,40 @@ func (s *Store) within(d time.Duration) (context.Context, func()) {
 	}
 }
 
-// takeSpare returns the young spare etcd lease of ttl seconds, if there
-// is one (waiting for its grant if it is on its way), for a claim that
-// started at start; it is then the claim's to use or orphan.
-func (s *Store) takeSpare(ctx context.Context, ttl int64, start time.Time) (*spareLease, bool) {
+// awaitSpare waits, before a claim of ttl seconds takes its call slot,
+// until the spare of that TTL on its way, if any, is granted (its grant
+// needs a slot too, and is bounded by the spare's usable age) or ctx ends.
+func (s *Store) awaitSpare(ctx context.Context, ttl int64) {
 	s.mu.Lock()
 	sp := s.spare
 	s.mu.Unlock()
+	if sp == nil || sp.asked != ttl {
+		return
+	}
+	select {
+	case <-sp.ready:
+	case <-ctx.Done():
+	}
+}
+
+// takeSpare returns the young spare etcd lease of ttl seconds, granted, if
+// there is one, for a claim that started at start; it is then the claim's
+// to use or orphan.
+func (s *Store) takeSpare(ttl int64, start time.Time) (*spareLease, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sp := s.spare
 	if sp == nil || sp.asked != ttl {
 		return nil, false
 	}
 	select {
 	case <-sp.ready:
-	case <-ctx.Done():
-		return nil, false
+	default:
+		return nil, false // still on its way: the claim grants its own
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.spare != sp || s.staleAtLocked(sp, start) {
-		// Taken, failed, or too old (it carries no key: the next
-		// release's spare replaces it, or it expires with its TTL).
+	if s.staleAtLocked(sp, start) {
+		// Failed, or too old (it carries no key: the next release's
+		// spare replaces it, or it expires with its TTL).
 		return nil, false
 	}
 	s.spare = nil

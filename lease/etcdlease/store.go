@@ -163,6 +163,9 @@ func (s *Store) claim(ctx context.Context, name, holder string, d time.Duration)
 	if err := checkArgs(name, holder, d); err != nil {
 		return leasestore.Grant{}, err
 	}
+	// A claim a release woke finds its etcd lease granted, or on its
+	// way; it waits for it before it takes a call slot (spare.go).
+	s.awaitSpare(ctx, ttlFor(d))
 	release, err := s.admit(ctx, name, holder, time.Duration(ttlFor(d))*time.Second)
 	if err != nil {
 		return leasestore.Grant{}, err
@@ -243,7 +246,7 @@ func (s *Store) put(ctx context.Context, name, holder string, d time.Duration) (
 // at start, and its life: the young spare a release granted for it (spare),
 // if there is one, else a fresh grant.
 func (s *Store) leaseFor(ctx context.Context, ttl int64, start time.Time) (_ clientv3.LeaseID, _ leaseLife, spare bool, _ error) {
-	if sp, ok := s.takeSpare(ctx, ttl, start); ok {
+	if sp, ok := s.takeSpare(ttl, start); ok {
 		return sp.id, sp.leaseLife, true, nil
 	}
 	sent := s.opts.clock.Now()
