@@ -101,6 +101,13 @@ func TestStepLogIsFencedByTheTerm(t *testing.T) {
 		}
 		_, err = logA.StepsDone(ctx, "")
 		require.True(t, jujuerrors.Is(err, jujuerrors.NotValid), "%v", err)
+
+		if ss, ok := b.(*etcdlease.SessionStore); ok {
+			require.NoError(t, ss.Close())
+			require.ErrorIs(t, ss.RecordStep(ctx, "group", gb.Token, "after-close"), leasestore.ErrNotSent)
+			_, err := ss.StepsDone(ctx, "group")
+			require.ErrorIs(t, err, leasestore.ErrNotSent)
+		}
 	})
 }
 
