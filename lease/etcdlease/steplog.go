@@ -70,7 +70,8 @@ func recordStep(ctx context.Context, cli *clientv3.Client, prefix, name string, 
 }
 
 // stepsDone reads the steps recorded for the group of the lease name, in
-// the order they were recorded (their keys' create revisions).
+// the order they were recorded (their keys' create revisions), leaving out
+// keys whose step is no valid name.
 func stepsDone(ctx context.Context, cli *clientv3.Client, prefix, name string) ([]string, error) {
 	from := prefix + name + stepSep
 	resp, err := cli.Get(ctx, from, clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
@@ -79,7 +80,11 @@ func stepsDone(ctx context.Context, cli *clientv3.Client, prefix, name string) (
 	}
 	steps := make([]string, 0, len(resp.Kvs))
 	for _, kv := range resp.Kvs {
-		steps = append(steps, strings.TrimPrefix(string(kv.Key), from))
+		// A key whose step is no valid name was written by another
+		// client: RecordStep writes none.
+		if step := strings.TrimPrefix(string(kv.Key), from); leasestore.CheckName("step", step) == nil {
+			steps = append(steps, step)
+		}
 	}
 	return steps, nil
 }

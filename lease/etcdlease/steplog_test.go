@@ -77,6 +77,13 @@ func TestStepLogIsFencedByTheTerm(t *testing.T) {
 		}
 		_, err = b.Extend(ctx, gb, d)
 		require.NoError(t, err)
+		// A key another client wrote, whose step is no valid name, is no
+		// step.
+		_, err = m.Client().Put(ctx, prefix+"group\x00bad\nstep", "x")
+		require.NoError(t, err)
+		steps, err = logB.StepsDone(ctx, "group")
+		require.NoError(t, err)
+		require.Len(t, steps, 3)
 		// Another group's log is its own.
 		steps, err = logB.StepsDone(ctx, "grou")
 		require.NoError(t, err)
