@@ -26,12 +26,12 @@ type spareLease struct {
 	leaseLife
 }
 
-// spareFor is how long after its grant was sent a spare etcd lease of ttl
-// may still carry a claim: a tenth of its TTL, so that a claim on it is
-// promised at least nine tenths of what it asked, and its first renewal
-// comes well before the lease stops being resumable (see
-// leaseLife.resumable). A woken claim comes within milliseconds (the
-// tracker's wake spread, at most 5 ms).
+// spareFor is how long after its grant was sent a spare etcd lease asked
+// for ttl may still carry a claim: a tenth of ttl, well within the second
+// more it was granted, so that the claim is promised the whole TTL it
+// asked and its first renewal comes well before the lease stops being
+// resumable (see leaseLife.resumable). A woken claim comes within
+// milliseconds (the tracker's wake spread, at most 5 ms).
 func spareFor(ttl time.Duration) time.Duration { return ttl / 10 }
 
 // startSpare records that a spare etcd lease of ttl seconds is on its
