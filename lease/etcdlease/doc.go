@@ -31,7 +31,9 @@
 // on one etcd lease, its session, and answers Extend without a call to etcd:
 // pick it for a controller that leads hundreds or thousands of leases.
 //
-// Both stores fence writes (Fence), are leasestore.LossNotifier,
+// Both stores fence writes (Fence), keep an HA group's upgrade steps
+// under the holder's token (RecordStep, StepsDone: package upgrade's
+// StepLog), are leasestore.LossNotifier,
 // ReleaseWatcher and Reporter, bound their calls in flight (WithMaxInFlight)
 // and log transitions only (WithLogger). Package etcdtest starts real etcd
 // servers in a test binary. This package is its own Go module, so that

@@ -319,3 +319,42 @@ func ExampleWithLogger() {
 	// Output:
 	// level=INFO msg="etcd session granted" prefix=/example/ ttl=30s
 }
+
+// One controller of an HA group, the lease's holder, records each upgrade
+// step it has run under its fencing token; a deposed holder's record is
+// refused. Every controller reads the same log.
+func ExampleStore_RecordStep() {
+	etcd, err := etcdtest.NewMember() // a throw-away etcd in this process
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer etcd.Close()
+	ctx := context.Background()
+	store, err := etcdlease.NewStore(etcd.Client(), "/example/steps/")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	a, err := store.Claim(ctx, "upgrade", "unit-a", time.Second)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+
+	if err := store.RecordStep(ctx, "upgrade", a.Token, "4.0.1/schema-7"); err != nil {
+		return // ambiguous, or the term is over: a successor re-runs the step
+	}
+	store.Revoke(ctx, a)                                       // a hands over ...
+	b, _ := store.Claim(ctx, "upgrade", "unit-b", time.Second) // ... to b
+	err = store.RecordStep(ctx, "upgrade", a.Token, "4.0.1/schema-8")
+	fmt.Println("a's record refused, term over:", errors.Is(err, leasestore.ErrNotHeld))
+	fmt.Println(store.RecordStep(ctx, "upgrade", b.Token, "4.0.1/schema-8"))
+
+	steps, err := store.StepsDone(ctx, "upgrade")
+	fmt.Println(steps, err)
+	// Output:
+	// a's record refused, term over: true
+	// <nil>
+	// [4.0.1/schema-7 4.0.1/schema-8] <nil>
+}

@@ -121,9 +121,22 @@ func FollowRelease(wch clientv3.WatchChan, token int64) (over, compacted bool, e
 func ReleaseWatchFrom(s leasestore.Store, held *leasestore.HeldError) int64 {
 	switch s := s.(type) {
 	case *Store:
-		return s.refusedAt.from(held)
+		rev, _ := s.refusedAt.from(held)
+		return rev
 	case *SessionStore:
-		return s.refusedAt.from(held)
+		rev, _ := s.refusedAt.from(held)
+		return rev
 	}
 	panic("not an etcdlease store")
+}
+
+// AwaitSpare waits until the spare etcd lease a release watch of s
+// started, if any, is granted (or its grant failed).
+func AwaitSpare(s *Store) {
+	s.mu.Lock()
+	sp := s.spare
+	s.mu.Unlock()
+	if sp != nil {
+		<-sp.ready
+	}
 }

@@ -31,9 +31,22 @@ func (s *Store) WatchRelease(ctx context.Context, held *leasestore.HeldError) <-
 		return out
 	}
 	// Once the term is over, the follower's next claim is sent as a
-	// claim, without the read that checks for a live term first.
-	released := func() { s.refusedAt.forgetTerm(held.Name, held.Token) }
-	go watchRelease(ctx, ctx, s.cli, s.Key(held.Name), held, s.refusedAt.from(held), out, released)
+	// claim, without the read that checks for a live term first, and
+	// finds the etcd lease it would grant granted already (spare.go).
+	rev, ttl := s.refusedAt.from(held)
+	var spare *spareLease
+	released := func() {
+		s.refusedAt.forgetTerm(held.Name, held.Token)
+		if ttl > 0 {
+			spare = s.startSpare(ttl)
+		}
+	}
+	then := func() {
+		if spare != nil {
+			s.grantSpare(spare)
+		}
+	}
+	go watchRelease(ctx, ctx, s.cli, s.Key(held.Name), held, rev, out, released, then)
 	return out
 }
 
@@ -63,7 +76,8 @@ func (s *SessionStore) WatchRelease(ctx context.Context, held *leasestore.HeldEr
 		defer s.wg.Done()
 		defer cancel()
 		defer stop()
-		watchRelease(ctx, wctx, s.cli, s.Key(held.Name), held, s.refusedAt.from(held), out, nil)
+		rev, _ := s.refusedAt.from(held)
+		watchRelease(ctx, wctx, s.cli, s.Key(held.Name), held, rev, out, nil, nil)
 	}()
 	return out
 }
@@ -93,17 +107,21 @@ func watchError(held *leasestore.HeldError, err error) error {
 }
 
 // watchRelease watches key, from revision rev, for the end of held's
-// term and yields the answer to out; released, if not nil, is called just
-// before it yields that the term is over. It yields nothing when caller (the ctx WatchRelease was
-// given) ends; ctx, which ends with caller and with the store, runs the
-// watch: its end while caller is live yields errClosed.
-func watchRelease(caller, ctx context.Context, cli *clientv3.Client, key string, held *leasestore.HeldError, rev int64, out chan<- error, released func()) {
+// term and yields the answer to out; released and then, if not nil, are
+// called just before and just after it yields that the term is over. It
+// yields nothing when caller (the ctx WatchRelease was given) ends; ctx,
+// which ends with caller and with the store, runs the watch: its end while
+// caller is live yields errClosed.
+func watchRelease(caller, ctx context.Context, cli *clientv3.Client, key string, held *leasestore.HeldError, rev int64, out chan<- error, released, then func()) {
 	token := int64(held.Token)
 	over := func() {
 		if released != nil {
 			released()
 		}
 		yield(out, nil)
+		if then != nil {
+			then()
+		}
 	}
 	for {
 		wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
@@ -181,16 +199,18 @@ type refusals struct {
 type refusal struct {
 	token uint64
 	rev   int64
+	ttl   int64 // the TTL, in seconds, the refused claim asked for (a Store's)
 }
 
-// note records that name's term token was live at revision rev.
-func (r *refusals) note(name string, token uint64, rev int64) {
+// note records that name's term token was live at revision rev, refusing
+// a claim of ttl seconds (0 if not known).
+func (r *refusals) note(name string, token uint64, rev, ttl int64) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.m == nil || len(r.m) >= maxCached {
 		r.m = make(map[string]refusal)
 	}
-	r.m[name] = refusal{token: token, rev: rev}
+	r.m[name] = refusal{token: token, rev: rev, ttl: ttl}
 }
 
 // refused says whether a claim of name was refused last time.
@@ -217,13 +237,16 @@ func (r *refusals) forgetTerm(name string, token uint64) {
 	}
 }
 
-// from returns the revision a watch of held's term starts at: the one
-// after a refusal by the term, or after the term's creation.
-func (r *refusals) from(held *leasestore.HeldError) int64 {
+// from returns the revision a watch of held's term starts at — the one
+// after a refusal by the term, or after the term's creation — and the TTL
+// that refusal's claim asked for (0 if not known).
+func (r *refusals) from(held *leasestore.HeldError) (rev, ttl int64) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if f, ok := r.m[held.Name]; ok && f.token == held.Token && f.rev > int64(held.Token) {
-		return f.rev + 1
+	rev = int64(held.Token) + 1
+	f, ok := r.m[held.Name]
+	if !ok || f.token != held.Token {
+		return rev, 0
 	}
-	return int64(held.Token) + 1
+	return max(rev, f.rev+1), f.ttl
 }

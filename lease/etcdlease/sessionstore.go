@@ -170,7 +170,7 @@ func (s *SessionStore) claim(ctx context.Context, name, holder string, d time.Du
 	case r.err != nil:
 		return fail(r.err)
 	case r.kv != nil:
-		s.refusedAt.note(name, uint64(r.kv.CreateRevision), r.rev)
+		s.refusedAt.note(name, uint64(r.kv.CreateRevision), r.rev, 0)
 		return s.claimDenied(ctx, name, holder, d, r.sess, r.start, r.kv)
 	}
 	s.mu.Lock()
@@ -673,15 +673,20 @@ func (s *SessionStore) sessionRetired(sess *session) {
 // no longer kept alive, has expired by then, with every key not moved.
 func retiredFor(ttl time.Duration) time.Duration { return 2 * ttl }
 
-// observe gives the watched events to the term table.
+// observe gives the watched events of leases' keys (not steps': see
+// steplog.go) to the term table.
 func (s *SessionStore) observe(evs []*clientv3.Event) bool {
-	kes := make([]keyEvent, len(evs))
-	for i, ev := range evs {
-		kes[i] = keyEvent{
-			name: strings.TrimPrefix(string(ev.Kv.Key), s.prefix), deleted: ev.Type == mvccpb.DELETE,
+	kes := make([]keyEvent, 0, len(evs))
+	for _, ev := range evs {
+		name := strings.TrimPrefix(string(ev.Kv.Key), s.prefix)
+		if isStepKey(name) {
+			continue
+		}
+		kes = append(kes, keyEvent{
+			name: name, deleted: ev.Type == mvccpb.DELETE,
 			create: ev.Kv.CreateRevision, mod: ev.Kv.ModRevision, lease: ev.Kv.Lease, holder: string(ev.Kv.Value),
 			isCreated: ev.Type == mvccpb.PUT && ev.Kv.CreateRevision == ev.Kv.ModRevision,
-		}
+		})
 	}
 	now := s.opts.clock.Now()
 	s.mu.Lock()
@@ -690,13 +695,17 @@ func (s *SessionStore) observe(evs []*clientv3.Event) bool {
 	return false
 }
 
-// resync gives a read of every key under the prefix, at rev, to the term
-// table.
+// resync gives a read of every lease's key under the prefix, at rev, to
+// the term table.
 func (s *SessionStore) resync(kvs []*mvccpb.KeyValue, rev int64) bool {
-	kes := make([]keyEvent, len(kvs))
-	for i, kv := range kvs {
-		kes[i] = keyEvent{name: strings.TrimPrefix(string(kv.Key), s.prefix), create: kv.CreateRevision,
-			mod: kv.ModRevision, lease: kv.Lease, holder: string(kv.Value), isCreated: true}
+	kes := make([]keyEvent, 0, len(kvs))
+	for _, kv := range kvs {
+		name := strings.TrimPrefix(string(kv.Key), s.prefix)
+		if isStepKey(name) {
+			continue
+		}
+		kes = append(kes, keyEvent{name: name, create: kv.CreateRevision,
+			mod: kv.ModRevision, lease: kv.Lease, holder: string(kv.Value), isCreated: true})
 	}
 	now := s.opts.clock.Now()
 	s.mu.Lock()

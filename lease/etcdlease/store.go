@@ -60,6 +60,9 @@ type Store struct {
 	orphans []clientv3.LeaseID
 	// refusedAt is where WatchRelease starts (release.go).
 	refusedAt refusals
+	// spare is the etcd lease granted for the claim a release wakes
+	// (spare.go); nil if none.
+	spare *spareLease
 	// live is the count of leases whose confirmed renewal reaches past
 	// countedAt, plus those cached since (see liveTerms).
 	live      int
@@ -82,6 +85,10 @@ type cachedLease struct {
 	// over, if not nil, is the term's end as the Store answered it (a
 	// *leasestore.NotHeldError): the entry caches no etcd lease.
 	over error
+	// spare says the etcd lease is a spare (spare.go), granted a second
+	// longer than the claim asked: the term's first renewal moves it to a
+	// fresh etcd lease of the TTL asked.
+	spare bool
 }
 
 const (
@@ -156,6 +163,9 @@ func (s *Store) claim(ctx context.Context, name, holder string, d time.Duration)
 	if err := checkArgs(name, holder, d); err != nil {
 		return leasestore.Grant{}, err
 	}
+	// A claim a release woke finds its etcd lease granted, or on its
+	// way; it waits for it before it takes a call slot (spare.go).
+	s.awaitSpare(ctx, ttlFor(d))
 	release, err := s.admit(ctx, name, holder, time.Duration(ttlFor(d))*time.Second)
 	if err != nil {
 		return leasestore.Grant{}, err
@@ -176,7 +186,7 @@ func (s *Store) claim(ctx context.Context, name, holder string, d time.Duration)
 			return leasestore.Grant{}, claimError(name, holder, err)
 		}
 		if len(resp.Kvs) > 0 {
-			return leasestore.Grant{}, s.heldBy(name, resp.Kvs[0], resp.Header.Revision)
+			return leasestore.Grant{}, s.heldBy(name, resp.Kvs[0], resp.Header.Revision, ttlFor(d))
 		}
 	}
 	return s.put(ctx, name, holder, d)
@@ -187,13 +197,15 @@ func claimError(name, holder string, err error) error {
 	return &leasestore.CallError{Store: storeName, Op: leasestore.OpClaim, Name: name, Holder: holder, Err: err}
 }
 
-// put grants a fresh etcd lease of ceil(d) seconds and puts the key of
-// name on it, for holder, if the key does not exist: the claim's etcd
-// calls, on the call slot it holds.
+// put puts the key of name on an etcd lease of ceil(d) seconds, for
+// holder, if the key does not exist: the claim's etcd calls, on the call
+// slot it holds. The etcd lease is a fresh grant, or the spare a release
+// had granted for this claim (spare.go); the promise runs from the grant's
+// send time either way.
 func (s *Store) put(ctx context.Context, name, holder string, d time.Duration) (leasestore.Grant, error) {
 	key := s.Key(name)
-	sent := s.opts.clock.Now()
-	gr, err := s.cli.Grant(ctx, ttlFor(d))
+	start := s.opts.clock.Now()
+	id, life, spare, err := s.leaseFor(ctx, ttlFor(d), start)
 	if err != nil {
 		// A lease granted without our hearing it has no keys and expires
 		// by itself.
@@ -201,28 +213,48 @@ func (s *Store) put(ctx context.Context, name, holder string, d time.Duration) (
 	}
 	resp, err := s.cli.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
-		Then(clientv3.OpPut(key, holder, clientv3.WithLease(gr.ID))).
+		Then(clientv3.OpPut(key, holder, clientv3.WithLease(id))).
 		Else(clientv3.OpGet(key)).
 		Commit()
 	if err != nil {
 		// The put may have been applied, on this lease.
-		s.orphan(ctx, gr.ID)
+		s.orphan(ctx, id)
 		return leasestore.Grant{}, claimError(name, holder, err)
 	}
 	if !resp.Succeeded {
-		s.orphan(ctx, gr.ID)
+		s.orphan(ctx, id)
 		if rr := resp.Responses[0].GetResponseRange(); rr != nil && len(rr.Kvs) > 0 {
-			return leasestore.Grant{}, s.heldBy(name, rr.Kvs[0], resp.Header.Revision)
+			return leasestore.Grant{}, s.heldBy(name, rr.Kvs[0], resp.Header.Revision, ttlFor(d))
 		}
 		return leasestore.Grant{}, &leasestore.HeldError{Name: name}
 	}
 	s.refusedAt.forget(name)
 	// The transaction made exactly one revision: the key's create revision.
 	token := uint64(resp.Header.Revision)
-	granted := time.Duration(gr.TTL) * time.Second
 	// A new token: never found over.
-	_ = s.remember(name, token, cachedLease{id: gr.ID, leaseLife: leaseLife{raftTerm: gr.ResponseHeader.GetRaftTerm(), confirmed: sent, ttl: granted}})
+	_ = s.remember(name, token, cachedLease{id: id, leaseLife: life, spare: spare})
+	granted := life.ttl
+	if spare {
+		// The TTL asked, which the spare still has left from start (see
+		// takeSpare), not the second more it was granted.
+		granted = time.Duration(ttlFor(d)) * time.Second
+	}
 	return leasestore.Grant{Name: name, Holder: holder, Token: token, Duration: granted}, nil
+}
+
+// leaseFor returns the etcd lease of ttl seconds for a claim that started
+// at start, and its life: the young spare a release granted for it (spare),
+// if there is one, else a fresh grant.
+func (s *Store) leaseFor(ctx context.Context, ttl int64, start time.Time) (_ clientv3.LeaseID, _ leaseLife, spare bool, _ error) {
+	if sp, ok := s.takeSpare(ttl, start); ok {
+		return sp.id, sp.leaseLife, true, nil
+	}
+	sent := s.opts.clock.Now()
+	gr, err := s.cli.Grant(ctx, ttl)
+	if err != nil {
+		return 0, leaseLife{}, false, err
+	}
+	return gr.ID, leaseLife{raftTerm: gr.ResponseHeader.GetRaftTerm(), confirmed: sent, ttl: time.Duration(gr.TTL) * time.Second}, false, nil
 }
 
 // Extend keeps the term g alive: one keep-alive of its etcd lease, then a
@@ -345,10 +377,11 @@ func (s *Store) renewOnce(ctx context.Context, g leasestore.Grant, want int64, r
 	if err := confirmedInRaftTerm(kaRaftTerm, readRaftTerm); err != nil {
 		return leasestore.Grant{}, false, extendError(g, err)
 	}
-	if !r.ok || !r.known.resumable(kaRaftTerm, sent) || ka.TTL < want {
+	if !r.ok || !r.known.resumable(kaRaftTerm, sent) || ka.TTL < want || r.known.spare {
 		// The renewal is real, but promises nothing: some old
 		// leader may still revoke this etcd lease (or it is too
-		// short). The term moves to a fresh one first.
+		// short, or a spare's, a second too long). The term moves
+		// to a fresh one first.
 		g, err := s.relet(ctx, g, r.id, want)
 		return g, false, err
 	}
@@ -488,10 +521,10 @@ func (s *Store) Holder(ctx context.Context, name string) (leasestore.Grant, erro
 	return readHolder(ctx, s.cli, s.Key(name), name)
 }
 
-// heldBy is the refusal of a claim of name by the term whose key kv was
-// read at revision rev, noted for WatchRelease.
-func (s *Store) heldBy(name string, kv *mvccpb.KeyValue, rev int64) error {
-	s.refusedAt.note(name, uint64(kv.CreateRevision), rev)
+// heldBy is the refusal of a claim of name for ttl seconds by the term
+// whose key kv was read at revision rev, noted for WatchRelease.
+func (s *Store) heldBy(name string, kv *mvccpb.KeyValue, rev, ttl int64) error {
+	s.refusedAt.note(name, uint64(kv.CreateRevision), rev, ttl)
 	return &leasestore.HeldError{Name: name, Holder: namedHolder(kv.Value), Token: uint64(kv.CreateRevision)}
 }
 
