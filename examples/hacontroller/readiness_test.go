@@ -34,7 +34,7 @@ func TestReadinessAcrossStartup(t *testing.T) {
 	o, err := parseFlags([]string{"-controllers", "1", "-agents", "0", "-serve-after", "10ms", "-checking", "10ms", "-steps", "10ms"}, io.Discard)
 	require.NoError(t, err)
 	held := make(chan struct{})
-	c, err := newController(controllerConfig{name: "c0", apiAddr: "127.0.0.1:0", o: o,
+	c, err := newController(controllerConfig{name: "c0", ctrlAddr: "127.0.0.1:0", apiAddr: "127.0.0.1:0", version: agentVersion, o: o,
 		tl: newTimeline(io.Discard), store: leasestore.NewMemStore(leasestore.MemStoreConfig{}), upgradeHold: held})
 	require.NoError(t, err)
 	defer c.shutdown()
@@ -52,8 +52,9 @@ func TestReadinessAcrossStartup(t *testing.T) {
 	assert.Regexp(t, `(?m)^(\[-\]lease locked for \S+ \(unknown: claim not confirmed: no answer from the store yet\)|\[\+\]lease ok)$`, before.body)
 	assert.Equal(t, http.StatusServiceUnavailable, get(ctx, t, c, "/ping"), "only /readyz answers before the server is up")
 
-	stop := startControllers(context.Background(), o, []*controller{c}, closedChan())
-	defer stop()
+	runs := startControllers(context.Background())
+	defer runs.stop()
+	runs.start(c, nil, o.serveAfter)
 	require.True(t, c.allRefused(ctx))
 	during := probeReadyz(ctx, c)
 	assert.Empty(t, during.problem(false), "while the upgrade is held")
@@ -254,7 +255,7 @@ func TestReadyzPassesTheUpgradeGateInEveryPhase(t *testing.T) {
 func TestAPIPortBindFailureIsOnTheBoard(t *testing.T) {
 	o, err := parseFlags([]string{"-controllers", "1", "-agents", "0"}, io.Discard)
 	require.NoError(t, err)
-	c, err := newController(controllerConfig{name: "c0", apiAddr: "127.0.0.1:0", o: o,
+	c, err := newController(controllerConfig{name: "c0", ctrlAddr: "127.0.0.1:0", apiAddr: "127.0.0.1:0", version: agentVersion, o: o,
 		tl: newTimeline(io.Discard), store: leasestore.NewMemStore(leasestore.MemStoreConfig{})})
 	require.NoError(t, err)
 	defer c.shutdown()
