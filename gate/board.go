@@ -40,7 +40,8 @@ func (s State) String() string {
 }
 
 // A Board answers "what is startup still waiting on?" and, afterwards,
-// "what did it wait on?": put on it gates (Add) and outside components
+// "what did it wait on?" (and the same of the stop, once it drains:
+// BoardConfig.Drain): put on it gates (Add) and outside components
 // (Follow); Report gives each entry's state, time, order and failure,
 // Timeline its history and critical chain, cheaply enough for a status
 // endpoint (package gate/boardview). A Board is safe for concurrent use;
@@ -51,8 +52,12 @@ type Board struct {
 	log   *slog.Logger // nil: no logs
 	start time.Time    // when NewBoard made it: the timeline's zero
 
-	// done is closed by Close: the Follow goroutines end.
+	// done is closed by Close: the Follow and Drain goroutines end.
 	done chan struct{}
+	// drain is BoardConfig.Drain; draining is closed, under mu, once the
+	// draining entry is on the board (Draining).
+	drain    <-chan struct{}
+	draining chan struct{}
 	// active counts what may still log or call a component, for Close to
 	// wait for; added to only under mu while open (no Add races Wait).
 	active sync.WaitGroup
@@ -76,10 +81,23 @@ type BoardConfig struct {
 	Clock clock.Clock
 	// Logger receives "gate opened" (Info) and "gate failed" (Warn; Info
 	// for context.Canceled) as each entry resolves, with the keys gate,
-	// waited and err; see the README's Logs. Nothing else logs, nothing
-	// logs once Close has returned; nil means no logs.
+	// waited and err, and "drain started" (Info, gate) once (Drain); see
+	// the README's Logs. Nothing else logs, nothing logs once Close has
+	// returned; nil means no logs.
 	Logger *slog.Logger
+	// Drain, once closed, starts the board's drain, the stop's mirror of
+	// startup: at once a locked entry named "draining" is put on the board
+	// (so the board is never ready again: a /readyz answers 503), Draining
+	// closes and "drain started" is logged. The stop's own steps are
+	// entries added after it ("grace over", "calls finished", "lease
+	// handed over", "listener closed"), on the same timeline. NewBoard
+	// then starts one goroutine, which ends when Drain closes or the board
+	// is closed. nil means the board never drains.
+	Drain <-chan struct{}
 }
+
+// drainEntry names the entry a drain puts on its board.
+const drainEntry = "draining"
 
 type entry struct {
 	name     string
@@ -106,7 +124,79 @@ func NewBoard(cfg BoardConfig) *Board {
 	if clk == nil {
 		clk = clock.WallClock
 	}
-	return &Board{name: cfg.Name, clk: clk, log: cfg.Logger, start: clk.Now(), done: make(chan struct{}), names: map[string]bool{}}
+	b := &Board{name: cfg.Name, clk: clk, log: cfg.Logger, start: clk.Now(), done: make(chan struct{}),
+		drain: cfg.Drain, draining: make(chan struct{}), names: map[string]bool{}}
+	if cfg.Drain != nil {
+		b.active.Add(1)
+		go func() {
+			defer b.active.Done()
+			select {
+			case <-cfg.Drain:
+				b.settleDrain()
+			case <-b.done:
+			}
+		}()
+	}
+	return b
+}
+
+// Draining returns a channel closed once the board has started draining
+// (BoardConfig.Drain closed): by then its "draining" entry is on it, so
+// what follows the channel (a guard that refuses calls, a health service
+// that says NOT_SERVING, systemd's STOPPING=1) acts after readiness went
+// false, never before. It never closes on a board without Drain, nor
+// once the board is closed before Drain closed.
+func (b *Board) Draining() <-chan struct{} { return b.draining }
+
+// settleDrain starts the drain if Drain has closed and nothing has
+// started it yet; it never blocks. A report, the board's goroutine and
+// each Add call it, so that no report after Drain closed is ready and no
+// entry added after it comes before the draining entry.
+func (b *Board) settleDrain() {
+	if b.drain == nil {
+		return // most boards: no lock taken
+	}
+	b.mu.Lock()
+	e := b.drainNow()
+	b.mu.Unlock()
+	b.drained(e)
+}
+
+// drainNow puts the draining entry on the board and closes b.draining if
+// Drain has closed, the board is open and it has not done so yet; it
+// returns the entry, counted active, for drained, else nil. b.mu must be
+// held.
+func (b *Board) drainNow() *entry {
+	select {
+	case <-b.drain:
+	default:
+		return nil // not yet, or never (nil)
+	}
+	select {
+	case <-b.draining:
+		return nil // started already
+	default:
+	}
+	if b.closed {
+		return nil
+	}
+	e := b.put(&entry{name: drainEntry, w: New(drainEntry)})
+	close(b.draining)
+	b.active.Add(1)
+	return e
+}
+
+// drained watches and logs the entry drainNow returned, if any; b.mu must
+// not be held.
+func (b *Board) drained(e *entry) {
+	if e == nil {
+		return
+	}
+	defer b.active.Done()
+	b.watch(e)
+	if b.log != nil {
+		b.log.LogAttrs(context.Background(), slog.LevelInfo, "drain started", slog.String("gate", e.name))
+	}
 }
 
 // Add puts w on the board under name. A *Lock is recorded the moment it
@@ -136,14 +226,34 @@ type detailer interface{ Detail() string }
 // duplicate (see Add), whose gate it returns; else nil.
 func (b *Board) add(e *entry) (duplicate *Lock) {
 	b.mu.Lock()
+	drain := b.drainNow()
+	put := b.put(e)
+	b.mu.Unlock()
+	b.drained(drain)
+	if put != e {
+		duplicate = put.w.(*Lock)
+	}
+	b.watch(put)
+	return duplicate
+}
+
+// put appends e, stamped now, or the failed entry that replaces a
+// duplicate (see Add), and returns the entry it appended; b.mu must be
+// held.
+func (b *Board) put(e *entry) *entry {
 	if b.names[e.name] {
-		duplicate = b.duplicate(e.name)
-		e = &entry{name: duplicate.name, w: duplicate}
+		dup := b.duplicate(e.name)
+		e = &entry{name: dup.name, w: dup}
 	}
 	b.names[e.name] = true
 	e.since = b.clk.Now()
 	b.entries = append(b.entries, e)
-	b.mu.Unlock()
+	return e
+}
+
+// watch records e the moment its gate resolves, if it is a *Lock; b.mu
+// must not be held.
+func (b *Board) watch(e *entry) {
 	if l, ok := e.w.(*Lock); ok {
 		l.onResolve(func() {
 			if !b.enter() {
@@ -158,7 +268,6 @@ func (b *Board) add(e *entry) (duplicate *Lock) {
 			}
 		})
 	}
-	return duplicate
 }
 
 // duplicate returns the failed gate that stands for a second entry named
@@ -430,6 +539,7 @@ func (b *Board) Report() Report {
 		return r
 	}
 	defer b.active.Done()
+	b.settleDrain()
 	b.settleSources()
 	r, details, marked := b.report()
 	b.logResolved(marked...)

@@ -22,6 +22,11 @@
 //     prints for people (Report.String, a Chain) is printable and cut.
 //     Once Close has returned, a board logs nothing, calls no Component
 //     method and runs no goroutine.
+//   - A board drains as it starts: once BoardConfig.Drain closes, a locked
+//     entry "draining" is on it at once (it is never ready again), then
+//     Draining closes for what must refuse or hand over next, and the
+//     stop's own steps are entries added after it ("calls finished",
+//     "lease handed over"), on the same Report and Timeline.
 //   - Flag and Output adapt a gate to a dependency engine without importing
 //     one; package gate/manifold (its own module) does the whole wiring for
 //     juju's.

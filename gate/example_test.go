@@ -148,3 +148,36 @@ func ExampleChannels() {
 	fmt.Println(gate.Wait(context.Background(), entry))
 	// Output: gate "migrations" failed: its failed channel is closed
 }
+
+func ExampleBoard_Draining() {
+	clk := testclock.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	stop := make(chan struct{}) // closed on SIGTERM: signal.NotifyContext's Done()
+	board := gate.NewBoard(gate.BoardConfig{Clock: clk, Drain: stop})
+	defer board.Close()
+	serving := gate.New("serving")
+	board.Add("serving", serving)
+	clk.Advance(2 * time.Second)
+	serving.Unlock()
+	clk.Advance(time.Minute)
+
+	close(stop)
+	<-board.Draining() // readiness is false by now: refuse new calls, say NOT_SERVING
+	grace, calls, lease := gate.New("grace over"), gate.New("calls finished"), gate.New("lease handed over")
+	board.Add("grace over", grace)
+	board.Add("calls finished", calls.After(grace))
+	board.Add("lease handed over", lease.After(calls))
+	clk.Advance(5 * time.Second)
+	grace.Unlock()
+	fmt.Println(board.Report())
+	clk.Advance(300 * time.Millisecond)
+	calls.Unlock()
+	clk.Advance(10 * time.Millisecond)
+	lease.Unlock()
+
+	fmt.Print(board.Timeline().CriticalChain("lease handed over"))
+	// Output:
+	// waiting on draining (5s), calls finished (5s), lease handed over (5s); 2 open
+	// lease handed over @1m7.31s +10ms
+	// └─calls finished @1m7.3s +300ms
+	//   └─grace over @1m7s +5s
+}

@@ -9,11 +9,11 @@ import (
 	"github.com/coldstart-go/coldstart/internal/printable"
 )
 
-// A Timeline is a board's startup history, as systemd-analyze shows a
-// machine's: when each entry was added, when it opened or failed, what it
-// waited for, and each entry's critical chain — the input that opened last
-// before it, that input's own, and so on back to an entry that waited for
-// nothing. Every time in it is an offset from the board's start (NewBoard).
+// A Timeline is a board's startup (and drain) history, as systemd-analyze
+// shows a machine's: when each entry was added, when it opened or failed,
+// what it waited for, and each entry's critical chain — the input that
+// opened last before it, that input's own, and so on back to an entry that
+// waited for nothing. Every time in it is an offset from the board's start (NewBoard).
 type Timeline struct {
 	// Board is the board's name (BoardConfig.Name).
 	Board string
@@ -63,6 +63,7 @@ func (b *Board) Timeline() Timeline {
 	live := b.enter()
 	if live {
 		defer b.active.Done()
+		b.settleDrain()
 		b.settleSources()
 	}
 	rows, now, marked := b.rows()

@@ -15,7 +15,9 @@ import (
 // ReadyHandler serves b the way Kubernetes serves /readyz, so that a
 // kubelet, a load balancer or curl can ask what startup still waits on:
 //
-//   - 200 and "ok" when every gate on the board is unlocked, else 503;
+//   - 200 and "ok" when every gate on the board is unlocked, else 503 (a
+//     draining board, gate.BoardConfig.Drain, from the drain's start on:
+//     "[-]draining locked for 3s");
 //
 //   - ?verbose (or any 503) lists one line per gate, in board order, then a
 //     verdict (below);

@@ -267,3 +267,24 @@ func TestHandlerShowsADuplicateNameFailed(t *testing.T) {
 	assert.Equal(t, 503, rec.Code)
 	assert.Equal(t, "[+]api-port excluded: ok\n"+dup+"readyz check failed\n", rec.Body.String())
 }
+
+// A board that starts draining fails /readyz at once, naming the drain,
+// and lists the stop's steps as they open.
+func TestHandlerDraining(t *testing.T) {
+	clk := testclock.NewClock(t0)
+	drain := make(chan struct{})
+	b := gate.NewBoard(gate.BoardConfig{Clock: clk, Drain: drain})
+	defer b.Close()
+	add(b, "api-port").Unlock()
+	require.Equal(t, 200, serve(b, "/readyz", "").Code)
+
+	close(drain)
+	grace := add(b, "grace over")
+	clk.Advance(2 * time.Second)
+	grace.Unlock()
+	add(b, "calls finished")
+	clk.Advance(time.Second)
+	rec := serve(b, "/readyz", "")
+	assert.Equal(t, 503, rec.Code)
+	assert.Equal(t, "[+]api-port ok\n[-]draining locked for 3s\n[+]grace over ok\n[-]calls finished locked for 1s\nreadyz check failed\n", rec.Body.String())
+}

@@ -1,0 +1,4 @@
+package sdnotify
+
+// StatusLine is statusLine, for the fuzz test.
+var StatusLine = statusLine
