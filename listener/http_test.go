@@ -183,3 +183,51 @@ func selfSigned(t *testing.T) (tls.Certificate, *x509.CertPool) {
 	pool.AddCert(leaf)
 	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key, Leaf: leaf}, pool
 }
+
+// The listener closes last in a drain: http.Server.Shutdown closes it,
+// which stops both ports accepting, and the requests in flight on
+// connections it accepted run to completion.
+func TestShutdownLetsRequestsInFlightFinish(t *testing.T) {
+	l := newListener(t, listener.Config{})
+	require.NoError(t, l.OpenAPI())
+	inside, release := make(chan struct{}), make(chan struct{})
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		close(inside)
+		<-release
+		fmt.Fprint(w, "finished")
+	})}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(l) }()
+	answered := make(chan string, 1)
+	go func() {
+		resp, err := http.Get("http://" + l.APIAddr().String() + "/")
+		if err != nil {
+			answered <- err.Error()
+			return
+		}
+		body, _ := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		answered <- string(body)
+	}()
+	<-inside
+	apiAddr, ctrlAddr := l.APIAddr().String(), l.Addr().String()
+
+	shut := make(chan error, 1)
+	go func() { shut <- srv.Shutdown(context.Background()) }()
+	select {
+	case err := <-served: // Serve returns once the listener is closed
+		require.ErrorIs(t, err, http.ErrServerClosed)
+	case <-time.After(guard):
+		t.Fatal("Serve did not return after Shutdown")
+	}
+	for _, addr := range []string{apiAddr, ctrlAddr} {
+		c, err := net.DialTimeout("tcp", addr, guard)
+		if err == nil {
+			_ = c.Close()
+		}
+		require.Error(t, err, "%s still accepts", addr)
+	}
+	close(release)
+	require.Equal(t, "finished", <-answered, "the request in flight finished")
+	require.NoError(t, <-shut)
+}

@@ -31,6 +31,17 @@
 //	client := &http.Client{Transport: upgrade.RetryTransport(nil)}
 //	resp, err := client.Post(url, "application/json", bytes.NewReader(payload))
 //
+// A stop mirrors the start: with GateConfig.Drain (a board's drain
+// signal) the gate, once the signal has closed and DrainGrace has passed,
+// refuses new calls for good (PhaseDraining; over HTTP with Connection:
+// close, a GOAWAY on HTTP/2) while calls in flight finish.
+//
+// An HA group upgrades once (Gate.Group, ExampleGate_Group): the lease's
+// holder runs the steps under its fencing token (Group.Lead, from its Lead
+// function) and records each in a StepLog; every controller's gate opens
+// when the log shows them all (Group.Wait), and its Detail says which step
+// it waits for, on whom.
+//
 // Any other call waits refusals out with Retry (ExampleRetry), a bootstrap
 // tool with WaitReady on a URL served by ReadyHandler. Settings are
 // GateConfig's fields and the clients' RetryOptions; the gate counts the

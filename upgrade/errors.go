@@ -35,14 +35,22 @@ type InProgressError struct {
 	// RetryDelay is how long the server asked callers to wait; zero when
 	// it gave no (usable) hint.
 	RetryDelay time.Duration
+	// PeerReady reports that the server, draining, knows a ready peer that
+	// can serve the call: an agent may go there instead of waiting. A
+	// controller's own clients wait for home.
+	PeerReady bool
 }
 
 // Error implements error.
 func (e *InProgressError) Error() string {
-	if e.RetryDelay > 0 {
-		return fmt.Sprintf("upgrade in progress (%s); call not executed; retry after %s", e.Phase.describe(), e.RetryDelay)
+	msg := fmt.Sprintf("upgrade in progress (%s); call not executed", e.Phase.describe())
+	if e.PeerReady {
+		msg += "; a ready peer can serve it"
 	}
-	return fmt.Sprintf("upgrade in progress (%s); call not executed", e.Phase.describe())
+	if e.RetryDelay > 0 {
+		msg += fmt.Sprintf("; retry after %s", e.RetryDelay)
+	}
+	return msg
 }
 
 // Is reports whether target is ErrUpgradeInProgress.

@@ -38,6 +38,7 @@ func FuzzErrorFromResponse(f *testing.F) {
 	f.Add(409, upgrade.Code, "1", "", "application/json", []byte(ours))
 	f.Add(409, "", "", "", "application/json", []byte(`{"code":"upgrade-in-progress"}`))
 	f.Add(-1, "\x00", "\xff", "", "\xff", []byte("\xff\xfe"))
+	f.Add(503, upgrade.Code, "2", "", "application/json", []byte(`{"code":"upgrade-in-progress","phase":"draining","message":"m","peer_ready":true}`))
 	f.Fuzz(func(t *testing.T, status int, code, retryAfter, date, contentType string, body []byte) {
 		h := http.Header{}
 		for k, v := range map[string]string{upgrade.HeaderCode: code, "Retry-After": retryAfter, "Date": date, "Content-Type": contentType} {
@@ -125,7 +126,9 @@ func FuzzParseRetryAfter(f *testing.F) {
 // ErrorFromResponse, to what the gate said: in progress, its phase and a
 // RetryAfter drawn from the gate's [R, 2R] in whole seconds (R rounded up,
 // at least 1 s; both at most MaxRetryAfter); failed, its cause's text as
-// the refusal shows it (one line, at most 1 KiB); complete, no refusal.
+// the refusal shows it (one line, at most 1 KiB); complete, no refusal. A
+// phase of 0x80 or more drains the gate (a ready peer when cause is not
+// empty): a refusal with Connection: close and the peer's word.
 func FuzzRefusalRoundTrip(f *testing.F) {
 	f.Add(uint8(upgrade.PhaseRunningSteps), int64(4*time.Second), "")
 	f.Add(uint8(upgrade.PhaseChecking), int64(1), "")
@@ -140,18 +143,35 @@ func FuzzRefusalRoundTrip(f *testing.F) {
 	f.Add(uint8(upgrade.PhaseFailed), int64(0), strings.Repeat(`"<\\>&`, 400))
 	f.Add(uint8(upgrade.PhaseFailed), int64(0), "bad\xff\xfe")
 	f.Add(uint8(upgrade.PhaseFailed), int64(0), "upgrade failed: nested; call not executed")
+	f.Add(uint8(0x80|upgrade.PhaseDraining), int64(2*time.Second), "peer")
+	f.Add(uint8(0x80), int64(0), "")
 	f.Fuzz(func(t *testing.T, phase uint8, retryAfter int64, cause string) {
-		g := upgrade.NewGate(upgrade.GateConfig{Clock: testclock.NewClock(time.Unix(0, 0))})
+		cfg := upgrade.GateConfig{Clock: testclock.NewClock(time.Unix(0, 0))}
+		p := upgrade.Phase(phase % 4)
+		if p == 0 {
+			p = upgrade.PhaseFailed
+		}
+		drained := make(chan struct{})
+		if phase >= 0x80 {
+			p = upgrade.PhaseDraining
+			drain := make(chan struct{})
+			close(drain)
+			cfg.Drain, cfg.PeerReady = drain, func() bool { return cause != "" }
+			cfg.OnTransition = func(_, to upgrade.Phase, _ error) {
+				if to == upgrade.PhaseDraining {
+					close(drained)
+				}
+			}
+		}
+		g := upgrade.NewGate(cfg)
 		if retryAfter > 0 {
 			if err := g.SetRetryAfter(time.Duration(retryAfter)); err != nil {
 				t.Fatal(err)
 			}
 		}
-		p := upgrade.Phase(phase % 4)
-		if p == 0 {
-			p = upgrade.PhaseFailed
-		}
 		switch p {
+		case upgrade.PhaseDraining:
+			<-drained
 		case upgrade.PhaseChecking: // a new gate's phase
 		case upgrade.PhaseRunningSteps:
 			if err := g.Enter(p); err != nil {
@@ -200,6 +220,9 @@ func FuzzRefusalRoundTrip(f *testing.F) {
 			}
 			if ip.Phase != p {
 				t.Fatalf("phase %v decoded as %v", p, ip.Phase)
+			}
+			if draining := p == upgrade.PhaseDraining; ip.PeerReady != (draining && cause != "") || (resp.Header.Get("Connection") == "close") != draining {
+				t.Fatalf("in %v (a peer: %v), decoded PeerReady %v, Connection %q", p, cause != "", ip.PeerReady, resp.Header.Get("Connection"))
 			}
 			r := upgrade.DefaultRetryAfter
 			if retryAfter > 0 {

@@ -44,6 +44,8 @@ type wireBody struct {
 	Phase   string `json:"phase"`
 	Message string `json:"message"`
 	Cause   string `json:"cause,omitempty"`
+	// PeerReady, sent only while draining: a ready peer can serve.
+	PeerReady bool `json:"peer_ready,omitempty"`
 }
 
 // maxRetryAfters bounds the Retry-After values a refusal precomputes.
@@ -59,6 +61,10 @@ type refusal struct {
 	lo, hi int64
 	after  []string
 	body   []byte
+	// close asks the client to go (a draining server): Connection: close,
+	// which net/http's server obeys on HTTP/1.1 and turns into a GOAWAY
+	// on HTTP/2.
+	close bool
 }
 
 func newRefusal(guard error) *refusal {
@@ -72,7 +78,9 @@ func newRefusal(guard error) *refusal {
 			}
 		}
 		// The message leaves the wait to the header: it differs per refusal.
-		r.body = encodeRefusal(wireBody{Code: Code, Phase: ip.Phase.String(), Message: (&InProgressError{Phase: ip.Phase}).Error()})
+		msg := (&InProgressError{Phase: ip.Phase, PeerReady: ip.PeerReady}).Error()
+		r.body = encodeRefusal(wireBody{Code: Code, Phase: ip.Phase.String(), Message: msg, PeerReady: ip.PeerReady})
+		r.close = ip.Phase == PhaseDraining
 	} else {
 		r.status, r.code = statusFailed, CodeFailed
 		r.body = failedBody(guard)
@@ -119,8 +127,8 @@ func (r *refusal) retryAfter() string {
 // write sends the refusal. Header values share one allocation.
 func (r *refusal) write(w http.ResponseWriter) {
 	h := w.Header()
-	vals := make([]string, 4)
-	vals[0], vals[1], vals[2] = "application/json", "no-store", r.code
+	vals := make([]string, 5)
+	vals[0], vals[1], vals[2], vals[4] = "application/json", "no-store", r.code, "close"
 	h["Content-Type"] = vals[0:1:1]
 	h["Cache-Control"] = vals[1:2:2]
 	h[headerCode] = vals[2:3:3]
@@ -131,6 +139,9 @@ func (r *refusal) write(w http.ResponseWriter) {
 		delete(h, "Retry-After")
 	}
 	delete(h, "Content-Length")
+	if r.close {
+		h["Connection"] = vals[4:5:5]
+	}
 	w.WriteHeader(r.status)
 	_, _ = w.Write(r.body)
 }
@@ -143,6 +154,10 @@ func (r *refusal) write(w http.ResponseWriter) {
 //   - while the upgrade is in progress, with 503 Service Unavailable and a
 //     Retry-After in whole seconds drawn per refusal from [R, 2R] (R is
 //     the gate's RetryAfter rounded up, at least 1; see SetRetryAfter);
+//     while draining, the same and Connection: close, on which net/http's
+//     server closes an HTTP/1.1 connection after the response and sends
+//     an HTTP/2 one a GOAWAY, and "peer_ready": true in the body when a
+//     ready peer can serve (GateConfig.PeerReady);
 //   - once it failed, with 409 Conflict and no Retry-After;
 //
 // both with the header Coldstart-Upgrade: <code> and a JSON body
@@ -234,7 +249,7 @@ func ErrorFromResponse(resp *http.Response) error {
 	}
 	switch code {
 	case Code:
-		return &InProgressError{Phase: parsePhase(body.Phase), RetryDelay: parseRetryAfter(resp.Header)}
+		return &InProgressError{Phase: parsePhase(body.Phase), RetryDelay: parseRetryAfter(resp.Header), PeerReady: body.PeerReady}
 	case CodeFailed:
 		cause := cmp.Or(strings.TrimSpace(body.Cause), causeInMessage(body.Message), "the server gave no cause")
 		return &FailedError{Err: remoteError(cause)}

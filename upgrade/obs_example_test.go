@@ -51,6 +51,7 @@ func ExampleGateConfig() {
 	// checking: refused 3000, admitted 1
 	// running-steps: refused 0, admitted 0
 	// failed: refused 1, admitted 0
+	// draining: refused 0, admitted 0
 }
 
 // OnTransition is a hook for the same phase changes, run inside the call

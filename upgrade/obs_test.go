@@ -157,6 +157,7 @@ func TestRefusalsAreCountedNotLogged(t *testing.T) {
 		upgrade.PhaseChecking:     {Phase: upgrade.PhaseChecking, Admitted: 10, Refused: 3000},
 		upgrade.PhaseRunningSteps: {Phase: upgrade.PhaseRunningSteps, Refused: 500},
 		upgrade.PhaseFailed:       {Phase: upgrade.PhaseFailed, Admitted: 5, Refused: 200},
+		upgrade.PhaseDraining:     {Phase: upgrade.PhaseDraining},
 	}, calls(g))
 	assert.Equal(t, int64(10+5+50), served.n.Load(), "only admitted calls ran")
 	assert.Len(t, h.Records(), 4, "3,715 refused or allowlisted calls, four phase changes: four records")
@@ -230,6 +231,7 @@ func TestAdmitCounts(t *testing.T) {
 		{Phase: upgrade.PhaseChecking, Admitted: 1, Refused: 3},
 		{Phase: upgrade.PhaseRunningSteps},
 		{Phase: upgrade.PhaseFailed, Admitted: 1, Refused: 1},
+		{Phase: upgrade.PhaseDraining},
 	}, g.Report().Calls, "no logger: counted all the same; complete: not counted")
 }
 

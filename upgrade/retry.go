@@ -30,6 +30,7 @@ type retryConfig struct {
 	policy  backoff.Policy
 	notify  func(attempt int, err error, wait time.Duration)
 	retryIf func(error) bool
+	wake    func() <-chan struct{}
 }
 
 // WithBackoff sets the backoff: the wait after the n-th refusal is drawn
@@ -58,6 +59,16 @@ func WithNotify(fn func(attempt int, err error, wait time.Duration)) RetryOption
 // returns an error matching errors.NotValid (github.com/juju/errors).
 func WithRetryIf(pred func(error) bool) RetryOption {
 	return func(c *retryConfig) { c.retryIf = pred }
+}
+
+// WithWake lets a client in the server's own process learn the end of an
+// upgrade from its gate instead of sleeping out the wait: a wait ends early
+// when the channel wake returns closes, e.g. WithWake(g.Completed). wake
+// is called before each wait; a channel that has already ended one wait
+// of a call ends no other (a server still refusing is waited out as
+// usual). nil, the default, means none.
+func WithWake(wake func() <-chan struct{}) RetryOption {
+	return func(c *retryConfig) { c.wake = wake }
 }
 
 // newRetryConfig applies opts over the defaults and validates the result.
@@ -134,7 +145,8 @@ func Retry(ctx context.Context, fn func(context.Context) error, opts ...RetryOpt
 
 func (c *retryConfig) run(ctx context.Context, fn func(context.Context) error) error {
 	var last error
-	lastChance := false // a backoff was already cut to fit inside the deadline
+	var woken <-chan struct{} // the wake channel that ended a wait already
+	lastChance := false       // a backoff was already cut to fit inside the deadline
 	for attempt := 1; ; attempt++ {
 		if err := ctx.Err(); err != nil {
 			return c.stopped(ctx, attempt-1, last)
@@ -168,10 +180,37 @@ func (c *retryConfig) run(ctx context.Context, fn func(context.Context) error) e
 		if c.notify != nil {
 			c.notify(attempt, err, wait)
 		}
-		if backoff.Sleep(ctx, c.clk, wait) != nil {
+		if c.sleep(ctx, wait, &woken) != nil {
 			return c.stopped(ctx, attempt, last)
 		}
 	}
+}
+
+// sleep waits d on c's clock, or until ctx ends (its error), or until the
+// wake channel closes, unless it is *woken, which it becomes.
+func (c *retryConfig) sleep(ctx context.Context, d time.Duration, woken *<-chan struct{}) error {
+	var wake <-chan struct{}
+	if c.wake != nil {
+		if wake = c.wake(); wake == *woken {
+			wake = nil
+		}
+	}
+	if wake == nil {
+		return backoff.Sleep(ctx, c.clk, d)
+	}
+	if err := ctx.Err(); err != nil || d <= 0 {
+		return err
+	}
+	t := c.clk.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.Chan():
+	case <-wake:
+		*woken = wake
+	}
+	return nil
 }
 
 // stopped is the error of a run whose ctx ended, after attempts attempts.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"syscall"
 )
 
 // RetryTransport returns an http.RoundTripper that waits upgrades out: it
@@ -18,7 +19,10 @@ import (
 //     bytes.Reader bodies). A request that cannot be replayed gets its
 //     refusal back as the response, unread, for the caller to decode.
 //   - A failed upgrade's refusal (409, ErrUpgradeFailed), any other
-//     response and any transport error are returned as they came.
+//     response and any transport error are returned as they came, but
+//     one: once the server has refused the request while draining (it
+//     is restarting), a connection refused, which sent nothing, is
+//     waited out with the backoff too, until the server is back.
 //   - When the request's context ends while it waits, or the server's wait
 //     outlasts its deadline, RoundTrip returns Retry's error, which
 //     matches both the context's error and ErrUpgradeInProgress (through
@@ -31,7 +35,10 @@ func RetryTransport(next http.RoundTripper, opts ...RetryOption) http.RoundTripp
 		next = http.DefaultTransport
 	}
 	c, err := newRetryConfig(opts)
-	c.retryIf = isInProgress
+	c.retryIf = func(err error) bool {
+		var nr *notReadyError
+		return isInProgress(err) || errors.As(err, &nr)
+	}
 	return &retryTransport{next: next, c: c, err: err}
 }
 
@@ -50,9 +57,10 @@ func (t *retryTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	replayable := req.Body == nil || req.Body == http.NoBody || req.GetBody != nil
 	var (
-		resp  *http.Response
-		rtErr error
-		sent  bool
+		resp    *http.Response
+		rtErr   error
+		sent    bool
+		drained bool // a refusal said the server is draining: it restarts
 	)
 	err := t.c.run(req.Context(), func(context.Context) error {
 		attempt := req
@@ -63,13 +71,18 @@ func (t *retryTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		sent = true
 		resp, rtErr = t.next.RoundTrip(attempt)
+		if rtErr != nil && drained && req.Context().Err() == nil && errors.Is(rtErr, syscall.ECONNREFUSED) {
+			return &notReadyError{cause: rtErr}
+		}
 		if rtErr != nil || !replayable {
 			return nil
 		}
 		refusal := ErrorFromResponse(resp)
-		if !errors.Is(refusal, ErrUpgradeInProgress) {
+		var ip *InProgressError
+		if !errors.As(refusal, &ip) {
 			return nil
 		}
+		drained = drained || ip.Phase == PhaseDraining
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxWireBody))
 		_ = resp.Body.Close()
 		resp = nil

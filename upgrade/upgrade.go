@@ -30,12 +30,16 @@ const (
 	// PhaseFailed: the upgrade failed; calls are refused with ErrUpgradeFailed
 	// until Enter starts a new attempt.
 	PhaseFailed
+	// PhaseDraining: the server is stopping (GateConfig.Drain): new calls
+	// are refused as while upgrading, calls in flight finish. A gate that
+	// drains stays draining.
+	PhaseDraining
 )
 
-var phaseNames = [...]string{"unknown", "checking", "running-steps", "complete", "failed"}
+var phaseNames = [...]string{"unknown", "checking", "running-steps", "complete", "failed", "draining"}
 
 // String returns the phase's wire name: "checking", "running-steps",
-// "complete", "failed" ("unknown" for the zero Phase).
+// "complete", "failed", "draining" ("unknown" for the zero Phase).
 func (p Phase) String() string {
 	if p >= 0 && int(p) < len(phaseNames) {
 		return phaseNames[p]
@@ -54,6 +58,8 @@ func (p Phase) describe() string {
 		return "complete"
 	case PhaseFailed:
 		return "failed"
+	case PhaseDraining:
+		return "draining before a restart"
 	}
 	return "phase " + p.String()
 }
@@ -67,7 +73,7 @@ func (p Phase) MarshalText() ([]byte, error) { return []byte(p.String()), nil }
 func (p *Phase) UnmarshalText(text []byte) error {
 	*p = parsePhase(string(text))
 	if *p == 0 {
-		return jujuerrors.NotValidf("phase %.32q (must be checking, running-steps, complete or failed)", text)
+		return jujuerrors.NotValidf("phase %.32q (must be checking, running-steps, complete, failed or draining)", text)
 	}
 	return nil
 }
@@ -83,6 +89,8 @@ func parsePhase(s string) Phase {
 
 const defaultRetryAfter = time.Second
 
+var errDraining = errors.New("upgrade: the gate is draining, for good")
+
 // Report is a snapshot of a Gate, for status pages and logs.
 type Report struct {
 	// Phase is the current phase.
@@ -97,13 +105,14 @@ type Report struct {
 	LastErr error
 	// Calls counts the calls the gate decided while it refused, since
 	// NewGate: one entry per refusing phase (checking, running-steps,
-	// failed). Readiness probes (ReadyHandler) are not counted.
+	// failed, draining). Readiness probes (ReadyHandler) are not counted.
 	Calls []CallsReport
 }
 
 // CallsReport counts the calls a gate decided (Admit) in one phase.
 type CallsReport struct {
-	// Phase is PhaseChecking, PhaseRunningSteps or PhaseFailed.
+	// Phase is PhaseChecking, PhaseRunningSteps, PhaseFailed or
+	// PhaseDraining.
 	Phase Phase
 	// Admitted counts allowlisted calls, served while the gate refused others.
 	Admitted uint64
@@ -112,7 +121,7 @@ type CallsReport struct {
 	Refused uint64
 }
 
-var refusingPhases = [...]Phase{PhaseChecking, PhaseRunningSteps, PhaseFailed}
+var refusingPhases = [...]Phase{PhaseChecking, PhaseRunningSteps, PhaseFailed, PhaseDraining}
 
 // phaseCalls are the counters of one refusing phase.
 type phaseCalls struct {
@@ -135,6 +144,18 @@ type GateConfig struct {
 	// has returned, every hook has run. A hook may call the gate's methods,
 	// including transitions, which are queued behind it.
 	OnTransition func(from, to Phase, err error)
+	// Drain, if not nil, says the server is stopping (a board's drain
+	// signal): once it has closed and DrainGrace has passed on Clock, the
+	// gate enters PhaseDraining for good. Until then one goroutine of the
+	// gate waits on it.
+	Drain <-chan struct{}
+	// DrainGrace is how long calls are still served once Drain has closed,
+	// so that load balancers see readiness fall first. Zero or less: none.
+	DrainGrace time.Duration
+	// PeerReady, if not nil, says whether a ready peer can serve in this
+	// server's place. It is asked once, when draining begins, and each
+	// drain refusal carries its answer (InProgressError.PeerReady).
+	PeerReady func() bool
 }
 
 const (
@@ -148,16 +169,22 @@ const (
 // PhaseChecking and PhaseRunningSteps; Complete and Fail end the epoch, and
 // whichever comes first wins until Enter starts a new epoch. Reading the
 // gate is one atomic load, deciding a call one atomic add while it refuses.
-// A gate holds no timer and no goroutine. A Gate is safe for concurrent use.
+// A gate holds no timer and no goroutine but its drain's
+// (GateConfig.Drain). A Gate is safe for concurrent use.
 type Gate struct {
 	clk    clock.Clock
 	logger *slog.Logger                    // nil: no logs
 	hook   func(from, to Phase, err error) // nil: no hook
 	st     atomic.Pointer[state]           // the published state; replaced, never mutated
-	calls  [PhaseFailed + 1]phaseCalls     // by phase; only the refusing phases' are used
+	calls  [PhaseDraining + 1]phaseCalls   // by phase; only the refusing phases' are used
+	peer   func() bool                     // GateConfig.PeerReady
+	// group is the Group whose Wait runs the epoch's steps, for Detail;
+	// nil when none.
+	group atomic.Pointer[Group]
 
 	mu         sync.Mutex // serialises transitions; guards the fields below
 	retryAfter time.Duration
+	peerReady  bool         // PeerReady's answer when draining began
 	pending    []transition // transitions whose record and hook have not run yet, in order
 	delivering bool         // some goroutine is running hooks from pending
 }
@@ -187,9 +214,27 @@ func NewGate(cfg GateConfig) *Gate {
 	if clk == nil {
 		clk = clock.WallClock
 	}
-	g := &Gate{clk: clk, logger: cfg.Logger, hook: cfg.OnTransition, retryAfter: defaultRetryAfter}
+	g := &Gate{clk: clk, logger: cfg.Logger, hook: cfg.OnTransition, peer: cfg.PeerReady, retryAfter: defaultRetryAfter}
 	g.st.Store(g.newState(Report{Phase: PhaseChecking, Since: clk.Now(), Epoch: 1}, nil))
+	if cfg.Drain != nil {
+		go g.awaitDrain(cfg.Drain, cfg.DrainGrace)
+	}
 	return g
+}
+
+// awaitDrain enters PhaseDraining once drain has closed and grace passed.
+func (g *Gate) awaitDrain(drain <-chan struct{}, grace time.Duration) {
+	<-drain
+	if grace > 0 {
+		<-g.clk.After(grace)
+	}
+	peer := g.peer != nil && g.peer()
+	g.mu.Lock()
+	cur := g.st.Load().Report
+	g.peerReady = peer
+	g.publish(Report{Phase: PhaseDraining, Since: g.clk.Now(), Epoch: cur.Epoch, LastErr: cur.LastErr}, nil)
+	g.mu.Unlock()
+	g.deliver()
 }
 
 // newState builds the snapshot for r; prev is the state it replaces (nil
@@ -211,7 +256,7 @@ func (g *Gate) newState(r Report, prev *state) *state {
 	case PhaseFailed:
 		s.guard = &FailedError{Err: r.LastErr}
 	default:
-		s.guard = &InProgressError{Phase: r.Phase, RetryDelay: g.retryAfter}
+		s.guard = &InProgressError{Phase: r.Phase, RetryDelay: g.retryAfter, PeerReady: r.Phase == PhaseDraining && g.peerReady}
 	}
 	if s.guard != nil {
 		s.refusal = newRefusal(s.guard)
@@ -258,21 +303,26 @@ func (g *Gate) publish(r Report, err error) {
 // PhaseRunningSteps (else an error matching errors.NotValid, and no
 // change). From PhaseComplete or PhaseFailed it starts a new epoch, calls
 // refused again from the moment Enter returns. Entering the current phase
-// is a no-op.
+// is a no-op. A draining gate stays draining: Enter returns an error and
+// changes nothing.
 func (g *Gate) Enter(p Phase) error {
 	if p != PhaseChecking && p != PhaseRunningSteps {
 		return jujuerrors.NotValidf("phase %s (must be checking or running-steps: Complete and Fail end an upgrade)", p)
 	}
 	g.mu.Lock()
 	cur := g.st.Load().Report
-	if cur.Phase == p {
+	if cur.Phase == p || cur.Phase == PhaseDraining {
 		g.mu.Unlock()
+		if cur.Phase == PhaseDraining {
+			return errDraining
+		}
 		return nil
 	}
 	next := Report{Phase: p, Since: g.clk.Now(), Epoch: cur.Epoch, LastErr: cur.LastErr}
 	if cur.Phase == PhaseComplete || cur.Phase == PhaseFailed {
 		next.Epoch++
 	}
+	g.group.Store(nil)
 	g.publish(next, nil)
 	g.mu.Unlock()
 	g.deliver()
@@ -298,7 +348,7 @@ func (g *Gate) Fail(err error) {
 func (g *Gate) end(p Phase, err error) {
 	g.mu.Lock()
 	cur := g.st.Load().Report
-	if cur.Phase == PhaseComplete || cur.Phase == PhaseFailed {
+	if cur.Phase == PhaseComplete || cur.Phase == PhaseFailed || cur.Phase == PhaseDraining {
 		g.mu.Unlock()
 		return
 	}
@@ -345,11 +395,18 @@ func (g *Gate) Failed() <-chan struct{} { return g.st.Load().failed }
 func (g *Gate) Cause() error { return g.st.Load().LastErr }
 
 // Detail says in words what the gate is waiting on while the upgrade is
-// in progress ("running upgrade steps"), and is empty once the epoch ended.
+// in progress ("running upgrade steps", or a Group's step "waiting for
+// controller-1 to finish step 3/5 (schema-7)"), and is empty once the
+// epoch ended.
 func (g *Gate) Detail() string {
 	switch p := g.st.Load().Phase; p {
 	case PhaseComplete, PhaseFailed:
 		return ""
+	case PhaseRunningSteps:
+		if grp := g.group.Load(); grp != nil {
+			return grp.detail()
+		}
+		return p.describe()
 	default:
 		return p.describe()
 	}
@@ -367,7 +424,8 @@ func (g *Gate) Detail() string {
 //     gate stays in PhaseRunningSteps, and RunSteps returns an error
 //     matching both ctx's error and the steps' (DESIGN.md explains why).
 //
-// If ctx has already ended, RunSteps returns its error and changes nothing.
+// If ctx has already ended, or the gate is draining, RunSteps returns an
+// error and changes nothing.
 func (g *Gate) RunSteps(ctx context.Context, steps func(context.Context) error) error {
 	if steps == nil {
 		return jujuerrors.NotValidf("nil steps")
@@ -376,7 +434,7 @@ func (g *Gate) RunSteps(ctx context.Context, steps func(context.Context) error) 
 		return fmt.Errorf("upgrade steps not started: %w", err)
 	}
 	if err := g.Enter(PhaseRunningSteps); err != nil {
-		return err // cannot happen: PhaseRunningSteps is valid
+		return err // draining
 	}
 	err := steps(ctx)
 	switch {

@@ -38,7 +38,7 @@ func TestNewGateStartsCheckingInEpochOne(t *testing.T) {
 	g := upgrade.NewGate(upgrade.GateConfig{Clock: clk})
 	assert.Equal(t, upgrade.PhaseChecking, g.Phase())
 	assert.Equal(t, upgrade.Report{Phase: upgrade.PhaseChecking, Since: t0, Epoch: 1, Calls: []upgrade.CallsReport{
-		{Phase: upgrade.PhaseChecking}, {Phase: upgrade.PhaseRunningSteps}, {Phase: upgrade.PhaseFailed},
+		{Phase: upgrade.PhaseChecking}, {Phase: upgrade.PhaseRunningSteps}, {Phase: upgrade.PhaseFailed}, {Phase: upgrade.PhaseDraining},
 	}}, g.Report())
 	var ip *upgrade.InProgressError
 	require.ErrorAs(t, g.Admit(false), &ip)
@@ -334,7 +334,7 @@ func TestInProgressErrorOffersTheRetryAfterMethod(t *testing.T) {
 }
 
 func TestPhaseText(t *testing.T) {
-	for _, p := range []upgrade.Phase{upgrade.PhaseChecking, upgrade.PhaseRunningSteps, upgrade.PhaseComplete, upgrade.PhaseFailed} {
+	for _, p := range []upgrade.Phase{upgrade.PhaseChecking, upgrade.PhaseRunningSteps, upgrade.PhaseComplete, upgrade.PhaseFailed, upgrade.PhaseDraining} {
 		text, err := p.MarshalText()
 		require.NoError(t, err)
 		assert.Equal(t, p.String(), string(text))

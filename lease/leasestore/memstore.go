@@ -24,6 +24,7 @@ type MemStore struct {
 	// watches are the open watches, by lease name, each ended when its
 	// term ends: by a revoke, a claim that replaces it, or its expiry.
 	watches map[string]map[*memWatch]struct{}
+	steps   map[string][]string // upgrade steps recorded complete, by lease name, in order
 }
 
 // memWatch is one Lost or WatchRelease channel of the term token of a
@@ -57,7 +58,8 @@ func NewMemStore(cfg MemStoreConfig) *MemStore {
 	if clk == nil {
 		clk = clock.WallClock
 	}
-	return &MemStore{clk: clk, terms: make(map[string]memTerm), watches: make(map[string]map[*memWatch]struct{})}
+	return &MemStore{clk: clk, terms: make(map[string]memTerm), watches: make(map[string]map[*memWatch]struct{}),
+		steps: make(map[string][]string)}
 }
 
 var _ interface {
@@ -172,6 +174,54 @@ func (m *MemStore) Holder(ctx context.Context, name string) (Grant, error) {
 	out := cur.grant
 	out.Duration = cur.expiry.Sub(now)
 	return out, nil
+}
+
+// StepsDone returns the upgrade steps recorded complete for the group led
+// through lease name, in the order they were recorded (upgrade.StepLog).
+func (m *MemStore) StepsDone(ctx context.Context, name string) ([]string, error) {
+	if err := CheckName("lease name", name); err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, errors.Annotatef(err, "read the steps of lease %q", name)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return append([]string(nil), m.steps[name]...), nil
+}
+
+// RecordStep records step complete for lease name's group if token is the
+// token of the lease's live term, and otherwise records nothing and
+// returns a *NotHeldError (upgrade.StepLog). Recording a step twice is not
+// an error. A step is named as a lease is (CheckName).
+func (m *MemStore) RecordStep(ctx context.Context, name string, token uint64, step string) error {
+	if err := CheckName("lease name", name); err != nil {
+		return err
+	}
+	if err := CheckName("step", step); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return errors.Annotatef(err, "record step %q of lease %q", step, name)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	now := m.clk.Now()
+	if cur, ok := m.terms[name]; !ok || cur.grant.Token != token || !now.Before(cur.expiry) {
+		e := &NotHeldError{Name: name, Token: token, Reason: fmt.Sprintf("record step %q: expired or revoked", step)}
+		if ok && now.Before(cur.expiry) {
+			e.Holder = cur.grant.Holder
+			e.Reason = fmt.Sprintf("record step %q: lease claimed again (token %d)", step, cur.grant.Token)
+		}
+		return e
+	}
+	for _, s := range m.steps[name] {
+		if s == step {
+			return nil
+		}
+	}
+	m.steps[name] = append(m.steps[name], step)
+	return nil
 }
 
 // checkNames checks a lease name and a holder given to the store.

@@ -123,3 +123,36 @@ func TestMemStoreLostStopsWithContext(t *testing.T) {
 	requireNotLost(t, lost2, "a cancelled watch must not report the term lost")
 	requireNotLost(t, m.Lost(ctx2, g), "a watch begun with an ended ctx reports nothing")
 }
+
+// The StepLog of an HA group's upgrade: only the current term's token
+// records a step; a deposed holder's record is refused and leaves no trace.
+func TestMemStoreRecordsStepsUnderTheCurrentToken(t *testing.T) {
+	ctx := context.Background()
+	clk := testclock.NewClock(time.Unix(1_700_000_000, 0))
+	m := leasestore.NewMemStore(leasestore.MemStoreConfig{Clock: clk})
+	old, err := m.Claim(ctx, "upgrade", "controller-0", time.Minute)
+	require.NoError(t, err)
+	require.NoError(t, m.RecordStep(ctx, "upgrade", old.Token, "schema-7"))
+	require.NoError(t, m.RecordStep(ctx, "upgrade", old.Token, "schema-7"), "twice is not an error")
+
+	clk.Advance(time.Minute) // old's term expires
+	err = m.RecordStep(ctx, "upgrade", old.Token, "schema-8")
+	require.ErrorIs(t, err, leasestore.ErrNotHeld, "an expired term records nothing")
+	cur, err := m.Claim(ctx, "upgrade", "controller-1", time.Minute)
+	require.NoError(t, err)
+	err = m.RecordStep(ctx, "upgrade", old.Token, "schema-8")
+	require.ErrorIs(t, err, leasestore.ErrNotHeld, "a deposed holder records nothing")
+	var nh *leasestore.NotHeldError
+	require.ErrorAs(t, err, &nh)
+	require.Equal(t, "controller-1", nh.Holder)
+	require.NoError(t, m.RecordStep(ctx, "upgrade", cur.Token, "schema-8"))
+	require.NoError(t, m.RecordStep(ctx, "upgrade", cur.Token, "schema-7"), "its predecessor's step, again")
+
+	done, err := m.StepsDone(ctx, "upgrade")
+	require.NoError(t, err)
+	require.Equal(t, []string{"schema-7", "schema-8"}, done, "in the order recorded, once each")
+	done, err = m.StepsDone(ctx, "other")
+	require.NoError(t, err)
+	require.Empty(t, done)
+	require.Error(t, m.RecordStep(ctx, "upgrade", cur.Token, "bad\nstep"), "a step is named as a lease is")
+}

@@ -45,6 +45,10 @@ const (
 	MetadataCause = "cause"
 )
 
+// metadataPeerReady is the ErrorInfo metadata key a drain refusal carries,
+// "true", when a ready peer can serve (upgrade.GateConfig.PeerReady).
+const metadataPeerReady = "peer_ready"
+
 // pushbackKey is the trailer grpc-go's built-in retry reads (ms; < 0: stop).
 const pushbackKey = "grpc-retry-pushback-ms"
 
@@ -57,7 +61,9 @@ const pushbackKey = "grpc-retry-pushback-ms"
 //     UPGRADE_IN_PROGRESS, Domain: coldstart, Metadata: {phase}}, a
 //     RetryInfo and the trailer grpc-retry-pushback-ms, both carrying a
 //     wait drawn per refusal from [R, 2R] milliseconds (R is the gate's
-//     RetryAfter);
+//     RetryAfter); while the gate drains, the same, with the metadata
+//     peer_ready: "true" when a ready peer can serve (pair it with a
+//     health server set NOT_SERVING: the package example);
 //   - failed: codes.FailedPrecondition, reason UPGRADE_FAILED (the cause in
 //     its metadata and its message, cut at 1 KiB) and pushback -1, on
 //     which grpc-go stops retrying.
@@ -146,8 +152,12 @@ func newStateRefusal(guard error) *stateRefusal {
 	if ip, ok := guard.(*upgrade.InProgressError); ok {
 		r.lo, r.hi = spread.Range(ip.RetryAfter(), time.Millisecond)
 		// The message leaves the wait to RetryInfo: it differs per call.
-		msg := (&upgrade.InProgressError{Phase: ip.Phase}).Error()
-		r.st = withInfo(codes.Unavailable, msg, ReasonInProgress, map[string]string{MetadataPhase: ip.Phase.String()})
+		msg := (&upgrade.InProgressError{Phase: ip.Phase, PeerReady: ip.PeerReady}).Error()
+		md := map[string]string{MetadataPhase: ip.Phase.String()}
+		if ip.PeerReady {
+			md[metadataPeerReady] = "true"
+		}
+		r.st = withInfo(codes.Unavailable, msg, ReasonInProgress, md)
 		return r
 	}
 	md := map[string]string{MetadataPhase: upgrade.PhaseFailed.String()}
@@ -221,7 +231,8 @@ func FromError(err error) error {
 	case ReasonInProgress:
 		var phase upgrade.Phase
 		_ = phase.UnmarshalText([]byte(info.GetMetadata()[MetadataPhase])) // unknown: the zero Phase
-		return &statusError{err: &upgrade.InProgressError{Phase: phase, RetryDelay: delay}, st: st}
+		peer := info.GetMetadata()[metadataPeerReady] == "true"
+		return &statusError{err: &upgrade.InProgressError{Phase: phase, RetryDelay: delay, PeerReady: peer}, st: st}
 	case ReasonFailed:
 		cause := cmp.Or(printable.Text(strings.TrimSpace(info.GetMetadata()[MetadataCause])), "the server gave no cause")
 		return &statusError{err: &upgrade.FailedError{Err: errors.New(cause)}, st: st}

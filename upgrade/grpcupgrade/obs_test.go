@@ -88,6 +88,7 @@ func TestServerInterceptorsCountTheirCallsInTheGate(t *testing.T) {
 		{Phase: upgrade.PhaseChecking, Admitted: 30, Refused: 1200},
 		{Phase: upgrade.PhaseRunningSteps},
 		{Phase: upgrade.PhaseFailed, Admitted: 2, Refused: 40},
+		{Phase: upgrade.PhaseDraining},
 	}, g.Report().Calls)
 	assert.Equal(t, int64(30+2+10), s.health.n.Load(), "only admitted calls ran")
 
