@@ -80,6 +80,10 @@ type controller struct {
 	ctrlAddr string // the controller port's real address, set in newController
 	version  binaries.Version
 	steps    *stepRecord // the group's upgrade steps' runs (-rolling)
+	store    leasestore.Store
+	// drainCh, closed by drain, drains the board; refusing is closed once
+	// the upgrade gate refuses calls for the drain.
+	drainCh, refusing chan struct{}
 	// stopRun ends the run start began (set by whoever starts it).
 	stopRun context.CancelFunc
 
@@ -141,15 +145,24 @@ func newController(cfg controllerConfig) (_ *controller, err error) {
 	c := &controller{
 		name: cfg.name, o: cfg.o, tl: cfg.tl, clk: clock.WallClock, log: cfg.log,
 		upgradeHold: cfg.upgradeHold, served: make(chan struct{}), version: cfg.version, steps: cfg.steps,
+		store: cfg.store, drainCh: make(chan struct{}), refusing: make(chan struct{}),
 		calls: []*selfCall{newSelfCall("POST /controller/workers"), newSelfCall("grpc Health/List"), newSelfCall("grpc Health/Watch")},
 	}
-	c.up = upgrade.NewGate(upgrade.GateConfig{Clock: c.clk, Logger: c.log, OnTransition: func(from, to upgrade.Phase, err error) {
-		if err != nil { // the timeline's story; Logger has the records
-			c.tl.log(c.name, "upgrade %s -> %s: %v", from, to, err)
-			return
-		}
-		c.tl.log(c.name, "upgrade %s -> %s", from, to)
-	}})
+	// The board first: it drains when drainCh closes, and the upgrade
+	// gate refuses calls once it has (and a grace has passed).
+	c.board = gate.NewBoard(gate.BoardConfig{Name: c.name, Clock: c.clk, Logger: c.log, Drain: c.drainCh})
+	c.up = upgrade.NewGate(upgrade.GateConfig{Clock: c.clk, Logger: c.log,
+		Drain: c.board.Draining(), DrainGrace: drainGrace, PeerReady: func() bool { return peerReady(cfg.peers()) },
+		OnTransition: func(from, to upgrade.Phase, err error) {
+			if to == upgrade.PhaseDraining {
+				close(c.refusing)
+			}
+			if err != nil { // the timeline's story; Logger has the records
+				c.tl.log(c.name, "upgrade %s -> %s: %v", from, to, err)
+				return
+			}
+			c.tl.log(c.name, "upgrade %s -> %s", from, to)
+		}})
 	c.faults = leasetest.NewFaultStore(cfg.store, leasetest.FaultStoreConfig{Clock: c.clk})
 	c.tracker, err = lease.NewTracker(lease.Config{
 		Store:    c.faults,
@@ -160,14 +173,13 @@ func newController(cfg controllerConfig) (_ *controller, err error) {
 		Logger:   c.log,
 	})
 	if err != nil {
+		_ = c.board.Close()
 		return nil, err
 	}
 	// From here on each step holds something: undo them all on error.
 	defer func() {
 		if err != nil {
-			if c.board != nil {
-				_ = c.board.Close()
-			}
+			_ = c.board.Close()
 			_ = c.tracker.Close()
 			if c.ln != nil {
 				_ = c.ln.Close()
@@ -184,7 +196,7 @@ func newController(cfg controllerConfig) (_ *controller, err error) {
 	if c.dial, err = c.newDialer(cfg.peers); err != nil {
 		return nil, err
 	}
-	c.newBoard()
+	c.fillBoard()
 	// The API port opens by itself once stable, and is on the board as it
 	// is (a gate.Component).
 	if err = c.ln.OpenAPIWhen("stable", c.stable.Unlocked()); err != nil {
@@ -206,7 +218,7 @@ func newController(cfg controllerConfig) (_ *controller, err error) {
 	return c, nil
 }
 
-// newBoard makes the controller's gates: stable is all of serving,
+// fillBoard makes the controller's gates: stable is all of serving,
 // self-dial, upgrade and lease. The dialer, the upgrade gate and the lease
 // tracker join the board with Follow, so their entries show what each
 // waits for (the local server, the phase, why the lease is unknown) while
@@ -214,8 +226,7 @@ func newController(cfg controllerConfig) (_ *controller, err error) {
 // is built on those entries, so it opens after them, and fails with them.
 // The api-port and workers entries are added once stable exists
 // (newController); After tells the timeline what each waited for.
-func (c *controller) newBoard() {
-	c.board = gate.NewBoard(gate.BoardConfig{Name: c.name, Clock: c.clk, Logger: c.log})
+func (c *controller) fillBoard() {
 	c.board.Add("serving", c.serving)
 	// Open at the dialer's first local connection once serving: no ping.
 	c.selfDialed = c.board.Follow("self-dial", c.dial).After(c.serving)

@@ -203,6 +203,8 @@ func run(ctx context.Context, o options, out io.Writer, log *slog.Logger) error 
 	defer cancel()
 	s := scenario(deadline, o, tl, log, ctrls, begin, probed)
 	problems := s.violations()
+	var chain bytes.Buffer // the startup's, before a rolling upgrade drains the board
+	printCriticalChain(&chain, ctrls[0])
 	var rolled *rollReport
 	if o.rolling && len(problems) == 0 && deadline.Err() == nil {
 		var restarted []*controller
@@ -220,7 +222,7 @@ func run(ctx context.Context, o options, out io.Writer, log *slog.Logger) error 
 	// goroutines telling the timeline what they do.
 	tl.write(func(w io.Writer) {
 		s.print(w)
-		printCriticalChain(w, ctrls[0])
+		_, _ = chain.WriteTo(w)
 		if rolled != nil {
 			rolled.print(w)
 		}

@@ -228,7 +228,8 @@ func TestReadyzPassesTheUpgradeGateInEveryPhase(t *testing.T) {
 				serving: gate.New("serving"), ctrlAddr: "127.0.0.1:17071"}
 			c.dial, err = c.newDialer(nil)
 			require.NoError(t, err)
-			c.newBoard()
+			c.board = gate.NewBoard(gate.BoardConfig{Name: c.name})
+			c.fillBoard()
 			defer c.board.Close()
 			c.serving.Unlock()
 			c.mux, c.grpc = c.newMux(), c.newGRPC()

@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/coldstart-go/coldstart/gate"
 	"github.com/coldstart-go/coldstart/lease"
 	"github.com/coldstart-go/coldstart/upgrade"
 	"github.com/coldstart-go/coldstart/upgrade/binaries"
@@ -35,7 +36,8 @@ const callBudget = 10 * time.Second
 // rollReport is what the rolling upgrade measured.
 type rollReport struct {
 	calls, failed, elsewhere atomic.Int64 // agent calls; of those, failed, and answered by another controller than the agent's
-	waited                   atomic.Int64 // refusals waited out (upgrade or drain), not failures
+	waited                   atomic.Int64 // refusals waited out, not failures
+	toPeer                   atomic.Int64 // refusals of a draining controller that named a ready peer
 	firstErr                 atomic.Pointer[error]
 
 	mu       sync.Mutex
@@ -73,7 +75,10 @@ func startFleet(ctx context.Context, n int, every time.Duration, addrs []string,
 	f.client = &http.Client{Transport: upgrade.RetryTransport(&http.Transport{
 		MaxIdleConnsPerHost: n,
 		DialContext:         (&net.Dialer{Timeout: time.Second}).DialContext,
-	}, upgrade.WithNotify(func(int, error, time.Duration) { r.waited.Add(1) }))}
+	}, upgrade.WithNotify(func(int, error, time.Duration) { r.waited.Add(1) }),
+		// A draining controller that names a ready peer is left for it
+		// (call); any other refusal is waited out.
+		upgrade.WithRetryIf(func(err error) bool { return !peerNamed(err) }))}
 	for i := range n {
 		f.wg.Go(func() { f.agent(ctx, i, every*time.Duration(i)/time.Duration(max(n, 1))) })
 	}
@@ -128,6 +133,9 @@ func (f *fleet) call(ctx context.Context, i, home int) (int, error) {
 		if err == nil || !away(err) || ctx.Err() != nil {
 			return at, err
 		}
+		if peerNamed(err) {
+			f.r.toPeer.Add(1)
+		}
 		if (k+1)%len(f.addrs) == 0 { // every controller away: wait a little before the next round
 			select {
 			case <-time.After(20 * time.Millisecond):
@@ -141,8 +149,15 @@ func (f *fleet) call(ctx context.Context, i, home int) (int, error) {
 // away says whether err means the controller is not there to answer: its
 // port is closed, or it closed the connection as it stopped.
 func away(err error) bool {
-	return errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) ||
+	return peerNamed(err) || errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) ||
 		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed)
+}
+
+// peerNamed says whether err is a draining controller's refusal that
+// names a ready peer.
+func peerNamed(err error) bool {
+	var ip *upgrade.InProgressError
+	return errors.As(err, &ip) && ip.PeerReady
 }
 
 // stepRecord records each run of a group upgrade step: which token ran
@@ -220,8 +235,8 @@ func (r *rollReport) print(out io.Writer) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	fmt.Fprintf(out, "\nrolling upgrade to %s\n", newVersion)
-	fmt.Fprintf(out, "  agent calls               %d, %d failed; %d refusals waited out, %d answered by another controller while the agent's was away\n",
-		r.calls.Load(), r.failed.Load(), r.waited.Load(), r.elsewhere.Load())
+	fmt.Fprintf(out, "  agent calls               %d, %d failed; %d refusals waited out, %d drain refusals naming a ready peer, %d calls answered by another controller while the agent's was away\n",
+		r.calls.Load(), r.failed.Load(), r.waited.Load(), r.toPeer.Load(), r.elsewhere.Load())
 	for _, rs := range r.restarts {
 		led := ""
 		if rs.ledBefore {
@@ -340,33 +355,118 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 	}
 }
 
-// drain stops the controller for its upgrade and returns when its
-// listener has closed: the time it released the singular lease, zero if
-// it did not lead.
+// drainGrace is how long a draining controller keeps serving once its
+// readiness went false, before its upgrade gate refuses new calls; it
+// then refuses them as long again (its lease handed over meanwhile)
+// before it shuts its server down.
+const drainGrace = 50 * time.Millisecond
+
+// drain stops the controller for its upgrade, as the mirror of its
+// startup on the same board: readiness false at once ("draining"); calls
+// served for drainGrace ("grace over"); then new calls refused with the
+// upgrade wire, naming a ready peer, for drainGrace more, while the calls
+// in flight finish; the singular lease handed over if it leads ("lease
+// handed over"); the server shut down, its listener closing last ("calls
+// finished"). It
+// returns when the listener has closed: the time it released the lease,
+// zero if it did not lead.
 func (c *controller) drain(ctx context.Context) (released time.Time) {
-	if c.tracker.Report().State == lease.Held {
+	leads := c.tracker.Report().State == lease.Held
+	grace := gate.New("grace over")
+	handedOver := gate.New("lease handed over").After(grace)
+	finished := gate.New("calls finished").After(handedOver)
+	close(c.drainCh)
+	for _, l := range []*gate.Lock{grace, handedOver, finished} {
+		c.board.Add(l.Name(), l)
+	}
+	if !closed(ctx, c.refusing) {
+		grace.Fail(ctx.Err())
+	}
+	grace.Unlock()
+	lameDuck := time.After(drainGrace)
+	if leads {
 		if err := c.tracker.StepDown(ctx); err == nil {
 			released = time.Now()
 		}
 	}
+	handedOver.Unlock()
+	select {
+	case <-lameDuck:
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := c.srv.Shutdown(sctx); err != nil {
+		finished.Fail(err)
+	} else {
+		finished.Unlock()
+	}
+	c.tl.log(c.name, "drained: %s", c.board.Report())
 	c.shutdown()
 	c.stopRun()
 	return released
 }
 
-// runGroupUpgrade runs the group's upgrade steps for c.version.
+// peerReady says whether one of the peers' boards reads ready: asked by a
+// draining controller's upgrade gate, whose refusals then tell agents to
+// go there.
+func peerReady(peers []string) bool {
+	client := &http.Client{Timeout: 200 * time.Millisecond}
+	for _, p := range peers {
+		resp, err := client.Get("http://" + p + "/readyz")
+		if err != nil {
+			continue
+		}
+		_ = resp.Body.Close()
+		if resp.StatusCode == http.StatusOK {
+			return true
+		}
+	}
+	return false
+}
+
+// upgradeLease is the lease whose holder runs the group's steps to
+// newVersion: only controllers on it compete for it.
+var upgradeLease = "upgrade-to-" + newVersion.String()
+
+// runGroupUpgrade runs the group's upgrade to c.version as one upgrade for
+// the HA group: every controller on it holds its upgrade gate until the
+// lease store, a StepLog, shows each step recorded complete; the holder of
+// upgradeLease runs the steps not yet recorded, under its fencing token.
 func (c *controller) runGroupUpgrade(ctx context.Context) {
-	_ = c.up.RunSteps(ctx, func(ctx context.Context) error {
-		for _, step := range groupSteps {
-			end := c.steps.begin(step, 0)
-			ok := c.pause(ctx, c.o.steps/time.Duration(len(groupSteps)))
-			end()
-			if !ok {
+	steps := make([]upgrade.Step, len(groupSteps))
+	for i, name := range groupSteps {
+		steps[i] = upgrade.Step{Name: name, Run: func(ctx context.Context, token uint64) error {
+			end := c.steps.begin(name, token)
+			defer end()
+			if !c.pause(ctx, c.o.steps/time.Duration(len(groupSteps))) {
 				return ctx.Err()
 			}
+			return nil
+		}}
+	}
+	runner, err := lease.NewTracker(lease.Config{Store: c.store, Name: upgradeLease, Holder: c.name, Duration: c.o.leaseTerm, Logger: c.log})
+	if err == nil {
+		defer runner.Close()
+		var grp *upgrade.Group
+		log, ok := c.store.(upgrade.StepLog)
+		if !ok {
+			c.up.Fail(fmt.Errorf("lease store %T cannot record upgrade steps (not an upgrade.StepLog)", c.store))
+			return
 		}
-		return nil
-	})
+		if grp, err = c.up.Group(upgrade.GroupConfig{Log: log, Lease: upgradeLease, Steps: steps, Poll: 20 * time.Millisecond,
+			Leader: func() string { return runner.Report().Holder }}); err == nil {
+			go func() {
+				_ = runner.Lead(ctx, func(ctx context.Context, st lease.Status) error { return grp.Lead(ctx, st.Token) })
+			}()
+			err = grp.Wait(ctx)
+		}
+	}
+	if err != nil && ctx.Err() == nil {
+		c.up.Fail(err)
+		return
+	}
+	c.tl.log(c.name, "group upgrade to %s complete: %d steps recorded", c.version, len(groupSteps))
 }
 
 // groupSteps are the group's upgrade steps to newVersion: idempotent, run
