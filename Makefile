@@ -99,11 +99,23 @@ FUZZTIME ?= 2000x
 fuzz: | mod/root
 	@echo "go test -fuzz (every module, $(FUZZTIME) a target)" && $(call timed,$(NICE) bash .ci/fuzz $(FUZZTIME) $(MODULES))
 
-.PHONY: test fmt vet race bench server fuzz etcd/vet $(ETCD_LANES) $(MODS)
+.PHONY: test fmt vet race bench server fuzz postgres etcd/vet $(ETCD_LANES) $(MODS)
 
 # (The small modules come in through etcd/alone's chain.)
 test: fmt
-	@$(MAKE) --no-print-directory -j4 --output-sync=target $(ETCD_LANES) server $(call mods,$(BIG)) fuzz
+	@$(MAKE) --no-print-directory -j4 --output-sync=target postgres $(ETCD_LANES) server $(call mods,$(BIG)) fuzz
+
+# lease/sqllease's tests start a real PostgreSQL server (initdb and
+# postgres, as the postgres system user when run as root): Debian's
+# package, installed here when its binaries are missing (CI's fresh
+# machines run as root with apt), at the start, beside the other jobs.
+PG_FOUND = command -v initdb >/dev/null 2>&1 || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1
+postgres:
+	@if ! ($(PG_FOUND)); then \
+		echo "apt-get install -y postgresql (lease/sqllease's tests)"; \
+		$(call timed,apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null); \
+	fi
+mod/lease/sqllease: | postgres
 
 fmt:
 	@out="$$(gofmt -l .)"; if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
@@ -150,7 +162,7 @@ vet:
 	@set -e; for m in $(filter-out $(SERVER),$(MODULES)); do ($(call VET_RACE,$$m)) && ($(call LINT,$$m)); done
 	@echo "go vet ($(SERVER))" && cd $(SERVER) && $(GO) vet ./...
 
-race: server
+race: server postgres
 	@set -e; for m in $(filter-out $(SERVER),$(MODULES)); do ($(call TEST_RACE,$$m)); done
 
 bench:

@@ -1,6 +1,7 @@
 package dialer
 
 import (
+	"cmp"
 	"context"
 	"log/slog"
 	"net"
@@ -120,21 +121,11 @@ func (cfg Config) Validate() error {
 
 // withDefaults returns cfg with every zero value replaced by its default.
 func (cfg Config) withDefaults() Config {
-	if cfg.LocalReadyGrace == 0 {
-		cfg.LocalReadyGrace = defaultLocalReadyGrace
-	}
-	if cfg.HeadStart == 0 {
-		cfg.HeadStart = defaultHeadStart
-	}
-	if cfg.MinBackoff == 0 {
-		cfg.MinBackoff = defaultMinBackoff
-	}
-	if cfg.MaxBackoff == 0 {
-		cfg.MaxBackoff = defaultMaxBackoff
-	}
-	if cfg.Clock == nil {
-		cfg.Clock = clock.WallClock
-	}
+	cfg.LocalReadyGrace = cmp.Or(cfg.LocalReadyGrace, defaultLocalReadyGrace)
+	cfg.HeadStart = cmp.Or(cfg.HeadStart, defaultHeadStart)
+	cfg.MinBackoff = cmp.Or(cfg.MinBackoff, defaultMinBackoff)
+	cfg.MaxBackoff = cmp.Or(cfg.MaxBackoff, defaultMaxBackoff)
+	cfg.Clock = cmp.Or[clock.Clock](cfg.Clock, clock.WallClock)
 	if cfg.DialContext == nil {
 		cfg.DialContext = (&net.Dialer{}).DialContext
 	}

@@ -106,9 +106,7 @@ func New(cfg Config) (*Dialer, error) {
 	}
 	cfg = cfg.withDefaults()
 	d := &Dialer{cfg: cfg, holdoff: make(map[string]holdoff)}
-	// MinBackoff doubled per failed round, capped at MaxBackoff, drawn
-	// from [b/2, b] so that agents failing together spread out.
-	d.retry = backoff.Policy{Min: cfg.MinBackoff, Max: cfg.MaxBackoff, Jitter: 0.5}
+	d.retry = backoff.Policy{Min: cfg.MinBackoff, Max: cfg.MaxBackoff, Jitter: 0.5} // see Config.MinBackoff
 	if cfg.LocalPort != 0 {
 		port := strconv.Itoa(cfg.LocalPort)
 		// Literal IPs, never "localhost" (DESIGN.md, "Loopback").
@@ -134,11 +132,9 @@ func (d *Dialer) LocalReady() <-chan struct{} {
 // and names every address tried with its last failure. See Connect for the
 // rounds, the head starts and the servers' RetryAfter hints.
 func (d *Dialer) Dial(ctx context.Context) (net.Conn, Route, error) {
-	return Connect(ctx, d, d.dialTCP)
-}
-
-func (d *Dialer) dialTCP(ctx context.Context, addr string) (net.Conn, error) {
-	return d.cfg.DialContext(ctx, "tcp", addr)
+	return Connect(ctx, d, func(ctx context.Context, addr string) (net.Conn, error) {
+		return d.cfg.DialContext(ctx, "tcp", addr)
+	})
 }
 
 // Connect is Dial for clients that are not a bare net.Conn (TLS,
@@ -321,10 +317,12 @@ func (c *connector[T]) race(ctx context.Context, addrs []string, abort <-chan st
 	r := &round[T]{c: c, addrs: addrs, abort: abort, results: make(chan result[T], len(addrs))}
 	r.ctx, r.cancel = context.WithCancel(ctx)
 	defer r.release()
-	if !r.launch() {
-		return r.stop(readyFired)
-	}
+	start := true // the next attempt, now
 	for {
+		if start && !r.launch() {
+			return r.stop(readyFired)
+		}
+		start = false
 		select {
 		case res := <-r.results:
 			r.inflight--
@@ -345,17 +343,12 @@ func (c *connector[T]) race(ctx context.Context, addrs []string, abort <-chan st
 			c.failed(res.addr, res.err, r.ctx.Err() != nil)
 			switch {
 			case r.next < len(addrs):
-				// A failure hands over at once, not after the head start.
-				if !r.launch() {
-					return r.stop(readyFired)
-				}
+				start = true // a failure hands over at once, not after the head start
 			case r.inflight == 0:
 				return r.stop(allFailed)
 			}
 		case <-r.staggerC:
-			if !r.launch() {
-				return r.stop(readyFired)
-			}
+			start = true
 		case <-abort:
 			return r.stop(readyFired)
 		case <-ctx.Done():
@@ -376,7 +369,7 @@ func (r *round[T]) launch() bool {
 	addr := r.addrs[r.next]
 	r.next++
 	r.inflight++
-	r.c.tried(addr)
+	r.c.attempt(addr).Tries++
 	if c := r.c; !c.fellBack && c.d.cfg.LocalPort != 0 && !c.d.isLocal(addr) {
 		c.fellBack = true
 		c.d.fallbacks.Add(1)
@@ -396,7 +389,8 @@ func (r *round[T]) armStagger() {
 		if r.stagger == nil {
 			r.stagger = r.c.d.cfg.Clock.NewTimer(d)
 		} else {
-			resetTimer(r.stagger, d)
+			stopTimer(r.stagger)
+			r.stagger.Reset(d)
 		}
 		r.staggerC = r.stagger.Chan()
 	case r.stagger != nil:
@@ -408,11 +402,14 @@ func (r *round[T]) armStagger() {
 // openOne is one attempt, run in its own goroutine; it only reports.
 func openOne[T client](ctx context.Context, open func(context.Context, string) (T, error), addr string, results chan<- result[T]) {
 	v, err := open(ctx, addr)
+	var zero T
 	switch {
 	case err == nil && isNil(v):
 		err = errNilConn
-	case err != nil:
-		closeBesideError(v)
+	case err != nil && any(zero) != nil:
+		// A value beside an error is closed, unless T is an interface type
+		// (DESIGN.md, "Connect's values").
+		closeQuietly(v)
 	}
 	results <- result[T]{addr, v, err}
 }
@@ -480,9 +477,7 @@ func (c *connector[T]) eligible(cands []string) ([]string, time.Duration) {
 			}
 			continue
 		}
-		if ok {
-			delete(d.holdoff, addr)
-		}
+		delete(d.holdoff, addr) // its hint, if any, has run out
 		out = append(out, addr)
 	}
 	return out, first
@@ -507,8 +502,6 @@ func (c *connector[T]) attempt(addr string) *Attempt {
 	}
 	return &c.attempts[i]
 }
-
-func (c *connector[T]) tried(addr string) { c.attempt(addr).Tries++ }
 
 func (c *connector[T]) skipped(addr string, err error) {
 	if a := c.attempt(addr); a.Err == nil {
@@ -544,13 +537,9 @@ func (c *connector[T]) failed(addr string, err error, cancelled bool) {
 	c.d.mu.Unlock()
 }
 
+// fail counts a failed call and returns its *DialError, which wraps err.
 func (c *connector[T]) fail(err error) error {
-	derr := c.dialError(err)
 	c.d.failures.Add(1)
-	return derr
-}
-
-func (c *connector[T]) dialError(err error) *DialError {
 	cfg := &c.d.cfg
 	attempts := slices.Clone(c.attempts)
 	for i, a := range attempts {
@@ -587,10 +576,6 @@ func (d *Dialer) peers() []string {
 }
 
 func (d *Dialer) isLocal(addr string) bool { return slices.Contains(d.local, addr) }
-
-func (d *Dialer) route(addr string) Route {
-	return Route{Addr: addr, Local: d.isLocal(addr), LocalReady: d.LocalReady()}
-}
 
 // endedCtx reports whether err only says that a context or deadline ended
 // (a net.Dialer says "i/o timeout" at ctx's deadline).
@@ -640,22 +625,8 @@ func isNil[T comparable](v T) bool {
 	return v == zero
 }
 
-// closeBesideError closes a non-nil value open returned beside an error,
-// unless T is an interface type (DESIGN.md, "Connect's values").
-func closeBesideError[T client](v T) {
-	var zero T
-	if any(zero) != nil { // T is not an interface type
-		closeQuietly(v)
-	}
-}
-
-// resetTimer and stopTimer drop a fired but unread value, so that a later
+// stopTimer stops t and drops a fired but unread value, so that a later
 // Reset cannot deliver a stale tick (and a testclock timer cannot block).
-func resetTimer(t clock.Timer, d time.Duration) {
-	stopTimer(t)
-	t.Reset(d)
-}
-
 func stopTimer(t clock.Timer) {
 	if !t.Stop() {
 		select {

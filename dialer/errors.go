@@ -59,11 +59,9 @@ func (e *DialError) Error() string {
 			b.WriteString(", ")
 		}
 		b.WriteString(a.Addr)
-		switch a.Tries {
-		case 0:
+		if a.Tries == 0 {
 			b.WriteString(" (not dialled)")
-		case 1:
-		default:
+		} else if a.Tries > 1 {
 			fmt.Fprintf(&b, " (%d times)", a.Tries)
 		}
 		fmt.Fprintf(&b, ": %v", a.Err)

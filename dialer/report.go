@@ -54,7 +54,7 @@ const (
 // since the last one logged.
 func (c *connector[T]) won(addr string) Route {
 	d := c.d
-	r := d.route(addr)
+	r := Route{Addr: addr, Local: d.isLocal(addr), LocalReady: d.LocalReady()}
 	kind := routePeer
 	if r.Local {
 		kind = routeLocal

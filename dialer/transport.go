@@ -3,8 +3,10 @@ package dialer
 import (
 	"context"
 	"io"
+	"maps"
 	"net"
 	"net/http"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -67,7 +69,7 @@ func NewTransport(d *Dialer, base *http.Transport) (*Transport, error) {
 		}
 	}
 	t := &Transport{d: d, conns: make(map[*beforeConn]struct{})}
-	t.after = cloneFor(base, t.dialAfter)
+	t.after = cloneFor(base, t.dial)
 	// Under RequireLocal, or with LocalPort 0, there is nothing to move.
 	if ready := d.LocalReady(); d.Policy() != RequireLocal && ready != nil && !isClosed(ready) {
 		t.ready = ready
@@ -108,7 +110,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		t.finish()
 		return resp, err
 	}
-	b := &beforeBody{ReadCloser: resp.Body, t: t}
+	b := &beforeBody{ReadCloser: resp.Body, done: sync.OnceFunc(t.finish)}
 	if rw, ok := resp.Body.(io.ReadWriteCloser); ok {
 		// An upgraded connection (101 Switching Protocols): its body is
 		// the connection, and it is done when the caller closes it.
@@ -151,29 +153,23 @@ func (t *Transport) finish() {
 
 func (t *Transport) closeBefore() {
 	t.mu.Lock()
-	conns := make([]*beforeConn, 0, len(t.conns))
-	for c := range t.conns {
-		conns = append(conns, c)
-	}
+	conns := slices.Collect(maps.Keys(t.conns))
 	t.mu.Unlock()
 	for _, c := range conns {
 		_ = c.Close()
 	}
 }
 
-func (t *Transport) dial(ctx context.Context) (net.Conn, error) {
+// dial dials for after; dialBefore wraps it for before.
+func (t *Transport) dial(ctx context.Context, _, _ string) (net.Conn, error) {
 	c, _, err := t.d.Dial(ctx)
 	return c, err
 }
 
-func (t *Transport) dialAfter(ctx context.Context, _, _ string) (net.Conn, error) {
-	return t.dial(ctx)
-}
-
 // dialBefore dials for before and tracks the connection, so that the move
 // can close it once no request uses it.
-func (t *Transport) dialBefore(ctx context.Context, _, _ string) (net.Conn, error) {
-	c, err := t.dial(ctx)
+func (t *Transport) dialBefore(ctx context.Context, network, addr string) (net.Conn, error) {
+	c, err := t.dial(ctx, network, addr)
 	if err != nil {
 		return nil, err
 	}
@@ -231,8 +227,7 @@ func (c *beforeConn) Close() error {
 // pool) or at Close, whichever comes first.
 type beforeBody struct {
 	io.ReadCloser
-	t    *Transport
-	once sync.Once
+	done func() // t.finish, once
 }
 
 func (b *beforeBody) Read(p []byte) (int, error) {
@@ -248,8 +243,6 @@ func (b *beforeBody) Close() error {
 	b.done()
 	return err
 }
-
-func (b *beforeBody) done() { b.once.Do(b.t.finish) }
 
 // beforeUpgrade is the body of an upgraded connection: it keeps Write, and
 // ends its request only at Close.

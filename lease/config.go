@@ -56,11 +56,13 @@ type Config struct {
 	// Margin / (2×Duration), 5 % with the default (Timing.ClockDrift;
 	// DESIGN.md, "Clock drift").
 	//
-	// Margin is also the stall the tracker tolerates: a renewal timer that
-	// fires more than Margin late (a VM frozen, a GC stall, a process
-	// starved of CPU) makes it answer Unknown until the store confirms the
-	// lease again. Zero means Duration/10; any other value must be at
-	// least 10ms (the Go scheduler's preemption period) and below Duration.
+	// A renewal timer that fires late (a process starved of CPU, throttled
+	// by its cgroup, stalled by the GC) demotes nothing: those leave the
+	// monotonic clock running, so the deadline stays exact. It renews at
+	// once, and one late by more than Margin/4 is counted and explained
+	// (Report.LateRenewals). Zero means Duration/10; any other value must
+	// be at least 10ms (the Go scheduler's preemption period) and below
+	// Duration.
 	Margin time.Duration
 	// ClaimInterval is the wait between claims while another holder has
 	// the lease and the Store is not a ReleaseWatcher (or its watch
@@ -76,12 +78,17 @@ type Config struct {
 	// fencing token (DESIGN.md, "Hand-over").
 	ReleaseOnClose bool
 	// Clock times everything. If it's nil, clock.WallClock will be used.
-	// On Linux, with a Clock whose times carry Go's monotonic reading (the
-	// wall clock), a suspend of the host is detected (DESIGN.md,
-	// "Suspend"): Check, Current and Report say Unknown at once and the
-	// tracker asks the store again; Lead functions see their ctx end once
-	// that Unknown is published. Elsewhere, and with other clocks, a
-	// promise outlasts the lease by the time slept.
+	// With a Clock whose times carry Go's monotonic reading (the wall
+	// clock), the tracker sees when that clock may have stopped since the
+	// store last confirmed (DESIGN.md, "A stopped clock"): a suspend of
+	// the host (on Linux, CLOCK_BOOTTIME gained on CLOCK_MONOTONIC) and a
+	// paused VM (the wall clock gained on the monotonic one, once the
+	// guest's wall clock is corrected). Check, Current and Report then say
+	// Unknown at once and the tracker asks the store again; Lead functions
+	// see their ctx end once that Unknown is published. What it cannot
+	// see (a suspend off Linux, a guest whose wall clock is not corrected
+	// yet, other clocks), a promise outlasts the lease by: fence with
+	// Status.Token.
 	Clock clock.Clock
 	// Logger receives one record per change of the tracker's state, per
 	// release, and per start and end of a Lead (or WithLeadership) run;
@@ -90,8 +97,10 @@ type Config struct {
 	// no logs.
 	Logger *slog.Logger
 
-	// sleep replaces the host's sleep meter (tests inject suspends).
-	sleep sleepMeter
+	// clocks replaces the host's clocks (tests inject a suspend or a VM
+	// pause), load what explains a late renewal (tests inject a cause).
+	clocks clockMeter
+	load   loadMeter
 	// noJitter makes every wait exact (tests that assert schedules).
 	noJitter bool
 }
@@ -103,6 +112,10 @@ const (
 	retryJitter  = 0.5 // the most a retry comes early, as a fraction of its delay
 	retryDivisor = 10  // retries back off to Duration/retryDivisor, from an eighth of that
 	callDivisor  = 4   // each store call is cut off after Duration/callDivisor
+	// renewLatencies is the validity, in the store's recent latencies, a
+	// renewal leaves ahead of it at least, where RenewFraction would leave
+	// less (Tracker.renewalIn).
+	renewLatencies = 4
 
 	minRenewFraction = 0.01
 	maxDuration      = time.Duration(math.MaxInt64 / 4) // 2×Duration must not overflow

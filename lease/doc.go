@@ -26,10 +26,14 @@
 // its term was taken; one that is a leasestore.ReleaseWatcher hands over in
 // milliseconds. Package leasestore is for those who write a store.
 //
-// A Held promise rests on the store keeping the Store contract and on this
-// host's clock running slower than every store leader's by less than
-// Margin / (2×Duration); a suspend is detected on Linux. Config.Timing
-// states what the settings promise in numbers; DESIGN.md says why.
+// A Held promise is a deadline on the monotonic clock, and rests on the
+// store keeping the Store contract and on this host's clock running slower
+// than every store leader's by less than Margin / (2×Duration). A late
+// renewal timer demotes nothing (it is counted and explained in Report);
+// the evidence that the monotonic clock stopped — a suspend (on Linux), a
+// VM paused and its wall clock corrected since — makes it Unknown.
+// Config.Timing states what the settings promise in numbers; DESIGN.md
+// says why.
 //
 // Hand-over (ReleaseOnClose, StepDown) waits for the running Lead function;
 // fencing passes Status.Token to every guarded write (TokenGuard). A Tracker

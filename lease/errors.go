@@ -63,7 +63,7 @@ func (e *NotLeaderError) Unwrap() error { return e.Err }
 
 // RenewalFailedError is the ambiguous answer "the store could not confirm
 // the lease". It matches ErrRenewalFailed and unwraps to the cause (a store
-// timeout, a cancelled call, a late timer).
+// timeout, a cancelled call, a suspend of the host, a paused VM).
 type RenewalFailedError struct {
 	Name string // the lease
 	Err  error  // why the lease could not be confirmed
@@ -106,21 +106,16 @@ func (e *StaleTokenError) Is(target error) bool { return target == ErrStaleToken
 
 // The causes a tracker puts in a RenewalFailedError or NotLeaderError
 // besides a store's error: these sentinels, and the typed errors after
-// them, which carry a figure (how late, how long asleep, which timeout).
+// them, which carry a figure (how long asleep, how far the clock jumped,
+// which timeout).
 var (
 	errNotClaimed  = errors.New("no answer from the store yet")
 	errSteppedDown = errors.New("this tracker stepped down")
-	errLateTimer   = errors.New("renewal timer fired late: the process may have been paused")
 	errShortTerm   = errors.New("lease confirmed, but for less time than the check asked")
 	errRanOut      = errors.New("validity ran out before the store confirmed a renewal")
 	errSuspended   = errors.New("the host was suspended: its monotonic clock stopped")
+	errClockJumped = errors.New("the wall clock jumped ahead of the monotonic clock: the VM may have been paused, stopping it")
 )
-
-// lateTimerError says by how much the renewal timer was late.
-type lateTimerError struct{ late time.Duration }
-
-func (e lateTimerError) Error() string { return fmt.Sprintf("%v (%v late)", errLateTimer, e.late) }
-func (e lateTimerError) Unwrap() error { return errLateTimer }
 
 // suspendError is the cause of Unknown after a suspend of the host
 // (suspend.go): how long it slept since the store last confirmed.
@@ -131,6 +126,17 @@ func (e suspendError) Error() string {
 }
 
 func (e suspendError) Unwrap() error { return errSuspended }
+
+// pauseError is the cause of Unknown after the wall clock gained on the
+// monotonic clock with no suspend (suspend.go): a VM paused and its wall
+// clock corrected since, or the wall clock set ahead.
+type pauseError struct{ jump time.Duration }
+
+func (e pauseError) Error() string {
+	return fmt.Sprintf("%v (%v since the store last confirmed the lease)", errClockJumped, e.jump)
+}
+
+func (e pauseError) Unwrap() error { return errClockJumped }
 
 // callTimeoutError is the cause of a store call cut off by the tracker: at
 // the call timeout (Duration/4), or earlier at the end of the validity it

@@ -18,8 +18,9 @@ import (
 // fn gets the Status it leads under and a ctx that ends as soon as that
 // leadership can no longer be promised, with a cause (context.Cause)
 // matching ErrNotLeader at a definitive loss, a new term or a step-down;
-// ErrRenewalFailed at a late-timer downgrade, or at the Until of the
-// latest confirmed renewal when no renewal was confirmed in time; or
+// ErrRenewalFailed once the host's clocks show a stopped monotonic clock
+// (a suspend, a paused VM), or at the Until of the latest confirmed
+// renewal when no renewal was confirmed in time; or
 // ErrClosed at Close. It also ends when Lead's ctx does, with that ctx's
 // cause. An ambiguous renewal failure while the promise still stands does
 // not end it. Pass st.Token to what you guard, and stop on ctx.Done.
@@ -237,11 +238,12 @@ func (t *Tracker) watch(token uint64, cancel context.CancelCauseFunc, stop <-cha
 //	}
 //
 // A Held status is a promise only until its Until. After Close the status
-// is NotHeld and its channel is never closed: stop on your own ctx. After
-// a suspend of the host (Config.Clock) Current says Unknown at once.
+// is NotHeld and its channel is never closed: stop on your own ctx. Once
+// the host's clocks show a stopped monotonic clock (a suspend, a paused VM:
+// Config.Clock) Current says Unknown at once.
 func (t *Tracker) Current() (Status, <-chan struct{}) {
 	s := t.snap.Load()
-	if s.status.State == Held && t.sleep != nil && t.suspended(s, t.cfg.Clock.Now()) > 0 {
+	if s.status.State == Held && t.stopped(s, t.cfg.Clock.Now()) != nil {
 		t.sched.await(&t.snap) // the renewer publishes Unknown, and asks the store
 		st := s.status
 		st.State, st.Holder = Unknown, ""

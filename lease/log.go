@@ -10,7 +10,7 @@ import (
 )
 
 // noCall is the latency of a snapshot that is no store call's answer (a
-// late timer, a step-down, Close): its record has no latency.
+// stopped clock, a step-down, Close): its record has no latency.
 const noCall time.Duration = -1
 
 // logChange logs the change from old to s, if a person needs to see it;
@@ -117,6 +117,18 @@ func (t *Tracker) logLeader(msg string, st Status, err error) {
 		attrs = append(attrs, slog.Any("err", err))
 	}
 	t.cfg.Logger.LogAttrs(context.Background(), slog.LevelInfo, msg, attrs...)
+}
+
+// logLate logs the first late renewal of an episode: how late its timer
+// fired, and why as far as the process could tell.
+func (t *Tracker) logLate(late time.Duration, cause lateCause) {
+	if t.cfg.Logger == nil {
+		return
+	}
+	s := t.snap.Load()
+	t.cfg.Logger.LogAttrs(context.Background(), slog.LevelWarn, "lease renewal late",
+		slog.String("lease", t.cfg.Name), slog.Uint64("token", s.status.Token),
+		slog.Time("until", s.status.Until), slog.Duration("late", late), slog.String("cause", cause.String()))
 }
 
 const (

@@ -247,22 +247,6 @@ func TestLogLeadStepDownAndRelease(t *testing.T) {
 	assert.True(t, errors.Is(recs[2].attrs["err"].Any().(error), leasetest.ErrInjectedTimeout))
 }
 
-// TestLogLateTimer: a renewal timer that fires late is logged as Unknown,
-// with no latency (no store call brought it), then confirmed again.
-func TestLogLateTimer(t *testing.T) {
-	f, c := newLoggedFixture(t, nil, nil)
-	f.held(t)
-	settle(t, f)
-	c.take()
-	f.clk.Advance(renewAt + 10*time.Second) // far past the late-timer bound (Margin, 3 s)
-	settle(t, f)
-	recs := c.take()
-	require.Equal(t, []string{"WARN lease state unknown", "INFO lease confirmed again"}, logged(recs))
-	assert.NotContains(t, recs[0].attrs, "latency")
-	assert.ErrorContains(t, recs[0].attrs["err"].Any().(error), "fired late")
-	assert.Contains(t, recs[1].attrs, "latency")
-}
-
 // TestNothingAfterClose: once Close has returned (a release made, a Lead
 // function ended), the tracker writes no record, makes no store call and
 // counts nothing, however the clock moves and whoever asks.

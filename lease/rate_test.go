@@ -132,7 +132,7 @@ func overlapAtTakeover(t *testing.T, d, margin time.Duration, rate float64) bool
 	// The store stops answering the holder. The term it granted at the
 	// last renewal, made at this instant on its clock, ends 2×Duration on.
 	// The clock goes there through each of the holder's retries, each at
-	// its time: the holder is not paused, so no late timer may hide an
+	// its time: the holder is not paused, so no stopped clock may hide an
 	// overlap.
 	store.Always(leasetest.OpExtend, leasetest.Timeout)
 	end := clk.Now().Add(2 * d)

@@ -25,6 +25,16 @@ type renewer struct {
 	// refusedAt is when the latest claim refused for another holder's
 	// term was answered since this tracker last held (see handedOver).
 	refusedAt time.Time
+	// recent is the recent renew latency: the latest answered call's
+	// latency, plus how late the renewal woke (wokeLate), or the figure
+	// before it halved per call since, if longer (renewalIn).
+	recent, wokeLate time.Duration
+	// due is when the renewal of the term just confirmed is due at the
+	// latest (its jitter only brings it earlier); zero when the next call
+	// is no such renewal. lateEpisode is set from a late renewal to the
+	// next one on time: one record per episode (late.go).
+	due         time.Time
+	lateEpisode bool
 }
 
 // run is the renewer: the only goroutine that calls the store and
@@ -51,10 +61,13 @@ func (t *Tracker) run() {
 
 // wait blocks for delay, until a check asks for a store call, or until
 // StepDown asks to step down (it returns the request); false once closed.
-// A wake more than Margin late means a pause: Held drops to Unknown.
+// A renewal that wakes late goes at once: it is counted and explained
+// (late.go), and demotes nothing.
 func (t *Tracker) wait(delay time.Duration) (*stepDownRequest, bool) {
 	if delay > 0 {
-		req, scheduled, ok := t.waitUntil(t.cfg.Clock.Now().Add(delay))
+		now := t.cfg.Clock.Now()
+		w := t.beginWait(now)
+		req, _, ok := t.waitUntil(now.Add(delay))
 		if !ok {
 			return nil, false
 		}
@@ -62,13 +75,7 @@ func (t *Tracker) wait(delay time.Duration) (*stepDownRequest, bool) {
 		if req != nil {
 			return req, true
 		}
-		if late := t.cfg.Clock.Now().Sub(scheduled); late > t.cfg.Margin {
-			if s := t.snap.Load(); s.status.State == Held {
-				st := s.status
-				st.State, st.Holder = Unknown, ""
-				t.publish(&snapshot{status: st, cause: lateTimerError{late: late}}, noCall)
-			}
-		}
+		t.renewalWoke(w, t.cfg.Clock.Now())
 	}
 	select {
 	case <-t.life.done:
@@ -127,22 +134,24 @@ func (t *Tracker) waitUntil(scheduled time.Time) (*stepDownRequest, time.Time, b
 func (t *Tracker) attempt() time.Duration {
 	r := t.sched.begin()
 	defer t.sched.end(r)
+	t.renewer.due = time.Time{} // until a confirmation schedules a renewal
+	defer func() { t.renewer.wokeLate = 0 }()
 
 	clk := t.cfg.Clock
 	sent := clk.Now() // before the call: sent + granted bounds the term's end
-	slept := t.slept(sent)
+	clocks := t.readClocks(sent)
 	timeout := callTimeoutError{timeout: t.cfg.callTimeout()}
 	if s := t.snap.Load(); s.status.State == Held {
 		left := s.status.Until.Sub(sent)
-		if d := t.suspended(s, sent); d > 0 || left <= 0 {
-			// Until ran out, or the host slept: an ambiguous answer
-			// must not keep it.
+		if stopped := t.stopped(s, sent); stopped != nil || left <= 0 {
+			// Until ran out, or the monotonic clock may have stopped:
+			// an ambiguous answer must not keep it.
 			st := s.status
 			st.State, st.Holder = Unknown, ""
 			cause := s.cause
 			switch {
-			case d > 0:
-				cause = suspendError{slept: d}
+			case stopped != nil:
+				cause = stopped
 			case cause == nil:
 				cause = errRanOut
 			}
@@ -169,8 +178,10 @@ func (t *Tracker) attempt() time.Duration {
 	now := clk.Now()
 	switch class {
 	case leasestore.ClassOK:
-		return t.confirmed(g, sent, slept, now, latency)
+		t.renewer.recent = max(t.renewer.wokeLate+latency, t.renewer.recent/2)
+		return t.confirmed(g, sent, clocks, now, latency)
 	case leasestore.ClassDefinitive:
+		t.renewer.recent = max(t.renewer.wokeLate+latency, t.renewer.recent/2)
 		return t.lost(err, now, latency)
 	default:
 		return t.ambiguous(err, now, latency)
@@ -200,9 +211,9 @@ func (t *Tracker) call(parent context.Context, op leasestore.Op, timeout callTim
 	return end.Sub(start), done(err), err
 }
 
-// confirmed publishes the grant g answering a call sent at sent (the sleep
-// meter read slept), and returns the delay before the renewal.
-func (t *Tracker) confirmed(g leasestore.Grant, sent time.Time, slept time.Duration, now time.Time, latency time.Duration) time.Duration {
+// confirmed publishes the grant g answering a call sent at sent (when the
+// host's clocks read clocks), and returns the delay before the renewal.
+func (t *Tracker) confirmed(g leasestore.Grant, sent time.Time, clocks clockReading, now time.Time, latency time.Duration) time.Duration {
 	t.renewer.grant, t.renewer.hasGrant = g, true
 	t.renewer.retry.Reset()
 	t.renewer.waiting.end()
@@ -217,9 +228,23 @@ func (t *Tracker) confirmed(g leasestore.Grant, sent time.Time, slept time.Durat
 		return t.retryDelay(now)
 	}
 	t.handedOver(now) // counted before Held is seen
-	t.publish(&snapshot{status: st, slept: slept}, latency)
-	interval := backoff.Duration(float64(until.Sub(sent)) * t.cfg.RenewFraction)
+	t.publish(&snapshot{status: st, clocks: clocks}, latency)
+	interval := t.renewalIn(until.Sub(sent))
+	t.renewer.due = sent.Add(interval)
 	return sent.Add(backoff.Jitter(interval, t.cfg.jitter(renewJitter))).Sub(now)
+}
+
+// renewalIn is when, after a call sent with validity ahead of it, the
+// renewal goes: after RenewFraction of it, or earlier if that would leave
+// less than renewLatencies × the recent renew latency when it is sent,
+// but never before a quarter of that interval (DESIGN.md, "Renewing
+// early").
+func (t *Tracker) renewalIn(validity time.Duration) time.Duration {
+	interval := backoff.Duration(float64(validity) * t.cfg.RenewFraction)
+	if need := renewLatencies * t.renewer.recent; validity-interval < need {
+		interval = max(validity-need, interval/4)
+	}
+	return interval
 }
 
 // lost publishes the store's definitive refusal err, and returns the delay
@@ -275,10 +300,10 @@ func (t *Tracker) ambiguous(err error, now time.Time, latency time.Duration) tim
 	// Only a confirmation upgrades: an ambiguous failure keeps Held while
 	// the validity lasts, and leaves Unknown (or a claim's NotHeld) as
 	// Unknown — an ambiguous claim may have been applied.
-	if !(t.renewer.hasGrant && st.State == Held && now.Before(st.Until) && t.suspended(old, now) == 0) {
+	if !(t.renewer.hasGrant && st.State == Held && now.Before(st.Until) && t.stopped(old, now) == nil) {
 		st.State, st.Holder = Unknown, ""
 	}
-	t.publish(&snapshot{status: st, cause: err, slept: old.slept}, latency)
+	t.publish(&snapshot{status: st, cause: stillStopped(old, err), clocks: old.clocks}, latency)
 	return t.retryDelay(now)
 }
 

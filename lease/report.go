@@ -66,6 +66,23 @@ type Report struct {
 	// asks it sooner; zero while a call is in flight or asked for, or while
 	// the renewer was busy as the Report was taken.
 	NextCall time.Time
+
+	// LateRenewals counts the renewals of a held lease whose timer fired
+	// more than Margin/4 late. Each went at once and demoted nothing (a
+	// late timer leaves the promise exact); each is counted again under
+	// the first of the causes below that the process saw across its
+	// wait, or under none (LateRenewals less their sum): the host
+	// suspended; the wall clock stepped against the monotonic one; the
+	// process's cgroup throttled its CPU (cgroup v2 cpu.stat, where
+	// readable); a stop-the-world GC pause, or a goroutine kept waiting
+	// to run (runtime/metrics, sampled by the runtime), of at least
+	// Margin/8. README.md, "Under load", says what to do about each.
+	LateRenewals  uint64
+	LateSuspend   uint64
+	LateClockStep uint64
+	LateThrottled uint64
+	LateGCPause   uint64
+	LateScheduler uint64
 }
 
 // Report returns the tracker's state and counters now.
@@ -83,7 +100,13 @@ func (t *Tracker) Report() Report {
 		UnknownFor: time.Duration(c.unknownNanos.Load()),
 		HandOvers:  c.handOvers.Load(), HandOverGaps: time.Duration(c.handOverNanos.Load()),
 		LastCall: time.Duration(c.lastLatency.Load()),
+
+		LateSuspend: c.late[lateSuspend].Load(), LateClockStep: c.late[lateClockStep].Load(),
+		LateThrottled: c.late[lateThrottled].Load(), LateGCPause: c.late[lateGC].Load(),
+		LateScheduler: c.late[lateScheduler].Load(),
 	}
+	r.LateRenewals = c.late[lateUnexplained].Load() + r.LateSuspend + r.LateClockStep +
+		r.LateThrottled + r.LateGCPause + r.LateScheduler
 	switch {
 	case s.closed:
 		r.Err = nil
@@ -92,7 +115,7 @@ func (t *Tracker) Report() Report {
 		fallthrough
 	case s.status.State == NotHeld:
 		_, r.Err = t.evaluate(s, now, 0) // as Check says it
-	case t.suspended(s, now) > 0: // Unknown, as Check says, since now
+	case t.stopped(s, now) != nil: // Unknown, as Check says, since now
 		var st Status
 		st, r.Err = t.evaluate(s, now, 0)
 		r.State, r.Holder, r.Since = st.State, st.Holder, now
@@ -145,4 +168,5 @@ type counters struct {
 	transitions, handOvers                   atomic.Uint64
 	unknownNanos, lastLatency, handOverNanos atomic.Int64
 	lastEnd, callStart                       atomic.Int64
+	late                                     [lateCauses]atomic.Uint64 // late renewals by cause
 }

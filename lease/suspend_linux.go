@@ -1,57 +1,13 @@
 package lease
 
 import (
-	"sync/atomic"
 	"syscall"
 	"time"
 	"unsafe"
 )
 
-// On Linux, CLOCK_BOOTTIME − CLOCK_MONOTONIC is the time slept since boot.
-func init() {
-	if s, ok := bootSlept(); ok {
-		b := newBootClock()
-		b.last.Store(&bootReading{slept: s})
-		hostSleep = b
-	}
-}
-
-// bootClock reads the kernel's clocks only when the wall and monotonic
-// readings of now have moved apart (DESIGN.md, "Suspend").
-type bootClock struct {
-	epoch     time.Time // with a monotonic reading
-	epochWall time.Time // epoch without it
-	last      atomic.Pointer[bootReading]
-}
-
-func newBootClock() *bootClock {
-	now := time.Now()
-	return &bootClock{epoch: now, epochWall: now.Round(0)}
-}
-
-// bootReading is the time slept as of a moment whose wall clock was skew
-// ahead of its monotonic clock (both counted from epoch).
-type bootReading struct {
-	skew  time.Duration
-	slept time.Duration
-}
-
-func (b *bootClock) slept(now time.Time) time.Duration {
-	r := b.last.Load()
-	skew := now.Round(0).Sub(b.epochWall) - now.Sub(b.epoch)
-	if d := skew - r.skew; d > -suspendTolerance && d < suspendTolerance {
-		return r.slept
-	}
-	s, ok := bootSlept()
-	if !ok {
-		return r.slept
-	}
-	b.last.Store(&bootReading{skew: skew, slept: s})
-	return s
-}
-
-// bootSlept reads CLOCK_BOOTTIME − CLOCK_MONOTONIC, again if the thread
-// was descheduled between the readings.
+// bootSlept reads CLOCK_BOOTTIME − CLOCK_MONOTONIC, the time slept since
+// boot, again if the thread was descheduled between the readings.
 func bootSlept() (time.Duration, bool) {
 	const clockMonotonic, clockBoottime = 1, 7
 	for range 5 {

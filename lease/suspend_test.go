@@ -18,7 +18,9 @@ import (
 // stands still.
 func withSleep(slept *atomic.Int64) func(*lease.Config) {
 	return func(cfg *lease.Config) {
-		*cfg = lease.WithSleepForTest(*cfg, func(time.Time) time.Duration { return time.Duration(slept.Load()) })
+		*cfg = lease.WithClocksForTest(*cfg, func(time.Time) (time.Duration, time.Duration) {
+			return time.Duration(slept.Load()), 0
+		})
 	}
 }
 
@@ -104,4 +106,79 @@ func TestSuspendEndsLeadership(t *testing.T) {
 	require.ErrorIs(t, err, lease.ErrRenewalFailed)
 	assert.ErrorIs(t, err, context.Canceled)
 	assert.NotErrorIs(t, err, lease.ErrNotLeader)
+}
+
+// TestVMPauseIsUnknownWithinOneCheck: the VM was paused for 40 s with 57 s
+// of the term left. Its monotonic clock stopped, and so did CLOCK_BOOTTIME
+// (no suspend to see), so Until still lies 57 s ahead by the tracker's
+// clock, but only ~17 s by the store's. Once the guest's wall clock is
+// corrected it is 40 s further ahead of the monotonic clock than at the
+// last confirmation: the first Check after that answers Unknown — not
+// Held, never NotLeader — and the tracker asks the store.
+func TestVMPauseIsUnknownWithinOneCheck(t *testing.T) {
+	var in injected
+	f := newFixture(t, withInjected(&in), nil)
+	first := f.held(t)
+	f.store.Always(leasetest.OpExtend, leasetest.Timeout)
+
+	in.skew.Add(int64(40 * time.Second)) // resumed, and the wall clock corrected
+
+	st, err := f.check(t, 0)
+	require.ErrorIs(t, err, lease.ErrRenewalFailed)
+	assert.NotErrorIs(t, err, lease.ErrNotLeader, "a pause is not a loss")
+	assert.ErrorContains(t, err, "the wall clock jumped ahead of the monotonic clock: the VM may have been paused, stopping it (40s since the store last confirmed the lease)")
+	assert.Equal(t, lease.Unknown, st.State, "Until (%v) is ahead on the stopped clock, but no promise", st.Until)
+	assert.Equal(t, first.Token, st.Token)
+	cur, _ := f.tr.Current()
+	assert.Equal(t, lease.Unknown, cur.State)
+	assert.Equal(t, lease.Unknown, f.tr.Report().State)
+
+	f.store.Always(leasetest.OpExtend, leasetest.Pass)
+	st, err = f.check(t, dur)
+	require.NoError(t, err, "confirmed again")
+	assert.Equal(t, lease.Held, st.State)
+	assert.Equal(t, first.Token, st.Token, "the same term")
+	st, err = f.check(t, dur) // from cache: the jump is behind the confirmation
+	require.NoError(t, err)
+	assert.Equal(t, lease.Held, st.State)
+}
+
+// TestWallClockSetCostsOneStoreCall: a wall clock set ahead by hand looks
+// like a corrected VM pause; it costs one store call, which confirms the
+// lease, and nothing more. One set back is no evidence: no call at all.
+func TestWallClockSetCostsOneStoreCall(t *testing.T) {
+	var in injected
+	f := newFixture(t, withInjected(&in), nil)
+	f.held(t)
+	calls := f.store.StoreReport().Extend.OK
+
+	in.skew.Add(-int64(time.Hour)) // set back
+	st, err := f.check(t, dur)
+	require.NoError(t, err)
+	assert.Equal(t, lease.Held, st.State)
+	assert.Equal(t, calls, f.store.StoreReport().Extend.OK, "answered from cache")
+
+	in.skew.Add(int64(2 * time.Hour)) // set ahead
+	st, err = f.check(t, dur)
+	require.NoError(t, err, "the one store call confirms it")
+	assert.Equal(t, lease.Held, st.State)
+	assert.Equal(t, calls+1, f.store.StoreReport().Extend.OK)
+	_, err = f.check(t, dur)
+	require.NoError(t, err)
+	assert.Equal(t, calls+1, f.store.StoreReport().Extend.OK, "and no more")
+}
+
+// TestSuspendIsUnknownWithinOneCheck: the first Check after a suspend
+// answers Unknown, before any renewal.
+func TestSuspendIsUnknownWithinOneCheck(t *testing.T) {
+	var in injected
+	f := newFixture(t, withInjected(&in), nil)
+	f.held(t)
+	f.store.Always(leasetest.OpExtend, leasetest.Timeout)
+	in.slept.Add(int64(40 * time.Second)) // boot time gained; the wall clock with it
+	in.skew.Add(int64(40 * time.Second))
+	st, err := f.check(t, 0)
+	require.ErrorIs(t, err, lease.ErrRenewalFailed)
+	assert.ErrorContains(t, err, "the host was suspended")
+	assert.Equal(t, lease.Unknown, st.State)
 }

@@ -20,8 +20,9 @@ type State int
 const (
 	// Unknown: the store has not confirmed the lease for now — no claim
 	// answered yet, a renewal failed ambiguously and the validity it had
-	// ran out, or a late timer suggests the process was paused. Do not
-	// act as leader; this is not "not leader" either.
+	// ran out, or the host's clocks show that the monotonic clock may
+	// have stopped since (a suspend, a paused VM). Do not act as leader;
+	// this is not "not leader" either.
 	Unknown State = iota
 	// Held: this tracker holds the lease until Status.Until. Act as
 	// leader until then, and pass Status.Token to what you guard.
@@ -78,7 +79,8 @@ type Tracker struct {
 	// Set by NewTracker and never written again.
 	cfg        Config
 	maxPromise time.Duration // the most any check can ask: 2×Duration − Margin
-	sleep      sleepMeter    // nil where a suspend of the host is not detected
+	clocks     clockMeter    // nil where a stopped clock is not seen
+	load       loadMeter     // what explains a late renewal
 
 	// snap is the latest immutable snapshot; only the renewer publishes
 	// one (publish).
@@ -118,9 +120,9 @@ type snapshot struct {
 	changed chan struct{}
 	// since is when the tracker entered status.State (on its clock).
 	since time.Time
-	// slept is, for Held, how long the host had been suspended in all
-	// when the call that confirmed Until was sent (suspend.go).
-	slept time.Duration
+	// clocks is, for Held, what the host's clocks said when the call
+	// that confirmed Until was sent (suspend.go).
+	clocks clockReading
 	// lastToken is the token of the term last confirmed: status.Token
 	// while there is one, and kept after that term ends (Report.Token).
 	lastToken uint64
@@ -148,9 +150,12 @@ func NewTracker(cfg Config) (*Tracker, error) {
 		return nil, jujuerrors.Trace(err)
 	}
 	cfg = cfg.withDefaults()
-	sleep := cfg.sleep
-	if sleep == nil {
-		sleep = hostSleep
+	clocks, load := cfg.clocks, cfg.load
+	if clocks == nil {
+		clocks = hostClocks
+	}
+	if load == nil {
+		load = hostLoad{}
 	}
 	notifier, _ := cfg.Store.(leasestore.LossNotifier)
 	watcher, _ := cfg.Store.(leasestore.ReleaseWatcher)
@@ -158,7 +163,8 @@ func NewTracker(cfg Config) (*Tracker, error) {
 	t := &Tracker{
 		cfg:        cfg,
 		maxPromise: 2*cfg.Duration - cfg.Margin,
-		sleep:      sleep,
+		clocks:     clocks,
+		load:       load,
 		sched:      schedule{kick: make(chan struct{}, 1), stepDown: make(chan *stepDownRequest)},
 		life: lifecycle{ctx: ctx, cancel: cancel,
 			done: make(chan struct{}), known: make(chan struct{}), exited: make(chan struct{})},
@@ -189,8 +195,12 @@ func NewTracker(cfg Config) (*Tracker, error) {
 //     validity lasts, Unknown after it;
 //   - ctx ended first: the cached status and an error wrapping ctx.Err().
 //
-// After a suspend of the host (detected on Linux, see Config.Clock) a Held
-// status answers Unknown, with the cause, until the store confirms again.
+// Once the host's clocks show that the monotonic clock may have stopped
+// since the last confirmation — a suspend of the host, or a VM paused and
+// its wall clock corrected since (see Config.Clock) — a Held status
+// answers Unknown, with the cause, until the store confirms again. A late
+// renewal timer is no such evidence: it renews at once, and is counted
+// (Report.LateRenewals).
 //
 // atLeast must be in [0, 2×Duration − Margin], the longest promise a claim
 // can give; anything else is an invalid argument (errors.NotValid). After
@@ -198,7 +208,7 @@ func NewTracker(cfg Config) (*Tracker, error) {
 func (t *Tracker) Check(ctx context.Context, atLeast time.Duration) (Status, error) {
 	if s := t.snap.Load(); s.status.State == Held && atLeast >= 0 && atLeast <= t.maxPromise {
 		now := t.cfg.Clock.Now()
-		if left := s.status.Until.Sub(now); left >= atLeast && left > 0 && t.suspended(s, now) == 0 {
+		if left := s.status.Until.Sub(now); left >= atLeast && left > 0 && t.stopped(s, now) == nil {
 			return s.status, nil
 		}
 	}
@@ -214,7 +224,7 @@ func (t *Tracker) check(ctx context.Context, atLeast time.Duration) (Status, err
 	now := t.cfg.Clock.Now()
 	if s.closed || s.status.State == NotHeld ||
 		s.status.State == Held && now.Before(s.status.Until) && s.status.Until.Sub(now) >= atLeast &&
-			t.suspended(s, now) == 0 {
+			t.stopped(s, now) == nil {
 		return t.evaluate(s, now, atLeast)
 	}
 	r := t.sched.await(&t.snap)
@@ -235,15 +245,15 @@ func (t *Tracker) check(ctx context.Context, atLeast time.Duration) (Status, err
 // evaluate turns snapshot s into a check's answer at now.
 func (t *Tracker) evaluate(s *snapshot, now time.Time, atLeast time.Duration) (Status, error) {
 	st := s.status
-	slept := t.suspended(s, now)
+	stopped := t.stopped(s, now)
 	switch {
 	case s.closed:
 		return st, fmt.Errorf("lease %q: %w", t.cfg.Name, ErrClosed)
 	case st.State == NotHeld:
 		return st, s.cause
-	case slept > 0:
+	case stopped != nil:
 		st.State, st.Holder = Unknown, ""
-		return st, &RenewalFailedError{Name: t.cfg.Name, Err: suspendError{slept: slept}, Until: st.Until}
+		return st, &RenewalFailedError{Name: t.cfg.Name, Err: stopped, Until: st.Until}
 	case st.State == Held && now.Before(st.Until) && st.Until.Sub(now) >= atLeast:
 		return st, nil
 	case st.State == Held && now.Before(st.Until):

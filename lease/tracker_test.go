@@ -463,58 +463,6 @@ func TestReclaimBySameNameGetsNewTokenOldGrantCannotExtend(t *testing.T) {
 	assert.Equal(t, lease.Status{State: lease.NotHeld, Holder: "unit-0"}, st)
 }
 
-// TestLateTimerBoundIsTheMargin: a renewal timer may fire up to Margin
-// late (3 s here, Duration/10) and the promise stands; later than that, the
-// tracker suspects a pause and says Unknown before it asks the store.
-func TestLateTimerBoundIsTheMargin(t *testing.T) {
-	for _, tc := range []struct {
-		late time.Duration
-		want lease.State
-	}{
-		{dur / 10, lease.Held},
-		{dur/10 + 1, lease.Unknown},
-	} {
-		t.Run(tc.late.String(), func(t *testing.T) {
-			f := newFixture(t, nil, nil)
-			f.held(t)
-			f.store.Always(leasetest.OpExtend, leasetest.Hang)
-			require.Equal(t, renewAt, f.nextIdle(t))
-			f.clk.Advance(renewAt + tc.late)
-			f.waitBlocked(t) // the renewal is sent: a late timer is published before it
-			st, _ := f.tr.Current()
-			assert.Equal(t, tc.want, st.State)
-		})
-	}
-}
-
-func TestLateTimerIsUnknown(t *testing.T) {
-	f := newFixture(t, nil, nil)
-	first := f.held(t)
-	f.store.Always(leasetest.OpExtend, leasetest.Hang)
-	require.Equal(t, renewAt, f.nextIdle(t))
-	// The process was paused: the renewal timer fires 10 s late, well
-	// within the validity (t0+57s) but later than the Margin (3 s).
-	f.clk.Advance(renewAt + 10*time.Second)
-
-	st := f.next(t)
-	assert.Equal(t, lease.Unknown, st.State, "a late timer downgrades to Unknown")
-	assert.Equal(t, first.Token, st.Token)
-	cancelled, cancel := context.WithCancel(context.Background())
-	cancel()
-	st, err := f.tr.Check(cancelled, 0)
-	require.ErrorIs(t, err, context.Canceled)
-	assert.Equal(t, lease.Unknown, st.State, "no promise until the store confirms, though Until is ahead")
-
-	// An ambiguous answer does not restore Held; a confirmation does.
-	f.waitBlocked(t) // the renewal hangs (only then may the fault change)
-	f.store.Always(leasetest.OpExtend, leasetest.Pass)
-	require.NoError(t, f.clk.WaitAdvance(callTimeout, wait, 1))
-	f.expectIdle(t, firstRetry)
-	st = f.nextState(t, lease.Held)
-	assert.Equal(t, first.Token, st.Token)
-	assert.Equal(t, t0.Add(renewAt+10*time.Second+callTimeout+firstRetry+until0), st.Until)
-}
-
 func TestCurrentNeverBlocksRenewer(t *testing.T) {
 	f := newFixture(t, nil, nil)
 	// Nobody follows Current while the tracker claims and renews 50 times.

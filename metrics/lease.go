@@ -19,7 +19,7 @@ type trackerCollector struct {
 	state, token, until, closed  *prometheus.Desc
 	losses, denials, transitions *prometheus.Desc
 	unknown, lastCall, inCall    *prometheus.Desc
-	handOverGap                  *prometheus.Desc
+	handOverGap, late            *prometheus.Desc
 }
 
 // NewTrackerCollector returns a collector of t's Report, its series
@@ -78,15 +78,15 @@ func newTrackerCollector(d descs, trackers func() []*lease.Tracker, set bool) *t
 		"How long the store call now in flight has run; 0 when none is.")
 	c.handOverGap = add("handover_gap_seconds",
 		"Leaderless gaps of the hand-overs to this tracker: from the end of another holder's term as it learnt it (the release or expiry its store's watch reported, else its last refused claim) to its own Held.")
+	c.late = add("late_renewals_total",
+		"Renewals whose timer fired more than Margin/4 late, by the first cause the process saw (suspend, clock-step, throttled, gc-pause, scheduler, or unexplained); a late renewal demotes nothing.",
+		"cause")
 	return c
 }
 
 func (c *trackerCollector) Collect(ch chan<- prometheus.Metric) {
 	ts := c.trackers()
-	var seen map[string]bool
-	if c.set && len(ts) > 1 {
-		seen = make(map[string]bool, len(ts))
-	}
+	seen := make(map[string]bool, len(ts)) // in a set, the leases exported
 	// lv: the lease's name in a set, else none; spare room for the state.
 	lv := make([]string, 0, 2)
 	for _, t := range ts {
@@ -98,9 +98,7 @@ func (c *trackerCollector) Collect(ch chan<- prometheus.Metric) {
 			if seen[r.Name] {
 				continue
 			}
-			if seen != nil {
-				seen[r.Name] = true
-			}
+			seen[r.Name] = true
 			lv = append(lv[:0], r.Name)
 		}
 		c.collect(ch, r, lv)
@@ -129,6 +127,16 @@ func (c *trackerCollector) collect(ch chan<- prometheus.Metric, r lease.Report, 
 		m = prometheus.NewInvalidMetric(c.handOverGap, err)
 	}
 	ch <- m
+	explained := r.LateSuspend + r.LateClockStep + r.LateThrottled + r.LateGCPause + r.LateScheduler
+	for _, l := range [...]struct {
+		cause string
+		n     uint64
+	}{
+		{"suspend", r.LateSuspend}, {"clock-step", r.LateClockStep}, {"throttled", r.LateThrottled},
+		{"gc-pause", r.LateGCPause}, {"scheduler", r.LateScheduler}, {"unexplained", r.LateRenewals - explained},
+	} {
+		counter(ch, c.late, l.n, append(lv, l.cause)...)
+	}
 }
 
 // leaderStatusHelp is client-go's HELP, word for word, so this gauge can sit

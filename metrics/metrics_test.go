@@ -81,6 +81,7 @@ func TestWantTextsAreTheReports(t *testing.T) {
 		{Phase: upgrade.PhaseChecking, Admitted: 1, Refused: 1},
 		{Phase: upgrade.PhaseRunningSteps, Admitted: 1, Refused: 2},
 		{Phase: upgrade.PhaseFailed, Admitted: 0, Refused: 1},
+		{Phase: upgrade.PhaseDraining},
 	}, up.Calls)
 	assert.Equal(t, leasestore.Report{ // the two trackers' calls, in one family
 		Claim:  leasestore.Calls{OK: 1, Definitive: 1},

@@ -8,7 +8,7 @@ import (
 )
 
 // upgradePhases are the values of coldstart_upgrade_phase's phase label.
-var upgradePhases = [...]upgrade.Phase{upgrade.PhaseChecking, upgrade.PhaseRunningSteps, upgrade.PhaseComplete, upgrade.PhaseFailed}
+var upgradePhases = [...]upgrade.Phase{upgrade.PhaseChecking, upgrade.PhaseRunningSteps, upgrade.PhaseComplete, upgrade.PhaseFailed, upgrade.PhaseDraining}
 
 type upgradeCollector struct {
 	descs
@@ -27,7 +27,7 @@ func NewUpgradeCollector(name string, g *upgrade.Gate) prometheus.Collector {
 	}
 	c := &upgradeCollector{descs: newDescs("upgrade", "upgrade", name), g: g}
 	c.phase = c.add("phase",
-		"Whether the upgrade gate is in the phase the phase label names (checking, running-steps, complete or failed): 1 for its phase, 0 for the others.",
+		"Whether the upgrade gate is in the phase the phase label names (checking, running-steps, complete, failed or draining): 1 for its phase, 0 for the others.",
 		"phase")
 	c.attempts = c.add("attempts_total",
 		"Upgrade attempts begun: 1 for the gate's first, one more each time Enter leaves complete or failed.")

@@ -112,6 +112,14 @@ coldstart_lease_handover_gap_seconds_count{lease="singular-controller"} 0
 # HELP coldstart_lease_last_call_seconds How long the last finished store call took.
 # TYPE coldstart_lease_last_call_seconds gauge
 coldstart_lease_last_call_seconds{lease="singular-controller"} 0
+# HELP coldstart_lease_late_renewals_total Renewals whose timer fired more than Margin/4 late, by the first cause the process saw (suspend, clock-step, throttled, gc-pause, scheduler, or unexplained); a late renewal demotes nothing.
+# TYPE coldstart_lease_late_renewals_total counter
+coldstart_lease_late_renewals_total{cause="clock-step",lease="singular-controller"} 0
+coldstart_lease_late_renewals_total{cause="gc-pause",lease="singular-controller"} 0
+coldstart_lease_late_renewals_total{cause="scheduler",lease="singular-controller"} 0
+coldstart_lease_late_renewals_total{cause="suspend",lease="singular-controller"} 0
+coldstart_lease_late_renewals_total{cause="throttled",lease="singular-controller"} 0
+coldstart_lease_late_renewals_total{cause="unexplained",lease="singular-controller"} 0
 # HELP coldstart_lease_losses_total Terms this tracker held that the store said are over (definitive losses).
 # TYPE coldstart_lease_losses_total counter
 coldstart_lease_losses_total{lease="singular-controller"} 0
@@ -150,6 +158,14 @@ coldstart_lease_handover_gap_seconds_count{lease="singular-controller"} 0
 # HELP coldstart_lease_last_call_seconds How long the last finished store call took.
 # TYPE coldstart_lease_last_call_seconds gauge
 coldstart_lease_last_call_seconds{lease="singular-controller"} 0
+# HELP coldstart_lease_late_renewals_total Renewals whose timer fired more than Margin/4 late, by the first cause the process saw (suspend, clock-step, throttled, gc-pause, scheduler, or unexplained); a late renewal demotes nothing.
+# TYPE coldstart_lease_late_renewals_total counter
+coldstart_lease_late_renewals_total{cause="clock-step",lease="singular-controller"} 0
+coldstart_lease_late_renewals_total{cause="gc-pause",lease="singular-controller"} 0
+coldstart_lease_late_renewals_total{cause="scheduler",lease="singular-controller"} 0
+coldstart_lease_late_renewals_total{cause="suspend",lease="singular-controller"} 0
+coldstart_lease_late_renewals_total{cause="throttled",lease="singular-controller"} 0
+coldstart_lease_late_renewals_total{cause="unexplained",lease="singular-controller"} 0
 # HELP coldstart_lease_losses_total Terms this tracker held that the store said are over (definitive losses).
 # TYPE coldstart_lease_losses_total counter
 coldstart_lease_losses_total{lease="singular-controller"} 0
@@ -188,13 +204,16 @@ coldstart_upgrade_calls_total{outcome="admitted",phase="running-steps",upgrade="
 coldstart_upgrade_calls_total{outcome="refused",phase="running-steps",upgrade="c0"} 2
 coldstart_upgrade_calls_total{outcome="admitted",phase="failed",upgrade="c0"} 0
 coldstart_upgrade_calls_total{outcome="refused",phase="failed",upgrade="c0"} 1
+coldstart_upgrade_calls_total{outcome="admitted",phase="draining",upgrade="c0"} 0
+coldstart_upgrade_calls_total{outcome="refused",phase="draining",upgrade="c0"} 0
 # HELP coldstart_upgrade_last_failed 1 if an attempt has failed and left its cause (kept across attempts, so it says why the previous one failed), else 0.
 # TYPE coldstart_upgrade_last_failed gauge
 coldstart_upgrade_last_failed{upgrade="c0"} 1
-# HELP coldstart_upgrade_phase Whether the upgrade gate is in the phase the phase label names (checking, running-steps, complete or failed): 1 for its phase, 0 for the others.
+# HELP coldstart_upgrade_phase Whether the upgrade gate is in the phase the phase label names (checking, running-steps, complete, failed or draining): 1 for its phase, 0 for the others.
 # TYPE coldstart_upgrade_phase gauge
 coldstart_upgrade_phase{phase="checking",upgrade="c0"} 1
 coldstart_upgrade_phase{phase="complete",upgrade="c0"} 0
+coldstart_upgrade_phase{phase="draining",upgrade="c0"} 0
 coldstart_upgrade_phase{phase="failed",upgrade="c0"} 0
 coldstart_upgrade_phase{phase="running-steps",upgrade="c0"} 0
 `

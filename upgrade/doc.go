@@ -31,10 +31,10 @@
 //	client := &http.Client{Transport: upgrade.RetryTransport(nil)}
 //	resp, err := client.Post(url, "application/json", bytes.NewReader(payload))
 //
-// A stop mirrors the start: with GateConfig.Drain (a board's drain
-// signal) the gate, once the signal has closed and DrainGrace has passed,
-// refuses new calls for good (PhaseDraining; over HTTP with Connection:
-// close, a GOAWAY on HTTP/2) while calls in flight finish.
+// A stop mirrors the start: Drain waits for a drain signal (a board's
+// Draining()) and a grace, then refuses new calls for good (PhaseDraining;
+// over HTTP with Connection: close, a GOAWAY on HTTP/2) while calls in
+// flight finish.
 //
 // An HA group upgrades once (Gate.Group, ExampleGate_Group): the lease's
 // holder runs the steps under its fencing token (Group.Lead, from its Lead

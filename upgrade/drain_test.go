@@ -11,18 +11,19 @@ import (
 	"time"
 
 	"github.com/juju/clock/testclock"
+	jujuerrors "github.com/juju/errors"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/coldstart-go/coldstart/upgrade"
 )
 
-// drainingGate is a complete gate that drains once drain closes and grace
-// has passed on clk; entered closes when it does.
-func drainingGate(clk *testclock.Clock, drain <-chan struct{}, grace time.Duration, peer bool) (g *upgrade.Gate, entered <-chan struct{}) {
+// drainingGate is a complete gate that drains (Drain) once drain closes
+// and grace has passed on clk; entered closes when it does.
+func drainingGate(t *testing.T, clk *testclock.Clock, drain <-chan struct{}, grace time.Duration, peer bool) (g *upgrade.Gate, entered <-chan struct{}) {
 	in := make(chan struct{})
 	g = upgrade.NewGate(upgrade.GateConfig{
-		Clock: clk, Drain: drain, DrainGrace: grace, PeerReady: func() bool { return peer },
+		Clock: clk, PeerReady: func() bool { return peer },
 		OnTransition: func(_, to upgrade.Phase, _ error) {
 			if to == upgrade.PhaseDraining {
 				close(in)
@@ -30,6 +31,13 @@ func drainingGate(clk *testclock.Clock, drain <-chan struct{}, grace time.Durati
 		},
 	})
 	g.Complete()
+	ctx, cancel := context.WithCancel(context.Background())
+	drained := make(chan error, 1)
+	go func() { drained <- g.Drain(ctx, drain, grace) }()
+	t.Cleanup(func() {
+		cancel()
+		<-drained
+	})
 	return g, in
 }
 
@@ -59,7 +67,7 @@ func requireClosed(t *testing.T, closed <-chan net.Conn, why string) {
 func TestDrainRefusesNewCallsOnceTheGraceHasPassed(t *testing.T) {
 	clk := testclock.NewClock(t0)
 	drain := make(chan struct{})
-	g, entered := drainingGate(clk, drain, 5*time.Second, true)
+	g, entered := drainingGate(t, clk, drain, 5*time.Second, true)
 	inside, release := make(chan struct{}), make(chan struct{})
 	srv := httptest.NewUnstartedServer(upgrade.Middleware(g, nil)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/slow" {
@@ -127,7 +135,7 @@ func TestDrainRefusesNewCallsOnceTheGraceHasPassed(t *testing.T) {
 func TestDrainSendsGOAWAYOnHTTP2(t *testing.T) {
 	clk := testclock.NewClock(t0)
 	drain := make(chan struct{})
-	g, entered := drainingGate(clk, drain, 0, false)
+	g, entered := drainingGate(t, clk, drain, 0, false)
 	srv := httptest.NewUnstartedServer(upgrade.Middleware(g, nil)(&served{}))
 	srv.EnableHTTP2 = true
 	closed := closedConns(srv)
@@ -180,7 +188,7 @@ func TestRetryWakesOnTheGate(t *testing.T) {
 	require.NoError(t, <-done, "woken by the gate, not by the clock")
 
 	drain := make(chan struct{})
-	g, entered := drainingGate(clk, drain, 0, false)
+	g, entered := drainingGate(t, clk, drain, 0, false)
 	close(drain)
 	<-entered
 	ctx, cancel := context.WithCancel(context.Background())
@@ -203,7 +211,7 @@ func TestRetryWakesOnTheGate(t *testing.T) {
 func TestRetryTransportWaitsOutARestartAfterADrain(t *testing.T) {
 	clk := testclock.NewClock(t0)
 	drain := make(chan struct{})
-	old, entered := drainingGate(clk, drain, 0, false)
+	old, entered := drainingGate(t, clk, drain, 0, false)
 	close(drain)
 	<-entered
 	first := httptest.NewServer(upgrade.Middleware(old, nil)(&served{}))
@@ -240,4 +248,20 @@ func TestRetryTransportWaitsOutARestartAfterADrain(t *testing.T) {
 	require.NotNil(t, resp)
 	_ = resp.Body.Close()
 	assert.Equal(t, http.StatusOK, resp.StatusCode)
+}
+
+// Drain waits in its caller's goroutine, bounded by its ctx: a stop that
+// never comes (a board closed without a drain) leaves nothing behind.
+func TestDrainEndsWithItsCtx(t *testing.T) {
+	g := upgrade.NewGate(upgrade.GateConfig{})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	assert.ErrorIs(t, g.Drain(ctx, make(chan struct{}), time.Second), context.Canceled)
+	assert.Equal(t, upgrade.PhaseChecking, g.Phase(), "nothing changed")
+	err := g.Drain(context.Background(), nil, -time.Second)
+	assert.True(t, jujuerrors.Is(err, jujuerrors.NotValid))
+	assert.EqualError(t, err, "grace -1s (must be zero or more) not valid")
+	require.NoError(t, g.Drain(context.Background(), nil, 0))
+	require.NoError(t, g.Drain(context.Background(), nil, 0), "draining already")
+	assert.Equal(t, upgrade.PhaseDraining, g.Phase())
 }

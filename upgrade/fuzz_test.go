@@ -2,6 +2,7 @@ package upgrade_test
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"io"
 	"net/http"
@@ -151,17 +152,9 @@ func FuzzRefusalRoundTrip(f *testing.F) {
 		if p == 0 {
 			p = upgrade.PhaseFailed
 		}
-		drained := make(chan struct{})
 		if phase >= 0x80 {
 			p = upgrade.PhaseDraining
-			drain := make(chan struct{})
-			close(drain)
-			cfg.Drain, cfg.PeerReady = drain, func() bool { return cause != "" }
-			cfg.OnTransition = func(_, to upgrade.Phase, _ error) {
-				if to == upgrade.PhaseDraining {
-					close(drained)
-				}
-			}
+			cfg.PeerReady = func() bool { return cause != "" }
 		}
 		g := upgrade.NewGate(cfg)
 		if retryAfter > 0 {
@@ -171,7 +164,9 @@ func FuzzRefusalRoundTrip(f *testing.F) {
 		}
 		switch p {
 		case upgrade.PhaseDraining:
-			<-drained
+			if err := g.Drain(context.Background(), nil, 0); err != nil {
+				t.Fatal(err)
+			}
 		case upgrade.PhaseChecking: // a new gate's phase
 		case upgrade.PhaseRunningSteps:
 			if err := g.Enter(p); err != nil {

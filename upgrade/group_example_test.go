@@ -55,33 +55,27 @@ func ExampleGate_Group() {
 	// <nil> <nil> complete complete
 }
 
-// A server that drains: once the drain signal closes (a board's drain)
-// and the grace has passed, new calls get the upgrade wire's 503 with
-// Connection: close (a GOAWAY on HTTP/2), and retrying clients wait, or,
-// told a ready peer can serve, may go there.
-func ExampleGateConfig_drain() {
+// A server that drains: once the drain signal closes (a board's
+// Draining()) and the grace has passed, new calls get the upgrade wire's
+// 503 with Connection: close (a GOAWAY on HTTP/2), and retrying clients
+// wait, or, told a ready peer can serve, may go there.
+func ExampleGate_Drain() {
+	ctx := context.Background()
 	drain := make(chan struct{})
-	draining := make(chan struct{})
-	g := upgrade.NewGate(upgrade.GateConfig{
-		Drain:      drain,
-		DrainGrace: 0, // e.g. 5 * time.Second, so that load balancers see readiness fall first
-		PeerReady:  func() bool { return true },
-		OnTransition: func(_, to upgrade.Phase, _ error) {
-			if to == upgrade.PhaseDraining {
-				close(draining)
-			}
-		},
-	})
+	g := upgrade.NewGate(upgrade.GateConfig{PeerReady: func() bool { return true }})
 	g.Complete()
 	h := upgrade.Middleware(g, nil)(http.NotFoundHandler())
+	drained := make(chan error, 1)
+	go func() { drained <- g.Drain(ctx, drain, 0) }() // e.g. 5 * time.Second, so that load balancers see readiness fall first
 
 	close(drain)
-	<-draining
+	fmt.Println(<-drained, g.Phase())
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, httptest.NewRequest("GET", "/", nil))
 	fmt.Println(rec.Code, rec.Header().Get("Connection"))
 	fmt.Print(rec.Body.String())
 	// Output:
+	// <nil> draining
 	// 503 close
 	// {"code":"upgrade-in-progress","phase":"draining","message":"upgrade in progress (draining before a restart); call not executed; a ready peer can serve it","peer_ready":true}
 }

@@ -12,6 +12,8 @@ import (
 
 	"github.com/juju/clock"
 	jujuerrors "github.com/juju/errors"
+
+	"github.com/coldstart-go/coldstart/internal/backoff"
 )
 
 // Phase is where a server is in its upgrade.
@@ -30,7 +32,7 @@ const (
 	// PhaseFailed: the upgrade failed; calls are refused with ErrUpgradeFailed
 	// until Enter starts a new attempt.
 	PhaseFailed
-	// PhaseDraining: the server is stopping (GateConfig.Drain): new calls
+	// PhaseDraining: the server is stopping (Drain): new calls
 	// are refused as while upgrading, calls in flight finish. A gate that
 	// drains stays draining.
 	PhaseDraining
@@ -144,17 +146,9 @@ type GateConfig struct {
 	// has returned, every hook has run. A hook may call the gate's methods,
 	// including transitions, which are queued behind it.
 	OnTransition func(from, to Phase, err error)
-	// Drain, if not nil, says the server is stopping (a board's drain
-	// signal): once it has closed and DrainGrace has passed on Clock, the
-	// gate enters PhaseDraining for good. Until then one goroutine of the
-	// gate waits on it.
-	Drain <-chan struct{}
-	// DrainGrace is how long calls are still served once Drain has closed,
-	// so that load balancers see readiness fall first. Zero or less: none.
-	DrainGrace time.Duration
 	// PeerReady, if not nil, says whether a ready peer can serve in this
-	// server's place. It is asked once, when draining begins, and each
-	// drain refusal carries its answer (InProgressError.PeerReady).
+	// server's place. It is asked once, when draining begins (Drain), and
+	// each drain refusal carries its answer (InProgressError.PeerReady).
 	PeerReady func() bool
 }
 
@@ -169,8 +163,7 @@ const (
 // PhaseChecking and PhaseRunningSteps; Complete and Fail end the epoch, and
 // whichever comes first wins until Enter starts a new epoch. Reading the
 // gate is one atomic load, deciding a call one atomic add while it refuses.
-// A gate holds no timer and no goroutine but its drain's
-// (GateConfig.Drain). A Gate is safe for concurrent use.
+// A gate holds no timer and no goroutine. A Gate is safe for concurrent use.
 type Gate struct {
 	clk    clock.Clock
 	logger *slog.Logger                    // nil: no logs
@@ -216,25 +209,44 @@ func NewGate(cfg GateConfig) *Gate {
 	}
 	g := &Gate{clk: clk, logger: cfg.Logger, hook: cfg.OnTransition, peer: cfg.PeerReady, retryAfter: defaultRetryAfter}
 	g.st.Store(g.newState(Report{Phase: PhaseChecking, Since: clk.Now(), Epoch: 1}, nil))
-	if cfg.Drain != nil {
-		go g.awaitDrain(cfg.Drain, cfg.DrainGrace)
-	}
 	return g
 }
 
-// awaitDrain enters PhaseDraining once drain has closed and grace passed.
-func (g *Gate) awaitDrain(drain <-chan struct{}, grace time.Duration) {
-	<-drain
-	if grace > 0 {
-		<-g.clk.After(grace)
+// Drain mirrors startup at the stop: it waits for drain to close (a
+// board's Draining(); nil means at once), then for grace on the gate's
+// clock, so that load balancers see readiness fall first while calls are
+// still served, and enters PhaseDraining for good: every new call off the
+// allowlist is refused as while upgrading (over HTTP with Connection:
+// close), calls in flight finish. It returns nil once draining (at once
+// if already), or, with nothing changed, ctx's error if ctx ends first
+// and a NotValid error (github.com/juju/errors) for a negative grace. Run
+// it beside the server: go g.Drain(ctx, board.Draining(), 5*time.Second).
+func (g *Gate) Drain(ctx context.Context, drain <-chan struct{}, grace time.Duration) error {
+	if grace < 0 {
+		return jujuerrors.NotValidf("grace %v (must be zero or more)", grace)
+	}
+	if drain != nil {
+		select {
+		case <-drain:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	if err := backoff.Sleep(ctx, g.clk, grace); err != nil {
+		return err
 	}
 	peer := g.peer != nil && g.peer()
 	g.mu.Lock()
 	cur := g.st.Load().Report
+	if cur.Phase == PhaseDraining {
+		g.mu.Unlock()
+		return nil
+	}
 	g.peerReady = peer
 	g.publish(Report{Phase: PhaseDraining, Since: g.clk.Now(), Epoch: cur.Epoch, LastErr: cur.LastErr}, nil)
 	g.mu.Unlock()
 	g.deliver()
+	return nil
 }
 
 // newState builds the snapshot for r; prev is the state it replaces (nil

@@ -3,6 +3,7 @@ package grpcdialer
 import (
 	"context"
 	"net"
+	"slices"
 	"sync"
 
 	jujuerrors "github.com/juju/errors"
@@ -65,13 +66,7 @@ func NewClient(d *dialer.Dialer, opts ...grpc.DialOption) (*Client, error) {
 	if d.Policy() == dialer.RequireLocal {
 		ready = nil // local from the first connection: nowhere to move
 	}
-	all := make([]grpc.DialOption, 0, len(opts)+2)
-	for _, o := range opts {
-		if o != nil {
-			all = append(all, o)
-		}
-	}
-	all = append(all,
+	all := append(slices.DeleteFunc(slices.Clone(opts), func(o grpc.DialOption) bool { return o == nil }),
 		grpc.WithResolvers(&builder{ready: ready}),
 		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) {
 			conn, _, err := d.Dial(ctx)
@@ -97,7 +92,11 @@ func (b *builder) Build(_ resolver.Target, cc resolver.ClientConn, _ resolver.Bu
 	r := &moveResolver{quit: make(chan struct{}), exited: make(chan struct{})}
 	if b.ready == nil || isClosed(b.ready) {
 		close(r.exited)
-		return r, cc.UpdateState(resolver.State{Addresses: []resolver.Address{b.route()}})
+		addr := localRoute // LocalReady has closed
+		if b.ready == nil {
+			addr = anyRoute // it never moves
+		}
+		return r, cc.UpdateState(resolver.State{Addresses: []resolver.Address{addr}})
 	}
 	if err := cc.UpdateState(resolver.State{Addresses: []resolver.Address{anyRoute}}); err != nil {
 		close(r.exited)
@@ -105,15 +104,6 @@ func (b *builder) Build(_ resolver.Target, cc resolver.ClientConn, _ resolver.Bu
 	}
 	go r.watch(b, cc)
 	return r, nil
-}
-
-// route is the address for a resolver built once LocalReady has closed,
-// or that never moves (anyRoute).
-func (b *builder) route() resolver.Address {
-	if b.ready == nil {
-		return anyRoute
-	}
-	return localRoute
 }
 
 // moveResolver reports anyRoute, then localRoute once LocalReady closes.

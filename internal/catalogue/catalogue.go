@@ -4,6 +4,7 @@ package catalogue
 
 import (
 	"bufio"
+	"cmp"
 	"fmt"
 	"os"
 	"regexp"
@@ -138,22 +139,10 @@ func splitRow(row string) []string {
 	return append(cells, strings.TrimSpace(cur.String()))
 }
 
-// RecordRow is the catalogue row for a record, its keys left for the writer
-// to fill in from the code, and its levels too if none are given.
-func RecordRow(component, message string, levels []string) string {
-	l := "LEVEL"
-	if len(levels) > 0 {
-		l = strings.Join(levels, ", ")
-	}
-	return fmt.Sprintf("| `%s` | `%s` | %s | KEYS |", component, message, l)
-}
-
 // FamilyRow is the catalogue row for a family; an empty meaning is left for
 // the writer to fill in.
 func FamilyRow(name, typ string, labels []string, meaning string) string {
-	if meaning == "" {
-		meaning = "MEANING"
-	}
+	meaning = cmp.Or(meaning, "MEANING")
 	return fmt.Sprintf("| `%s` | %s | %s | %s |", name, typ, LabelCell(labels), strings.ReplaceAll(meaning, "|", `\|`))
 }
 

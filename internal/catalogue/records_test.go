@@ -54,7 +54,7 @@ func diffRecords(code []found, listed []catalogue.Record) string {
 		r, ok := inREADME[[2]string{f.component, f.message}]
 		switch {
 		case !ok:
-			add = append(add, catalogue.RecordRow(f.component, f.message, f.levels))
+			add = append(add, recordRow(f.component, f.message, f.levels))
 			where = append(where, fmt.Sprintf("  %s %q: %s", f.component, f.message, f.at))
 		case f.levels != nil && !slices.Equal(f.levels, r.Levels):
 			fix = append(fix, fmt.Sprintf("docs/catalogue.md:%d: %s\n  the code (%s) writes it at %s, not %s",
@@ -151,4 +151,14 @@ func TestDiffRecordsPrintsRowsToAddCorrectAndRemove(t *testing.T) {
 	assert.NotContains(t, diff, "gate opened")
 	assert.NotContains(t, diff, "docs/catalogue.md:10", "a record whose levels the scan cannot tell is not corrected")
 	assert.Empty(t, diffRecords([]found{{component: "gate", message: "gate opened"}}, []catalogue.Record{{Component: "gate", Message: "gate opened"}}))
+}
+
+// recordRow is the catalogue row for a record, its keys left for the writer
+// to fill in from the code, and its levels too if none are given.
+func recordRow(component, message string, levels []string) string {
+	l := "LEVEL"
+	if len(levels) > 0 {
+		l = strings.Join(levels, ", ")
+	}
+	return fmt.Sprintf("| `%s` | `%s` | %s | KEYS |", component, message, l)
 }

@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -140,7 +141,7 @@ func (h *Handler) WithGroup(name string) slog.Handler {
 func (h *Handler) Records() []Record {
 	h.s.mu.Lock()
 	defer h.s.mu.Unlock()
-	return append([]Record(nil), h.s.records...)
+	return slices.Clone(h.s.records)
 }
 
 // Matching returns the records captured so far with message msg.
@@ -177,40 +178,31 @@ func (h *Handler) Seal(t testing.TB) {
 func (h *Handler) Late() []Record {
 	h.s.mu.Lock()
 	defer h.s.mu.Unlock()
-	return append([]Record(nil), h.s.late...)
+	return slices.Clone(h.s.late)
 }
 
-// Guard bounds WaitFor: reaching it is a failure, never part of the
+// guard bounds WaitMessage: reaching it is a failure, never part of the
 // expected timing.
-const Guard = 5 * time.Second
+const guard = 5 * time.Second
 
-// WaitFor waits until ok holds for the records captured so far, and
-// returns them; it fails t after Guard. It wakes on each new record.
-func (h *Handler) WaitFor(t testing.TB, what string, ok func([]Record) bool) []Record {
+// WaitMessage waits until n records with message msg have been captured,
+// and returns those captured by then; it fails t after guard. It wakes on
+// each new record.
+func (h *Handler) WaitMessage(t testing.TB, msg string, n int) []Record {
 	t.Helper()
-	timeout := time.NewTimer(Guard)
-	defer timeout.Stop()
+	timeout := time.After(guard)
 	for {
 		h.s.mu.Lock()
-		recs, changed := append([]Record(nil), h.s.records...), h.s.changed
+		recs, changed := slices.Clone(h.s.records), h.s.changed
 		h.s.mu.Unlock()
-		if ok(recs) {
-			return recs
+		if got := matching(recs, msg); len(got) >= n {
+			return got
 		}
 		select {
 		case <-changed:
-		case <-timeout.C:
-			t.Fatalf("no %s in %d records after %v: %v", what, len(recs), Guard, recs)
+		case <-timeout:
+			t.Fatalf("no %d %q records in %d records after %v: %v", n, msg, len(recs), guard, recs)
 			return nil
 		}
 	}
-}
-
-// WaitMessage waits for n records with message msg and returns them.
-func (h *Handler) WaitMessage(t testing.TB, msg string, n int) []Record {
-	t.Helper()
-	h.WaitFor(t, fmt.Sprintf("%d %q records", n, msg), func(rs []Record) bool {
-		return len(matching(rs, msg)) >= n
-	})
-	return h.Matching(msg)
 }

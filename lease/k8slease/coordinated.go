@@ -57,9 +57,6 @@ func (s *Store) YieldToPreferredHolder(ctx context.Context, tr *lease.Tracker) e
 func (s *Store) notePassedUp(out *coordinationv1.Lease, preferred string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.passedUp == nil {
-		s.passedUp = make(map[string]passedUp)
-	}
 	s.passedUp[out.Name] = passedUp{token: tokenOf(out), preferred: preferred}
 }
 
@@ -77,9 +74,6 @@ func (s *Store) passedUpBy(l *coordinationv1.Lease) bool {
 func (s *Store) preferredBump(name string) <-chan struct{} {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.prefer == nil {
-		s.prefer = make(map[string]chan struct{})
-	}
 	c, ok := s.prefer[name]
 	if !ok {
 		c = make(chan struct{})

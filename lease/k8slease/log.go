@@ -44,35 +44,29 @@ func (s *Store) logTakenOver(g leasestore.Grant, prev *coordinationv1.Lease, unc
 
 // logDeleted records that the Lease last seen as prev is gone.
 func (s *Store) logDeleted(prev *coordinationv1.Lease) {
-	attrs := make([]slog.Attr, 0, 2)
-	if h := holderOf(prev); h != "" {
-		attrs = append(attrs, slog.String("holder", h))
-	}
-	attrs = append(attrs, slog.Uint64("token", tokenOf(prev)))
-	s.log(slog.LevelWarn, msgDeleted, prev.Name, attrs...)
+	s.log(slog.LevelWarn, msgDeleted, prev.Name, append(holderAttr(holderOf(prev)), slog.Uint64("token", tokenOf(prev)))...)
 }
 
 // logRecreated records that cur replaced the Lease object last seen as
 // prev.
 func (s *Store) logRecreated(prev, cur *coordinationv1.Lease) {
-	attrs := make([]slog.Attr, 0, 3)
-	if h := holderOf(cur); h != "" {
-		attrs = append(attrs, slog.String("holder", h))
-	}
-	attrs = append(attrs, slog.Uint64("token", tokenOf(cur)),
-		slog.Uint64("previous_token", tokenOf(prev)))
-	s.log(slog.LevelWarn, msgRecreated, cur.Name, attrs...)
+	s.log(slog.LevelWarn, msgRecreated, cur.Name, append(holderAttr(holderOf(cur)),
+		slog.Uint64("token", tokenOf(cur)), slog.Uint64("previous_token", tokenOf(prev)))...)
 }
 
 // logEndedByOther records that op on term g conflicted with a write that
 // ended the term: err is the NotHeldError op returns, naming who holds
 // the Lease now.
 func (s *Store) logEndedByOther(op leasestore.Op, g leasestore.Grant, err *leasestore.NotHeldError) {
-	attrs := make([]slog.Attr, 0, 4)
-	attrs = append(attrs, slog.String("op", op.String()))
-	if err.Holder != "" {
-		attrs = append(attrs, slog.String("holder", err.Holder))
+	attrs := append([]slog.Attr{slog.String("op", op.String())}, holderAttr(err.Holder)...)
+	s.log(slog.LevelWarn, msgEndedByOther, g.Name, append(attrs, slog.Uint64("token", g.Token), slog.Any("err", err))...)
+}
+
+// holderAttr is a record's holder attribute: none for a Lease with no
+// holder.
+func holderAttr(holder string) []slog.Attr {
+	if holder == "" {
+		return nil
 	}
-	attrs = append(attrs, slog.Uint64("token", g.Token), slog.Any("err", err))
-	s.log(slog.LevelWarn, msgEndedByOther, g.Name, attrs...)
+	return []slog.Attr{slog.String("holder", holder)}
 }

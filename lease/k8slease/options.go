@@ -29,16 +29,3 @@ func WithClock(clk clock.Clock) Option {
 func WithLogger(logger *slog.Logger) Option {
 	return func(o *options) { o.logger = logger }
 }
-
-func newOptions(opts []Option) options {
-	var o options
-	for _, opt := range opts {
-		if opt != nil {
-			opt(&o)
-		}
-	}
-	if o.clock == nil {
-		o.clock = clock.WallClock
-	}
-	return o
-}

@@ -1,6 +1,7 @@
 package k8slease
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -97,9 +98,7 @@ func (s *Store) watchRelease(ctx context.Context, held *leasestore.HeldError) er
 			}
 		}
 		if cur != nil {
-			if uid == "" {
-				uid = cur.UID
-			}
+			uid = cmp.Or(uid, cur.UID) // the object the term was first seen in
 			end, events, err = s.watchFrom(ctx, held, uid, cur)
 		}
 		switch {
@@ -109,10 +108,7 @@ func (s *Store) watchRelease(ctx context.Context, held *leasestore.HeldError) er
 			quiet = 0
 		default: // a failed read or watch request, or a watch that ended with nothing delivered
 			if quiet++; quiet >= maxQuietRestarts {
-				if err == nil {
-					err = errWatchClosed
-				}
-				return fmt.Errorf("%d attempts in a row failed: %w", quiet, err)
+				return fmt.Errorf("%d attempts in a row failed: %w", quiet, cmp.Or(err, errWatchClosed))
 			}
 		}
 		cur = nil // read it again: the timer's verdict, or a new watch

@@ -1,6 +1,7 @@
 package k8slease
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -88,17 +89,24 @@ func NewStore(cli coordinationv1client.CoordinationV1Interface, namespace string
 	if errs := validation.IsDNS1123Label(namespace); len(errs) > 0 {
 		return nil, jujuerrors.NotValidf("namespace %q (must be a namespace name: %s)", namespace, strings.Join(errs, "; "))
 	}
-	o := newOptions(opts)
-	logger := o.logger
-	if logger != nil {
-		logger = logger.With(slog.String("namespace", namespace))
+	var o options
+	for _, opt := range opts {
+		if opt != nil {
+			opt(&o)
+		}
+	}
+	o.clock = cmp.Or[clock.Clock](o.clock, clock.WallClock)
+	if o.logger != nil {
+		o.logger = o.logger.With(slog.String("namespace", namespace))
 	}
 	return &Store{
 		leases:    cli.Leases(namespace),
 		namespace: namespace,
 		clk:       o.clock,
-		logger:    logger,
+		logger:    o.logger,
 		seen:      make(map[string]sighting),
+		prefer:    make(map[string]chan struct{}),
+		passedUp:  make(map[string]passedUp),
 		own:       make(map[string]ownTerm),
 	}, nil
 }
@@ -119,14 +127,9 @@ func (s *Store) StoreReport() leasestore.Report { return s.calls.StoreReport() }
 // with an error naming the Lease, the field and what to do. Any other
 // error matches leasestore.ErrUnconfirmed, except an invalid argument
 // (NotValid, github.com/juju/errors).
-func (s *Store) Claim(ctx context.Context, name, holder string, d time.Duration) (leasestore.Grant, error) {
+func (s *Store) Claim(ctx context.Context, name, holder string, d time.Duration) (granted leasestore.Grant, err error) {
 	done := s.calls.Begin(leasestore.OpClaim)
-	g, err := s.claim(ctx, name, holder, d)
-	done(err)
-	return g, err
-}
-
-func (s *Store) claim(ctx context.Context, name, holder string, d time.Duration) (leasestore.Grant, error) {
+	defer func() { done(err) }()
 	secs, err := checkClaim(name, holder, d)
 	if err != nil {
 		return leasestore.Grant{}, err
@@ -218,14 +221,9 @@ func (s *Store) claimed(cur, out *coordinationv1.Lease, token uint64, holder str
 // another writer: see update) gets a *leasestore.NotHeldError naming the holder
 // now and saying why; any other error matches leasestore.ErrUnconfirmed, except
 // an invalid argument (NotValid).
-func (s *Store) Extend(ctx context.Context, g leasestore.Grant, d time.Duration) (leasestore.Grant, error) {
+func (s *Store) Extend(ctx context.Context, g leasestore.Grant, d time.Duration) (renewed leasestore.Grant, err error) {
 	done := s.calls.Begin(leasestore.OpExtend)
-	out, err := s.extend(ctx, g, d)
-	done(err)
-	return out, err
-}
-
-func (s *Store) extend(ctx context.Context, g leasestore.Grant, d time.Duration) (leasestore.Grant, error) {
+	defer func() { done(err) }()
 	secs, err := checkExtend(g, d)
 	if err != nil {
 		return leasestore.Grant{}, err
@@ -240,7 +238,7 @@ func (s *Store) extend(ctx context.Context, g leasestore.Grant, d time.Duration)
 	if err != nil {
 		return leasestore.Grant{}, err
 	}
-	renewed, err := grantOf(out, g.Holder, g.Token)
+	renewed, err = grantOf(out, g.Holder, g.Token)
 	if err != nil {
 		return leasestore.Grant{}, &leasestore.CallError{Store: storeName(s.namespace), Op: leasestore.OpExtend, Name: g.Name, Holder: g.Holder, Token: g.Token, Err: err}
 	}
@@ -252,18 +250,13 @@ func (s *Store) extend(ctx context.Context, g leasestore.Grant, d time.Duration)
 // resourceVersion, so that any party may claim it at once. A term that is
 // already over gets a *leasestore.NotHeldError; any other error matches
 // leasestore.ErrUnconfirmed, except an invalid argument (NotValid).
-func (s *Store) Revoke(ctx context.Context, g leasestore.Grant) error {
+func (s *Store) Revoke(ctx context.Context, g leasestore.Grant) (err error) {
 	done := s.calls.Begin(leasestore.OpRevoke)
-	err := s.revoke(ctx, g)
-	done(err)
-	return err
-}
-
-func (s *Store) revoke(ctx context.Context, g leasestore.Grant) error {
+	defer func() { done(err) }()
 	if _, err := checkExtend(g, time.Second); err != nil {
 		return err
 	}
-	_, err := s.update(ctx, leasestore.OpRevoke, g, func(cur *coordinationv1.Lease, now time.Time) *coordinationv1.Lease {
+	_, err = s.update(ctx, leasestore.OpRevoke, g, func(cur *coordinationv1.Lease, now time.Time) *coordinationv1.Lease {
 		next := cur.DeepCopy()
 		at := renewAfter(cur.Spec.RenewTime, now)
 		none, one := "", int32(1)
@@ -411,10 +404,8 @@ func (s *Store) claimable(name, holder string) (*coordinationv1.Lease, time.Time
 	if !ok || sg.gone {
 		return nil, time.Time{}, false
 	}
-	if first := standing(sg.lease); first != "" && first != holder && s.clk.Now().Sub(sg.since) < durationOf(sg.lease) {
-		return nil, time.Time{}, false
-	}
-	if holderOf(sg.lease) != "" && s.clk.Now().Sub(sg.since) < durationOf(sg.lease) {
+	first := standing(sg.lease)
+	if (holderOf(sg.lease) != "" || first != "" && first != holder) && s.clk.Now().Sub(sg.since) < durationOf(sg.lease) {
 		return nil, time.Time{}, false
 	}
 	return sg.lease, sg.since, true

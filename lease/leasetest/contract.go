@@ -161,11 +161,12 @@ func wantReleased(t *testing.T, ch <-chan error, why string) {
 	}
 }
 
-func wantNotReleased(t *testing.T, ch <-chan error, why string) {
+// wantQuiet checks that the watch ch (what it is) has yielded nothing.
+func wantQuiet[T any](t *testing.T, what string, ch <-chan T, why string) {
 	t.Helper()
 	select {
-	case err := <-ch:
-		t.Fatalf("the release watch yielded %v %s", err, why)
+	case v, ok := <-ch:
+		t.Fatalf("%s yielded %v (open: %v) %s", what, v, ok, why)
 	default:
 	}
 }
@@ -178,20 +179,16 @@ func testReleaseWatchYieldsWhenTermIsRevoked(t *testing.T, h Harness, name strin
 	held := refusedFor(t, h, name, "b", a)
 	released := watchRelease(t, h, held)
 	for _, d := range []time.Duration{h.Term, 2 * h.Term} {
-		if _, err := h.Store.Extend(context.Background(), a, d); err != nil {
-			t.Fatalf("Extend(%v): %v", d, err)
-		}
+		mustExtend(t, h, a, d, "extending the held term")
 	}
-	wantNotReleased(t, released, "while the term was held")
-	if err := h.Store.Revoke(context.Background(), a); err != nil {
-		t.Fatalf("Revoke: %v", err)
-	}
+	wantQuiet(t, "the release watch", released, "while the term was held")
+	mustRevoke(t, h, a, "Revoke")
 	wantReleased(t, released, "the term was revoked")
 	// Released between the refusal and the watch: the watch says so.
 	wantReleased(t, watchRelease(t, h, held), "the term was over when the watch began")
 	c := mustClaim(t, h, name, "c")
 	wantReleased(t, watchRelease(t, h, held), "another term began after the watched one ended")
-	wantNotReleased(t, watchRelease(t, h, refusedFor(t, h, name, "d", c)), "for a live term")
+	wantQuiet(t, "the release watch", watchRelease(t, h, refusedFor(t, h, name, "d", c)), "for a live term")
 }
 
 // lostWithin bounds, in real time, how long a LossNotifier may take to
@@ -224,15 +221,6 @@ func wantLost(t *testing.T, ch <-chan struct{}, why string) {
 	}
 }
 
-func wantNotLost(t *testing.T, ch <-chan struct{}, why string) {
-	t.Helper()
-	select {
-	case <-ch:
-		t.Fatalf("Lost closed %s", why)
-	default:
-	}
-}
-
 func testLostClosesWhenTermIsRevoked(t *testing.T, h Harness, name string) {
 	if _, ok := h.Store.(leasestore.LossNotifier); !ok {
 		t.Skip("the store is not a leasestore.LossNotifier")
@@ -240,14 +228,10 @@ func testLostClosesWhenTermIsRevoked(t *testing.T, h Harness, name string) {
 	a := mustClaim(t, h, name, "a")
 	lost := watchLost(t, h, a)
 	for _, d := range []time.Duration{h.Term, 2 * h.Term} { // etcd moves a longer term to a new etcd lease
-		if _, err := h.Store.Extend(context.Background(), a, d); err != nil {
-			t.Fatalf("Extend(%v): %v", d, err)
-		}
+		mustExtend(t, h, a, d, "extending the held term")
 	}
-	wantNotLost(t, lost, "while the term was held")
-	if err := h.Store.Revoke(context.Background(), a); err != nil {
-		t.Fatalf("Revoke: %v", err)
-	}
+	wantQuiet(t, "Lost", lost, "while the term was held")
+	mustRevoke(t, h, a, "Revoke")
 	wantLost(t, lost, "the term was revoked")
 	wantLost(t, watchLost(t, h, a), "the term was over when the watch began")
 }
@@ -260,6 +244,25 @@ func mustClaim(t *testing.T, h Harness, name, holder string) leasestore.Grant {
 	}
 	checkGrant(t, "Claim", g, name, holder, h.Term)
 	return g
+}
+
+// mustExtend extends g for d and returns the renewed grant; what names
+// the call if it fails.
+func mustExtend(t *testing.T, h Harness, g leasestore.Grant, d time.Duration, what string) leasestore.Grant {
+	t.Helper()
+	renewed, err := h.Store.Extend(context.Background(), g, d)
+	if err != nil {
+		t.Fatalf("%s: Extend(%v): %v", what, d, err)
+	}
+	return renewed
+}
+
+// mustRevoke revokes g; what names the call if it fails.
+func mustRevoke(t *testing.T, h Harness, g leasestore.Grant, what string) {
+	t.Helper()
+	if err := h.Store.Revoke(context.Background(), g); err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
 }
 
 func checkGrant(t *testing.T, op string, g leasestore.Grant, name, holder string, d time.Duration) {
@@ -329,10 +332,7 @@ func testClaimWhileHeldBySameHolderName(t *testing.T, h Harness, name string) {
 	_, err := h.Store.Claim(context.Background(), name, "a", h.Term)
 	wantHeldBy(t, "second Claim under the same holder name", err, "a")
 	// The original term is untouched by the denied claim.
-	g2, err := h.Store.Extend(context.Background(), g, h.Term)
-	if err != nil {
-		t.Fatalf("Extend after a denied claim: %v", err)
-	}
+	g2 := mustExtend(t, h, g, h.Term, "after a denied claim")
 	if g2.Token != g.Token {
 		t.Errorf("Extend after a denied claim changed the token from %d to %d", g.Token, g2.Token)
 	}
@@ -347,10 +347,7 @@ func testNamesAreIndependent(t *testing.T, h Harness, name string) {
 func testExtendLiveTermKeepsToken(t *testing.T, h Harness, name string) {
 	g := mustClaim(t, h, name, "a")
 	for i := range 3 {
-		g2, err := h.Store.Extend(context.Background(), g, h.Term)
-		if err != nil {
-			t.Fatalf("Extend #%d of the live term: %v", i+1, err)
-		}
+		g2 := mustExtend(t, h, g, h.Term, fmt.Sprintf("#%d of the live term", i+1))
 		checkGrant(t, "Extend", g2, name, "a", h.Term)
 		if g2.Token != g.Token {
 			t.Fatalf("Extend #%d changed the token from %d to %d", i+1, g.Token, g2.Token)
@@ -372,16 +369,12 @@ func testExtendForeignTokenIsNotHeld(t *testing.T, h Harness, name string) {
 		_, err = h.Store.Extend(context.Background(), crossed, h.Term)
 		wantNotHeld(t, "Extend with the token of another lease", err, crossed, "")
 	}
-	if _, err := h.Store.Extend(context.Background(), g, h.Term); err != nil {
-		t.Fatalf("Extend of the real term after forged extends: %v", err)
-	}
+	mustExtend(t, h, g, h.Term, "Extend of the real term after forged extends")
 }
 
 func testExtendOldTermOfSameHolderIsNotHeld(t *testing.T, h Harness, name string) {
 	old := mustClaim(t, h, name, "a")
-	if err := h.Store.Revoke(context.Background(), old); err != nil {
-		t.Fatalf("Revoke: %v", err)
-	}
+	mustRevoke(t, h, old, "Revoke")
 	// A restarted process re-claims under the same holder name.
 	fresh := mustClaim(t, h, name, "a")
 	if fresh.Token <= old.Token {
@@ -389,41 +382,31 @@ func testExtendOldTermOfSameHolderIsNotHeld(t *testing.T, h Harness, name string
 	}
 	_, err := h.Store.Extend(context.Background(), old, h.Term)
 	wantNotHeld(t, "Extend of the old term after a same-name re-claim", err, old, "a")
-	if _, err := h.Store.Extend(context.Background(), fresh, h.Term); err != nil {
-		t.Fatalf("Extend of the new term: %v", err)
-	}
+	mustExtend(t, h, fresh, h.Term, "Extend of the new term")
 }
 
 func testRevokeThenExtendIsNotHeld(t *testing.T, h Harness, name string) {
 	g := mustClaim(t, h, name, "a")
-	if err := h.Store.Revoke(context.Background(), g); err != nil {
-		t.Fatalf("Revoke of the live term: %v", err)
-	}
+	mustRevoke(t, h, g, "Revoke of the live term")
 	_, err := h.Store.Extend(context.Background(), g, h.Term)
 	wantNotHeld(t, "Extend after Revoke", err, g, "")
 }
 
 func testRevokeTwiceIsNotHeld(t *testing.T, h Harness, name string) {
 	g := mustClaim(t, h, name, "a")
-	if err := h.Store.Revoke(context.Background(), g); err != nil {
-		t.Fatalf("first Revoke: %v", err)
-	}
+	mustRevoke(t, h, g, "first Revoke")
 	wantNotHeld(t, "second Revoke", h.Store.Revoke(context.Background(), g), g, "")
 }
 
 func testClaimAfterRevokeGetsLargerToken(t *testing.T, h Harness, name string) {
 	a := mustClaim(t, h, name, "a")
-	if err := h.Store.Revoke(context.Background(), a); err != nil {
-		t.Fatalf("Revoke: %v", err)
-	}
+	mustRevoke(t, h, a, "Revoke")
 	b := mustClaim(t, h, name, "b")
 	if b.Token <= a.Token {
 		t.Fatalf("claim after revoke got token %d, want > %d", b.Token, a.Token)
 	}
 	wantNotHeld(t, "Revoke of the old term after a new claim", h.Store.Revoke(context.Background(), a), a, "b")
-	if _, err := h.Store.Extend(context.Background(), b, h.Term); err != nil {
-		t.Fatalf("the new holder's term was disturbed by the old term's revoke: %v", err)
-	}
+	mustExtend(t, h, b, h.Term, "the new holder's term was disturbed by the old term's revoke")
 }
 
 // maxExpiryRounds bounds how long the expiry test waits beyond the granted
@@ -475,13 +458,11 @@ func testConcurrentClaimsHaveOneWinner(t *testing.T, h Harness, name string) {
 	var wg sync.WaitGroup
 	start := make(chan struct{})
 	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			<-start
 			g, err := h.Store.Claim(context.Background(), name, fmt.Sprintf("h%d", i), h.Term)
 			results[i] = result{g, err}
-		}()
+		})
 	}
 	close(start)
 	wg.Wait()
@@ -525,9 +506,7 @@ func testCancelledContextIsNeverDefinitive(t *testing.T, h Harness, name string)
 		t.Errorf("Extend with a cancelled ctx changed the token from %d to %d", g.Token, g2.Token)
 	}
 	// Whatever happened, the term is still live and extendable.
-	if _, err := h.Store.Extend(context.Background(), g, h.Term); err != nil {
-		t.Fatalf("Extend after a cancelled Extend: %v", err)
-	}
+	mustExtend(t, h, g, h.Term, "Extend after a cancelled Extend")
 
 	err = h.Store.Revoke(cancelled, g)
 	wantAmbiguousOrNil(t, "Revoke", err)
@@ -540,10 +519,8 @@ func testCancelledContextIsNeverDefinitive(t *testing.T, h Harness, name string)
 	}
 }
 
-const megabyte = 1 << 20
-
 func testClaimRefusesBadNames(t *testing.T, h Harness, name string) {
-	huge := strings.Repeat("x", megabyte)
+	huge := strings.Repeat("x", 1<<20) // a megabyte
 	// Each holder case claims a lease of its own, so that a store that
 	// takes one bad holder is told of each.
 	for _, c := range []struct{ what, name, holder string }{

@@ -1,6 +1,7 @@
 package leasetest
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -115,25 +116,8 @@ type FaultStore struct {
 	blocked     int
 	// change is closed and replaced whenever blocked changes.
 	change chan struct{}
-	// watches are the open Lost channels, by lease name.
-	watches map[string]map[*faultWatch]struct{}
-	// releases are the open WatchRelease channels, by lease name.
-	releases map[string]map[*releaseWatch]struct{}
-}
-
-// releaseWatch is one channel WatchRelease handed out.
-type releaseWatch struct {
-	ctx  context.Context // once it ends, the watch reports nothing
-	name string
-	ch   chan error    // yields one value, then closes
-	gone chan struct{} // closed when the watch is removed
-}
-
-// faultWatch is one channel Lost handed out.
-type faultWatch struct {
-	ctx  context.Context // once it ends, the watch reports nothing
-	name string
-	lost chan struct{}
+	// lost and releases are the open Lost and WatchRelease channels.
+	lost, releases watches
 }
 
 var _ interface {
@@ -156,19 +140,15 @@ func NewFaultStore(store leasestore.Store, cfg FaultStoreConfig) *FaultStore {
 	if store == nil {
 		panic("leasetest.NewFaultStore: nil store")
 	}
-	clk := cfg.Clock
-	if clk == nil {
-		clk = clock.WallClock
-	}
 	return &FaultStore{
 		store:    store,
-		clk:      clk,
+		clk:      cmp.Or[clock.Clock](cfg.Clock, clock.WallClock),
 		queued:   make(map[Op][]Fault),
 		always:   make(map[Op]Fault),
 		calls:    make(map[Op]int),
 		change:   make(chan struct{}),
-		watches:  make(map[string]map[*faultWatch]struct{}),
-		releases: make(map[string]map[*releaseWatch]struct{}),
+		lost:     make(watches),
+		releases: make(watches),
 	}
 }
 
@@ -376,34 +356,21 @@ func (f *FaultStore) StoreReport() leasestore.Report { return f.count.StoreRepor
 // closes), or when SignalLost is called for g's lease. When ctx ends first
 // it stays open. Faults do not apply to Lost.
 func (f *FaultStore) Lost(ctx context.Context, g leasestore.Grant) <-chan struct{} {
-	w := &faultWatch{ctx: ctx, name: g.Name, lost: make(chan struct{})}
+	lost := make(chan struct{})
 	if ctx.Err() != nil {
-		return w.lost
+		return lost
 	}
-	f.mu.Lock()
-	if f.watches[g.Name] == nil {
-		f.watches[g.Name] = make(map[*faultWatch]struct{})
-	}
-	f.watches[g.Name][w] = struct{}{}
-	f.mu.Unlock()
+	w := f.open(f.lost, ctx, g.Name, func(error) { close(lost) })
 	var inner <-chan struct{}
 	if n, ok := f.store.(leasestore.LossNotifier); ok {
 		inner = n.Lost(ctx, g)
 	}
 	if inner == nil {
-		context.AfterFunc(ctx, func() { f.endWatch(w, false) })
-		return w.lost
+		context.AfterFunc(ctx, func() { f.endWatch(f.lost, w, false, nil) })
+		return lost
 	}
-	go func() {
-		select {
-		case <-inner:
-			f.endWatch(w, true)
-		case <-ctx.Done():
-			f.endWatch(w, false)
-		case <-w.lost: // closed by SignalLost
-		}
-	}()
-	return w.lost
+	follow(f, f.lost, w, inner, func(struct{}) error { return nil })
+	return lost
 }
 
 // SignalLost closes every open Lost channel of the named lease (one whose
@@ -414,36 +381,7 @@ func (f *FaultStore) Lost(ctx context.Context, g leasestore.Grant) <-chan struct
 func (f *FaultStore) SignalLost(name string) int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	n := 0
-	for w := range f.watches[name] {
-		f.dropWatch(w)
-		if w.ctx.Err() == nil {
-			close(w.lost)
-			n++
-		}
-	}
-	return n
-}
-
-// endWatch removes w if it is still open, closing its channel if lost.
-func (f *FaultStore) endWatch(w *faultWatch, lost bool) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if _, ok := f.watches[w.name][w]; !ok {
-		return // SignalLost closed it
-	}
-	f.dropWatch(w)
-	if lost && w.ctx.Err() == nil {
-		close(w.lost)
-	}
-}
-
-// dropWatch removes w. f.mu must be held.
-func (f *FaultStore) dropWatch(w *faultWatch) {
-	delete(f.watches[w.name], w)
-	if len(f.watches[w.name]) == 0 {
-		delete(f.watches, w.name)
-	}
+	return f.lost.endAll(name, nil)
 }
 
 var errWatchBroken = errors.New("leasetest: injected release watch failure")
@@ -456,32 +394,23 @@ var errNoReleaseWatch = errors.New("leasetest: the wrapped store is not a leases
 // or errWatchBroken when BreakReleaseWatches is called for the lease. When
 // ctx ends first it yields nothing. Faults do not apply to WatchRelease.
 func (f *FaultStore) WatchRelease(ctx context.Context, held *leasestore.HeldError) <-chan error {
-	w := &releaseWatch{ctx: ctx, name: held.Name, ch: make(chan error, 1), gone: make(chan struct{})}
+	ch := make(chan error, 1)
 	if ctx.Err() != nil {
-		return w.ch
+		return ch
 	}
-	f.mu.Lock()
-	if f.releases[held.Name] == nil {
-		f.releases[held.Name] = make(map[*releaseWatch]struct{})
-	}
-	f.releases[held.Name][w] = struct{}{}
-	f.mu.Unlock()
+	w := f.open(f.releases, ctx, held.Name, func(err error) {
+		if err != nil {
+			ch <- err
+		}
+		close(ch)
+	})
 	rw, ok := f.store.(leasestore.ReleaseWatcher)
 	if !ok {
-		f.endRelease(w, errNoReleaseWatch)
-		return w.ch
+		f.endWatch(f.releases, w, true, errNoReleaseWatch)
+		return ch
 	}
-	inner := rw.WatchRelease(ctx, held)
-	go func() {
-		select {
-		case err := <-inner:
-			f.endRelease(w, err)
-		case <-ctx.Done():
-			f.endRelease(w, ctx.Err())
-		case <-w.gone: // broken by BreakReleaseWatches
-		}
-	}()
-	return w.ch
+	follow(f, f.releases, w, rw.WatchRelease(ctx, held), func(err error) error { return err })
+	return ch
 }
 
 // BreakReleaseWatches makes every open WatchRelease channel of the named
@@ -491,40 +420,85 @@ func (f *FaultStore) WatchRelease(ctx context.Context, held *leasestore.HeldErro
 func (f *FaultStore) BreakReleaseWatches(name string) int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	return f.releases.endAll(name, errWatchBroken)
+}
+
+// watch is one channel Lost or WatchRelease handed out. It ends once;
+// yield then gives the channel its end (Lost closes it; WatchRelease
+// sends err unless nil, then closes it), unless ctx has ended first.
+type watch struct {
+	ctx   context.Context
+	name  string
+	yield func(err error)
+	gone  chan struct{} // closed when the watch ends
+}
+
+// watches are the open watches of one kind, by lease name; f.mu guards
+// them.
+type watches map[string]map[*watch]struct{}
+
+// open adds a watch of the named lease to ws.
+func (f *FaultStore) open(ws watches, ctx context.Context, name string, yield func(error)) *watch {
+	w := &watch{ctx: ctx, name: name, yield: yield, gone: make(chan struct{})}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if ws[name] == nil {
+		ws[name] = make(map[*watch]struct{})
+	}
+	ws[name][w] = struct{}{}
+	return w
+}
+
+// follow ends w, from a goroutine of its own, once inner yields v (with
+// errOf(v)) or, yielding nothing, once w's ctx ends; the goroutine returns
+// when w ends, whoever ends it.
+func follow[T any](f *FaultStore, ws watches, w *watch, inner <-chan T, errOf func(T) error) {
+	go func() {
+		select {
+		case v := <-inner:
+			f.endWatch(ws, w, true, errOf(v))
+		case <-w.ctx.Done():
+			f.endWatch(ws, w, false, nil)
+		case <-w.gone:
+		}
+	}()
+}
+
+// endWatch is ws.end under f.mu.
+func (f *FaultStore) endWatch(ws watches, w *watch, yield bool, err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	ws.end(w, yield, err)
+}
+
+// end ends w, if it is still open, and yields err if asked to and w's ctx
+// has not ended; it reports whether it yielded.
+func (ws watches) end(w *watch, yield bool, err error) bool {
+	if _, ok := ws[w.name][w]; !ok {
+		return false
+	}
+	delete(ws[w.name], w)
+	if len(ws[w.name]) == 0 {
+		delete(ws, w.name)
+	}
+	close(w.gone)
+	if !yield || w.ctx.Err() != nil {
+		return false
+	}
+	w.yield(err)
+	return true
+}
+
+// endAll ends every open watch of the named lease, yielding err, and
+// returns how many yielded.
+func (ws watches) endAll(name string, err error) int {
 	n := 0
-	for w := range f.releases[name] {
-		if f.yieldRelease(w, errWatchBroken) {
+	for w := range ws[name] {
+		if ws.end(w, true, err) {
 			n++
 		}
 	}
 	return n
-}
-
-// endRelease ends w, if it is still open, with err (nil: the term is over).
-func (f *FaultStore) endRelease(w *releaseWatch, err error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if _, ok := f.releases[w.name][w]; ok {
-		f.yieldRelease(w, err)
-	}
-}
-
-// yieldRelease removes w and, unless its ctx has ended, sends err (unless
-// nil) and closes its channel; it reports whether it did. f.mu is held.
-func (f *FaultStore) yieldRelease(w *releaseWatch, err error) bool {
-	delete(f.releases[w.name], w)
-	if len(f.releases[w.name]) == 0 {
-		delete(f.releases, w.name)
-	}
-	close(w.gone)
-	if w.ctx.Err() != nil {
-		return false
-	}
-	if err != nil {
-		w.ch <- err
-	}
-	close(w.ch)
-	return true
 }
 
 // injectedLoss is the definitive answer of a Lost fault on term g.

@@ -24,18 +24,17 @@ import (
 func Example_drain() {
 	drain := make(chan struct{})
 	hs := grpchealth.NewServer()
-	draining := make(chan struct{})
 	g := upgrade.NewGate(upgrade.GateConfig{
-		Drain:     drain,
 		PeerReady: func() bool { return true }, // e.g. a peer's readiness as this process sees it
 		OnTransition: func(_, to upgrade.Phase, _ error) {
 			if to == upgrade.PhaseDraining {
 				hs.Shutdown() // every service NOT_SERVING
-				close(draining)
 			}
 		},
 	})
 	g.Complete()
+	drained := make(chan error, 1)
+	go func() { drained <- g.Drain(context.Background(), drain, 0) }()
 	allow := grpcupgrade.AllowMethods(healthpb.Health_Check_FullMethodName)
 	l, _ := net.Listen("tcp", "127.0.0.1:0")
 	srv := grpc.NewServer(grpc.UnaryInterceptor(grpcupgrade.UnaryServerInterceptor(g, allow)))
@@ -47,7 +46,7 @@ func Example_drain() {
 	client := healthpb.NewHealthClient(conn)
 
 	close(drain)
-	<-draining
+	<-drained
 	resp, _ := client.Check(context.Background(), &healthpb.HealthCheckRequest{})
 	fmt.Println(resp.GetStatus())
 	_, err := client.List(context.Background(), &healthpb.HealthListRequest{})

@@ -9,6 +9,7 @@ import (
 	"maps"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -162,28 +163,19 @@ func (k kit[M]) gatedAPI(l *gate.Lock, api *user, more map[string]M) map[string]
 
 // user is a user's own manifold (an API server, say) that counts how often
 // its Start ran.
-type user struct {
-	mu     sync.Mutex
-	starts int
-}
+type user struct{ starts atomic.Int32 }
 
 func (u *user) manifold(inputs ...string) Manifold {
 	return Manifold{
 		Inputs: inputs,
 		Start: func(func(string, any) error) (Worker, error) {
-			u.mu.Lock()
-			defer u.mu.Unlock()
-			u.starts++
+			u.starts.Add(1)
 			return newIdle(), nil
 		},
 	}
 }
 
-func (u *user) started() int {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	return u.starts
-}
+func (u *user) started() int { return int(u.starts.Load()) }
 
 // idle is a worker that runs until killed.
 type idle struct {

@@ -2,6 +2,7 @@ package history
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -162,13 +163,7 @@ func (r *Recorder) Record(a Answer) {
 // answer takes part in the overlap rule only.
 func (r *Recorder) Verify() []Violation {
 	r.mu.Lock()
-	var answers []Answer
-	if n := len(r.chunks); n > 0 {
-		answers = make([]Answer, 0, (n-1)*chunkSize+len(r.chunks[n-1]))
-	}
-	for _, c := range r.chunks {
-		answers = append(answers, c...)
-	}
+	answers := slices.Concat(r.chunks...)
 	r.mu.Unlock()
 	return verify(answers)
 }

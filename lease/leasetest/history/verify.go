@@ -110,9 +110,7 @@ func verifyLease(rec, as []Answer) []Violation {
 		}
 	}
 	for k, ps := range v.acting {
-		if sds := v.stepDown[k.node]; len(sds) > 0 {
-			v.acting[k] = v.cut(ps, sds)
-		}
+		v.acting[k] = v.cut(ps, v.stepDown[k.node])
 	}
 	v.overlaps()
 	v.notLeader()
@@ -281,7 +279,10 @@ func (v *verifier) overlaps() {
 		for _, a := range active {
 			// a began no later than s and ends after s begins; segments of
 			// one term never overlap (merge joined them), so a is another.
-			to := earlier(a.to, s.to)
+			to := a.to
+			if s.to.Before(to) {
+				to = s.to
+			}
 			v.add(Violation{Rule: Overlap, Earlier: v.standing(a.segment, s.from), Later: v.rec[s.pieces[0].i], From: s.from, To: to},
 				dedupe{rule: Overlap, node: s.term.node, token: s.term.token, other: a.term.node, otherToken: a.term.token})
 		}
@@ -358,20 +359,19 @@ func (v *verifier) tokenOrder() {
 		}
 		return evid[best[k-1]], true
 	}
-	for _, i := range v.orderQ {
-		a := v.as[i]
-		if e, ok := newest(a.Asked); ok && e.token > a.Status.Token {
-			v.add(Violation{Rule: TokenOrder, Earlier: v.rec[e.i], Later: v.rec[i]},
-				dedupe{rule: TokenOrder, node: a.Node, token: a.Status.Token})
+	// A promise (TokenOrder) or an accepted write (StaleWrite) asked after
+	// a greater token began.
+	behind := func(rule Rule, is []int) {
+		for _, i := range is {
+			a := v.as[i]
+			if e, ok := newest(a.Asked); ok && e.token > a.Status.Token {
+				v.add(Violation{Rule: rule, Earlier: v.rec[e.i], Later: v.rec[i]},
+					dedupe{rule: rule, node: a.Node, token: a.Status.Token})
+			}
 		}
 	}
-	for _, i := range v.writes {
-		a := v.as[i]
-		if e, ok := newest(a.Asked); ok && e.token > a.Status.Token {
-			v.add(Violation{Rule: StaleWrite, Earlier: v.rec[e.i], Later: v.rec[i]},
-				dedupe{rule: StaleWrite, node: a.Node, token: a.Status.Token})
-		}
-	}
+	behind(TokenOrder, v.orderQ)
+	behind(StaleWrite, v.writes)
 	// One token, one node: the first node promised a token owns it.
 	owner := make(map[uint64]int)
 	for _, e := range evid {
@@ -393,13 +393,6 @@ func (v *verifier) tokenOrder() {
 
 func later(a, b time.Time) time.Time {
 	if a.After(b) {
-		return a
-	}
-	return b
-}
-
-func earlier(a, b time.Time) time.Time {
-	if a.Before(b) {
 		return a
 	}
 	return b

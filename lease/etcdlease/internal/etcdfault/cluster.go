@@ -4,12 +4,14 @@ package etcdfault
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"net"
 	"net/http"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -50,18 +52,10 @@ type Config struct {
 }
 
 func (c Config) withDefaults() Config {
-	if c.Members == 0 {
-		c.Members = 3
-	}
-	if c.TickMs == 0 {
-		c.TickMs = 100
-	}
-	if c.ElectionMs == 0 {
-		c.ElectionMs = 1000
-	}
-	if c.StartTimeout == 0 {
-		c.StartTimeout = 30 * time.Second
-	}
+	c.Members = cmp.Or(c.Members, 3)
+	c.TickMs = cmp.Or(c.TickMs, 100)
+	c.ElectionMs = cmp.Or(c.ElectionMs, 1000)
+	c.StartTimeout = cmp.Or(c.StartTimeout, 30*time.Second)
 	if c.Logf == nil {
 		c.Logf = func(string, ...any) {}
 	}
@@ -89,11 +83,11 @@ type Cluster struct {
 	admins    []*clientv3.Client // one per member, for Status and MoveLeader
 	specs     []memberSpec
 	pids      atomic.Pointer[[]int] // by member; 0 while down
+	ids       []uint64              // the members' etcd IDs, set by Start
 
 	mu       sync.Mutex
 	procs    []*process // nil while down
 	paused   []bool
-	ids      []uint64
 	events   []Event
 	degraded bool // a fault is in force: the next full heal is an Event
 	closed   bool
@@ -188,13 +182,6 @@ func (c *Cluster) Size() int { return len(c.specs) }
 // ClientURL is where clients reach member i, across its restarts.
 func (c *Cluster) ClientURL(i int) string { return proxyURL(c.clients[i]) }
 
-// id is member i's etcd member ID.
-func (c *Cluster) id(i int) uint64 {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.ids[i]
-}
-
 // start runs member i's process and points its proxies at it.
 func (c *Cluster) start(i int) error {
 	setPID := func(pid int) {
@@ -260,8 +247,7 @@ func (c *Cluster) status(ctx context.Context, i int) (*pb.StatusResponse, error)
 // its peers that still believes it leads — is not the answer once the
 // majority has elected another.
 func (c *Cluster) Leader(ctx context.Context) (int, error) {
-	tick := time.NewTicker(time.Duration(c.cfg.TickMs) * time.Millisecond)
-	defer tick.Stop()
+	tick := time.Tick(time.Duration(c.cfg.TickMs) * time.Millisecond)
 	for {
 		if i, ok := c.leaderOnce(ctx); ok {
 			return i, nil
@@ -269,7 +255,7 @@ func (c *Cluster) Leader(ctx context.Context) (int, error) {
 		select {
 		case <-ctx.Done():
 			return -1, fmt.Errorf("etcdfault: no leader named by a majority: %w", ctx.Err())
-		case <-tick.C:
+		case <-tick:
 		}
 	}
 }
@@ -285,24 +271,17 @@ func (c *Cluster) leaderOnce(ctx context.Context) (int, bool) {
 		if !up {
 			continue
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			if st, err := c.status(ctx, i); err == nil {
 				named[i] = st.Leader
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	votes := make(map[uint64]int)
 	for _, id := range named {
-		if id != 0 {
-			votes[id]++
-		}
-	}
-	for id, v := range votes {
-		if v > n/2 {
-			if i := c.indexOf(id); i >= 0 {
+		if votes[id]++; id != 0 && votes[id] > n/2 {
+			if i := slices.Index(c.ids, id); i >= 0 {
 				return i, true
 			}
 		}
@@ -319,17 +298,6 @@ func (c *Cluster) NamesItselfLeader(ctx context.Context, i int) bool {
 	return err == nil && st.Leader != 0 && st.Leader == st.Header.GetMemberId()
 }
 
-func (c *Cluster) indexOf(id uint64) int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for i, x := range c.ids {
-		if x == id {
-			return i
-		}
-	}
-	return -1
-}
-
 // MoveLeader hands raft leadership to member to, and waits until a
 // majority names it.
 func (c *Cluster) MoveLeader(ctx context.Context, to int) error {
@@ -343,7 +311,7 @@ func (c *Cluster) MoveLeader(ctx context.Context, to int) error {
 		}
 		c.event(fmt.Sprintf("move raft leadership %s -> %s", memberName(from), memberName(to)), false)
 		mctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		_, err = c.admins[from].MoveLeader(mctx, c.id(to))
+		_, err = c.admins[from].MoveLeader(mctx, c.ids[to])
 		cancel()
 		if err != nil && ctx.Err() != nil {
 			return fmt.Errorf("etcdfault: moving leadership to %s: %w", memberName(to), err)
@@ -414,7 +382,7 @@ func (c *Cluster) setPaused(i int, paused bool) error {
 	if paused {
 		sig, name = syscall.SIGSTOP, "SIGSTOP"
 	}
-	if err := p.signal(sig); err != nil {
+	if err := syscall.Kill(p.pid(), sig); err != nil {
 		return err
 	}
 	c.mu.Lock()
@@ -483,12 +451,7 @@ func (c *Cluster) event(what string, heal bool) {
 
 func (c *Cluster) healthyLocked() bool {
 	for i := range c.procs {
-		if c.procs[i] == nil || c.paused[i] {
-			return false
-		}
-	}
-	for i := range c.procs {
-		if isCut(c.clientsIn[i]) {
+		if c.procs[i] == nil || c.paused[i] || isCut(c.clientsIn[i]) {
 			return false
 		}
 		for j := range c.procs {
@@ -515,10 +478,8 @@ func (c *Cluster) Close() {
 		return
 	}
 	c.closed = true
-	procs := append([]*process(nil), c.procs...)
-	for i := range c.procs {
-		c.procs[i] = nil
-	}
+	procs := slices.Clone(c.procs)
+	clear(c.procs)
 	c.mu.Unlock()
 	for _, cli := range c.admins {
 		cli.Close()
@@ -528,10 +489,7 @@ func (c *Cluster) Close() {
 			p.kill()
 		}
 	}
-	for _, p := range c.peers {
-		p.Close()
-	}
-	for _, p := range c.clients {
+	for _, p := range slices.Concat(c.peers, c.clients) {
 		p.Close()
 	}
 }
@@ -580,5 +538,5 @@ func (c *Cluster) LeaderSeenBy(ctx context.Context, i int) (int, error) {
 	if st.Leader == 0 {
 		return -1, nil
 	}
-	return c.indexOf(st.Leader), nil
+	return slices.Index(c.ids, st.Leader), nil
 }

@@ -10,7 +10,6 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
-	"strings"
 	"syscall"
 	"time"
 
@@ -102,9 +101,7 @@ func serveMember(specJSON string) error {
 	orphaned := make(chan struct{})
 	go func() {
 		parent := os.Getppid()
-		tick := time.NewTicker(200 * time.Millisecond)
-		defer tick.Stop()
-		for range tick.C {
+		for range time.Tick(200 * time.Millisecond) {
 			if os.Getppid() != parent {
 				close(orphaned)
 				return
@@ -178,20 +175,13 @@ func (p *process) readReady(timeout time.Duration) error {
 	if err != nil {
 		return fmt.Errorf("no ready line: %w", err)
 	}
-	fs := strings.Fields(line)
-	if len(fs) != 3 || fs[0] != readyPrefix {
-		return fmt.Errorf("bad ready line %q", line)
+	if _, err := fmt.Sscanf(line, readyPrefix+" peer=%s client=%s\n", &p.peer, &p.addr); err != nil {
+		return fmt.Errorf("bad ready line %q: %w", line, err)
 	}
-	p.peer = strings.TrimPrefix(fs[1], "peer=")
-	p.addr = strings.TrimPrefix(fs[2], "client=")
 	return nil
 }
 
 func (p *process) pid() int { return p.cmd.Process.Pid }
-
-func (p *process) signal(sig syscall.Signal) error {
-	return syscall.Kill(p.pid(), sig)
-}
 
 // kill ends the process with SIGKILL (a paused one too) and reaps it.
 func (p *process) kill() {

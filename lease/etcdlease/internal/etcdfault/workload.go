@@ -3,6 +3,7 @@
 package etcdfault
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -46,18 +47,10 @@ type WorkloadConfig struct {
 }
 
 func (c WorkloadConfig) withDefaults() WorkloadConfig {
-	if c.Poll == 0 {
-		c.Poll = 5 * time.Millisecond
-	}
-	if c.SlowPoll == 0 {
-		c.SlowPoll = 100 * time.Millisecond
-	}
-	if c.CheckTimeout == 0 {
-		c.CheckTimeout = 2 * time.Second
-	}
-	if c.WriteEvery == 0 {
-		c.WriteEvery = 100 * time.Millisecond
-	}
+	c.Poll = cmp.Or(c.Poll, 5*time.Millisecond)
+	c.SlowPoll = cmp.Or(c.SlowPoll, 100*time.Millisecond)
+	c.CheckTimeout = cmp.Or(c.CheckTimeout, 2*time.Second)
+	c.WriteEvery = cmp.Or(c.WriteEvery, 100*time.Millisecond)
 	return c
 }
 
@@ -89,11 +82,9 @@ func Observe(nodes []Node, cfg WorkloadConfig) *Workload {
 	for _, n := range nodes {
 		o := &observed{Node: n}
 		w.nodes = append(w.nodes, o)
-		w.wg.Add(1)
-		go func() { defer w.wg.Done(); w.poll(ctx, o) }()
+		w.wg.Go(func() { w.poll(ctx, o) })
 		if cfg.WritePrefix != "" {
-			w.wg.Add(1)
-			go func() { defer w.wg.Done(); w.write(ctx, o) }()
+			w.wg.Go(func() { w.write(ctx, o) })
 		}
 	}
 	return w
@@ -146,13 +137,12 @@ func (o *observed) record(asked, at time.Time, st lease.Status, err error) {
 // unfenced put and a fenced one (a transaction that puts only while the
 // lease key's create revision is the token promised).
 func (w *Workload) write(ctx context.Context, o *observed) {
-	tick := time.NewTicker(w.cfg.WriteEvery)
-	defer tick.Stop()
+	tick := time.Tick(w.cfg.WriteEvery)
 	for seq := 0; ; {
 		select {
 		case <-ctx.Done():
 			return
-		case <-tick.C:
+		case <-tick:
 		}
 		a := o.latest.Load()
 		if a == nil || !promises(*a) || time.Until(a.Status.Until) < w.cfg.WriteEvery {
@@ -222,8 +212,7 @@ func (w *Workload) Stop() History {
 func (w *Workload) AwaitFresh(ctx context.Context, t time.Time, d time.Duration) bool {
 	ctx, cancel := context.WithDeadline(ctx, t.Add(d))
 	defer cancel()
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
+	tick := time.Tick(20 * time.Millisecond)
 	for {
 		if w.freshSince(t) {
 			return true
@@ -231,7 +220,7 @@ func (w *Workload) AwaitFresh(ctx context.Context, t time.Time, d time.Duration)
 		select {
 		case <-ctx.Done():
 			return w.freshSince(t)
-		case <-tick.C:
+		case <-tick:
 		}
 	}
 }

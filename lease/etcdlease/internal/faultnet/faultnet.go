@@ -95,16 +95,6 @@ func (p *Path) Fault() Fault {
 	return p.fault
 }
 
-// state returns the fault now, and a channel closed at its next change.
-func (p *Path) state() (Fault, time.Duration, <-chan struct{}) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.changed == nil {
-		p.changed = make(chan struct{})
-	}
-	return p.fault, p.delay, p.changed
-}
-
 // track adds c to the connections a fault reaches; false (and c not added)
 // if the Path refuses connections.
 func (p *Path) track(c *conn) bool {
@@ -130,7 +120,13 @@ func (p *Path) untrack(c *conn) {
 // first.
 func (p *Path) await(c *conn, at time.Time) bool {
 	for {
-		f, delay, changed := p.state()
+		// The fault now, and a channel closed at its next change.
+		p.mu.Lock()
+		if p.changed == nil {
+			p.changed = make(chan struct{})
+		}
+		f, delay, changed := p.fault, p.delay, p.changed
+		p.mu.Unlock()
 		var due <-chan time.Time
 		switch f {
 		case None:
@@ -140,9 +136,7 @@ func (p *Path) await(c *conn, at time.Time) bool {
 			if wait <= 0 {
 				return true
 			}
-			t := time.NewTimer(wait)
-			due = t.C
-			defer t.Stop() // at most one per change of fault
+			due = time.After(wait)
 		}
 		// Held: paused, cut, or refused until Set closes c.
 		select {
@@ -200,8 +194,7 @@ func Listen(target string, cfg Config) (*Proxy, error) {
 		cfg: cfg, l: l, done: make(chan struct{}), target: target,
 		changed: make(chan struct{}), conns: make(map[*conn]struct{}),
 	}
-	p.wg.Add(1)
-	go p.accept()
+	p.wg.Go(p.accept)
 	return p, nil
 }
 
@@ -226,12 +219,6 @@ func (p *Proxy) SetTarget(addr string) {
 	p.changed = make(chan struct{})
 }
 
-func (p *Proxy) current() (string, <-chan struct{}) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.target, p.changed
-}
-
 // Close stops accepting, closes every connection and waits for the
 // proxy's goroutines. It is idempotent.
 func (p *Proxy) Close() {
@@ -249,20 +236,17 @@ func (p *Proxy) Close() {
 }
 
 func (p *Proxy) accept() {
-	defer p.wg.Done()
 	for {
 		in, err := p.l.Accept()
 		if err != nil {
 			return // closed
 		}
-		p.wg.Add(1)
-		go p.serve(in)
+		p.wg.Go(func() { p.serve(in) })
 	}
 }
 
 // serve forwards one connection.
 func (p *Proxy) serve(in net.Conn) {
-	defer p.wg.Done()
 	up, down, ok := &p.path, &p.path, true
 	if p.cfg.Route != nil {
 		up, down, ok = p.cfg.Route(in)
@@ -283,12 +267,11 @@ func (p *Proxy) serve(in net.Conn) {
 	}
 	defer p.untrack(c, up, down)
 	var wg sync.WaitGroup
-	wg.Add(4)
 	upc, downc := make(chan chunk, pipeChunks), make(chan chunk, pipeChunks)
-	go func() { defer wg.Done(); p.read(c, in, upc) }()
-	go func() { defer wg.Done(); p.write(c, out, up, upc) }()
-	go func() { defer wg.Done(); p.read(c, out, downc) }()
-	go func() { defer wg.Done(); p.write(c, in, down, downc) }()
+	wg.Go(func() { p.read(c, in, upc) })
+	wg.Go(func() { p.write(c, out, up, upc) })
+	wg.Go(func() { p.read(c, out, downc) })
+	wg.Go(func() { p.write(c, in, down, downc) })
 	wg.Wait()
 }
 
@@ -296,7 +279,9 @@ func (p *Proxy) serve(in net.Conn) {
 // with Config.Wait, until the proxy closes).
 func (p *Proxy) dial() net.Conn {
 	for {
-		target, changed := p.current()
+		p.mu.Lock()
+		target, changed := p.target, p.changed
+		p.mu.Unlock()
 		if target != "" {
 			if out, err := net.DialTimeout("tcp", target, 5*time.Second); err == nil {
 				return out
