@@ -149,10 +149,10 @@ func newController(cfg controllerConfig) (_ *controller, err error) {
 		calls: []*selfCall{newSelfCall("POST /controller/workers"), newSelfCall("grpc Health/List"), newSelfCall("grpc Health/Watch")},
 	}
 	// The board first: it drains when drainCh closes, and the upgrade
-	// gate refuses calls once it has (and a grace has passed).
+	// gate refuses calls once it has and a grace has passed (start).
 	c.board = gate.NewBoard(gate.BoardConfig{Name: c.name, Clock: c.clk, Logger: c.log, Drain: c.drainCh})
 	c.up = upgrade.NewGate(upgrade.GateConfig{Clock: c.clk, Logger: c.log,
-		Drain: c.board.Draining(), DrainGrace: drainGrace, PeerReady: func() bool { return peerReady(cfg.peers()) },
+		PeerReady: func() bool { return peerReady(cfg.peers()) },
 		OnTransition: func(from, to upgrade.Phase, err error) {
 			if to == upgrade.PhaseDraining {
 				close(c.refusing)
@@ -457,6 +457,7 @@ func (c *controller) start(ctx context.Context, serveAfter time.Duration) {
 		}
 	})
 	run(func() { c.runUpgrade(ctx) })
+	run(func() { _ = c.up.Drain(ctx, c.board.Draining(), drainGrace) })
 	run(func() { c.followLease(ctx) })
 	run(func() { c.leadSingular(ctx) })
 	run(func() {

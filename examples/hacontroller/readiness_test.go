@@ -82,12 +82,6 @@ func get(ctx context.Context, t *testing.T, c *controller, path string) int {
 	return resp.StatusCode
 }
 
-func closedChan() chan struct{} {
-	ch := make(chan struct{})
-	close(ch)
-	return ch
-}
-
 // TestHoldServesUntilInterrupted runs the main job with -hold: after the
 // summary it prints a curl line per controller, each of which answers 200;
 // ending ctx (what SIGINT does in main) shuts it down, run returns nil, and

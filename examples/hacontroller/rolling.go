@@ -72,13 +72,10 @@ func startFleet(ctx context.Context, n int, every time.Duration, addrs []string,
 	f := &fleet{addrs: addrs, every: every, r: r}
 	// Each agent keeps its connection (it is logged in): a drained
 	// controller closes it, and the agent dials again, there or elsewhere.
-	f.client = &http.Client{Transport: upgrade.RetryTransport(&http.Transport{
+	f.client = &http.Client{Transport: &http.Transport{
 		MaxIdleConnsPerHost: n,
 		DialContext:         (&net.Dialer{Timeout: time.Second}).DialContext,
-	}, upgrade.WithNotify(func(int, error, time.Duration) { r.waited.Add(1) }),
-		// A draining controller that names a ready peer is left for it
-		// (call); any other refusal is waited out.
-		upgrade.WithRetryIf(func(err error) bool { return !peerNamed(err) }))}
+	}}
 	for i := range n {
 		f.wg.Go(func() { f.agent(ctx, i, every*time.Duration(i)/time.Duration(max(n, 1))) })
 	}
@@ -116,32 +113,44 @@ func (f *fleet) agent(ctx context.Context, i int, offset time.Duration) {
 	}
 }
 
-// call makes agent i's call, at its home controller first and, while that
-// one is away (its port closed, or refusing as it drains with a ready peer
-// named), at the next one; it returns the controller that answered, the
-// agent's home from then on.
+// call makes agent i's call, at its home controller first. A refusal is
+// waited out as the server asks, but one that names a ready peer (the
+// controller drains) sends the agent to the next controller at once, as
+// does a controller that is away (its port closed as it restarts); it
+// returns the controller that answered, the agent's home from then on.
 func (f *fleet) call(ctx context.Context, i, home int) (int, error) {
 	ctx, cancel := context.WithTimeout(ctx, callBudget)
 	defer cancel()
-	for k := 0; ; k++ {
-		at := (home + k) % len(f.addrs)
+	at := home
+	for tries := 1; ; tries++ {
 		url := fmt.Sprintf("http://%s/agent/ping?agent=%d", f.addrs[at], i)
 		err := httpCall(ctx, f.client, "GET", url, "")
-		if err == nil && at != home {
-			f.r.elsewhere.Add(1)
-		}
-		if err == nil || !away(err) || ctx.Err() != nil {
+		var ip *upgrade.InProgressError
+		var wait time.Duration
+		switch {
+		case err == nil:
+			if at != home {
+				f.r.elsewhere.Add(1)
+			}
+			return at, nil
+		case ctx.Err() != nil:
+			return at, err
+		case away(err):
+			if peerNamed(err) {
+				f.r.toPeer.Add(1)
+			}
+			at = (at + 1) % len(f.addrs)
+			if tries%len(f.addrs) == 0 { // every controller away: a pause before the next round
+				wait = 20 * time.Millisecond
+			}
+		case errors.As(err, &ip):
+			f.r.waited.Add(1)
+			wait = ip.RetryAfter()
+		default:
 			return at, err
 		}
-		if peerNamed(err) {
-			f.r.toPeer.Add(1)
-		}
-		if (k+1)%len(f.addrs) == 0 { // every controller away: wait a little before the next round
-			select {
-			case <-time.After(20 * time.Millisecond):
-			case <-ctx.Done():
-				return home, ctx.Err()
-			}
+		if !sleepCtx(ctx, wait) {
+			return at, ctx.Err()
 		}
 	}
 }
