@@ -78,6 +78,14 @@ type controller struct {
 	upgradeHold <-chan struct{}
 
 	ctrlAddr string // the controller port's real address, set in newController
+	version  binaries.Version
+	steps    *stepRecord // the group's upgrade steps' runs (-rolling)
+	store    leasestore.Store
+	// drainCh, closed by drain, drains the board; refusing is closed once
+	// the upgrade gate refuses calls for the drain.
+	drainCh, refusing chan struct{}
+	// stopRun ends the run start began (set by whoever starts it).
+	stopRun context.CancelFunc
 
 	mu           sync.Mutex
 	apiAddr      string      // the API port's real address, from OnBound (again when it opens)
@@ -109,13 +117,20 @@ func apiHost(i int) string {
 
 // controllerConfig is what newController needs.
 type controllerConfig struct {
-	name    string
-	apiAddr string // where to bind the API port, e.g. "127.0.0.2:0"
-	o       options
-	tl      *timeline
-	log     *slog.Logger // nil: no logs
-	store   leasestore.Store
-	peers   func() []string // the other controllers' controller ports
+	name     string
+	ctrlAddr string // where to bind the controller port, e.g. "127.0.0.1:0"
+	apiAddr  string // where to bind the API port, e.g. "127.0.0.2:0"
+	version  binaries.Version
+	o        options
+	tl       *timeline
+	log      *slog.Logger // nil: no logs
+	store    leasestore.Store
+	peers    func() []string // the other controllers' controller ports
+	// bound, if not nil, is told the real addresses of the controller
+	// port and the API port once both are bound.
+	bound func(ctrl, api string)
+	// steps records the runs of the group's upgrade steps (-rolling).
+	steps *stepRecord
 	// upgradeHold, when not nil, holds the upgrade's completion until it
 	// closes (see controller.upgradeHold).
 	upgradeHold <-chan struct{}
@@ -129,16 +144,25 @@ type controllerConfig struct {
 func newController(cfg controllerConfig) (_ *controller, err error) {
 	c := &controller{
 		name: cfg.name, o: cfg.o, tl: cfg.tl, clk: clock.WallClock, log: cfg.log,
-		upgradeHold: cfg.upgradeHold, served: make(chan struct{}),
+		upgradeHold: cfg.upgradeHold, served: make(chan struct{}), version: cfg.version, steps: cfg.steps,
+		store: cfg.store, drainCh: make(chan struct{}), refusing: make(chan struct{}),
 		calls: []*selfCall{newSelfCall("POST /controller/workers"), newSelfCall("grpc Health/List"), newSelfCall("grpc Health/Watch")},
 	}
-	c.up = upgrade.NewGate(upgrade.GateConfig{Clock: c.clk, Logger: c.log, OnTransition: func(from, to upgrade.Phase, err error) {
-		if err != nil { // the timeline's story; Logger has the records
-			c.tl.log(c.name, "upgrade %s -> %s: %v", from, to, err)
-			return
-		}
-		c.tl.log(c.name, "upgrade %s -> %s", from, to)
-	}})
+	// The board first: it drains when drainCh closes, and the upgrade
+	// gate refuses calls once it has and a grace has passed (start).
+	c.board = gate.NewBoard(gate.BoardConfig{Name: c.name, Clock: c.clk, Logger: c.log, Drain: c.drainCh})
+	c.up = upgrade.NewGate(upgrade.GateConfig{Clock: c.clk, Logger: c.log,
+		PeerReady: func() bool { return peerReady(cfg.peers()) },
+		OnTransition: func(from, to upgrade.Phase, err error) {
+			if to == upgrade.PhaseDraining {
+				close(c.refusing)
+			}
+			if err != nil { // the timeline's story; Logger has the records
+				c.tl.log(c.name, "upgrade %s -> %s: %v", from, to, err)
+				return
+			}
+			c.tl.log(c.name, "upgrade %s -> %s", from, to)
+		}})
 	c.faults = leasetest.NewFaultStore(cfg.store, leasetest.FaultStoreConfig{Clock: c.clk})
 	c.tracker, err = lease.NewTracker(lease.Config{
 		Store:    c.faults,
@@ -149,14 +173,13 @@ func newController(cfg controllerConfig) (_ *controller, err error) {
 		Logger:   c.log,
 	})
 	if err != nil {
+		_ = c.board.Close()
 		return nil, err
 	}
 	// From here on each step holds something: undo them all on error.
 	defer func() {
 		if err != nil {
-			if c.board != nil {
-				_ = c.board.Close()
-			}
+			_ = c.board.Close()
 			_ = c.tracker.Close()
 			if c.ln != nil {
 				_ = c.ln.Close()
@@ -164,13 +187,16 @@ func newController(cfg controllerConfig) (_ *controller, err error) {
 		}
 	}()
 	c.serving = gate.New("serving")
-	if c.ln, err = c.listen(cfg.apiAddr); err != nil {
+	if c.ln, err = c.listen(cfg.ctrlAddr, cfg.apiAddr); err != nil {
 		return nil, err
+	}
+	if cfg.bound != nil {
+		cfg.bound(c.ctrlAddr, c.apiAddress())
 	}
 	if c.dial, err = c.newDialer(cfg.peers); err != nil {
 		return nil, err
 	}
-	c.newBoard()
+	c.fillBoard()
 	// The API port opens by itself once stable, and is on the board as it
 	// is (a gate.Component).
 	if err = c.ln.OpenAPIWhen("stable", c.stable.Unlocked()); err != nil {
@@ -192,7 +218,7 @@ func newController(cfg controllerConfig) (_ *controller, err error) {
 	return c, nil
 }
 
-// newBoard makes the controller's gates: stable is all of serving,
+// fillBoard makes the controller's gates: stable is all of serving,
 // self-dial, upgrade and lease. The dialer, the upgrade gate and the lease
 // tracker join the board with Follow, so their entries show what each
 // waits for (the local server, the phase, why the lease is unknown) while
@@ -200,8 +226,7 @@ func newController(cfg controllerConfig) (_ *controller, err error) {
 // is built on those entries, so it opens after them, and fails with them.
 // The api-port and workers entries are added once stable exists
 // (newController); After tells the timeline what each waited for.
-func (c *controller) newBoard() {
-	c.board = gate.NewBoard(gate.BoardConfig{Name: c.name, Clock: c.clk, Logger: c.log})
+func (c *controller) fillBoard() {
 	c.board.Add("serving", c.serving)
 	// Open at the dialer's first local connection once serving: no ping.
 	c.selfDialed = c.board.Follow("self-dial", c.dial).After(c.serving)
@@ -216,9 +241,9 @@ func (c *controller) newBoard() {
 // listen binds the controller port and the API port, and closes the API
 // port again until the controller is stable: OpenAPIWhen opens it then
 // (newController), with no goroutine of ours.
-func (c *controller) listen(apiAddr string) (*listener.Listener, error) {
+func (c *controller) listen(ctrlAddr, apiAddr string) (*listener.Listener, error) {
 	ln, err := listener.New(listener.Config{
-		ControllerAddr: "127.0.0.1:0",
+		ControllerAddr: ctrlAddr,
 		APIAddr:        apiAddr,
 		APIRate:        rate.Limit(c.o.apiRate),
 		APIBurst:       c.o.apiBurst,
@@ -304,13 +329,15 @@ func (c *controller) newMux() *http.ServeMux {
 		_, _ = io.Copy(io.Discard, r.Body)
 		io.WriteString(w, "started")
 	})
-	mux.HandleFunc("GET /agent/login", func(w http.ResponseWriter, r *http.Request) {
-		if listener.PortFromContext(r.Context()) != listener.API {
-			http.Error(w, "agents log in on the API port", http.StatusForbidden)
-			return
-		}
-		io.WriteString(w, "welcome")
-	})
+	for path, answer := range map[string]string{"GET /agent/login": "welcome", "GET /agent/ping": "pong"} {
+		mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
+			if listener.PortFromContext(r.Context()) != listener.API {
+				http.Error(w, "agents call on the API port", http.StatusForbidden)
+				return
+			}
+			io.WriteString(w, answer)
+		})
+	}
 	return mux
 }
 
@@ -430,6 +457,7 @@ func (c *controller) start(ctx context.Context, serveAfter time.Duration) {
 		}
 	})
 	run(func() { c.runUpgrade(ctx) })
+	run(func() { _ = c.up.Drain(ctx, c.board.Draining(), drainGrace) })
 	run(func() { c.followLease(ctx) })
 	run(func() { c.leadSingular(ctx) })
 	run(func() {
@@ -461,14 +489,19 @@ func (c *controller) runUpgrade(ctx context.Context) {
 	available := []binaries.Binary{
 		{Version: binaries.Version{Major: 4, Minor: 2}, Platform: platform},
 		{Version: agentVersion, Platform: platform},
+		{Version: newVersion, Platform: platform},
 		{Version: agentVersion, Platform: binaries.Platform{OS: "linux", Arch: "s390x"}},
 	}
-	b, err := binaries.Match(available, agentVersion, platform)
+	b, err := binaries.Match(available, c.version, platform)
 	if err != nil {
 		c.up.Fail(err)
 		return
 	}
 	c.tl.log(c.name, "agent binary %s for %s is the one running: no restart needed", b.Version, b.Platform)
+	if c.version == newVersion {
+		c.runGroupUpgrade(ctx)
+		return
+	}
 	_ = c.up.RunSteps(ctx, func(ctx context.Context) error {
 		if !c.pause(ctx, c.o.steps) || !c.allRefused(ctx) || !closed(ctx, c.upgradeHold) {
 			return ctx.Err()

@@ -49,6 +49,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -70,6 +71,8 @@ type options struct {
 	leaseTerm    time.Duration
 	fault        time.Duration
 	agentBackoff time.Duration
+	rolling      bool          // after the startup, restart each controller in turn on newVersion
+	agentEvery   time.Duration // with -rolling: how often each agent calls
 	timeout      time.Duration
 	hold         bool
 	log          string // "", "json" or "text": slog records to stderr
@@ -97,6 +100,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.DurationVar(&o.leaseTerm, "lease", 500*time.Millisecond, "leadership guarantee of a lease check (leases are claimed for twice this)")
 	fs.DurationVar(&o.fault, "fault", 800*time.Millisecond, "how long the leader's lease store times out midway, starting just after a renewal and cut short so the term it holds outlives it (0: no fault; else between 1.2× and 1.7× -lease)")
 	fs.DurationVar(&o.agentBackoff, "agent-backoff", 50*time.Millisecond, "first retry backoff of an agent (capped at 4x, full jitter)")
+	fs.BoolVar(&o.rolling, "rolling", false, "after the startup, upgrade the group to "+newVersion.String()+" one controller at a time (drain, stop, start again) while every agent keeps calling, and count the calls that failed")
+	fs.DurationVar(&o.agentEvery, "agent-every", time.Second, "with -rolling: how often each logged-in agent calls its controller")
 	fs.DurationVar(&o.timeout, "timeout", 20*time.Second, "give up (and fail) after this long")
 	fs.BoolVar(&o.hold, "hold", false, "after the summary, keep the controllers serving /readyz, /timeline and /metrics until interrupted (SIGINT, SIGTERM)")
 	fs.StringVar(&o.log, "log", "", "write every component's slog records to stderr: json or text (default: none)")
@@ -123,8 +128,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, errors.New("durations must not be negative, and -lease must be positive")
 	case o.log != "" && o.log != "json" && o.log != "text":
 		return o, fmt.Errorf("-log %q must be json, text or empty (no logs)", o.log)
-	case o.agentBackoff <= 0 || o.timeout <= 0:
-		return o, errors.New("-agent-backoff and -timeout must be positive")
+	case o.agentBackoff <= 0 || o.timeout <= 0 || o.agentEvery <= 0:
+		return o, errors.New("-agent-backoff, -agent-every and -timeout must be positive")
 	case o.fault != 0 && (o.fault < o.leaseTerm*12/10 || o.fault > o.leaseTerm*17/10):
 		// The fault starts just after a renewal. Checks for -lease fail once
 		// less than -lease of the term is left (0.9×lease in, after the
@@ -172,12 +177,14 @@ func newLogger(format string, w io.Writer) *slog.Logger {
 func run(ctx context.Context, o options, out io.Writer, log *slog.Logger) error {
 	tl := newTimeline(out)
 	probed := make(chan struct{}) // the first controller's upgrade waits for its probe
-	ctrls, err := newControllers(o, tl, log, probed)
+	cfgFor := controllerConfigs(o, tl, log)
+	ctrls, err := newControllers(o, cfgFor, probed)
 	if err != nil {
 		return err
 	}
+	all := slices.Clone(ctrls) // every controller of the run, restarted ones too
 	defer func() {
-		for _, c := range ctrls {
+		for _, c := range all {
 			c.shutdown()
 		}
 	}()
@@ -187,12 +194,24 @@ func run(ctx context.Context, o options, out io.Writer, log *slog.Logger) error 
 	// The controllers run until run returns, starting once the scenario
 	// closes begin; the scenario must end within -timeout.
 	begin := make(chan struct{})
-	stop := startControllers(ctx, o, ctrls, begin)
-	defer stop()
+	runs := startControllers(ctx)
+	defer runs.stop()
+	for i, c := range ctrls {
+		runs.start(c, begin, o.serveAfter*time.Duration(i+1))
+	}
 	deadline, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
 	s := scenario(deadline, o, tl, log, ctrls, begin, probed)
 	problems := s.violations()
+	var chain bytes.Buffer // the startup's, before a rolling upgrade drains the board
+	printCriticalChain(&chain, ctrls[0])
+	var rolled *rollReport
+	if o.rolling && len(problems) == 0 && deadline.Err() == nil {
+		var restarted []*controller
+		rolled, restarted = rollingUpgrade(deadline, o, tl, cfgFor, ctrls, func(c *controller) { runs.start(c, nil, 0) })
+		all = append(all, restarted...)
+		problems = append(problems, rolled.violations(o)...)
+	}
 	if err := writeStartup(o, tl, ctrls); err != nil {
 		problems = append(problems, err.Error())
 	}
@@ -203,7 +222,10 @@ func run(ctx context.Context, o options, out io.Writer, log *slog.Logger) error 
 	// goroutines telling the timeline what they do.
 	tl.write(func(w io.Writer) {
 		s.print(w)
-		printCriticalChain(w, ctrls[0])
+		_, _ = chain.WriteTo(w)
+		if rolled != nil {
+			rolled.print(w)
+		}
 		if len(problems) == 0 {
 			fmt.Fprintln(w, "ok: every invariant held, every story happened")
 		}
@@ -254,20 +276,10 @@ func scenario(ctx context.Context, o options, tl *timeline, log *slog.Logger, ct
 // newControllers makes o.controllers controllers, each with its API port on
 // its own loopback address; the first one's upgrade completes only once
 // probed closes. On error it shuts down those it made.
-func newControllers(o options, tl *timeline, log *slog.Logger, probed <-chan struct{}) ([]*controller, error) {
-	store := leasestore.NewMemStore(leasestore.MemStoreConfig{})
+func newControllers(o options, cfgFor func(i int) controllerConfig, probed <-chan struct{}) ([]*controller, error) {
 	ctrls := make([]*controller, 0, o.controllers)
 	for i := range o.controllers {
-		name := fmt.Sprintf("c%d", i)
-		cfg := controllerConfig{
-			name:    name,
-			apiAddr: net.JoinHostPort(apiHost(i), "0"),
-			o:       o,
-			tl:      tl,
-			store:   store,
-			log:     withController(log, name),
-			peers:   func() []string { return peerAddrs(ctrls, i) },
-		}
+		cfg := cfgFor(i)
 		if i == 0 {
 			cfg.upgradeHold = probed
 		}
@@ -283,6 +295,42 @@ func newControllers(o options, tl *timeline, log *slog.Logger, probed <-chan str
 	return ctrls, nil
 }
 
+// controllerConfigs returns the config of the i-th controller: on the
+// group's one lease store, the controller port on 127.0.0.1 and the API
+// port on an address of its own, both on ports the kernel picks, at
+// agentVersion. Once the controller has bound them, its successor
+// (-rolling) gets the same addresses, so the agents and the peers find it
+// where they found its predecessor.
+func controllerConfigs(o options, tl *timeline, log *slog.Logger) func(i int) controllerConfig {
+	store := leasestore.NewMemStore(leasestore.MemStoreConfig{})
+	var (
+		mu                  sync.Mutex
+		ctrlAddrs, apiAddrs = make([]string, o.controllers), make([]string, o.controllers)
+	)
+	return func(i int) controllerConfig {
+		name := fmt.Sprintf("c%d", i)
+		mu.Lock()
+		defer mu.Unlock()
+		if ctrlAddrs[i] == "" {
+			ctrlAddrs[i], apiAddrs[i] = "127.0.0.1:0", net.JoinHostPort(apiHost(i), "0")
+		}
+		return controllerConfig{
+			name: name, ctrlAddr: ctrlAddrs[i], apiAddr: apiAddrs[i], version: agentVersion,
+			o: o, tl: tl, store: store, log: withController(log, name),
+			peers: func() []string {
+				mu.Lock()
+				defer mu.Unlock()
+				return slices.Concat(ctrlAddrs[:i], ctrlAddrs[i+1:])
+			},
+			bound: func(ctrl, api string) {
+				mu.Lock()
+				defer mu.Unlock()
+				ctrlAddrs[i], apiAddrs[i] = ctrl, api
+			},
+		}
+	}
+}
+
 // withController returns log with the controller's name on every record,
 // or nil for no logs.
 func withController(log *slog.Logger, name string) *slog.Logger {
@@ -292,36 +340,37 @@ func withController(log *slog.Logger, name string) *slog.Logger {
 	return log.With("controller", name)
 }
 
-// peerAddrs returns the controller ports of every controller but the i-th.
-func peerAddrs(ctrls []*controller, i int) []string {
-	var addrs []string
-	for j, c := range ctrls {
-		if j != i {
-			addrs = append(addrs, c.ctrlAddr)
-		}
-	}
-	return addrs
+// runs are the controllers' startups, each running until its controller
+// stops (controller.stopRun) or stop ends them all.
+type runs struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
 }
 
-// startControllers starts every controller's startup once begin closes,
-// the i-th one's server coming up after (i+1)×serveAfter; stop ends them
-// and waits.
-func startControllers(ctx context.Context, o options, ctrls []*controller, begin <-chan struct{}) (stop func()) {
-	runCtx, cancel := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	for i, c := range ctrls {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if closed(runCtx, begin) {
-				c.start(runCtx, o.serveAfter*time.Duration(i+1))
-			}
-		}()
-	}
-	return func() {
-		cancel()
-		wg.Wait()
-	}
+func startControllers(ctx context.Context) *runs {
+	r := &runs{}
+	r.ctx, r.cancel = context.WithCancel(ctx)
+	return r
+}
+
+// start runs c's startup once begin closes (nil: at once), its server
+// coming up after serveAfter.
+func (r *runs) start(c *controller, begin <-chan struct{}, serveAfter time.Duration) {
+	ctx, cancel := context.WithCancel(r.ctx)
+	c.stopRun = cancel
+	r.wg.Go(func() {
+		defer cancel()
+		if closed(ctx, begin) {
+			c.start(ctx, serveAfter)
+		}
+	})
+}
+
+// stop ends every startup and waits for them.
+func (r *runs) stop() {
+	r.cancel()
+	r.wg.Wait()
 }
 
 func pending(ctrls []*controller) string {

@@ -396,7 +396,7 @@ func TestNewControllerReleasesPortsOnError(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var out bytes.Buffer
-			cfg := controllerConfig{name: "c0", apiAddr: "127.0.0.1:0", o: o, tl: newTimeline(&out), store: leasestore.NewMemStore(leasestore.MemStoreConfig{})}
+			cfg := controllerConfig{name: "c0", ctrlAddr: "127.0.0.1:0", apiAddr: "127.0.0.1:0", version: agentVersion, o: o, tl: newTimeline(&out), store: leasestore.NewMemStore(leasestore.MemStoreConfig{})}
 			tc.setup(&cfg)
 			c, err := newController(cfg)
 			require.Error(t, err)

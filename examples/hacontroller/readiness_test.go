@@ -34,7 +34,7 @@ func TestReadinessAcrossStartup(t *testing.T) {
 	o, err := parseFlags([]string{"-controllers", "1", "-agents", "0", "-serve-after", "10ms", "-checking", "10ms", "-steps", "10ms"}, io.Discard)
 	require.NoError(t, err)
 	held := make(chan struct{})
-	c, err := newController(controllerConfig{name: "c0", apiAddr: "127.0.0.1:0", o: o,
+	c, err := newController(controllerConfig{name: "c0", ctrlAddr: "127.0.0.1:0", apiAddr: "127.0.0.1:0", version: agentVersion, o: o,
 		tl: newTimeline(io.Discard), store: leasestore.NewMemStore(leasestore.MemStoreConfig{}), upgradeHold: held})
 	require.NoError(t, err)
 	defer c.shutdown()
@@ -52,8 +52,9 @@ func TestReadinessAcrossStartup(t *testing.T) {
 	assert.Regexp(t, `(?m)^(\[-\]lease locked for \S+ \(unknown: claim not confirmed: no answer from the store yet\)|\[\+\]lease ok)$`, before.body)
 	assert.Equal(t, http.StatusServiceUnavailable, get(ctx, t, c, "/ping"), "only /readyz answers before the server is up")
 
-	stop := startControllers(context.Background(), o, []*controller{c}, closedChan())
-	defer stop()
+	runs := startControllers(context.Background())
+	defer runs.stop()
+	runs.start(c, nil, o.serveAfter)
 	require.True(t, c.allRefused(ctx))
 	during := probeReadyz(ctx, c)
 	assert.Empty(t, during.problem(false), "while the upgrade is held")
@@ -79,12 +80,6 @@ func get(ctx context.Context, t *testing.T, c *controller, path string) int {
 	require.NoError(t, err)
 	resp.Body.Close()
 	return resp.StatusCode
-}
-
-func closedChan() chan struct{} {
-	ch := make(chan struct{})
-	close(ch)
-	return ch
 }
 
 // TestHoldServesUntilInterrupted runs the main job with -hold: after the
@@ -227,7 +222,8 @@ func TestReadyzPassesTheUpgradeGateInEveryPhase(t *testing.T) {
 				serving: gate.New("serving"), ctrlAddr: "127.0.0.1:17071"}
 			c.dial, err = c.newDialer(nil)
 			require.NoError(t, err)
-			c.newBoard()
+			c.board = gate.NewBoard(gate.BoardConfig{Name: c.name})
+			c.fillBoard()
 			defer c.board.Close()
 			c.serving.Unlock()
 			c.mux, c.grpc = c.newMux(), c.newGRPC()
@@ -254,7 +250,7 @@ func TestReadyzPassesTheUpgradeGateInEveryPhase(t *testing.T) {
 func TestAPIPortBindFailureIsOnTheBoard(t *testing.T) {
 	o, err := parseFlags([]string{"-controllers", "1", "-agents", "0"}, io.Discard)
 	require.NoError(t, err)
-	c, err := newController(controllerConfig{name: "c0", apiAddr: "127.0.0.1:0", o: o,
+	c, err := newController(controllerConfig{name: "c0", ctrlAddr: "127.0.0.1:0", apiAddr: "127.0.0.1:0", version: agentVersion, o: o,
 		tl: newTimeline(io.Discard), store: leasestore.NewMemStore(leasestore.MemStoreConfig{})})
 	require.NoError(t, err)
 	defer c.shutdown()

@@ -72,12 +72,12 @@ func (c *controller) selfClient(ctx context.Context) {
 	}
 	defer home.CloseIdleConnections()
 	workers := c.calls[0]
-	client := &http.Client{Transport: upgrade.RetryTransport(home, workers.notify(c), upgrade.WithClock(c.clk))}
+	client := &http.Client{Transport: upgrade.RetryTransport(home, workers.notify(c), upgrade.WithClock(c.clk), upgrade.WithWake(c.up.Completed))}
 	list, watch := c.calls[1], c.calls[2]
 	cc, err := grpcdialer.NewClient(c.dial,
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithUnaryInterceptor(grpcupgrade.UnaryClientInterceptor(list.notify(c), upgrade.WithClock(c.clk))),
-		grpc.WithStreamInterceptor(grpcupgrade.StreamClientInterceptor(watch.notify(c), upgrade.WithClock(c.clk))))
+		grpc.WithUnaryInterceptor(grpcupgrade.UnaryClientInterceptor(list.notify(c), upgrade.WithClock(c.clk), upgrade.WithWake(c.up.Completed))),
+		grpc.WithStreamInterceptor(grpcupgrade.StreamClientInterceptor(watch.notify(c), upgrade.WithClock(c.clk), upgrade.WithWake(c.up.Completed))))
 	if err != nil {
 		c.workers.Fail(err)
 		return
