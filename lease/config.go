@@ -122,7 +122,7 @@ const (
 	minDuration      = 100 * time.Millisecond
 	minMargin        = 10 * time.Millisecond
 	minClaimInterval = 10 * time.Millisecond
-	maxWakeSpread    = 5 * time.Millisecond // caps the delay of a claim a release wakes
+	maxWakeSpread    = time.Millisecond // caps the delay of a claim a release wakes
 )
 
 // Validate returns an error satisfying errors.Is(err, errors.NotValid)

@@ -191,7 +191,7 @@ func ExampleTracker_StepDown() {
 
 	fmt.Println("step down:", a.StepDown(ctx))
 	// The store tells b of the release (MemStore is a ReleaseWatcher): b
-	// claims within 5ms, not at its next poll.
+	// claims within 1ms, not at its next poll.
 	st, changed := b.Current()
 	for st.State != lease.Held {
 		select {

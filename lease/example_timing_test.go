@@ -25,5 +25,5 @@ func ExampleConfig_Timing() {
 	// tolerates a store outage of 1.9s before answering Unknown; a crash takeover takes at most 4.2s, a graceful one at most 200ms; tolerates a clock 5% slower than the store's; 1,000 held leases cost 554 renewal calls/s, a waiting follower 5.26 claim calls/s
 	// outage 1.9s, crash takeover 4.2s, graceful 200ms, drift 5%, 554 renewals/s per 1,000 leases, 5.26 claims/s per follower
 	// tolerates a store outage of 9s before answering Unknown; a crash takeover takes at most 21s, a graceful one at most 1s; tolerates a clock 10% slower than the store's; 1,000 held leases cost 117 renewal calls/s, a waiting follower 1.05 claim calls/s
-	// tolerates a store outage of 1.9s before answering Unknown; a crash takeover takes at most 4.01s, a graceful one at most 5ms; tolerates a clock 5% slower than the store's; 1,000 held leases cost 554 renewal calls/s, a waiting follower 0.263 claim calls/s
+	// tolerates a store outage of 1.9s before answering Unknown; a crash takeover takes at most 4s, a graceful one at most 1ms; tolerates a clock 5% slower than the store's; 1,000 held leases cost 554 renewal calls/s, a waiting follower 0.263 claim calls/s
 }

@@ -19,7 +19,7 @@ import (
 
 // Hand-over through a ReleaseWatcher, in testing/synctest bubbles at the
 // defaults (Duration 2s: ClaimInterval 200ms, a term of 4s, a wake spread
-// of at most 5ms). Every tracker's status changes go to a history
+// of at most 1ms). Every tracker's status changes go to a history
 // Recorder, which must find no broken promise in any run.
 
 const handoverDuration = 2 * time.Second

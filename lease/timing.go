@@ -27,7 +27,7 @@ type Timing struct {
 	// CrashTakeover is the longest a successor waits to hold the lease
 	// after its holder died without releasing it: the term, 2×Duration,
 	// plus, with a store that watches, the wake spread (a random delay of
-	// at most ClaimInterval/10, capped at 5ms), else a ClaimInterval.
+	// at most ClaimInterval/10, capped at 1ms), else a ClaimInterval.
 	CrashTakeover time.Duration
 	// GracefulTakeover is the longest a successor waits to hold the lease
 	// after its holder released it (ReleaseOnClose, StepDown): the wake

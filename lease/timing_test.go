@@ -443,15 +443,15 @@ func TestTimingFigures(t *testing.T) {
 			RenewRate: 1000 / 1.9, ClaimRate: 20,
 		}},
 		// A follower that waits on a watch: woken within ClaimInterval/10,
-		// capped at 5ms, and claiming once a term, 2×Duration.
+		// capped at 1ms, and claiming once a term, 2×Duration.
 		{lease.Config{Duration: 2 * time.Second, Store: watchingStore{}}, lease.Timing{
-			Outage: 1900 * time.Millisecond, CrashTakeover: 4005 * time.Millisecond,
-			GracefulTakeover: 5 * time.Millisecond, ClockDrift: 0.05,
+			Outage: 1900 * time.Millisecond, CrashTakeover: 4001 * time.Millisecond,
+			GracefulTakeover: time.Millisecond, ClockDrift: 0.05,
 			RenewRate: 1000 / (1.9 * 0.95), ClaimRate: 1 / (4 * 0.95),
 		}},
 		{lease.Config{Duration: 200 * time.Millisecond, Store: watchingStore{}}, lease.Timing{
-			Outage: 190 * time.Millisecond, CrashTakeover: 402 * time.Millisecond,
-			GracefulTakeover: 2 * time.Millisecond, ClockDrift: 0.05,
+			Outage: 190 * time.Millisecond, CrashTakeover: 401 * time.Millisecond,
+			GracefulTakeover: time.Millisecond, ClockDrift: 0.05,
 			RenewRate: 1000 / (0.19 * 0.95), ClaimRate: 1 / (0.4 * 0.95),
 		}},
 		{lease.WithoutJitterForTest(lease.Config{Duration: 2 * time.Second, Store: watchingStore{}}), lease.Timing{

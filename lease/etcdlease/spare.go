@@ -31,7 +31,7 @@ type spareLease struct {
 // more it was granted, so that the claim is promised the whole TTL it
 // asked and its first renewal comes well before the lease stops being
 // resumable (see leaseLife.resumable). A woken claim comes within
-// milliseconds (the tracker's wake spread, at most 5 ms).
+// milliseconds (the tracker's wake spread, at most 1 ms).
 func spareFor(ttl time.Duration) time.Duration { return ttl / 10 }
 
 // startSpare records that a spare etcd lease of ttl seconds is on its
