@@ -155,11 +155,15 @@ func (f *fleet) call(ctx context.Context, i, home int) (int, error) {
 	}
 }
 
-// away says whether err means the controller is not there to answer: its
-// port is closed, or it closed the connection as it stopped.
+// away says whether err means the controller is not there to answer: it
+// drains and names a ready peer, its port is closed, or it closed the
+// connection as it stopped (net/http says "server closed idle
+// connection", with no exported error, when the close raced the request
+// it had not read).
 func away(err error) bool {
 	return peerNamed(err) || errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) ||
-		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed)
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed) ||
+		strings.Contains(err.Error(), "server closed idle connection")
 }
 
 // peerNamed says whether err is a draining controller's refusal that
