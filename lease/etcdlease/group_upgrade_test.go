@@ -327,7 +327,9 @@ func testGroupUpgradeLeaderKilledMidSteps(t *testing.T, kind storeKind) {
 
 	first := receive(t, ctx, crash.entered, "leader inside step 2")
 	require.Equal(t, held.Token, first, "the first leader runs the steps under its token")
-	require.Equal(t, fmt.Sprintf("running step 2/4 (4.0.1/reindex) as the leader (token %d)", first), c0.gate.Detail())
+	leading := fmt.Sprintf("running step 2/4 (4.0.1/reindex) as the leader (token %d)", first)
+	require.Eventually(t, func() bool { return c0.gate.Detail() == leading }, 10*time.Second, 10*time.Millisecond,
+		"controller-0's gate says %q", leading) // once its Wait has begun
 	for _, c := range []*groupController{c1, c2} {
 		nextStatus(t, c.tr, 10*time.Second, func(st lease.Status) bool { return st.State == lease.NotHeld && st.Holder == "controller-0" },
 			isHeld, c.holder+" to learn controller-0 leads")
@@ -402,7 +404,7 @@ func testGroupUpgradeLeaderKilledMidSteps(t *testing.T, kind storeKind) {
 		for _, b := range all[i+1:] {
 			if a.token != b.token {
 				require.True(t, a.heldEnd.Before(b.begin) || b.heldEnd.Before(a.begin),
-					"%s (token %d, %v) overlaps %s (token %d, %v)", a.step, a.token, a.begin, b.step, b.token, b.begin)
+					"two runs overlap, from the cut:%s", describeRuns([]groupRun{a, b}, cut))
 			}
 		}
 	}
