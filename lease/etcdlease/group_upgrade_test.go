@@ -43,14 +43,22 @@ var groupSteps = []string{"4.0.1/schema-7", "4.0.1/reindex", "4.0.1/settings", "
 const groupMidStep = 1
 
 // groupRun is one run of a step: the controller that ran it, the token it
-// ran under, when it began and returned, and heldEnd, when its ctx ended
-// (its leadership could no longer be promised) if that came first, else
-// when it returned.
+// ran under, when it began and returned, and when its ctx ended if that
+// came first (zero if not).
 type groupRun struct {
-	ctrl, step          string
-	token               uint64
-	begin, end, heldEnd time.Time
-	err                 error
+	ctrl, step        string
+	token             uint64
+	begin, end, ended time.Time
+	err               error
+}
+
+// heldUntil is when r stopped running while promised: its end, or the end
+// of the promise of its token if that came first (promised, where known).
+func (r groupRun) heldUntil(promised map[uint64]time.Time) time.Time {
+	if until, ok := promised[r.token]; ok && until.Before(r.end) {
+		return until
+	}
+	return r.end
 }
 
 // groupRuns records every step run of every controller.
@@ -66,11 +74,9 @@ func (r *groupRuns) wrap(ctrl string, s upgrade.Step) upgrade.Step {
 		ctxEnded := make(chan time.Time, 1)
 		stop := context.AfterFunc(ctx, func() { ctxEnded <- time.Now() })
 		run.err = s.Run(ctx, token)
-		run.end, run.heldEnd = time.Now(), time.Now()
+		run.end = time.Now()
 		if !stop() { // ctx ended while the step ran
-			if at := <-ctxEnded; at.Before(run.heldEnd) {
-				run.heldEnd = at
-			}
+			run.ended = <-ctxEnded
 		}
 		r.mu.Lock()
 		r.runs = append(r.runs, run)
@@ -88,12 +94,16 @@ func (r *groupRuns) all() []groupRun {
 	return runs
 }
 
-// describe lists runs for a failure message, their times from t0.
-func describeRuns(runs []groupRun, t0 time.Time) string {
+// describeRuns lists runs for a failure message, their times from t0.
+func describeRuns(runs []groupRun, promised map[uint64]time.Time, t0 time.Time) string {
 	var b strings.Builder
 	for _, r := range runs {
-		fmt.Fprintf(&b, "\n%s by %s under token %d: %v to %v (promised to %v): %v", r.step, r.ctrl, r.token,
-			r.begin.Sub(t0), r.end.Sub(t0), r.heldEnd.Sub(t0), r.err)
+		ended := "did not end"
+		if !r.ended.IsZero() {
+			ended = "ended at " + r.ended.Sub(t0).String()
+		}
+		fmt.Fprintf(&b, "\n%s by %s under token %d: %v to %v (promised to %v, ctx %s): %v", r.step, r.ctrl, r.token,
+			r.begin.Sub(t0), r.end.Sub(t0), r.heldUntil(promised).Sub(t0), ended, r.err)
 	}
 	return b.String()
 }
@@ -347,11 +357,9 @@ func testGroupUpgradeLeaderKilledMidSteps(t *testing.T, kind storeKind) {
 		crash.steps("controller-0 (restarted)", runs, res))
 
 	cause := receive(t, ctx, crash.ended, "end of the killed leader's ctx")
-	endedAt := time.Now()
 	require.ErrorIs(t, cause, lease.ErrRenewalFailed, "the killed leader's ctx ends when its promise does")
 	until := receive(t, ctx, promised, "end of the killed leader's promise")
 	require.False(t, until.IsZero())
-	require.False(t, endedAt.Before(until), "the killed leader's ctx ended at %v, before its promise (%v)", endedAt, until)
 	late := receive(t, ctx, crash.late, "the killed leader's late write")
 	require.ErrorIs(t, late, lease.ErrStaleToken, "the deposed leader's write is refused")
 	c0.kill()
@@ -378,6 +386,7 @@ func testGroupUpgradeLeaderKilledMidSteps(t *testing.T, kind storeKind) {
 	// The successor ran the steps the killed leader did not record, and
 	// only those, under one later token.
 	all := runs.all()
+	promises := map[uint64]time.Time{first: until}
 	var next uint64
 	var successor string
 	byStep := map[string][]uint64{}
@@ -390,7 +399,7 @@ func testGroupUpgradeLeaderKilledMidSteps(t *testing.T, kind storeKind) {
 	require.Greater(t, next, first, "the successor's token")
 	require.Equal(t, map[string][]uint64{
 		groupSteps[0]: {first}, groupSteps[1]: {first, next}, groupSteps[2]: {next}, groupSteps[3]: {next},
-	}, byStep, "runs, from the cut:%s", describeRuns(all, cut))
+	}, byStep, "runs, from the cut:%s", describeRuns(all, promises, cut))
 	require.Equal(t, []string{
 		fmt.Sprintf("%s@%d", groupSteps[0], first), fmt.Sprintf("%s@%d", groupSteps[1], first),
 		fmt.Sprintf("%s@%d", groupSteps[1], next), fmt.Sprintf("%s@%d", groupSteps[2], next),
@@ -398,13 +407,14 @@ func testGroupUpgradeLeaderKilledMidSteps(t *testing.T, kind storeKind) {
 	}, res.all(), "the writes admitted")
 
 	// None ran beside another: no two runs under different tokens overlap
-	// while both were promised, and the successor began after the killed
-	// leader's promise ended.
+	// while both were promised (the killed leader's run, which outlived its
+	// promise, up to the promise's end), and the successor began after the
+	// killed leader's promise ended.
 	for i, a := range all {
 		for _, b := range all[i+1:] {
 			if a.token != b.token {
-				require.True(t, a.heldEnd.Before(b.begin) || b.heldEnd.Before(a.begin),
-					"two runs overlap, from the cut:%s", describeRuns([]groupRun{a, b}, cut))
+				require.True(t, a.heldUntil(promises).Before(b.begin) || b.heldUntil(promises).Before(a.begin),
+					"two runs overlap, from the cut:%s", describeRuns([]groupRun{a, b}, promises, cut))
 			}
 		}
 	}
@@ -431,9 +441,12 @@ func testGroupUpgradeLeaderKilledMidSteps(t *testing.T, kind storeKind) {
 		}
 	}
 	require.ErrorIs(t, killed.err, context.Canceled, "the killed run stopped on its ctx")
+	require.False(t, killed.ended.IsZero(), "the killed run's ctx ended while it ran")
+	require.False(t, killed.ended.Before(until), "the killed leader's ctx ended %v before its promise did",
+		until.Sub(killed.ended))
 	t.Logf("%s took over (token %d after %d): %v after the cut, %v after the killed leader's promise ended "+
-		"(%v after its ctx did); steps re-run: %d (%s); the successor's steps took %v",
+		"(its ctx ended %v after the promise); steps re-run: %d (%s); the successor's steps took %v",
 		successor, next, first, takeover.Sub(cut).Round(time.Millisecond), takeover.Sub(until).Round(time.Millisecond),
-		takeover.Sub(killed.heldEnd).Round(time.Millisecond), len(all)-len(groupSteps), strings.Join(rerun, ", "),
+		killed.ended.Sub(until).Round(time.Microsecond), len(all)-len(groupSteps), strings.Join(rerun, ", "),
 		lastEnd.Sub(takeover).Round(time.Millisecond))
 }
