@@ -57,6 +57,7 @@ type controller struct {
 	ln      *listener.Listener
 	mux     *http.ServeMux // the HTTP routes of both ports
 	grpc    *grpc.Server   // the gRPC services, on the same ports
+	health  *health.Server // NOT_SERVING once the controller drains
 	srv     *http.Server
 	served  chan struct{} // closed when Serve returns
 	up      *upgrade.Gate
@@ -155,6 +156,7 @@ func newController(cfg controllerConfig) (_ *controller, err error) {
 		PeerReady: func() bool { return peerReady(cfg.peers()) },
 		OnTransition: func(from, to upgrade.Phase, err error) {
 			if to == upgrade.PhaseDraining {
+				c.health.Shutdown() // gRPC clients see NOT_SERVING
 				close(c.refusing)
 			}
 			if err != nil { // the timeline's story; Logger has the records
@@ -364,14 +366,16 @@ func (c *controller) registerMetrics() error {
 
 // newGRPC returns the controller's gRPC server, behind the same upgrade
 // gate: the health Check is allowlisted, List and Watch are refused until
-// the upgrade completes.
+// the upgrade completes; the health service says NOT_SERVING once the
+// gate drains.
 func (c *controller) newGRPC() *grpc.Server {
 	allow := grpcupgrade.AllowMethods(healthpb.Health_Check_FullMethodName)
 	srv := grpc.NewServer(
 		grpc.UnaryInterceptor(grpcupgrade.UnaryServerInterceptor(c.up, allow)),
 		grpc.StreamInterceptor(grpcupgrade.StreamServerInterceptor(c.up, allow)),
 	)
-	healthpb.RegisterHealthServer(srv, health.NewServer())
+	c.health = health.NewServer()
+	healthpb.RegisterHealthServer(srv, c.health)
 	return srv
 }
 
