@@ -314,10 +314,10 @@ func restart(ctx context.Context, o options, tl *timeline, cur []*controller, i 
 	rs := restartReport{name: old.name}
 	began := time.Now()
 	tl.log(old.name, "drain: %s stops for the upgrade to %s", old.name, newVersion)
-	released := old.drain(ctx)
+	stopped := old.drain(ctx)
 	rs.drain = time.Since(began)
-	if rs.ledBefore = !released.IsZero(); rs.ledBefore {
-		rs.newLeader, rs.gap = nextLeader(ctx, cur, i, released)
+	if rs.ledBefore = !stopped.IsZero(); rs.ledBefore {
+		rs.newLeader, rs.gap = nextLeader(ctx, cur, i, stopped)
 		tl.log(old.name, "lease handed over to %s, leaderless for %v", rs.newLeader, rs.gap.Round(10*time.Microsecond))
 	}
 	cfg.version, cfg.steps = newVersion, steps
@@ -342,13 +342,15 @@ func restart(ctx context.Context, o options, tl *timeline, cur []*controller, i 
 	return rs, nc, nil
 }
 
-// nextLeader waits for another controller than cur[i] to hold the lease,
-// and returns it with the gap from released to its Held.
-func nextLeader(ctx context.Context, cur []*controller, i int, released time.Time) (string, time.Duration) {
+// nextLeader waits for another controller than cur[i] to hold the lease
+// (which it may have done before the old leader's StepDown returned), and
+// returns it with the gap from stopped, when the old leader stopped
+// leading, to its Held.
+func nextLeader(ctx context.Context, cur []*controller, i int, stopped time.Time) (string, time.Duration) {
 	for {
 		for j, c := range cur {
-			if r := c.tracker.Report(); j != i && r.State == lease.Held && !r.Since.Before(released) {
-				return c.name, r.Since.Sub(released)
+			if r := c.tracker.Report(); j != i && r.State == lease.Held && !r.Since.Before(stopped) {
+				return c.name, r.Since.Sub(stopped)
 			}
 		}
 		if !sleepCtx(ctx, time.Millisecond) {
@@ -380,10 +382,10 @@ const drainGrace = 50 * time.Millisecond
 // upgrade wire, naming a ready peer, for drainGrace more, while the calls
 // in flight finish; the singular lease handed over if it leads ("lease
 // handed over"); the server shut down, its listener closing last ("calls
-// finished"). It
-// returns when the listener has closed: the time it released the lease,
+// finished"). It returns when the listener has closed: the time it
+// stopped leading (its tracker's NotHeld, published before the release),
 // zero if it did not lead.
-func (c *controller) drain(ctx context.Context) (released time.Time) {
+func (c *controller) drain(ctx context.Context) (stopped time.Time) {
 	leads := c.tracker.Report().State == lease.Held
 	grace := gate.New("grace over")
 	handedOver := gate.New("lease handed over").After(grace)
@@ -399,7 +401,7 @@ func (c *controller) drain(ctx context.Context) (released time.Time) {
 	lameDuck := time.After(drainGrace)
 	if leads {
 		if err := c.tracker.StepDown(ctx); err == nil {
-			released = time.Now()
+			stopped = c.tracker.Report().Since
 		}
 	}
 	handedOver.Unlock()
@@ -417,7 +419,7 @@ func (c *controller) drain(ctx context.Context) (released time.Time) {
 	c.tl.log(c.name, "drained: %s", c.board.Report())
 	c.shutdown()
 	c.stopRun()
-	return released
+	return stopped
 }
 
 // peerReady says whether one of the peers' boards reads ready: asked by a
