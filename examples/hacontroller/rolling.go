@@ -40,9 +40,10 @@ type rollReport struct {
 	toPeer                   atomic.Int64 // refusals of a draining controller that named a ready peer
 	firstErr                 atomic.Pointer[error]
 
-	mu       sync.Mutex
-	restarts []restartReport
-	steps    *stepRecord
+	mu         sync.Mutex
+	restarts   []restartReport
+	restartErr error // why a restart did not complete
+	steps      *stepRecord
 }
 
 // restartReport is one controller's drain, stop and start on newVersion.
@@ -229,6 +230,9 @@ func (r *rollReport) violations(o options) []string {
 	if len(r.restarts) != o.controllers {
 		problems = append(problems, fmt.Sprintf("%d of %d controllers restarted on %s", len(r.restarts), o.controllers, newVersion))
 	}
+	if r.restartErr != nil {
+		problems = append(problems, r.restartErr.Error())
+	}
 	for _, rs := range r.restarts {
 		if rs.local != rs.selfDials {
 			problems = append(problems, fmt.Sprintf("%s dialled a peer %d times after its restart", rs.name, rs.selfDials-rs.local))
@@ -294,14 +298,16 @@ func rollingUpgrade(ctx context.Context, o options, tl *timeline, cfgFor func(i 
 			restarted = append(restarted, nc)
 			cur[i] = nc
 		}
+		r.mu.Lock()
 		if err != nil {
-			err = fmt.Errorf("restarting %s: %w", cur[i].name, err)
-			r.firstErr.CompareAndSwap(nil, &err)
+			r.restartErr = fmt.Errorf("restarting %s: %w", cur[i].name, err)
+		} else {
+			r.restarts = append(r.restarts, rs)
+		}
+		r.mu.Unlock()
+		if err != nil {
 			break
 		}
-		r.mu.Lock()
-		r.restarts = append(r.restarts, rs)
-		r.mu.Unlock()
 	}
 	sleepCtx(ctx, o.agentEvery) // and once more on the new version
 	return r, restarted
