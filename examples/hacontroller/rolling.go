@@ -14,7 +14,10 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/juju/clock"
+
 	"github.com/coldstart-go/coldstart/gate"
+	"github.com/coldstart-go/coldstart/internal/backoff"
 	"github.com/coldstart-go/coldstart/lease"
 	"github.com/coldstart-go/coldstart/upgrade"
 	"github.com/coldstart-go/coldstart/upgrade/binaries"
@@ -150,7 +153,7 @@ func (f *fleet) call(ctx context.Context, i, home int) (int, error) {
 		default:
 			return at, err
 		}
-		if !sleepCtx(ctx, wait) {
+		if !sleep(ctx, wait) {
 			return at, ctx.Err()
 		}
 	}
@@ -290,7 +293,7 @@ func rollingUpgrade(ctx context.Context, o options, tl *timeline, cfgFor func(i 
 	tl.log("agents", "%d agents logged in, each calling every %v: the rolling upgrade to %s starts", o.agents, o.agentEvery, newVersion)
 	var restarted []*controller
 	for i := range cur {
-		if !sleepCtx(ctx, o.agentEvery) { // every agent calls between two restarts
+		if !sleep(ctx, o.agentEvery) { // every agent calls between two restarts
 			break
 		}
 		rs, nc, err := restart(ctx, o, tl, cur, i, cfgFor(i), r.steps, start)
@@ -309,7 +312,7 @@ func rollingUpgrade(ctx context.Context, o options, tl *timeline, cfgFor func(i 
 			break
 		}
 	}
-	sleepCtx(ctx, o.agentEvery) // and once more on the new version
+	sleep(ctx, o.agentEvery) // and once more on the new version
 	return r, restarted
 }
 
@@ -359,20 +362,9 @@ func nextLeader(ctx context.Context, cur []*controller, i int, stopped time.Time
 				return c.name, r.Since.Sub(stopped)
 			}
 		}
-		if !sleepCtx(ctx, time.Millisecond) {
+		if !sleep(ctx, time.Millisecond) {
 			return "", 0
 		}
-	}
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
 	}
 }
 
@@ -400,10 +392,11 @@ func (c *controller) drain(ctx context.Context) (stopped time.Time) {
 	for _, l := range []*gate.Lock{grace, handedOver, finished} {
 		c.board.Add(l.Name(), l)
 	}
-	if !closed(ctx, c.refusing) {
+	if closed(ctx, c.refusing) {
+		grace.Unlock()
+	} else {
 		grace.Fail(ctx.Err())
 	}
-	grace.Unlock()
 	lameDuck := time.After(drainGrace)
 	if leads {
 		if err := c.tracker.StepDown(ctx); err == nil {
@@ -493,3 +486,8 @@ func (c *controller) runGroupUpgrade(ctx context.Context) {
 // groupSteps are the group's upgrade steps to newVersion: idempotent, run
 // once for the group.
 var groupSteps = []string{"4.3.0/schema-1", "4.3.0/schema-2", "4.3.0/reindex"}
+
+// sleep waits d on the wall clock; it reports false if ctx ended first.
+func sleep(ctx context.Context, d time.Duration) bool {
+	return backoff.Sleep(ctx, clock.WallClock, d) == nil
+}
