@@ -393,11 +393,12 @@ func (sc *schedule) nextCall() time.Time {
 
 // begin starts the round of the store call the renewer makes now.
 func (sc *schedule) begin() *round {
+	fresh := &round{done: make(chan struct{})} // not under mu: an allocation may wait on the GC
 	sc.mu.Lock()
 	defer sc.mu.Unlock()
 	r := sc.pending
 	if r == nil {
-		r = &round{done: make(chan struct{})}
+		r = fresh
 	}
 	sc.pending, sc.inflight, sc.next = nil, r, time.Time{}
 	return r

@@ -320,7 +320,7 @@ func (m *MemStore) expired(w *memWatch) {
 	}
 	now := m.clk.Now()
 	if cur, ok := m.terms[w.name]; ok && cur.grant.Token == w.token && now.Before(cur.expiry) {
-		w.expiry = m.clk.AfterFunc(cur.expiry.Sub(now), func() { m.expired(w) }) // extended
+		w.expiry.Reset(cur.expiry.Sub(now)) // extended: no new timer, no allocation under mu
 		return
 	}
 	m.end(w)
