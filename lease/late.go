@@ -75,18 +75,21 @@ func (t *Tracker) beginWait(now time.Time) lateWait {
 // lateBound is how late a renewal may be before it counts: Margin/4.
 func (t *Tracker) lateBound() time.Duration { return t.cfg.Margin / lateDivisor }
 
-// renewalWoke counts a renewal that the renewer, woken at now, sends more
-// than lateBound after it was due, with its cause, and logs the first of
-// an episode; one on time ends the episode. Lateness counts from the
-// un-jittered time: a renewal jittered early and then delayed is late only
-// past the time it was due at the latest.
-func (t *Tracker) renewalWoke(w lateWait, now time.Time) {
+// renewalSent counts a renewal that the renewer sends, at now, more than
+// lateBound after it was due, with its cause, and logs the first of an
+// episode; one on time ends the episode. Lateness counts from the
+// un-jittered time (a renewal jittered early and then delayed is late only
+// past the time it was due at the latest) to the send, so that it includes
+// a stall after the wake (the renewer held by the GC, or waiting for a P).
+func (t *Tracker) renewalSent(now time.Time) {
+	w := t.renewer.awaited
+	t.renewer.awaited = lateWait{}
 	if w.due.IsZero() {
 		return // no renewal awaited
 	}
-	// How late it woke is part of the renew latency (renewalIn).
+	// How late it went is part of the renew latency (renewalIn).
 	late := now.Sub(w.due)
-	t.renewer.wokeLate = max(late, 0)
+	t.renewer.sentLate = max(late, 0)
 	if late <= t.lateBound() {
 		// On time, or woken early (a check asked): the episode is over.
 		t.renewer.lateEpisode = false

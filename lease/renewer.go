@@ -26,9 +26,12 @@ type renewer struct {
 	// term was answered since this tracker last held (see handedOver).
 	refusedAt time.Time
 	// recent is the recent renew latency: the latest answered call's
-	// latency, plus how late the renewal woke (wokeLate), or the figure
-	// before it halved per call since, if longer (renewalIn).
-	recent, wokeLate time.Duration
+	// latency, plus how late the renewal was sent (sentLate), or the
+	// figure before it halved per call since, if longer (renewalIn).
+	recent, sentLate time.Duration
+	// awaited is what the renewer read as it began the wait its timer
+	// has just ended, until the renewal goes (renewalSent).
+	awaited lateWait
 	// due is when the renewal of the term just confirmed is due at the
 	// latest (its jitter only brings it earlier); zero when the next call
 	// is no such renewal. lateEpisode is set from a late renewal to the
@@ -49,6 +52,7 @@ func (t *Tracker) run() {
 		case !ok:
 			return
 		case req != nil:
+			t.renewer.awaited = lateWait{} // no renewal goes
 			delay = t.stepDownNow(req)
 			if t.renewer.owed != nil {
 				return // closed during the step-down: shutdown releases
@@ -61,8 +65,8 @@ func (t *Tracker) run() {
 
 // wait blocks for delay, until a check asks for a store call, or until
 // StepDown asks to step down (it returns the request); false once closed.
-// A renewal that wakes late goes at once: it is counted and explained
-// (late.go), and demotes nothing.
+// A renewal that wakes late goes at once: once sent, it is counted and
+// explained (late.go), and demotes nothing.
 func (t *Tracker) wait(delay time.Duration) (*stepDownRequest, bool) {
 	if delay > 0 {
 		now := t.cfg.Clock.Now()
@@ -75,7 +79,7 @@ func (t *Tracker) wait(delay time.Duration) (*stepDownRequest, bool) {
 		if req != nil {
 			return req, true
 		}
-		t.renewalWoke(w, t.cfg.Clock.Now())
+		t.renewer.awaited = w
 	}
 	select {
 	case <-t.life.done:
@@ -135,10 +139,11 @@ func (t *Tracker) attempt() time.Duration {
 	r := t.sched.begin()
 	defer t.sched.end(r)
 	t.renewer.due = time.Time{} // until a confirmation schedules a renewal
-	defer func() { t.renewer.wokeLate = 0 }()
+	defer func() { t.renewer.sentLate = 0 }()
 
 	clk := t.cfg.Clock
 	sent := clk.Now() // before the call: sent + granted bounds the term's end
+	t.renewalSent(sent)
 	clocks := t.readClocks(sent)
 	timeout := callTimeoutError{timeout: t.cfg.callTimeout()}
 	if s := t.snap.Load(); s.status.State == Held {
@@ -178,10 +183,10 @@ func (t *Tracker) attempt() time.Duration {
 	now := clk.Now()
 	switch class {
 	case leasestore.ClassOK:
-		t.renewer.recent = max(t.renewer.wokeLate+latency, t.renewer.recent/2)
+		t.renewer.recent = max(t.renewer.sentLate+latency, t.renewer.recent/2)
 		return t.confirmed(g, sent, clocks, now, latency)
 	case leasestore.ClassDefinitive:
-		t.renewer.recent = max(t.renewer.wokeLate+latency, t.renewer.recent/2)
+		t.renewer.recent = max(t.renewer.sentLate+latency, t.renewer.recent/2)
 		return t.lost(err, now, latency)
 	default:
 		return t.ambiguous(err, now, latency)
