@@ -168,8 +168,8 @@ server:
 	@echo "go run -exec true ($(SERVER))" && cd $(SERVER) && $(call timed,$(NICE) $(GO) run -gcflags='$(SERVER_GCFLAGS)' -exec true .)
 
 # tools builds staticcheck into .bin/<version>, once, before any module's
-# lint.
-tools: $(STATICCHECK)
+# lint (unless STATICCHECK names another one).
+tools: $(filter $(CURDIR)/.bin/%,$(STATICCHECK))
 $(CURDIR)/.bin/$(STATICCHECK_VERSION)/staticcheck:
 	@echo "go install staticcheck@$(STATICCHECK_VERSION)" && $(call timed,GOBIN=$(dir $@) $(NICE) $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION))
 $(MODS) etcd/vet: | tools
