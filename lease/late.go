@@ -75,15 +75,14 @@ func (t *Tracker) beginWait(now time.Time) lateWait {
 // lateBound is how late a renewal may be before it counts: Margin/4.
 func (t *Tracker) lateBound() time.Duration { return t.cfg.Margin / lateDivisor }
 
-// renewalSent counts a renewal that the renewer sends, at now, more than
-// lateBound after it was due, with its cause, and logs the first of an
-// episode; one on time ends the episode. Lateness counts from the
-// un-jittered time (a renewal jittered early and then delayed is late only
-// past the time it was due at the latest) to the send, so that it includes
-// a stall after the wake (the renewer held by the GC, or waiting for a P).
-func (t *Tracker) renewalSent(now time.Time) {
-	w := t.renewer.awaited
-	t.renewer.awaited = lateWait{}
+// renewalSent counts a renewal that the renewer sends, at now, at the end
+// of the wait w, more than lateBound after it was due, with its cause, and
+// logs the first of an episode; one on time ends the episode. Lateness
+// counts from the un-jittered time (a renewal jittered early and then
+// delayed is late only past the time it was due at the latest) to the
+// send, so that it includes a stall after the wake (the renewer held by
+// the GC, or waiting for a P).
+func (t *Tracker) renewalSent(w lateWait, now time.Time) {
 	if w.due.IsZero() {
 		return // no renewal awaited
 	}

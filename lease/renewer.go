@@ -29,9 +29,6 @@ type renewer struct {
 	// latency, plus how late the renewal was sent (sentLate), or the
 	// figure before it halved per call since, if longer (renewalIn).
 	recent, sentLate time.Duration
-	// awaited is what the renewer read as it began the wait its timer
-	// has just ended, until the renewal goes (renewalSent).
-	awaited lateWait
 	// due is when the renewal of the term just confirmed is due at the
 	// latest (its jitter only brings it earlier); zero when the next call
 	// is no such renewal. lateEpisode is set from a late renewal to the
@@ -47,47 +44,48 @@ func (t *Tracker) run() {
 	defer t.shutdown()
 	var delay time.Duration // the first claim goes at once
 	for {
-		req, ok := t.wait(delay)
+		req, w, ok := t.wait(delay)
 		switch {
 		case !ok:
 			return
 		case req != nil:
-			t.renewer.awaited = lateWait{} // no renewal goes
 			delay = t.stepDownNow(req)
 			if t.renewer.owed != nil {
 				return // closed during the step-down: shutdown releases
 			}
 		default:
-			delay = t.attempt()
+			delay = t.attempt(w)
 		}
 	}
 }
 
 // wait blocks for delay, until a check asks for a store call, or until
 // StepDown asks to step down (it returns the request); false once closed.
-// A renewal that wakes late goes at once: once sent, it is counted and
-// explained (late.go), and demotes nothing.
-func (t *Tracker) wait(delay time.Duration) (*stepDownRequest, bool) {
+// Otherwise it returns what the renewer read as the wait began, which the
+// store call it ends in is explained against: a renewal that wakes late
+// goes at once and, once sent, is counted and explained (late.go), and
+// demotes nothing.
+func (t *Tracker) wait(delay time.Duration) (*stepDownRequest, lateWait, bool) {
+	var w lateWait
 	if delay > 0 {
 		now := t.cfg.Clock.Now()
-		w := t.beginWait(now)
+		w = t.beginWait(now)
 		req, _, ok := t.waitUntil(now.Add(delay))
 		if !ok {
-			return nil, false
+			return nil, lateWait{}, false
 		}
 		t.sched.setNext(time.Time{})
 		if req != nil {
-			return req, true
+			return req, lateWait{}, true
 		}
-		t.renewer.awaited = w
 	}
 	select {
 	case <-t.life.done:
-		return nil, false
+		return nil, lateWait{}, false
 	case req := <-t.sched.stepDown:
-		return req, true
+		return req, lateWait{}, true
 	default:
-		return nil, true
+		return nil, w, true
 	}
 }
 
@@ -134,8 +132,9 @@ func (t *Tracker) waitUntil(scheduled time.Time) (*stepDownRequest, time.Time, b
 }
 
 // attempt makes one store call (extend if we have a grant, else claim),
-// publishes the outcome and returns the delay before the next call.
-func (t *Tracker) attempt() time.Duration {
+// at the end of the wait w, publishes the outcome and returns the delay
+// before the next call.
+func (t *Tracker) attempt(w lateWait) time.Duration {
 	r := t.sched.begin()
 	defer t.sched.end(r)
 	t.renewer.due = time.Time{} // until a confirmation schedules a renewal
@@ -143,7 +142,7 @@ func (t *Tracker) attempt() time.Duration {
 
 	clk := t.cfg.Clock
 	sent := clk.Now() // before the call: sent + granted bounds the term's end
-	t.renewalSent(sent)
+	t.renewalSent(w, sent)
 	clocks := t.readClocks(sent)
 	timeout := callTimeoutError{timeout: t.cfg.callTimeout()}
 	if s := t.snap.Load(); s.status.State == Held {

@@ -131,6 +131,8 @@ type snapshot struct {
 // round is one store call that checks can wait for.
 type round struct{ done chan struct{} }
 
+func newRound() *round { return &round{done: make(chan struct{})} }
+
 // stepDownRequest is a StepDown waiting for the renewer.
 type stepDownRequest struct {
 	published chan struct{} // closed once NotHeld is published
@@ -165,7 +167,7 @@ func NewTracker(cfg Config) (*Tracker, error) {
 		maxPromise: 2*cfg.Duration - cfg.Margin,
 		clocks:     clocks,
 		load:       load,
-		sched:      schedule{kick: make(chan struct{}, 1), stepDown: make(chan *stepDownRequest)},
+		sched:      schedule{kick: make(chan struct{}, 1), stepDown: make(chan *stepDownRequest), spare: newRound()},
 		life: lifecycle{ctx: ctx, cancel: cancel,
 			done: make(chan struct{}), known: make(chan struct{}), exited: make(chan struct{})},
 		renewer: renewer{retry: backoff.Backoff{Policy: cfg.retryPolicy()},
@@ -340,8 +342,8 @@ type schedule struct {
 	kick     chan struct{}         // a check asked for a call (one queued is enough)
 	stepDown chan *stepDownRequest // StepDown's requests, taken by the renewer
 	// spare is the round the renewer's next call starts if no check asked
-	// for one, made once a call has ended so that the next one is sent
-	// without allocating: on a busy process an allocation during a GC
+	// for one, made with the schedule and again once a call has ended, so
+	// that a call is sent without allocating: on a busy process an allocation during a GC
 	// cycle can hold a goroutine in the GC's assist for 100 ms and more.
 	// The renewer's alone (begin, end): not guarded by mu.
 	spare *round
@@ -358,12 +360,12 @@ func (sc *schedule) await(snap *atomic.Pointer[snapshot]) *round {
 	}
 	if s := snap.Load(); s.closed || s.status.State == NotHeld {
 		// Answered already by a step-down or Close (DESIGN.md).
-		r := &round{done: make(chan struct{})}
+		r := newRound()
 		close(r.done)
 		return r
 	}
 	if sc.pending == nil {
-		sc.pending = &round{done: make(chan struct{})}
+		sc.pending = newRound()
 		sc.next = time.Time{} // the renewer is about to call the store
 		select {
 		case sc.kick <- struct{}{}:
@@ -399,9 +401,6 @@ func (sc *schedule) nextCall() time.Time {
 
 // begin starts the round of the store call the renewer makes now.
 func (sc *schedule) begin() *round {
-	if sc.spare == nil {
-		sc.spare = &round{done: make(chan struct{})} // the first call
-	}
 	sc.mu.Lock()
 	defer sc.mu.Unlock()
 	r := sc.pending
@@ -420,7 +419,7 @@ func (sc *schedule) end(r *round) {
 	sc.mu.Unlock()
 	close(r.done)
 	if sc.spare == nil {
-		sc.spare = &round{done: make(chan struct{})}
+		sc.spare = newRound()
 	}
 }
 
