@@ -243,8 +243,11 @@ func (t *Tracker) watch(token uint64, cancel context.CancelCauseFunc, stop <-cha
 // Config.Clock) Current says Unknown at once.
 func (t *Tracker) Current() (Status, <-chan struct{}) {
 	s := t.snap.Load()
-	if s.status.State == Held && t.stopped(s, t.cfg.Clock.Now()) != nil {
-		t.sched.await(&t.snap) // the renewer publishes Unknown, and asks the store
+	if s.status.State != Held {
+		return s.status, s.changed
+	}
+	if seen := t.readClocks(t.cfg.Clock.Now()); clockStopped(s.clocks, seen) != nil {
+		t.sched.await(&t.snap, s, seen) // the renewer publishes Unknown, and asks the store
 		st := s.status
 		st.State, st.Holder = Unknown, ""
 		return st, s.changed

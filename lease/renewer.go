@@ -135,19 +135,18 @@ func (t *Tracker) waitUntil(scheduled time.Time) (*stepDownRequest, time.Time, b
 // at the end of the wait w, publishes the outcome and returns the delay
 // before the next call.
 func (t *Tracker) attempt(w lateWait) time.Duration {
-	r := t.sched.begin()
+	// sent is before the call: sent + granted bounds the term's end.
+	r, sent, clocks := t.sched.begin(t.cfg.Clock, t.clocks)
 	defer t.sched.end(r)
 	t.renewer.due = time.Time{} // until a confirmation schedules a renewal
 	defer func() { t.renewer.sentLate = 0 }()
 
 	clk := t.cfg.Clock
-	sent := clk.Now() // before the call: sent + granted bounds the term's end
 	t.renewalSent(w, sent)
-	clocks := t.readClocks(sent)
 	timeout := callTimeoutError{timeout: t.cfg.callTimeout()}
 	if s := t.snap.Load(); s.status.State == Held {
 		left := s.status.Until.Sub(sent)
-		if stopped := t.stopped(s, sent); stopped != nil || left <= 0 {
+		if stopped := clockStopped(s.clocks, clocks); stopped != nil || left <= 0 {
 			// Until ran out, or the monotonic clock may have stopped:
 			// an ambiguous answer must not keep it.
 			st := s.status

@@ -182,3 +182,31 @@ func TestSuspendIsUnknownWithinOneCheck(t *testing.T) {
 	assert.ErrorContains(t, err, "the host was suspended")
 	assert.Equal(t, lease.Unknown, st.State)
 }
+
+// TestPauseDuringRenewalIsNotConfirmedByIt: the VM was paused (its wall
+// clock corrected) while a renewal sent before the pause was in flight. A
+// check that sees the jump must not take that renewal's confirmation as
+// its answer — it vouches for nothing after its send — but wait for a
+// call sent since, which confirms the lease.
+func TestPauseDuringRenewalIsNotConfirmedByIt(t *testing.T) {
+	var in injected
+	f := newFixture(t, withInjected(&in), nil)
+	first := f.held(t)
+	f.store.SetLatency(time.Second, 0)
+	f.expectIdle(t, renewAt)
+	f.waitBlocked(t) // the renewal is sent, its clocks read
+
+	in.skew.Add(int64(40 * time.Second))
+	answers := f.checkWaiting(t, dur)
+	calls := f.store.Calls(leasetest.OpExtend)
+	require.NoError(t, f.clk.WaitAdvance(time.Second, wait, 2), "the renewal's latency and call timeout")
+	st := f.next(t) // the renewal confirmed, with the clocks read before the jump
+	assert.Equal(t, lease.Unknown, st.State, "no promise since the jump")
+	f.waitBlocked(t) // the check's call, sent after the jump
+	assert.Equal(t, calls+1, f.store.Calls(leasetest.OpExtend), "a call of the check's own")
+	require.NoError(t, f.clk.WaitAdvance(time.Second, wait, 2), "its latency and call timeout")
+	a := <-answers
+	require.NoError(t, a.err)
+	assert.Equal(t, lease.Held, a.st.State)
+	assert.Equal(t, first.Token, a.st.Token)
+}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/coldstart-go/coldstart/lease/leasestore"
 
+	"github.com/juju/clock"
 	jujuerrors "github.com/juju/errors"
 
 	"github.com/coldstart-go/coldstart/internal/backoff"
@@ -129,7 +130,13 @@ type snapshot struct {
 }
 
 // round is one store call that checks can wait for.
-type round struct{ done chan struct{} }
+type round struct {
+	done chan struct{}
+	// clocks is what the host's clocks said as the call was sent, read
+	// under schedule.mu as it began: a check whose reading shows them
+	// stopped since is not answered by it (await).
+	clocks clockReading
+}
 
 func newRound() *round { return &round{done: make(chan struct{})} }
 
@@ -224,12 +231,13 @@ func (t *Tracker) check(ctx context.Context, atLeast time.Duration) (Status, err
 	}
 	s := t.snap.Load()
 	now := t.cfg.Clock.Now()
+	seen := t.readClocks(now)
 	if s.closed || s.status.State == NotHeld ||
 		s.status.State == Held && now.Before(s.status.Until) && s.status.Until.Sub(now) >= atLeast &&
-			t.stopped(s, now) == nil {
+			clockStopped(s.clocks, seen) == nil {
 		return t.evaluate(s, now, atLeast)
 	}
-	r := t.sched.await(&t.snap)
+	r := t.sched.await(&t.snap, s, seen)
 	select {
 	case <-r.done:
 	case <-t.life.exited:
@@ -351,15 +359,21 @@ type schedule struct {
 
 // await returns the store call a check should wait for: the one in
 // flight, or a new one it asks the renewer to start at once, unless the
-// snapshot in snap, read under mu, answers already.
-func (sc *schedule) await(snap *atomic.Pointer[snapshot]) *round {
+// snapshot in snap, read under mu, answers already. The check found
+// snapshot saw wanting, with the host's clocks reading seen: a call sent
+// before they showed a stopped clock cannot confirm past it, so the check
+// waits for the next.
+func (sc *schedule) await(snap *atomic.Pointer[snapshot], saw *snapshot, seen clockReading) *round {
 	sc.mu.Lock()
 	defer sc.mu.Unlock()
-	if sc.inflight != nil {
-		return sc.inflight
+	if r := sc.inflight; r != nil && clockStopped(r.clocks, seen) == nil {
+		return r
 	}
-	if s := snap.Load(); s.closed || s.status.State == NotHeld {
-		// Answered already by a step-down or Close (DESIGN.md).
+	s := snap.Load()
+	if s.closed || s.status.State == NotHeld ||
+		s != saw && !(s.status.State == Held && clockStopped(s.clocks, seen) != nil) {
+		// Answered already: by a step-down or Close (DESIGN.md), or by
+		// a call that ended since the check looked.
 		r := newRound()
 		close(r.done)
 		return r
@@ -399,8 +413,11 @@ func (sc *schedule) nextCall() time.Time {
 	return sc.next
 }
 
-// begin starts the round of the store call the renewer makes now.
-func (sc *schedule) begin() *round {
+// begin starts the round of the store call the renewer makes now, and
+// returns it with the time it is sent and what the host's clocks say then
+// (none without a meter), read under mu: a check that asked for the call
+// before it began saw the clocks no later than it does.
+func (sc *schedule) begin(clk clock.Clock, meter clockMeter) (*round, time.Time, clockReading) {
 	sc.mu.Lock()
 	defer sc.mu.Unlock()
 	r := sc.pending
@@ -408,7 +425,11 @@ func (sc *schedule) begin() *round {
 		r, sc.spare = sc.spare, nil
 	}
 	sc.pending, sc.inflight, sc.next = nil, r, time.Time{}
-	return r
+	sent := clk.Now()
+	if meter != nil {
+		r.clocks = meter.read(sent)
+	}
+	return r, sent, r.clocks
 }
 
 // end ends round r, once its answer is published, and makes the spare
