@@ -101,7 +101,15 @@ etcd/alone: | etcd/faults-a etcd/rest
 # corpora (testdata/fuzz) also run in every plain go test.
 FUZZTIME ?= 2000x
 fuzz: | mod/root
-	@echo "go test -fuzz (every module, $(FUZZTIME) a target)" && $(call timed,$(NICE) bash .ci/fuzz $(FUZZTIME) $(MODULES))
+	@echo "go test -fuzz (every module, $(FUZZTIME) a target)" && $(call timed,GCFLAGS='$(NOOPT_GCFLAGS)' $(NICE) bash .ci/fuzz $(FUZZTIME) $(MODULES))
+
+# NOOPT_GCFLAGS compile without optimisation, inlining or DWARF what
+# make test builds only to run, never to measure: the kube-apiserver test
+# fixture (the heaviest build in the tree; measured on
+# k8s.io/apiserver/pkg/server's 1,262 packages: 498 -> 346 CPU-seconds), a
+# server the tests only start and talk to; and the fuzz binaries, whose
+# coverage instrumentation the flags leave as it is.
+NOOPT_GCFLAGS := all=-N -l -dwarf=false
 
 .PHONY: test fmt vet race bench server tools fuzz postgres etcd/vet $(ETCD_LANES) $(MODS)
 
@@ -155,17 +163,13 @@ etcd/rest:
 # where the tests' `go run` finds it. It is the one module staticcheck
 # leaves out: a test fixture of one short main.go, whose staticcheck
 # type-checks all of Kubernetes from source again (126 s on a cold run,
-# on the longest chain); go vet checks it. It is compiled without
-# optimisation, inlining or DWARF (SERVER_GCFLAGS, the flags the tests'
-# `go run` gives, so that they find this build): a third less CPU for the
-# heaviest build in the tree (measured on k8s.io/apiserver/pkg/server's
-# 1,262 packages: 498 -> 346 CPU-seconds), for a server the tests only
-# start and talk to.
-SERVER_GCFLAGS := all=-N -l -dwarf=false
+# on the longest chain); go vet checks it. It is compiled with
+# NOOPT_GCFLAGS, the flags the tests' `go run` gives, so that they find
+# this build.
 server:
-	@echo "go vet ($(SERVER))" && cd $(SERVER) && $(call timed,$(NICE) $(GO) vet -gcflags='$(SERVER_GCFLAGS)' ./...)
-	@echo "go test ($(SERVER))" && cd $(SERVER) && $(call timed,$(NICE) $(GO) test -gcflags='$(SERVER_GCFLAGS)' -vet=off -count=1 ./...)
-	@echo "go run -exec true ($(SERVER))" && cd $(SERVER) && $(call timed,$(NICE) $(GO) run -gcflags='$(SERVER_GCFLAGS)' -exec true .)
+	@echo "go vet ($(SERVER))" && cd $(SERVER) && $(call timed,$(NICE) $(GO) vet -gcflags='$(NOOPT_GCFLAGS)' ./...)
+	@echo "go test ($(SERVER))" && cd $(SERVER) && $(call timed,$(NICE) $(GO) test -gcflags='$(NOOPT_GCFLAGS)' -vet=off -count=1 ./...)
+	@echo "go run -exec true ($(SERVER))" && cd $(SERVER) && $(call timed,$(NICE) $(GO) run -gcflags='$(NOOPT_GCFLAGS)' -exec true .)
 
 # tools builds staticcheck into .bin/<version>, once, before any module's
 # lint (unless STATICCHECK names another one).
@@ -179,7 +183,7 @@ mod/$(SERVER_TESTS): server
 
 vet: tools
 	@set -e; for m in $(filter-out $(SERVER),$(MODULES)); do ($(call VET_RACE,$$m)) && ($(call LINT,$$m)); done
-	@echo "go vet ($(SERVER))" && cd $(SERVER) && $(GO) vet -gcflags='$(SERVER_GCFLAGS)' ./...
+	@echo "go vet ($(SERVER))" && cd $(SERVER) && $(GO) vet -gcflags='$(NOOPT_GCFLAGS)' ./...
 
 race: server postgres
 	@set -e; for m in $(filter-out $(SERVER),$(MODULES)); do ($(call TEST_RACE,$$m)); done

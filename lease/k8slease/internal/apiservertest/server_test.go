@@ -43,7 +43,7 @@ type serverConfig struct {
 }
 
 // serverGCFlags are the server's compiler flags, the Makefile's
-// SERVER_GCFLAGS, so that the build `make test` makes first is the one
+// NOOPT_GCFLAGS, so that the build `make test` makes first is the one
 // found here: no optimisation, inlining or DWARF, a third less CPU for the
 // heaviest build in the tree, for a server these tests only talk to.
 const serverGCFlags = "all=-N -l -dwarf=false"

@@ -14,7 +14,7 @@
 // It is a module of its own: kubernetes needs 31 replace directives for
 // its staging modules, which must not reach any other go.mod, and its build
 // is heavy (~900 CPU-seconds from an empty cache, a third less as the
-// tests and `make test` build it, unoptimised: SERVER_GCFLAGS; the link, with go run's
+// tests and `make test` build it, unoptimised: NOOPT_GCFLAGS; the link, with go run's
 // -s -w, ~13 s). It reads certificate fixtures from kubernetes' module
 // directory at run time, so it must not be built with -trimpath.
 package main
